@@ -1,0 +1,75 @@
+//! An append-only Fenwick tree over join sequence numbers, so a waiting
+//! visitor's exact position is an O(log n) prefix sum rather than a walk of
+//! the line. Each slot is 1 while that sequence number waits, 0 once it has
+//! been admitted or has left.
+
+#[derive(Debug, Default)]
+pub struct LineIndex {
+    /// 1-based Fenwick array; `tree[0]` is unused.
+    tree: Vec<u32>,
+}
+
+impl LineIndex {
+    pub fn new() -> Self {
+        Self { tree: vec![0] }
+    }
+
+    /// Appends the next sequence number (`len() + 1`), waiting.
+    pub fn push_waiting(&mut self) -> u64 {
+        let i = self.tree.len();
+        let low = i & i.wrapping_neg();
+        // The new node covers (i - low, i]: its own 1 plus the sum of the
+        // already-present slots in that range.
+        let covered = self.prefix(i - 1) - self.prefix(i - low);
+        self.tree.push(1 + covered);
+        i as u64
+    }
+
+    /// Marks `seq` as no longer waiting.
+    pub fn remove(&mut self, seq: u64) {
+        let mut i = seq as usize;
+        while i < self.tree.len() {
+            self.tree[i] -= 1;
+            i += i & i.wrapping_neg();
+        }
+    }
+
+    /// How many sequence numbers `<= seq` are still waiting: for a waiting
+    /// `seq`, its 1-based position in line.
+    pub fn rank(&self, seq: u64) -> u64 {
+        self.prefix(seq as usize) as u64
+    }
+
+    fn prefix(&self, mut i: usize) -> u32 {
+        let mut sum = 0;
+        while i > 0 {
+            sum += self.tree[i];
+            i &= i - 1;
+        }
+        sum
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_counts_only_waiting_sequence_numbers() {
+        let mut index = LineIndex::new();
+        let mut waiting = Vec::new();
+        for _ in 0..1000 {
+            waiting.push(index.push_waiting());
+        }
+        for seq in (1..=1000u64).filter(|s| s % 3 == 0 || s % 7 == 0) {
+            index.remove(seq);
+            waiting.retain(|w| *w != seq);
+        }
+        for _ in 0..37 {
+            waiting.push(index.push_waiting());
+        }
+        for (expected, seq) in waiting.iter().enumerate() {
+            assert_eq!(index.rank(*seq), expected as u64 + 1, "seq {seq}");
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! Building and running the application: the store, the hub, the promoter,
+//! and the HTTP server, wired together and stopped by one shutdown signal.
+
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::dev::{Server, ServerHandle};
+use actix_web::{App, HttpResponse, web};
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::sync::watch;
+use tracing_actix_web::TracingLogger;
+
+use crate::admission::memory::MemoryStore;
+use crate::admission::promoter::Promoter;
+use crate::admission::store::Store;
+use crate::clock::SharedClock;
+use crate::config::Settings;
+use crate::credentials::{Credentials, random_secret};
+use crate::error::{ApiError, extractors};
+use crate::sessions::hub::Hub;
+use crate::{admin, demo, ops, pages, sessions, visitor};
+
+/// What every handler shares. Cheap to clone (all handles).
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub hub: Arc<Hub>,
+    pub credentials: Arc<Credentials>,
+    pub clock: SharedClock,
+    pub admin_token: String,
+    /// Flips to `true` once: every socket closes with "going away".
+    pub shutdown: watch::Receiver<bool>,
+    pub metrics: PrometheusHandle,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot listen on {address}: {source}")]
+    Listen {
+        address: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "--redis-url was given, but this build of waitroom has no Redis store yet; \
+         run without it to use the embedded memory store"
+    )]
+    RedisNotSupported,
+    #[error("could not set up the demo room: {0}")]
+    Demo(String),
+}
+
+/// Handles the embedding code (and tests) keep once the server runs.
+#[derive(Clone)]
+pub struct AppHandle {
+    pub store: Arc<dyn Store>,
+    pub hub: Arc<Hub>,
+    pub promoter: Promoter,
+    pub credentials: Arc<Credentials>,
+    pub clock: SharedClock,
+    shutdown: Arc<watch::Sender<bool>>,
+    server: ServerHandle,
+}
+
+impl AppHandle {
+    /// One promoter pass now: presence, then every due tick.
+    pub async fn step(&self) {
+        self.promoter.refresh_presence().await;
+        if let Err(error) = self.promoter.tick_all().await {
+            tracing::warn!(%error, "tick failed");
+        }
+    }
+
+    /// Closes every socket ("going away"), then stops the server gracefully.
+    pub async fn shutdown(&self) {
+        let _ = self.shutdown.send(true);
+        // Let session loops send their close frames before workers stop.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        self.server.stop(true).await;
+    }
+}
+
+pub struct Application {
+    port: u16,
+    server: Server,
+    handle: AppHandle,
+}
+
+impl Application {
+    pub async fn build(settings: Settings, clock: SharedClock) -> Result<Self, StartError> {
+        if settings.redis_url.is_some() {
+            return Err(StartError::RedisNotSupported);
+        }
+        let secret = settings.secret.clone().unwrap_or_else(|| {
+            tracing::warn!("no --secret given: generated one for this process; tickets and passes will not survive a restart or verify on other nodes");
+            random_secret()
+        });
+        let admin_token = settings.admin_token.clone().unwrap_or_else(|| {
+            let token = random_secret();
+            tracing::warn!(admin_token = %token, "no --admin-token given: generated one for this process");
+            token
+        });
+        let credentials = Arc::new(Credentials::from_secret(&secret));
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(clock.clone()));
+        let hub = Arc::new(Hub::new(credentials.clone()));
+        let promoter = Promoter::new(store.clone(), hub.clone());
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+
+        let listener =
+            TcpListener::bind(&settings.listen).map_err(|source| StartError::Listen {
+                address: settings.listen.clone(),
+                source,
+            })?;
+        let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
+
+        tokio::spawn(hub.clone().run(store.clone(), shutdown_rx.clone()));
+        tokio::spawn(promoter.clone().run(shutdown_rx.clone()));
+        if settings.demo_room {
+            let room = demo::create(store.as_ref())
+                .await
+                .map_err(|e| StartError::Demo(e.to_string()))?;
+            tokio::spawn(demo::simulate_visitors(
+                store.clone(),
+                room,
+                shutdown_rx.clone(),
+            ));
+        }
+
+        let state = web::Data::new(AppState {
+            store: store.clone(),
+            hub: hub.clone(),
+            credentials: credentials.clone(),
+            clock: clock.clone(),
+            admin_token,
+            shutdown: shutdown_rx,
+            metrics: ops::metrics_handle(),
+        });
+        let mut server = actix_web::HttpServer::new(move || {
+            App::new()
+                .wrap(TracingLogger::default())
+                .app_data(state.clone())
+                .app_data(extractors::json_config())
+                .app_data(extractors::form_config())
+                .app_data(extractors::query_config())
+                .app_data(extractors::path_config())
+                .configure(visitor::routes)
+                .service(sessions::socket::connect)
+                .configure(admin::api::routes)
+                .configure(admin::page::routes)
+                .configure(pages::routes)
+                .configure(ops::routes)
+                .default_service(web::to(not_found))
+        })
+        .disable_signals()
+        .shutdown_timeout(5)
+        // Visitors arrive in bursts; let the kernel queue them.
+        .backlog(4096)
+        .max_connections(50_000);
+        if let Some(workers) = settings.workers {
+            server = server.workers(workers);
+        }
+        let server = server
+            .listen(listener)
+            .map_err(|source| StartError::Listen {
+                address: settings.listen.clone(),
+                source,
+            })?
+            .run();
+        let handle = AppHandle {
+            store,
+            hub,
+            promoter,
+            credentials,
+            clock,
+            shutdown: Arc::new(shutdown_tx),
+            server: server.handle(),
+        };
+        Ok(Self {
+            port,
+            server,
+            handle,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn handle(&self) -> AppHandle {
+        self.handle.clone()
+    }
+
+    /// Serves until stopped; SIGINT or SIGTERM close every socket first.
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        let handle = self.handle.clone();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            tracing::info!("shutting down: closing sockets");
+            handle.shutdown().await;
+        });
+        self.server.await
+    }
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            std::future::pending::<()>().await;
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {},
+            _ = int.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+async fn not_found() -> Result<HttpResponse, ApiError> {
+    Err(ApiError::NotFound("no such endpoint".into()))
+}

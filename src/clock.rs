@@ -1,0 +1,60 @@
+//! Time for everything that decides: admission ticks, pass expiry, abandonment.
+//!
+//! All logic reads time through [`Clock`] so tests can drive it by hand
+//! ([`ManualClock`]) instead of sleeping.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Milliseconds since the Unix epoch.
+pub type Millis = u64;
+
+/// A source of wall-clock time in milliseconds.
+pub trait Clock: Send + Sync + 'static {
+    fn now_ms(&self) -> Millis;
+}
+
+/// The real clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> Millis {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as Millis)
+            .unwrap_or(0)
+    }
+}
+
+/// A clock that only moves when told to. Cheap to clone; clones share the time.
+#[derive(Debug, Clone)]
+pub struct ManualClock {
+    now: Arc<AtomicU64>,
+}
+
+impl ManualClock {
+    pub fn new(start: Millis) -> Self {
+        Self {
+            now: Arc::new(AtomicU64::new(start)),
+        }
+    }
+
+    pub fn advance_ms(&self, by: Millis) {
+        self.now.fetch_add(by, Ordering::SeqCst);
+    }
+
+    pub fn set_ms(&self, to: Millis) {
+        self.now.store(to, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> Millis {
+        self.now.load(Ordering::SeqCst)
+    }
+}
+
+/// Shared handle to whichever clock the application runs on.
+pub type SharedClock = Arc<dyn Clock>;

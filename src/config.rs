@@ -1,0 +1,60 @@
+//! Settings: every flag is also an environment variable (api.md, "Running").
+
+use clap::{Parser, ValueEnum};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+#[derive(Debug, Clone, Parser)]
+#[command(name = "waitroom", version, about = "A real-time virtual waiting room")]
+pub struct Settings {
+    /// Address to listen on.
+    #[arg(long, env = "WAITROOM_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: String,
+
+    /// Redis URL for a shared store across nodes; absent, the embedded memory store.
+    #[arg(long, env = "WAITROOM_REDIS_URL")]
+    pub redis_url: Option<String>,
+
+    /// Token operators use for the admin page and API; absent, one is generated and logged.
+    #[arg(long, env = "WAITROOM_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+
+    /// Secret every signing key derives from; share it across nodes. Absent,
+    /// one is generated at start (tickets and passes then die with the process).
+    #[arg(long, env = "WAITROOM_SECRET", hide_env_values = true)]
+    pub secret: Option<String>,
+
+    /// Create room `demo` (2 visitors per 5 s tick) with simulated visitors, so a line forms.
+    #[arg(long, env = "WAITROOM_DEMO_ROOM")]
+    pub demo_room: bool,
+
+    /// Log format.
+    #[arg(long, env = "WAITROOM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// HTTP worker threads (default: one per core).
+    #[arg(long, env = "WAITROOM_WORKERS")]
+    pub workers: Option<usize>,
+}
+
+impl Settings {
+    /// Settings for tests and embedding: memory store, an OS-chosen port.
+    pub fn for_tests() -> Self {
+        Self {
+            listen: "127.0.0.1:0".into(),
+            redis_url: None,
+            admin_token: Some("test-admin-token".into()),
+            secret: Some("test-secret".into()),
+            demo_room: false,
+            log_format: LogFormat::Text,
+            workers: Some(2),
+        }
+    }
+}

@@ -1,0 +1,409 @@
+//! Admission scenarios every store must pass, written against `dyn Store` and
+//! a driven clock. Each store's test file runs them all with its own harness.
+
+use std::sync::Arc;
+
+use waitroom::admission::model::{PlaceState, RoomConfig, RoomId, RoomPatch, VisitorId};
+use waitroom::admission::store::Store;
+use waitroom::clock::ManualClock;
+
+pub const TICK_MS: u64 = 5_000;
+
+pub struct Harness {
+    pub store: Arc<dyn Store>,
+    pub clock: ManualClock,
+}
+
+impl Harness {
+    /// A room admitting `per_tick` every 5 s, otherwise defaults.
+    pub async fn room(&self, id: &str, per_tick: u32, cap: Option<u64>) -> RoomId {
+        let id = RoomId::parse(id).unwrap();
+        let mut config = RoomConfig::new("Test room", "https://shop.example/buy");
+        config.admit_per_tick = per_tick;
+        config.tick_ms = TICK_MS;
+        config.max_active = cap;
+        self.store.create_room(id.clone(), config).await.unwrap();
+        id
+    }
+
+    pub async fn join(&self, room: &RoomId) -> (VisitorId, PlaceState) {
+        let visitor = VisitorId::random();
+        let place = self.store.join(room, visitor).await.unwrap();
+        (visitor, place.state)
+    }
+
+    pub async fn state(&self, room: &RoomId, visitor: VisitorId) -> PlaceState {
+        self.store.status(room, visitor).await.unwrap().state
+    }
+
+    /// Advances one tick period and runs the tick.
+    pub async fn tick(&self, room: &RoomId) -> u64 {
+        self.clock.advance_ms(TICK_MS);
+        self.store
+            .tick(room)
+            .await
+            .unwrap()
+            .expect("a tick is due")
+            .admitted
+    }
+
+    pub async fn patch(&self, room: &RoomId, json: &str) {
+        let patch: RoomPatch = serde_json::from_str(json).unwrap();
+        self.store.configure(room, patch).await.unwrap();
+    }
+}
+
+pub fn position(state: PlaceState) -> u64 {
+    match state {
+        PlaceState::Waiting { position, .. } => position,
+        other => panic!("expected waiting, got {other:?}"),
+    }
+}
+
+pub fn is_admitted(state: PlaceState) -> bool {
+    matches!(state, PlaceState::Admitted { .. })
+}
+
+/// Runs every scenario against stores built by `make`.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($make:expr) => {
+        $crate::conformance_suite!(@tests $make;
+            bucket_starts_full_and_passes_arrivals_through,
+            arrivals_queue_once_someone_waits,
+            each_tick_admits_at_most_the_rate_in_join_order,
+            tokens_never_accumulate_beyond_one_tick,
+            tick_is_idempotent_for_a_given_time,
+            cap_holds_admission_until_passes_expire,
+            leaving_with_a_pass_frees_its_slot,
+            join_is_idempotent,
+            reentry_after_admission_or_leave_goes_to_the_back,
+            absent_visitors_lose_their_place_and_burn_no_admission,
+            present_visitors_keep_their_place,
+            paused_rooms_admit_nobody,
+            eta_follows_the_achieved_rate,
+            positions_count_only_those_still_ahead,
+            closed_rooms_tell_visitors_and_refuse_joins,
+            unknown_rooms_are_errors,
+        );
+    };
+    (@tests $make:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                let harness: $crate::conformance::Harness = $make().await;
+                $crate::conformance::scenarios::$name(&harness).await;
+            }
+        )*
+    };
+}
+
+pub mod scenarios {
+    use super::*;
+    use waitroom::admission::store::StoreError;
+
+    pub async fn bucket_starts_full_and_passes_arrivals_through(h: &Harness) {
+        let room = h.room("r", 3, None).await;
+        for _ in 0..3 {
+            assert!(
+                is_admitted(h.join(&room).await.1),
+                "a fresh bucket holds admit_per_tick tokens"
+            );
+        }
+        assert_eq!(
+            position(h.join(&room).await.1),
+            1,
+            "the fourth arrival finds the bucket empty"
+        );
+    }
+
+    pub async fn arrivals_queue_once_someone_waits(h: &Harness) {
+        let room = h.room("r", 2, None).await;
+        h.join(&room).await;
+        h.join(&room).await;
+        let (_, third) = h.join(&room).await;
+        assert_eq!(position(third), 1);
+        assert_eq!(
+            h.tick(&room).await,
+            1,
+            "the tick refills 2 and spends one on the head"
+        );
+        // The tick left one token and nobody waits now, so it lets a newcomer through.
+        assert!(is_admitted(h.join(&room).await.1));
+        let (_, waiting) = h.join(&room).await;
+        assert_eq!(position(waiting), 1, "tokens are spent");
+    }
+
+    pub async fn each_tick_admits_at_most_the_rate_in_join_order(h: &Harness) {
+        let room = h.room("r", 2, None).await;
+        h.join(&room).await;
+        h.join(&room).await;
+        let mut line = Vec::new();
+        for expected in 1..=10 {
+            let (visitor, state) = h.join(&room).await;
+            assert_eq!(position(state), expected);
+            line.push(visitor);
+        }
+        for tick in 0..5 {
+            assert_eq!(h.tick(&room).await, 2);
+            for (i, visitor) in line.iter().enumerate() {
+                let state = h.state(&room, *visitor).await;
+                if i < (tick + 1) * 2 {
+                    assert!(is_admitted(state), "visitor {i} after tick {tick}");
+                } else {
+                    assert_eq!(position(state), (i - (tick + 1) * 2 + 1) as u64);
+                }
+            }
+        }
+    }
+
+    pub async fn tokens_never_accumulate_beyond_one_tick(h: &Harness) {
+        let room = h.room("r", 2, None).await;
+        for _ in 0..2 {
+            h.join(&room).await;
+        }
+        // Five idle tick periods, then a crowd: only one tick's worth passes.
+        for _ in 0..5 {
+            h.tick(&room).await;
+        }
+        let mut admitted = 0;
+        for _ in 0..10 {
+            if is_admitted(h.join(&room).await.1) {
+                admitted += 1;
+            }
+        }
+        assert_eq!(admitted, 2);
+    }
+
+    pub async fn tick_is_idempotent_for_a_given_time(h: &Harness) {
+        let room = h.room("r", 1, None).await;
+        h.join(&room).await;
+        for _ in 0..5 {
+            h.join(&room).await;
+        }
+        h.clock.advance_ms(TICK_MS);
+        let first = h.store.tick(&room).await.unwrap();
+        let again = h.store.tick(&room).await.unwrap();
+        assert_eq!(first.map(|r| r.admitted), Some(1));
+        assert_eq!(again, None, "the same instant never ticks twice");
+        h.clock.advance_ms(TICK_MS - 1);
+        assert_eq!(
+            h.store.tick(&room).await.unwrap(),
+            None,
+            "not due before tick_ms"
+        );
+        h.clock.advance_ms(1);
+        assert!(h.store.tick(&room).await.unwrap().is_some());
+    }
+
+    pub async fn cap_holds_admission_until_passes_expire(h: &Harness) {
+        let room = h.room("r", 10, Some(3)).await;
+        h.patch(&room, r#"{"pass_ttl_s": 12}"#).await;
+        for _ in 0..3 {
+            assert!(is_admitted(h.join(&room).await.1));
+        }
+        let (waiter, state) = h.join(&room).await;
+        assert_eq!(position(state), 1, "the cap stops pass-through");
+        assert_eq!(
+            h.tick(&room).await,
+            0,
+            "tokens are there but the cap is reached"
+        );
+        assert_eq!(h.tick(&room).await, 0);
+        // 15 s after admission the 12 s passes have expired by themselves.
+        assert_eq!(h.tick(&room).await, 1, "expired passes free their slots");
+        assert!(is_admitted(h.state(&room, waiter).await));
+        let info = h.store.room(&room).await.unwrap();
+        assert_eq!(info.stats.active, 1);
+    }
+
+    pub async fn leaving_with_a_pass_frees_its_slot(h: &Harness) {
+        let room = h.room("r", 10, Some(1)).await;
+        let (holder, _) = h.join(&room).await;
+        let (waiter, _) = h.join(&room).await;
+        h.store.leave(&room, holder).await.unwrap();
+        assert!(matches!(h.state(&room, holder).await, PlaceState::Left));
+        assert_eq!(h.tick(&room).await, 1);
+        assert!(is_admitted(h.state(&room, waiter).await));
+    }
+
+    pub async fn join_is_idempotent(h: &Harness) {
+        let room = h.room("r", 1, None).await;
+        h.join(&room).await;
+        let (visitor, first) = h.join(&room).await;
+        for _ in 0..5 {
+            let again = h.store.join(&room, visitor).await.unwrap().state;
+            assert_eq!(again, first, "a double submit keeps the one place");
+        }
+        assert_eq!(h.store.room(&room).await.unwrap().stats.waiting, 1);
+        // Admitted visitors who join again keep their pass.
+        h.tick(&room).await;
+        let admitted = h.state(&room, visitor).await;
+        assert!(is_admitted(admitted));
+        assert_eq!(h.store.join(&room, visitor).await.unwrap().state, admitted);
+    }
+
+    pub async fn reentry_after_admission_or_leave_goes_to_the_back(h: &Harness) {
+        let room = h.room("r", 1, Some(1)).await;
+        h.patch(&room, r#"{"pass_ttl_s": 4}"#).await;
+        let (returning, state) = h.join(&room).await;
+        assert!(is_admitted(state));
+        let (_, a) = h.join(&room).await;
+        let (leaver, b) = h.join(&room).await;
+        assert_eq!((position(a), position(b)), (1, 2));
+        // The pass runs out; coming back means the back of the line.
+        h.clock.advance_ms(4_000);
+        assert!(matches!(
+            h.state(&room, returning).await,
+            PlaceState::Expired
+        ));
+        assert_eq!(
+            position(h.store.join(&room, returning).await.unwrap().state),
+            3
+        );
+        // Leaving and coming back: the back again.
+        h.store.leave(&room, leaver).await.unwrap();
+        assert_eq!(
+            position(h.store.join(&room, leaver).await.unwrap().state),
+            3
+        );
+        assert_eq!(position(h.state(&room, returning).await), 2);
+    }
+
+    pub async fn absent_visitors_lose_their_place_and_burn_no_admission(h: &Harness) {
+        let room = h.room("r", 1, None).await;
+        h.patch(&room, r#"{"abandon_after_s": 20}"#).await;
+        h.join(&room).await;
+        let (gone, _) = h.join(&room).await;
+        let (present, state) = h.join(&room).await;
+        assert_eq!(position(state), 2);
+        // 25 s pass; only `present` polls in between.
+        for _ in 0..4 {
+            h.clock.advance_ms(5_000);
+            h.store.touch(&room, &[present]).await.unwrap();
+        }
+        h.clock.advance_ms(5_000);
+        let report = h.store.tick(&room).await.unwrap().unwrap();
+        assert_eq!((report.abandoned, report.admitted), (1, 1));
+        assert!(
+            is_admitted(h.state(&room, present).await),
+            "the absent head burned no admission"
+        );
+        assert!(matches!(h.state(&room, gone).await, PlaceState::Expired));
+    }
+
+    pub async fn present_visitors_keep_their_place(h: &Harness) {
+        let room = h.room("r", 1, None).await;
+        h.patch(&room, r#"{"abandon_after_s": 20, "paused": true}"#)
+            .await;
+        let (polling, _) = h.join(&room).await;
+        for _ in 0..10 {
+            h.clock.advance_ms(10_000);
+            assert_eq!(position(h.state(&room, polling).await), 1);
+            h.store.tick(&room).await.unwrap();
+        }
+        assert_eq!(position(h.state(&room, polling).await), 1);
+    }
+
+    pub async fn paused_rooms_admit_nobody(h: &Harness) {
+        let room = h.room("r", 5, None).await;
+        h.patch(&room, r#"{"paused": true}"#).await;
+        let (visitor, state) = h.join(&room).await;
+        assert_eq!(position(state), 1, "paused stops pass-through too");
+        assert_eq!(h.tick(&room).await, 0);
+        assert_eq!(
+            h.store
+                .status(&room, visitor)
+                .await
+                .unwrap()
+                .line
+                .eta_seconds(1),
+            None
+        );
+        h.patch(&room, r#"{"paused": false}"#).await;
+        assert_eq!(h.tick(&room).await, 1);
+    }
+
+    pub async fn eta_follows_the_achieved_rate(h: &Harness) {
+        let room = h.room("r", 2, Some(4)).await;
+        let mut line = Vec::new();
+        for _ in 0..30 {
+            line.push(h.join(&room).await.0);
+        }
+        // Before any tick, the configured rate: 2 per 5 s.
+        let place = h.store.status(&room, line[29]).await.unwrap();
+        let position = position(place.state);
+        assert_eq!(position, 28);
+        assert_eq!(place.line.eta_seconds(position), Some(70));
+        // Two ticks at 2 per 5 s: 0.4/s achieved.
+        h.tick(&room).await;
+        let place = h.store.status(&room, line[29]).await.unwrap();
+        assert_eq!(place.line.eta_seconds(26), Some(65));
+        // Then the cap of 4 stops admission: the achieved rate falls and the ETA grows.
+        h.tick(&room).await;
+        for _ in 0..10 {
+            assert_eq!(h.tick(&room).await, 0);
+        }
+        let place = h.store.status(&room, line[29]).await.unwrap();
+        let eta = place
+            .line
+            .eta_seconds(24)
+            .expect("something was admitted this minute");
+        assert!(eta > 65 * 2, "eta {eta} reflects the slower achieved rate");
+    }
+
+    pub async fn positions_count_only_those_still_ahead(h: &Harness) {
+        let room = h.room("r", 1, None).await;
+        h.join(&room).await;
+        let mut line = Vec::new();
+        for _ in 0..6 {
+            line.push(h.join(&room).await.0);
+        }
+        h.store.leave(&room, line[1]).await.unwrap();
+        h.store.leave(&room, line[4]).await.unwrap();
+        let expect = [(0, 1), (2, 2), (3, 3), (5, 4)];
+        for (i, pos) in expect {
+            assert_eq!(position(h.state(&room, line[i]).await), pos);
+        }
+        let stats = h.store.room(&room).await.unwrap().stats;
+        assert_eq!(stats.waiting, 4);
+    }
+
+    pub async fn closed_rooms_tell_visitors_and_refuse_joins(h: &Harness) {
+        let room = h.room("r", 1, None).await;
+        h.join(&room).await;
+        let (waiting, _) = h.join(&room).await;
+        h.store.close_room(&room).await.unwrap();
+        assert!(matches!(h.state(&room, waiting).await, PlaceState::Closed));
+        assert!(matches!(
+            h.store.join(&room, VisitorId::random()).await,
+            Err(StoreError::RoomClosed(_))
+        ));
+        assert!(matches!(
+            h.store.room(&room).await,
+            Err(StoreError::RoomNotFound(_))
+        ));
+        assert!(h.store.rooms().await.unwrap().is_empty());
+        // The id can be used again.
+        h.room("r", 1, None).await;
+    }
+
+    pub async fn unknown_rooms_are_errors(h: &Harness) {
+        let room = RoomId::parse("nowhere").unwrap();
+        assert!(matches!(
+            h.store.join(&room, VisitorId::random()).await,
+            Err(StoreError::RoomNotFound(_))
+        ));
+        assert!(matches!(
+            h.store.tick(&room).await,
+            Err(StoreError::RoomNotFound(_))
+        ));
+        let exists = h.room("r", 1, None).await;
+        assert!(matches!(
+            h.store
+                .create_room(exists, RoomConfig::new("again", "/x"))
+                .await,
+            Err(StoreError::RoomExists(_))
+        ));
+    }
+}

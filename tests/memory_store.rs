@@ -1,0 +1,18 @@
+//! The conformance suite on the embedded memory store.
+
+mod conformance;
+
+use std::sync::Arc;
+
+use waitroom::admission::memory::MemoryStore;
+use waitroom::clock::ManualClock;
+
+async fn memory_harness() -> conformance::Harness {
+    let clock = ManualClock::new(1_767_225_600_000);
+    conformance::Harness {
+        store: Arc::new(MemoryStore::new(Arc::new(clock.clone()))),
+        clock,
+    }
+}
+
+conformance_suite!(memory_harness);
