@@ -457,3 +457,105 @@ fn advance(
         version: movement.version,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::model::LineSummary;
+
+    fn room() -> RoomId {
+        RoomId::parse("r").unwrap()
+    }
+
+    fn tick(version: u64, admitted: &[(u64, VisitorId)], departed: &[u64]) -> RoomEvent {
+        RoomEvent::Tick {
+            room: room(),
+            admitted: admitted
+                .iter()
+                .map(|(seq, visitor)| Admission {
+                    visitor: *visitor,
+                    seq: *seq,
+                    admitted_at: 0,
+                    expires_at: 60_000,
+                })
+                .collect(),
+            departed: departed.into(),
+            line: LineSummary {
+                version,
+                ..LineSummary::default()
+            },
+        }
+    }
+
+    fn place(visitor: VisitorId, seq: u64, position: u64, version: u64) -> Place {
+        Place {
+            visitor,
+            state: PlaceState::Waiting { seq, position },
+            line: LineSummary {
+                version,
+                ..LineSummary::default()
+            },
+            target_url: "/t".into(),
+        }
+    }
+
+    fn position_in(message: Outbound) -> Option<u64> {
+        let Outbound::Text(text) = message else {
+            panic!("expected a status")
+        };
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()["position"].as_u64()
+    }
+
+    #[test]
+    fn events_between_the_read_and_the_sync_are_replayed() {
+        let hub = Hub::new(Arc::new(Credentials::from_secret("s")));
+        let me = VisitorId::random();
+        let (id, mut rx) = hub.register(&room(), me, "ticket".into());
+        // Read at version 1: seq 10 at position 8. Then, before the sync,
+        // version 2 admits two and version 3 drops seq 7 (ahead) and 12 (behind).
+        hub.apply(tick(
+            2,
+            &[(1, VisitorId::random()), (2, VisitorId::random())],
+            &[],
+        ));
+        hub.apply(tick(3, &[], &[12, 7]));
+        assert_eq!(hub.sync(&room(), id, &place(me, 10, 8, 1)), Synced::Yes);
+        assert_eq!(position_in(rx.try_recv().unwrap()), Some(5));
+        // Later events apply once; older ones are ignored.
+        hub.apply(tick(4, &[(3, VisitorId::random())], &[]));
+        assert_eq!(position_in(rx.try_recv().unwrap()), Some(4));
+    }
+
+    #[test]
+    fn a_read_older_than_the_replay_window_asks_for_another() {
+        let hub = Hub::new(Arc::new(Credentials::from_secret("s")));
+        let me = VisitorId::random();
+        let (id, _rx) = hub.register(&room(), me, "ticket".into());
+        for version in 2..(REPLAY_EVENTS as u64 + 10) {
+            hub.apply(tick(version, &[], &[]));
+        }
+        assert_eq!(hub.sync(&room(), id, &place(me, 10, 8, 1)), Synced::Stale);
+    }
+
+    #[test]
+    fn a_slow_socket_is_dropped_not_buffered() {
+        let hub = Hub::new(Arc::new(Credentials::from_secret("s")));
+        let me = VisitorId::random();
+        let (id, mut rx) = hub.register(&room(), me, "ticket".into());
+        hub.sync(&room(), id, &place(me, 1_000, 1_000, 0));
+        for version in 1..=(OUTBOUND_QUEUE as u64 + 5) {
+            hub.apply(tick(version, &[], &[]));
+        }
+        let mut received = 0;
+        while let Ok(message) = rx.try_recv() {
+            assert!(matches!(message, Outbound::Text(_)));
+            received += 1;
+        }
+        assert_eq!(received, OUTBOUND_QUEUE, "the queue is bounded");
+        assert!(rx.is_closed() || rx.try_recv().is_err());
+        assert!(
+            hub.present_visitors().iter().all(|(_, v)| v.is_empty()),
+            "the slow socket is gone"
+        );
+    }
+}

@@ -1,0 +1,610 @@
+//! The visitor and operator APIs end to end: real HTTP and real WebSockets
+//! against the app on port 0, time driven by hand.
+
+mod support;
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use support::{TestApp, close_code, next_json, next_status, send_text};
+use tokio_tungstenite::tungstenite::Message;
+
+#[tokio::test]
+async fn ten_visitors_are_admitted_two_per_tick_in_join_order_over_websockets() {
+    let app = TestApp::spawn().await;
+    // Paused while the line forms, so nobody passes straight through.
+    app.create_room("drop", json!({"admit_per_tick": 2, "paused": true}))
+        .await;
+    let mut visitors = Vec::new();
+    for expected in 1..=10 {
+        let status = app.join_api("drop").await;
+        assert_eq!(status["state"], "waiting");
+        assert_eq!(status["position"], expected);
+        let ticket = status["ticket"].as_str().unwrap().to_string();
+        let mut socket = app.connect("drop", &ticket).await;
+        let first = next_status(&mut socket).await;
+        assert_eq!(
+            first["position"], expected,
+            "the socket starts at the joined place"
+        );
+        visitors.push((ticket, socket, expected));
+    }
+    assert_eq!(
+        app.patch_room("drop", json!({"paused": false}))
+            .await
+            .status(),
+        200
+    );
+    for socket in visitors.iter_mut() {
+        let after_config = next_status(&mut socket.1).await;
+        assert_eq!(
+            after_config["position"], socket.2,
+            "a config change moves nobody"
+        );
+    }
+
+    let mut passes = Vec::new();
+    for tick in 0..5 {
+        app.step(5_000).await;
+        for (i, (_, socket, last_position)) in visitors.iter_mut().enumerate() {
+            if *last_position == 0 {
+                continue; // admitted earlier
+            }
+            let status = next_status(socket).await;
+            if i < (tick + 1) * 2 {
+                assert_eq!(status["state"], "admitted", "visitor {i} at tick {tick}");
+                assert_eq!(status["position"], Value::Null);
+                assert!(status["expires_at"].is_string());
+                let redirect = status["redirect_url"].as_str().unwrap();
+                assert!(redirect.starts_with("https://shop.example/buy?wr_pass="));
+                passes.push(status["pass"].as_str().unwrap().to_string());
+                *last_position = 0;
+            } else {
+                let position = status["position"].as_u64().unwrap();
+                assert!(position < *last_position, "positions only fall");
+                assert_eq!(position, (i - (tick + 1) * 2 + 1) as u64);
+                assert_eq!(status["waiting"], (10 - (tick + 1) * 2) as u64);
+                assert!(status["eta_seconds"].as_u64().is_some());
+                *last_position = position;
+            }
+        }
+    }
+    assert_eq!(passes.len(), 10);
+    for pass in &passes {
+        let verified = app
+            .http
+            .get(app.url("/api/verify"))
+            .bearer_auth(pass)
+            .header("X-Waitroom-Room", "drop")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(verified.status(), 204);
+    }
+    // A pass for this room is not a pass for another.
+    let wrong_room = app
+        .http
+        .get(app.url("/api/verify?room=other"))
+        .bearer_auth(&passes[0])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong_room.status(), 401);
+}
+
+#[tokio::test]
+async fn passes_verify_offline_with_the_published_jwks() {
+    let app = TestApp::spawn().await;
+    app.create_room("offline", json!({})).await;
+    let status = app.join_api("offline").await;
+    assert_eq!(
+        status["state"], "admitted",
+        "an empty room lets the first visitor through"
+    );
+    let pass = status["pass"].as_str().unwrap();
+
+    let jwks: jsonwebtoken::jwk::JwkSet = app
+        .http
+        .get(app.url("/.well-known/jwks.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let header = jsonwebtoken::decode_header(pass).unwrap();
+    let jwk = jwks
+        .find(header.kid.as_deref().unwrap())
+        .expect("the pass names a published key");
+    let key = jsonwebtoken::DecodingKey::from_jwk(jwk).unwrap();
+    let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::EdDSA);
+    // The driven clock is in 2026-01; the library checks against the real one.
+    validation.validate_exp = false;
+    let claims = jsonwebtoken::decode::<Value>(pass, &key, &validation)
+        .unwrap()
+        .claims;
+    assert_eq!(claims["room"], "offline");
+    assert_eq!(
+        claims["exp"].as_u64().unwrap() - claims["iat"].as_u64().unwrap(),
+        600
+    );
+}
+
+#[tokio::test]
+async fn passes_stop_verifying_when_they_expire_or_are_given_up() {
+    let app = TestApp::spawn().await;
+    app.create_room("short", json!({"pass_ttl_s": 30})).await;
+    let kept = app.join_api("short").await;
+    let given_up = app.join_api("short").await;
+    let verify = |pass: String| {
+        let request = app
+            .http
+            .get(app.url("/api/verify?room=short"))
+            .bearer_auth(pass);
+        async move { request.send().await.unwrap().status().as_u16() }
+    };
+    let kept_pass = kept["pass"].as_str().unwrap().to_string();
+    let given_up_pass = given_up["pass"].as_str().unwrap().to_string();
+    assert_eq!(verify(kept_pass.clone()).await, 204);
+    let left = app
+        .http
+        .post(app.url("/api/rooms/short/leave"))
+        .bearer_auth(given_up["ticket"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(left.status(), 204);
+    assert_eq!(verify(given_up_pass).await, 401);
+    app.clock.advance_ms(30_000);
+    assert_eq!(verify(kept_pass).await, 401);
+    let expired = app
+        .status_api("short", kept["ticket"].as_str().unwrap())
+        .await;
+    assert_eq!(expired.json::<Value>().await.unwrap()["state"], "expired");
+}
+
+#[tokio::test]
+async fn join_is_idempotent_per_ticket_and_cookie() {
+    let app = TestApp::spawn().await;
+    app.create_room("once", json!({"paused": true})).await;
+    let browser = reqwest::Client::builder()
+        .cookie_store(true)
+        .build()
+        .unwrap();
+    let join = || browser.post(app.url("/api/rooms/once/join")).send();
+    let first: Value = join().await.unwrap().json().await.unwrap();
+    let (a, b) = tokio::join!(join(), join());
+    for again in [a, b] {
+        let again: Value = again.unwrap().json().await.unwrap();
+        assert_eq!(
+            again["ticket"], first["ticket"],
+            "the cookie keeps the visitor"
+        );
+        assert_eq!(again["position"], 1);
+    }
+    let by_header: Value = app
+        .http
+        .post(app.url("/api/rooms/once/join"))
+        .bearer_auth(first["ticket"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(by_header["position"], 1);
+    let room: Value = app
+        .admin(Method::GET, "/api/admin/rooms/once")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(room["stats"]["waiting"], 1);
+}
+
+async fn error_of(response: reqwest::Response) -> (u16, String) {
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.expect("a JSON error body");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(!message.is_empty(), "errors say what went wrong: {body}");
+    (status, body["error"]["code"].as_str().unwrap().to_string())
+}
+
+#[tokio::test]
+async fn forged_tickets_and_passes_are_refused() {
+    let app = TestApp::spawn().await;
+    app.create_room("guarded", json!({"paused": true})).await;
+    let real = app.join_api("guarded").await;
+    let ticket = real["ticket"].as_str().unwrap();
+    let mut forged = ticket.to_string();
+    forged.replace_range(forged.len() - 4.., "AAAA");
+
+    let (status, code) = error_of(app.status_api("guarded", &forged).await).await;
+    assert_eq!((status, code.as_str()), (401, "invalid_ticket"));
+    let (status, code) = error_of(app.status_api("guarded", "not-a-ticket").await).await;
+    assert_eq!((status, code.as_str()), (401, "invalid_ticket"));
+    let anonymous = app
+        .http
+        .get(app.url("/api/rooms/guarded/status"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(anonymous).await, (401, "missing_ticket".into()));
+
+    // A ticket from another room, or signed with another secret.
+    app.create_room("elsewhere", json!({"paused": true})).await;
+    let other_room = app.join_api("elsewhere").await;
+    let (status, _) = error_of(
+        app.status_api("guarded", other_room["ticket"].as_str().unwrap())
+            .await,
+    )
+    .await;
+    assert_eq!(status, 401);
+    let foreign = waitroom::credentials::Credentials::from_secret("someone else").issue_ticket(
+        &waitroom::admission::model::RoomId::parse("guarded").unwrap(),
+        waitroom::admission::model::VisitorId::random(),
+        0,
+    );
+    assert_eq!(
+        error_of(app.status_api("guarded", &foreign).await).await.0,
+        401
+    );
+
+    // The socket refuses the forged ticket before upgrading.
+    let refused = tokio_tungstenite::connect_async(app.ws_url("guarded", &forged)).await;
+    match refused {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status(), 401)
+        }
+        other => panic!("expected a 401 handshake, got {other:?}"),
+    }
+
+    // Passes: forged, foreign, garbage, missing.
+    let foreign_pass = waitroom::credentials::Credentials::from_secret("someone else").issue_pass(
+        &waitroom::admission::model::RoomId::parse("guarded").unwrap(),
+        waitroom::admission::model::VisitorId::random(),
+        support::START_MS,
+        support::START_MS + 600_000,
+    );
+    for pass in [foreign_pass.as_str(), "x.y.z", ticket] {
+        let verified = app
+            .http
+            .get(app.url("/api/verify"))
+            .bearer_auth(pass)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            error_of(verified).await,
+            (401, "invalid_pass".into()),
+            "{pass}"
+        );
+    }
+    let missing = app.http.get(app.url("/api/verify")).send().await.unwrap();
+    assert_eq!(error_of(missing).await.0, 401);
+}
+
+#[tokio::test]
+async fn unknown_rooms_and_paths_are_404() {
+    let app = TestApp::spawn().await;
+    for (method, path) in [
+        (Method::POST, "/api/rooms/nowhere/join"),
+        (Method::POST, "/api/rooms/Not%20A%20Slug/join"),
+        (Method::GET, "/api/no-such-endpoint"),
+    ] {
+        let response = app
+            .http
+            .request(method, app.url(path))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(error_of(response).await.0, 404, "{path}");
+    }
+    let (status, code) = error_of(
+        app.admin(Method::GET, "/api/admin/rooms/nowhere")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, code.as_str()), (404, "room_not_found"));
+    let page = app
+        .http
+        .get(app.url("/rooms/nowhere"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 404);
+    assert!(page.text().await.unwrap().contains("nowhere"));
+}
+
+#[tokio::test]
+async fn malformed_input_gets_a_400_that_names_the_problem() {
+    let app = TestApp::spawn().await;
+    let post = |body: &'static str| {
+        app.admin(Method::POST, "/api/admin/rooms")
+            .header("Content-Type", "application/json")
+            .body(body)
+            .send()
+    };
+    assert_eq!(
+        error_of(post("{not json").await.unwrap()).await,
+        (400, "invalid_json".into())
+    );
+    let (status, code) = error_of(
+        post(r#"{"id":"a","name":"A","target_url":"/x","admit_per_tick":-1}"#)
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, code.as_str()), (400, "invalid_room"));
+    let (status, code) = error_of(
+        post(r#"{"id":"a","name":"A","target_url":"/x","tick_ms":1}"#)
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, code.as_str()), (400, "invalid_config"));
+    let (status, code) = error_of(
+        post(r#"{"id":"a","name":"A","target_url":"javascript:alert(1)"}"#)
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, code.as_str()), (400, "invalid_config"));
+
+    let huge = format!(
+        r#"{{"id":"a","name":"{}","target_url":"/x"}}"#,
+        "n".repeat(64 * 1024)
+    );
+    let too_large = app
+        .admin(Method::POST, "/api/admin/rooms")
+        .header("Content-Type", "application/json")
+        .body(huge)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(too_large).await, (413, "payload_too_large".into()));
+
+    app.create_room("exists", json!({})).await;
+    let again = app
+        .admin(Method::POST, "/api/admin/rooms")
+        .json(&json!({"id":"exists","name":"x","target_url":"/x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(again).await, (409, "room_exists".into()));
+    let bad_patch = app.patch_room("exists", json!({"paused": "yes"})).await;
+    assert_eq!(error_of(bad_patch).await.0, 400);
+    let room: Value = app
+        .admin(Method::GET, "/api/admin/rooms/exists")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(room["paused"], false, "a refused change changes nothing");
+}
+
+#[tokio::test]
+async fn the_operator_api_needs_the_admin_token() {
+    let app = TestApp::spawn().await;
+    for (method, path) in [
+        (Method::GET, "/api/admin/rooms"),
+        (Method::POST, "/api/admin/rooms"),
+        (Method::GET, "/api/admin/rooms/any"),
+        (Method::PATCH, "/api/admin/rooms/any"),
+        (Method::DELETE, "/api/admin/rooms/any"),
+    ] {
+        let anonymous = app
+            .http
+            .request(method.clone(), app.url(path))
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(error_of(anonymous).await.0, 401, "{method} {path}");
+        let wrong = app
+            .http
+            .request(method.clone(), app.url(path))
+            .bearer_auth("guess")
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(error_of(wrong).await.0, 401, "{method} {path}");
+    }
+}
+
+#[tokio::test]
+async fn operators_change_rooms_and_closing_tells_every_socket() {
+    let app = TestApp::spawn().await;
+    let created = app
+        .create_room("live", json!({"admit_per_tick": 1, "max_active": 5}))
+        .await;
+    assert_eq!(created["max_active"], 5);
+    assert_eq!(created["stats"]["waiting"], 0);
+    app.join_api("live").await;
+    let waiting = app.join_api("live").await;
+    let mut socket = app
+        .connect("live", waiting["ticket"].as_str().unwrap())
+        .await;
+    assert_eq!(next_status(&mut socket).await["position"], 1);
+
+    let changed: Value = app
+        .patch_room("live", json!({"admit_per_tick": 7, "max_active": null}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            changed["admit_per_tick"].as_u64(),
+            changed["max_active"].is_null()
+        ),
+        (Some(7), true)
+    );
+    let listed: Value = app
+        .admin(Method::GET, "/api/admin/rooms")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["rooms"][0]["id"], "live");
+    assert_eq!(listed["rooms"][0]["stats"]["active"], 1);
+    assert_eq!(
+        next_status(&mut socket).await["state"],
+        "waiting",
+        "a config change reaches sockets"
+    );
+
+    let closed = app
+        .admin(Method::DELETE, "/api/admin/rooms/live")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(closed.status(), 204);
+    assert_eq!(next_status(&mut socket).await["state"], "closed");
+    assert_eq!(close_code(&mut socket).await, 1000);
+    let after: Value = app
+        .status_api("live", waiting["ticket"].as_str().unwrap())
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(after["state"], "closed");
+    let join_closed = app
+        .http
+        .post(app.url("/api/rooms/live/join"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(join_closed).await, (409, "room_closed".into()));
+}
+
+#[tokio::test]
+async fn bad_frames_close_only_their_socket() {
+    let app = TestApp::spawn().await;
+    app.create_room("frames", json!({"paused": true})).await;
+    let mut sockets = Vec::new();
+    for _ in 0..3 {
+        let status = app.join_api("frames").await;
+        let mut socket = app
+            .connect("frames", status["ticket"].as_str().unwrap())
+            .await;
+        next_status(&mut socket).await;
+        sockets.push(socket);
+    }
+    // Pings are answered; unknown messages get an error, not a crash.
+    send_text(&mut sockets[0], r#"{"type":"ping"}"#).await;
+    assert_eq!(next_json(&mut sockets[0]).await["type"], "pong");
+    send_text(&mut sockets[0], r#"{"type":"teleport"}"#).await;
+    assert_eq!(next_json(&mut sockets[0]).await["code"], "unknown_type");
+    send_text(&mut sockets[0], "not json").await;
+    assert_eq!(next_json(&mut sockets[0]).await["type"], "error");
+
+    send_text(&mut sockets[1], "x".repeat(5 * 1024)).await;
+    assert_eq!(
+        close_code(&mut sockets[1]).await,
+        1009,
+        "oversized frames: message too big"
+    );
+    use futures_util::SinkExt;
+    sockets[2]
+        .send(Message::binary(vec![1u8, 2, 3]))
+        .await
+        .unwrap();
+    assert_eq!(
+        close_code(&mut sockets[2]).await,
+        1003,
+        "binary frames: unsupported data"
+    );
+
+    let health = app.http.get(app.url("/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+    app.patch_room("frames", json!({"paused": false})).await;
+    app.step(5_000).await;
+    let survivor = next_status(&mut sockets[0]).await;
+    assert_eq!(
+        survivor["type"], "status",
+        "the well-behaved socket still gets updates"
+    );
+}
+
+#[tokio::test]
+async fn a_reconnect_keeps_the_place_and_absence_loses_it() {
+    let app = TestApp::spawn().await;
+    app.create_room(
+        "steady",
+        json!({"admit_per_tick": 1, "abandon_after_s": 20, "paused": true}),
+    )
+    .await;
+    let kept = app.join_api("steady").await;
+    let lost = app.join_api("steady").await;
+    let ticket = kept["ticket"].as_str().unwrap();
+    drop(app.connect("steady", ticket).await);
+    let mut again = app.connect("steady", ticket).await;
+    assert_eq!(
+        next_status(&mut again).await["position"],
+        1,
+        "reconnecting keeps the place"
+    );
+    // 25 s: the socket holder stays present, the other never polls.
+    for _ in 0..5 {
+        app.step(5_000).await;
+    }
+    let gone = app
+        .status_api("steady", lost["ticket"].as_str().unwrap())
+        .await;
+    assert_eq!(gone.json::<Value>().await.unwrap()["state"], "expired");
+    let here: Value = app.status_api("steady", ticket).await.json().await.unwrap();
+    assert_eq!(here["position"], 1);
+}
+
+#[tokio::test]
+async fn operations_endpoints_answer() {
+    let app = TestApp::spawn().await;
+    app.create_room("ops", json!({})).await;
+    app.join_api("ops").await;
+    app.step(5_000).await;
+    assert_eq!(
+        app.http
+            .get(app.url("/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(
+        app.http
+            .get(app.url("/readyz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let metrics = app
+        .http
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for name in [
+        "waitroom_waiting",
+        "waitroom_active",
+        "waitroom_join_seconds_bucket",
+        "waitroom_tick_seconds_bucket",
+        "process_resident_memory_bytes",
+    ] {
+        assert!(metrics.contains(name), "{name} missing from /metrics");
+    }
+}

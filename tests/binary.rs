@@ -1,0 +1,145 @@
+//! The `waitroom` binary itself: flags, and a clean stop on a signal.
+
+mod support;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::{close_code, next_status};
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn wait_until_healthy(http: &reqwest::Client, base: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while http.get(format!("{base}/healthz")).send().await.is_err() {
+        assert!(Instant::now() < deadline, "the server did not come up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn sigint_closes_every_socket_then_exits_zero() {
+    let port = free_port();
+    let mut server = Server(
+        Command::new(env!("CARGO_BIN_EXE_waitroom"))
+            .args([
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--admin-token",
+                "t",
+                "--secret",
+                "s",
+                "--demo-room",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    wait_until_healthy(&http, &base).await;
+    let created = http
+        .post(format!("{base}/api/admin/rooms"))
+        .bearer_auth("t")
+        .json(&json!({"id": "stop", "name": "Stop", "target_url": "/x", "paused": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let demo = http.get(format!("{base}/rooms/demo")).send().await.unwrap();
+    assert_eq!(demo.status(), 200, "--demo-room creates the demo room");
+    let status: Value = http
+        .post(format!("{base}/api/rooms/stop/join"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let url = format!(
+        "ws://127.0.0.1:{port}/api/rooms/stop/ws?ticket={}",
+        status["ticket"].as_str().unwrap()
+    );
+    let (mut socket, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    next_status(&mut socket).await;
+
+    let interrupted = Command::new("kill")
+        .args(["-INT", &server.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(interrupted.success());
+    assert_eq!(
+        close_code(&mut socket).await,
+        1001,
+        "sockets hear 'going away'"
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let exit = loop {
+        if let Some(exit) = server.0.try_wait().unwrap() {
+            break exit;
+        }
+        assert!(Instant::now() < deadline, "the server did not exit");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(exit.success(), "exit status {exit:?}");
+}
+
+#[test]
+fn redis_url_is_refused_with_a_clear_message_until_the_redis_store_exists() {
+    let output = Command::new(env!("CARGO_BIN_EXE_waitroom"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--redis-url",
+            "redis://127.0.0.1:1/",
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let printed = String::from_utf8_lossy(&output.stdout) + String::from_utf8_lossy(&output.stderr);
+    assert!(printed.contains("no Redis store"), "{printed}");
+}
+
+#[test]
+fn every_flag_is_documented_with_its_environment_variable() {
+    let output = Command::new(env!("CARGO_BIN_EXE_waitroom"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&output.stdout);
+    for flag in [
+        "--listen",
+        "--redis-url",
+        "--admin-token",
+        "--secret",
+        "--demo-room",
+        "--log-format",
+    ] {
+        assert!(help.contains(flag), "{flag} missing from --help");
+    }
+    for env in [
+        "WAITROOM_LISTEN",
+        "WAITROOM_REDIS_URL",
+        "WAITROOM_ADMIN_TOKEN",
+        "WAITROOM_SECRET",
+        "WAITROOM_DEMO_ROOM",
+    ] {
+        assert!(help.contains(env), "{env} missing from --help");
+    }
+}

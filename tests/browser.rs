@@ -1,0 +1,538 @@
+//! The pages in a real browser: headless Chromium driven over WebDriver
+//! (chromedriver), against the app on port 0 with a driven clock.
+//!
+//! Needs Debian's `chromium` and `chromium-driver` packages (or the paths in
+//! `WAITROOM_CHROMIUM` / `WAITROOM_CHROMEDRIVER`); without them these tests
+//! fail, they never skip. Set `WAITROOM_SCREENSHOT_DIR` to keep screenshots
+//! of the pages they visit.
+
+mod support;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+use support::TestApp;
+
+const DEFAULT_CHROMIUM: &str = "/usr/bin/chromium";
+const DEFAULT_CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// How long the browser gets for something that should happen promptly.
+const BROWSER_PATIENCE: Duration = Duration::from_secs(10);
+
+fn tool(var: &str, default: &str) -> PathBuf {
+    let path = std::env::var_os(var)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(default));
+    assert!(
+        path.is_file(),
+        "browser tests need {} (set {var} to use another path); on Debian: \
+         `apt-get install -y chromium chromium-driver`",
+        path.display()
+    );
+    path
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free local port")
+}
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(label: &str) -> Self {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or_default();
+        let path = std::env::temp_dir().join(format!(
+            "waitroom-{label}-{}-{nanos}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&path).expect("a temp dir");
+        Self(path)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// chromedriver on its own port; killed when dropped, panics included.
+struct Driver {
+    child: Child,
+    port: u16,
+    // Dropped after the child is killed (fields drop in order after `drop`).
+    profile: TempDir,
+}
+
+impl Driver {
+    async fn start() -> Self {
+        let chromedriver = tool("WAITROOM_CHROMEDRIVER", DEFAULT_CHROMEDRIVER);
+        tool("WAITROOM_CHROMIUM", DEFAULT_CHROMIUM);
+        let port = free_port();
+        let child = Command::new(&chromedriver)
+            .arg(format!("--port={port}"))
+            .arg("--allowed-ips=127.0.0.1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("could not start {}: {e}", chromedriver.display()));
+        let driver = Self {
+            child,
+            port,
+            profile: TempDir::new("chromium-profile"),
+        };
+        driver.wait_until_ready().await;
+        driver
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    async fn wait_until_ready(&self) {
+        let http = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(response) = http.get(format!("{}/status", self.url())).send().await {
+                if let Ok(status) = response.json::<Value>().await {
+                    if status["value"]["ready"] == true {
+                        return;
+                    }
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "chromedriver did not answer on port {} within 20 s",
+                self.port
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// A new headless browser session of the given window size; `prefs` are
+    /// Chromium preferences (e.g. the accepted languages).
+    async fn browser(&self, width: u32, height: u32, prefs: Value) -> Client {
+        let chromium = tool("WAITROOM_CHROMIUM", DEFAULT_CHROMIUM);
+        let args = vec![
+            "--headless=new".to_string(),
+            "--no-sandbox".into(),
+            "--disable-gpu".into(),
+            "--disable-dev-shm-usage".into(),
+            "--disable-quic".into(),
+            "--no-first-run".into(),
+            "--disable-background-networking".into(),
+            "--disable-component-update".into(),
+            "--disable-sync".into(),
+            "--hide-scrollbars".into(),
+            format!("--window-size={width},{height}"),
+            format!("--user-data-dir={}", self.profile.0.display()),
+        ];
+        let mut capabilities = serde_json::Map::new();
+        capabilities.insert(
+            "goog:chromeOptions".into(),
+            json!({"binary": chromium, "args": args, "prefs": prefs}),
+        );
+        let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(capabilities)
+            .connect(&self.url())
+            .await
+            .expect("a browser session from chromedriver");
+        // Headless windows may start at another size; make it the asked one.
+        let _ = client.set_window_size(width, height).await;
+        client
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls `check` until it gives `Some`, or fails the test after `patience`.
+async fn eventually<T, F, Fut>(what: &str, patience: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + patience;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Text of the element with this id, or `None` if it is not on the page.
+async fn text_of(client: &Client, id: &str) -> Option<String> {
+    let element = client.find(Locator::Id(id)).await.ok()?;
+    element.text().await.ok().map(|t| t.trim().to_string())
+}
+
+async fn attr_of(client: &Client, css: &str, attr: &str) -> Option<String> {
+    let element = client.find(Locator::Css(css)).await.ok()?;
+    element.attr(attr).await.ok().flatten()
+}
+
+async fn position(client: &Client) -> Option<u64> {
+    text_of(client, "position").await?.parse().ok()
+}
+
+async fn path_of(client: &Client) -> String {
+    client
+        .current_url()
+        .await
+        .map(|u| u.path().to_string())
+        .unwrap_or_default()
+}
+
+/// Saves a screenshot when `WAITROOM_SCREENSHOT_DIR` is set.
+async fn screenshot(client: &Client, name: &str) {
+    let Some(dir) = std::env::var_os("WAITROOM_SCREENSHOT_DIR") else {
+        return;
+    };
+    let png = client.screenshot().await.expect("a screenshot");
+    let path = Path::new(&dir).join(format!("{name}.png"));
+    std::fs::write(&path, png).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_waiting_page_follows_the_line_live_and_sends_the_visitor_on() {
+    let app = TestApp::spawn().await;
+    let driver = Driver::start().await;
+    // Paused while the line forms, so no one is let through before the browser joins.
+    app.create_room(
+        "drop",
+        json!({"name": "Spring drop", "admit_per_tick": 1, "tick_ms": 1000, "paused": true,
+               "target_url": app.url("/demo/target")}),
+    )
+    .await;
+    for expected in 1..=3 {
+        let status = app.join_api("drop").await;
+        assert_eq!(status["position"], expected);
+    }
+
+    let browser = driver.browser(390, 844, json!({})).await;
+    browser.goto(&app.url("/rooms/drop")).await.unwrap();
+    assert_eq!(
+        attr_of(&browser, "html", "lang").await.as_deref(),
+        Some("en")
+    );
+    assert_eq!(
+        text_of(&browser, "room-name").await.as_deref(),
+        Some("Spring drop")
+    );
+    let first = eventually("the browser's position", BROWSER_PATIENCE, || async {
+        position(&browser).await
+    })
+    .await;
+    assert_eq!(first, 4, "three visitors joined before the browser");
+    eventually("the WebSocket to be live", BROWSER_PATIENCE, || async {
+        (attr_of(&browser, "#connection", "data-state")
+            .await
+            .as_deref()
+            == Some("live"))
+        .then_some(())
+    })
+    .await;
+    assert_eq!(text_of(&browser, "waiting").await.as_deref(), Some("4"));
+    assert_eq!(
+        attr_of(&browser, "#progress", "aria-valuenow")
+            .await
+            .as_deref(),
+        Some("0")
+    );
+    screenshot(&browser, "waiting-page").await;
+
+    assert_eq!(
+        app.patch_room("drop", json!({"paused": false}))
+            .await
+            .status(),
+        200
+    );
+    app.step(1_000).await;
+    let moved = eventually(
+        "the position to fall after a tick",
+        BROWSER_PATIENCE,
+        || async { position(&browser).await.filter(|&p| p < first) },
+    )
+    .await;
+    assert!(moved >= 1, "still waiting after one tick, at {moved}");
+    let progress: u64 = attr_of(&browser, "#progress", "aria-valuenow")
+        .await
+        .and_then(|v| v.parse().ok())
+        .expect("a numeric aria-valuenow");
+    assert!(progress > 0 && progress < 100, "progress {progress}%");
+    let eta = text_of(&browser, "eta").await.unwrap_or_default();
+    assert!(!eta.is_empty(), "an ETA is shown");
+
+    // Tick until the browser is admitted; it then goes on to the target.
+    let mut admitted = false;
+    for _ in 0..10 {
+        app.step(1_000).await;
+        admitted = eventually("the page to take in the tick", BROWSER_PATIENCE, || async {
+            let state = attr_of(&browser, "#message", "data-state").await;
+            if state.as_deref() == Some("admitted") || path_of(&browser).await == "/demo/target" {
+                return Some(true);
+            }
+            let now = position(&browser).await?;
+            Some(false).filter(|_| now >= 1)
+        })
+        .await;
+        if admitted {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(admitted, "the browser was never admitted");
+    eventually("the redirect to the target", BROWSER_PATIENCE, || async {
+        (path_of(&browser).await == "/demo/target").then_some(())
+    })
+    .await;
+    let url = browser.current_url().await.unwrap();
+    assert!(
+        url.query_pairs()
+            .any(|(k, v)| k == "wr_pass" && !v.is_empty()),
+        "the target got the pass: {url}"
+    );
+    assert_eq!(
+        attr_of(&browser, "#pass-state", "data-valid")
+            .await
+            .as_deref(),
+        Some("true"),
+        "the target verified the pass"
+    );
+    assert_eq!(
+        text_of(&browser, "pass-state").await.as_deref(),
+        Some("You're through")
+    );
+    assert!(
+        text_of(&browser, "pass-room")
+            .await
+            .unwrap_or_default()
+            .contains("drop"),
+        "the pass names the room"
+    );
+    screenshot(&browser, "target-page").await;
+    browser.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_page_logs_in_changes_a_room_and_shows_live_figures() {
+    let app = TestApp::spawn().await;
+    let driver = Driver::start().await;
+    app.create_room(
+        "sale",
+        json!({"name": "Big sale", "admit_per_tick": 10, "paused": true}),
+    )
+    .await;
+
+    let browser = driver.browser(1280, 1000, json!({})).await;
+    browser.goto(&app.url("/admin")).await.unwrap();
+    // A wrong token first: the form comes back with an error.
+    browser
+        .find(Locator::Id("token"))
+        .await
+        .expect("the login form")
+        .send_keys("not-the-token")
+        .await
+        .unwrap();
+    browser
+        .find(Locator::Id("login-submit"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    eventually("the login error", BROWSER_PATIENCE, || async {
+        text_of(&browser, "login-error").await
+    })
+    .await;
+    browser
+        .find(Locator::Id("token"))
+        .await
+        .unwrap()
+        .send_keys(&app.admin_token)
+        .await
+        .unwrap();
+    browser
+        .find(Locator::Id("login-submit"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let form = eventually("the room's edit form", BROWSER_PATIENCE, || async {
+        browser.find(Locator::Id("edit-sale")).await.ok()
+    })
+    .await;
+
+    // Live figures arrive without a reload.
+    let waiting_cell = r#"[data-room="sale"][data-stat="waiting"]"#;
+    let cell_text = |css: &'static str| {
+        let browser = &browser;
+        async move {
+            browser
+                .find(Locator::Css(css))
+                .await
+                .ok()?
+                .text()
+                .await
+                .ok()
+        }
+    };
+    assert_eq!(cell_text(waiting_cell).await.as_deref(), Some("0"));
+    eventually("the live status line", BROWSER_PATIENCE, || async {
+        (attr_of(&browser, "#live-status", "data-state")
+            .await
+            .as_deref()
+            == Some("live"))
+        .then_some(())
+    })
+    .await;
+    app.join_api("sale").await;
+    app.join_api("sale").await;
+    eventually(
+        "the waiting cell to update live",
+        BROWSER_PATIENCE,
+        || async { (cell_text(waiting_cell).await.as_deref() == Some("2")).then_some(()) },
+    )
+    .await;
+
+    // Change admit_per_tick through the form.
+    let input = form
+        .find(Locator::Css(r#"input[name="admit_per_tick"]"#))
+        .await
+        .unwrap();
+    assert_eq!(input.prop("value").await.unwrap().as_deref(), Some("10"));
+    input.clear().await.unwrap();
+    input.send_keys("7").await.unwrap();
+    // The once-a-second refresh must not undo what the operator typed.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(input.prop("value").await.unwrap().as_deref(), Some("7"));
+    screenshot(&browser, "admin-page").await;
+    browser
+        .find(Locator::Id("edit-sale-submit"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    eventually("the confirmation", BROWSER_PATIENCE, || async {
+        text_of(&browser, "flash-message").await
+    })
+    .await;
+    let room: Value = app
+        .admin(reqwest::Method::GET, "/api/admin/rooms/sale")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        room["admit_per_tick"], 7,
+        "the form changed the room: {room}"
+    );
+    assert_eq!(room["paused"], true, "fields left alone stay as they were");
+    let shown = browser
+        .find(Locator::Css(r#"#edit-sale input[name="admit_per_tick"]"#))
+        .await
+        .unwrap()
+        .prop("value")
+        .await
+        .unwrap();
+    assert_eq!(shown.as_deref(), Some("7"));
+
+    // A change made elsewhere shows up in the (untouched) form and the table.
+    assert_eq!(
+        app.patch_room("sale", json!({"paused": false, "tick_ms": 2000}))
+            .await
+            .status(),
+        200
+    );
+    eventually(
+        "the paused cell and the form to follow",
+        BROWSER_PATIENCE,
+        || async {
+            let paused = attr_of(
+                &browser,
+                r#"[data-room="sale"][data-stat="paused"]"#,
+                "data-value",
+            )
+            .await;
+            let tick = browser
+                .find(Locator::Css(r#"#edit-sale input[name="tick_ms"]"#))
+                .await
+                .ok()?
+                .prop("value")
+                .await
+                .ok()
+                .flatten();
+            (paused.as_deref() == Some("false") && tick.as_deref() == Some("2000")).then_some(())
+        },
+    )
+    .await;
+    browser.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_korean_browser_gets_the_korean_page_and_an_unknown_room_a_404_page() {
+    let app = TestApp::spawn().await;
+    let driver = Driver::start().await;
+    app.create_room("ko", json!({"name": "봄 세일", "paused": true}))
+        .await;
+    let browser = driver
+        .browser(
+            390,
+            844,
+            json!({"intl": {"accept_languages": "ko-KR,ko,en-US"}}),
+        )
+        .await;
+    browser.goto(&app.url("/rooms/ko")).await.unwrap();
+    assert_eq!(
+        attr_of(&browser, "html", "lang").await.as_deref(),
+        Some("ko")
+    );
+    eventually("the Korean position", BROWSER_PATIENCE, || async {
+        position(&browser).await.filter(|&p| p == 1)
+    })
+    .await;
+    assert_eq!(
+        text_of(&browser, "heading").await.as_deref(),
+        Some("대기열에 들어왔습니다")
+    );
+    eventually("the Korean connection state", BROWSER_PATIENCE, || async {
+        (text_of(&browser, "connection").await.as_deref() == Some("실시간")).then_some(())
+    })
+    .await;
+    screenshot(&browser, "waiting-page-ko").await;
+
+    browser.goto(&app.url("/rooms/no-such-room")).await.unwrap();
+    assert_eq!(
+        text_of(&browser, "room-id").await.as_deref(),
+        Some("no-such-room")
+    );
+    assert_eq!(
+        attr_of(&browser, "html", "lang").await.as_deref(),
+        Some("ko")
+    );
+    browser.close().await.unwrap();
+}

@@ -1,0 +1,181 @@
+//! Spawns the real application on port 0 with a driven clock, and talks to it
+//! over real HTTP and real WebSockets.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use waitroom::clock::ManualClock;
+use waitroom::config::Settings;
+use waitroom::{AppHandle, Application};
+
+pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// 2026-01-01T00:00:00Z: a fixed start so runs are repeatable.
+pub const START_MS: u64 = 1_767_225_600_000;
+/// How long a test waits for something that should happen at once.
+pub const PATIENCE: Duration = Duration::from_secs(10);
+
+pub struct TestApp {
+    pub address: String,
+    pub port: u16,
+    pub admin_token: String,
+    pub clock: ManualClock,
+    pub handle: AppHandle,
+    /// A client without cookies: each request is a new visitor unless it
+    /// sends a ticket.
+    pub http: reqwest::Client,
+}
+
+impl TestApp {
+    pub async fn spawn() -> Self {
+        waitroom::telemetry::init(waitroom::config::LogFormat::Text);
+        let clock = ManualClock::new(START_MS);
+        let settings = Settings::for_tests();
+        let admin_token = settings.admin_token.clone().unwrap();
+        let app = Application::build(settings, Arc::new(clock.clone()))
+            .await
+            .expect("the app builds");
+        let port = app.port();
+        let handle = app.handle();
+        tokio::spawn(app.run_until_stopped());
+        Self {
+            address: format!("http://127.0.0.1:{port}"),
+            port,
+            admin_token,
+            clock,
+            handle,
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()
+                .unwrap(),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.address, path)
+    }
+
+    pub fn admin(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.http
+            .request(method, self.url(path))
+            .bearer_auth(&self.admin_token)
+    }
+
+    /// Creates a room through the operator API; `config` may override
+    /// anything, including `name` and `target_url`.
+    pub async fn create_room(&self, id: &str, config: Value) -> Value {
+        let mut body = json!({"id": id, "name": format!("Room {id}"), "target_url": "https://shop.example/buy"});
+        body.as_object_mut()
+            .unwrap()
+            .extend(config.as_object().cloned().unwrap_or_default());
+        let response = self
+            .admin(reqwest::Method::POST, "/api/admin/rooms")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 201, "creating room {id}");
+        response.json().await.unwrap()
+    }
+
+    pub async fn patch_room(&self, id: &str, change: Value) -> reqwest::Response {
+        self.admin(reqwest::Method::PATCH, &format!("/api/admin/rooms/{id}"))
+            .json(&change)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// A new visitor joins; returns their `Status`.
+    pub async fn join_api(&self, room: &str) -> Value {
+        let response = self
+            .http
+            .post(self.url(&format!("/api/rooms/{room}/join")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "joining {room}");
+        response.json().await.unwrap()
+    }
+
+    pub async fn status_api(&self, room: &str, ticket: &str) -> reqwest::Response {
+        self.http
+            .get(self.url(&format!("/api/rooms/{room}/status")))
+            .bearer_auth(ticket)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Advances the driven clock and runs one promoter pass.
+    pub async fn step(&self, ms: u64) {
+        self.clock.advance_ms(ms);
+        self.handle.step().await;
+    }
+
+    pub fn ws_url(&self, room: &str, ticket: &str) -> String {
+        format!(
+            "ws://127.0.0.1:{}/api/rooms/{room}/ws?ticket={ticket}",
+            self.port
+        )
+    }
+
+    pub async fn connect(&self, room: &str, ticket: &str) -> Socket {
+        let (socket, _) = tokio_tungstenite::connect_async(self.ws_url(room, ticket))
+            .await
+            .expect("the socket opens");
+        socket
+    }
+}
+
+/// The next JSON message on a socket (pings and pongs skipped).
+pub async fn next_json(socket: &mut Socket) -> Value {
+    loop {
+        let frame = tokio::time::timeout(PATIENCE, socket.next())
+            .await
+            .expect("a message in time")
+            .expect("the socket is open")
+            .expect("a valid frame");
+        match frame {
+            Message::Text(text) => return serde_json::from_str(&text).expect("JSON"),
+            Message::Ping(_) | Message::Pong(_) => continue,
+            other => panic!("expected a text message, got {other:?}"),
+        }
+    }
+}
+
+/// The next `status` message on a socket.
+pub async fn next_status(socket: &mut Socket) -> Value {
+    loop {
+        let message = next_json(socket).await;
+        if message["type"] == "status" {
+            return message;
+        }
+    }
+}
+
+/// Waits for the close frame and returns its code.
+pub async fn close_code(socket: &mut Socket) -> u16 {
+    loop {
+        let frame = tokio::time::timeout(PATIENCE, socket.next())
+            .await
+            .expect("the close in time");
+        match frame {
+            Some(Ok(Message::Close(Some(close)))) => return close.code.into(),
+            Some(Ok(Message::Close(None))) => return 1005,
+            Some(Ok(_)) => continue,
+            Some(Err(error)) => panic!("socket failed instead of closing: {error}"),
+            None => panic!("socket ended without a close frame"),
+        }
+    }
+}
+
+pub async fn send_text(socket: &mut Socket, text: impl Into<String>) {
+    socket.send(Message::text(text.into())).await.unwrap();
+}
