@@ -5,7 +5,7 @@ mod support;
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use support::{TestApp, close_code, next_json, next_status, send_text};
+use support::{FetchJson, TestApp, close_code, next_json, next_status, send_text};
 use tokio_tungstenite::tungstenite::Message;
 
 #[tokio::test]
@@ -102,15 +102,13 @@ async fn passes_verify_offline_with_the_published_jwks() {
     );
     let pass = status["pass"].as_str().unwrap();
 
-    let jwks: jsonwebtoken::jwk::JwkSet = app
-        .http
-        .get(app.url("/.well-known/jwks.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let jwks: jsonwebtoken::jwk::JwkSet = serde_json::from_value(
+        app.http
+            .get(app.url("/.well-known/jwks.json"))
+            .fetch_json()
+            .await,
+    )
+    .unwrap();
     let header = jsonwebtoken::decode_header(pass).unwrap();
     let jwk = jwks
         .find(header.kid.as_deref().unwrap())
@@ -185,21 +183,13 @@ async fn join_is_idempotent_per_ticket_and_cookie() {
         .http
         .post(app.url("/api/rooms/once/join"))
         .bearer_auth(first["ticket"].as_str().unwrap())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .fetch_json()
+        .await;
     assert_eq!(by_header["position"], 1);
     let room: Value = app
         .admin(Method::GET, "/api/admin/rooms/once")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .fetch_json()
+        .await;
     assert_eq!(room["stats"]["waiting"], 1);
 }
 
@@ -379,12 +369,8 @@ async fn malformed_input_gets_a_400_that_names_the_problem() {
     assert_eq!(error_of(bad_patch).await.0, 400);
     let room: Value = app
         .admin(Method::GET, "/api/admin/rooms/exists")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .fetch_json()
+        .await;
     assert_eq!(room["paused"], false, "a refused change changes nothing");
 }
 
@@ -448,12 +434,8 @@ async fn operators_change_rooms_and_closing_tells_every_socket() {
     );
     let listed: Value = app
         .admin(Method::GET, "/api/admin/rooms")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .fetch_json()
+        .await;
     assert_eq!(listed["rooms"][0]["id"], "live");
     assert_eq!(listed["rooms"][0]["stats"]["active"], 1);
     assert_eq!(

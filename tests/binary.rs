@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{close_code, next_status};
+use support::{FetchJson, close_code, next_status};
 
 struct Server(Child);
 
@@ -66,12 +66,8 @@ async fn sigint_closes_every_socket_then_exits_zero() {
     assert_eq!(demo.status(), 200, "--demo-room creates the demo room");
     let status: Value = http
         .post(format!("{base}/api/rooms/stop/join"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .fetch_json()
+        .await;
     let url = format!(
         "ws://127.0.0.1:{port}/api/rooms/stop/ws?ticket={}",
         status["ticket"].as_str().unwrap()

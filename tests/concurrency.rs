@@ -4,6 +4,8 @@
 
 mod support;
 
+use support::FetchJson;
+
 use std::collections::HashSet;
 
 use futures_util::future::join_all;
@@ -65,12 +67,8 @@ async fn two_thousand_concurrent_joins_admit_exactly_the_cap() {
                 .http
                 .post(app.url("/api/rooms/rush/join"))
                 .bearer_auth(status["ticket"].as_str().unwrap())
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+                .fetch_json()
+                .await;
             assert_eq!(
                 again["position"], status["position"],
                 "a double submit keeps the place"
@@ -99,11 +97,7 @@ async fn two_thousand_concurrent_joins_admit_exactly_the_cap() {
 async fn room_stats(app: &TestApp) -> Value {
     let room: Value = app
         .admin(Method::GET, "/api/admin/rooms/rush")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .fetch_json()
+        .await;
     room["stats"].clone()
 }

@@ -179,3 +179,19 @@ pub async fn close_code(socket: &mut Socket) -> u16 {
 pub async fn send_text(socket: &mut Socket, text: impl Into<String>) {
     socket.send(Message::text(text.into())).await.unwrap();
 }
+
+/// Sends a request and reads its JSON body, for tests where anything else is a failure.
+pub trait FetchJson {
+    fn fetch_json(self) -> impl std::future::Future<Output = Value>;
+}
+
+impl FetchJson for reqwest::RequestBuilder {
+    async fn fetch_json(self) -> Value {
+        self.send()
+            .await
+            .expect("the request is answered")
+            .json()
+            .await
+            .expect("a JSON body")
+    }
+}

@@ -1,0 +1,2 @@
+//! Placeholder: the load tool is being written.
+fn main() {}
