@@ -13,6 +13,7 @@ use tracing_actix_web::TracingLogger;
 
 use crate::admission::memory::MemoryStore;
 use crate::admission::promoter::Promoter;
+use crate::admission::redis::RedisStore;
 use crate::admission::store::Store;
 use crate::clock::SharedClock;
 use crate::config::Settings;
@@ -40,11 +41,8 @@ pub enum StartError {
         address: String,
         source: std::io::Error,
     },
-    #[error(
-        "--redis-url was given, but this build of waitroom has no Redis store yet; \
-         run without it to use the embedded memory store"
-    )]
-    RedisNotSupported,
+    #[error("cannot use the Redis store at {url}: {reason}")]
+    Store { url: String, reason: String },
     #[error("could not set up the demo room: {0}")]
     Demo(String),
 }
@@ -86,10 +84,27 @@ pub struct Application {
 }
 
 impl Application {
+    /// Builds the application on the store the settings name: Redis (its
+    /// server time decides) with `--redis-url`, the memory store without.
     pub async fn build(settings: Settings, clock: SharedClock) -> Result<Self, StartError> {
-        if settings.redis_url.is_some() {
-            return Err(StartError::RedisNotSupported);
-        }
+        let store: Arc<dyn Store> = match &settings.redis_url {
+            Some(url) => Arc::new(RedisStore::connect(url, None).await.map_err(|error| {
+                StartError::Store {
+                    url: url.clone(),
+                    reason: error.to_string(),
+                }
+            })?),
+            None => Arc::new(MemoryStore::new(clock.clone())),
+        };
+        Self::build_with_store(settings, clock, store).await
+    }
+
+    /// Builds the application on a given store (tests drive its clock).
+    pub async fn build_with_store(
+        settings: Settings,
+        clock: SharedClock,
+        store: Arc<dyn Store>,
+    ) -> Result<Self, StartError> {
         let secret = settings.secret.clone().unwrap_or_else(|| {
             tracing::warn!("no --secret given: generated one for this process; tickets and passes will not survive a restart or verify on other nodes");
             random_secret()
@@ -100,7 +115,6 @@ impl Application {
             token
         });
         let credentials = Arc::new(Credentials::from_secret(&secret));
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(clock.clone()));
         let hub = Arc::new(Hub::new(credentials.clone()));
         let promoter = Promoter::new(store.clone(), hub.clone());
         let (shutdown_tx, shutdown_rx) = watch::channel(false);

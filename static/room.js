@@ -35,6 +35,7 @@
   function $(id) { return document.getElementById(id); }
 
   var el = {
+    heading: $('heading'),
     position: $('position'),
     waiting: $('waiting'),
     eta: $('eta'),
@@ -78,6 +79,14 @@
     el.connection.setAttribute('data-state', state);
     if (key) setText(el.connection, t(key, state));
     el.connection.hidden = state === 'done';
+  }
+
+  // The page's overall state, for the stylesheet (it hides the line's
+  // figures once they no longer mean anything) and the heading.
+  function setPageState(state) {
+    body.setAttribute('data-state', state);
+    var key = { admitted: 'heading_admitted', closed: 'heading_closed', lost: 'heading_lost' }[state] || 'heading';
+    setText(el.heading, t(key, el.heading ? el.heading.textContent : ''));
   }
 
   function setMessage(key, state, fallback) {
@@ -126,7 +135,7 @@
 
   function formatEta(seconds, paused) {
     if (!isCount(seconds)) return paused ? t('eta_paused', 'Paused') : t('eta_calculating', 'Calculating…');
-    if (seconds < 60) return t('eta_under_minute', 'Less than a minute');
+    if (seconds < 60) return t('eta_under_minute', 'Under a minute');
     var minutes = Math.ceil(seconds / 60);
     if (minutes < 60) return fill(t('eta_minutes', 'About {n} min'), { n: minutes });
     var h = Math.floor(minutes / 60);
@@ -169,6 +178,7 @@
   function onWaiting(s) {
     if (done) return;
     showJoinAgain(false);
+    setPageState('waiting');
     var paused = s.paused === true;
     if (isCount(s.position)) {
       var pos = s.position;
@@ -187,6 +197,7 @@
     if (done) return;
     done = true;
     stopAll();
+    setPageState('admitted');
     setConnection('done');
     setProgress(100);
     setText(el.position, '✓');
@@ -212,6 +223,7 @@
   function onFinished(key, state, fallback, canRejoin) {
     done = true;
     stopAll();
+    setPageState(state === 'closed' ? 'closed' : 'lost');
     setConnection('done');
     setText(el.eta, '–');
     setMessage(key, state, fallback);
@@ -283,6 +295,7 @@
     if (el.cont) el.cont.hidden = true;
     setText(el.position, '–');
     setProgress(0);
+    setPageState('joining');
     setMessage('msg_joining', 'joining', 'Joining…');
     setConnection('connecting');
     join();
@@ -298,6 +311,7 @@
     try {
       sock = new WebSocket(url);
     } catch (e) {
+      startPolling();
       scheduleReconnect();
       return;
     }

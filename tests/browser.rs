@@ -107,12 +107,11 @@ impl Driver {
         let http = reqwest::Client::new();
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if let Ok(response) = http.get(format!("{}/status", self.url())).send().await {
-                if let Ok(status) = response.json::<Value>().await {
-                    if status["value"]["ready"] == true {
-                        return;
-                    }
-                }
+            if let Ok(response) = http.get(format!("{}/status", self.url())).send().await
+                && let Ok(status) = response.json::<Value>().await
+                && status["value"]["ready"] == true
+            {
+                return;
             }
             assert!(
                 Instant::now() < deadline,
@@ -161,7 +160,35 @@ impl Drop for Driver {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A browser whose session was never closed (a failed test) outlives
+        // chromedriver: end it too, found by the profile dir only it uses.
+        for pid in processes_using(&self.profile.0) {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
     }
+}
+
+/// Ids of the processes whose command line names `dir` (Linux `/proc`).
+fn processes_using(dir: &Path) -> Vec<u32> {
+    let needle = format!("--user-data-dir={}", dir.display());
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            cmdline
+                .split(|&b| b == 0)
+                .any(|arg| arg == needle.as_bytes())
+                .then_some(pid)
+        })
+        .collect()
 }
 
 /// Polls `check` until it gives `Some`, or fails the test after `patience`.
@@ -180,10 +207,12 @@ where
     }
 }
 
-/// Text of the element with this id, or `None` if it is not on the page.
+/// Text content of the element with this id (as written, before CSS
+/// transforms), or `None` if it is not on the page.
 async fn text_of(client: &Client, id: &str) -> Option<String> {
     let element = client.find(Locator::Id(id)).await.ok()?;
-    element.text().await.ok().map(|t| t.trim().to_string())
+    let text = element.prop("textContent").await.ok().flatten()?;
+    Some(text.trim().to_string())
 }
 
 async fn attr_of(client: &Client, css: &str, attr: &str) -> Option<String> {
@@ -284,24 +313,33 @@ async fn the_waiting_page_follows_the_line_live_and_sends_the_visitor_on() {
     assert!(!eta.is_empty(), "an ETA is shown");
 
     // Tick until the browser is admitted; it then goes on to the target.
+    let mut last = moved;
     let mut admitted = false;
     for _ in 0..10 {
         app.step(1_000).await;
-        admitted = eventually("the page to take in the tick", BROWSER_PATIENCE, || async {
+        let now = eventually("the page to take in the tick", BROWSER_PATIENCE, || async {
             let state = attr_of(&browser, "#message", "data-state").await;
             if state.as_deref() == Some("admitted") || path_of(&browser).await == "/demo/target" {
-                return Some(true);
+                return Some(None);
             }
-            let now = position(&browser).await?;
-            Some(false).filter(|_| now >= 1)
+            position(&browser).await.filter(|&p| p < last).map(Some)
         })
         .await;
-        if admitted {
-            break;
+        match now {
+            None => {
+                admitted = true;
+                break;
+            }
+            Some(position) => last = position,
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert!(admitted, "the browser was never admitted");
+    assert!(
+        admitted,
+        "the browser was never admitted (last position {last})"
+    );
+    if path_of(&browser).await != "/demo/target" {
+        screenshot(&browser, "admitted").await;
+    }
     eventually("the redirect to the target", BROWSER_PATIENCE, || async {
         (path_of(&browser).await == "/demo/target").then_some(())
     })
@@ -533,6 +571,207 @@ async fn a_korean_browser_gets_the_korean_page_and_an_unknown_room_a_404_page() 
     assert_eq!(
         attr_of(&browser, "html", "lang").await.as_deref(),
         Some("ko")
+    );
+    browser.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_visitor_who_left_can_join_again_and_a_closed_room_says_so() {
+    let app = TestApp::spawn().await;
+    let driver = Driver::start().await;
+    app.create_room("line", json!({"name": "Line", "paused": true}))
+        .await;
+    app.join_api("line").await;
+    let browser = driver.browser(390, 844, json!({})).await;
+    browser.goto(&app.url("/rooms/line")).await.unwrap();
+    eventually("the first place", BROWSER_PATIENCE, || async {
+        position(&browser).await.filter(|&p| p == 2)
+    })
+    .await;
+    eventually("the WebSocket to be live", BROWSER_PATIENCE, || async {
+        (attr_of(&browser, "#connection", "data-state")
+            .await
+            .as_deref()
+            == Some("live"))
+        .then_some(())
+    })
+    .await;
+    let join_again = browser.find(Locator::Id("join-again")).await.unwrap();
+    assert!(
+        !join_again.is_displayed().await.unwrap(),
+        "no rejoin button while waiting"
+    );
+
+    // The visitor gives the place up elsewhere (another tab, say).
+    let ticket = browser
+        .get_named_cookie("wr_ticket_line")
+        .await
+        .expect("join set the ticket cookie")
+        .value()
+        .to_string();
+    let left = app
+        .http
+        .post(app.url("/api/rooms/line/leave"))
+        .bearer_auth(&ticket)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(left.status(), 204);
+    // Sockets hear of departures with the next tick.
+    app.step(5_000).await;
+    eventually(
+        "the page to say the place is gone",
+        BROWSER_PATIENCE,
+        || async {
+            // The socket may report the lost place as `left` or `expired`;
+            // the page offers the way back for both.
+            let state = attr_of(&browser, "#message", "data-state").await;
+            matches!(state.as_deref(), Some("left" | "expired")).then_some(())
+        },
+    )
+    .await;
+    assert!(
+        join_again.is_displayed().await.unwrap(),
+        "a way back into the line"
+    );
+    screenshot(&browser, "left").await;
+
+    join_again.click().await.unwrap();
+    eventually(
+        "a new place at the back of the line",
+        BROWSER_PATIENCE,
+        || async {
+            let waiting = attr_of(&browser, "#message", "data-state").await;
+            position(&browser)
+                .await
+                .filter(|&p| p == 2 && waiting.as_deref() == Some("waiting"))
+        },
+    )
+    .await;
+    assert!(!join_again.is_displayed().await.unwrap());
+    eventually("the new socket to be live", BROWSER_PATIENCE, || async {
+        (attr_of(&browser, "#connection", "data-state")
+            .await
+            .as_deref()
+            == Some("live"))
+        .then_some(())
+    })
+    .await;
+
+    let closed = app
+        .admin(reqwest::Method::DELETE, "/api/admin/rooms/line")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(closed.status(), 204);
+    eventually(
+        "the page to say the room closed",
+        BROWSER_PATIENCE,
+        || async {
+            (attr_of(&browser, "#message", "data-state").await.as_deref() == Some("closed"))
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(
+        !join_again.is_displayed().await.unwrap(),
+        "no way back into a closed room"
+    );
+    screenshot(&browser, "closed").await;
+    browser.close().await.unwrap();
+}
+
+/// Makes every page the browser opens from now on see WebSockets that never
+/// connect (as behind a proxy that drops upgrades), through chromedriver's
+/// DevTools bridge.
+async fn break_websockets(driver: &Driver, browser: &Client) {
+    let session = browser.session_id().await.unwrap().expect("a session id");
+    let source = "(function () {\
+        function Broken() {\
+          var self = this; self.readyState = 0;\
+          setTimeout(function () {\
+            self.readyState = 3;\
+            if (self.onerror) self.onerror(new Event('error'));\
+            if (self.onclose) self.onclose(new CloseEvent('close', {code: 1006}));\
+          }, 20);\
+        }\
+        Broken.prototype.send = function () { throw new Error('not open'); };\
+        Broken.prototype.close = function () {};\
+        window.WebSocket = Broken;\
+      })();";
+    let response = reqwest::Client::new()
+        .post(format!(
+            "{}/session/{session}/goog/cdp/execute",
+            driver.url()
+        ))
+        .json(
+            &json!({"cmd": "Page.addScriptToEvaluateOnNewDocument", "params": {"source": source}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        response.status().is_success(),
+        "installing the WebSocket breaker"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_websockets_the_page_polls_and_still_gets_through() {
+    let app = TestApp::spawn().await;
+    let driver = Driver::start().await;
+    app.create_room(
+        "poll",
+        json!({"name": "Polling", "admit_per_tick": 1, "tick_ms": 1000, "paused": true,
+               "target_url": app.url("/demo/target")}),
+    )
+    .await;
+    app.join_api("poll").await;
+    let browser = driver.browser(390, 844, json!({})).await;
+    break_websockets(&driver, &browser).await;
+    browser.goto(&app.url("/rooms/poll")).await.unwrap();
+    eventually("the place", BROWSER_PATIENCE, || async {
+        position(&browser).await.filter(|&p| p == 2)
+    })
+    .await;
+    eventually(
+        "the page to fall back to polling",
+        BROWSER_PATIENCE,
+        || async {
+            (attr_of(&browser, "#connection", "data-state")
+                .await
+                .as_deref()
+                == Some("polling"))
+            .then_some(())
+        },
+    )
+    .await;
+    screenshot(&browser, "polling").await;
+
+    assert_eq!(
+        app.patch_room("poll", json!({"paused": false}))
+            .await
+            .status(),
+        200
+    );
+    app.step(1_000).await;
+    // A poll every 5 s picks the move up.
+    eventually("a poll to show the new place", BROWSER_PATIENCE, || async {
+        position(&browser).await.filter(|&p| p == 1)
+    })
+    .await;
+    app.step(1_000).await;
+    eventually(
+        "a poll to admit the visitor and the redirect",
+        BROWSER_PATIENCE,
+        || async { (path_of(&browser).await == "/demo/target").then_some(()) },
+    )
+    .await;
+    assert_eq!(
+        attr_of(&browser, "#pass-state", "data-valid")
+            .await
+            .as_deref(),
+        Some("true")
     );
     browser.close().await.unwrap();
 }

@@ -12,6 +12,7 @@ async fn memory_harness() -> conformance::Harness {
     conformance::Harness {
         store: Arc::new(MemoryStore::new(Arc::new(clock.clone()))),
         clock,
+        _backing: None,
     }
 }
 

@@ -12,7 +12,7 @@ use tokio::sync::broadcast;
 use super::fenwick::LineIndex;
 use super::model::{
     Admission, LineSummary, Place, PlaceState, RoomConfig, RoomEvent, RoomId, RoomInfo, RoomPatch,
-    RoomStats, VisitorId,
+    RoomStats, StoreEvent, VisitorId,
 };
 use super::store::{Store, StoreError, TickReport};
 use crate::clock::{Millis, SharedClock};
@@ -25,7 +25,7 @@ const EVENT_BUFFER: usize = 4_096;
 pub struct MemoryStore {
     clock: SharedClock,
     rooms: RwLock<HashMap<RoomId, Arc<Mutex<Room>>>>,
-    events: broadcast::Sender<RoomEvent>,
+    events: broadcast::Sender<StoreEvent>,
 }
 
 impl MemoryStore {
@@ -63,7 +63,7 @@ impl MemoryStore {
 
     fn publish(&self, event: RoomEvent) {
         // No subscriber is not an error: nobody is connected yet.
-        let _ = self.events.send(event);
+        let _ = self.events.send(StoreEvent::Room(event));
     }
 }
 
@@ -95,6 +95,8 @@ struct Room {
     last_tick: Millis,
     /// When a tick last actually ran.
     last_tick_ran: Option<Millis>,
+    /// Admissions per second over the rate window, as of the last tick.
+    achieved_rate: f64,
     version: u64,
     index: LineIndex,
     /// The line: join sequence number → visitor, head first.
@@ -123,6 +125,7 @@ impl Room {
             created_at: now,
             last_tick: now,
             last_tick_ran: None,
+            achieved_rate: 0.0,
             version: 0,
             index: LineIndex::new(),
             line: BTreeMap::new(),
@@ -211,15 +214,8 @@ impl Room {
             .sum()
     }
 
-    /// Admissions per second actually achieved over the window ending at the
-    /// last tick; before the first tick, the configured rate.
-    fn rate_per_s(&self) -> Option<f64> {
-        if self.config.paused {
-            return None;
-        }
-        let Some(last_tick) = self.last_tick_ran else {
-            return Some(self.config.admit_per_tick as f64 * 1000.0 / self.config.tick_ms as f64);
-        };
+    /// Admissions per second over the window ending at `last_tick`.
+    fn measure_rate(&self, last_tick: Millis) -> f64 {
         let window_start = last_tick
             .saturating_sub(RATE_WINDOW_MS)
             .max(self.created_at);
@@ -230,7 +226,19 @@ impl Room {
             .filter(|(at, _)| *at > window_start && *at <= last_tick)
             .map(|(_, n)| n)
             .sum::<u64>();
-        (admitted > 0).then(|| admitted as f64 * 1000.0 / span_ms as f64)
+        admitted as f64 * 1000.0 / span_ms as f64
+    }
+
+    /// The rate an ETA divides by: none while paused, the configured rate
+    /// before the first tick, then the rate achieved (none if nothing got in).
+    fn rate_per_s(&self) -> Option<f64> {
+        if self.config.paused {
+            return None;
+        }
+        if self.last_tick_ran.is_none() {
+            return Some(self.config.admit_per_tick as f64 * 1000.0 / self.config.tick_ms as f64);
+        }
+        (self.achieved_rate > 0.0).then_some(self.achieved_rate)
     }
 
     fn summary(&self) -> LineSummary {
@@ -353,6 +361,7 @@ impl Room {
         }
         self.record_admissions(now, admitted.len() as u64);
         self.last_tick_ran = Some(now);
+        self.achieved_rate = self.measure_rate(now);
         self.version += 1;
         let report = TickReport {
             admitted: admitted.len() as u64,
@@ -535,7 +544,7 @@ impl Store for MemoryStore {
         }))
     }
 
-    fn subscribe(&self) -> broadcast::Receiver<RoomEvent> {
+    fn subscribe(&self) -> broadcast::Receiver<StoreEvent> {
         self.events.subscribe()
     }
 

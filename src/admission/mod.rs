@@ -5,4 +5,5 @@ mod fenwick;
 pub mod memory;
 pub mod model;
 pub mod promoter;
+pub mod redis;
 pub mod store;

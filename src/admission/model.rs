@@ -305,6 +305,16 @@ pub enum RoomEvent {
     },
 }
 
+/// What a store tells every node.
+#[derive(Debug, Clone)]
+pub enum StoreEvent {
+    Room(RoomEvent),
+    /// The store can't be reached: events may be lost until it is back.
+    Interrupted,
+    /// The store is back: what was missed must be read again.
+    Resumed,
+}
+
 impl RoomEvent {
     pub fn room(&self) -> &RoomId {
         match self {

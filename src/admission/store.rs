@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use tokio::sync::broadcast;
 
-use super::model::{Place, RoomConfig, RoomEvent, RoomId, RoomInfo, RoomPatch, VisitorId};
+use super::model::{Place, RoomConfig, RoomId, RoomInfo, RoomPatch, StoreEvent, VisitorId};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -54,7 +54,7 @@ pub trait Store: Send + Sync + 'static {
     async fn tick(&self, id: &RoomId) -> Result<Option<TickReport>, StoreError>;
 
     /// Every room's events, on this node.
-    fn subscribe(&self) -> broadcast::Receiver<RoomEvent>;
+    fn subscribe(&self) -> broadcast::Receiver<StoreEvent>;
     /// Is the store reachable?
     async fn ping(&self) -> Result<(), StoreError>;
 }

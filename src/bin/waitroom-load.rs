@@ -1,2 +1,233 @@
-//! Placeholder: the load tool is being written.
-fn main() {}
+//! `waitroom-load`: measures a waitroom node (or several) on this machine.
+//!
+//! `join` mode: joins per second against a baseline GET path in the same run.
+//! `sockets` mode: how many WebSockets a node holds, the memory each costs,
+//! and how late each tick's status reaches each socket.
+//!
+//! It only talks to loopback addresses, and every run is bounded in count
+//! and time and stops by itself.
+
+#![forbid(unsafe_code)]
+
+#[path = "load/common.rs"]
+mod common;
+#[path = "load/join.rs"]
+mod join;
+#[path = "load/sockets.rs"]
+mod sockets;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use common::{MAX_COUNT, MAX_DURATION_S, MAX_HOLD_S, MAX_SOCKETS};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "waitroom-load",
+    version,
+    about = "Load generator for waitroom nodes on this machine (loopback only)"
+)]
+struct Cli {
+    /// Print a one-line JSON summary on stdout (the human-readable lines go to stderr).
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    mode: Mode,
+}
+
+#[derive(Debug, Subcommand)]
+enum Mode {
+    /// Joins per second (each join a new visitor), optionally against a baseline GET path.
+    Join(JoinArgs),
+    /// Holds N WebSockets; measures memory per socket and tick→socket latency.
+    Sockets(SocketsArgs),
+}
+
+#[derive(Debug, Args)]
+struct Target {
+    /// Node base URL(s), comma-separated; loopback only (127.x.x.x, localhost, [::1]).
+    #[arg(
+        long,
+        env = "WAITROOM_LOAD_URL",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    url: String,
+    /// Room to join.
+    #[arg(long, default_value = "load")]
+    room: String,
+    /// The server's admin token (to create the room).
+    #[arg(long, env = "WAITROOM_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct JoinArgs {
+    #[command(flatten)]
+    target: Target,
+    /// Create the room first on every node: paused, abandon_after_s 86400,
+    /// so every visitor waits and nothing is admitted.
+    #[arg(long)]
+    create_room: bool,
+    /// Concurrent keep-alive connections (spread round-robin over the nodes).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    concurrency: u16,
+    /// Stop after this many requests (at most 10,000,000; still stops at 300 s).
+    #[arg(long, conflicts_with = "duration", value_parser = clap::value_parser!(u64).range(1..=MAX_COUNT as i64))]
+    count: Option<u64>,
+    /// Stop after this many seconds (default 10, at most 300).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_DURATION_S as i64))]
+    duration: Option<u64>,
+    /// Target rate over all connections, like `2000` or `2000/s` (default: as fast as answered).
+    #[arg(long, value_parser = parse_rate)]
+    rate: Option<f64>,
+    /// First run the same load as GET requests to this path (e.g. /healthz) as the ceiling.
+    #[arg(long)]
+    path_baseline: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct SocketsArgs {
+    #[command(flatten)]
+    target: Target,
+    /// WebSockets to open (each a new visitor; spread round-robin over the nodes).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=MAX_SOCKETS as i64))]
+    sockets: u64,
+    /// Local source addresses 127.0.0.1 … 127.0.0.K to spread the sockets over
+    /// (one source/destination pair has ~28k ephemeral ports).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=254))]
+    source_ips: u8,
+    /// Seconds to hold every socket once all are open (at most 600).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=MAX_HOLD_S as i64))]
+    hold: u64,
+    /// Seconds after the hold for ticks that ran during it to arrive (at most 30).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(0..=30))]
+    drain: u64,
+    /// Room config when this run creates the room: visitors admitted per tick.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    admit_per_tick: u32,
+    /// Room config when this run creates the room: tick interval in ms.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(100..=60_000))]
+    tick_ms: u64,
+    /// Concurrent keep-alive connections for the joins.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    join_concurrency: u16,
+    /// WebSocket handshakes in flight at once.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    open_concurrency: u16,
+}
+
+fn parse_rate(raw: &str) -> Result<f64, String> {
+    let number = raw.trim().trim_end_matches("/s");
+    match number.parse::<f64>() {
+        Ok(rate) if rate > 0.0 && rate <= 1_000_000.0 => Ok(rate),
+        _ => Err(format!(
+            "{raw:?}: give requests per second, more than 0 and at most 1000000, like 2000/s"
+        )),
+    }
+}
+
+fn admin_token(target: &Target) -> Result<&str, String> {
+    target.admin_token.as_deref().ok_or_else(|| {
+        "--admin-token (or WAITROOM_ADMIN_TOKEN) is needed to create the room".into()
+    })
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let open_files_limit = common::raise_open_files_limit();
+    let result = match cli.mode {
+        Mode::Join(args) => run_join(args, cli.json).await,
+        Mode::Sockets(args) => run_sockets(args, cli.json, open_files_limit).await,
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("waitroom-load: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run_join(args: JoinArgs, json: bool) -> Result<(), String> {
+    let nodes = common::parse_nodes(&args.target.url)?;
+    if let Some(path) = &args.path_baseline
+        && !path.starts_with('/')
+    {
+        return Err(format!("--path-baseline {path:?} must start with /"));
+    }
+    let token = if args.create_room {
+        admin_token(&args.target)?
+    } else {
+        ""
+    };
+    let plan = join::Plan {
+        concurrency: args.concurrency as usize,
+        count: args.count.unwrap_or(MAX_COUNT),
+        duration: Duration::from_secs(match args.count {
+            Some(_) => MAX_DURATION_S,
+            None => args.duration.unwrap_or(10),
+        }),
+        rate: args.rate,
+        counted: args.count.is_some(),
+    };
+    join::run(join::JoinRun {
+        nodes: &nodes,
+        room: &args.target.room,
+        admin_token: token,
+        create_room: args.create_room,
+        plan,
+        baseline_path: args.path_baseline.as_deref(),
+        json,
+    })
+    .await
+}
+
+async fn run_sockets(args: SocketsArgs, json: bool, open_files_limit: u64) -> Result<(), String> {
+    let nodes = common::parse_nodes(&args.target.url)?;
+    sockets::run(sockets::SocketsRun {
+        nodes: &nodes,
+        room: &args.target.room,
+        admin_token: admin_token(&args.target)?,
+        sockets: args.sockets,
+        source_ips: args.source_ips,
+        hold: Duration::from_secs(args.hold),
+        drain: Duration::from_secs(args.drain),
+        admit_per_tick: args.admit_per_tick,
+        tick_ms: args.tick_ms,
+        join_concurrency: args.join_concurrency as usize,
+        open_concurrency: args.open_concurrency as usize,
+        open_files_limit,
+        json,
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn rates_take_an_optional_per_second() {
+        assert_eq!(parse_rate("2000/s"), Ok(2000.0));
+        assert_eq!(parse_rate("1.5"), Ok(1.5));
+        assert!(parse_rate("0").is_err());
+        assert!(parse_rate("fast").is_err());
+    }
+
+    #[test]
+    fn runs_are_bounded() {
+        assert!(Cli::try_parse_from(["w", "join", "--count", "10000001"]).is_err());
+        assert!(Cli::try_parse_from(["w", "join", "--duration", "301"]).is_err());
+        assert!(Cli::try_parse_from(["w", "join", "--count", "5", "--duration", "5"]).is_err());
+        assert!(Cli::try_parse_from(["w", "sockets", "--hold", "601"]).is_err());
+    }
+}

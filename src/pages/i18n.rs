@@ -18,6 +18,12 @@ pub struct Texts {
     pub page_title: &'static str,
     /// Main heading while waiting.
     pub heading: &'static str,
+    /// Heading once admitted.
+    pub heading_admitted: &'static str,
+    /// Heading once the room has closed.
+    pub heading_closed: &'static str,
+    /// Heading once the place is gone (expired or left).
+    pub heading_lost: &'static str,
     /// One sentence under the heading.
     pub intro: &'static str,
     pub position_label: &'static str,
@@ -63,6 +69,9 @@ pub struct Texts {
 pub static EN: Texts = Texts {
     page_title: "Waiting room",
     heading: "You're in line",
+    heading_admitted: "It's your turn",
+    heading_closed: "This waiting room has closed",
+    heading_lost: "You're no longer in line",
     intro: "Thanks for your patience. When it's your turn you'll be taken to the site automatically.",
     position_label: "Your position",
     waiting_label: "People in line",
@@ -71,7 +80,7 @@ pub static EN: Texts = Texts {
     connection_label: "Connection",
     eta_calculating: "Calculating…",
     eta_paused: "Paused for now",
-    eta_under_minute: "Less than a minute",
+    eta_under_minute: "Under a minute",
     eta_minutes: "About {n} min",
     eta_hours: "About {h} h {m} min",
     conn_connecting: "Connecting…",
@@ -102,6 +111,9 @@ pub static EN: Texts = Texts {
 pub static KO: Texts = Texts {
     page_title: "대기실",
     heading: "대기열에 들어왔습니다",
+    heading_admitted: "내 차례입니다",
+    heading_closed: "대기실이 종료되었습니다",
+    heading_lost: "대기열에서 빠졌습니다",
     intro: "기다려 주셔서 감사합니다. 순서가 되면 자동으로 사이트로 이동합니다.",
     position_label: "내 순서",
     waiting_label: "대기 인원",

@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use tokio::sync::{broadcast, mpsc, watch};
 
 use crate::admission::model::{
-    Admission, LineSummary, Place, PlaceState, RoomEvent, RoomId, VisitorId,
+    Admission, LineSummary, Place, PlaceState, RoomEvent, RoomId, StoreEvent, VisitorId,
 };
 use crate::admission::store::Store;
 use crate::credentials::Credentials;
@@ -32,6 +32,10 @@ pub enum Outbound {
 }
 
 pub type SocketId = u64;
+
+/// What sockets hear while the store is unreachable: their place is kept,
+/// and a fresh status follows once it is back.
+const STORE_DOWN: &str = r#"{"type":"error","code":"store_unavailable","message":"The waiting room is reconnecting to its store; your place is kept. Updates resume shortly."}"#;
 
 pub struct Hub {
     rooms: Mutex<HashMap<RoomId, RoomSockets>>,
@@ -373,13 +377,25 @@ impl Hub {
         }
     }
 
+    /// Sends every socket the same message (dropping those too slow for it).
+    fn tell_everyone(&self, text: &str) {
+        for sockets in self.rooms.lock().values_mut() {
+            sockets.send_each(|_| Some(text.to_string()));
+        }
+    }
+
     /// Applies the store's events until shutdown.
     pub async fn run(self: Arc<Self>, store: Arc<dyn Store>, mut shutdown: watch::Receiver<bool>) {
         let mut events = store.subscribe();
         loop {
             tokio::select! {
                 event = events.recv() => match event {
-                    Ok(event) => self.apply(event),
+                    Ok(StoreEvent::Room(event)) => self.apply(event),
+                    Ok(StoreEvent::Interrupted) => self.tell_everyone(STORE_DOWN),
+                    Ok(StoreEvent::Resumed) => {
+                        tracing::info!("store is back");
+                        self.resync_all(store.as_ref()).await;
+                    }
                     Err(broadcast::error::RecvError::Lagged(missed)) => {
                         tracing::warn!(missed, "hub fell behind the store's events");
                         self.resync_all(store.as_ref()).await;

@@ -12,6 +12,8 @@ pub const TICK_MS: u64 = 5_000;
 pub struct Harness {
     pub store: Arc<dyn Store>,
     pub clock: ManualClock,
+    /// Whatever must live as long as the store (a private redis-server).
+    pub _backing: Option<Box<dyn std::any::Any + Send>>,
 }
 
 impl Harness {

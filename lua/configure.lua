@@ -1,0 +1,11 @@
+-- Writes a whole new config if nobody changed it since it was read.
+-- ARGV[3]: the config_rev the change was made against; ARGV[4…]: field/value pairs.
+local room, err = open_room()
+if not room then return err end
+if room.config_rev ~= ARGV[3] then return redis.error_reply('CONFLICT') end
+redis.call('HSET', K_ROOM, unpack(ARGV, 4))
+room = load_room()
+redis.call('HSET', K_ROOM, 'config_rev', num(room, 'config_rev') + 1,
+  'tokens', math.min(num(room, 'tokens'), num(room, 'admit_per_tick')))
+redis.call('PUBLISH', CHANNEL, 'configured|' .. summary_fields(room) .. '|' .. room.target_url)
+return 1

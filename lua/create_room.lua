@@ -1,0 +1,11 @@
+-- Creates a room, or replaces a closed one. ARGV[3…]: config field/value pairs.
+local room = load_room()
+if room and room.closed ~= '1' then return redis.error_reply('EXISTS') end
+local now = now_ms()
+redis.call('DEL', K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS)
+redis.call('HSET', K_ROOM, unpack(ARGV, 3))
+local admit_per_tick = redis.call('HGET', K_ROOM, 'admit_per_tick')
+redis.call('HSET', K_ROOM, 'closed', '0', 'created_at', now, 'tokens', admit_per_tick,
+  'last_tick', now, 'last_tick_ran', '', 'achieved_rate', '0', 'version', 0, 'next_seq', 0,
+  'admitted_total', 0, 'config_rev', 0)
+return now

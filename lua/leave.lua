@@ -1,0 +1,23 @@
+-- Gives up a place or an admitted slot. ARGV[3]: the visitor.
+local room = load_room()
+if not room then return redis.error_reply('NOROOM') end
+if room.closed == '1' then return 0 end
+local now = now_ms()
+expire_passes(now)
+local visitor = ARGV[3]
+local record = redis.call('HGET', K_VISITORS, visitor)
+if not record then return 0 end
+redis.call('HSET', K_VISITORS, visitor, 'l')
+local kind = string.sub(record, 1, 1)
+if kind == 'w' then
+  local seq = string.match(record, '^w|(%d+)|')
+  redis.call('ZREM', K_LINE, visitor)
+  redis.call('ZREM', K_SEEN, visitor)
+  local version = num(room, 'version') + 1
+  redis.call('HSET', K_ROOM, 'version', version)
+  room.version = version
+  redis.call('PUBLISH', CHANNEL, 'left|' .. summary_fields(room) .. '|' .. seq)
+elseif kind == 'a' then
+  redis.call('ZREM', K_ACTIVE, visitor)
+end
+return 1

@@ -1,0 +1,141 @@
+-- Shared by every waitroom script (prepended to each when loaded).
+-- KEYS: every key of one room, all under the hash tag wr:{room}, in this order.
+-- ARGV[1]: the room's pub/sub channel; ARGV[2]: the time in ms, or '' for
+-- Redis server time; ARGV[3…]: the operation's own arguments.
+local K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local CHANNEL = ARGV[1]
+local RATE_WINDOW_MS = 60000
+-- Lua's unpack() is limited in the number of values; commands taking many
+-- members are sent in chunks of this size.
+local CHUNK = 1000
+
+local function now_ms()
+  if ARGV[2] ~= '' then return tonumber(ARGV[2]) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function load_room()
+  local flat = redis.call('HGETALL', K_ROOM)
+  if #flat == 0 then return nil end
+  local room = {}
+  for i = 1, #flat, 2 do room[flat[i]] = flat[i + 1] end
+  return room
+end
+
+local function num(room, field) return tonumber(room[field]) end
+
+local function open_room()
+  local room = load_room()
+  if not room then return nil, redis.error_reply('NOROOM') end
+  if room.closed == '1' then return nil, redis.error_reply('CLOSED') end
+  return room
+end
+
+local function chunked(command, key, members)
+  for i = 1, #members, CHUNK do
+    redis.call(command, key, unpack(members, i, math.min(i + CHUNK - 1, #members)))
+  end
+end
+
+-- Passes past their expiry free their slot: the visitor is forgotten.
+local function expire_passes(now)
+  local gone = redis.call('ZRANGEBYSCORE', K_ACTIVE, '-inf', now)
+  if #gone > 0 then
+    chunked('ZREM', K_ACTIVE, gone)
+    chunked('HDEL', K_VISITORS, gone)
+  end
+end
+
+local function under_cap(room)
+  if room.max_active == '' then return true end
+  return redis.call('ZCARD', K_ACTIVE) < num(room, 'max_active')
+end
+
+local function cap_room(room)
+  if room.max_active == '' then return math.huge end
+  return math.max(0, num(room, 'max_active') - redis.call('ZCARD', K_ACTIVE))
+end
+
+-- Admissions are kept as "ms:count" entries over the rate window.
+local function record_admissions(now, count)
+  if count > 0 then
+    local tail = redis.call('LINDEX', K_ADMISSIONS, -1)
+    local at, n = nil, nil
+    if tail then at, n = string.match(tail, '(%d+):(%d+)') end
+    if at and tonumber(at) == now then
+      redis.call('LSET', K_ADMISSIONS, -1, now .. ':' .. (tonumber(n) + count))
+    else
+      redis.call('RPUSH', K_ADMISSIONS, now .. ':' .. count)
+    end
+  end
+  while true do
+    local head = redis.call('LINDEX', K_ADMISSIONS, 0)
+    if not head then break end
+    local at = tonumber(string.match(head, '(%d+):'))
+    if at + RATE_WINDOW_MS > now then break end
+    redis.call('LPOP', K_ADMISSIONS)
+  end
+end
+
+local function admitted_between(after, upto)
+  local total = 0
+  for _, entry in ipairs(redis.call('LRANGE', K_ADMISSIONS, 0, -1)) do
+    local at, n = string.match(entry, '(%d+):(%d+)')
+    at = tonumber(at)
+    if at > after and at <= upto then total = total + tonumber(n) end
+  end
+  return total
+end
+
+local function admit(room, visitor, now)
+  local expires_at = now + num(room, 'pass_ttl_s') * 1000
+  redis.call('HSET', K_VISITORS, visitor, 'a|' .. now .. '|' .. expires_at)
+  redis.call('ZADD', K_ACTIVE, expires_at, visitor)
+  return expires_at
+end
+
+-- The rate an ETA divides by: '' while paused or unknown.
+local function rate(room)
+  if room.paused == '1' then return '' end
+  if room.last_tick_ran == '' then
+    return tostring(num(room, 'admit_per_tick') * 1000 / num(room, 'tick_ms'))
+  end
+  if num(room, 'achieved_rate') > 0 then return room.achieved_rate end
+  return ''
+end
+
+-- { version, waiting, rate, tick_at, target_url }
+local function summary(room)
+  return { tonumber(room.version), redis.call('ZCARD', K_LINE), rate(room), room.last_tick_ran, room.target_url }
+end
+
+-- A visitor's place: { state, a, b, <summary…> }.
+local function place(room, visitor)
+  local record = redis.call('HGET', K_VISITORS, visitor)
+  local out
+  if not record then
+    out = { 'e', 0, 0 }
+  elseif string.sub(record, 1, 1) == 'w' then
+    local seq = tonumber(string.match(record, '^w|(%d+)|'))
+    out = { 'w', seq, redis.call('ZRANK', K_LINE, visitor) + 1 }
+  elseif string.sub(record, 1, 1) == 'a' then
+    local admitted_at, expires_at = string.match(record, '^a|(%d+)|(%d+)$')
+    out = { 'a', tonumber(admitted_at), tonumber(expires_at) }
+  else
+    out = { 'l', 0, 0 }
+  end
+  for _, value in ipairs(summary(room)) do table.insert(out, value) end
+  return out
+end
+
+local function summary_fields(room)
+  local s = summary(room)
+  return s[1] .. '|' .. s[2] .. '|' .. s[3] .. '|' .. s[4]
+end
+
+local function mark_present(visitor, now)
+  -- XX: only visitors still waiting are in the presence set.
+  redis.call('ZADD', K_SEEN, 'XX', now, visitor)
+end

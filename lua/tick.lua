@@ -1,0 +1,62 @@
+-- Runs the room's tick if one is due: safe to call from every node at once,
+-- since the stored time of the last tick decides. Work is O(admitted +
+-- abandoned), never O(waiting). Returns false, or { admitted, abandoned, waiting, active }.
+local room = load_room()
+if not room then return redis.error_reply('NOROOM') end
+if room.closed == '1' then return false end
+local now = now_ms()
+local tick_ms = num(room, 'tick_ms')
+local last_tick = num(room, 'last_tick')
+if now < last_tick + tick_ms then return false end
+last_tick = last_tick + math.floor((now - last_tick) / tick_ms) * tick_ms
+expire_passes(now)
+
+-- Waiting visitors not seen for abandon_after_s lose their place.
+local grace = num(room, 'abandon_after_s') * 1000
+local absent = redis.call('ZRANGEBYSCORE', K_SEEN, '-inf', now - grace)
+local departed = {}
+for _, visitor in ipairs(absent) do
+  local seq = redis.call('ZSCORE', K_LINE, visitor)
+  if seq then table.insert(departed, seq) end
+end
+if #absent > 0 then
+  chunked('ZREM', K_LINE, absent)
+  chunked('ZREM', K_SEEN, absent)
+  chunked('HDEL', K_VISITORS, absent)
+end
+
+-- Refill the bucket (never above one tick's worth) and spend it on the head.
+local tokens = num(room, 'admit_per_tick')
+local admitted = {}
+if room.paused ~= '1' then
+  local n = math.min(tokens, cap_room(room))
+  if n > 0 then
+    local head = redis.call('ZRANGE', K_LINE, 0, n - 1, 'WITHSCORES')
+    local members = {}
+    for i = 1, #head, 2 do
+      local visitor, seq = head[i], head[i + 1]
+      local expires_at = admit(room, visitor, now)
+      table.insert(members, visitor)
+      table.insert(admitted, visitor .. ',' .. seq .. ',' .. now .. ',' .. expires_at)
+    end
+    if #members > 0 then
+      chunked('ZREM', K_LINE, members)
+      chunked('ZREM', K_SEEN, members)
+    end
+    tokens = tokens - #members
+  end
+end
+
+record_admissions(now, #admitted)
+local window_start = math.max(now - RATE_WINDOW_MS, num(room, 'created_at'))
+local span = math.max(now - window_start, tick_ms)
+local achieved = admitted_between(window_start, now) * 1000 / span
+local version = num(room, 'version') + 1
+redis.call('HSET', K_ROOM, 'tokens', tokens, 'last_tick', last_tick, 'last_tick_ran', now,
+  'achieved_rate', tostring(achieved), 'version', version,
+  'admitted_total', num(room, 'admitted_total') + #admitted)
+room.version, room.last_tick_ran, room.achieved_rate = version, tostring(now), tostring(achieved)
+
+redis.call('PUBLISH', CHANNEL, 'tick|' .. summary_fields(room) .. '|' ..
+  table.concat(admitted, ';') .. '|' .. table.concat(departed, ','))
+return { #admitted, #departed, redis.call('ZCARD', K_LINE), redis.call('ZCARD', K_ACTIVE) }

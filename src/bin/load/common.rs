@@ -1,0 +1,318 @@
+//! What both modes share: the loopback-only node list, the bounds every run
+//! keeps, latency summaries, the admin calls, and reading `/metrics`.
+
+use std::collections::BTreeMap;
+use std::error::Error as _;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// The most requests one join run sends, whatever `--count` says.
+pub const MAX_COUNT: u64 = 10_000_000;
+/// The longest a join run may last, whatever `--duration` or `--count` say.
+pub const MAX_DURATION_S: u64 = 300;
+/// The longest sockets may be held.
+pub const MAX_HOLD_S: u64 = 600;
+/// The most sockets one run opens (the open-files limit usually stops it
+/// well before this).
+pub const MAX_SOCKETS: u64 = 200_000;
+/// How long any single HTTP request may take before it counts as an error.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One server node: the base URL for HTTP, the address for raw TCP.
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// `http://host:port`, no trailing slash.
+    pub base: String,
+    /// What the host resolved to (always a loopback address).
+    pub addr: SocketAddr,
+    /// `host:port` as given, for the WebSocket URL.
+    pub authority: String,
+}
+
+/// Parses `--url` (comma-separated) and refuses anything that is not
+/// loopback: this tool generates load, so it only ever aims at this machine.
+pub fn parse_nodes(list: &str) -> Result<Vec<Node>, String> {
+    let mut nodes = Vec::new();
+    for raw in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        nodes.push(parse_node(raw)?);
+    }
+    if nodes.is_empty() {
+        return Err("--url names no node".into());
+    }
+    Ok(nodes)
+}
+
+fn parse_node(raw: &str) -> Result<Node, String> {
+    let url = reqwest::Url::parse(raw).map_err(|e| format!("--url {raw:?}: {e}"))?;
+    if url.scheme() != "http" {
+        return Err(format!(
+            "--url {raw:?}: only http:// is supported (the server's loopback listener)"
+        ));
+    }
+    if !(url.path().is_empty() || url.path() == "/") || url.query().is_some() {
+        return Err(format!(
+            "--url {raw:?}: give the node's base URL only, like http://127.0.0.1:8080"
+        ));
+    }
+    let port = url.port_or_known_default().unwrap_or(80);
+    let host = url.host_str().unwrap_or_default();
+    let literal = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<IpAddr>();
+    let addr = match literal {
+        Ok(ip) if ip.is_loopback() => SocketAddr::new(ip, port),
+        Err(_) if host.eq_ignore_ascii_case("localhost") => ("localhost", port)
+            .to_socket_addrs()
+            .map_err(|e| format!("--url {raw:?}: cannot resolve localhost: {e}"))?
+            .find(|a| a.ip().is_loopback())
+            .ok_or_else(|| format!("--url {raw:?}: localhost resolves to no loopback address"))?,
+        _ => {
+            return Err(format!(
+                "--url {raw:?}: refused: this tool only talks to loopback \
+                 (127.x.x.x, localhost or [::1])"
+            ));
+        }
+    };
+    let authority = format!("{host}:{port}");
+    Ok(Node {
+        base: format!("http://{authority}"),
+        addr,
+        authority,
+    })
+}
+
+/// Raises this process's open-files soft limit to the hard limit; returns
+/// the limit now in force.
+pub fn raise_open_files_limit() -> u64 {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => limit,
+        Err(error) => {
+            eprintln!("warning: could not raise the open-files limit: {error}");
+            rlimit::getrlimit(rlimit::Resource::NOFILE)
+                .map(|(soft, _)| soft)
+                .unwrap_or(0)
+        }
+    }
+}
+
+/// A client for this tool: keep-alive, no proxy (loopback only, even when
+/// `HTTP_PROXY` is set), a bounded wait, no cookies (each join is a new visitor).
+pub fn http_client(idle_per_host: usize) -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(idle_per_host)
+        .timeout(REQUEST_TIMEOUT)
+        .build()
+        .expect("a plain HTTP client builds")
+}
+
+/// Names a failed request by its cause, so errors group into a few kinds.
+pub fn error_kind(error: &reqwest::Error) -> String {
+    let what = if error.is_timeout() {
+        "timeout"
+    } else if error.is_connect() {
+        "connect"
+    } else if error.is_body() || error.is_decode() {
+        "body"
+    } else {
+        "request"
+    };
+    let mut root: &dyn std::error::Error = error;
+    while let Some(source) = root.source() {
+        root = source;
+    }
+    format!("{what}: {root}")
+}
+
+/// Counts of errors by kind.
+pub type ErrorKinds = BTreeMap<String, u64>;
+
+pub fn count(kinds: &mut ErrorKinds, kind: impl Into<String>) {
+    *kinds.entry(kind.into()).or_default() += 1;
+}
+
+pub fn merge(into: &mut ErrorKinds, from: ErrorKinds) {
+    for (kind, n) in from {
+        *into.entry(kind).or_default() += n;
+    }
+}
+
+/// p50, p99 and max of a set of durations.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Latency {
+    pub count: usize,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+impl Latency {
+    /// From durations in microseconds (nearest-rank percentiles).
+    pub fn from_micros(mut micros: Vec<u64>) -> Option<Self> {
+        if micros.is_empty() {
+            return None;
+        }
+        micros.sort_unstable();
+        let rank = |p: f64| {
+            let index = ((p * micros.len() as f64).ceil() as usize).max(1) - 1;
+            micros[index.min(micros.len() - 1)] as f64 / 1000.0
+        };
+        Some(Self {
+            count: micros.len(),
+            p50_ms: rank(0.50),
+            p99_ms: rank(0.99),
+            max_ms: *micros.last().expect("not empty") as f64 / 1000.0,
+        })
+    }
+}
+
+impl std::fmt::Display for Latency {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            self.p50_ms, self.p99_ms, self.max_ms
+        )
+    }
+}
+
+/// Creates `room` on `node`. `Ok(true)`: created; `Ok(false)`: it existed.
+pub async fn create_room(
+    http: &reqwest::Client,
+    node: &Node,
+    admin_token: &str,
+    body: &serde_json::Value,
+) -> Result<bool, String> {
+    let response = http
+        .post(format!("{}/api/admin/rooms", node.base))
+        .bearer_auth(admin_token)
+        .json(body)
+        .send()
+        .await
+        .map_err(|e| format!("{}: creating the room: {}", node.base, error_kind(&e)))?;
+    match response.status().as_u16() {
+        201 => Ok(true),
+        409 => Ok(false),
+        status => {
+            let text = response.text().await.unwrap_or_default();
+            Err(format!(
+                "{}: creating the room answered {status}: {text}",
+                node.base
+            ))
+        }
+    }
+}
+
+/// The figures this tool reads from a node's `/metrics`.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Scrape {
+    pub resident_memory_bytes: Option<u64>,
+    pub sockets_open: Option<u64>,
+    pub open_fds: Option<u64>,
+}
+
+/// Reads `/metrics` on a fresh connection (so it holds no descriptor after).
+pub async fn scrape(node: &Node) -> Result<Scrape, String> {
+    let http = http_client(0);
+    let text = http
+        .get(format!("{}/metrics", node.base))
+        .send()
+        .await
+        .and_then(|r| r.error_for_status())
+        .map_err(|e| format!("{}/metrics: {}", node.base, error_kind(&e)))?
+        .text()
+        .await
+        .map_err(|e| format!("{}/metrics: {}", node.base, error_kind(&e)))?;
+    Ok(parse_metrics(&text))
+}
+
+pub fn parse_metrics(text: &str) -> Scrape {
+    let mut scrape = Scrape::default();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some((name, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let Ok(value) = value.trim().parse::<f64>() else {
+            continue;
+        };
+        let value = Some(value.max(0.0) as u64);
+        match name.trim() {
+            "process_resident_memory_bytes" => scrape.resident_memory_bytes = value,
+            "waitroom_sockets_open" => scrape.sockets_open = value,
+            "process_open_fds" => scrape.open_fds = value,
+            _ => {}
+        }
+    }
+    scrape
+}
+
+/// Milliseconds or microseconds since the Unix epoch, as the server's ticks are stamped.
+pub fn epoch_micros() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
+/// Percent-encodes a query value (tickets are URL-safe today; stay safe anyway).
+pub fn query_escape(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// Prints a line for people: to stdout, or to stderr when stdout carries JSON.
+pub fn say(json: bool, line: impl AsRef<str>) {
+    if json {
+        eprintln!("{}", line.as_ref());
+    } else {
+        println!("{}", line.as_ref());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_urls_are_accepted() {
+        assert!(parse_nodes("http://127.0.0.1:8080").is_ok());
+        assert!(parse_nodes("http://127.3.4.5:8080,http://[::1]:9").is_ok());
+        assert!(parse_nodes("http://localhost:8080/").is_ok());
+        for bad in [
+            "http://10.0.0.1:8080",
+            "http://example.com/",
+            "https://127.0.0.1/",
+            "http://127.0.0.1:1/api",
+            "",
+        ] {
+            assert!(parse_nodes(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let l = Latency::from_micros((1..=100).map(|i| i * 1000).collect()).unwrap();
+        assert_eq!((l.p50_ms, l.p99_ms, l.max_ms), (50.0, 99.0, 100.0));
+        assert!(Latency::from_micros(vec![]).is_none());
+    }
+
+    #[test]
+    fn metrics_lines_are_read() {
+        let s = parse_metrics(
+            "# HELP x\nwaitroom_sockets_open 12\nprocess_resident_memory_bytes 4096\nother{a=\"b\"} 1\n",
+        );
+        assert_eq!(s.sockets_open, Some(12));
+        assert_eq!(s.resident_memory_bytes, Some(4096));
+    }
+}

@@ -1,0 +1,732 @@
+//! `sockets` mode: joins N visitors, holds N WebSockets open (spread over the
+//! nodes and over local source addresses), and measures, for every tick that
+//! runs while they are held, how long each socket waited for its status, and
+//! which sockets never got one.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+
+use super::common::{self, ErrorKinds, Latency, Node, Scrape, create_room, epoch_micros, say};
+
+/// The longest the join phase may take.
+const JOIN_PHASE_LIMIT: Duration = Duration::from_secs(120);
+/// The longest the opening phase may take.
+const OPEN_PHASE_LIMIT: Duration = Duration::from_secs(120);
+/// The longest one socket may take to connect and finish its handshake.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(20);
+/// Per-tick lines printed at most (the summary covers every tick).
+const TICK_LINES: usize = 12;
+
+pub struct SocketsRun<'a> {
+    pub nodes: &'a [Node],
+    pub room: &'a str,
+    pub admin_token: &'a str,
+    pub sockets: u64,
+    pub source_ips: u8,
+    pub hold: Duration,
+    pub drain: Duration,
+    pub admit_per_tick: u32,
+    pub tick_ms: u64,
+    pub join_concurrency: usize,
+    pub open_concurrency: usize,
+    pub open_files_limit: u64,
+    pub json: bool,
+}
+
+/// What one socket saw.
+#[derive(Debug, Default)]
+struct SocketOutcome {
+    node: usize,
+    /// Why it did not open, if it did not.
+    open_error: Option<String>,
+    statuses: Vec<Received>,
+    /// Why it ended before the run stopped it, if it did.
+    ended: Option<String>,
+}
+
+/// One Status message, stamped when it arrived.
+#[derive(Debug, Clone, Copy)]
+struct Received {
+    tick_at_ms: Option<u64>,
+    at_us: u64,
+    waiting: bool,
+}
+
+#[derive(Deserialize)]
+struct Wire {
+    #[serde(rename = "type")]
+    kind: String,
+    state: Option<String>,
+    tick_at_ms: Option<u64>,
+}
+
+#[derive(Debug, Serialize)]
+struct NodeMemory {
+    url: String,
+    before: Option<Scrape>,
+    held: Option<Scrape>,
+}
+
+pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
+    let SocketsRun {
+        nodes,
+        room,
+        admin_token,
+        sockets: requested,
+        source_ips,
+        hold,
+        drain,
+        admit_per_tick,
+        tick_ms,
+        join_concurrency,
+        open_concurrency,
+        open_files_limit,
+        json,
+    } = run;
+    if requested + 64 > open_files_limit {
+        say(
+            json,
+            format!(
+                "warning: {requested} sockets need about {} descriptors here, the limit is {open_files_limit}: \
+                 expect 'Too many open files'",
+                requested + 64
+            ),
+        );
+    }
+
+    let http = common::http_client(1);
+    let body = json!({
+        "id": room,
+        "name": format!("load test {room}"),
+        "target_url": "/",
+        "admit_per_tick": admit_per_tick,
+        "tick_ms": tick_ms,
+        "max_active": null,
+        "pass_ttl_s": 600,
+        "abandon_after_s": 86_400,
+        "paused": false,
+    });
+    let mut room_created = Vec::new();
+    for node in nodes {
+        let created = create_room(&http, node, admin_token, &body).await?;
+        say(
+            json,
+            format!(
+                "{}: room {room} {}",
+                node.base,
+                if created {
+                    format!("created ({admit_per_tick} admitted every {tick_ms} ms)")
+                } else {
+                    "already exists: using it as it is".into()
+                }
+            ),
+        );
+        room_created.push(created);
+    }
+    drop(http);
+
+    let joined_at = Instant::now();
+    let (tickets, join_errors) = join_visitors(nodes, room, requested, join_concurrency).await;
+    let join_s = joined_at.elapsed().as_secs_f64();
+    let joined = tickets.iter().filter(|t| t.is_some()).count() as u64;
+    say(
+        json,
+        format!(
+            "joined {joined} of {requested} visitors in {join_s:.2} s ({} errors)",
+            requested - joined
+        ),
+    );
+    for (kind, n) in &join_errors {
+        say(json, format!("  {n} × {kind}"));
+    }
+
+    let mut memory: Vec<NodeMemory> = Vec::new();
+    for node in nodes {
+        let before = report_scrape(json, node, common::scrape(node).await);
+        memory.push(NodeMemory {
+            url: node.base.clone(),
+            before,
+            held: None,
+        });
+    }
+
+    // Open every socket, at most `open_concurrency` handshakes at a time.
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (opened_tx, mut opened_rx) = mpsc::unbounded_channel::<bool>();
+    let permits = Arc::new(Semaphore::new(open_concurrency));
+    let config = WebSocketConfig::default()
+        .read_buffer_size(4 * 1024)
+        .write_buffer_size(0)
+        .max_message_size(Some(64 * 1024))
+        .max_frame_size(Some(64 * 1024));
+    let open_started = Instant::now();
+    let mut tasks = Vec::new();
+    for (i, ticket) in tickets.into_iter().enumerate() {
+        let Some(ticket) = ticket else { continue };
+        let node_index = i % nodes.len();
+        let node = &nodes[node_index];
+        let spec = SocketSpec {
+            node: node_index,
+            addr: node.addr,
+            source: source_address(node.addr, (i / nodes.len()) % source_ips as usize),
+            url: format!(
+                "ws://{}/api/rooms/{room}/ws?ticket={}",
+                node.authority,
+                common::query_escape(&ticket)
+            ),
+        };
+        tasks.push(tokio::spawn(hold_socket(
+            spec,
+            config,
+            permits.clone(),
+            opened_tx.clone(),
+            stop_rx.clone(),
+        )));
+    }
+    drop(opened_tx);
+    let (mut opened, mut open_failed) = (0u64, 0u64);
+    let open_deadline = tokio::time::Instant::now() + OPEN_PHASE_LIMIT;
+    while opened + open_failed < tasks.len() as u64 {
+        match tokio::time::timeout_at(open_deadline, opened_rx.recv()).await {
+            Ok(Some(true)) => opened += 1,
+            Ok(Some(false)) => open_failed += 1,
+            Ok(None) | Err(_) => break,
+        }
+    }
+    let open_s = open_started.elapsed().as_secs_f64();
+    let all_open = Instant::now();
+    let all_open_us = epoch_micros();
+    say(
+        json,
+        format!(
+            "opened {opened} sockets in {open_s:.2} s ({open_failed} failed); holding them {} s",
+            hold.as_secs()
+        ),
+    );
+
+    // Memory while every socket is held: half-way through the hold, so a
+    // few ticks have gone out and the figure includes their buffers.
+    tokio::time::sleep_until((all_open + hold / 2).into()).await;
+    let tool_open_fds = std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count() as u64)
+        .ok();
+    for (node, slot) in nodes.iter().zip(memory.iter_mut()) {
+        slot.held = report_scrape(json, node, common::scrape(node).await);
+    }
+    tokio::time::sleep_until((all_open + hold).into()).await;
+    let hold_end_us = epoch_micros();
+    // Ticks that ran during the hold may still be on their way: give them
+    // `drain` to arrive before stopping.
+    tokio::time::sleep(drain).await;
+    let _ = stop_tx.send(true);
+
+    let mut outcomes = Vec::with_capacity(tasks.len());
+    let mut open_errors = ErrorKinds::new();
+    for task in tasks {
+        match tokio::time::timeout(Duration::from_secs(30), task).await {
+            Ok(Ok(outcome)) => outcomes.push(outcome),
+            Ok(Err(error)) => common::count(&mut open_errors, format!("task failed: {error}")),
+            Err(_) => common::count(&mut open_errors, "task did not stop"),
+        }
+    }
+    let mut closed_early = ErrorKinds::new();
+    for outcome in &outcomes {
+        if let Some(error) = &outcome.open_error {
+            common::count(&mut open_errors, error.clone());
+        }
+        if let Some(why) = &outcome.ended {
+            common::count(&mut closed_early, why.clone());
+        }
+    }
+    // Not opened within the open phase, for whatever reason (joins included).
+    let failed = requested - opened;
+
+    let window = (all_open_us / 1000 + 1, hold_end_us / 1000);
+    let ticks = analyze(&outcomes, nodes.len(), window);
+
+    let delta: i128 = memory
+        .iter()
+        .filter_map(|m| {
+            Some(m.held?.resident_memory_bytes? as i128 - m.before?.resident_memory_bytes? as i128)
+        })
+        .sum();
+    let memory_complete = memory.iter().all(|m| {
+        m.before.and_then(|s| s.resident_memory_bytes).is_some()
+            && m.held.and_then(|s| s.resident_memory_bytes).is_some()
+    });
+    let memory_per_socket = (memory_complete && opened > 0).then(|| delta as f64 / opened as f64);
+    let server_sockets_open: Option<u64> = memory
+        .iter()
+        .map(|m| m.held.and_then(|s| s.sockets_open))
+        .sum();
+
+    // The report.
+    say(
+        json,
+        format!(
+            "sockets: {} requested, {opened} opened, {failed} failed, {} closed early by the other end",
+            requested,
+            closed_early.values().sum::<u64>()
+        ),
+    );
+    for (kind, n) in &open_errors {
+        say(json, format!("  not opened: {n} × {kind}"));
+    }
+    for (kind, n) in &closed_early {
+        say(json, format!("  closed early: {n} × {kind}"));
+    }
+    match server_sockets_open {
+        Some(n) => say(
+            json,
+            format!("server reports waitroom_sockets_open = {n} while held"),
+        ),
+        None => say(json, "server reports no waitroom_sockets_open"),
+    }
+    for m in &memory {
+        if let (Some(before), Some(held)) = (
+            m.before.and_then(|s| s.resident_memory_bytes),
+            m.held.and_then(|s| s.resident_memory_bytes),
+        ) {
+            say(
+                json,
+                format!(
+                    "{}: resident memory {:.1} MiB before opening, {:.1} MiB held",
+                    m.url,
+                    before as f64 / 1048576.0,
+                    held as f64 / 1048576.0
+                ),
+            );
+        }
+    }
+    if let Some(per) = memory_per_socket {
+        say(
+            json,
+            format!(
+                "memory per socket: {:.1} KiB (resident delta {:.1} MiB ÷ {opened} sockets)",
+                per / 1024.0,
+                delta as f64 / 1048576.0
+            ),
+        );
+    }
+    if let Some(fds) = tool_open_fds {
+        say(
+            json,
+            format!("this tool held {fds} descriptors (limit {open_files_limit})"),
+        );
+    }
+    for line in ticks.per_tick.iter().take(TICK_LINES) {
+        say(
+            json,
+            format!(
+                "  tick {} on node {}: {} of {} sockets got it, last after {:.1} ms",
+                line.tick_at_ms,
+                line.node,
+                line.received,
+                line.expected,
+                line.max_us as f64 / 1000.0
+            ),
+        );
+    }
+    if ticks.per_tick.len() > TICK_LINES {
+        say(
+            json,
+            format!("  … {} more ticks", ticks.per_tick.len() - TICK_LINES),
+        );
+    }
+    let latency = Latency::from_micros(ticks.delays_us.clone());
+    say(
+        json,
+        format!(
+            "ticks measured: {}; tick→socket latency over {} deliveries: {}; missed updates: {}",
+            ticks.per_tick.len(),
+            ticks.delays_us.len(),
+            latency
+                .map(|l| l.to_string())
+                .unwrap_or_else(|| "none".into()),
+            ticks.missed
+        ),
+    );
+    if let Some((min, max)) = ticks.interval_ms {
+        say(
+            json,
+            format!("interval between ticks: min {min} ms, max {max} ms (room tick_ms {tick_ms})"),
+        );
+    }
+
+    if json {
+        let summary = json!({
+            "mode": "sockets",
+            "nodes": nodes.iter().map(|n| &n.base).collect::<Vec<_>>(),
+            "room": room,
+            "room_created": room_created,
+            "requested": requested,
+            "joined": joined,
+            "join_errors": join_errors,
+            "join_s": join_s,
+            "source_ips": source_ips,
+            "opened": opened,
+            "failed": failed,
+            "open_errors": open_errors,
+            "open_s": open_s,
+            "closed_early": closed_early.values().sum::<u64>(),
+            "closed_early_reasons": closed_early,
+            "hold_s": hold.as_secs(),
+            "ticks_measured": ticks.per_tick.len(),
+            "deliveries": ticks.delays_us.len(),
+            "missed_updates": ticks.missed,
+            "tick_latency": latency,
+            "tick_interval_ms": ticks.interval_ms.map(|(min, max)| json!({"min": min, "max": max})),
+            "servers": memory,
+            "server_sockets_open": server_sockets_open,
+            "memory_per_socket_bytes": memory_per_socket,
+            "tool_open_files_limit": open_files_limit,
+            "tool_open_fds_held": tool_open_fds,
+        });
+        println!("{summary}");
+    }
+    Ok(())
+}
+
+fn report_scrape(json: bool, node: &Node, scrape: Result<Scrape, String>) -> Option<Scrape> {
+    match scrape {
+        Ok(scrape) => Some(scrape),
+        Err(error) => {
+            say(json, format!("warning: {}: {error}", node.base));
+            None
+        }
+    }
+}
+
+/// The `k`th local source address: 127.0.0.(k+1), or ::1 for an IPv6 node.
+fn source_address(destination: SocketAddr, k: usize) -> IpAddr {
+    match destination {
+        SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::new(127, 0, 0, (k + 1) as u8)),
+        SocketAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
+    }
+}
+
+/// Joins `n` new visitors (visitor i on node i mod nodes) from
+/// `concurrency` keep-alive workers; returns each one's ticket.
+async fn join_visitors(
+    nodes: &[Node],
+    room: &str,
+    n: u64,
+    concurrency: usize,
+) -> (Vec<Option<String>>, ErrorKinds) {
+    #[derive(Deserialize)]
+    struct Joined {
+        ticket: String,
+    }
+    let next = Arc::new(AtomicU64::new(0));
+    let deadline = Instant::now() + JOIN_PHASE_LIMIT;
+    let urls: Arc<[String]> = nodes
+        .iter()
+        .map(|node| format!("{}/api/rooms/{room}/join", node.base))
+        .collect();
+    let mut workers = Vec::new();
+    for _ in 0..concurrency.min(n as usize).max(1) {
+        let next = next.clone();
+        let urls = urls.clone();
+        workers.push(tokio::spawn(async move {
+            let http = common::http_client(1);
+            let mut tickets = Vec::new();
+            let mut errors = ErrorKinds::new();
+            loop {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                if index >= n || Instant::now() >= deadline {
+                    break;
+                }
+                let url = &urls[index as usize % urls.len()];
+                let outcome = match http.post(url).send().await {
+                    Ok(response) if response.status() == 200 => response
+                        .json::<Joined>()
+                        .await
+                        .map_err(|e| common::error_kind(&e)),
+                    Ok(response) => Err(format!("join: HTTP {}", response.status())),
+                    Err(error) => Err(common::error_kind(&error)),
+                };
+                match outcome {
+                    Ok(joined) => tickets.push((index as usize, joined.ticket)),
+                    Err(kind) => common::count(&mut errors, kind),
+                }
+            }
+            (tickets, errors)
+        }));
+    }
+    let mut tickets = vec![None; n as usize];
+    let mut errors = ErrorKinds::new();
+    for worker in workers {
+        match worker.await {
+            Ok((joined, worker_errors)) => {
+                for (index, ticket) in joined {
+                    tickets[index] = Some(ticket);
+                }
+                common::merge(&mut errors, worker_errors);
+            }
+            Err(error) => common::count(&mut errors, format!("worker failed: {error}")),
+        }
+    }
+    let missing = tickets.iter().filter(|t| t.is_none()).count() as u64;
+    let counted: u64 = errors.values().sum();
+    if missing > counted {
+        errors.insert("not sent: join phase time limit".into(), missing - counted);
+    }
+    (tickets, errors)
+}
+
+struct SocketSpec {
+    node: usize,
+    addr: SocketAddr,
+    source: IpAddr,
+    url: String,
+}
+
+async fn open_socket(
+    spec: &SocketSpec,
+    config: WebSocketConfig,
+) -> Result<WebSocketStream<TcpStream>, String> {
+    let socket = match spec.addr {
+        SocketAddr::V4(_) => TcpSocket::new_v4(),
+        SocketAddr::V6(_) => TcpSocket::new_v6(),
+    }
+    .map_err(|e| format!("socket: {e}"))?;
+    // One source/destination pair has ~28k ephemeral ports; binding the
+    // source spreads the sockets over several pairs.
+    socket
+        .bind(SocketAddr::new(spec.source, 0))
+        .map_err(|e| format!("bind: {e}"))?;
+    let stream = socket
+        .connect(spec.addr)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let _ = stream.set_nodelay(true);
+    let (ws, _) =
+        tokio_tungstenite::client_async_with_config(spec.url.as_str(), stream, Some(config))
+            .await
+            .map_err(|e| format!("handshake: {e}"))?;
+    Ok(ws)
+}
+
+/// Opens one socket, reports whether it opened, then records every status
+/// until told to stop.
+async fn hold_socket(
+    spec: SocketSpec,
+    config: WebSocketConfig,
+    permits: Arc<Semaphore>,
+    opened: mpsc::UnboundedSender<bool>,
+    mut stop: watch::Receiver<bool>,
+) -> SocketOutcome {
+    let mut outcome = SocketOutcome {
+        node: spec.node,
+        ..SocketOutcome::default()
+    };
+    let permit = permits.acquire_owned().await;
+    let open = tokio::time::timeout(OPEN_TIMEOUT, open_socket(&spec, config)).await;
+    drop(permit);
+    let mut ws = match open {
+        Ok(Ok(ws)) => ws,
+        Ok(Err(error)) => {
+            outcome.open_error = Some(error);
+            let _ = opened.send(false);
+            return outcome;
+        }
+        Err(_) => {
+            outcome.open_error = Some(format!("timed out after {} s", OPEN_TIMEOUT.as_secs()));
+            let _ = opened.send(false);
+            return outcome;
+        }
+    };
+    let _ = opened.send(true);
+    drop(spec);
+    loop {
+        tokio::select! {
+            biased;
+            _ = stop.changed() => break,
+            message = ws.next() => {
+                let at_us = epoch_micros();
+                match message {
+                    Some(Ok(Message::Text(text))) => {
+                        if let Ok(wire) = serde_json::from_str::<Wire>(&text)
+                            && wire.kind == "status"
+                        {
+                            outcome.statuses.push(Received {
+                                tick_at_ms: wire.tick_at_ms,
+                                at_us,
+                                waiting: wire.state.as_deref() == Some("waiting"),
+                            });
+                        }
+                    }
+                    Some(Ok(Message::Close(frame))) => {
+                        outcome.ended = Some(match frame {
+                            Some(frame) => format!("close {} {}", u16::from(frame.code), frame.reason),
+                            None => "close without a code".into(),
+                        });
+                        break;
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(error)) => {
+                        outcome.ended = Some(format!("error: {error}"));
+                        break;
+                    }
+                    None => {
+                        outcome.ended = Some("connection ended".into());
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    outcome
+}
+
+/// Per-tick delivery figures.
+#[derive(Debug, Default)]
+struct TickAnalysis {
+    /// Tick → socket delay of every first delivery of a tick in the window.
+    delays_us: Vec<u64>,
+    /// (socket, tick) pairs where the socket was still waiting, the tick
+    /// reached other sockets on its node, and this socket never got it.
+    missed: u64,
+    per_tick: Vec<TickLine>,
+    /// Smallest and largest gap between consecutive ticks seen on a node.
+    interval_ms: Option<(u64, u64)>,
+}
+
+#[derive(Debug, Default)]
+struct TickLine {
+    node: usize,
+    tick_at_ms: u64,
+    expected: u64,
+    received: u64,
+    max_us: u64,
+}
+
+/// Ticks are those stamped within `window` (ms, start inclusive, end
+/// exclusive) that at least one socket on a node received. A socket is
+/// expected to get every such tick on its node unless it was already
+/// admitted (or otherwise settled) by an earlier tick.
+fn analyze(outcomes: &[SocketOutcome], nodes: usize, window: (u64, u64)) -> TickAnalysis {
+    let in_window = |t: u64| t >= window.0 && t < window.1;
+    let mut ticks: Vec<BTreeSet<u64>> = vec![BTreeSet::new(); nodes];
+    for outcome in outcomes {
+        for status in &outcome.statuses {
+            if let Some(t) = status.tick_at_ms.filter(|t| in_window(*t)) {
+                ticks[outcome.node].insert(t);
+            }
+        }
+    }
+    let mut lines: BTreeMap<(usize, u64), TickLine> = BTreeMap::new();
+    for (node, node_ticks) in ticks.iter().enumerate() {
+        for &t in node_ticks {
+            lines.insert(
+                (node, t),
+                TickLine {
+                    node,
+                    tick_at_ms: t,
+                    ..TickLine::default()
+                },
+            );
+        }
+    }
+    let mut analysis = TickAnalysis::default();
+    for outcome in outcomes.iter().filter(|o| o.open_error.is_none()) {
+        let mut got: BTreeMap<u64, u64> = BTreeMap::new();
+        for status in &outcome.statuses {
+            if let Some(t) = status.tick_at_ms.filter(|t| in_window(*t)) {
+                got.entry(t)
+                    .or_insert_with(|| status.at_us.saturating_sub(t * 1000));
+            }
+        }
+        let settled_at = outcome
+            .statuses
+            .iter()
+            .find(|s| !s.waiting)
+            .map(|s| s.tick_at_ms.unwrap_or(0));
+        for &t in &ticks[outcome.node] {
+            if settled_at.is_some_and(|settled| settled < t) {
+                continue;
+            }
+            let line = lines
+                .get_mut(&(outcome.node, t))
+                .expect("every tick has a line");
+            line.expected += 1;
+            match got.get(&t) {
+                Some(&delay) => {
+                    line.received += 1;
+                    line.max_us = line.max_us.max(delay);
+                    analysis.delays_us.push(delay);
+                }
+                None => analysis.missed += 1,
+            }
+        }
+    }
+    for node_ticks in &ticks {
+        let sorted: Vec<u64> = node_ticks.iter().copied().collect();
+        for pair in sorted.windows(2) {
+            let gap = pair[1] - pair[0];
+            analysis.interval_ms = Some(match analysis.interval_ms {
+                Some((min, max)) => (min.min(gap), max.max(gap)),
+                None => (gap, gap),
+            });
+        }
+    }
+    analysis.per_tick = lines.into_values().collect();
+    analysis
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn got(tick: u64, after_ms: u64, waiting: bool) -> Received {
+        Received {
+            tick_at_ms: Some(tick),
+            at_us: (tick + after_ms) * 1000,
+            waiting,
+        }
+    }
+
+    #[test]
+    fn a_waiting_socket_that_misses_a_tick_counts_and_an_admitted_one_does_not() {
+        let outcomes = vec![
+            SocketOutcome {
+                statuses: vec![got(1000, 2, true), got(2000, 3, true)],
+                ..SocketOutcome::default()
+            },
+            // Missed tick 2000.
+            SocketOutcome {
+                statuses: vec![got(1000, 5, true)],
+                ..SocketOutcome::default()
+            },
+            // Admitted at tick 1000: tick 2000 is not expected.
+            SocketOutcome {
+                statuses: vec![got(1000, 1, false)],
+                ..SocketOutcome::default()
+            },
+            // Before the window: ignored.
+            SocketOutcome {
+                statuses: vec![got(500, 1, true), got(1000, 1, true), got(2000, 1, true)],
+                ..SocketOutcome::default()
+            },
+        ];
+        let analysis = analyze(&outcomes, 1, (900, 3000));
+        assert_eq!(analysis.missed, 1);
+        assert_eq!(analysis.per_tick.len(), 2);
+        assert_eq!(analysis.delays_us.len(), 6);
+        assert_eq!(analysis.interval_ms, Some((1000, 1000)));
+        let max = analysis.per_tick.iter().map(|l| l.max_us).max();
+        assert_eq!(max, Some(5000));
+    }
+}

@@ -1,0 +1,28 @@
+//! The conformance suite on the Redis store: each scenario on its own
+//! `redis-server`, time driven by hand.
+
+mod conformance;
+#[allow(dead_code)]
+#[path = "support/redis.rs"]
+mod redis_server;
+
+use std::sync::Arc;
+
+use redis_server::RedisServer;
+use waitroom::admission::redis::RedisStore;
+use waitroom::clock::ManualClock;
+
+async fn redis_harness() -> conformance::Harness {
+    let server = RedisServer::start();
+    let clock = ManualClock::new(1_767_225_600_000);
+    let store = RedisStore::connect(&server.url(), Some(Arc::new(clock.clone())))
+        .await
+        .expect("the store connects");
+    conformance::Harness {
+        store: Arc::new(store),
+        clock,
+        _backing: Some(Box::new(server)),
+    }
+}
+
+conformance_suite!(redis_harness);
