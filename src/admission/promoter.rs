@@ -72,13 +72,23 @@ impl Promoter {
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut presence = tokio::time::interval(PRESENCE_EVERY);
         presence.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        // Said once when ticks start failing and once when they recover, not
+        // twenty times a second while the store is away.
+        let mut failing = false;
         loop {
             tokio::select! {
-                _ = ticks.tick() => {
-                    if let Err(error) = self.tick_all().await {
-                        tracing::warn!(%error, "tick failed; retrying");
+                _ = ticks.tick() => match self.tick_all().await {
+                    Ok(_) if failing => {
+                        failing = false;
+                        tracing::info!("ticks are running again");
                     }
-                }
+                    Ok(_) => {}
+                    Err(error) if !failing => {
+                        failing = true;
+                        tracing::warn!(%error, "ticks are failing; retrying until the store answers");
+                    }
+                    Err(_) => {}
+                },
                 _ = presence.tick() => self.refresh_presence().await,
                 _ = shutdown.changed() => break,
             }

@@ -74,10 +74,10 @@ struct JoinArgs {
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=4096))]
     concurrency: u16,
     /// Stop after this many requests (at most 10,000,000; still stops at 300 s).
-    #[arg(long, conflicts_with = "duration", value_parser = clap::value_parser!(u64).range(1..=MAX_COUNT as i64))]
+    #[arg(long, conflicts_with = "duration", value_parser = clap::value_parser!(u64).range(1..=MAX_COUNT))]
     count: Option<u64>,
     /// Stop after this many seconds (default 10, at most 300).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_DURATION_S as i64))]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_DURATION_S))]
     duration: Option<u64>,
     /// Target rate over all connections, like `2000` or `2000/s` (default: as fast as answered).
     #[arg(long, value_parser = parse_rate)]
@@ -92,14 +92,14 @@ struct SocketsArgs {
     #[command(flatten)]
     target: Target,
     /// WebSockets to open (each a new visitor; spread round-robin over the nodes).
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=MAX_SOCKETS as i64))]
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=MAX_SOCKETS))]
     sockets: u64,
     /// Local source addresses 127.0.0.1 … 127.0.0.K to spread the sockets over
     /// (one source/destination pair has ~28k ephemeral ports).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=254))]
     source_ips: u8,
     /// Seconds to hold every socket once all are open (at most 600).
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=MAX_HOLD_S as i64))]
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=MAX_HOLD_S))]
     hold: u64,
     /// Seconds after the hold for ticks that ran during it to arrive (at most 30).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(0..=30))]

@@ -2,6 +2,8 @@
 //! over real HTTP and real WebSockets.
 #![allow(dead_code)]
 
+pub mod redis;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,12 +35,24 @@ pub struct TestApp {
 }
 
 impl TestApp {
+    /// The app on the memory store, on its own driven clock.
     pub async fn spawn() -> Self {
-        waitroom::telemetry::init(waitroom::config::LogFormat::Text);
         let clock = ManualClock::new(START_MS);
+        let store = Arc::new(waitroom::admission::memory::MemoryStore::new(Arc::new(
+            clock.clone(),
+        )));
+        Self::spawn_on(store, clock).await
+    }
+
+    /// The app on a given store (several apps on one Redis make many nodes).
+    pub async fn spawn_on(
+        store: Arc<dyn waitroom::admission::store::Store>,
+        clock: ManualClock,
+    ) -> Self {
+        waitroom::telemetry::init(waitroom::config::LogFormat::Text);
         let settings = Settings::for_tests();
         let admin_token = settings.admin_token.clone().unwrap();
-        let app = Application::build(settings, Arc::new(clock.clone()))
+        let app = Application::build_with_store(settings, Arc::new(clock.clone()), store)
             .await
             .expect("the app builds");
         let port = app.port();

@@ -2,7 +2,6 @@
 //! keeps, latency summaries, the admin calls, and reading `/metrics`.
 
 use std::collections::BTreeMap;
-use std::error::Error as _;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 

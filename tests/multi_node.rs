@@ -1,0 +1,315 @@
+//! Many nodes on one Redis: one line across all of them, ticks that admit
+//! once however many nodes run them, sockets on any node, and a Redis that
+//! goes away and comes back.
+
+mod support;
+
+use std::sync::Arc;
+
+use futures_util::{StreamExt, future::join_all, stream};
+use reqwest::Method;
+use serde_json::{Value, json};
+use support::redis::RedisServer;
+use support::{FetchJson, Socket, TestApp, close_code, next_json, next_status};
+use waitroom::admission::redis::RedisStore;
+use waitroom::clock::ManualClock;
+
+struct Nodes {
+    redis: RedisServer,
+    clock: ManualClock,
+    apps: Vec<TestApp>,
+}
+
+impl Nodes {
+    async fn start(count: usize) -> Self {
+        Self::start_on(RedisServer::start(), count).await
+    }
+
+    async fn start_on(redis: RedisServer, count: usize) -> Self {
+        let clock = ManualClock::new(support::START_MS);
+        let mut apps = Vec::new();
+        for _ in 0..count {
+            let store = RedisStore::connect(&redis.url(), Some(Arc::new(clock.clone())))
+                .await
+                .expect("the node connects to Redis");
+            apps.push(TestApp::spawn_on(Arc::new(store), clock.clone()).await);
+        }
+        Self { redis, clock, apps }
+    }
+
+    /// Advances time and runs every node's promoter at once: they race for the tick.
+    async fn step(&self, ms: u64) {
+        self.clock.advance_ms(ms);
+        join_all(self.apps.iter().map(|app| app.handle.step())).await;
+    }
+
+    async fn stats(&self, room: &str) -> Value {
+        self.apps[0]
+            .admin(Method::GET, &format!("/api/admin/rooms/{room}"))
+            .fetch_json()
+            .await["stats"]
+            .clone()
+    }
+}
+
+struct Visitor {
+    socket: Socket,
+    position: u64,
+    admitted: bool,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_nodes_share_one_line() {
+    let nodes = Nodes::start(3).await;
+    let [a, b, c] = &nodes.apps[..] else {
+        unreachable!()
+    };
+    a.create_room(
+        "global",
+        json!({"admit_per_tick": 5, "max_active": 50, "paused": true}),
+    )
+    .await;
+
+    // 300 visitors join through every node, and hold their socket on another.
+    let mut visitors = Vec::new();
+    for i in 0..300 {
+        let status = nodes.apps[i % 3].join_api("global").await;
+        assert_eq!(
+            status["position"],
+            i as u64 + 1,
+            "one line across nodes, in join order"
+        );
+        let mut socket = nodes.apps[(i + 1) % 3]
+            .connect("global", status["ticket"].as_str().unwrap())
+            .await;
+        assert_eq!(next_status(&mut socket).await["position"], i as u64 + 1);
+        visitors.push(Visitor {
+            socket,
+            position: i as u64 + 1,
+            admitted: false,
+        });
+    }
+    assert_eq!(
+        b.patch_room("global", json!({"paused": false}))
+            .await
+            .status(),
+        200
+    );
+    for visitor in visitors.iter_mut() {
+        assert_eq!(
+            next_status(&mut visitor.socket).await["state"],
+            "waiting",
+            "the change reaches every node"
+        );
+    }
+
+    // 5 per tick, then the rate changed on node A is applied everywhere by the
+    // next tick, then the cap of 50 holds.
+    let mut total = 0;
+    for (tick, expected) in [5, 5, 5, 5, 5, 10, 10, 5, 0].into_iter().enumerate() {
+        if tick == 5 {
+            assert_eq!(
+                a.patch_room("global", json!({"admit_per_tick": 10}))
+                    .await
+                    .status(),
+                200
+            );
+            for visitor in visitors.iter_mut().filter(|v| !v.admitted) {
+                next_status(&mut visitor.socket).await;
+            }
+        }
+        nodes.step(5_000).await;
+        let mut admitted_now = 0;
+        for (i, visitor) in visitors.iter_mut().enumerate().filter(|(_, v)| !v.admitted) {
+            let status = next_status(&mut visitor.socket).await;
+            if status["state"] == "admitted" {
+                assert_eq!(
+                    i,
+                    total + admitted_now,
+                    "admission follows global join order"
+                );
+                admitted_now += 1;
+                visitor.admitted = true;
+            } else {
+                let position = status["position"].as_u64().unwrap();
+                assert!(
+                    position < visitor.position || expected == 0,
+                    "positions only fall"
+                );
+                assert_eq!(position, (i - total - expected) as u64 + 1);
+                visitor.position = position;
+            }
+        }
+        assert_eq!(
+            admitted_now, expected,
+            "tick {tick}: one tick's worth across all nodes"
+        );
+        total += admitted_now;
+        let stats = nodes.stats("global").await;
+        assert!(stats["active"].as_u64().unwrap() <= 50, "the cap holds");
+        assert_eq!(stats["admitted_total"], total as u64);
+    }
+    assert_eq!(total, 50);
+    let _ = c;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ten_thousand_joins_over_three_nodes_admit_exactly_the_cap() {
+    rlimit::increase_nofile_limit(u64::MAX).unwrap();
+    let nodes = Nodes::start(3).await;
+    nodes.apps[0]
+        .create_room(
+            "stampede",
+            json!({"admit_per_tick": 1000, "max_active": 100, "abandon_after_s": 86_400}),
+        )
+        .await;
+    // The nodes live in this process too, so every connection costs two of its
+    // open files: 1,500 joins in flight at a time stay well inside the limit.
+    let statuses: Vec<Value> = stream::iter(0..10_000)
+        .map(|i| nodes.apps[i % 3].join_api("stampede"))
+        .buffer_unordered(1_500)
+        .collect()
+        .await;
+    let admitted = statuses.iter().filter(|s| s["state"] == "admitted").count();
+    assert_eq!(admitted, 100);
+    let mut positions: Vec<u64> = statuses
+        .iter()
+        .filter_map(|s| s["position"].as_u64())
+        .collect();
+    positions.sort_unstable();
+    assert_eq!(positions, (1..=9_900).collect::<Vec<_>>());
+    nodes.step(5_000).await;
+    let stats = nodes.stats("stampede").await;
+    assert_eq!(
+        (stats["active"].as_u64(), stats["waiting"].as_u64()),
+        (Some(100), Some(9_900))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_socket_moves_to_another_node_when_its_node_dies() {
+    let nodes = Nodes::start(3).await;
+    let [a, b, c] = &nodes.apps[..] else {
+        unreachable!()
+    };
+    a.create_room("hop", json!({"admit_per_tick": 1, "paused": true}))
+        .await;
+    for _ in 0..3 {
+        a.join_api("hop").await;
+    }
+    let me = a.join_api("hop").await;
+    let ticket = me["ticket"].as_str().unwrap();
+    let mut on_b = b.connect("hop", ticket).await;
+    assert_eq!(next_status(&mut on_b).await["position"], 4);
+
+    b.handle.shutdown().await;
+    assert_eq!(close_code(&mut on_b).await, 1001);
+    let mut on_c = c.connect("hop", ticket).await;
+    assert_eq!(
+        next_status(&mut on_c).await["position"],
+        4,
+        "the ticket keeps the place on any node"
+    );
+    a.patch_room("hop", json!({"paused": false})).await;
+    next_status(&mut on_c).await;
+    nodes.step(5_000).await;
+    assert_eq!(
+        next_status(&mut on_c).await["position"],
+        3,
+        "and the line moves on without node B"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_going_away_is_a_503_and_nothing_is_lost_when_it_returns() {
+    let redis = RedisServer::start_with(&[
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--save",
+        "",
+    ]);
+    let mut nodes = Nodes::start_on(redis, 2).await;
+    let a = &nodes.apps[0];
+    a.create_room(
+        "outage",
+        json!({"admit_per_tick": 1, "max_active": 1, "pass_ttl_s": 3600}),
+    )
+    .await;
+    let admitted = a.join_api("outage").await;
+    assert_eq!(admitted["state"], "admitted");
+    let mut waiting = Vec::new();
+    for expected in 1..=3 {
+        let status = a.join_api("outage").await;
+        assert_eq!(status["position"], expected);
+        let ticket = status["ticket"].as_str().unwrap().to_string();
+        let mut socket = nodes.apps[1].connect("outage", &ticket).await;
+        next_status(&mut socket).await;
+        waiting.push((ticket, socket));
+    }
+
+    nodes.redis.stop();
+    let refused = a
+        .http
+        .post(a.url("/api/rooms/outage/join"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 503);
+    assert!(refused.headers().contains_key("retry-after"));
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "store_unavailable");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("try again")
+    );
+    assert_eq!(
+        a.http.get(a.url("/readyz")).send().await.unwrap().status(),
+        503
+    );
+    assert_eq!(
+        a.http.get(a.url("/healthz")).send().await.unwrap().status(),
+        200
+    );
+    for (_, socket) in waiting.iter_mut() {
+        let told = next_json(socket).await;
+        assert_eq!(
+            told["code"], "store_unavailable",
+            "sockets are told to hold on"
+        );
+    }
+    nodes.step(5_000).await; // ticks fail quietly while Redis is away
+
+    nodes.redis.restart();
+    for (expected, (_, socket)) in waiting.iter_mut().enumerate() {
+        let resumed = next_status(socket).await;
+        assert_eq!(
+            resumed["position"],
+            expected as u64 + 1,
+            "sockets resume with their place"
+        );
+    }
+    for (expected, (ticket, _)) in waiting.iter().enumerate() {
+        let status: Value = a.status_api("outage", ticket).await.json().await.unwrap();
+        assert_eq!(status["position"], expected as u64 + 1, "no place was lost");
+    }
+    let verified = a
+        .http
+        .get(a.url("/api/verify?room=outage"))
+        .bearer_auth(admitted["pass"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(verified.status(), 204, "nothing admitted was lost");
+    // Ticks go on, and their events reach the sockets through the new subscription.
+    a.patch_room("outage", json!({"max_active": 2})).await;
+    for (_, socket) in waiting.iter_mut() {
+        next_status(socket).await;
+    }
+    nodes.step(5_000).await;
+    assert_eq!(next_status(&mut waiting[0].1).await["state"], "admitted");
+    assert_eq!(next_status(&mut waiting[1].1).await["position"], 1);
+}
