@@ -106,9 +106,10 @@ local function rate(room)
   return ''
 end
 
--- { version, waiting, rate, tick_at, target_url }
+-- { version, waiting, rate, tick_at, paused, target_url }
 local function summary(room)
-  return { tonumber(room.version), redis.call('ZCARD', K_LINE), rate(room), room.last_tick_ran, room.target_url }
+  return { tonumber(room.version), redis.call('ZCARD', K_LINE), rate(room), room.last_tick_ran,
+    room.paused, room.target_url }
 end
 
 -- A visitor's place: { state, a, b, <summary…> }.
@@ -132,7 +133,7 @@ end
 
 local function summary_fields(room)
   local s = summary(room)
-  return s[1] .. '|' .. s[2] .. '|' .. s[3] .. '|' .. s[4]
+  return s[1] .. '|' .. s[2] .. '|' .. s[3] .. '|' .. s[4] .. '|' .. s[5]
 end
 
 local function mark_present(visitor, now)

@@ -259,6 +259,11 @@
         onFinished('msg_not_found', 'closed', 'This waiting room does not exist.', false);
         return null;
       }
+      if (res.status === 409) { // room_closed: nothing to retry
+        joining = false;
+        onFinished('msg_closed', 'closed', 'This waiting room is closed.', false);
+        return null;
+      }
       if (!res.ok) throw new Error('join answered ' + res.status);
       return res.json();
     }).then(function (s) {

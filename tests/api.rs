@@ -590,3 +590,30 @@ async fn operations_endpoints_answer() {
         assert!(metrics.contains(name), "{name} missing from /metrics");
     }
 }
+
+#[tokio::test]
+async fn a_visitor_who_leaves_hears_left_and_those_behind_move_up() {
+    let app = TestApp::spawn().await;
+    app.create_room("exit", json!({"paused": true})).await;
+    let leaver = app.join_api("exit").await;
+    let stayer = app.join_api("exit").await;
+    let mut leaver_socket = app
+        .connect("exit", leaver["ticket"].as_str().unwrap())
+        .await;
+    let mut stayer_socket = app
+        .connect("exit", stayer["ticket"].as_str().unwrap())
+        .await;
+    next_status(&mut leaver_socket).await;
+    assert_eq!(next_status(&mut stayer_socket).await["position"], 2);
+    let left = app
+        .http
+        .post(app.url("/api/rooms/exit/leave"))
+        .bearer_auth(leaver["ticket"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(left.status(), 204);
+    assert_eq!(next_status(&mut leaver_socket).await["state"], "left");
+    app.step(5_000).await;
+    assert_eq!(next_status(&mut stayer_socket).await["position"], 1);
+}

@@ -246,6 +246,7 @@ impl Room {
             version: self.version,
             waiting: self.line.len() as u64,
             rate_per_s: self.rate_per_s(),
+            paused: self.config.paused,
             tick_at: self.last_tick_ran,
         }
     }

@@ -254,6 +254,7 @@ pub struct LineSummary {
     /// Admissions per second actually achieved over the last minute; `None`
     /// while paused or when nothing can be said yet.
     pub rate_per_s: Option<f64>,
+    pub paused: bool,
     /// When the last tick ran (the tick's own time), for latency measurements.
     pub tick_at: Option<Millis>,
 }

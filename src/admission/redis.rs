@@ -255,18 +255,20 @@ fn parse_info(room: &RoomId, flat: Vec<Value>) -> Option<(RoomInfo, String)> {
     Some((info, field("config_rev")?))
 }
 
-fn summary(version: u64, waiting: u64, rate: &str, tick_at: &str) -> LineSummary {
+/// The room-wide part the scripts send: version, waiting, rate, tick time, paused.
+fn summary(version: u64, waiting: u64, rate: &str, tick_at: &str, paused: &str) -> LineSummary {
     LineSummary {
         version,
         waiting,
         rate_per_s: rate.parse().ok().filter(|r: &f64| *r > 0.0),
+        paused: paused == "1",
         tick_at: tick_at.parse().ok(),
     }
 }
 
-/// `{ state, a, b, version, waiting, rate, tick_at, target_url }` from the scripts.
+/// `{ state, a, b, version, waiting, rate, tick_at, paused, target_url }` from the scripts.
 fn parse_place(visitor: VisitorId, reply: Vec<Value>) -> Option<Place> {
-    if reply.len() != 8 {
+    if reply.len() != 9 {
         return None;
     }
     let (a, b) = (number(&reply[1])?, number(&reply[2])?);
@@ -291,21 +293,23 @@ fn parse_place(visitor: VisitorId, reply: Vec<Value>) -> Option<Place> {
             number(&reply[4])?,
             &text(&reply[5]).unwrap_or_default(),
             &text(&reply[6]).unwrap_or_default(),
+            &text(&reply[7]).unwrap_or_default(),
         ),
-        target_url: text(&reply[7]).unwrap_or_default().into(),
+        target_url: text(&reply[8]).unwrap_or_default().into(),
     })
 }
 
-/// Reads an event published by a script: `kind|version|waiting|rate|tick_at|…`.
+/// Reads an event published by a script: `kind|version|waiting|rate|tick_at|paused|…`.
 fn parse_event(room: RoomId, payload: &str) -> Option<RoomEvent> {
     if payload == "closed" {
         return Some(RoomEvent::Closed { room });
     }
-    let mut parts = payload.splitn(6, '|');
+    let mut parts = payload.splitn(7, '|');
     let kind = parts.next()?;
     let version = parts.next()?.parse().ok()?;
     let waiting = parts.next()?.parse().ok()?;
-    let line = summary(version, waiting, parts.next()?, parts.next()?);
+    let (rate, tick_at, paused) = (parts.next()?, parts.next()?, parts.next()?);
+    let line = summary(version, waiting, rate, tick_at, paused);
     let rest = parts.next()?;
     match kind {
         "tick" => {
@@ -546,7 +550,7 @@ mod tests {
         let room = RoomId::parse("r").unwrap();
         let visitor = VisitorId(7);
         let payload =
-            format!("tick|3|40|0.4|1000|{visitor},5,1000,61000;{visitor},6,1000,61000|9,2");
+            format!("tick|3|40|0.4|1000|0|{visitor},5,1000,61000;{visitor},6,1000,61000|9,2");
         let Some(RoomEvent::Tick {
             admitted,
             departed,
@@ -566,13 +570,13 @@ mod tests {
         );
         let Some(RoomEvent::Configured {
             target_url, line, ..
-        }) = parse_event(room.clone(), "configured|4|0|||https://x.example/?a|b")
+        }) = parse_event(room.clone(), "configured|4|0|||1|https://x.example/?a|b")
         else {
             panic!("a config change")
         };
         assert_eq!(
-            (&*target_url, line.rate_per_s, line.tick_at),
-            ("https://x.example/?a|b", None, None)
+            (&*target_url, line.rate_per_s, line.paused),
+            ("https://x.example/?a|b", None, true)
         );
         assert!(parse_event(room, "tick|x").is_none());
         assert_eq!(

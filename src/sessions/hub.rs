@@ -57,6 +57,8 @@ struct Movement {
     version: u64,
     admitted: Arc<[Admission]>,
     departed: Arc<[u64]>,
+    /// Whether `departed` gave up their places (`left`) or were dropped as absent.
+    by_leaving: bool,
 }
 
 impl Movement {
@@ -241,6 +243,7 @@ impl Hub {
                     version: line.version,
                     admitted,
                     departed: departed.into(),
+                    by_leaving: false,
                 });
                 self.fan_out(&room, sockets, movement, true);
             }
@@ -251,6 +254,7 @@ impl Hub {
                     version: line.version,
                     admitted: Arc::new([]),
                     departed: Arc::new([seq]),
+                    by_leaving: true,
                 });
                 // Positions move now; visitors see it with the next tick.
                 self.fan_out(&room, sockets, movement, false);
@@ -259,6 +263,7 @@ impl Hub {
                 line, target_url, ..
             } => {
                 sockets.line.rate_per_s = line.rate_per_s;
+                sockets.line.paused = line.paused;
                 sockets.target_url = target_url;
                 let line = sockets.line;
                 let target_url = sockets.target_url.clone();
@@ -462,7 +467,11 @@ fn advance(
         return View::Settled;
     }
     if movement.departed.binary_search(&seq).is_ok() {
-        *state = PlaceState::Expired;
+        *state = if movement.by_leaving {
+            PlaceState::Left
+        } else {
+            PlaceState::Expired
+        };
         return View::Settled;
     }
     let position = position.saturating_sub(movement.ahead_of(seq)).max(1);

@@ -20,6 +20,8 @@ pub struct Status<'a> {
     pub pass: Option<String>,
     pub redirect_url: Option<String>,
     pub expires_at: Option<String>,
+    /// Admission is paused by the operator (the ETA is then null).
+    pub paused: bool,
     /// When the tick this status reflects ran (ms since the epoch), so a
     /// client can measure tick-to-screen latency.
     pub tick_at_ms: Option<Millis>,
@@ -48,6 +50,7 @@ impl<'a> Status<'a> {
             pass: None,
             redirect_url: None,
             expires_at: None,
+            paused: input.line.paused,
             tick_at_ms: input.line.tick_at,
         };
         match input.state {

@@ -1,0 +1,181 @@
+//! The load tool against the real server binary, small: a few hundred joins
+//! and a few hundred sockets, read back from the tool's `--json` summary.
+
+use std::io::Read;
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const ADMIN_TOKEN: &str = "load-smoke-admin";
+/// Every tool run here is bounded by its own flags; this only catches a hang.
+const TOOL_PATIENCE: Duration = Duration::from_secs(60);
+
+/// The server process, killed when the test ends however it ends.
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn start_server() -> Server {
+    let port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_waitroom"))
+        .args([
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--admin-token",
+            ADMIN_TOKEN,
+            "--secret",
+            "load-smoke-secret",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the server starts");
+    let server = Server {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the server did not listen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server
+}
+
+/// Runs the load tool; returns its exit status, stdout and stderr.
+fn load_tool(args: &[&str]) -> (std::process::ExitStatus, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_waitroom-load"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the load tool starts");
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut text = String::new();
+        stdout.read_to_string(&mut text).unwrap();
+        text
+    });
+    let err = std::thread::spawn(move || {
+        let mut text = String::new();
+        stderr.read_to_string(&mut text).unwrap();
+        text
+    });
+    let deadline = Instant::now() + TOOL_PATIENCE;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the load tool ran past {TOOL_PATIENCE:?}: {args:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    (status, out.join().unwrap(), err.join().unwrap())
+}
+
+fn summary(args: &[&str]) -> Value {
+    let (status, stdout, stderr) = load_tool(args);
+    assert!(status.success(), "{args:?} failed: {stderr}");
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("not one JSON line ({e}): {stdout}\n{stderr}"))
+}
+
+#[test]
+fn join_mode_joins_every_visitor_without_errors_against_a_baseline() {
+    let server = start_server();
+    let s = summary(&[
+        "--json",
+        "join",
+        "--url",
+        &server.url,
+        "--room",
+        "smoke-join",
+        "--admin-token",
+        ADMIN_TOKEN,
+        "--create-room",
+        "--concurrency",
+        "8",
+        "--count",
+        "300",
+        "--path-baseline",
+        "/healthz",
+    ]);
+    let join = &s["join"];
+    assert_eq!(join["ok"], 300, "{s}");
+    assert_eq!(join["errors"], 0, "{s}");
+    assert!(join["per_s"].as_f64().unwrap() > 0.0, "{s}");
+    assert_eq!(join["latency"]["count"], 300, "{s}");
+    assert_eq!(s["baseline"]["ok"], 300, "{s}");
+    assert_eq!(s["baseline"]["errors"], 0, "{s}");
+    assert!(s["ratio"].as_f64().unwrap() > 0.0, "{s}");
+}
+
+#[test]
+fn sockets_mode_opens_every_socket_and_misses_no_tick() {
+    let server = start_server();
+    let s = summary(&[
+        "--json",
+        "sockets",
+        "--url",
+        &server.url,
+        "--room",
+        "smoke-sockets",
+        "--admin-token",
+        ADMIN_TOKEN,
+        "--sockets",
+        "300",
+        "--source-ips",
+        "2",
+        "--hold",
+        "3",
+    ]);
+    assert_eq!(s["joined"], 300, "{s}");
+    assert_eq!(s["opened"], 300, "{s}");
+    assert_eq!(s["failed"], 0, "{s}");
+    assert_eq!(s["closed_early"], 0, "{s}");
+    assert_eq!(s["server_sockets_open"], 300, "{s}");
+    assert!(s["ticks_measured"].as_u64().unwrap() >= 1, "{s}");
+    assert!(s["deliveries"].as_u64().unwrap() >= 1, "{s}");
+    assert_eq!(s["missed_updates"], 0, "{s}");
+    assert!(s["tick_latency"]["max_ms"].as_f64().is_some(), "{s}");
+    assert!(
+        s["memory_per_socket_bytes"].as_f64().is_some(),
+        "memory is read before and while held: {s}"
+    );
+}
+
+#[test]
+fn the_tool_refuses_any_address_that_is_not_loopback() {
+    let (status, _, stderr) = load_tool(&[
+        "join",
+        "--url",
+        "http://192.0.2.1:8080",
+        "--room",
+        "x",
+        "--count",
+        "1",
+    ]);
+    assert!(!status.success());
+    assert!(stderr.contains("loopback"), "{stderr}");
+}
