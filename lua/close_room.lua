@@ -3,5 +3,5 @@ local room = load_room()
 if not room or room.closed == '1' then return redis.error_reply('NOROOM') end
 redis.call('DEL', K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS)
 redis.call('HSET', K_ROOM, 'closed', '1')
-redis.call('PUBLISH', CHANNEL, 'closed')
+publish('closed')
 return 1

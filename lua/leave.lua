@@ -16,7 +16,7 @@ if kind == 'w' then
   local version = num(room, 'version') + 1
   redis.call('HSET', K_ROOM, 'version', version)
   room.version = version
-  redis.call('PUBLISH', CHANNEL, 'left|' .. summary_fields(room) .. '|' .. seq)
+  publish('left|' .. summary_fields(room) .. '|' .. seq)
 elseif kind == 'a' then
   redis.call('ZREM', K_ACTIVE, visitor)
 end

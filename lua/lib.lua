@@ -1,10 +1,17 @@
 -- Shared by every waitroom script (prepended to each when loaded).
 -- KEYS: every key of one room, all under the hash tag wr:{room}, in this order.
--- ARGV[1]: the room's pub/sub channel; ARGV[2]: the time in ms, or '' for
--- Redis server time; ARGV[3…]: the operation's own arguments.
+-- ARGV[1]: how to publish: 'PUBLISH', or 'SPUBLISH' on a cluster (a sharded
+-- channel in the room's own slot); ARGV[2]: the time in ms, or '' for Redis
+-- server time; ARGV[3…]: the operation's own arguments.
 local K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local CHANNEL = ARGV[1]
+local PUBLISH = ARGV[1]
+-- wr:{room}:room -> wr:{room}:events
+local CHANNEL = string.sub(K_ROOM, 1, -5) .. 'events'
+
+local function publish(message)
+  redis.call(PUBLISH, CHANNEL, message)
+end
 local RATE_WINDOW_MS = 60000
 -- Lua's unpack() is limited in the number of values; commands taking many
 -- members are sent in chunks of this size.

@@ -57,6 +57,6 @@ redis.call('HSET', K_ROOM, 'tokens', tokens, 'last_tick', last_tick, 'last_tick_
   'admitted_total', num(room, 'admitted_total') + #admitted)
 room.version, room.last_tick_ran, room.achieved_rate = version, tostring(now), tostring(achieved)
 
-redis.call('PUBLISH', CHANNEL, 'tick|' .. summary_fields(room) .. '|' ..
+publish('tick|' .. summary_fields(room) .. '|' ..
   table.concat(admitted, ';') .. '|' .. table.concat(departed, ','))
 return { #admitted, #departed, redis.call('ZCARD', K_LINE), redis.call('ZCARD', K_ACTIVE) }

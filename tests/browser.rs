@@ -623,10 +623,8 @@ async fn a_visitor_who_left_can_join_again_and_a_closed_room_says_so() {
         "the page to say the place is gone",
         BROWSER_PATIENCE,
         || async {
-            // The socket may report the lost place as `left` or `expired`;
-            // the page offers the way back for both.
             let state = attr_of(&browser, "#message", "data-state").await;
-            matches!(state.as_deref(), Some("left" | "expired")).then_some(())
+            (state.as_deref() == Some("left")).then_some(())
         },
     )
     .await;
@@ -644,7 +642,8 @@ async fn a_visitor_who_left_can_join_again_and_a_closed_room_says_so() {
             let waiting = attr_of(&browser, "#message", "data-state").await;
             position(&browser)
                 .await
-                .filter(|&p| p == 2 && waiting.as_deref() == Some("waiting"))
+                // The room is paused, and the page says so.
+                .filter(|&p| p == 2 && matches!(waiting.as_deref(), Some("waiting" | "paused")))
         },
     )
     .await;

@@ -2,13 +2,24 @@
 //! `lua/`) on one room's keys, all under the hash tag `wr:{room}` so each
 //! script touches one Redis Cluster slot. Events go out on the room's
 //! channel; every node's hub hears them and updates its own sockets.
+//!
+//! `redis://host:port/` is one server (events on a pattern subscription);
+//! `redis+cluster://host:port,host:port/` is a cluster (events on sharded
+//! channels, SSUBSCRIBE/SPUBLISH, Redis 7).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{AsyncCommands, PushInfo, PushKind, RedisError, Script, Value};
+use parking_lot::Mutex;
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{
+    AsyncCommands, Cmd, Pipeline, ProtocolVersion, PushInfo, PushKind, RedisError, RedisFuture,
+    Script, Value,
+};
 use tokio::sync::{broadcast, mpsc};
 
 use super::model::{
@@ -62,8 +73,47 @@ impl Scripts {
     }
 }
 
+/// One server through a reconnecting manager, or a cluster.
+#[derive(Clone)]
+enum Connection {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Connection::Single(c) => c.req_packed_command(cmd),
+            Connection::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Connection::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Connection::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Connection::Single(c) => c.get_db(),
+            Connection::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
 pub struct RedisStore {
-    commands: ConnectionManager,
+    commands: Connection,
+    /// Receives room events; on a cluster, subscribed room by room.
+    subscriber: Connection,
+    /// Rooms whose sharded channel this node subscribed to (cluster only).
+    watched: Mutex<HashSet<RoomId>>,
     scripts: Arc<Scripts>,
     /// Tests drive time; in production the scripts read Redis server time.
     clock: Option<SharedClock>,
@@ -78,6 +128,18 @@ fn room_keys(room: &RoomId) -> [String; 6] {
 
 fn channel(room: &RoomId) -> String {
     format!("wr:{{{room}}}:events")
+}
+
+/// The seed nodes of a `redis+cluster://a:1,b:2/` URL, or `None` for one server.
+fn cluster_seeds(url: &str) -> Option<Vec<String>> {
+    let (scheme, rest) = url.split_once("+cluster://")?;
+    let hosts = rest.split(['/', '?']).next().unwrap_or_default();
+    Some(
+        hosts
+            .split(',')
+            .map(|host| format!("{scheme}://{host}/"))
+            .collect(),
+    )
 }
 
 fn with_resp3(url: &str) -> String {
@@ -112,40 +174,75 @@ impl RedisStore {
     /// Connects to Redis and subscribes to every room's events. `clock`:
     /// `None` in production (Redis server time decides), a driven clock in tests.
     pub async fn connect(url: &str, clock: Option<SharedClock>) -> Result<Self, StoreError> {
-        let client = redis::Client::open(with_resp3(url))
-            .map_err(|e| StoreError::Unavailable(format!("invalid Redis URL: {e}")))?;
-        let config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(RESPONSE_TIMEOUT))
-            .set_connection_timeout(Some(RESPONSE_TIMEOUT))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_millis(500));
-        let commands = client
-            .get_connection_manager_with_config(config.clone())
-            .await
-            .map_err(unavailable)?;
-
         let (push_tx, push_rx) = mpsc::unbounded_channel();
-        let mut subscriber = client
-            .get_connection_manager_with_config(
-                config
-                    .set_push_sender(push_tx)
-                    .set_automatic_resubscription(),
-            )
-            .await
-            .map_err(unavailable)?;
-        subscriber
-            .psubscribe(EVENTS_PATTERN)
-            .await
-            .map_err(unavailable)?;
-
+        let (commands, subscriber) = match cluster_seeds(url) {
+            Some(seeds) => {
+                let builder = || {
+                    ClusterClient::builder(seeds.clone())
+                        .use_protocol(ProtocolVersion::RESP3)
+                        .response_timeout(RESPONSE_TIMEOUT)
+                        .connection_timeout(RESPONSE_TIMEOUT)
+                };
+                let commands = builder()
+                    .build()
+                    .map_err(unavailable)?
+                    .get_async_connection()
+                    .await;
+                let subscriber = builder()
+                    .push_sender(push_tx)
+                    .build()
+                    .map_err(unavailable)?
+                    .get_async_connection()
+                    .await;
+                (
+                    Connection::Cluster(commands.map_err(unavailable)?),
+                    Connection::Cluster(subscriber.map_err(unavailable)?),
+                )
+            }
+            None => {
+                let client = redis::Client::open(with_resp3(url))
+                    .map_err(|e| StoreError::Unavailable(format!("invalid Redis URL: {e}")))?;
+                let config = ConnectionManagerConfig::new()
+                    .set_response_timeout(Some(RESPONSE_TIMEOUT))
+                    .set_connection_timeout(Some(RESPONSE_TIMEOUT))
+                    .set_number_of_retries(2)
+                    .set_max_delay(Duration::from_millis(500));
+                let commands = client
+                    .get_connection_manager_with_config(config.clone())
+                    .await
+                    .map_err(unavailable)?;
+                let mut subscriber = client
+                    .get_connection_manager_with_config(
+                        config
+                            .set_push_sender(push_tx)
+                            .set_automatic_resubscription(),
+                    )
+                    .await
+                    .map_err(unavailable)?;
+                subscriber
+                    .psubscribe(EVENTS_PATTERN)
+                    .await
+                    .map_err(unavailable)?;
+                (Connection::Single(commands), Connection::Single(subscriber))
+            }
+        };
         let events = broadcast::channel(EVENT_BUFFER).0;
-        tokio::spawn(forward_events(push_rx, subscriber, events.clone()));
+        tokio::spawn(forward_events(push_rx, subscriber.clone(), events.clone()));
         Ok(Self {
             commands,
+            subscriber,
+            watched: Mutex::new(HashSet::new()),
             scripts: Arc::new(Scripts::load()),
             clock,
             events,
         })
+    }
+
+    fn publish_command(&self) -> &'static str {
+        match self.commands {
+            Connection::Single(_) => "PUBLISH",
+            Connection::Cluster(_) => "SPUBLISH",
+        }
     }
 
     fn now_arg(&self) -> String {
@@ -166,7 +263,7 @@ impl RedisStore {
         for key in room_keys(room) {
             invocation.key(key);
         }
-        invocation.arg(channel(room)).arg(self.now_arg());
+        invocation.arg(self.publish_command()).arg(self.now_arg());
         for arg in args {
             invocation.arg(arg);
         }
@@ -361,15 +458,16 @@ fn room_of_channel(channel: &str) -> Option<RoomId> {
 /// pinging so the manager reconnects (and resubscribes), then says `Resumed`.
 async fn forward_events(
     mut pushes: mpsc::UnboundedReceiver<PushInfo>,
-    subscriber: ConnectionManager,
+    subscriber: Connection,
     events: broadcast::Sender<StoreEvent>,
 ) {
     let mut interrupted = false;
     while let Some(push) = pushes.recv().await {
         match push.kind {
-            PushKind::PMessage => {
-                let [_, channel, payload] = push.data.as_slice() else {
-                    continue;
+            PushKind::PMessage | PushKind::SMessage => {
+                let (channel, payload) = match push.data.as_slice() {
+                    [_, channel, payload] | [channel, payload] => (channel, payload),
+                    _ => continue,
                 };
                 let event = text(channel)
                     .and_then(|c| room_of_channel(&c))
@@ -388,7 +486,7 @@ async fn forward_events(
                 let _ = events.send(StoreEvent::Interrupted);
                 tokio::spawn(reconnect(subscriber.clone()));
             }
-            PushKind::PSubscribe if interrupted => {
+            PushKind::PSubscribe | PushKind::SSubscribe if interrupted => {
                 interrupted = false;
                 tracing::info!("reconnected to Redis and resubscribed");
                 let _ = events.send(StoreEvent::Resumed);
@@ -399,7 +497,7 @@ async fn forward_events(
 }
 
 /// Pings until Redis answers: each attempt makes the manager reconnect.
-async fn reconnect(mut subscriber: ConnectionManager) {
+async fn reconnect(mut subscriber: Connection) {
     loop {
         let pong: Result<String, _> = redis::cmd("PING").query_async(&mut subscriber).await;
         if pong.is_ok() {
@@ -529,6 +627,21 @@ impl Store for RedisStore {
 
     fn subscribe(&self) -> broadcast::Receiver<StoreEvent> {
         self.events.subscribe()
+    }
+
+    async fn watch(&self, room: &RoomId) -> Result<(), StoreError> {
+        let Connection::Cluster(subscriber) = &self.subscriber else {
+            return Ok(()); // one server: the pattern subscription hears every room
+        };
+        if !self.watched.lock().insert(room.clone()) {
+            return Ok(());
+        }
+        let mut subscriber = subscriber.clone();
+        if let Err(error) = subscriber.ssubscribe(channel(room)).await {
+            self.watched.lock().remove(room);
+            return Err(unavailable(error));
+        }
+        Ok(())
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

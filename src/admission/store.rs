@@ -55,6 +55,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Every room's events, on this node.
     fn subscribe(&self) -> broadcast::Receiver<StoreEvent>;
+    /// Makes sure this node hears `room`'s events (on a cluster, sharded
+    /// channels are subscribed one by one); call before reading a place.
+    async fn watch(&self, _room: &RoomId) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// Is the store reachable?
     async fn ping(&self) -> Result<(), StoreError>;
 }

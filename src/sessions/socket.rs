@@ -31,6 +31,7 @@ pub async fn connect(
 ) -> Result<HttpResponse, ApiError> {
     let room = room_from_path(&path)?;
     let (visitor, ticket) = require_visitor(&req, &state, &room)?;
+    state.store.watch(&room).await?;
     let (id, outbound) = state.hub.register(&room, visitor, Arc::from(ticket));
     if let Err(error) = state
         .hub

@@ -109,3 +109,92 @@ impl Drop for RedisServer {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// A local Redis Cluster of three masters, no replicas, for one test.
+pub struct RedisCluster {
+    nodes: Vec<RedisServer>,
+}
+
+/// A port whose cluster bus port (+10000) is free too.
+fn free_cluster_port() -> u16 {
+    loop {
+        let port = free_port();
+        if port < 55_000 && std::net::TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return port;
+        }
+    }
+}
+
+impl RedisCluster {
+    pub fn start() -> Self {
+        let nodes: Vec<RedisServer> = (0..3)
+            .map(|_| {
+                let dir = std::env::temp_dir().join(format!(
+                    "waitroom-cluster-{}-{}",
+                    std::process::id(),
+                    rand_suffix()
+                ));
+                std::fs::create_dir_all(&dir).unwrap();
+                let mut node = RedisServer {
+                    port: free_cluster_port(),
+                    dir,
+                    child: None,
+                    args: [
+                        "--cluster-enabled",
+                        "yes",
+                        "--save",
+                        "",
+                        "--appendonly",
+                        "no",
+                    ]
+                    .map(String::from)
+                    .to_vec(),
+                };
+                node.launch();
+                node
+            })
+            .collect();
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let created = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addresses)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect(
+                "redis-cli is needed for the cluster tests: run ./scripts/test, which installs it",
+            );
+        assert!(created.success(), "redis-cli --cluster create failed");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for node in &nodes {
+            let client = redis::Client::open(node.url()).unwrap();
+            let mut connection = client.get_connection().unwrap();
+            loop {
+                let info: String = redis::cmd("CLUSTER")
+                    .arg("INFO")
+                    .query(&mut connection)
+                    .unwrap();
+                if info.contains("cluster_state:ok") {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "the cluster did not come up");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Self { nodes }
+    }
+
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        format!("redis+cluster://{}/", hosts.join(","))
+    }
+}
