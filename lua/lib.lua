@@ -40,6 +40,7 @@ local function open_room()
   return room
 end
 
+-- `members` may be pairs (field/value, score/member): chunks stay even-sized.
 local function chunked(command, key, members)
   for i = 1, #members, CHUNK do
     redis.call(command, key, unpack(members, i, math.min(i + CHUNK - 1, #members)))

@@ -13,16 +13,24 @@ expire_passes(now)
 
 -- Waiting visitors not seen for abandon_after_s lose their place.
 local grace = num(room, 'abandon_after_s') * 1000
+-- The presence set may still hold visitors admitted since (a tick leaves
+-- them there: removing them from a large set costs more than finding them
+-- here), so only those still in line are dropped.
 local absent = redis.call('ZRANGEBYSCORE', K_SEEN, '-inf', now - grace)
-local departed = {}
+local departed, dropped = {}, {}
 for _, visitor in ipairs(absent) do
   local seq = redis.call('ZSCORE', K_LINE, visitor)
-  if seq then table.insert(departed, seq) end
+  if seq then
+    table.insert(departed, seq)
+    table.insert(dropped, visitor)
+  end
 end
 if #absent > 0 then
-  chunked('ZREM', K_LINE, absent)
   chunked('ZREM', K_SEEN, absent)
-  chunked('HDEL', K_VISITORS, absent)
+end
+if #dropped > 0 then
+  chunked('ZREM', K_LINE, dropped)
+  chunked('HDEL', K_VISITORS, dropped)
 end
 
 -- Refill the bucket (never above one tick's worth) and spend it on the head.
@@ -31,17 +39,24 @@ local admitted = {}
 if room.paused ~= '1' then
   local n = math.min(tokens, cap_room(room))
   if n > 0 then
-    local head = redis.call('ZRANGE', K_LINE, 0, n - 1, 'WITHSCORES')
-    local members = {}
+    -- ZPOPMIN takes the head without searching the line.
+    local head = redis.call('ZPOPMIN', K_LINE, n)
+    local expires_at = now + num(room, 'pass_ttl_s') * 1000
+    local pass = 'a|' .. now .. '|' .. expires_at
+    -- One command per structure, not one per visitor.
+    local members, records, passes = {}, {}, {}
     for i = 1, #head, 2 do
       local visitor, seq = head[i], head[i + 1]
-      local expires_at = admit(room, visitor, now)
       table.insert(members, visitor)
+      table.insert(records, visitor)
+      table.insert(records, pass)
+      table.insert(passes, expires_at)
+      table.insert(passes, visitor)
       table.insert(admitted, visitor .. ',' .. seq .. ',' .. now .. ',' .. expires_at)
     end
     if #members > 0 then
-      chunked('ZREM', K_LINE, members)
-      chunked('ZREM', K_SEEN, members)
+      chunked('HSET', K_VISITORS, records)
+      chunked('ZADD', K_ACTIVE, passes)
     end
     tokens = tokens - #members
   end
