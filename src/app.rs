@@ -19,12 +19,15 @@ use crate::clock::SharedClock;
 use crate::config::Settings;
 use crate::credentials::{Credentials, random_secret};
 use crate::error::{ApiError, extractors};
+use crate::sale::memory::MemorySale;
+use crate::sale::model::SaleStore;
 use crate::sessions::hub::Hub;
-use crate::{admin, demo, ops, pages, sessions, visitor};
+use crate::{admin, demo, ops, pages, sale, sessions, visitor};
 
 /// What every handler shares. Cheap to clone (all handles).
 pub struct AppState {
     pub store: Arc<dyn Store>,
+    pub sale: Arc<dyn SaleStore>,
     pub hub: Arc<Hub>,
     pub credentials: Arc<Credentials>,
     pub clock: SharedClock,
@@ -45,6 +48,35 @@ pub enum StartError {
     Store { url: String, reason: String },
     #[error("could not set up the demo room: {0}")]
     Demo(String),
+}
+
+/// The stores an application runs on: admission and the sale, on the
+/// embedded memory store or on one shared Redis.
+#[derive(Clone)]
+pub struct Stores {
+    pub admission: Arc<dyn Store>,
+    pub sale: Arc<dyn SaleStore>,
+}
+
+impl Stores {
+    pub fn memory(clock: SharedClock) -> Self {
+        Self {
+            admission: Arc::new(MemoryStore::new(clock.clone())),
+            sale: Arc::new(MemorySale::new(clock)),
+        }
+    }
+
+    /// Redis at `url`; `clock`: `None` for Redis server time, a driven clock in tests.
+    pub async fn redis(
+        url: &str,
+        clock: Option<SharedClock>,
+    ) -> Result<Self, crate::admission::store::StoreError> {
+        let store = Arc::new(RedisStore::connect(url, clock).await?);
+        Ok(Self {
+            admission: store.clone(),
+            sale: store,
+        })
+    }
 }
 
 /// Handles the embedding code (and tests) keep once the server runs.
@@ -87,24 +119,28 @@ impl Application {
     /// Builds the application on the store the settings name: Redis (its
     /// server time decides) with `--redis-url`, the memory store without.
     pub async fn build(settings: Settings, clock: SharedClock) -> Result<Self, StartError> {
-        let store: Arc<dyn Store> = match &settings.redis_url {
-            Some(url) => Arc::new(RedisStore::connect(url, None).await.map_err(|error| {
-                StartError::Store {
+        let stores = match &settings.redis_url {
+            Some(url) => Stores::redis(url, None)
+                .await
+                .map_err(|error| StartError::Store {
                     url: url.clone(),
                     reason: error.to_string(),
-                }
-            })?),
-            None => Arc::new(MemoryStore::new(clock.clone())),
+                })?,
+            None => Stores::memory(clock.clone()),
         };
-        Self::build_with_store(settings, clock, store).await
+        Self::build_with_stores(settings, clock, stores).await
     }
 
-    /// Builds the application on a given store (tests drive its clock).
-    pub async fn build_with_store(
+    /// Builds the application on given stores (tests drive their clock).
+    pub async fn build_with_stores(
         settings: Settings,
         clock: SharedClock,
-        store: Arc<dyn Store>,
+        stores: Stores,
     ) -> Result<Self, StartError> {
+        let Stores {
+            admission: store,
+            sale,
+        } = stores;
         let secret = settings.secret.clone().unwrap_or_else(|| {
             tracing::warn!("no --secret given: generated one for this process; tickets and passes will not survive a restart or verify on other nodes");
             random_secret()
@@ -129,9 +165,9 @@ impl Application {
         tokio::spawn(hub.clone().run(store.clone(), shutdown_rx.clone()));
         tokio::spawn(promoter.clone().run(shutdown_rx.clone()));
         if settings.demo_room {
-            let room = demo::create(store.as_ref())
+            let room = demo::create(store.as_ref(), sale.as_ref())
                 .await
-                .map_err(|e| StartError::Demo(e.to_string()))?;
+                .map_err(StartError::Demo)?;
             tokio::spawn(demo::simulate_visitors(
                 store.clone(),
                 room,
@@ -141,6 +177,7 @@ impl Application {
 
         let state = web::Data::new(AppState {
             store: store.clone(),
+            sale: sale.clone(),
             hub: hub.clone(),
             credentials: credentials.clone(),
             clock: clock.clone(),
@@ -160,6 +197,7 @@ impl Application {
                 .service(sessions::socket::connect)
                 .configure(admin::api::routes)
                 .configure(admin::page::routes)
+                .configure(sale::http::routes)
                 .configure(pages::routes)
                 .configure(ops::routes)
                 .default_service(web::to(not_found))

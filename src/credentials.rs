@@ -159,6 +159,12 @@ impl Credentials {
         Ok(claims)
     }
 
+    /// Whose pass this is, for acts that outlive the pass itself (confirming
+    /// or releasing a hold made while it was valid): signature and room only.
+    pub fn pass_holder(&self, pass: &str, room: &RoomId) -> Result<PassClaims, CredentialError> {
+        self.read_pass(pass, Some(room), 0)
+    }
+
     /// The JSON Web Key Set that verifies passes.
     pub fn jwks(&self) -> serde_json::Value {
         serde_json::json!({"keys": [{

@@ -1,6 +1,7 @@
 //! The demo room (`--demo-room`): room `demo`, admitting 2 visitors every
 //! 5 s, with simulated visitors arriving a little slower than that, so a
-//! person who opens the page sees a line that moves.
+//! person who opens the page sees a line that moves; admitted, they reach a
+//! seat sale of waitroom's own (rows A to E, 8 seats each, 4 per visitor).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,21 +11,36 @@ use tokio::sync::watch;
 
 use crate::admission::model::{RoomConfig, RoomId, VisitorId};
 use crate::admission::store::{Store, StoreError};
+use crate::sale::model::{Inventory, SaleConfig, SaleStore};
 
 pub const DEMO_ROOM: &str = "demo";
 /// Simulated visitors already waiting when the demo starts.
 const INITIAL_LINE: usize = 12;
 
-pub async fn create(store: &dyn Store) -> Result<RoomId, StoreError> {
+pub async fn create(store: &dyn Store, sale: &dyn SaleStore) -> Result<RoomId, String> {
     let id = RoomId::parse(DEMO_ROOM).expect("a valid slug");
-    let mut config = RoomConfig::new("Demo sale", "/demo/target");
+    let mut config = RoomConfig::new("Demo sale", "/rooms/demo/sale");
     config.admit_per_tick = 2;
     config.tick_ms = 5_000;
-    config.pass_ttl_s = 120;
+    config.pass_ttl_s = 300;
     match store.create_room(id.clone(), config).await {
-        Ok(_) | Err(StoreError::RoomExists(_)) => Ok(id),
-        Err(error) => Err(error),
+        Ok(_) => {}
+        // Another node of the deployment made it (and its sale) already.
+        Err(StoreError::RoomExists(_)) => return Ok(id),
+        Err(error) => return Err(error.to_string()),
     }
+    let seats = ('A'..='E')
+        .flat_map(|row| (1..=8).map(move |n| format!("{row}{n}")))
+        .collect();
+    let sale_config = SaleConfig {
+        inventory: Inventory::Seats(seats),
+        per_user_limit: 4,
+        hold_ttl_s: 120,
+    };
+    sale.configure_sale(&id, sale_config)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(id)
 }
 
 /// Joins simulated visitors (0 to 3 per tick, 1.5 on average against 2

@@ -20,6 +20,11 @@ pub enum ApiError {
     Conflict { code: &'static str, message: String },
     #[error("{0}")]
     NotFound(String),
+    /// A 404 with a code of its own (`sale_not_found`, `claim_not_found`).
+    #[error("{message}")]
+    Absent { code: &'static str, message: String },
+    #[error("{message}")]
+    Gone { code: &'static str, message: String },
     #[error("the request body is larger than {limit} bytes")]
     PayloadTooLarge { limit: usize },
     #[error("the waiting room's store is unavailable; try again in a few seconds")]
@@ -46,7 +51,9 @@ impl ApiError {
             ApiError::RoomNotFound(_) => "room_not_found",
             ApiError::BadRequest { code, .. }
             | ApiError::Unauthorized { code, .. }
-            | ApiError::Conflict { code, .. } => code,
+            | ApiError::Conflict { code, .. }
+            | ApiError::Absent { code, .. }
+            | ApiError::Gone { code, .. } => code,
             ApiError::NotFound(_) => "not_found",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
             ApiError::StoreUnavailable => "store_unavailable",
@@ -57,7 +64,10 @@ impl ApiError {
 impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         match self {
-            ApiError::RoomNotFound(_) | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::RoomNotFound(_) | ApiError::NotFound(_) | ApiError::Absent { .. } => {
+                StatusCode::NOT_FOUND
+            }
+            ApiError::Gone { .. } => StatusCode::GONE,
             ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
@@ -72,6 +82,42 @@ impl ResponseError for ApiError {
             response.insert_header((header::RETRY_AFTER, HeaderValue::from_static("2")));
         }
         response.json(json!({"error": {"code": self.code(), "message": self.to_string()}}))
+    }
+}
+
+impl From<crate::sale::model::SaleError> for ApiError {
+    fn from(error: crate::sale::model::SaleError) -> Self {
+        use crate::sale::model::SaleError;
+        let message = error.to_string();
+        let conflict = |code| ApiError::Conflict {
+            code,
+            message: message.clone(),
+        };
+        match error {
+            SaleError::NoSale => ApiError::Absent {
+                code: "sale_not_found",
+                message,
+            },
+            SaleError::ClaimNotFound => ApiError::Absent {
+                code: "claim_not_found",
+                message,
+            },
+            SaleError::SoldOut => conflict("sold_out"),
+            SaleError::SeatTaken(_) => conflict("seat_taken"),
+            SaleError::LimitReached(_) => conflict("limit_reached"),
+            SaleError::Released => conflict("claim_released"),
+            SaleError::AlreadyConfirmed => conflict("already_confirmed"),
+            SaleError::UnknownSeat(_) => ApiError::bad_request("unknown_seat", message),
+            SaleError::WrongKind(_) => ApiError::bad_request("wrong_kind", message),
+            SaleError::HoldExpired => ApiError::Gone {
+                code: "hold_expired",
+                message,
+            },
+            SaleError::Unavailable(reason) => {
+                tracing::warn!(%reason, "sale store unavailable");
+                ApiError::StoreUnavailable
+            }
+        }
     }
 }
 

@@ -15,6 +15,7 @@ pub mod demo;
 pub mod error;
 pub mod ops;
 pub mod pages;
+pub mod sale;
 pub mod sessions;
 pub mod telemetry;
 pub mod visitor;

@@ -6,11 +6,13 @@ use std::sync::Arc;
 
 use waitroom::admission::memory::MemoryStore;
 use waitroom::clock::ManualClock;
+use waitroom::sale::memory::MemorySale;
 
 async fn memory_harness() -> conformance::Harness {
     let clock = ManualClock::new(1_767_225_600_000);
     conformance::Harness {
         store: Arc::new(MemoryStore::new(Arc::new(clock.clone()))),
+        sale: Arc::new(MemorySale::new(Arc::new(clock.clone()))),
         clock,
         _backing: None,
     }

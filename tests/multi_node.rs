@@ -11,7 +11,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use support::redis::RedisServer;
 use support::{FetchJson, Socket, TestApp, close_code, next_json, next_status};
-use waitroom::admission::redis::RedisStore;
+use waitroom::app::Stores;
 use waitroom::clock::ManualClock;
 
 struct Nodes {
@@ -29,10 +29,10 @@ impl Nodes {
         let clock = ManualClock::new(support::START_MS);
         let mut apps = Vec::new();
         for _ in 0..count {
-            let store = RedisStore::connect(&redis.url(), Some(Arc::new(clock.clone())))
+            let stores = Stores::redis(&redis.url(), Some(Arc::new(clock.clone())))
                 .await
                 .expect("the node connects to Redis");
-            apps.push(TestApp::spawn_on(Arc::new(store), clock.clone()).await);
+            apps.push(TestApp::spawn_on(stores, clock.clone()).await);
         }
         Self { redis, clock, apps }
     }

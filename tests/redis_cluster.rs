@@ -20,11 +20,14 @@ async fn cluster_harness() -> conformance::Harness {
         .await
         .unwrap();
     let clock = ManualClock::new(1_767_225_600_000);
-    let store = RedisStore::connect(&cluster.url(), Some(Arc::new(clock.clone())))
-        .await
-        .expect("the store connects to the cluster");
+    let store = Arc::new(
+        RedisStore::connect(&cluster.url(), Some(Arc::new(clock.clone())))
+            .await
+            .expect("the store connects to the cluster"),
+    );
     conformance::Harness {
-        store: Arc::new(store),
+        store: store.clone(),
+        sale: store,
         clock,
         _backing: Some(Box::new(cluster)),
     }

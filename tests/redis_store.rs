@@ -15,11 +15,14 @@ use waitroom::clock::ManualClock;
 async fn redis_harness() -> conformance::Harness {
     let server = RedisServer::start();
     let clock = ManualClock::new(1_767_225_600_000);
-    let store = RedisStore::connect(&server.url(), Some(Arc::new(clock.clone())))
-        .await
-        .expect("the store connects");
+    let store = Arc::new(
+        RedisStore::connect(&server.url(), Some(Arc::new(clock.clone())))
+            .await
+            .expect("the store connects"),
+    );
     conformance::Harness {
-        store: Arc::new(store),
+        store: store.clone(),
+        sale: store,
         clock,
         _backing: Some(Box::new(server)),
     }

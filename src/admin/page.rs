@@ -23,7 +23,8 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .service(logout)
         .service(create_room)
         .service(change_room)
-        .service(close_room);
+        .service(close_room)
+        .service(set_up_sale);
 }
 
 #[derive(Template)]
@@ -357,6 +358,54 @@ async fn close_room(
         state.store.close_room(&id).await.map_err(describe)?;
         tracing::info!(room = %id, "room closed from the admin page");
         Ok(format!("Room {id} closed."))
+    }
+    .await;
+    outcome(result)
+}
+
+#[derive(Deserialize)]
+struct SaleForm {
+    csrf: String,
+    stock: Option<String>,
+    seats: Option<String>,
+    per_user_limit: Option<String>,
+    hold_ttl_s: Option<String>,
+}
+
+impl SaleForm {
+    fn request(&self) -> Result<crate::sale::model::SaleRequest, String> {
+        let seats: Vec<String> = self
+            .seats
+            .as_deref()
+            .unwrap_or("")
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect();
+        Ok(crate::sale::model::SaleRequest {
+            stock: number("stock", &self.stock)?,
+            seats: (!seats.is_empty()).then_some(seats),
+            per_user_limit: number("per_user_limit", &self.per_user_limit)?,
+            hold_ttl_s: number("hold_ttl_s", &self.hold_ttl_s)?,
+        })
+    }
+}
+
+#[post("/admin/rooms/{room}/sale")]
+async fn set_up_sale(
+    req: HttpRequest,
+    path: web::Path<String>,
+    form: web::Form<SaleForm>,
+    state: web::Data<AppState>,
+) -> HttpResponse {
+    let result = async {
+        check_form(&req, &state, &form.csrf)?;
+        let id = RoomId::parse(&path).ok_or("no such room")?;
+        let request = form.request()?;
+        crate::sale::http::set_up_sale(&state, &id, request)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(format!("Sale of room {id} set up."))
     }
     .await;
     outcome(result)

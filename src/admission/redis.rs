@@ -245,6 +245,26 @@ impl RedisStore {
         }
     }
 
+    /// Runs a script on `keys` with the time first among its arguments
+    /// (other features' scripts, such as the sale's, share this connection).
+    pub(crate) async fn eval<T: redis::FromRedisValue>(
+        &self,
+        script: &Script,
+        keys: &[String],
+        args: impl IntoIterator<Item = String>,
+    ) -> Result<T, RedisError> {
+        let mut invocation = script.prepare_invoke();
+        for key in keys {
+            invocation.key(key);
+        }
+        invocation.arg(self.now_arg());
+        for arg in args {
+            invocation.arg(arg);
+        }
+        let mut connection = self.commands.clone();
+        invocation.invoke_async(&mut connection).await
+    }
+
     fn now_arg(&self) -> String {
         self.clock
             .as_ref()

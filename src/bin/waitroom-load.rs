@@ -85,6 +85,14 @@ struct JoinArgs {
     /// First run the same load as GET requests to this path (e.g. /healthz) as the ceiling.
     #[arg(long)]
     path_baseline: Option<String>,
+    /// PID(s) of the server process(es) on this machine, comma-separated:
+    /// each phase then reports the server's CPU time per request.
+    #[arg(long, value_delimiter = ',')]
+    server_pid: Vec<u32>,
+    /// Alternate the baseline and join phases this many times (1 to 10); the
+    /// figures are summed over all rounds. Rounds × duration may not exceed 300 s.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10))]
+    rounds: u32,
 }
 
 #[derive(Debug, Args)]
@@ -113,6 +121,10 @@ struct SocketsArgs {
     /// Concurrent keep-alive connections for the joins.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=1024))]
     join_concurrency: u16,
+    /// PID(s) of the server process(es) on this machine, comma-separated:
+    /// the hold then reports the server's CPU use.
+    #[arg(long, value_delimiter = ',')]
+    server_pid: Vec<u32>,
     /// WebSocket handshakes in flight at once.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u16).range(1..=4096))]
     open_concurrency: u16,
@@ -163,15 +175,25 @@ async fn run_join(args: JoinArgs, json: bool) -> Result<(), String> {
     } else {
         ""
     };
+    // Each phase of each round stops at its duration; all of them together
+    // never exceed MAX_DURATION_S per kind of phase.
+    let duration = match args.count {
+        Some(_) => MAX_DURATION_S / args.rounds as u64,
+        None => args.duration.unwrap_or(10),
+    };
+    if duration * args.rounds as u64 > MAX_DURATION_S {
+        return Err(format!(
+            "--rounds {} × --duration {duration} s exceeds {MAX_DURATION_S} s",
+            args.rounds
+        ));
+    }
     let plan = join::Plan {
         concurrency: args.concurrency as usize,
         count: args.count.unwrap_or(MAX_COUNT),
-        duration: Duration::from_secs(match args.count {
-            Some(_) => MAX_DURATION_S,
-            None => args.duration.unwrap_or(10),
-        }),
+        duration: Duration::from_secs(duration),
         rate: args.rate,
         counted: args.count.is_some(),
+        rounds: args.rounds,
     };
     join::run(join::JoinRun {
         nodes: &nodes,
@@ -180,6 +202,7 @@ async fn run_join(args: JoinArgs, json: bool) -> Result<(), String> {
         create_room: args.create_room,
         plan,
         baseline_path: args.path_baseline.as_deref(),
+        server_pids: &args.server_pid,
         json,
     })
     .await
@@ -200,6 +223,7 @@ async fn run_sockets(args: SocketsArgs, json: bool, open_files_limit: u64) -> Re
         join_concurrency: args.join_concurrency as usize,
         open_concurrency: args.open_concurrency as usize,
         open_files_limit,
+        server_pids: &args.server_pid,
         json,
     })
     .await

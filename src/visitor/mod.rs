@@ -36,7 +36,9 @@ pub fn ticket_cookie_name(room: &RoomId) -> String {
     format!("wr_ticket_{room}")
 }
 
-fn bearer(req: &HttpRequest) -> Option<&str> {
+/// The token in `Authorization: Bearer …`, if any.
+/// The token in `Authorization: Bearer …`, if any.
+pub fn bearer(req: &HttpRequest) -> Option<&str> {
     req.headers()
         .get(header::AUTHORIZATION)?
         .to_str()

@@ -11,6 +11,7 @@ pub const TICK_MS: u64 = 5_000;
 
 pub struct Harness {
     pub store: Arc<dyn Store>,
+    pub sale: Arc<dyn waitroom::sale::model::SaleStore>,
     pub clock: ManualClock,
     /// Whatever must live as long as the store (a private redis-server).
     pub _backing: Option<Box<dyn std::any::Any + Send>>,
@@ -88,6 +89,25 @@ macro_rules! conformance_suite {
             closed_rooms_tell_visitors_and_refuse_joins,
             unknown_rooms_are_errors,
         );
+        $crate::conformance_suite!(@sale $make;
+            stock_is_claimed_exactly,
+            the_per_user_limit_counts_held_and_confirmed_units,
+            a_repeated_idempotency_key_returns_the_first_claim,
+            seat_claims_are_all_or_nothing,
+            claims_for_what_is_not_for_sale_are_refused,
+            unconfirmed_holds_return_to_stock_by_themselves,
+            confirming_makes_orders_in_confirmation_order,
+            releasing_gives_back_and_only_the_owner_may,
+        );
+    };
+    (@sale $make:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                let harness: $crate::conformance::Harness = $make().await;
+                $crate::conformance::sale::$name(&harness).await;
+            }
+        )*
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
         $(
@@ -99,6 +119,8 @@ macro_rules! conformance_suite {
         )*
     };
 }
+
+pub mod sale;
 
 pub mod scenarios {
     use super::*;

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use waitroom::app::Stores;
 use waitroom::clock::ManualClock;
 use waitroom::config::Settings;
 use waitroom::{AppHandle, Application};
@@ -38,21 +39,15 @@ impl TestApp {
     /// The app on the memory store, on its own driven clock.
     pub async fn spawn() -> Self {
         let clock = ManualClock::new(START_MS);
-        let store = Arc::new(waitroom::admission::memory::MemoryStore::new(Arc::new(
-            clock.clone(),
-        )));
-        Self::spawn_on(store, clock).await
+        Self::spawn_on(Stores::memory(Arc::new(clock.clone())), clock).await
     }
 
-    /// The app on a given store (several apps on one Redis make many nodes).
-    pub async fn spawn_on(
-        store: Arc<dyn waitroom::admission::store::Store>,
-        clock: ManualClock,
-    ) -> Self {
+    /// The app on given stores (several apps on one Redis make many nodes).
+    pub async fn spawn_on(stores: Stores, clock: ManualClock) -> Self {
         waitroom::telemetry::init(waitroom::config::LogFormat::Text);
         let settings = Settings::for_tests();
         let admin_token = settings.admin_token.clone().unwrap();
-        let app = Application::build_with_store(settings, Arc::new(clock.clone()), store)
+        let app = Application::build_with_stores(settings, Arc::new(clock.clone()), stores)
             .await
             .expect("the app builds");
         let port = app.port();

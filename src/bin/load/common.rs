@@ -214,11 +214,13 @@ pub struct Scrape {
     pub open_fds: Option<u64>,
 }
 
-/// Reads `/metrics` on a fresh connection (so it holds no descriptor after).
+/// Reads `/metrics` on a fresh connection (so it holds no descriptor after),
+/// waiting at most 3 s: a node at its open-files limit cannot accept it.
 pub async fn scrape(node: &Node) -> Result<Scrape, String> {
     let http = http_client(0);
     let text = http
         .get(format!("{}/metrics", node.base))
+        .timeout(Duration::from_secs(3))
         .send()
         .await
         .and_then(|r| r.error_for_status())
@@ -247,6 +249,103 @@ pub fn parse_metrics(text: &str) -> Scrape {
         }
     }
     scrape
+}
+
+/// CPU time used so far, in seconds: by the whole machine (busy, all
+/// cores), by this process, and by the server processes named with
+/// `--server-pid`. The tool shares the machine with the server it measures,
+/// so every phase says who used the CPU.
+#[derive(Debug, Clone)]
+pub struct CpuMark {
+    machine_busy_s: f64,
+    own_s: f64,
+    servers_s: Option<f64>,
+    at: std::time::Instant,
+}
+
+/// Average cores busy over a phase: the whole machine, this tool, and the
+/// named server processes.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct CpuUse {
+    pub cores: usize,
+    pub machine_busy_cores: f64,
+    pub tool_cores: f64,
+    pub server_cores: Option<f64>,
+}
+
+/// Linux reports CPU time in clock ticks of 1/100 s (`USER_HZ`).
+const TICKS_PER_S: f64 = 100.0;
+
+/// utime + stime of a process, in seconds, from `/proc/{pid}/stat`.
+fn process_cpu_s(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name; utime and stime are the 14th and 15th.
+    let after_name: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let utime: f64 = after_name.get(11)?.parse().ok()?;
+    let stime: f64 = after_name.get(12)?.parse().ok()?;
+    Some((utime + stime) / TICKS_PER_S)
+}
+
+pub fn cpu_mark(server_pids: &[u32]) -> Option<CpuMark> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let fields: Vec<f64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal
+    let busy: f64 = [0, 1, 2, 5, 6, 7]
+        .iter()
+        .filter_map(|&i| fields.get(i))
+        .sum();
+    let servers_s = if server_pids.is_empty() {
+        None
+    } else {
+        server_pids
+            .iter()
+            .map(|pid| process_cpu_s(&pid.to_string()))
+            .sum()
+    };
+    Some(CpuMark {
+        machine_busy_s: busy / TICKS_PER_S,
+        own_s: process_cpu_s("self")?,
+        servers_s,
+        at: std::time::Instant::now(),
+    })
+}
+
+impl CpuMark {
+    pub fn since(&self, start: &CpuMark) -> CpuUse {
+        let wall = self.at.duration_since(start.at).as_secs_f64().max(1e-9);
+        CpuUse {
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            machine_busy_cores: (self.machine_busy_s - start.machine_busy_s) / wall,
+            tool_cores: (self.own_s - start.own_s) / wall,
+            server_cores: self
+                .servers_s
+                .zip(start.servers_s)
+                .map(|(end, start)| (end - start) / wall),
+        }
+    }
+}
+
+impl std::fmt::Display for CpuUse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "CPU: {:.2} of {} cores busy: this tool {:.2}",
+            self.machine_busy_cores, self.cores, self.tool_cores
+        )?;
+        if let Some(server) = self.server_cores {
+            write!(
+                f,
+                ", server {server:.2}, everything else {:.2}",
+                (self.machine_busy_cores - self.tool_cores - server).max(0.0)
+            )?;
+        }
+        Ok(())
+    }
 }
 
 /// Milliseconds or microseconds since the Unix epoch, as the server's ticks are stamped.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::json;
 
-use super::common::{self, ErrorKinds, Latency, MAX_DURATION_S, Node, create_room, say};
+use super::common::{self, ErrorKinds, Latency, Node, create_room, say};
 
 /// How the load is shaped; the same for the baseline and the joins.
 #[derive(Debug, Clone, Copy)]
@@ -23,6 +23,9 @@ pub struct Plan {
     pub rate: Option<f64>,
     /// `--count` was given (so stopping at `duration` means falling short).
     pub counted: bool,
+    /// Baseline and join phases alternate this many times, so a machine
+    /// whose load drifts weighs on both alike.
+    pub rounds: u32,
 }
 
 pub struct JoinRun<'a> {
@@ -32,6 +35,8 @@ pub struct JoinRun<'a> {
     pub create_room: bool,
     pub plan: Plan,
     pub baseline_path: Option<&'a str>,
+    /// Server processes whose CPU time each phase reports (same machine).
+    pub server_pids: &'a [u32],
     pub json: bool,
 }
 
@@ -54,6 +59,82 @@ pub struct Phase {
     pub latency: Option<Latency>,
     /// The run hit its time bound before `--count` requests were sent.
     pub stopped_by_time: bool,
+    /// Who used the CPU during this phase (over all rounds).
+    pub cpu: Option<common::CpuUse>,
+    /// Server CPU time per answered request, when `--server-pid` names the
+    /// server: what a request costs the server, whoever else uses the machine.
+    pub server_cpu_us_per_request: Option<f64>,
+}
+
+/// One phase of one round, before summing.
+struct Raw {
+    ok: u64,
+    error_kinds: ErrorKinds,
+    micros: Vec<u64>,
+    elapsed_s: f64,
+    stopped_by_time: bool,
+    cpu: Option<common::CpuUse>,
+}
+
+impl Raw {
+    fn per_s(&self) -> f64 {
+        if self.elapsed_s > 0.0 {
+            self.ok as f64 / self.elapsed_s
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Sums the rounds of one phase.
+fn summarize(what: String, raws: Vec<Raw>) -> Phase {
+    let mut phase = Phase {
+        what,
+        ok: 0,
+        errors: 0,
+        error_kinds: ErrorKinds::new(),
+        elapsed_s: 0.0,
+        per_s: 0.0,
+        latency: None,
+        stopped_by_time: false,
+        cpu: None,
+        server_cpu_us_per_request: None,
+    };
+    let mut micros = Vec::new();
+    let (mut busy, mut tool, mut server, mut cores) = (0.0, 0.0, Some(0.0), 0);
+    let mut cpu_complete = true;
+    for raw in raws {
+        phase.ok += raw.ok;
+        phase.elapsed_s += raw.elapsed_s;
+        phase.stopped_by_time |= raw.stopped_by_time;
+        common::merge(&mut phase.error_kinds, raw.error_kinds);
+        micros.extend(raw.micros);
+        match raw.cpu {
+            Some(cpu) => {
+                busy += cpu.machine_busy_cores * raw.elapsed_s;
+                tool += cpu.tool_cores * raw.elapsed_s;
+                server = server
+                    .zip(cpu.server_cores)
+                    .map(|(s, c)| s + c * raw.elapsed_s);
+                cores = cpu.cores;
+            }
+            None => cpu_complete = false,
+        }
+    }
+    phase.errors = phase.error_kinds.values().sum();
+    if phase.elapsed_s > 0.0 {
+        phase.per_s = phase.ok as f64 / phase.elapsed_s;
+        phase.cpu = cpu_complete.then(|| common::CpuUse {
+            cores,
+            machine_busy_cores: busy / phase.elapsed_s,
+            tool_cores: tool / phase.elapsed_s,
+            server_cores: server.map(|s| s / phase.elapsed_s),
+        });
+        phase.server_cpu_us_per_request =
+            server_us_per_request(phase.cpu, phase.elapsed_s, phase.ok);
+    }
+    phase.latency = Latency::from_micros(micros);
+    phase
 }
 
 pub async fn run(run: JoinRun<'_>) -> Result<(), String> {
@@ -64,6 +145,7 @@ pub async fn run(run: JoinRun<'_>) -> Result<(), String> {
         create_room: create,
         plan,
         baseline_path,
+        server_pids,
         json,
     } = run;
     if create {
@@ -98,23 +180,67 @@ pub async fn run(run: JoinRun<'_>) -> Result<(), String> {
     say(
         json,
         format!(
-            "{} connection(s) over {} node(s), {limit}, until {} requests or {:.0} s",
+            "{} connection(s) over {} node(s), {limit}, each phase until {} requests or {:.0} s{}",
             plan.concurrency,
             nodes.len(),
             plan.count,
-            plan.duration.as_secs_f64()
+            plan.duration.as_secs_f64(),
+            if plan.rounds > 1 {
+                format!(", {} rounds", plan.rounds)
+            } else {
+                String::new()
+            }
         ),
     );
-    let baseline = match baseline_path {
-        Some(path) => {
-            let phase = load(nodes, Target::Get(path), plan).await;
-            say(json, describe(&phase, "requests"));
-            Some(phase)
+    let join_what = format!("POST /api/rooms/{room}/join");
+    let mut baseline_raws = Vec::new();
+    let mut join_raws = Vec::new();
+    let mut rounds = Vec::new();
+    for round in 1..=plan.rounds {
+        let prefix = if plan.rounds > 1 {
+            format!("round {round}: ")
+        } else {
+            String::new()
+        };
+        let baseline_per_s = match baseline_path {
+            Some(path) => {
+                let raw = load(nodes, Target::Get(path), plan, server_pids).await;
+                say(
+                    json,
+                    format!(
+                        "{prefix}{}",
+                        describe_raw(&format!("GET {path}"), &raw, "requests")
+                    ),
+                );
+                let per_s = raw.per_s();
+                baseline_raws.push(raw);
+                Some(per_s)
+            }
+            None => None,
+        };
+        let raw = load(nodes, Target::Join(room), plan, server_pids).await;
+        say(
+            json,
+            format!("{prefix}{}", describe_raw(&join_what, &raw, "joins")),
+        );
+        let join_per_s = raw.per_s();
+        join_raws.push(raw);
+        let ratio = baseline_per_s.filter(|b| *b > 0.0).map(|b| join_per_s / b);
+        rounds.push(
+            json!({"baseline_per_s": baseline_per_s, "join_per_s": join_per_s, "ratio": ratio}),
+        );
+    }
+    let baseline = baseline_path.map(|path| summarize(format!("GET {path}"), baseline_raws));
+    let joins = summarize(join_what, join_raws);
+    if plan.rounds > 1 {
+        if let Some(baseline) = &baseline {
+            say(
+                json,
+                format!("all rounds: {}", describe(baseline, "requests")),
+            );
         }
-        None => None,
-    };
-    let joins = load(nodes, Target::Join(room), plan).await;
-    say(json, describe(&joins, "joins"));
+        say(json, format!("all rounds: {}", describe(&joins, "joins")));
+    }
     let ratio = baseline
         .as_ref()
         .filter(|b| b.per_s > 0.0)
@@ -128,6 +254,22 @@ pub async fn run(run: JoinRun<'_>) -> Result<(), String> {
             ),
         );
     }
+    if let (Some(join_us), Some(baseline_us), Some(baseline)) = (
+        joins.server_cpu_us_per_request,
+        baseline.as_ref().and_then(|b| b.server_cpu_us_per_request),
+        &baseline,
+    ) {
+        say(
+            json,
+            format!(
+                "server CPU per request: join {join_us:.1} µs, {} {baseline_us:.1} µs; \
+                 {} ÷ join = {:.3}",
+                baseline.what,
+                baseline.what,
+                baseline_us / join_us
+            ),
+        );
+    }
     if json {
         let summary = json!({
             "mode": "join",
@@ -138,28 +280,70 @@ pub async fn run(run: JoinRun<'_>) -> Result<(), String> {
             "join": joins,
             "baseline": baseline,
             "ratio": ratio,
+            "rounds": rounds,
         });
         println!("{summary}");
     }
     Ok(())
 }
 
+/// Server CPU time per answered request, in µs.
+fn server_us_per_request(cpu: Option<common::CpuUse>, elapsed_s: f64, ok: u64) -> Option<f64> {
+    let server_cores = cpu?.server_cores?;
+    (ok > 0).then(|| server_cores * elapsed_s * 1e6 / ok as f64)
+}
+
 fn describe(phase: &Phase, unit: &str) -> String {
-    let latency = phase
-        .latency
+    describe_parts(
+        &phase.what,
+        unit,
+        (phase.ok, phase.elapsed_s, phase.per_s),
+        phase.latency,
+        &phase.error_kinds,
+        phase.stopped_by_time,
+        phase.cpu,
+    )
+}
+
+fn describe_raw(what: &str, raw: &Raw, unit: &str) -> String {
+    describe_parts(
+        what,
+        unit,
+        (raw.ok, raw.elapsed_s, raw.per_s()),
+        Latency::from_micros(raw.micros.clone()),
+        &raw.error_kinds,
+        raw.stopped_by_time,
+        raw.cpu,
+    )
+}
+
+fn describe_parts(
+    what: &str,
+    unit: &str,
+    (ok, elapsed_s, per_s): (u64, f64, f64),
+    latency: Option<Latency>,
+    error_kinds: &ErrorKinds,
+    stopped_by_time: bool,
+    cpu: Option<common::CpuUse>,
+) -> String {
+    let latency = latency
         .map(|l| l.to_string())
         .unwrap_or_else(|| "no requests".into());
+    let errors: u64 = error_kinds.values().sum();
     let mut line = format!(
-        "{}: {} {unit} ok in {:.2} s = {:.0} {unit}/s; latency {latency}; errors {}",
-        phase.what, phase.ok, phase.elapsed_s, phase.per_s, phase.errors
+        "{what}: {ok} {unit} ok in {elapsed_s:.2} s = {per_s:.0} {unit}/s; latency {latency}; errors {errors}"
     );
-    for (kind, n) in &phase.error_kinds {
+    if let Some(cpu) = cpu {
+        line.push_str(&format!("; {cpu}"));
+        if let Some(us) = server_us_per_request(Some(cpu), elapsed_s, ok) {
+            line.push_str(&format!(" = {us:.1} µs of server CPU per request"));
+        }
+    }
+    for (kind, n) in error_kinds {
         line.push_str(&format!("\n  {n} × {kind}"));
     }
-    if phase.stopped_by_time {
-        line.push_str(&format!(
-            "\n  stopped at the {MAX_DURATION_S} s time bound before the count was reached"
-        ));
+    if stopped_by_time {
+        line.push_str("\n  stopped at the time bound before the count was reached");
     }
     line
 }
@@ -167,12 +351,9 @@ fn describe(phase: &Phase, unit: &str) -> String {
 /// Runs one phase: `plan.concurrency` workers, each with its own keep-alive
 /// connection to one node (worker i → node i mod n), sharing one request
 /// counter so the count and the rate hold across all of them.
-async fn load(nodes: &[Node], target: Target<'_>, plan: Plan) -> Phase {
-    let what = match target {
-        Target::Join(room) => format!("POST /api/rooms/{room}/join"),
-        Target::Get(path) => format!("GET {path}"),
-    };
+async fn load(nodes: &[Node], target: Target<'_>, plan: Plan, server_pids: &[u32]) -> Raw {
     let next = Arc::new(AtomicU64::new(0));
+    let cpu_start = common::cpu_mark(server_pids);
     let started = Instant::now();
     let deadline = started + plan.duration;
     let mut workers = Vec::with_capacity(plan.concurrency);
@@ -192,35 +373,32 @@ async fn load(nodes: &[Node], target: Target<'_>, plan: Plan) -> Phase {
             deadline,
         )));
     }
-    let mut ok = 0;
-    let mut error_kinds = ErrorKinds::new();
-    let mut micros = Vec::new();
+    let mut raw = Raw {
+        ok: 0,
+        error_kinds: ErrorKinds::new(),
+        micros: Vec::new(),
+        elapsed_s: 0.0,
+        stopped_by_time: false,
+        cpu: None,
+    };
     for worker in workers {
         match worker.await {
             Ok(result) => {
-                ok += result.ok;
-                common::merge(&mut error_kinds, result.errors);
-                micros.extend(result.micros);
+                raw.ok += result.ok;
+                common::merge(&mut raw.error_kinds, result.errors);
+                raw.micros.extend(result.micros);
             }
-            Err(error) => common::count(&mut error_kinds, format!("worker failed: {error}")),
+            Err(error) => common::count(&mut raw.error_kinds, format!("worker failed: {error}")),
         }
     }
-    let elapsed = started.elapsed().as_secs_f64();
-    let errors: u64 = error_kinds.values().sum();
-    Phase {
-        what,
-        ok,
-        errors,
-        error_kinds,
-        elapsed_s: elapsed,
-        per_s: if elapsed > 0.0 {
-            ok as f64 / elapsed
-        } else {
-            0.0
-        },
-        latency: Latency::from_micros(micros),
-        stopped_by_time: plan.counted && ok + errors < plan.count,
-    }
+    raw.elapsed_s = started.elapsed().as_secs_f64();
+    raw.cpu = match (cpu_start, common::cpu_mark(server_pids)) {
+        (Some(start), Some(end)) => Some(end.since(&start)),
+        _ => None,
+    };
+    let errors: u64 = raw.error_kinds.values().sum();
+    raw.stopped_by_time = plan.counted && raw.ok + errors < plan.count;
+    raw
 }
 
 struct WorkerResult {

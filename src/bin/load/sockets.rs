@@ -42,6 +42,8 @@ pub struct SocketsRun<'a> {
     pub join_concurrency: usize,
     pub open_concurrency: usize,
     pub open_files_limit: u64,
+    /// Server processes whose CPU time the hold reports (same machine).
+    pub server_pids: &'a [u32],
     pub json: bool,
 }
 
@@ -51,6 +53,8 @@ struct SocketOutcome {
     node: usize,
     /// Why it did not open, if it did not.
     open_error: Option<String>,
+    /// Connect plus handshake, once it had its turn to open.
+    open_us: u64,
     statuses: Vec<Received>,
     /// Why it ended before the run stopped it, if it did.
     ended: Option<String>,
@@ -93,6 +97,7 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
         join_concurrency,
         open_concurrency,
         open_files_limit,
+        server_pids,
         json,
     } = run;
     if requested + 64 > open_files_limit {
@@ -207,6 +212,7 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
     }
     let open_s = open_started.elapsed().as_secs_f64();
     let all_open = Instant::now();
+    let cpu_start = common::cpu_mark(server_pids);
     let all_open_us = epoch_micros();
     say(
         json,
@@ -227,6 +233,11 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
     }
     tokio::time::sleep_until((all_open + hold).into()).await;
     let hold_end_us = epoch_micros();
+    let held_s = all_open.elapsed().as_secs_f64();
+    let hold_cpu = match (cpu_start, common::cpu_mark(server_pids)) {
+        (Some(start), Some(end)) => Some(end.since(&start)),
+        _ => None,
+    };
     // Ticks that ran during the hold may still be on their way: give them
     // `drain` to arrive before stopping.
     tokio::time::sleep(drain).await;
@@ -234,8 +245,9 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
 
     let mut outcomes = Vec::with_capacity(tasks.len());
     let mut open_errors = ErrorKinds::new();
+    let collect_deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     for task in tasks {
-        match tokio::time::timeout(Duration::from_secs(30), task).await {
+        match tokio::time::timeout_at(collect_deadline, task).await {
             Ok(Ok(outcome)) => outcomes.push(outcome),
             Ok(Err(error)) => common::count(&mut open_errors, format!("task failed: {error}")),
             Err(_) => common::count(&mut open_errors, "task did not stop"),
@@ -250,6 +262,13 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
             common::count(&mut closed_early, why.clone());
         }
     }
+    let open_latency = Latency::from_micros(
+        outcomes
+            .iter()
+            .filter(|o| o.open_error.is_none())
+            .map(|o| o.open_us)
+            .collect(),
+    );
     // Not opened within the open phase, for whatever reason (joins included).
     let failed = requested - opened;
 
@@ -276,11 +295,17 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
     say(
         json,
         format!(
-            "sockets: {} requested, {opened} opened, {failed} failed, {} closed early by the other end",
+            "sockets: {} requested, {opened} opened, {failed} failed, {} closed early by the other end; held {held_s:.1} s",
             requested,
             closed_early.values().sum::<u64>()
         ),
     );
+    if let Some(open_latency) = open_latency {
+        say(
+            json,
+            format!("  connect + handshake per socket: {open_latency}"),
+        );
+    }
     for (kind, n) in &open_errors {
         say(json, format!("  not opened: {n} × {kind}"));
     }
@@ -302,10 +327,13 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
             say(
                 json,
                 format!(
-                    "{}: resident memory {:.1} MiB before opening, {:.1} MiB held",
+                    "{}: resident memory {:.1} MiB before opening, {:.1} MiB held; open descriptors {} held",
                     m.url,
                     before as f64 / 1048576.0,
-                    held as f64 / 1048576.0
+                    held as f64 / 1048576.0,
+                    m.held
+                        .and_then(|s| s.open_fds)
+                        .map_or("unknown".into(), |n| n.to_string())
                 ),
             );
         }
@@ -358,6 +386,9 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
             ticks.missed
         ),
     );
+    if let Some(cpu) = hold_cpu {
+        say(json, format!("during the hold, {cpu}"));
+    }
     if let Some((min, max)) = ticks.interval_ms {
         say(
             json,
@@ -380,9 +411,11 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
             "failed": failed,
             "open_errors": open_errors,
             "open_s": open_s,
+            "open_latency": open_latency,
             "closed_early": closed_early.values().sum::<u64>(),
             "closed_early_reasons": closed_early,
             "hold_s": hold.as_secs(),
+            "held_s": held_s,
             "ticks_measured": ticks.per_tick.len(),
             "deliveries": ticks.delays_us.len(),
             "missed_updates": ticks.missed,
@@ -393,6 +426,7 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
             "memory_per_socket_bytes": memory_per_socket,
             "tool_open_files_limit": open_files_limit,
             "tool_open_fds_held": tool_open_fds,
+            "hold_cpu": hold_cpu,
         });
         println!("{summary}");
     }
@@ -533,7 +567,9 @@ async fn hold_socket(
         ..SocketOutcome::default()
     };
     let permit = permits.acquire_owned().await;
+    let started = Instant::now();
     let open = tokio::time::timeout(OPEN_TIMEOUT, open_socket(&spec, config)).await;
+    outcome.open_us = started.elapsed().as_micros() as u64;
     drop(permit);
     let mut ws = match open {
         Ok(Ok(ws)) => ws,

@@ -1,0 +1,41 @@
+-- One claim, all or nothing: the per-user limit, the stock or every seat, the
+-- hold. ARGV[2]: visitor; ARGV[3]: idempotency key or ''; ARGV[4]: new claim id;
+-- ARGV[5]: 'quantity' or 'seats'; ARGV[6]: quantity; ARGV[7…]: seats.
+local missing = require_sale()
+if missing then return missing end
+local now = now_ms()
+expire_holds(now)
+local visitor, key, id, wants, quantity = ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
+if key ~= '' then
+  local first = redis.call('HGET', K_IDEMPOTENCY, visitor .. '|' .. key)
+  if first then return claim_reply(first, load_claim(first)) end
+end
+local sale = redis.call('HMGET', K_SALE, 'kind', 'stock_left', 'per_user_limit', 'hold_ttl_s')
+local kind, stock_left, limit, ttl = sale[1], tonumber(sale[2]), tonumber(sale[3]), tonumber(sale[4])
+if kind == 'seats' and wants == 'quantity' then return redis.error_reply('WRONGKIND seats') end
+if kind == 'stock' and wants == 'seats' then return redis.error_reply('WRONGKIND stock') end
+local seats = {}
+for i = 7, #ARGV do table.insert(seats, ARGV[i]) end
+for _, seat in ipairs(seats) do
+  if redis.call('HEXISTS', K_SEATS, seat) == 0 then return redis.error_reply('UNKNOWNSEAT ' .. seat) end
+end
+local held = tonumber(redis.call('HGET', K_UNITS, visitor) or '0')
+if held + quantity > limit then return redis.error_reply('LIMIT ' .. limit) end
+if wants == 'quantity' then
+  if stock_left < quantity then return redis.error_reply('SOLDOUT') end
+  redis.call('HINCRBY', K_SALE, 'stock_left', -quantity)
+else
+  for _, seat in ipairs(seats) do
+    if redis.call('HGET', K_SEATS, seat) ~= '' then return redis.error_reply('SEATTAKEN ' .. seat) end
+  end
+  for _, seat in ipairs(seats) do redis.call('HSET', K_SEATS, seat, 'h:' .. id) end
+end
+local claim = { visitor = visitor, state = 'held', quantity = quantity, seats = table.concat(seats, ','),
+  sequence = redis.call('HINCRBY', K_SALE, 'next_sequence', 1), expires = now + ttl * 1000, confirmed = '' }
+save_claim(id, claim)
+redis.call('ZADD', K_HOLDS, claim.expires, id)
+redis.call('HINCRBY', K_UNITS, visitor, quantity)
+local mine = redis.call('HGET', K_MINE, visitor)
+redis.call('HSET', K_MINE, visitor, mine and (mine .. ',' .. id) or id)
+if key ~= '' then redis.call('HSET', K_IDEMPOTENCY, visitor .. '|' .. key, id) end
+return claim_reply(id, claim)

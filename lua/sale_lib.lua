@@ -1,0 +1,61 @@
+-- Shared by every sale script (prepended to each when loaded).
+-- KEYS: the room's sale keys, all under the hash tag wr:{room}, in this order.
+-- ARGV[1]: the time in ms, or '' for Redis server time; ARGV[2…]: the operation's own.
+local K_SALE, K_SEATS, K_CLAIMS, K_HOLDS, K_UNITS, K_IDEMPOTENCY, K_ORDERS, K_MINE =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+
+local function now_ms()
+  if ARGV[1] ~= '' then return tonumber(ARGV[1]) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function split(text, separator)
+  local parts = {}
+  if text == '' then return parts end
+  for part in string.gmatch(text, '([^' .. separator .. ']+)') do table.insert(parts, part) end
+  return parts
+end
+
+-- A claim: "visitor|state|quantity|seat,seat|sequence|hold_expires_at|confirmed_at".
+local function load_claim(id)
+  local record = redis.call('HGET', K_CLAIMS, id)
+  if not record then return nil end
+  local f = {}
+  for field in string.gmatch(record .. '|', '([^|]*)|') do table.insert(f, field) end
+  return { visitor = f[1], state = f[2], quantity = tonumber(f[3]), seats = f[4],
+    sequence = tonumber(f[5]), expires = tonumber(f[6]), confirmed = f[7] }
+end
+
+local function save_claim(id, c)
+  redis.call('HSET', K_CLAIMS, id, c.visitor .. '|' .. c.state .. '|' .. c.quantity .. '|' .. c.seats
+    .. '|' .. c.sequence .. '|' .. c.expires .. '|' .. c.confirmed)
+end
+
+local function claim_reply(id, c)
+  return { id, c.visitor, c.state, c.quantity, c.seats, c.sequence, c.expires, c.confirmed }
+end
+
+-- What a claim held goes back to stock.
+local function give_back(id, c, to_state)
+  c.state = to_state
+  save_claim(id, c)
+  redis.call('ZREM', K_HOLDS, id)
+  redis.call('HINCRBY', K_UNITS, c.visitor, -c.quantity)
+  if c.seats == '' then
+    redis.call('HINCRBY', K_SALE, 'stock_left', c.quantity)
+  else
+    for _, seat in ipairs(split(c.seats, ',')) do redis.call('HSET', K_SEATS, seat, '') end
+  end
+end
+
+local function expire_holds(now)
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_HOLDS, '-inf', now)) do
+    give_back(id, load_claim(id), 'expired')
+  end
+end
+
+local function require_sale()
+  if redis.call('EXISTS', K_SALE) == 0 then return redis.error_reply('NOSALE') end
+  return nil
+end

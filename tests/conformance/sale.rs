@@ -1,0 +1,270 @@
+//! Sale scenarios every store must pass, on a driven clock.
+
+use waitroom::admission::model::{RoomId, VisitorId};
+use waitroom::sale::model::{ClaimState, SaleError, SaleRequest, SeatState, Want};
+
+use super::Harness;
+
+async fn sale(h: &Harness, json: &str) -> RoomId {
+    let room = RoomId::parse("shop").unwrap();
+    let request: SaleRequest = serde_json::from_str(json).unwrap();
+    h.sale
+        .configure_sale(&room, request.into_config().unwrap())
+        .await
+        .unwrap();
+    room
+}
+
+fn seats(list: &[&str]) -> Want {
+    Want::Seats(list.iter().map(|s| s.to_string()).collect())
+}
+
+pub async fn stock_is_claimed_exactly(h: &Harness) {
+    let room = sale(h, r#"{"stock": 5}"#).await;
+    let mut held = 0;
+    for _ in 0..8 {
+        match h
+            .sale
+            .claim(&room, VisitorId::random(), &Want::Quantity(1), None)
+            .await
+        {
+            Ok(claim) => {
+                held += 1;
+                assert_eq!(claim.sequence, held, "claims are numbered 1, 2, 3…");
+                assert_eq!(claim.state, ClaimState::Held);
+            }
+            Err(SaleError::SoldOut) => {}
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(held, 5);
+    assert_eq!(h.sale.sale(&room).await.unwrap().stock_left, 0);
+}
+
+pub async fn the_per_user_limit_counts_held_and_confirmed_units(h: &Harness) {
+    let room = sale(h, r#"{"stock": 10, "per_user_limit": 3}"#).await;
+    let visitor = VisitorId::random();
+    let first = h
+        .sale
+        .claim(&room, visitor, &Want::Quantity(2), None)
+        .await
+        .unwrap();
+    h.sale
+        .confirm(&room, visitor, &first.claim_id)
+        .await
+        .unwrap();
+    assert!(matches!(
+        h.sale.claim(&room, visitor, &Want::Quantity(2), None).await,
+        Err(SaleError::LimitReached(3))
+    ));
+    h.sale
+        .claim(&room, visitor, &Want::Quantity(1), None)
+        .await
+        .unwrap();
+    assert!(matches!(
+        h.sale.claim(&room, visitor, &Want::Quantity(1), None).await,
+        Err(SaleError::LimitReached(_))
+    ));
+    assert_eq!(h.sale.sale(&room).await.unwrap().stock_left, 7);
+    assert_eq!(h.sale.claims_of(&room, visitor).await.unwrap().len(), 2);
+}
+
+pub async fn a_repeated_idempotency_key_returns_the_first_claim(h: &Harness) {
+    let room = sale(h, r#"{"stock": 10, "per_user_limit": 5}"#).await;
+    let visitor = VisitorId::random();
+    let first = h
+        .sale
+        .claim(&room, visitor, &Want::Quantity(2), Some("click-1"))
+        .await
+        .unwrap();
+    let again = h
+        .sale
+        .claim(&room, visitor, &Want::Quantity(2), Some("click-1"))
+        .await
+        .unwrap();
+    assert_eq!(again, first, "a double submit takes nothing more");
+    assert_eq!(h.sale.sale(&room).await.unwrap().stock_left, 8);
+    let other = h
+        .sale
+        .claim(&room, visitor, &Want::Quantity(1), Some("click-2"))
+        .await
+        .unwrap();
+    assert_ne!(other.claim_id, first.claim_id);
+    // Keys are per visitor: someone else's "click-1" is their own.
+    let stranger = h
+        .sale
+        .claim(
+            &room,
+            VisitorId::random(),
+            &Want::Quantity(1),
+            Some("click-1"),
+        )
+        .await
+        .unwrap();
+    assert_ne!(stranger.claim_id, first.claim_id);
+}
+
+pub async fn seat_claims_are_all_or_nothing(h: &Harness) {
+    let room = sale(
+        h,
+        r#"{"seats": ["A1", "A2", "A3", "A4"], "per_user_limit": 4}"#,
+    )
+    .await;
+    let first = h
+        .sale
+        .claim(&room, VisitorId::random(), &seats(&["A1", "A2"]), None)
+        .await
+        .unwrap();
+    assert_eq!(first.seats, ["A1", "A2"]);
+    match h
+        .sale
+        .claim(&room, VisitorId::random(), &seats(&["A3", "A2"]), None)
+        .await
+    {
+        Err(SaleError::SeatTaken(seat)) => assert_eq!(seat, "A2"),
+        other => panic!("expected seat_taken, got {other:?}"),
+    }
+    let view = h.sale.sale(&room).await.unwrap();
+    assert_eq!(
+        view.seats["A3"],
+        SeatState::Free,
+        "a refused claim takes no seat"
+    );
+    assert_eq!(view.seats["A1"], SeatState::Held);
+    assert_eq!(view.stock_left, 2);
+    assert_eq!(view.kind, "seats");
+}
+
+pub async fn claims_for_what_is_not_for_sale_are_refused(h: &Harness) {
+    let room = sale(h, r#"{"seats": ["A1", "A2"], "per_user_limit": 1}"#).await;
+    assert!(matches!(
+        h.sale.claim(&room, VisitorId::random(), &seats(&["Z9"]), None).await,
+        Err(SaleError::UnknownSeat(seat)) if seat == "Z9"
+    ));
+    assert!(matches!(
+        h.sale
+            .claim(&room, VisitorId::random(), &Want::Quantity(1), None)
+            .await,
+        Err(SaleError::WrongKind(_))
+    ));
+    assert!(matches!(
+        h.sale
+            .claim(&room, VisitorId::random(), &seats(&["A1", "A2"]), None)
+            .await,
+        Err(SaleError::LimitReached(1))
+    ));
+    let nowhere = RoomId::parse("nowhere").unwrap();
+    assert!(matches!(
+        h.sale.sale(&nowhere).await,
+        Err(SaleError::NoSale)
+    ));
+    assert!(matches!(
+        h.sale
+            .claim(&nowhere, VisitorId::random(), &Want::Quantity(1), None)
+            .await,
+        Err(SaleError::NoSale)
+    ));
+}
+
+pub async fn unconfirmed_holds_return_to_stock_by_themselves(h: &Harness) {
+    let room = sale(h, r#"{"stock": 1, "hold_ttl_s": 10}"#).await;
+    let (late, next) = (VisitorId::random(), VisitorId::random());
+    let hold = h
+        .sale
+        .claim(&room, late, &Want::Quantity(1), None)
+        .await
+        .unwrap();
+    assert!(matches!(
+        h.sale.claim(&room, next, &Want::Quantity(1), None).await,
+        Err(SaleError::SoldOut)
+    ));
+    h.clock.advance_ms(9_999);
+    assert_eq!(h.sale.sale(&room).await.unwrap().stock_left, 0);
+    h.clock.advance_ms(1);
+    assert_eq!(
+        h.sale.sale(&room).await.unwrap().stock_left,
+        1,
+        "the hold ran out"
+    );
+    assert!(matches!(
+        h.sale.confirm(&room, late, &hold.claim_id).await,
+        Err(SaleError::HoldExpired)
+    ));
+    let again = h
+        .sale
+        .claim(&room, next, &Want::Quantity(1), None)
+        .await
+        .unwrap();
+    assert_eq!(again.sequence, 2);
+    assert!(h.sale.claims_of(&room, late).await.unwrap().is_empty());
+}
+
+pub async fn confirming_makes_orders_in_confirmation_order(h: &Harness) {
+    let room = sale(h, r#"{"seats": ["A1", "A2", "A3"]}"#).await;
+    let (a, b) = (VisitorId::random(), VisitorId::random());
+    let first = h.sale.claim(&room, a, &seats(&["A1"]), None).await.unwrap();
+    let second = h.sale.claim(&room, b, &seats(&["A3"]), None).await.unwrap();
+    h.clock.advance_ms(1_000);
+    let confirmed = h.sale.confirm(&room, b, &second.claim_id).await.unwrap();
+    assert_eq!(
+        (confirmed.state, confirmed.confirmed_at.is_some()),
+        (ClaimState::Confirmed, true)
+    );
+    assert_eq!(
+        h.sale.confirm(&room, b, &second.claim_id).await.unwrap(),
+        confirmed,
+        "confirming twice is harmless"
+    );
+    h.sale.confirm(&room, a, &first.claim_id).await.unwrap();
+    let orders = h.sale.orders(&room).await.unwrap();
+    let order_ids: Vec<&str> = orders.iter().map(|o| o.claim_id.as_str()).collect();
+    assert_eq!(
+        order_ids,
+        [second.claim_id.as_str(), first.claim_id.as_str()]
+    );
+    assert_eq!(
+        h.sale.sale(&room).await.unwrap().seats["A3"],
+        SeatState::Sold
+    );
+    // A confirmed hold never expires back to stock.
+    h.clock.advance_ms(3_600_000);
+    assert_eq!(
+        h.sale.sale(&room).await.unwrap().seats["A1"],
+        SeatState::Sold
+    );
+}
+
+pub async fn releasing_gives_back_and_only_the_owner_may(h: &Harness) {
+    let room = sale(h, r#"{"stock": 2}"#).await;
+    let (owner, stranger) = (VisitorId::random(), VisitorId::random());
+    let hold = h
+        .sale
+        .claim(&room, owner, &Want::Quantity(1), None)
+        .await
+        .unwrap();
+    assert!(matches!(
+        h.sale.release(&room, stranger, &hold.claim_id).await,
+        Err(SaleError::ClaimNotFound)
+    ));
+    assert!(matches!(
+        h.sale.confirm(&room, stranger, &hold.claim_id).await,
+        Err(SaleError::ClaimNotFound)
+    ));
+    h.sale.release(&room, owner, &hold.claim_id).await.unwrap();
+    h.sale.release(&room, owner, &hold.claim_id).await.unwrap();
+    assert_eq!(h.sale.sale(&room).await.unwrap().stock_left, 2);
+    assert!(matches!(
+        h.sale.confirm(&room, owner, &hold.claim_id).await,
+        Err(SaleError::Released)
+    ));
+    let kept = h
+        .sale
+        .claim(&room, owner, &Want::Quantity(1), None)
+        .await
+        .unwrap();
+    h.sale.confirm(&room, owner, &kept.claim_id).await.unwrap();
+    assert!(matches!(
+        h.sale.release(&room, owner, &kept.claim_id).await,
+        Err(SaleError::AlreadyConfirmed)
+    ));
+}

@@ -1,0 +1,447 @@
+//! The sale over real HTTP: thousands of claimers racing for stock and
+//! seats, on one memory node and on three nodes sharing one Redis.
+
+mod support;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use futures_util::{StreamExt, stream};
+use reqwest::Method;
+use serde_json::{Value, json};
+use support::redis::RedisServer;
+use support::{FetchJson, TestApp};
+use waitroom::app::Stores;
+use waitroom::clock::ManualClock;
+
+/// In flight at once: every node is in this process, so a connection costs
+/// two of its open files.
+const IN_FLIGHT: usize = 1_000;
+
+async fn memory_node() -> Vec<TestApp> {
+    vec![TestApp::spawn().await]
+}
+
+async fn redis_nodes(redis: &RedisServer) -> Vec<TestApp> {
+    let clock = ManualClock::new(support::START_MS);
+    let mut nodes = Vec::new();
+    for _ in 0..3 {
+        let stores = Stores::redis(&redis.url(), Some(Arc::new(clock.clone())))
+            .await
+            .unwrap();
+        nodes.push(TestApp::spawn_on(stores, clock.clone()).await);
+    }
+    nodes
+}
+
+/// A room everyone passes straight into, with a sale; returns each visitor's pass.
+async fn admitted_visitors(
+    nodes: &[TestApp],
+    room: &str,
+    sale: Value,
+    count: usize,
+) -> Vec<String> {
+    nodes[0]
+        .create_room(
+            room,
+            json!({"admit_per_tick": 100_000, "abandon_after_s": 86_400}),
+        )
+        .await;
+    let put = nodes[0]
+        .admin(Method::PUT, &format!("/api/admin/rooms/{room}/sale"))
+        .json(&sale)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), 200);
+    stream::iter(0..count)
+        .map(|i| async move {
+            let status = nodes[i % nodes.len()].join_api(room).await;
+            assert_eq!(status["state"], "admitted");
+            status["pass"].as_str().unwrap().to_string()
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .collect()
+        .await
+}
+
+async fn claim(node: &TestApp, room: &str, pass: &str, body: Value) -> (u16, Value) {
+    let response = node
+        .http
+        .post(node.url(&format!("/api/rooms/{room}/sale/claims")))
+        .bearer_auth(pass)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    (response.status().as_u16(), response.json().await.unwrap())
+}
+
+async fn five_thousand_claimers_take_exactly_the_stock(nodes: &[TestApp]) {
+    rlimit::increase_nofile_limit(u64::MAX).unwrap();
+    let passes = admitted_visitors(nodes, "stock", json!({"stock": 100}), 5_000).await;
+    let results: Vec<(u16, Value)> = stream::iter(passes.iter().enumerate())
+        .map(|(i, pass)| {
+            claim(
+                &nodes[i % nodes.len()],
+                "stock",
+                pass,
+                json!({"quantity": 1}),
+            )
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .collect()
+        .await;
+    let held: Vec<&Value> = results
+        .iter()
+        .filter(|(status, _)| *status == 201)
+        .map(|(_, c)| c)
+        .collect();
+    assert_eq!(held.len(), 100, "exactly the stock is held");
+    for (status, body) in results.iter().filter(|(status, _)| *status != 201) {
+        assert_eq!(
+            (*status, body["error"]["code"].as_str()),
+            (409, Some("sold_out"))
+        );
+    }
+    let visitors: HashSet<&str> = held
+        .iter()
+        .map(|c| c["visitor"].as_str().unwrap())
+        .collect();
+    assert_eq!(visitors.len(), 100, "no visitor holds two");
+    let mut sequences: Vec<u64> = held
+        .iter()
+        .map(|c| c["sequence"].as_u64().unwrap())
+        .collect();
+    sequences.sort_unstable();
+    assert_eq!(
+        sequences,
+        (1..=100).collect::<Vec<_>>(),
+        "one number each, no gaps"
+    );
+    let sale: Value = nodes[0]
+        .http
+        .get(nodes[0].url("/api/rooms/stock/sale"))
+        .fetch_json()
+        .await;
+    assert_eq!(sale["stock_left"], 0, "stock never goes below zero");
+}
+
+async fn overlapping_seat_claims_never_share_a_seat(nodes: &[TestApp]) {
+    rlimit::increase_nofile_limit(u64::MAX).unwrap();
+    let seats: Vec<String> = (1..=60).map(|n| format!("S{n}")).collect();
+    let passes = admitted_visitors(
+        nodes,
+        "seats",
+        json!({"seats": seats, "per_user_limit": 3}),
+        1_000,
+    )
+    .await;
+    // Claim i asks for 1 to 3 neighbouring seats starting at seat i mod 60: every set overlaps others.
+    let asks: Vec<Vec<String>> = (0..1_000)
+        .map(|i| {
+            (0..=(i % 3))
+                .map(|k| format!("S{}", (i + k) % 60 + 1))
+                .collect()
+        })
+        .collect();
+    let results: Vec<(u16, Value)> = stream::iter(passes.iter().zip(&asks).enumerate())
+        .map(|(i, (pass, ask))| {
+            claim(
+                &nodes[i % nodes.len()],
+                "seats",
+                pass,
+                json!({"seats": ask}),
+            )
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .collect()
+        .await;
+    let mut owner: HashMap<String, String> = HashMap::new();
+    for (i, (status, body)) in results.iter().enumerate() {
+        match status {
+            201 => {
+                let got: Vec<&str> = body["seats"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|s| s.as_str().unwrap())
+                    .collect();
+                assert_eq!(got.len(), body["quantity"].as_u64().unwrap() as usize);
+                assert!(!got.is_empty());
+                for seat in got {
+                    let claim_id = body["claim_id"].as_str().unwrap().to_string();
+                    assert!(
+                        owner.insert(seat.to_string(), claim_id).is_none(),
+                        "seat {seat} held twice"
+                    );
+                }
+            }
+            409 => assert_eq!(body["error"]["code"], "seat_taken", "claim {i}"),
+            other => panic!("claim {i}: unexpected {other} {body}"),
+        }
+    }
+    // Every successful claim got all it asked for: the held seats are exactly theirs.
+    let last = nodes.last().unwrap();
+    let sale: Value = last
+        .http
+        .get(last.url("/api/rooms/seats/sale"))
+        .fetch_json()
+        .await;
+    let held: HashSet<&str> = sale["seats"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, state)| *state == "held")
+        .map(|(seat, _)| seat.as_str())
+        .collect();
+    assert_eq!(
+        held,
+        owner.keys().map(String::as_str).collect::<HashSet<_>>()
+    );
+    assert_eq!(sale["stock_left"], 60 - owner.len() as u64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stock_race_on_one_memory_node() {
+    five_thousand_claimers_take_exactly_the_stock(&memory_node().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stock_race_on_three_redis_nodes() {
+    let redis = RedisServer::start();
+    five_thousand_claimers_take_exactly_the_stock(&redis_nodes(&redis).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn seat_race_on_one_memory_node() {
+    overlapping_seat_claims_never_share_a_seat(&memory_node().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn seat_race_on_three_redis_nodes() {
+    let redis = RedisServer::start();
+    overlapping_seat_claims_never_share_a_seat(&redis_nodes(&redis).await).await;
+}
+
+async fn expiry_and_bad_input(nodes: &[TestApp]) {
+    let app = &nodes[0];
+    let passes = admitted_visitors(
+        nodes,
+        "tickets",
+        json!({"seats": ["A1", "A2", "A3"], "per_user_limit": 2, "hold_ttl_s": 60}),
+        2,
+    )
+    .await;
+    let (mine, theirs) = (&passes[0], &passes[1]);
+    app.create_room("elsewhere", json!({})).await;
+    let foreign = app.join_api("elsewhere").await["pass"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let anonymous = app
+        .http
+        .post(app.url("/api/rooms/tickets/sale/claims"))
+        .json(&json!({"seats": ["A1"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401);
+    let (status, body) = claim(app, "tickets", &foreign, json!({"seats": ["A1"]})).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (401, Some("invalid_pass")),
+        "another room's pass"
+    );
+    let (status, _) = claim(app, "tickets", "not.a.pass", json!({"seats": ["A1"]})).await;
+    assert_eq!(status, 401);
+    for (body, code) in [
+        (json!({"quantity": 0}), "invalid_quantity"),
+        (json!({"quantity": -2}), "invalid_quantity"),
+        (json!({"quantity": 1.5}), "invalid_quantity"),
+        (json!({"seats": []}), "invalid_seats"),
+        (json!({"seats": ["A1", "A1"]}), "invalid_seats"),
+        (json!({"seats": ["Z9"]}), "unknown_seat"),
+        (json!({"quantity": 1}), "wrong_kind"),
+        (json!({"quantity": 1, "seats": ["A1"]}), "invalid_claim"),
+        (json!(["A1"]), "invalid_claim"),
+    ] {
+        let (status, error) = claim(app, "tickets", mine, body.clone()).await;
+        assert_eq!(
+            (status, error["error"]["code"].as_str()),
+            (400, Some(code)),
+            "{body}"
+        );
+    }
+    let (status, body) = claim(app, "tickets", mine, json!({"seats": ["A1", "A2", "A3"]})).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("limit_reached"))
+    );
+
+    // A double click with one Idempotency-Key takes the seats once.
+    let send = || {
+        app.http
+            .post(app.url("/api/rooms/tickets/sale/claims"))
+            .bearer_auth(mine)
+            .header("Idempotency-Key", "click-42")
+            .json(&json!({"seats": ["A1", "A2"]}))
+            .send()
+    };
+    let (first, second) = tokio::join!(send(), send());
+    let (first, second): (Value, Value) = (
+        first.unwrap().json().await.unwrap(),
+        second.unwrap().json().await.unwrap(),
+    );
+    assert_eq!(first["claim_id"], second["claim_id"]);
+    let (status, body) = claim(app, "tickets", theirs, json!({"seats": ["A2"]})).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("seat_taken"))
+    );
+
+    // Not confirmed in time: back to stock, someone else takes it, the late confirm is 410.
+    nodes[0].clock.advance_ms(60_000);
+    let (status, _) = claim(app, "tickets", theirs, json!({"seats": ["A2"]})).await;
+    assert_eq!(status, 201, "the expired hold went back to stock");
+    let late = app
+        .http
+        .post(app.url(&format!(
+            "/api/rooms/tickets/sale/claims/{}/confirm",
+            first["claim_id"].as_str().unwrap()
+        )))
+        .bearer_auth(mine)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(late.status(), 410);
+    assert_eq!(
+        late.json::<Value>().await.unwrap()["error"]["code"],
+        "hold_expired"
+    );
+    let unknown = app
+        .http
+        .post(app.url("/api/rooms/tickets/sale/claims/nope/confirm"))
+        .bearer_auth(mine)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
+    let no_sale = app
+        .http
+        .get(app.url("/api/rooms/elsewhere/sale"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(no_sale.status(), 404);
+    let bad_sale = app
+        .admin(Method::PUT, "/api/admin/rooms/tickets/sale")
+        .json(&json!({"stock": 5, "seats": ["A1"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad_sale.status(), 400);
+    let no_room = app
+        .admin(Method::PUT, "/api/admin/rooms/nowhere/sale")
+        .json(&json!({"stock": 5}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(no_room.status(), 404);
+    let anonymous_admin = app
+        .http
+        .put(app.url("/api/admin/rooms/tickets/sale"))
+        .json(&json!({"stock": 5}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous_admin.status(), 401);
+}
+
+#[tokio::test]
+async fn expiry_and_bad_input_on_memory() {
+    expiry_and_bad_input(&memory_node().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn expiry_and_bad_input_on_redis() {
+    let redis = RedisServer::start();
+    expiry_and_bad_input(&redis_nodes(&redis).await).await;
+}
+
+#[tokio::test]
+async fn confirmed_orders_reach_the_operator_and_the_redis_stream() {
+    let redis = RedisServer::start();
+    let nodes = redis_nodes(&redis).await;
+    let passes = admitted_visitors(
+        &nodes,
+        "orders",
+        json!({"stock": 10, "per_user_limit": 2}),
+        2,
+    )
+    .await;
+    let mut confirmed = Vec::new();
+    for (i, pass) in passes.iter().enumerate() {
+        let (_, held) = claim(&nodes[i], "orders", pass, json!({"quantity": 2})).await;
+        let id = held["claim_id"].as_str().unwrap().to_string();
+        let confirm = |node: &TestApp| {
+            node.http
+                .post(node.url(&format!("/api/rooms/orders/sale/claims/{id}/confirm")))
+                .bearer_auth(pass)
+                .send()
+        };
+        let first: Value = confirm(&nodes[2]).await.unwrap().json().await.unwrap();
+        let again: Value = confirm(&nodes[1]).await.unwrap().json().await.unwrap();
+        assert_eq!(
+            (first["state"].as_str(), &again),
+            (Some("confirmed"), &first),
+            "confirming twice is harmless"
+        );
+        confirmed.push(id);
+    }
+    let orders: Value = nodes[1]
+        .admin(Method::GET, "/api/admin/rooms/orders/sale/orders")
+        .fetch_json()
+        .await;
+    let ids: Vec<&str> = orders["orders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["claim_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        confirmed.iter().map(String::as_str).collect::<Vec<_>>()
+    );
+    // Another service reads the same orders from the stream, with a consumer group.
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("XGROUP")
+        .arg(&["CREATE", "wr:{orders}:orders", "fulfilment", "0"][..])
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let read: redis::streams::StreamReadReply = redis::cmd("XREADGROUP")
+        .arg(
+            &[
+                "GROUP",
+                "fulfilment",
+                "worker-1",
+                "COUNT",
+                "10",
+                "STREAMS",
+                "wr:{orders}:orders",
+                ">",
+            ][..],
+        )
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let streamed: Vec<String> = read.keys[0]
+        .ids
+        .iter()
+        .map(|entry| entry.get::<String>("claim_id").unwrap())
+        .collect();
+    assert_eq!(streamed, confirmed);
+}
