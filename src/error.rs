@@ -46,6 +46,17 @@ impl ApiError {
         }
     }
 
+    /// Reads a JSON body already known to be JSON into its shape; a wrong
+    /// field or type is a 400 under `code` that says what was wrong.
+    pub fn parse_body<T: serde::de::DeserializeOwned>(
+        body: serde_json::Value,
+        code: &'static str,
+        what: &str,
+    ) -> Result<T, Self> {
+        serde_json::from_value(body)
+            .map_err(|e| Self::bad_request(code, format!("{what} is not valid: {e}")))
+    }
+
     pub fn code(&self) -> &'static str {
         match self {
             ApiError::RoomNotFound(_) => "room_not_found",

@@ -6,6 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::redis::free_port;
 use support::{FetchJson, close_code, next_status};
 
 struct Server(Child);
@@ -14,14 +15,6 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.0.kill();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 async fn wait_until_healthy(http: &reqwest::Client, base: &str) {

@@ -83,9 +83,7 @@ async fn change(
 ) -> Result<HttpResponse, ApiError> {
     authorize(&req, &state, true)?;
     let room = room_from_path(&path)?;
-    let patch: RoomPatch = serde_json::from_value(body.into_inner()).map_err(|e| {
-        ApiError::bad_request("invalid_config", format!("the change is not valid: {e}"))
-    })?;
+    let patch: RoomPatch = ApiError::parse_body(body.into_inner(), "invalid_config", "the change")?;
     let info = state.store.configure(&room, patch).await?;
     tracing::info!(%room, config = ?info.config, "room configured");
     Ok(HttpResponse::Ok().json(info))

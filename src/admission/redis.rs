@@ -327,11 +327,13 @@ fn config_args(config: &RoomConfig) -> Vec<String> {
     .collect()
 }
 
-fn text(value: &Value) -> Option<String> {
+/// A script's reply value as text (shared with the sale's scripts).
+pub(crate) fn text(value: &Value) -> Option<String> {
     redis::from_redis_value_ref::<String>(value).ok()
 }
 
-fn number(value: &Value) -> Option<u64> {
+/// A script's reply value as a whole number, whether sent as one or as text.
+pub(crate) fn number(value: &Value) -> Option<u64> {
     match value {
         Value::Int(n) => u64::try_from(*n).ok(),
         other => text(other)?.parse().ok(),

@@ -52,37 +52,29 @@ fn visitor_of(claims: PassClaims) -> Result<VisitorId, ApiError> {
         .map_err(|_| pass_error(CredentialError::Invalid))
 }
 
-/// The visitor behind a pass valid now, for this room.
-fn pass_visitor(req: &HttpRequest, state: &AppState, room: &RoomId) -> Result<VisitorId, ApiError> {
+/// The visitor behind the request's pass for this room. A claim needs a
+/// pass valid now; confirming or releasing a hold made in time does not
+/// (`valid_now: false`): the hold has its own expiry.
+fn pass_visitor(
+    req: &HttpRequest,
+    state: &AppState,
+    room: &RoomId,
+    valid_now: bool,
+) -> Result<VisitorId, ApiError> {
     let pass = presented_pass(req).ok_or_else(|| {
         ApiError::unauthorized(
             "missing_pass",
             "send your pass as a Bearer token or wr_pass cookie",
         )
     })?;
-    visitor_of(
+    let claims = if valid_now {
         state
             .credentials
             .read_pass(&pass, Some(room), state.clock.now_ms())
-            .map_err(pass_error)?,
-    )
-}
-
-/// The visitor behind a pass that was valid for this room, even if it has
-/// expired since: a hold made in time may still be confirmed or released.
-fn pass_owner(req: &HttpRequest, state: &AppState, room: &RoomId) -> Result<VisitorId, ApiError> {
-    let pass = presented_pass(req).ok_or_else(|| {
-        ApiError::unauthorized(
-            "missing_pass",
-            "send your pass as a Bearer token or wr_pass cookie",
-        )
-    })?;
-    visitor_of(
-        state
-            .credentials
-            .pass_holder(&pass, room)
-            .map_err(pass_error)?,
-    )
+    } else {
+        state.credentials.pass_holder(&pass, room)
+    };
+    visitor_of(claims.map_err(pass_error)?)
 }
 
 fn claim_json(room: &RoomId, claim: &Claim) -> serde_json::Value {
@@ -97,7 +89,7 @@ async fn show(
 ) -> Result<HttpResponse, ApiError> {
     let room = room_from_path(&path)?;
     let view = state.sale.sale(&room).await?;
-    let mine = match pass_owner(&req, &state, &room) {
+    let mine = match pass_visitor(&req, &state, &room, false) {
         Ok(visitor) => state.sale.claims_of(&room, visitor).await?,
         Err(_) => Vec::new(),
     };
@@ -116,7 +108,7 @@ async fn hold(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
     let room = room_from_path(&path)?;
-    let visitor = pass_visitor(&req, &state, &room)?;
+    let visitor = pass_visitor(&req, &state, &room, true)?;
     let want =
         Want::parse(&body).map_err(|(code, message)| ApiError::bad_request(code, message))?;
     let key = match req.headers().get("Idempotency-Key") {
@@ -147,7 +139,7 @@ async fn confirm(
 ) -> Result<HttpResponse, ApiError> {
     let (room, claim_id) = path.into_inner();
     let room = room_from_path(&room)?;
-    let visitor = pass_owner(&req, &state, &room)?;
+    let visitor = pass_visitor(&req, &state, &room, false)?;
     let claim = state.sale.confirm(&room, visitor, &claim_id).await?;
     tracing::info!(%room, %visitor, claim = %claim.claim_id, "confirmed");
     Ok(HttpResponse::Ok().json(claim_json(&room, &claim)))
@@ -161,7 +153,7 @@ async fn release(
 ) -> Result<HttpResponse, ApiError> {
     let (room, claim_id) = path.into_inner();
     let room = room_from_path(&room)?;
-    let visitor = pass_owner(&req, &state, &room)?;
+    let visitor = pass_visitor(&req, &state, &room, false)?;
     state.sale.release(&room, visitor, &claim_id).await?;
     Ok(HttpResponse::NoContent().finish())
 }
@@ -190,9 +182,7 @@ async fn configure(
 ) -> Result<HttpResponse, ApiError> {
     authorize(&req, &state, true)?;
     let room = room_from_path(&path)?;
-    let request: SaleRequest = serde_json::from_value(body.into_inner()).map_err(|e| {
-        ApiError::bad_request("invalid_sale", format!("the sale is not valid: {e}"))
-    })?;
+    let request: SaleRequest = ApiError::parse_body(body.into_inner(), "invalid_sale", "the sale")?;
     Ok(HttpResponse::Ok().json(set_up_sale(&state, &room, request).await?))
 }
 

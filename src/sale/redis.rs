@@ -12,7 +12,7 @@ use super::model::{
     new_claim_id,
 };
 use crate::admission::model::{RoomId, VisitorId};
-use crate::admission::redis::RedisStore;
+use crate::admission::redis::{RedisStore, number, text};
 
 macro_rules! sale_script {
     ($file:literal) => {
@@ -93,17 +93,6 @@ fn sale_error(error: RedisError) -> SaleError {
         SaleError::AlreadyConfirmed
     } else {
         SaleError::Unavailable(text)
-    }
-}
-
-fn text(value: &Value) -> Option<String> {
-    redis::from_redis_value_ref::<String>(value).ok()
-}
-
-fn number(value: &Value) -> Option<u64> {
-    match value {
-        Value::Int(n) => u64::try_from(*n).ok(),
-        other => text(other)?.parse().ok(),
     }
 }
 

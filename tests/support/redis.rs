@@ -11,7 +11,8 @@ pub struct RedisServer {
     args: Vec<String>,
 }
 
-fn free_port() -> u16 {
+/// A port nothing listens on right now.
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
