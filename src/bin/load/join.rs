@@ -67,6 +67,7 @@ pub struct Phase {
 }
 
 /// One phase of one round, before summing.
+#[derive(Clone)]
 struct Raw {
     ok: u64,
     error_kinds: ErrorKinds,
@@ -74,16 +75,6 @@ struct Raw {
     elapsed_s: f64,
     stopped_by_time: bool,
     cpu: Option<common::CpuUse>,
-}
-
-impl Raw {
-    fn per_s(&self) -> f64 {
-        if self.elapsed_s > 0.0 {
-            self.ok as f64 / self.elapsed_s
-        } else {
-            0.0
-        }
-    }
 }
 
 /// Sums the rounds of one phase.
@@ -130,8 +121,10 @@ fn summarize(what: String, raws: Vec<Raw>) -> Phase {
             tool_cores: tool / phase.elapsed_s,
             server_cores: server.map(|s| s / phase.elapsed_s),
         });
-        phase.server_cpu_us_per_request =
-            server_us_per_request(phase.cpu, phase.elapsed_s, phase.ok);
+        // `server` is the server's CPU seconds over the phase.
+        phase.server_cpu_us_per_request = server
+            .filter(|_| cpu_complete && phase.ok > 0)
+            .map(|seconds| seconds * 1e6 / phase.ok as f64);
     }
     phase.latency = Latency::from_micros(micros);
     phase
@@ -205,29 +198,20 @@ pub async fn run(run: JoinRun<'_>) -> Result<(), String> {
         let baseline_per_s = match baseline_path {
             Some(path) => {
                 let raw = load(nodes, Target::Get(path), plan, server_pids).await;
-                say(
-                    json,
-                    format!(
-                        "{prefix}{}",
-                        describe_raw(&format!("GET {path}"), &raw, "requests")
-                    ),
-                );
-                let per_s = raw.per_s();
+                let phase = summarize(format!("GET {path}"), vec![raw.clone()]);
+                say(json, format!("{prefix}{}", describe(&phase, "requests")));
                 baseline_raws.push(raw);
-                Some(per_s)
+                Some(phase.per_s)
             }
             None => None,
         };
         let raw = load(nodes, Target::Join(room), plan, server_pids).await;
-        say(
-            json,
-            format!("{prefix}{}", describe_raw(&join_what, &raw, "joins")),
-        );
-        let join_per_s = raw.per_s();
+        let phase = summarize(join_what.clone(), vec![raw.clone()]);
+        say(json, format!("{prefix}{}", describe(&phase, "joins")));
         join_raws.push(raw);
-        let ratio = baseline_per_s.filter(|b| *b > 0.0).map(|b| join_per_s / b);
+        let ratio = baseline_per_s.filter(|b| *b > 0.0).map(|b| phase.per_s / b);
         rounds.push(
-            json!({"baseline_per_s": baseline_per_s, "join_per_s": join_per_s, "ratio": ratio}),
+            json!({"baseline_per_s": baseline_per_s, "join_per_s": phase.per_s, "ratio": ratio}),
         );
     }
     let baseline = baseline_path.map(|path| summarize(format!("GET {path}"), baseline_raws));
@@ -287,62 +271,25 @@ pub async fn run(run: JoinRun<'_>) -> Result<(), String> {
     Ok(())
 }
 
-/// Server CPU time per answered request, in µs.
-fn server_us_per_request(cpu: Option<common::CpuUse>, elapsed_s: f64, ok: u64) -> Option<f64> {
-    let server_cores = cpu?.server_cores?;
-    (ok > 0).then(|| server_cores * elapsed_s * 1e6 / ok as f64)
-}
-
 fn describe(phase: &Phase, unit: &str) -> String {
-    describe_parts(
-        &phase.what,
-        unit,
-        (phase.ok, phase.elapsed_s, phase.per_s),
-        phase.latency,
-        &phase.error_kinds,
-        phase.stopped_by_time,
-        phase.cpu,
-    )
-}
-
-fn describe_raw(what: &str, raw: &Raw, unit: &str) -> String {
-    describe_parts(
-        what,
-        unit,
-        (raw.ok, raw.elapsed_s, raw.per_s()),
-        Latency::from_micros(raw.micros.clone()),
-        &raw.error_kinds,
-        raw.stopped_by_time,
-        raw.cpu,
-    )
-}
-
-fn describe_parts(
-    what: &str,
-    unit: &str,
-    (ok, elapsed_s, per_s): (u64, f64, f64),
-    latency: Option<Latency>,
-    error_kinds: &ErrorKinds,
-    stopped_by_time: bool,
-    cpu: Option<common::CpuUse>,
-) -> String {
-    let latency = latency
+    let latency = phase
+        .latency
         .map(|l| l.to_string())
         .unwrap_or_else(|| "no requests".into());
-    let errors: u64 = error_kinds.values().sum();
     let mut line = format!(
-        "{what}: {ok} {unit} ok in {elapsed_s:.2} s = {per_s:.0} {unit}/s; latency {latency}; errors {errors}"
+        "{}: {} {unit} ok in {:.2} s = {:.0} {unit}/s; latency {latency}; errors {}",
+        phase.what, phase.ok, phase.elapsed_s, phase.per_s, phase.errors
     );
-    if let Some(cpu) = cpu {
+    if let Some(cpu) = phase.cpu {
         line.push_str(&format!("; {cpu}"));
-        if let Some(us) = server_us_per_request(Some(cpu), elapsed_s, ok) {
-            line.push_str(&format!(" = {us:.1} µs of server CPU per request"));
-        }
     }
-    for (kind, n) in error_kinds {
+    if let Some(us) = phase.server_cpu_us_per_request {
+        line.push_str(&format!(" = {us:.1} µs of server CPU per request"));
+    }
+    for (kind, n) in &phase.error_kinds {
         line.push_str(&format!("\n  {n} × {kind}"));
     }
-    if stopped_by_time {
+    if phase.stopped_by_time {
         line.push_str("\n  stopped at the time bound before the count was reached");
     }
     line
