@@ -1,7 +1,6 @@
 //! Building and running the application: the store, the hub, the promoter,
 //! and the HTTP server, wired together and stopped by one shutdown signal.
 
-use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,6 +34,20 @@ pub struct AppState {
     /// Flips to `true` once: every socket closes with "going away".
     pub shutdown: watch::Receiver<bool>,
     pub metrics: PrometheusHandle,
+    /// Sockets this node accepts before answering 503: its open-files limit
+    /// less a reserve, so health checks, operators and polling visitors
+    /// still get through when the sockets have taken the rest.
+    pub socket_limit: usize,
+}
+
+/// Open files kept for everything but visitor sockets.
+const RESERVED_FILES: u64 = 500;
+
+fn default_socket_limit() -> usize {
+    let open_files = rlimit::getrlimit(rlimit::Resource::NOFILE)
+        .map(|(soft, _)| soft)
+        .unwrap_or(1024);
+    open_files.saturating_sub(RESERVED_FILES).max(1) as usize
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -155,13 +168,6 @@ impl Application {
         let promoter = Promoter::new(store.clone(), hub.clone());
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
 
-        let listener =
-            TcpListener::bind(&settings.listen).map_err(|source| StartError::Listen {
-                address: settings.listen.clone(),
-                source,
-            })?;
-        let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
-
         tokio::spawn(hub.clone().run(store.clone(), shutdown_rx.clone()));
         tokio::spawn(promoter.clone().run(shutdown_rx.clone()));
         if settings.demo_room {
@@ -184,6 +190,7 @@ impl Application {
             admin_token,
             shutdown: shutdown_rx,
             metrics: ops::metrics_handle(),
+            socket_limit: settings.max_sockets.unwrap_or_else(default_socket_limit),
         });
         let mut server = actix_web::HttpServer::new(move || {
             App::new()
@@ -210,13 +217,16 @@ impl Application {
         if let Some(workers) = settings.workers {
             server = server.workers(workers);
         }
+        // Bound by actix itself so the backlog applies (a listener bound
+        // beforehand keeps the kernel's default of 128).
         let server = server
-            .listen(listener)
+            .bind(&settings.listen)
             .map_err(|source| StartError::Listen {
                 address: settings.listen.clone(),
                 source,
-            })?
-            .run();
+            })?;
+        let port = server.addrs().first().map(|a| a.port()).unwrap_or_default();
+        let server = server.run();
         let handle = AppHandle {
             store,
             hub,

@@ -39,6 +39,11 @@ pub struct Settings {
     #[arg(long, env = "WAITROOM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
+    /// Visitor WebSockets this node accepts before answering 503 (default:
+    /// the open-files limit less 500, kept for health checks and polling).
+    #[arg(long, env = "WAITROOM_MAX_SOCKETS")]
+    pub max_sockets: Option<usize>,
+
     /// HTTP worker threads (default: one per core).
     #[arg(long, env = "WAITROOM_WORKERS")]
     pub workers: Option<usize>,
@@ -54,6 +59,7 @@ impl Settings {
             secret: Some("test-secret".into()),
             demo_room: false,
             log_format: LogFormat::Text,
+            max_sockets: None,
             workers: Some(2),
         }
     }

@@ -29,6 +29,10 @@ pub enum ApiError {
     PayloadTooLarge { limit: usize },
     #[error("the waiting room's store is unavailable; try again in a few seconds")]
     StoreUnavailable,
+    #[error(
+        "this node holds all the live connections it can; poll the status instead, or try again later"
+    )]
+    TooManySockets,
 }
 
 impl ApiError {
@@ -68,6 +72,7 @@ impl ApiError {
             ApiError::NotFound(_) => "not_found",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
             ApiError::StoreUnavailable => "store_unavailable",
+            ApiError::TooManySockets => "too_many_sockets",
         }
     }
 }
@@ -83,13 +88,15 @@ impl ResponseError for ApiError {
             ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::StoreUnavailable | ApiError::TooManySockets => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
         }
     }
 
     fn error_response(&self) -> HttpResponse {
         let mut response = HttpResponse::build(self.status_code());
-        if matches!(self, ApiError::StoreUnavailable) {
+        if matches!(self, ApiError::StoreUnavailable | ApiError::TooManySockets) {
             response.insert_header((header::RETRY_AFTER, HeaderValue::from_static("2")));
         }
         response.json(json!({"error": {"code": self.code(), "message": self.to_string()}}))

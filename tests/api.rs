@@ -617,3 +617,43 @@ async fn a_visitor_who_leaves_hears_left_and_those_behind_move_up() {
     app.step(5_000).await;
     assert_eq!(next_status(&mut stayer_socket).await["position"], 1);
 }
+
+#[tokio::test]
+async fn a_node_full_of_sockets_refuses_more_with_a_503_and_frees_places_as_they_close() {
+    let clock = waitroom::clock::ManualClock::new(support::START_MS);
+    let mut settings = waitroom::config::Settings::for_tests();
+    settings.max_sockets = Some(2);
+    let stores = waitroom::app::Stores::memory(std::sync::Arc::new(clock.clone()));
+    let app = TestApp::spawn_with(settings, stores, clock).await;
+    app.create_room("full", json!({"paused": true})).await;
+    let mut tickets = Vec::new();
+    for _ in 0..3 {
+        tickets.push(
+            app.join_api("full").await["ticket"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    let mut first = app.connect("full", &tickets[0]).await;
+    next_status(&mut first).await;
+    let mut second = app.connect("full", &tickets[1]).await;
+    next_status(&mut second).await;
+    match tokio_tungstenite::connect_async(app.ws_url("full", &tickets[2])).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status(), 503);
+            let body: Value =
+                serde_json::from_slice(response.body().as_deref().unwrap_or_default()).unwrap();
+            assert_eq!(body["error"]["code"], "too_many_sockets");
+        }
+        other => panic!("expected a 503, got {other:?}"),
+    }
+    // The refused visitor still polls, and gets a socket once one closes.
+    let polled = app.status_api("full", &tickets[2]).await;
+    assert_eq!(polled.status(), 200);
+    first.close(None).await.unwrap();
+    // The node forgets a socket before it sends the closing frame, so the place is free now.
+    assert_eq!(close_code(&mut first).await, 1005);
+    let mut third = app.connect("full", &tickets[2]).await;
+    assert_eq!(next_status(&mut third).await["position"], 3);
+}

@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use actix_ws::CloseCode;
 use parking_lot::Mutex;
@@ -41,6 +41,8 @@ pub struct Hub {
     rooms: Mutex<HashMap<RoomId, RoomSockets>>,
     credentials: Arc<Credentials>,
     next_id: AtomicU64,
+    /// Sockets registered now, on this node.
+    open: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -102,6 +104,7 @@ impl Hub {
             rooms: Mutex::new(HashMap::new()),
             credentials,
             next_id: AtomicU64::new(1),
+            open: AtomicUsize::new(0),
         }
     }
 
@@ -127,7 +130,7 @@ impl Hub {
             .or_default()
             .sockets
             .insert(id, socket);
-        metrics::gauge!("waitroom_sockets_open").increment(1.0);
+        self.opened(1);
         (id, rx)
     }
 
@@ -136,11 +139,29 @@ impl Hub {
         if let Some(sockets) = rooms.get_mut(room)
             && sockets.sockets.remove(&id).is_some()
         {
-            metrics::gauge!("waitroom_sockets_open").decrement(1.0);
+            self.opened(-1);
             if sockets.sockets.is_empty() {
                 rooms.remove(room);
             }
         }
+    }
+
+    /// Sockets registered on this node now.
+    pub fn open_sockets(&self) -> usize {
+        self.open.load(Ordering::Relaxed)
+    }
+
+    fn opened(&self, change: isize) {
+        let now = if change >= 0 {
+            self.open
+                .fetch_add(change.unsigned_abs(), Ordering::Relaxed)
+                + change.unsigned_abs()
+        } else {
+            self.open
+                .fetch_sub(change.unsigned_abs(), Ordering::Relaxed)
+                - change.unsigned_abs()
+        };
+        metrics::gauge!("waitroom_sockets_open").set(now as f64);
     }
 
     /// Sets a socket's place from a store read, replays what happened since
@@ -267,7 +288,7 @@ impl Hub {
                 sockets.target_url = target_url;
                 let line = sockets.line;
                 let target_url = sockets.target_url.clone();
-                sockets.send_each(|socket| match socket.view {
+                let dropped = sockets.send_each(|socket| match socket.view {
                     View::Waiting { seq, position, .. } => Some(self.status(
                         &room,
                         socket,
@@ -277,6 +298,7 @@ impl Hub {
                     )),
                     _ => None,
                 });
+                self.opened(-(dropped as isize));
             }
             RoomEvent::Closed { .. } => {
                 let line = LineSummary::default();
@@ -323,7 +345,8 @@ impl Hub {
                 }
             }
         }
-        sockets.drop_slow(slow);
+        let dropped = sockets.drop_slow(slow);
+        self.opened(-(dropped as isize));
     }
 
     /// Every visitor with a waiting socket here, by room, for presence.
@@ -385,7 +408,8 @@ impl Hub {
     /// Sends every socket the same message (dropping those too slow for it).
     fn tell_everyone(&self, text: &str) {
         for sockets in self.rooms.lock().values_mut() {
-            sockets.send_each(|_| Some(text.to_string()));
+            let dropped = sockets.send_each(|_| Some(text.to_string()));
+            self.opened(-(dropped as isize));
         }
     }
 
@@ -423,7 +447,9 @@ impl RoomSockets {
         self.recent.len() - 1
     }
 
-    fn send_each(&mut self, mut message: impl FnMut(&Socket) -> Option<String>) {
+    /// Returns how many sockets were too slow for it (and are forgotten).
+    #[must_use]
+    fn send_each(&mut self, mut message: impl FnMut(&Socket) -> Option<String>) -> usize {
         let mut slow = Vec::new();
         for (id, socket) in &self.sockets {
             if let Some(text) = message(socket)
@@ -432,18 +458,22 @@ impl RoomSockets {
                 slow.push(*id);
             }
         }
-        self.drop_slow(slow);
+        self.drop_slow(slow)
     }
 
     /// Forgets sockets whose queue is full: dropping the sender ends their
     /// session loop, which closes the socket so the client reconnects.
-    fn drop_slow(&mut self, slow: Vec<SocketId>) {
+    /// Returns how many it forgot.
+    #[must_use]
+    fn drop_slow(&mut self, slow: Vec<SocketId>) -> usize {
+        let mut dropped = 0;
         for id in slow {
             if self.sockets.remove(&id).is_some() {
-                metrics::gauge!("waitroom_sockets_open").decrement(1.0);
                 metrics::counter!("waitroom_sockets_dropped_slow_total").increment(1);
+                dropped += 1;
             }
         }
+        dropped
     }
 }
 

@@ -31,6 +31,9 @@ pub async fn connect(
 ) -> Result<HttpResponse, ApiError> {
     let room = room_from_path(&path)?;
     let (visitor, ticket) = require_visitor(&req, &state, &room)?;
+    if state.hub.open_sockets() >= state.socket_limit {
+        return Err(ApiError::TooManySockets);
+    }
     state.store.watch(&room).await?;
     let (id, outbound) = state.hub.register(&room, visitor, Arc::from(ticket));
     if let Err(error) = state

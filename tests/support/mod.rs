@@ -44,8 +44,12 @@ impl TestApp {
 
     /// The app on given stores (several apps on one Redis make many nodes).
     pub async fn spawn_on(stores: Stores, clock: ManualClock) -> Self {
+        Self::spawn_with(Settings::for_tests(), stores, clock).await
+    }
+
+    /// The app with given settings.
+    pub async fn spawn_with(settings: Settings, stores: Stores, clock: ManualClock) -> Self {
         waitroom::telemetry::init(waitroom::config::LogFormat::Text);
-        let settings = Settings::for_tests();
         let admin_token = settings.admin_token.clone().unwrap();
         let app = Application::build_with_stores(settings, Arc::new(clock.clone()), stores)
             .await
