@@ -1,7 +1,8 @@
 // Operator page: refreshes the live figures every second from
 // /api/admin/rooms (the session cookie authenticates it), keeps the edit forms
 // in step with config changed elsewhere without touching a field the
-// operator is editing, and asks before closing a room.
+// operator is editing, follows each room's sale (stock left, holds, orders),
+// and asks before closing a room or replacing a sale.
 (function () {
   'use strict';
 
@@ -182,6 +183,149 @@
     });
   }
 
+  // --- sales behind the gate ---------------------------------------------------
+  // Each room's sale figures, once a second: what is left and held from the
+  // public sale view, the orders from the operator API.
+  var saleSections = document.querySelectorAll('.sale-admin[data-room]');
+  var saleFailures = 0;
+  var saleStopped = false;
+  // Rooms without a sale are asked again only every few seconds.
+  var NO_SALE_RECHECK_MS = 5000;
+  var noSaleUntil = {};
+
+  function saleCells(roomId, stat) {
+    var all = document.querySelectorAll('[data-sale-stat="' + stat + '"]');
+    var out = [];
+    for (var i = 0; i < all.length; i++) {
+      if (all[i].getAttribute('data-room') === roomId) out.push(all[i]);
+    }
+    return out;
+  }
+
+  function setSaleStat(roomId, stat, text, value) {
+    saleCells(roomId, stat).forEach(function (c) { setCell(c, text, value); });
+  }
+
+  function setSaleKind(roomId, kind) {
+    var lists = document.querySelectorAll('.sale-stats[data-room]');
+    for (var i = 0; i < lists.length; i++) {
+      if (lists[i].getAttribute('data-room') === roomId) lists[i].setAttribute('data-sale', kind);
+    }
+  }
+
+  function getJson(url) {
+    return fetch(url, {
+      credentials: 'same-origin',
+      headers: { 'Accept': 'application/json' },
+      cache: 'no-store'
+    }).then(function (res) {
+      if (res.status === 404 || res.status === 401) return { status: res.status, body: null };
+      if (!res.ok) throw new Error('HTTP ' + res.status);
+      return res.json().then(function (body) { return { status: res.status, body: body }; });
+    });
+  }
+
+  function applySale(roomId, view) {
+    var kind = view && view.kind === 'seats' ? 'seats' : 'stock';
+    setSaleKind(roomId, kind);
+    if (isCount(view.stock_left)) setSaleStat(roomId, 'stock_left', String(view.stock_left), view.stock_left);
+    if (kind === 'seats') {
+      var held = 0;
+      var seats = view.seats && typeof view.seats === 'object' ? view.seats : {};
+      for (var k in seats) if (Object.prototype.hasOwnProperty.call(seats, k) && seats[k] === 'held') held++;
+      setSaleStat(roomId, 'held', String(held), held);
+    } else {
+      // A stock sale lists no claims: its holds cannot be counted from here.
+      setSaleStat(roomId, 'held', '–', '');
+    }
+    var form = document.getElementById('sale-' + roomId);
+    if (form) {
+      form.setAttribute('data-sale', kind);
+      if (isCount(view.per_user_limit)) syncField(form, 'per_user_limit', view.per_user_limit);
+      if (isCount(view.hold_ttl_s)) syncField(form, 'hold_ttl_s', view.hold_ttl_s);
+    }
+  }
+
+  function noSale(roomId) {
+    setSaleKind(roomId, 'none');
+    setSaleStat(roomId, 'stock_left', 'no sale', '');
+    setSaleStat(roomId, 'held', '–', '');
+    setSaleStat(roomId, 'orders', '–', '');
+    var form = document.getElementById('sale-' + roomId);
+    if (form) form.setAttribute('data-sale', 'none');
+  }
+
+  function refreshSale(roomId) {
+    if (noSaleUntil[roomId] && Date.now() < noSaleUntil[roomId]) return Promise.resolve();
+    var enc = encodeURIComponent(roomId);
+    return getJson('/api/rooms/' + enc + '/sale').then(function (res) {
+      if (res.status === 404 || !res.body) {
+        noSale(roomId);
+        noSaleUntil[roomId] = Date.now() + NO_SALE_RECHECK_MS;
+        return null;
+      }
+      delete noSaleUntil[roomId];
+      applySale(roomId, res.body);
+      return getJson('/api/admin/rooms/' + enc + '/sale/orders');
+    }).then(function (res) {
+      if (!res) return;
+      if (res.status === 401) { saleStopped = true; return; }
+      if (res.status === 404 || !res.body) { setSaleStat(roomId, 'orders', '–', ''); return; }
+      var n = Array.isArray(res.body.orders) ? res.body.orders.length : null;
+      if (n !== null) setSaleStat(roomId, 'orders', String(n), n);
+    });
+  }
+
+  function refreshSales() {
+    if (saleStopped || stopped) return;
+    var jobs = [];
+    for (var i = 0; i < saleSections.length; i++) {
+      var id = saleSections[i].getAttribute('data-room');
+      if (id) jobs.push(refreshSale(id));
+    }
+    Promise.all(jobs).then(function () {
+      saleFailures = 0;
+      setTimeout(refreshSales, REFRESH_MS);
+    }, function () {
+      saleFailures++;
+      setTimeout(refreshSales, Math.min(MAX_BACKOFF_MS, REFRESH_MS * Math.pow(2, Math.min(saleFailures, 4))));
+    });
+  }
+
+  // A sale needs a stock count or seats, not both; and setting up a sale
+  // again replaces the old one, holds and orders included.
+  var saleForms = document.querySelectorAll('form.sale-form');
+  for (var s = 0; s < saleForms.length; s++) {
+    (function (form) {
+      var stock = form.elements.namedItem('stock');
+      var seats = form.elements.namedItem('seats');
+      function check() {
+        var hasStock = stock.value.trim() !== '';
+        var hasSeats = seats.value.trim() !== '';
+        var msg = hasStock && hasSeats ? 'Give a stock count or seats, not both.'
+          : (!hasStock && !hasSeats ? 'Give a stock count or a list of seats.' : '');
+        stock.setCustomValidity(msg);
+        return msg === '';
+      }
+      stock.addEventListener('input', check);
+      seats.addEventListener('input', check);
+      form.addEventListener('submit', function (ev) {
+        if (!check()) {
+          ev.preventDefault();
+          if (form.reportValidity) form.reportValidity();
+          return;
+        }
+        var kind = form.getAttribute('data-sale');
+        if (kind === 'seats' || kind === 'stock') {
+          var id = form.getAttribute('data-room') || 'this room';
+          if (!window.confirm('Replace the sale in room "' + id + '"? Its holds and orders are dropped.')) {
+            ev.preventDefault();
+          }
+        }
+      });
+    })(saleForms[s]);
+  }
+
   // Ask before closing a room.
   var closeForms = document.querySelectorAll('form.close-form');
   for (var i = 0; i < closeForms.length; i++) {
@@ -208,4 +352,5 @@
   });
 
   if (document.getElementById('rooms-table') || document.getElementById('no-rooms')) refresh();
+  if (saleSections.length) refreshSales();
 })();

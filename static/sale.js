@@ -48,6 +48,7 @@
     otherTickets: $('other-tickets'),
     buyMore: $('buy-more')
   };
+  var legendMine = $('legend-mine');
 
   // --- state ----------------------------------------------------------------
   // loading | choosing | holding | confirmed | nosale | nopass
@@ -67,6 +68,9 @@
   var refreshing = false;
   var failures = 0;
   var offlineShown = false;
+  // A message that says what just happened stays until the visitor acts;
+  // otherwise the message is the phase's hint and follows the figures.
+  var noticeShown = false;
 
   // Server clock minus this browser's clock. Holds end on the server's clock,
   // so the countdown is shifted by this much.
@@ -87,6 +91,7 @@
   }
 
   function setMessage(text, state) {
+    noticeShown = true;
     if (!el.message) return;
     el.message.setAttribute('data-state', state || 'info');
     setText(el.message, text);
@@ -254,6 +259,9 @@
     if (left === 0) return ['Sold out: everything is held or sold. Held items come back if they are not bought in time, so keep this page open.', 'warn'];
     if (may === 0) return ['You have reached the limit of ' + limit() + ' per person.', 'warn'];
     if (isSeatSale()) {
+      var more = Math.min(may, left) - selected.length;
+      if (selected.length && more > 0) return ['Press Hold to keep your choice, or pick up to ' + more + ' more.', 'info'];
+      if (selected.length) return ['Press Hold to keep your choice.', 'info'];
       return ['Pick up to ' + plural(Math.min(may, left), 'seat', 'seats') + ', then press Hold.', 'info'];
     }
     return ['Choose how many, then press Hold.', 'info'];
@@ -262,6 +270,7 @@
   function showDefaultMessage() {
     var m = defaultMessage();
     if (m) setMessage(m[0], m[1]);
+    noticeShown = false;
   }
 
   // --- rendering ----------------------------------------------------------------
@@ -381,6 +390,7 @@
       buildSeatMap(ids);
     }
     var mine = mySeats();
+    show(legendMine, Object.keys(mine).length > 0);
     var chosen = {};
     selected.forEach(function (s) { chosen[s] = true; });
     ids.forEach(function (id) {
@@ -561,7 +571,7 @@
       return;
     }
     render();
-    if (phase === 'choosing' && el.message.getAttribute('data-state') === 'info') showDefaultMessage();
+    if (phase === 'choosing' && !noticeShown) showDefaultMessage();
   }
 
   function noSale() {
@@ -678,8 +688,8 @@
     if (res.status === 404 && code !== 'room_not_found') { noSale(); return; }
     if (code === 'sold_out') {
       setMessage(isSeatSale()
-        ? 'Sold out: there are no seats left to hold.'
-        : 'There are not that many left. The count is up to date again: choose again.', 'error');
+        ? 'Sold out: there are no seats left to hold. Holds that run out come back on sale, so keep this page open.'
+        : 'Not enough left to hold that many. The count is up to date again: choose again, or keep this page open, as holds that run out come back on sale.', 'error');
     } else if (code === 'seat_taken') {
       setMessage('Someone else was quicker for one of those seats. The map is up to date again: choose again.', 'error');
     } else if (code === 'limit_reached') {
@@ -816,7 +826,9 @@
       if (t && t !== el.seatMap) toggleSeat(t.getAttribute('data-seat'));
     });
   }
-  if (el.quantity) el.quantity.addEventListener('change', function () { pendingKey = null; render(); });
+  if (el.quantity) {
+    el.quantity.addEventListener('change', function () { pendingKey = null; render(); showDefaultMessage(); });
+  }
   if (el.hold) el.hold.addEventListener('click', hold);
   if (el.confirm) el.confirm.addEventListener('click', confirmHold);
   if (el.release) el.release.addEventListener('click', releaseHold);

@@ -774,3 +774,413 @@ async fn without_websockets_the_page_polls_and_still_gets_through() {
     );
     browser.close().await.unwrap();
 }
+
+/// Signs the browser in on the admin page with the app's admin token.
+async fn admin_login(browser: &Client, app: &TestApp) {
+    browser.goto(&app.url("/admin")).await.unwrap();
+    browser
+        .find(Locator::Id("token"))
+        .await
+        .expect("the login form")
+        .send_keys(&app.admin_token)
+        .await
+        .unwrap();
+    browser
+        .find(Locator::Id("login-submit"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    eventually("the signed-in admin page", BROWSER_PATIENCE, || async {
+        browser.find(Locator::Id("logout")).await.ok()
+    })
+    .await;
+}
+
+/// Sets up a room's sale through the operator API.
+async fn put_sale(app: &TestApp, room: &str, sale: Value) -> Value {
+    let response = app
+        .admin(
+            reqwest::Method::PUT,
+            &format!("/api/admin/rooms/{room}/sale"),
+        )
+        .json(&sale)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "setting up the sale in {room}");
+    response.json().await.unwrap()
+}
+
+/// A visitor who joins over the API and is let through with the next tick
+/// (the room must admit at once and tick every `tick_ms`); returns the pass.
+async fn admitted_pass(app: &TestApp, room: &str, tick_ms: u64) -> String {
+    let ticket = app.join_api(room).await["ticket"]
+        .as_str()
+        .expect("a ticket")
+        .to_string();
+    app.step(tick_ms).await;
+    let status: Value = app.status_api(room, &ticket).await.json().await.unwrap();
+    assert_eq!(status["state"], "admitted", "the visitor got in: {status}");
+    status["pass"].as_str().expect("a pass").to_string()
+}
+
+/// The text of the first element matching `css`, or `None`.
+async fn css_text(client: &Client, css: &str) -> Option<String> {
+    let element = client.find(Locator::Css(css)).await.ok()?;
+    let text = element.prop("textContent").await.ok().flatten()?;
+    Some(text.trim().to_string())
+}
+
+async fn seat_state(client: &Client, seat: &str) -> Option<String> {
+    attr_of(
+        client,
+        &format!(r#"#seat-map [data-seat="{seat}"]"#),
+        "data-state",
+    )
+    .await
+}
+
+async fn displayed(client: &Client, id: &str) -> bool {
+    match client.find(Locator::Id(id)).await {
+        Ok(element) => element.is_displayed().await.unwrap_or(false),
+        Err(_) => false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admitted_visitor_holds_seats_confirms_them_and_gets_a_numbered_ticket() {
+    let app = TestApp::spawn().await;
+    let driver = Driver::start().await;
+    app.create_room(
+        "seats",
+        json!({"name": "Front rows", "admit_per_tick": 1, "tick_ms": 1000, "paused": true,
+               "target_url": app.url("/rooms/seats/sale")}),
+    )
+    .await;
+    put_sale(
+        &app,
+        "seats",
+        json!({"seats": ["A1", "A2", "A3", "A4"], "per_user_limit": 2}),
+    )
+    .await;
+
+    // Through the waiting room first.
+    let browser = driver.browser(390, 844, json!({})).await;
+    browser.goto(&app.url("/rooms/seats")).await.unwrap();
+    eventually("the browser's place", BROWSER_PATIENCE, || async {
+        position(&browser).await.filter(|&p| p == 1)
+    })
+    .await;
+    eventually("the WebSocket to be live", BROWSER_PATIENCE, || async {
+        (attr_of(&browser, "#connection", "data-state")
+            .await
+            .as_deref()
+            == Some("live"))
+        .then_some(())
+    })
+    .await;
+    assert_eq!(
+        app.patch_room("seats", json!({"paused": false}))
+            .await
+            .status(),
+        200
+    );
+    app.step(1_000).await;
+    eventually("the sale page", BROWSER_PATIENCE, || async {
+        (path_of(&browser).await == "/rooms/seats/sale").then_some(())
+    })
+    .await;
+    let url = browser.current_url().await.unwrap();
+    assert!(
+        !url.query_pairs().any(|(k, _)| k == "wr_pass"),
+        "the pass left the address bar: {url}"
+    );
+    let cookie = browser
+        .get_named_cookie("wr_pass")
+        .await
+        .expect("the pass moved into a cookie");
+    assert_eq!(
+        cookie.http_only(),
+        Some(true),
+        "the pass cookie is HttpOnly"
+    );
+
+    assert_eq!(
+        text_of(&browser, "sale-room-name").await.as_deref(),
+        Some("Front rows")
+    );
+    eventually("the seat map", BROWSER_PATIENCE, || async {
+        (seat_state(&browser, "A4").await.as_deref() == Some("free")).then_some(())
+    })
+    .await;
+    assert_eq!(text_of(&browser, "stock-left").await.as_deref(), Some("4"));
+    let seat = |id: &'static str| {
+        let browser = &browser;
+        async move {
+            browser
+                .find(Locator::Css(&format!(r#"#seat-map [data-seat="{id}"]"#)))
+                .await
+                .unwrap()
+        }
+    };
+    seat("A1").await.click().await.unwrap();
+    seat("A2").await.click().await.unwrap();
+    // Two per person: a third seat is not taken.
+    seat("A3").await.click().await.unwrap();
+    for (id, pressed) in [("A1", "true"), ("A2", "true"), ("A3", "false")] {
+        assert_eq!(
+            seat(id)
+                .await
+                .attr("aria-pressed")
+                .await
+                .unwrap()
+                .as_deref(),
+            Some(pressed),
+            "seat {id}"
+        );
+    }
+
+    screenshot(&browser, "sale-seats").await;
+
+    browser
+        .find(Locator::Id("hold"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    eventually("the hold panel", BROWSER_PATIENCE, || async {
+        displayed(&browser, "hold-panel").await.then_some(())
+    })
+    .await;
+    let countdown = eventually("a running countdown", BROWSER_PATIENCE, || async {
+        text_of(&browser, "countdown")
+            .await
+            .filter(|t| t.len() == 5 && t.as_bytes()[2] == b':' && t.as_str() != "00:00")
+    })
+    .await;
+    assert!(
+        countdown.starts_with("05:") || countdown.starts_with("04:"),
+        "a fresh five-minute hold, shown as {countdown}"
+    );
+    let held_text = text_of(&browser, "held-what").await.unwrap_or_default();
+    assert!(
+        held_text.contains("A1") && held_text.contains("A2"),
+        "the panel says what is held: {held_text}"
+    );
+    let view: Value = app
+        .http
+        .get(app.url("/api/rooms/seats/sale"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(view["seats"]["A1"], "held", "{view}");
+    assert_eq!(view["seats"]["A2"], "held", "{view}");
+    screenshot(&browser, "sale-hold").await;
+
+    // Someone else holds A4 meanwhile (the room's second claim).
+    let other = admitted_pass(&app, "seats", 1_000).await;
+    let taken = app
+        .http
+        .post(app.url("/api/rooms/seats/sale/claims"))
+        .bearer_auth(&other)
+        .json(&json!({"seats": ["A4"]}))
+        .header("Idempotency-Key", "other-visitor-1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(taken.status(), 201);
+
+    browser
+        .find(Locator::Id("confirm"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let sequence = eventually("the ticket", BROWSER_PATIENCE, || async {
+        if !displayed(&browser, "ticket").await {
+            return None;
+        }
+        text_of(&browser, "ticket-sequence")
+            .await
+            .filter(|t| !t.is_empty())
+    })
+    .await;
+    assert_eq!(sequence, "1", "the first successful claim in the room");
+    assert!(!displayed(&browser, "hold-panel").await);
+    let ticket_text = text_of(&browser, "ticket").await.unwrap_or_default();
+    assert!(
+        ticket_text.contains("Ticket #1") && ticket_text.contains("A1"),
+        "the ticket: {ticket_text}"
+    );
+    screenshot(&browser, "sale-ticket").await;
+
+    // The page kept its (now hidden) map in step: the visitor's seats are
+    // sold to them, and the other visitor's hold shows as held.
+    eventually("the map to follow the sale", BROWSER_PATIENCE, || async {
+        let a4 = seat_state(&browser, "A4").await;
+        let a1 = seat_state(&browser, "A1").await;
+        let mine = attr_of(&browser, r#"#seat-map [data-seat="A1"]"#, "data-mine").await;
+        (a4.as_deref() == Some("held")
+            && a1.as_deref() == Some("sold")
+            && mine.as_deref() == Some("sold"))
+        .then_some(())
+    })
+    .await;
+    assert_eq!(text_of(&browser, "stock-left").await.as_deref(), Some("1"));
+    assert!(
+        !displayed(&browser, "buy-more").await,
+        "two per person, and both are bought"
+    );
+
+    let orders: Value = app
+        .admin(reqwest::Method::GET, "/api/admin/rooms/seats/sale/orders")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let orders = orders["orders"].as_array().expect("a list of orders");
+    assert_eq!(orders.len(), 1, "one order: {orders:?}");
+    assert_eq!(orders[0]["seats"], json!(["A1", "A2"]));
+    assert_eq!(orders[0]["sequence"], 1);
+    browser.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_page_follows_sales_and_sets_up_a_stock_sale() {
+    let app = TestApp::spawn().await;
+    let driver = Driver::start().await;
+    app.create_room("shop", json!({"name": "Shop", "paused": true}))
+        .await;
+    app.create_room(
+        "hall",
+        json!({"name": "Hall", "admit_per_tick": 10, "tick_ms": 1000}),
+    )
+    .await;
+    put_sale(&app, "hall", json!({"seats": ["A1", "A2", "B1"]})).await;
+
+    let browser = driver.browser(1280, 1000, json!({})).await;
+    admin_login(&browser, &app).await;
+    let stat = |room: &'static str, stat: &'static str| {
+        let browser = &browser;
+        async move {
+            css_text(
+                browser,
+                &format!(r#"[data-room="{room}"][data-sale-stat="{stat}"]"#),
+            )
+            .await
+        }
+    };
+    eventually("the room without a sale", BROWSER_PATIENCE, || async {
+        (stat("shop", "stock_left").await.as_deref() == Some("no sale")).then_some(())
+    })
+    .await;
+    eventually("the seat sale's figures", BROWSER_PATIENCE, || async {
+        (stat("hall", "stock_left").await.as_deref() == Some("3")
+            && stat("hall", "held").await.as_deref() == Some("0")
+            && stat("hall", "orders").await.as_deref() == Some("0"))
+        .then_some(())
+    })
+    .await;
+
+    // A visitor holds a seat, then buys it: the figures follow live.
+    let pass = admitted_pass(&app, "hall", 1_000).await;
+    let claim: Value = app
+        .http
+        .post(app.url("/api/rooms/hall/sale/claims"))
+        .bearer_auth(&pass)
+        .json(&json!({"seats": ["B1"]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    eventually("the hold to show", BROWSER_PATIENCE, || async {
+        (stat("hall", "held").await.as_deref() == Some("1")
+            && stat("hall", "stock_left").await.as_deref() == Some("2"))
+        .then_some(())
+    })
+    .await;
+    let claim_id = claim["claim_id"].as_str().expect("a claim id");
+    let confirmed = app
+        .http
+        .post(app.url(&format!("/api/rooms/hall/sale/claims/{claim_id}/confirm")))
+        .bearer_auth(&pass)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(confirmed.status(), 200);
+    eventually("the order to show", BROWSER_PATIENCE, || async {
+        (stat("hall", "held").await.as_deref() == Some("0")
+            && stat("hall", "orders").await.as_deref() == Some("1"))
+        .then_some(())
+    })
+    .await;
+
+    // The form sets up a stock sale in the other room.
+    let field = |name: &'static str| {
+        let browser = &browser;
+        async move {
+            browser
+                .find(Locator::Id(&format!("sale-shop-{name}")))
+                .await
+                .unwrap()
+        }
+    };
+    field("stock").await.send_keys("50").await.unwrap();
+    let limit = field("per_user_limit").await;
+    limit.clear().await.unwrap();
+    limit.send_keys("2").await.unwrap();
+    let ttl = field("hold_ttl_s").await;
+    ttl.clear().await.unwrap();
+    ttl.send_keys("90").await.unwrap();
+    browser
+        .find(Locator::Css("#sale-shop-submit"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    eventually("the confirmation", BROWSER_PATIENCE, || async {
+        text_of(&browser, "flash-message").await
+    })
+    .await;
+    let view: Value = app
+        .http
+        .get(app.url("/api/rooms/shop/sale"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(view["kind"], "stock", "{view}");
+    assert_eq!(view["stock_left"], 50, "{view}");
+    assert_eq!(view["per_user_limit"], 2, "{view}");
+    assert_eq!(view["hold_ttl_s"], 90, "{view}");
+    eventually("the new sale's figures", BROWSER_PATIENCE, || async {
+        (stat("shop", "stock_left").await.as_deref() == Some("50")
+            && stat("shop", "held").await.as_deref() == Some("–")
+            && stat("shop", "orders").await.as_deref() == Some("0"))
+        .then_some(())
+    })
+    .await;
+    browser
+        .execute(
+            "document.getElementById('sale-section-shop').scrollIntoView()",
+            vec![],
+        )
+        .await
+        .unwrap();
+    screenshot(&browser, "admin-sales").await;
+    browser.close().await.unwrap();
+}

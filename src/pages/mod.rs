@@ -163,6 +163,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../../static/admin.js"),
     ),
     (
+        "sale.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../static/sale.js"),
+    ),
+    (
         "style.css",
         "text/css; charset=utf-8",
         include_str!("../../static/style.css"),

@@ -14,6 +14,7 @@ use crate::app::AppState;
 use crate::credentials::{CredentialError, PassClaims};
 use crate::error::ApiError;
 use crate::pages::render;
+use crate::visitor::status::rfc3339_ms;
 use crate::visitor::{bearer, room_from_path};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -95,6 +96,8 @@ async fn show(
     };
     let mut body = serde_json::to_value(&view).expect("a sale always serializes");
     body["mine"] = mine.iter().map(|c| claim_json(&room, c)).collect();
+    // The page counts holds down against the server's clock, not the device's.
+    body["server_time"] = rfc3339_ms(state.clock.now_ms()).into();
     Ok(HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "no-store"))
         .json(body))

@@ -104,6 +104,13 @@ pub fn with_pass(target_url: &str, pass: &str) -> String {
     url
 }
 
+/// RFC 3339 with milliseconds, for clocks compared across machines.
+pub fn rfc3339_ms(at: Millis) -> String {
+    chrono::DateTime::from_timestamp_millis(at as i64)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
 pub fn rfc3339(at: Millis) -> String {
     chrono::DateTime::from_timestamp_millis(at as i64)
         .unwrap_or_default()
