@@ -1,5 +1,6 @@
-//! The load tool against the real server binary, small: a few hundred joins
-//! and a few hundred sockets, read back from the tool's `--json` summary.
+//! The load tool against the real server binary, small: a few hundred joins,
+//! a few hundred sockets and a few hundred claims, read back from the tool's
+//! `--json` summary.
 
 use std::io::Read;
 use std::net::TcpStream;
@@ -163,6 +164,43 @@ fn sockets_mode_opens_every_socket_and_misses_no_tick() {
         s["memory_per_socket_bytes"].as_f64().is_some(),
         "memory is read before and while held: {s}"
     );
+}
+
+#[test]
+fn claims_mode_sells_exactly_the_stock_and_refuses_the_rest() {
+    let server = start_server();
+    let s = summary(&[
+        "--json",
+        "claims",
+        "--url",
+        &server.url,
+        "--room",
+        "smoke-claims",
+        "--admin-token",
+        ADMIN_TOKEN,
+        "--visitors",
+        "300",
+        "--stock",
+        "200",
+        "--concurrency",
+        "8",
+        "--duration",
+        "30",
+    ]);
+    assert_eq!(s["joined"], 300, "{s}");
+    assert_eq!(s["answered"], 300, "{s}");
+    assert_eq!(s["created"], 200, "{s}");
+    assert_eq!(s["refused"], 100, "{s}");
+    assert_eq!(s["refused_codes"]["sold_out"], 100, "{s}");
+    assert_eq!(s["errors"], 0, "{s}");
+    assert_eq!(s["not_sent"], 0, "{s}");
+    assert_eq!(s["latency"]["count"], 300, "{s}");
+    assert!(s["per_s"].as_f64().unwrap() > 0.0, "{s}");
+    let store = &s["stores"][0];
+    assert_eq!(store["expected_created"], 200, "{s}");
+    assert_eq!(store["sequences_once_each"], true, "{s}");
+    assert_eq!(store["stock_left"], 0, "{s}");
+    assert_eq!(s["check_passed"], true, "{s}");
 }
 
 #[test]

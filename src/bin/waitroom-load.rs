@@ -3,12 +3,16 @@
 //! `join` mode: joins per second against a baseline GET path in the same run.
 //! `sockets` mode: how many WebSockets a node holds, the memory each costs,
 //! and how late each tick's status reaches each socket.
+//! `claims` mode: claims per second on a sale behind the gate, and a check
+//! that exactly the stock was sold.
 //!
 //! It only talks to loopback addresses, and every run is bounded in count
 //! and time and stops by itself.
 
 #![forbid(unsafe_code)]
 
+#[path = "load/claims.rs"]
+mod claims;
 #[path = "load/common.rs"]
 mod common;
 #[path = "load/join.rs"]
@@ -21,7 +25,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use common::{MAX_COUNT, MAX_DURATION_S, MAX_HOLD_S, MAX_SOCKETS};
+use common::{MAX_COUNT, MAX_DURATION_S, MAX_HOLD_S, MAX_SOCKETS, MAX_VISITORS};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -43,6 +47,9 @@ enum Mode {
     Join(JoinArgs),
     /// Holds N WebSockets; measures memory per socket and tick→socket latency.
     Sockets(SocketsArgs),
+    /// Claims per second on a sale: joins V visitors for their passes, then
+    /// claims one unit each, and checks exactly min(stock, V) succeeded.
+    Claims(ClaimsArgs),
 }
 
 #[derive(Debug, Args)]
@@ -128,6 +135,40 @@ struct SocketsArgs {
     /// WebSocket handshakes in flight at once.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u16).range(1..=4096))]
     open_concurrency: u16,
+    /// A directory shared by several tool processes run together: once its
+    /// sockets are open, each process marks itself ready there and starts
+    /// its hold only when `--barrier-parties` processes are ready (or after
+    /// 300 s), so every process's hold sees every socket open.
+    #[arg(long, requires = "barrier_parties")]
+    barrier_dir: Option<std::path::PathBuf>,
+    /// How many processes meet at `--barrier-dir` (this one included).
+    #[arg(long, requires = "barrier_dir", value_parser = clap::value_parser!(u32).range(1..=64))]
+    barrier_parties: Option<u32>,
+}
+
+#[derive(Debug, Args)]
+struct ClaimsArgs {
+    #[command(flatten)]
+    target: Target,
+    /// Visitors to join and claim for (visitor i on node i mod n; at most 1,000,000).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=MAX_VISITORS))]
+    visitors: u64,
+    /// Units on sale (per_user_limit 1): fewer than --visitors to sell out.
+    #[arg(long, default_value_t = 1_000_000_000, value_parser = clap::value_parser!(u64).range(0..=1_000_000_000))]
+    stock: u64,
+    /// Concurrent keep-alive connections for the claims (spread round-robin over the nodes).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    concurrency: u16,
+    /// Concurrent keep-alive connections for the joins.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    join_concurrency: u16,
+    /// Stop sending claims after this many seconds (at most 300).
+    #[arg(long, default_value_t = MAX_DURATION_S, value_parser = clap::value_parser!(u64).range(1..=MAX_DURATION_S))]
+    duration: u64,
+    /// PID(s) of the server process(es) on this machine, comma-separated:
+    /// the claim phase then reports the server's CPU time per claim.
+    #[arg(long, value_delimiter = ',')]
+    server_pid: Vec<u32>,
 }
 
 fn parse_rate(raw: &str) -> Result<f64, String> {
@@ -153,6 +194,7 @@ async fn main() -> ExitCode {
     let result = match cli.mode {
         Mode::Join(args) => run_join(args, cli.json).await,
         Mode::Sockets(args) => run_sockets(args, cli.json, open_files_limit).await,
+        Mode::Claims(args) => run_claims(args, cli.json).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -224,6 +266,24 @@ async fn run_sockets(args: SocketsArgs, json: bool, open_files_limit: u64) -> Re
         open_concurrency: args.open_concurrency as usize,
         open_files_limit,
         server_pids: &args.server_pid,
+        barrier: args.barrier_dir.zip(args.barrier_parties),
+        json,
+    })
+    .await
+}
+
+async fn run_claims(args: ClaimsArgs, json: bool) -> Result<(), String> {
+    let nodes = common::parse_nodes(&args.target.url)?;
+    claims::run(claims::ClaimsRun {
+        nodes: &nodes,
+        room: &args.target.room,
+        admin_token: admin_token(&args.target)?,
+        visitors: args.visitors,
+        stock: args.stock,
+        concurrency: args.concurrency as usize,
+        join_concurrency: args.join_concurrency as usize,
+        claim_limit: Duration::from_secs(args.duration),
+        server_pids: &args.server_pid,
         json,
     })
     .await
@@ -253,5 +313,8 @@ mod tests {
         assert!(Cli::try_parse_from(["w", "join", "--duration", "301"]).is_err());
         assert!(Cli::try_parse_from(["w", "join", "--count", "5", "--duration", "5"]).is_err());
         assert!(Cli::try_parse_from(["w", "sockets", "--hold", "601"]).is_err());
+        assert!(Cli::try_parse_from(["w", "claims", "--visitors", "1000001"]).is_err());
+        assert!(Cli::try_parse_from(["w", "claims", "--duration", "301"]).is_err());
+        assert!(Cli::try_parse_from(["w", "sockets", "--barrier-dir", "/tmp/x"]).is_err());
     }
 }

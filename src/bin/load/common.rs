@@ -1,4 +1,4 @@
-//! What both modes share: the loopback-only node list, the bounds every run
+//! What every mode shares: the loopback-only node list, the bounds every run
 //! keeps, latency summaries, the admin calls, and reading `/metrics`.
 
 use std::collections::BTreeMap;
@@ -16,6 +16,8 @@ pub const MAX_HOLD_S: u64 = 600;
 /// The most sockets one run opens (the open-files limit usually stops it
 /// well before this).
 pub const MAX_SOCKETS: u64 = 200_000;
+/// The most visitors one claims run joins and claims for.
+pub const MAX_VISITORS: u64 = 1_000_000;
 /// How long any single HTTP request may take before it counts as an error.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 

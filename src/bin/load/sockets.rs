@@ -28,6 +28,8 @@ const OPEN_PHASE_LIMIT: Duration = Duration::from_secs(120);
 const OPEN_TIMEOUT: Duration = Duration::from_secs(20);
 /// Descriptors this tool holds besides its sockets (measured: 12).
 const OWN_DESCRIPTORS: u64 = 16;
+/// The longest a process waits at `--barrier-dir` for the others.
+const BARRIER_LIMIT: Duration = Duration::from_secs(300);
 /// Per-tick lines printed at most (the summary covers every tick).
 const TICK_LINES: usize = 12;
 
@@ -46,6 +48,9 @@ pub struct SocketsRun<'a> {
     pub open_files_limit: u64,
     /// Server processes whose CPU time the hold reports (same machine).
     pub server_pids: &'a [u32],
+    /// A directory and a number of processes: the hold starts once that
+    /// many processes have their sockets open.
+    pub barrier: Option<(std::path::PathBuf, u32)>,
     pub json: bool,
 }
 
@@ -100,6 +105,7 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
         open_concurrency,
         open_files_limit,
         server_pids,
+        barrier,
         json,
     } = run;
     // One descriptor per socket, plus about a dozen of the tool's own.
@@ -214,15 +220,30 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
         }
     }
     let open_s = open_started.elapsed().as_secs_f64();
+    say(
+        json,
+        format!("opened {opened} sockets in {open_s:.2} s ({open_failed} failed)"),
+    );
+    if let Some((dir, parties)) = &barrier {
+        let waited = Instant::now();
+        match meet(dir, *parties).await {
+            Ok(ready) => say(
+                json,
+                format!(
+                    "{ready} of {parties} processes ready at {} after {:.2} s",
+                    dir.display(),
+                    waited.elapsed().as_secs_f64()
+                ),
+            ),
+            Err(error) => say(json, format!("warning: barrier: {error}")),
+        }
+    }
     let all_open = Instant::now();
     let cpu_start = common::cpu_mark(server_pids);
     let all_open_us = epoch_micros();
     say(
         json,
-        format!(
-            "opened {opened} sockets in {open_s:.2} s ({open_failed} failed); holding them {} s",
-            hold.as_secs()
-        ),
+        format!("holding {opened} sockets {} s", hold.as_secs()),
     );
 
     // Memory while every socket is held: half-way through the hold, so a
@@ -434,6 +455,32 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
         println!("{summary}");
     }
     Ok(())
+}
+
+/// Marks this process ready in `dir` and waits until `parties` processes
+/// are (or `BARRIER_LIMIT` passes); returns how many were ready.
+async fn meet(dir: &std::path::Path, parties: u32) -> Result<u32, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mark = dir.join(format!("ready-{}", std::process::id()));
+    std::fs::write(&mark, b"").map_err(|e| format!("{}: {e}", mark.display()))?;
+    let deadline = Instant::now() + BARRIER_LIMIT;
+    loop {
+        let ready = std::fs::read_dir(dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().starts_with("ready-"))
+            .count() as u32;
+        if ready >= parties {
+            return Ok(ready);
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "only {ready} of {parties} processes ready after {} s; holding anyway",
+                BARRIER_LIMIT.as_secs()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 fn report_scrape(json: bool, node: &Node, scrape: Result<Scrape, String>) -> Option<Scrape> {

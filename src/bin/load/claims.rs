@@ -1,0 +1,587 @@
+//! `claims` mode: the sale behind the gate under load. Creates a room that
+//! lets everyone straight through, puts a sale on it, joins V visitors to
+//! get their passes, then claims one unit per visitor from C keep-alive
+//! connections spread over the nodes, and checks that exactly
+//! min(stock, visitors) claims succeeded, numbered 1, 2, 3… once each.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::common::{self, ErrorKinds, Latency, Node, create_room, say};
+
+/// The longest the join phase (joins and any status polls) may take.
+const JOIN_PHASE_LIMIT: Duration = Duration::from_secs(120);
+/// How often a visitor still waiting asks for its status again.
+const POLL_EVERY: Duration = Duration::from_millis(200);
+
+pub struct ClaimsRun<'a> {
+    pub nodes: &'a [Node],
+    pub room: &'a str,
+    pub admin_token: &'a str,
+    pub visitors: u64,
+    pub stock: u64,
+    pub concurrency: usize,
+    pub join_concurrency: usize,
+    /// The claim phase stops sending at this bound, claimed or not.
+    pub claim_limit: Duration,
+    /// Server processes whose CPU time the claim phase reports (same machine).
+    pub server_pids: &'a [u32],
+    pub json: bool,
+}
+
+/// What a join or status answer carries that this mode needs.
+#[derive(Deserialize)]
+struct Status {
+    state: String,
+    ticket: Option<String>,
+    pass: Option<String>,
+}
+
+/// A 201 `Claim`, the part that is checked.
+#[derive(Deserialize)]
+struct Claimed {
+    claim_id: String,
+    sequence: u64,
+}
+
+#[derive(Deserialize)]
+struct ErrorBody {
+    error: ErrorDetail,
+}
+
+#[derive(Deserialize)]
+struct ErrorDetail {
+    code: String,
+}
+
+#[derive(Deserialize)]
+struct SaleView {
+    stock_left: Option<u64>,
+}
+
+/// One store's sale: the nodes that share it and the claims sent to them.
+#[derive(Debug, Serialize)]
+struct Store {
+    nodes: Vec<String>,
+    claims_sent: u64,
+    expected_created: u64,
+    created: u64,
+    sequences_once_each: bool,
+    stock_left: Option<u64>,
+    stock_left_expected: Option<u64>,
+}
+
+#[derive(Default)]
+struct ClaimWorker {
+    /// Claims sent (answered or not) on this worker's store.
+    sent: u64,
+    created: u64,
+    /// The sequence of every 201.
+    sequences: Vec<u64>,
+    /// 409s by their error code.
+    refused: ErrorKinds,
+    errors: ErrorKinds,
+    micros: Vec<u64>,
+}
+
+pub async fn run(run: ClaimsRun<'_>) -> Result<(), String> {
+    let ClaimsRun {
+        nodes,
+        room,
+        admin_token,
+        visitors,
+        stock,
+        concurrency,
+        join_concurrency,
+        claim_limit,
+        server_pids,
+        json,
+    } = run;
+
+    // 1. A room that admits everyone at once: no line, no cap.
+    let http = common::http_client(1);
+    let body = json!({
+        "id": room,
+        "name": format!("load test {room}"),
+        "target_url": "/",
+        "admit_per_tick": 100_000,
+        "tick_ms": 1000,
+        "max_active": null,
+        "pass_ttl_s": 3600,
+        "abandon_after_s": 86_400,
+        "paused": false,
+    });
+    // The room must be new on the first node: a sale on an old room would
+    // meet an old line and old claims. On every other node, 409 means it
+    // shares the first node's store (Redis); 201 means it has its own
+    // (memory store), and then its own sale and stock.
+    let mut store_of = Vec::new();
+    let mut store_nodes = Vec::new();
+    for (i, node) in nodes.iter().enumerate() {
+        let created = create_room(&http, node, admin_token, &body).await?;
+        if i == 0 && !created {
+            return Err(format!(
+                "{}: room {room} already exists; claims mode needs a new room (give another --room)",
+                node.base
+            ));
+        }
+        say(
+            json,
+            format!(
+                "{}: room {room} {}",
+                node.base,
+                match (i, created) {
+                    (0, _) => "created (100000 admitted per tick, no cap)",
+                    (_, true) => "created here too: this node has its own store",
+                    (_, false) => "already there: this node shares the first node's store",
+                }
+            ),
+        );
+        if created {
+            store_of.push(store_nodes.len());
+            store_nodes.push(i);
+        } else {
+            store_of.push(0);
+        }
+    }
+    let store_count = store_nodes.len();
+    let separate = store_count > 1;
+
+    // 2. The sale, on each store once.
+    let sale = json!({"stock": stock, "per_user_limit": 1, "hold_ttl_s": 3600});
+    for node in store_nodes.iter().map(|&i| &nodes[i]) {
+        let response = http
+            .put(format!("{}/api/admin/rooms/{room}/sale", node.base))
+            .bearer_auth(admin_token)
+            .json(&sale)
+            .send()
+            .await
+            .map_err(|e| {
+                format!(
+                    "{}: putting the sale: {}",
+                    node.base,
+                    common::error_kind(&e)
+                )
+            })?;
+        let status = response.status();
+        if status != 200 {
+            let text = response.text().await.unwrap_or_default();
+            return Err(format!(
+                "{}: putting the sale answered {status}: {text}",
+                node.base
+            ));
+        }
+        say(
+            json,
+            format!(
+                "{}: sale of {stock} units, 1 per visitor{}",
+                node.base,
+                if separate {
+                    " (this node's own store)"
+                } else {
+                    " (one store for every node)"
+                }
+            ),
+        );
+    }
+    drop(http);
+
+    // 3. Passes.
+    let joined_at = Instant::now();
+    let (passes, join_errors) = join_for_passes(nodes, room, visitors, join_concurrency).await;
+    let join_s = joined_at.elapsed().as_secs_f64();
+    let joined = passes.iter().filter(|p| p.is_some()).count() as u64;
+    say(
+        json,
+        format!(
+            "{joined} of {visitors} visitors joined and hold a pass after {join_s:.2} s ({} errors)",
+            visitors - joined
+        ),
+    );
+    for (kind, n) in &join_errors {
+        say(json, format!("  {n} × {kind}"));
+    }
+
+    // 4. One claim per visitor that has a pass, each on the node of the
+    // connection that sends it (and so on that node's store).
+    let claims: Arc<[String]> = passes.into_iter().flatten().collect();
+    let body: Arc<[u8]> = Arc::from(&br#"{"quantity":1}"#[..]);
+    let next = Arc::new(AtomicU64::new(0));
+    let cpu_start = common::cpu_mark(server_pids);
+    let started = Instant::now();
+    let deadline = started + claim_limit;
+    let mut workers = Vec::new();
+    for w in 0..concurrency.min(claims.len()).max(1) {
+        let node = &nodes[w % nodes.len()];
+        let url = format!("{}/api/rooms/{room}/sale/claims", node.base);
+        workers.push(tokio::spawn(claim_worker(
+            url,
+            claims.clone(),
+            body.clone(),
+            next.clone(),
+            deadline,
+        )));
+    }
+    let mut total = ClaimWorker::default();
+    let mut sent_per_store = vec![0u64; store_count];
+    let mut sequences_per_store = vec![Vec::new(); store_count];
+    for (w, worker) in workers.into_iter().enumerate() {
+        match worker.await {
+            Ok(done) => {
+                let store = store_of[w % nodes.len()];
+                sent_per_store[store] += done.sent;
+                sequences_per_store[store].extend(done.sequences);
+                total.created += done.created;
+                common::merge(&mut total.refused, done.refused);
+                common::merge(&mut total.errors, done.errors);
+                total.micros.extend(done.micros);
+            }
+            Err(error) => common::count(&mut total.errors, format!("worker failed: {error}")),
+        }
+    }
+    let elapsed_s = started.elapsed().as_secs_f64();
+    let cpu = match (cpu_start, common::cpu_mark(server_pids)) {
+        (Some(start), Some(end)) => Some(end.since(&start)),
+        _ => None,
+    };
+    let answered = total.micros.len() as u64;
+    let not_sent = claims.len() as u64 - answered;
+    let refused: u64 = total.refused.values().sum();
+    let errors: u64 = total.errors.values().sum();
+    let per_s = answered as f64 / elapsed_s.max(1e-9);
+    let latency = Latency::from_micros(std::mem::take(&mut total.micros));
+    let server_cpu_us = cpu
+        .and_then(|c| c.server_cores)
+        .filter(|_| answered > 0)
+        .map(|cores| cores * elapsed_s * 1e6 / answered as f64);
+
+    // 5. The checks, per store: exactly min(stock, claims sent there) got
+    // 201, numbered 1..n once each, and the stock left says the same.
+    let http = common::http_client(1);
+    let mut stores = Vec::new();
+    for (store, mut sequences) in sequences_per_store.into_iter().enumerate() {
+        let expected = stock.min(sent_per_store[store]);
+        sequences.sort_unstable();
+        let created = sequences.len() as u64;
+        let once_each = sequences.iter().copied().eq(1..=created);
+        let node = &nodes[store_nodes[store]];
+        let stock_left = match http
+            .get(format!("{}/api/rooms/{room}/sale", node.base))
+            .send()
+            .await
+        {
+            Ok(response) if response.status() == 200 => response
+                .json::<SaleView>()
+                .await
+                .ok()
+                .and_then(|v| v.stock_left),
+            _ => None,
+        };
+        stores.push(Store {
+            nodes: (0..nodes.len())
+                .filter(|i| store_of[*i] == store)
+                .map(|i| nodes[i].base.clone())
+                .collect(),
+            claims_sent: sent_per_store[store],
+            expected_created: expected,
+            created,
+            sequences_once_each: once_each,
+            stock_left,
+            stock_left_expected: stock.checked_sub(created),
+        });
+    }
+    let check = stores.iter().all(|s| {
+        s.created == s.expected_created
+            && s.sequences_once_each
+            && s.stock_left.is_some()
+            && s.stock_left == s.stock_left_expected
+    }) && errors == 0
+        && not_sent == 0;
+
+    // The report.
+    say(
+        json,
+        format!(
+            "{} connection(s) over {} node(s): {answered} claims answered in {elapsed_s:.2} s \
+             = {per_s:.0} claims/s; latency {}",
+            concurrency.min(claims.len()).max(1),
+            nodes.len(),
+            latency
+                .map(|l| l.to_string())
+                .unwrap_or_else(|| "no requests".into())
+        ),
+    );
+    say(
+        json,
+        format!(
+            "  201 created: {}; 409 refused: {refused}{}; errors: {errors}; not sent (time bound): {not_sent}",
+            total.created,
+            if total.refused.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " ({})",
+                    total
+                        .refused
+                        .iter()
+                        .map(|(code, n)| format!("{n} {code}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        ),
+    );
+    for (kind, n) in &total.errors {
+        say(json, format!("  {n} × {kind}"));
+    }
+    if let Some(cpu) = cpu {
+        let mut line = format!("  during the claims, {cpu}");
+        if let Some(us) = server_cpu_us {
+            line.push_str(&format!(" = {us:.1} µs of server CPU per claim"));
+        }
+        say(json, line);
+    }
+    for store in &stores {
+        say(
+            json,
+            format!(
+                "  sale on {}: {} of {} claims got 201 (expected min(stock {stock}, claims) = {}); \
+                 sequences 1..{} once each: {}; stock_left {} (expected {})",
+                store.nodes.join(", "),
+                store.created,
+                store.claims_sent,
+                store.expected_created,
+                store.created,
+                if store.sequences_once_each {
+                    "yes"
+                } else {
+                    "NO"
+                },
+                store
+                    .stock_left
+                    .map_or("unreadable".into(), |n| n.to_string()),
+                store
+                    .stock_left_expected
+                    .map_or("none: more 201s than stock".into(), |n| n.to_string())
+            ),
+        );
+    }
+    say(
+        json,
+        format!(
+            "check: {}",
+            if check {
+                "passed"
+            } else {
+                "FAILED (see above)"
+            }
+        ),
+    );
+
+    if json {
+        let summary = json!({
+            "mode": "claims",
+            "nodes": nodes.iter().map(|n| &n.base).collect::<Vec<_>>(),
+            "room": room,
+            "stock": stock,
+            "visitors": visitors,
+            "joined": joined,
+            "join_errors": join_errors,
+            "join_s": join_s,
+            "concurrency": concurrency,
+            "answered": answered,
+            "created": total.created,
+            "refused": refused,
+            "refused_codes": total.refused,
+            "errors": errors,
+            "error_kinds": total.errors,
+            "not_sent": not_sent,
+            "elapsed_s": elapsed_s,
+            "per_s": per_s,
+            "latency": latency,
+            "cpu": cpu,
+            "server_cpu_us_per_claim": server_cpu_us,
+            "stores": stores,
+            "check_passed": check,
+        });
+        println!("{summary}");
+    }
+    Ok(())
+}
+
+/// Joins `n` new visitors (visitor i on node i mod nodes) from
+/// `concurrency` keep-alive workers and returns each one's pass. A visitor
+/// that is still waiting polls its status until it is admitted, within the
+/// join phase's time bound.
+async fn join_for_passes(
+    nodes: &[Node],
+    room: &str,
+    n: u64,
+    concurrency: usize,
+) -> (Vec<Option<String>>, ErrorKinds) {
+    let next = Arc::new(AtomicU64::new(0));
+    let deadline = Instant::now() + JOIN_PHASE_LIMIT;
+    let bases: Arc<[String]> = nodes.iter().map(|node| node.base.clone()).collect();
+    let room: Arc<str> = Arc::from(room);
+    let mut workers = Vec::new();
+    for _ in 0..concurrency.min(n as usize).max(1) {
+        let (next, bases, room) = (next.clone(), bases.clone(), room.clone());
+        workers.push(tokio::spawn(async move {
+            let http = common::http_client(1);
+            let mut passes = Vec::new();
+            let mut errors = ErrorKinds::new();
+            loop {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                if index >= n || Instant::now() >= deadline {
+                    break;
+                }
+                let base = &bases[index as usize % bases.len()];
+                match pass_for_one(&http, base, &room, deadline).await {
+                    Ok(pass) => passes.push((index as usize, pass)),
+                    Err(kind) => common::count(&mut errors, kind),
+                }
+            }
+            (passes, errors)
+        }));
+    }
+    let mut passes = vec![None; n as usize];
+    let mut errors = ErrorKinds::new();
+    for worker in workers {
+        match worker.await {
+            Ok((got, worker_errors)) => {
+                for (index, pass) in got {
+                    passes[index] = Some(pass);
+                }
+                common::merge(&mut errors, worker_errors);
+            }
+            Err(error) => common::count(&mut errors, format!("worker failed: {error}")),
+        }
+    }
+    let missing = passes.iter().filter(|p| p.is_none()).count() as u64;
+    let counted: u64 = errors.values().sum();
+    if missing > counted {
+        errors.insert("not sent: join phase time limit".into(), missing - counted);
+    }
+    (passes, errors)
+}
+
+/// One visitor: joins, then polls its status while it waits.
+async fn pass_for_one(
+    http: &reqwest::Client,
+    base: &str,
+    room: &str,
+    deadline: Instant,
+) -> Result<String, String> {
+    let mut status =
+        read_status(http.post(format!("{base}/api/rooms/{room}/join")), "join").await?;
+    loop {
+        match (status.state.as_str(), status.pass) {
+            ("admitted", Some(pass)) => return Ok(pass),
+            ("waiting", _) => {}
+            (state, _) => return Err(format!("join: state {state}, no pass")),
+        }
+        if Instant::now() + POLL_EVERY >= deadline {
+            return Err("still waiting at the join phase time limit".into());
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+        let ticket = status
+            .ticket
+            .ok_or_else(|| "join: a waiting status without a ticket".to_string())?;
+        let request = http
+            .get(format!("{base}/api/rooms/{room}/status"))
+            .bearer_auth(&ticket);
+        status = read_status(request, "status").await?;
+        status.ticket.get_or_insert(ticket);
+    }
+}
+
+async fn read_status(request: reqwest::RequestBuilder, what: &str) -> Result<Status, String> {
+    match request.send().await {
+        Ok(response) if response.status() == 200 => response
+            .json::<Status>()
+            .await
+            .map_err(|e| format!("{what}: {}", common::error_kind(&e))),
+        Ok(response) => Err(format!("{what}: HTTP {}", response.status())),
+        Err(error) => Err(format!("{what}: {}", common::error_kind(&error))),
+    }
+}
+
+/// Claims `{"quantity":1}` for the next visitor until every visitor has
+/// claimed once or the time bound passes; one keep-alive connection.
+async fn claim_worker(
+    url: String,
+    claims: Arc<[String]>,
+    body: Arc<[u8]>,
+    next: Arc<AtomicU64>,
+    deadline: Instant,
+) -> ClaimWorker {
+    let http = common::http_client(1);
+    let mut done = ClaimWorker::default();
+    loop {
+        let index = next.fetch_add(1, Ordering::Relaxed) as usize;
+        if index >= claims.len() || Instant::now() >= deadline {
+            break;
+        }
+        let pass = &claims[index];
+        done.sent += 1;
+        let begin = Instant::now();
+        let sent = http
+            .post(&url)
+            .bearer_auth(pass)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_vec())
+            .send()
+            .await;
+        let outcome = match sent {
+            Ok(response) => {
+                let status = response.status().as_u16();
+                match response.bytes().await {
+                    Ok(bytes) => Ok((status, bytes)),
+                    Err(error) => Err(common::error_kind(&error)),
+                }
+            }
+            Err(error) => Err(common::error_kind(&error)),
+        };
+        done.micros.push(begin.elapsed().as_micros() as u64);
+        match outcome {
+            Ok((201, bytes)) => match serde_json::from_slice::<Claimed>(&bytes) {
+                Ok(claimed) if !claimed.claim_id.is_empty() => {
+                    done.created += 1;
+                    done.sequences.push(claimed.sequence);
+                }
+                _ => common::count(&mut done.errors, "201 without a readable Claim"),
+            },
+            Ok((409, bytes)) => match serde_json::from_slice::<ErrorBody>(&bytes) {
+                Ok(refusal) => common::count(&mut done.refused, refusal.error.code),
+                Err(_) => common::count(&mut done.errors, "409 without an error code"),
+            },
+            Ok((status, bytes)) => {
+                let code = serde_json::from_slice::<ErrorBody>(&bytes)
+                    .map(|b| format!(" {}", b.error.code))
+                    .unwrap_or_default();
+                common::count(&mut done.errors, format!("HTTP {status}{code}"));
+            }
+            Err(kind) => common::count(&mut done.errors, kind),
+        }
+    }
+    done
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_and_claims_read_from_their_bodies() {
+        let refusal: ErrorBody =
+            serde_json::from_str(r#"{"error":{"code":"sold_out","message":"gone"}}"#).unwrap();
+        assert_eq!(refusal.error.code, "sold_out");
+        let claim: Claimed =
+            serde_json::from_str(r#"{"claim_id":"c1","sequence":7,"state":"held"}"#).unwrap();
+        assert_eq!((claim.claim_id.as_str(), claim.sequence), ("c1", 7));
+    }
+}
