@@ -191,6 +191,18 @@ fn processes_using(dir: &Path) -> Vec<u32> {
         .collect()
 }
 
+/// Waits until the page says its WebSocket is live.
+async fn wait_until_live(browser: &Client, what: &str) {
+    eventually(what, BROWSER_PATIENCE, || async {
+        (attr_of(browser, "#connection", "data-state")
+            .await
+            .as_deref()
+            == Some("live"))
+        .then_some(())
+    })
+    .await;
+}
+
 /// Polls `check` until it gives `Some`, or fails the test after `patience`.
 async fn eventually<T, F, Fut>(what: &str, patience: Duration, mut check: F) -> T
 where
@@ -273,14 +285,7 @@ async fn the_waiting_page_follows_the_line_live_and_sends_the_visitor_on() {
     })
     .await;
     assert_eq!(first, 4, "three visitors joined before the browser");
-    eventually("the WebSocket to be live", BROWSER_PATIENCE, || async {
-        (attr_of(&browser, "#connection", "data-state")
-            .await
-            .as_deref()
-            == Some("live"))
-        .then_some(())
-    })
-    .await;
+    wait_until_live(&browser, "the WebSocket to be live").await;
     assert_eq!(text_of(&browser, "waiting").await.as_deref(), Some("4"));
     assert_eq!(
         attr_of(&browser, "#progress", "aria-valuenow")
@@ -588,14 +593,7 @@ async fn a_visitor_who_left_can_join_again_and_a_closed_room_says_so() {
         position(&browser).await.filter(|&p| p == 2)
     })
     .await;
-    eventually("the WebSocket to be live", BROWSER_PATIENCE, || async {
-        (attr_of(&browser, "#connection", "data-state")
-            .await
-            .as_deref()
-            == Some("live"))
-        .then_some(())
-    })
-    .await;
+    wait_until_live(&browser, "the WebSocket to be live").await;
     let join_again = browser.find(Locator::Id("join-again")).await.unwrap();
     assert!(
         !join_again.is_displayed().await.unwrap(),
@@ -648,14 +646,7 @@ async fn a_visitor_who_left_can_join_again_and_a_closed_room_says_so() {
     )
     .await;
     assert!(!join_again.is_displayed().await.unwrap());
-    eventually("the new socket to be live", BROWSER_PATIENCE, || async {
-        (attr_of(&browser, "#connection", "data-state")
-            .await
-            .as_deref()
-            == Some("live"))
-        .then_some(())
-    })
-    .await;
+    wait_until_live(&browser, "the new socket to be live").await;
 
     let closed = app
         .admin(reqwest::Method::DELETE, "/api/admin/rooms/line")
@@ -873,14 +864,7 @@ async fn an_admitted_visitor_holds_seats_confirms_them_and_gets_a_numbered_ticke
         position(&browser).await.filter(|&p| p == 1)
     })
     .await;
-    eventually("the WebSocket to be live", BROWSER_PATIENCE, || async {
-        (attr_of(&browser, "#connection", "data-state")
-            .await
-            .as_deref()
-            == Some("live"))
-        .then_some(())
-    })
-    .await;
+    wait_until_live(&browser, "the WebSocket to be live").await;
     assert_eq!(
         app.patch_room("seats", json!({"paused": false}))
             .await
