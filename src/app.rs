@@ -4,7 +4,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix_web::dev::{Server, ServerHandle};
+use std::rc::Rc;
+
+use actix_http::HttpService;
+use actix_service::{
+    IntoServiceFactory, ServiceFactory, ServiceFactoryExt, fn_factory, fn_service, map_config,
+};
+use actix_web::dev::{AppConfig, Server, ServerHandle};
 use actix_web::{App, HttpResponse, web};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::watch;
@@ -192,7 +198,7 @@ impl Application {
             metrics: ops::metrics_handle(),
             socket_limit: settings.max_sockets.unwrap_or_else(default_socket_limit),
         });
-        let mut server = actix_web::HttpServer::new(move || {
+        let app = move || {
             App::new()
                 .wrap(TracingLogger::default())
                 .app_data(state.clone())
@@ -208,25 +214,51 @@ impl Application {
                 .configure(pages::routes)
                 .configure(ops::routes)
                 .default_service(web::to(not_found))
-        })
-        .disable_signals()
-        .shutdown_timeout(5)
-        // Visitors arrive in bursts; let the kernel queue them.
-        .backlog(4096)
-        .max_connections(50_000);
-        if let Some(workers) = settings.workers {
-            server = server.workers(workers);
-        }
-        // Bound by actix itself so the backlog applies (a listener bound
-        // beforehand keeps the kernel's default of 128).
-        let server = server
-            .bind(&settings.listen)
-            .map_err(|source| StartError::Listen {
+        };
+        let listener =
+            std::net::TcpListener::bind(&settings.listen).map_err(|source| StartError::Listen {
                 address: settings.listen.clone(),
                 source,
             })?;
-        let port = server.addrs().first().map(|a| a.port()).unwrap_or_default();
-        let server = server.run();
+        let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
+        // actix-web's `HttpServer`, with one addition it has no setting for:
+        // an upgrade service, through which WebSockets leave the HTTP
+        // dispatcher (see `sessions::upgrade`).
+        let mut server = actix_server::Server::build()
+            .disable_signals()
+            .shutdown_timeout(5)
+            // Visitors arrive in bursts; let the kernel queue them.
+            .backlog(4096)
+            .max_concurrent_connections(50_000);
+        if let Some(workers) = settings.workers {
+            server = server.workers(workers);
+        }
+        let server = server
+            .listen("waitroom", listener, move || {
+                let upgrade_app = app.clone();
+                HttpService::build()
+                    .upgrade(fn_factory(move || {
+                        let app = upgrade_app()
+                            .into_factory()
+                            .new_service(AppConfig::default());
+                        async move {
+                            let app = Rc::new(app.await?);
+                            Ok::<_, ()>(fn_service(move |upgrade| {
+                                sessions::upgrade::handle(app.clone(), upgrade)
+                            }))
+                        }
+                    }))
+                    .finish(map_config(
+                        app().into_factory().map_err(|error| error.error_response()),
+                        |_| AppConfig::default(),
+                    ))
+                    .tcp()
+            })
+            .map_err(|source| StartError::Listen {
+                address: settings.listen.clone(),
+                source,
+            })?
+            .run();
         let handle = AppHandle {
             store,
             hub,

@@ -657,3 +657,77 @@ async fn a_node_full_of_sockets_refuses_more_with_a_503_and_frees_places_as_they
     let mut third = app.connect("full", &tickets[2]).await;
     assert_eq!(next_status(&mut third).await["position"], 3);
 }
+
+/// Writes raw bytes on a new connection and reads until `until` appears in
+/// what came back (or the connection ends), returning all of it as text.
+async fn raw_exchange(port: u16, request: &[u8], until: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    stream.write_all(request).await.unwrap();
+    let mut received = Vec::new();
+    let read = async {
+        let mut chunk = [0u8; 4096];
+        while !String::from_utf8_lossy(&received).contains(until) {
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => received.extend_from_slice(&chunk[..n]),
+            }
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), read)
+        .await
+        .expect("an answer in time");
+    String::from_utf8_lossy(&received).into_owned()
+}
+
+#[tokio::test]
+async fn upgrade_requests_for_other_protocols_get_the_plain_http_answer() {
+    let app = TestApp::spawn().await;
+    // What `curl --http2 http://…` sends: every upgrade request passes the
+    // node's upgrade path, which must answer it like any other request.
+    let answer = raw_exchange(
+        app.port,
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\n\
+          Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n",
+        "\r\n\r\n",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let refused = raw_exchange(
+        app.port,
+        b"GET /api/rooms/nowhere/ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\n\
+          Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+        "}}",
+    )
+    .await;
+    // A refused WebSocket gets its HTTP error whole, as JSON.
+    assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
+    assert!(refused.contains(r#""code":"missing_ticket""#), "{refused}");
+}
+
+#[tokio::test]
+async fn a_frame_sent_right_behind_the_handshake_is_answered() {
+    let app = TestApp::spawn().await;
+    app.create_room("eager", json!({"paused": true})).await;
+    let status = app.join_api("eager").await;
+    let ticket = status["ticket"].as_str().unwrap();
+    // The handshake and a ping in one write: the ping reaches the server
+    // with the request, before the socket leaves the HTTP dispatcher.
+    let mut request = format!(
+        "GET /api/rooms/eager/ws?ticket={ticket} HTTP/1.1\r\nHost: x\r\n\
+         Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    )
+    .into_bytes();
+    let ping = br#"{"type":"ping"}"#;
+    // A masked text frame; a zero mask leaves the payload as it is.
+    request.extend_from_slice(&[0x81, 0x80 | ping.len() as u8, 0, 0, 0, 0]);
+    request.extend_from_slice(ping);
+    let answer = raw_exchange(app.port, &request, r#"{"type":"pong"}"#).await;
+    assert!(answer.starts_with("HTTP/1.1 101"), "{answer}");
+    assert!(answer.contains(r#""type":"status""#), "{answer}");
+    assert!(answer.contains(r#"{"type":"pong"}"#), "{answer}");
+}

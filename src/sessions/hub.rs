@@ -4,12 +4,16 @@
 //! that only ever lowered by the admissions and departures ahead of it.
 
 use std::collections::{HashMap, VecDeque};
+use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use actix_ws::CloseCode;
+use actix_http::ws::{CloseCode, CloseReason, OpCode, Parser};
+use actix_web::web::BytesMut;
 use parking_lot::Mutex;
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{broadcast, watch};
+
+use super::connection::{Connection, reason};
 
 use crate::admission::model::{
     Admission, LineSummary, Place, PlaceState, RoomEvent, RoomId, StoreEvent, VisitorId,
@@ -18,18 +22,9 @@ use crate::admission::store::Store;
 use crate::credentials::Credentials;
 use crate::visitor::status::{Status, StatusInput};
 
-/// Messages queued per socket before the client counts as too slow to read.
-pub const OUTBOUND_QUEUE: usize = 16;
 /// Position-moving events kept per room, to replay to a socket whose initial
 /// read raced with them.
 const REPLAY_EVENTS: usize = 64;
-
-/// What the hub asks a socket's session loop to send.
-#[derive(Debug)]
-pub enum Outbound {
-    Text(String),
-    Close(CloseCode, &'static str),
-}
 
 pub type SocketId = u64;
 
@@ -73,8 +68,81 @@ struct Socket {
     visitor: VisitorId,
     ticket: Arc<str>,
     view: View,
-    tx: mpsc::Sender<Outbound>,
+    connection: Arc<Connection>,
 }
+
+/// The messages of one fan-out: encoded under the hub's lock into one
+/// buffer (no allocation per socket), written after it.
+#[derive(Default)]
+struct Outbox {
+    frames: BytesMut,
+    json: Vec<u8>,
+    sends: Vec<(SocketId, Arc<Connection>, Range<usize>)>,
+    /// Closes every socket once its message is written.
+    close_after: Option<CloseReason>,
+}
+
+impl Outbox {
+    fn status(&mut self, id: SocketId, socket: &Socket, status: &Status) {
+        self.json.clear();
+        serde_json::to_writer(&mut self.json, status).expect("a Status always serializes");
+        let start = self.frames.len();
+        Parser::write_message(&mut self.frames, &self.json, OpCode::Text, true, false);
+        let frame = start..self.frames.len();
+        self.sends.push((id, socket.connection.clone(), frame));
+    }
+
+    fn text(&mut self, id: SocketId, socket: &Socket, text: &[u8]) {
+        let start = self.frames.len();
+        Parser::write_message(&mut self.frames, text, OpCode::Text, true, false);
+        let frame = start..self.frames.len();
+        self.sends.push((id, socket.connection.clone(), frame));
+    }
+
+    /// Writes every message, spread over the machine's cores when there
+    /// are many (each is about one `write` to the kernel). Returns the
+    /// sockets that refused theirs.
+    fn deliver(self) -> Vec<SocketId> {
+        let Outbox {
+            frames,
+            sends,
+            close_after,
+            ..
+        } = self;
+        let write = |part: &[(SocketId, Arc<Connection>, Range<usize>)]| -> Vec<SocketId> {
+            let mut refused = Vec::new();
+            for (id, connection, frame) in part {
+                if connection.send_frame(&frames[frame.clone()]).is_err() {
+                    refused.push(*id);
+                }
+                if let Some(close) = &close_after {
+                    connection.close(close.clone());
+                }
+            }
+            refused
+        };
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |cores| cores.get())
+            .min(sends.len() / SOCKETS_PER_THREAD);
+        if threads <= 1 {
+            return write(&sends);
+        }
+        let write = &write;
+        std::thread::scope(|scope| {
+            let parts: Vec<_> = sends
+                .chunks(sends.len().div_ceil(threads))
+                .map(|part| scope.spawn(move || write(part)))
+                .collect();
+            parts
+                .into_iter()
+                .flat_map(|part| part.join().expect("a fan-out thread panicked"))
+                .collect()
+        })
+    }
+}
+
+/// Fewest sockets worth a fan-out thread of their own.
+const SOCKETS_PER_THREAD: usize = 2048;
 
 #[derive(Debug, Clone, Copy)]
 enum View {
@@ -115,14 +183,14 @@ impl Hub {
         room: &RoomId,
         visitor: VisitorId,
         ticket: Arc<str>,
-    ) -> (SocketId, mpsc::Receiver<Outbound>) {
-        let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
+    ) -> (SocketId, Arc<Connection>) {
+        let connection = Arc::new(Connection::new());
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let socket = Socket {
             visitor,
             ticket,
             view: View::Syncing,
-            tx,
+            connection: connection.clone(),
         };
         self.rooms
             .lock()
@@ -131,7 +199,7 @@ impl Hub {
             .sockets
             .insert(id, socket);
         self.opened(1);
-        (id, rx)
+        (id, connection)
     }
 
     pub fn unregister(&self, room: &RoomId, id: SocketId) {
@@ -212,23 +280,23 @@ impl Hub {
         };
         socket.view = view;
         let status = self.status(room, socket, state, line, target_url);
-        let _ = socket.tx.try_send(Outbound::Text(status));
+        let _ = socket.connection.send_text(status.to_json().as_bytes());
         if matches!(place.state, PlaceState::Closed) {
-            let _ = socket
-                .tx
-                .try_send(Outbound::Close(CloseCode::Normal, "room closed"));
+            socket
+                .connection
+                .close(reason(CloseCode::Normal, "room closed"));
         }
         Synced::Yes
     }
 
-    fn status(
+    fn status<'a>(
         &self,
-        room: &RoomId,
-        socket: &Socket,
+        room: &'a RoomId,
+        socket: &'a Socket,
         state: PlaceState,
-        line: &LineSummary,
-        target_url: &str,
-    ) -> String {
+        line: &'a LineSummary,
+        target_url: &'a str,
+    ) -> Status<'a> {
         Status::build(
             StatusInput {
                 room,
@@ -240,16 +308,26 @@ impl Hub {
             },
             &self.credentials,
         )
-        .to_json()
     }
 
-    /// Applies one store event to this node's sockets.
+    /// Applies one store event to this node's sockets: their views and
+    /// messages are worked out under the hub's lock, and written after it,
+    /// so that sockets connecting meanwhile do not wait on the writes.
     pub fn apply(&self, event: RoomEvent) {
-        let mut rooms = self.rooms.lock();
-        let Some(sockets) = rooms.get_mut(event.room()) else {
-            return;
-        };
         let room = event.room().clone();
+        let outbox = {
+            let mut rooms = self.rooms.lock();
+            let Some(sockets) = rooms.get_mut(&room) else {
+                return;
+            };
+            self.prepare(&room, sockets, event)
+        };
+        let refused = outbox.deliver();
+        self.forget(&room, refused);
+    }
+
+    fn prepare(&self, room: &RoomId, sockets: &mut RoomSockets, event: RoomEvent) -> Outbox {
+        let mut outbox = Outbox::default();
         match event {
             RoomEvent::Tick {
                 admitted,
@@ -266,7 +344,7 @@ impl Hub {
                     departed: departed.into(),
                     by_leaving: false,
                 });
-                self.fan_out(&room, sockets, movement, true);
+                self.move_places(room, sockets, movement, true, &mut outbox);
             }
             RoomEvent::Left { seq, line, .. } => {
                 sockets.line.version = line.version;
@@ -278,7 +356,7 @@ impl Hub {
                     by_leaving: true,
                 });
                 // Positions move now; visitors see it with the next tick.
-                self.fan_out(&room, sockets, movement, false);
+                self.move_places(room, sockets, movement, false, &mut outbox);
             }
             RoomEvent::Configured {
                 line, target_url, ..
@@ -286,44 +364,41 @@ impl Hub {
                 sockets.line.rate_per_s = line.rate_per_s;
                 sockets.line.paused = line.paused;
                 sockets.target_url = target_url;
-                let line = sockets.line;
-                let target_url = sockets.target_url.clone();
-                let dropped = sockets.send_each(|socket| match socket.view {
-                    View::Waiting { seq, position, .. } => Some(self.status(
-                        &room,
-                        socket,
-                        PlaceState::Waiting { seq, position },
-                        &line,
-                        &target_url,
-                    )),
-                    _ => None,
-                });
-                self.opened(-(dropped as isize));
+                for (id, socket) in &sockets.sockets {
+                    if let View::Waiting { seq, position, .. } = socket.view {
+                        let state = PlaceState::Waiting { seq, position };
+                        let status =
+                            self.status(room, socket, state, &sockets.line, &sockets.target_url);
+                        outbox.status(*id, socket, &status);
+                    }
+                }
             }
             RoomEvent::Closed { .. } => {
                 let line = LineSummary::default();
-                for socket in sockets.sockets.values() {
-                    let status = self.status(&room, socket, PlaceState::Closed, &line, "");
-                    let _ = socket.tx.try_send(Outbound::Text(status));
-                    let _ = socket
-                        .tx
-                        .try_send(Outbound::Close(CloseCode::Normal, "room closed"));
+                for (id, socket) in &mut sockets.sockets {
+                    let status = self.status(room, socket, PlaceState::Closed, &line, "");
+                    outbox.status(*id, socket, &status);
+                    socket.view = View::Settled;
                 }
-                sockets
-                    .sockets
-                    .values_mut()
-                    .for_each(|s| s.view = View::Settled);
+                outbox.close_after = Some(reason(CloseCode::Normal, "room closed"));
                 sockets.recent.clear();
             }
         }
+        outbox
     }
 
-    fn fan_out(&self, room: &RoomId, sockets: &mut RoomSockets, movement: usize, notify: bool) {
+    /// Moves every waiting socket past one movement, and queues a status
+    /// for those that should hear of it.
+    fn move_places(
+        &self,
+        room: &RoomId,
+        sockets: &mut RoomSockets,
+        movement: usize,
+        notify: bool,
+        outbox: &mut Outbox,
+    ) {
         let movement = &sockets.recent[movement];
-        let line = sockets.line;
-        let target_url = sockets.target_url.clone();
-        let mut slow = Vec::new();
-        for (id, socket) in sockets.sockets.iter_mut() {
+        for (id, socket) in &mut sockets.sockets {
             let View::Waiting {
                 seq,
                 position,
@@ -337,16 +412,32 @@ impl Hub {
             }
             let mut state = PlaceState::Waiting { seq, position };
             socket.view = advance(seq, position, movement, &mut state, socket.visitor);
-            let settled = matches!(socket.view, View::Settled);
-            if notify || settled {
-                let status = self.status(room, socket, state, &line, &target_url);
-                if socket.tx.try_send(Outbound::Text(status)).is_err() {
-                    slow.push(*id);
-                }
+            if notify || matches!(socket.view, View::Settled) {
+                let status = self.status(room, socket, state, &sockets.line, &sockets.target_url);
+                outbox.status(*id, socket, &status);
             }
         }
-        let dropped = sockets.drop_slow(slow);
-        self.opened(-(dropped as isize));
+    }
+
+    /// Forgets the sockets that refused a message: too slow to read (their
+    /// connection then closes itself with 1013, so the client reconnects)
+    /// or already closing.
+    fn forget(&self, room: &RoomId, refused: Vec<SocketId>) {
+        if refused.is_empty() {
+            return;
+        }
+        let mut rooms = self.rooms.lock();
+        let Some(sockets) = rooms.get_mut(room) else {
+            return;
+        };
+        let mut forgotten = 0;
+        for id in refused {
+            if sockets.sockets.remove(&id).is_some() {
+                metrics::counter!("waitroom_sockets_dropped_slow_total").increment(1);
+                forgotten += 1;
+            }
+        }
+        self.opened(-(forgotten as isize));
     }
 
     /// Every visitor with a waiting socket here, by room, for presence.
@@ -407,9 +498,33 @@ impl Hub {
 
     /// Sends every socket the same message (dropping those too slow for it).
     fn tell_everyone(&self, text: &str) {
-        for sockets in self.rooms.lock().values_mut() {
-            let dropped = sockets.send_each(|_| Some(text.to_string()));
-            self.opened(-(dropped as isize));
+        let outboxes: Vec<(RoomId, Outbox)> = self
+            .rooms
+            .lock()
+            .iter()
+            .map(|(room, sockets)| {
+                let mut outbox = Outbox::default();
+                for (id, socket) in &sockets.sockets {
+                    outbox.text(*id, socket, text.as_bytes());
+                }
+                (room.clone(), outbox)
+            })
+            .collect();
+        for (room, outbox) in outboxes {
+            let refused = outbox.deliver();
+            self.forget(&room, refused);
+        }
+    }
+
+    /// Runs a fan-out (a `write` to every socket) on a blocking thread, not
+    /// on the async workers it would hold up.
+    async fn off_the_workers(self: &Arc<Self>, fan_out: impl FnOnce(&Hub) + Send + 'static) {
+        let hub = self.clone();
+        if tokio::task::spawn_blocking(move || fan_out(&hub))
+            .await
+            .is_err()
+        {
+            tracing::error!("a fan-out panicked");
         }
     }
 
@@ -419,8 +534,8 @@ impl Hub {
         loop {
             tokio::select! {
                 event = events.recv() => match event {
-                    Ok(StoreEvent::Room(event)) => self.apply(event),
-                    Ok(StoreEvent::Interrupted) => self.tell_everyone(STORE_DOWN),
+                    Ok(StoreEvent::Room(event)) => self.off_the_workers(move |hub| hub.apply(event)).await,
+                    Ok(StoreEvent::Interrupted) => self.off_the_workers(|hub| hub.tell_everyone(STORE_DOWN)).await,
                     Ok(StoreEvent::Resumed) => {
                         tracing::info!("store is back");
                         self.resync_all(store.as_ref()).await;
@@ -445,35 +560,6 @@ impl RoomSockets {
         }
         self.recent.push_back(movement);
         self.recent.len() - 1
-    }
-
-    /// Returns how many sockets were too slow for it (and are forgotten).
-    #[must_use]
-    fn send_each(&mut self, mut message: impl FnMut(&Socket) -> Option<String>) -> usize {
-        let mut slow = Vec::new();
-        for (id, socket) in &self.sockets {
-            if let Some(text) = message(socket)
-                && socket.tx.try_send(Outbound::Text(text)).is_err()
-            {
-                slow.push(*id);
-            }
-        }
-        self.drop_slow(slow)
-    }
-
-    /// Forgets sockets whose queue is full: dropping the sender ends their
-    /// session loop, which closes the socket so the client reconnects.
-    /// Returns how many it forgot.
-    #[must_use]
-    fn drop_slow(&mut self, slow: Vec<SocketId>) -> usize {
-        let mut dropped = 0;
-        for id in slow {
-            if self.sockets.remove(&id).is_some() {
-                metrics::counter!("waitroom_sockets_dropped_slow_total").increment(1);
-                dropped += 1;
-            }
-        }
-        dropped
     }
 }
 
@@ -517,6 +603,7 @@ fn advance(
 mod tests {
     use super::*;
     use crate::admission::model::LineSummary;
+    use crate::sessions::connection::{Ending, MAX_PENDING_BYTES};
 
     fn room() -> RoomId {
         RoomId::parse("r").unwrap()
@@ -554,18 +641,34 @@ mod tests {
         }
     }
 
-    fn position_in(message: Outbound) -> Option<u64> {
-        let Outbound::Text(text) = message else {
-            panic!("expected a status")
-        };
-        serde_json::from_str::<serde_json::Value>(&text).unwrap()["position"].as_u64()
+    /// The text messages a connection without a socket has queued, oldest first.
+    fn messages(connection: &Connection) -> Vec<serde_json::Value> {
+        use actix_codec::Decoder;
+        use actix_http::ws::{Codec, Frame};
+        let mut bytes = BytesMut::from(&connection.queued().0[..]);
+        let mut codec = Codec::new().client_mode();
+        let mut messages = Vec::new();
+        while let Some(frame) = codec.decode(&mut bytes).expect("valid frames") {
+            let Frame::Text(text) = frame else {
+                panic!("expected a text frame, got {frame:?}")
+            };
+            messages.push(serde_json::from_slice(&text).expect("JSON"));
+        }
+        messages
+    }
+
+    fn positions(connection: &Connection) -> Vec<Option<u64>> {
+        messages(connection)
+            .iter()
+            .map(|message| message["position"].as_u64())
+            .collect()
     }
 
     #[test]
     fn events_between_the_read_and_the_sync_are_replayed() {
         let hub = Hub::new(Arc::new(Credentials::from_secret("s")));
         let me = VisitorId::random();
-        let (id, mut rx) = hub.register(&room(), me, "ticket".into());
+        let (id, connection) = hub.register(&room(), me, "ticket".into());
         // Read at version 1: seq 10 at position 8. Then, before the sync,
         // version 2 admits two and version 3 drops seq 7 (ahead) and 12 (behind).
         hub.apply(tick(
@@ -575,17 +678,17 @@ mod tests {
         ));
         hub.apply(tick(3, &[], &[12, 7]));
         assert_eq!(hub.sync(&room(), id, &place(me, 10, 8, 1)), Synced::Yes);
-        assert_eq!(position_in(rx.try_recv().unwrap()), Some(5));
+        assert_eq!(positions(&connection), [Some(5)]);
         // Later events apply once; older ones are ignored.
         hub.apply(tick(4, &[(3, VisitorId::random())], &[]));
-        assert_eq!(position_in(rx.try_recv().unwrap()), Some(4));
+        assert_eq!(positions(&connection), [Some(5), Some(4)]);
     }
 
     #[test]
     fn a_read_older_than_the_replay_window_asks_for_another() {
         let hub = Hub::new(Arc::new(Credentials::from_secret("s")));
         let me = VisitorId::random();
-        let (id, _rx) = hub.register(&room(), me, "ticket".into());
+        let (id, _connection) = hub.register(&room(), me, "ticket".into());
         for version in 2..(REPLAY_EVENTS as u64 + 10) {
             hub.apply(tick(version, &[], &[]));
         }
@@ -596,18 +699,26 @@ mod tests {
     fn a_slow_socket_is_dropped_not_buffered() {
         let hub = Hub::new(Arc::new(Credentials::from_secret("s")));
         let me = VisitorId::random();
-        let (id, mut rx) = hub.register(&room(), me, "ticket".into());
+        // No socket attached: nothing is written, everything queues.
+        let (id, connection) = hub.register(&room(), me, "ticket".into());
         hub.sync(&room(), id, &place(me, 1_000, 1_000, 0));
-        for version in 1..=(OUTBOUND_QUEUE as u64 + 5) {
+        let status_bytes = connection.queued().0.len();
+        let fits = MAX_PENDING_BYTES / status_bytes;
+        for version in 1..=(fits as u64 + 5) {
             hub.apply(tick(version, &[], &[]));
         }
-        let mut received = 0;
-        while let Ok(message) = rx.try_recv() {
-            assert!(matches!(message, Outbound::Text(_)));
-            received += 1;
-        }
-        assert_eq!(received, OUTBOUND_QUEUE, "the queue is bounded");
-        assert!(rx.is_closed() || rx.try_recv().is_err());
+        let (queued, ending) = connection.queued();
+        assert!(queued.len() <= MAX_PENDING_BYTES, "the queue is bounded");
+        assert_eq!(messages(&connection).len(), fits, "it took what fit");
+        assert_eq!(
+            ending,
+            Some(Ending::Close(Some(reason(
+                CloseCode::Again,
+                "too slow to read; reconnect"
+            )))),
+            "the socket closes with 1013 so the client reconnects"
+        );
+        assert_eq!(hub.open_sockets(), 0);
         assert!(
             hub.present_visitors().iter().all(|(_, v)| v.is_empty()),
             "the slow socket is gone"
