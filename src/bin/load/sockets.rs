@@ -176,6 +176,8 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
         });
     }
 
+    wait_for_time_waits(json).await;
+
     // Open every socket, at most `open_concurrency` handshakes at a time.
     let (stop_tx, stop_rx) = watch::channel(false);
     let (opened_tx, mut opened_rx) = mpsc::unbounded_channel::<bool>();
@@ -575,6 +577,72 @@ struct SocketSpec {
     addr: SocketAddr,
     source: IpAddr,
     url: String,
+}
+
+/// Loopback connections in TIME_WAIT (an earlier run's) above which the
+/// opening waits for them to expire. Each holds its local port, and `bind`
+/// searches past them all: a run started within a minute of a large one
+/// spends its CPU in the kernel's port search, its handshakes reach the
+/// server late, and the server answers 408 (seen here: 45% of the machine
+/// in `inet_bhash2_conflict` and its callers, 2–5% of handshakes failed).
+const TIME_WAIT_PATIENCE: usize = 1_000;
+/// TIME_WAIT lasts 60 s on Linux.
+const TIME_WAIT_LONGEST_WAIT: Duration = Duration::from_secs(70);
+
+async fn wait_for_time_waits(json: bool) {
+    let started = Instant::now();
+    let mut told = false;
+    while let Some(waiting) = loopback_time_waits().filter(|n| *n > TIME_WAIT_PATIENCE) {
+        if started.elapsed() > TIME_WAIT_LONGEST_WAIT {
+            say(
+                json,
+                format!(
+                    "warning: still {waiting} loopback connections in TIME_WAIT; opening anyway"
+                ),
+            );
+            return;
+        }
+        if !told {
+            say(
+                json,
+                format!(
+                    "waiting for {waiting} loopback connections in TIME_WAIT (an earlier run's) to expire, at most {} s",
+                    TIME_WAIT_LONGEST_WAIT.as_secs()
+                ),
+            );
+            told = true;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    if told {
+        say(
+            json,
+            format!(
+                "TIME_WAIT cleared after {:.0} s",
+                started.elapsed().as_secs_f64()
+            ),
+        );
+    }
+}
+
+/// IPv4 connections from 127.x.x.x in TIME_WAIT, read from `/proc/net/tcp`
+/// (Linux; `None` where there is no such file).
+fn loopback_time_waits() -> Option<usize> {
+    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    let count = table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let mut fields = line.split_whitespace();
+            // "sl local_address rem_address st …"; the address is the
+            // in-memory word in hex, so on little-endian machines 127.0.0.1
+            // reads "0100007F".
+            let local = fields.nth(1).unwrap_or_default();
+            let state = fields.nth(1).unwrap_or_default();
+            state == "06" && local.get(6..8) == Some("7F")
+        })
+        .count();
+    Some(count)
 }
 
 async fn open_socket(
