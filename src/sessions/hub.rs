@@ -520,11 +520,11 @@ impl Hub {
     /// on the async workers it would hold up.
     async fn off_the_workers(self: &Arc<Self>, fan_out: impl FnOnce(&Hub) + Send + 'static) {
         let hub = self.clone();
-        if tokio::task::spawn_blocking(move || fan_out(&hub))
-            .await
-            .is_err()
+        // A fan-out cancelled by the runtime shutting down is no error.
+        if let Err(error) = tokio::task::spawn_blocking(move || fan_out(&hub)).await
+            && error.is_panic()
         {
-            tracing::error!("a fan-out panicked");
+            tracing::error!(%error, "a fan-out panicked");
         }
     }
 
