@@ -731,3 +731,25 @@ async fn a_frame_sent_right_behind_the_handshake_is_answered() {
     assert!(answer.contains(r#""type":"status""#), "{answer}");
     assert!(answer.contains(r#"{"type":"pong"}"#), "{answer}");
 }
+
+#[tokio::test]
+async fn a_client_ping_frame_gets_its_pong() {
+    use futures_util::{SinkExt, StreamExt};
+    let app = TestApp::spawn().await;
+    app.create_room("pings", json!({"paused": true})).await;
+    let status = app.join_api("pings").await;
+    let mut socket = app
+        .connect("pings", status["ticket"].as_str().unwrap())
+        .await;
+    next_status(&mut socket).await;
+    socket
+        .send(Message::Ping(b"are you there".to_vec().into()))
+        .await
+        .unwrap();
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(10), socket.next())
+        .await
+        .expect("a pong in time")
+        .expect("the socket is open")
+        .expect("a valid frame");
+    assert_eq!(answer, Message::Pong(b"are you there".to_vec().into()));
+}
