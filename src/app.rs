@@ -215,11 +215,10 @@ impl Application {
                 .configure(ops::routes)
                 .default_service(web::to(not_found))
         };
-        let listener =
-            std::net::TcpListener::bind(&settings.listen).map_err(|source| StartError::Listen {
-                address: settings.listen.clone(),
-                source,
-            })?;
+        let listener = listen(&settings.listen).map_err(|source| StartError::Listen {
+            address: settings.listen.clone(),
+            source,
+        })?;
         let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
         // actix-web's `HttpServer`, with one addition it has no setting for:
         // an upgrade service, through which WebSockets leave the HTTP
@@ -227,8 +226,6 @@ impl Application {
         let mut server = actix_server::Server::build()
             .disable_signals()
             .shutdown_timeout(5)
-            // Visitors arrive in bursts; let the kernel queue them.
-            .backlog(4096)
             .max_concurrent_connections(50_000);
         if let Some(workers) = settings.workers {
             server = server.workers(workers);
@@ -315,6 +312,24 @@ async fn wait_for_signal() {
     {
         let _ = tokio::signal::ctrl_c().await;
     }
+}
+
+/// Connections the kernel queues for `accept`: visitors arrive in bursts,
+/// and a full queue drops SYNs, which clients retry only after a second.
+pub const LISTEN_BACKLOG: i32 = 4096;
+
+/// Binds the listening socket with [`LISTEN_BACKLOG`] (a listener from
+/// `std::net::TcpListener::bind` gets the kernel's default of 128).
+fn listen(address: &str) -> std::io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let address = std::net::ToSocketAddrs::to_socket_addrs(address)?
+        .next()
+        .ok_or_else(|| std::io::Error::other("the address resolves to nothing"))?;
+    let socket = Socket::new(Domain::for_address(address), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&address.into())?;
+    socket.listen(LISTEN_BACKLOG)?;
+    Ok(socket.into())
 }
 
 async fn not_found() -> Result<HttpResponse, ApiError> {

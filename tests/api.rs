@@ -753,3 +753,25 @@ async fn a_client_ping_frame_gets_its_pong() {
         .expect("a valid frame");
     assert_eq!(answer, Message::Pong(b"are you there".to_vec().into()));
 }
+
+#[tokio::test]
+async fn the_listen_queue_holds_a_burst_of_visitors() {
+    // A full accept queue drops SYNs, and clients retry only after a
+    // second; the kernel's default (128) is far below a ticket drop's burst.
+    let app = TestApp::spawn().await;
+    let output = std::process::Command::new("ss")
+        .args(["-ltnH", &format!("sport = :{}", app.port)])
+        .output()
+        .expect("`ss` (Debian's iproute2) reads the listen queue's size; scripts/test installs it");
+    let listing = String::from_utf8_lossy(&output.stdout);
+    // "LISTEN 0 4096 127.0.0.1:PORT 0.0.0.0:*": the third column is the backlog.
+    let backlog: Vec<&str> = listing
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(2))
+        .collect();
+    assert_eq!(
+        backlog,
+        [waitroom::app::LISTEN_BACKLOG.to_string()],
+        "{listing}"
+    );
+}
