@@ -221,6 +221,17 @@ where
 
 /// Text content of the element with this id (as written, before CSS
 /// transforms), or `None` if it is not on the page.
+/// Finds an element and clicks it; either failing fails the test.
+async fn click(client: &Client, locator: Locator<'_>) {
+    client
+        .find(locator)
+        .await
+        .unwrap_or_else(|error| panic!("no element {locator:?}: {error}"))
+        .click()
+        .await
+        .unwrap_or_else(|error| panic!("could not click {locator:?}: {error}"));
+}
+
 async fn text_of(client: &Client, id: &str) -> Option<String> {
     let element = client.find(Locator::Id(id)).await.ok()?;
     let text = element.prop("textContent").await.ok().flatten()?;
@@ -397,13 +408,7 @@ async fn the_admin_page_logs_in_changes_a_room_and_shows_live_figures() {
         .send_keys("not-the-token")
         .await
         .unwrap();
-    browser
-        .find(Locator::Id("login-submit"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&browser, Locator::Id("login-submit")).await;
     eventually("the login error", BROWSER_PATIENCE, || async {
         text_of(&browser, "login-error").await
     })
@@ -415,13 +420,7 @@ async fn the_admin_page_logs_in_changes_a_room_and_shows_live_figures() {
         .send_keys(&app.admin_token)
         .await
         .unwrap();
-    browser
-        .find(Locator::Id("login-submit"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&browser, Locator::Id("login-submit")).await;
     let form = eventually("the room's edit form", BROWSER_PATIENCE, || async {
         browser.find(Locator::Id("edit-sale")).await.ok()
     })
@@ -471,13 +470,7 @@ async fn the_admin_page_logs_in_changes_a_room_and_shows_live_figures() {
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     assert_eq!(input.prop("value").await.unwrap().as_deref(), Some("7"));
     screenshot(&browser, "admin-page").await;
-    browser
-        .find(Locator::Id("edit-sale-submit"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&browser, Locator::Id("edit-sale-submit")).await;
     eventually("the confirmation", BROWSER_PATIENCE, || async {
         text_of(&browser, "flash-message").await
     })
@@ -776,13 +769,7 @@ async fn admin_login(browser: &Client, app: &TestApp) {
         .send_keys(&app.admin_token)
         .await
         .unwrap();
-    browser
-        .find(Locator::Id("login-submit"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(browser, Locator::Id("login-submit")).await;
     eventually("the signed-in admin page", BROWSER_PATIENCE, || async {
         browser.find(Locator::Id("logout")).await.ok()
     })
@@ -928,13 +915,7 @@ async fn an_admitted_visitor_holds_seats_confirms_them_and_gets_a_numbered_ticke
 
     screenshot(&browser, "sale-seats").await;
 
-    browser
-        .find(Locator::Id("hold"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&browser, Locator::Id("hold")).await;
     eventually("the hold panel", BROWSER_PATIENCE, || async {
         displayed(&browser, "hold-panel").await.then_some(())
     })
@@ -980,13 +961,7 @@ async fn an_admitted_visitor_holds_seats_confirms_them_and_gets_a_numbered_ticke
         .unwrap();
     assert_eq!(taken.status(), 201);
 
-    browser
-        .find(Locator::Id("confirm"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&browser, Locator::Id("confirm")).await;
     let sequence = eventually("the ticket", BROWSER_PATIENCE, || async {
         if !displayed(&browser, "ticket").await {
             return None;
@@ -1127,13 +1102,7 @@ async fn the_admin_page_follows_sales_and_sets_up_a_stock_sale() {
     let ttl = field("hold_ttl_s").await;
     ttl.clear().await.unwrap();
     ttl.send_keys("90").await.unwrap();
-    browser
-        .find(Locator::Css("#sale-shop-submit"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&browser, Locator::Css("#sale-shop-submit")).await;
     eventually("the confirmation", BROWSER_PATIENCE, || async {
         text_of(&browser, "flash-message").await
     })
