@@ -46,9 +46,14 @@ pub enum Ending {
     Close(Option<CloseReason>),
 }
 
-/// The connection is closing (or too slow) and took nothing.
+/// Why a connection took nothing.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Refused;
+pub enum Refused {
+    /// The client is too slow to read: this message would pass the bound.
+    TooSlow,
+    /// The socket is ending already.
+    Closing,
+}
 
 impl Connection {
     pub fn new() -> Self {
@@ -59,11 +64,11 @@ impl Connection {
         }
     }
 
-    /// Sends one text message as a frame: written now if the kernel takes
-    /// it, queued otherwise.
-    pub fn send_text(&self, text: &[u8]) -> Result<(), Refused> {
-        let mut frame = BytesMut::with_capacity(text.len() + 4);
-        Parser::write_message(&mut frame, text, OpCode::Text, true, false);
+    /// Sends one message (text, ping or pong) as a frame: written now if
+    /// the kernel takes it, queued otherwise.
+    pub fn send(&self, op: OpCode, payload: &[u8]) -> Result<(), Refused> {
+        let mut frame = BytesMut::with_capacity(payload.len() + 4);
+        Parser::write_message(&mut frame, payload, op, true, false);
         self.send_frame(&frame)
     }
 
@@ -71,7 +76,7 @@ impl Connection {
     pub fn send_frame(&self, frame: &[u8]) -> Result<(), Refused> {
         let mut out = self.outgoing.lock();
         if out.closing.is_some() {
-            return Err(Refused);
+            return Err(Refused::Closing);
         }
         let mut rest = frame;
         if out.pending.is_empty()
@@ -83,7 +88,7 @@ impl Connection {
                 Err(_) => {
                     out.closing = Some(Ending::Broken);
                     self.wake.notify_one();
-                    return Err(Refused);
+                    return Err(Refused::Closing);
                 }
             }
             if rest.is_empty() {
@@ -96,7 +101,7 @@ impl Connection {
                 "too slow to read; reconnect",
             ))));
             self.wake.notify_one();
-            return Err(Refused);
+            return Err(Refused::TooSlow);
         }
         if out.pending.is_empty() {
             out.pending_since = Some(Instant::now());

@@ -15,7 +15,7 @@ use actix_web::web::BytesMut;
 use parking_lot::Mutex;
 use tokio::sync::{broadcast, watch};
 
-use super::connection::{Connection, reason};
+use super::connection::{Connection, Refused, reason};
 
 use crate::admission::model::{
     Admission, LineSummary, Place, PlaceState, RoomEvent, RoomId, StoreEvent, VisitorId,
@@ -85,37 +85,38 @@ struct Outbox {
 }
 
 impl Outbox {
+    /// Queues a status for one socket.
     fn status(&mut self, id: SocketId, socket: &Socket, status: &Status) {
         self.json.clear();
         serde_json::to_writer(&mut self.json, status).expect("a Status always serializes");
-        let start = self.frames.len();
-        Parser::write_message(&mut self.frames, &self.json, OpCode::Text, true, false);
-        let frame = start..self.frames.len();
-        self.sends.push((id, socket.connection.clone(), frame));
+        let frame = encode(&mut self.frames, &self.json);
+        self.send(id, socket, frame);
     }
 
-    fn text(&mut self, id: SocketId, socket: &Socket, text: &[u8]) {
-        let start = self.frames.len();
-        Parser::write_message(&mut self.frames, text, OpCode::Text, true, false);
-        let frame = start..self.frames.len();
+    /// Encodes a text message once, for [`Outbox::send`] to as many sockets as it goes to.
+    fn text(&mut self, text: &[u8]) -> Range<usize> {
+        encode(&mut self.frames, text)
+    }
+
+    fn send(&mut self, id: SocketId, socket: &Socket, frame: Range<usize>) {
         self.sends.push((id, socket.connection.clone(), frame));
     }
 
     /// Writes every message, spread over the machine's cores when there
     /// are many (each is about one `write` to the kernel). Returns the
-    /// sockets that refused theirs.
-    fn deliver(self) -> Vec<SocketId> {
+    /// sockets that refused theirs, and why.
+    fn deliver(self) -> Vec<(SocketId, Refused)> {
         let Outbox {
             frames,
             sends,
             close_after,
             ..
         } = self;
-        let write = |part: &[(SocketId, Arc<Connection>, Range<usize>)]| -> Vec<SocketId> {
+        let write = |part: &[(SocketId, Arc<Connection>, Range<usize>)]| {
             let mut refused = Vec::new();
             for (id, connection, frame) in part {
-                if connection.send_frame(&frames[frame.clone()]).is_err() {
-                    refused.push(*id);
+                if let Err(why) = connection.send_frame(&frames[frame.clone()]) {
+                    refused.push((*id, why));
                 }
                 if let Some(close) = &close_after {
                     connection.close(close.clone());
@@ -141,6 +142,13 @@ impl Outbox {
                 .collect()
         })
     }
+}
+
+/// Appends one text frame to `frames`; returns where it lies.
+fn encode(frames: &mut BytesMut, text: &[u8]) -> Range<usize> {
+    let start = frames.len();
+    Parser::write_message(frames, text, OpCode::Text, true, false);
+    start..frames.len()
 }
 
 /// Fewest sockets worth a fan-out thread of their own.
@@ -282,7 +290,9 @@ impl Hub {
         };
         socket.view = view;
         let status = self.status(room, socket, state, line, target_url);
-        let _ = socket.connection.send_text(status.to_json().as_bytes());
+        let _ = socket
+            .connection
+            .send(OpCode::Text, status.to_json().as_bytes());
         if matches!(place.state, PlaceState::Closed) {
             socket
                 .connection
@@ -424,7 +434,7 @@ impl Hub {
     /// Forgets the sockets that refused a message: too slow to read (their
     /// connection then closes itself with 1013, so the client reconnects)
     /// or already closing.
-    fn forget(&self, room: &RoomId, refused: Vec<SocketId>) {
+    fn forget(&self, room: &RoomId, refused: Vec<(SocketId, Refused)>) {
         if refused.is_empty() {
             return;
         }
@@ -433,10 +443,12 @@ impl Hub {
             return;
         };
         let mut forgotten = 0;
-        for id in refused {
+        for (id, why) in refused {
             if sockets.sockets.remove(&id).is_some() {
-                metrics::counter!("waitroom_sockets_dropped_slow_total").increment(1);
                 forgotten += 1;
+            }
+            if why == Refused::TooSlow {
+                metrics::counter!("waitroom_sockets_dropped_slow_total").increment(1);
             }
         }
         self.opened(-(forgotten as isize));
@@ -506,8 +518,9 @@ impl Hub {
             .iter()
             .map(|(room, sockets)| {
                 let mut outbox = Outbox::default();
+                let frame = outbox.text(text.as_bytes());
                 for (id, socket) in &sockets.sockets {
-                    outbox.text(*id, socket, text.as_bytes());
+                    outbox.send(*id, socket, frame.clone());
                 }
                 (room.clone(), outbox)
             })

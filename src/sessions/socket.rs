@@ -23,7 +23,7 @@ use socket2::SockRef;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use super::connection::{Connection, Ending, Refused, reason};
+use super::connection::{Connection, Ending, reason};
 use super::hub::{Hub, SocketId};
 use crate::admission::model::RoomId;
 use crate::app::AppState;
@@ -159,7 +159,7 @@ pub async fn serve(handover: Handover, stream: TcpStream, early: BytesMut) {
                     break closing(CloseCode::Again, "too slow to read");
                 }
                 // Refused means ending: the next turn of the loop sees how.
-                let _ = send_control(&connection, OpCode::Ping, b"");
+                let _ = connection.send(OpCode::Ping, b"");
             }
             _ = shutdown.changed() => break closing(CloseCode::Away, "server shutting down"),
         }
@@ -235,9 +235,9 @@ fn read_frames(
                         error_message("invalid_message", "send JSON like {\"type\":\"ping\"}")
                     }
                 };
-                connection.send_text(reply.as_bytes())
+                connection.send(OpCode::Text, reply.as_bytes())
             }
-            Frame::Ping(payload) => send_control(connection, OpCode::Pong, &payload),
+            Frame::Ping(payload) => connection.send(OpCode::Pong, &payload),
             Frame::Pong(_) => Ok(()),
             Frame::Binary(_) | Frame::Continuation(_) => {
                 return Ok(Read::Ended(closing(
@@ -258,12 +258,6 @@ fn read_frames(
         *received = BytesMut::new();
     }
     Ok(Read::Open)
-}
-
-fn send_control(connection: &Connection, op: OpCode, payload: &[u8]) -> Result<(), Refused> {
-    let mut frame = BytesMut::with_capacity(payload.len() + 2);
-    Parser::write_message(&mut frame, payload, op, true, false);
-    connection.send_frame(&frame)
 }
 
 /// Writes the last bytes, ends our side, and waits (briefly) for the
