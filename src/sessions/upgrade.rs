@@ -50,7 +50,8 @@ where
             actix_web::rt::spawn(serve(handover, parts.io, early));
         }
         _ => {
-            // Error answers are small: whole, they need no streaming.
+            // Refusals, and answers to other upgrade requests (an `h2c`
+            // GET): written whole, then the connection closes.
             let (head, body) = response.into_parts();
             let body = to_bytes(body).await.unwrap_or_default();
             let _ = h1::SendResponse::new(framed, head.set_body(body)).await;
