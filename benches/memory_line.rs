@@ -8,10 +8,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use waitroom::admission::memory::MemoryStore;
-use waitroom::admission::model::{RoomConfig, RoomId, VisitorId};
-use waitroom::admission::store::Store;
-use waitroom::clock::ManualClock;
+use waitroom::store::Store;
+use waitroom::store::memory::MemoryStore;
+use waitroom::words::clock::ManualClock;
+use waitroom::words::{RoomConfig, RoomId, VisitorId};
 
 const WAITING: u64 = 1_000_000;
 

@@ -15,10 +15,10 @@ use std::time::Instant;
 
 use futures_util::{StreamExt, stream};
 use redis_server::RedisServer;
-use waitroom::admission::model::{RoomConfig, RoomId, VisitorId};
-use waitroom::admission::redis::RedisStore;
-use waitroom::admission::store::Store;
-use waitroom::clock::ManualClock;
+use waitroom::store::Store;
+use waitroom::store::redis::RedisStore;
+use waitroom::words::clock::ManualClock;
+use waitroom::words::{RoomConfig, RoomId, VisitorId};
 
 const TICKS: u64 = 50;
 const ADMIT_PER_TICK: u32 = 100;

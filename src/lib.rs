@@ -1,23 +1,17 @@
 //! waitroom: a real-time virtual waiting room for ticket drops and flash sales.
 //!
-//! Features, each in its own module: `admission` (rooms, the line, the
-//! token-bucket promoter, the stores), `sessions` (live WebSockets), `visitor`
-//! (the visitor API and passes), `admin` (operators), `pages` (HTML).
+//! Layers, each depending only on those below it:
+//! - `words`: the vocabulary and rules (no actix, no redis);
+//! - `store`: the store boundary and its memory and Redis implementations;
+//! - `live`: this node's sockets, the hub, the promoter;
+//! - `http`: state, extractors, errors, and the routes by feature;
+//! - `startup`: settings, building and running the application.
 #![forbid(unsafe_code)]
 
-pub mod admin;
-pub mod admission;
-pub mod app;
-pub mod clock;
-pub mod config;
-pub mod credentials;
-pub mod demo;
-pub mod error;
-pub mod ops;
-pub mod pages;
-pub mod sale;
-pub mod sessions;
-pub mod telemetry;
-pub mod visitor;
+pub mod http;
+pub mod live;
+pub mod startup;
+pub mod store;
+pub mod words;
 
-pub use app::{AppHandle, Application, StartError};
+pub use startup::{AppHandle, Application, StartError};

@@ -4,9 +4,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
-use waitroom::clock::SystemClock;
-use waitroom::config::Settings;
-use waitroom::{Application, telemetry};
+use waitroom::Application;
+use waitroom::startup::config::Settings;
+use waitroom::startup::telemetry;
+use waitroom::words::clock::SystemClock;
 
 #[tokio::main]
 async fn main() -> ExitCode {

@@ -231,11 +231,12 @@ async fn forged_tickets_and_passes_are_refused() {
     )
     .await;
     assert_eq!(status, 401);
-    let foreign = waitroom::credentials::Credentials::from_secret("someone else").issue_ticket(
-        &waitroom::admission::model::RoomId::parse("guarded").unwrap(),
-        waitroom::admission::model::VisitorId::random(),
-        0,
-    );
+    let foreign = waitroom::words::credentials::Credentials::from_secret("someone else")
+        .issue_ticket(
+            &waitroom::words::RoomId::parse("guarded").unwrap(),
+            waitroom::words::VisitorId::random(),
+            0,
+        );
     assert_eq!(
         error_of(app.status_api("guarded", &foreign).await).await.0,
         401
@@ -251,12 +252,13 @@ async fn forged_tickets_and_passes_are_refused() {
     }
 
     // Passes: forged, foreign, garbage, missing.
-    let foreign_pass = waitroom::credentials::Credentials::from_secret("someone else").issue_pass(
-        &waitroom::admission::model::RoomId::parse("guarded").unwrap(),
-        waitroom::admission::model::VisitorId::random(),
-        support::START_MS,
-        support::START_MS + 600_000,
-    );
+    let foreign_pass = waitroom::words::credentials::Credentials::from_secret("someone else")
+        .issue_pass(
+            &waitroom::words::RoomId::parse("guarded").unwrap(),
+            waitroom::words::VisitorId::random(),
+            support::START_MS,
+            support::START_MS + 600_000,
+        );
     for pass in [foreign_pass.as_str(), "x.y.z", ticket] {
         let verified = app
             .http
@@ -620,10 +622,10 @@ async fn a_visitor_who_leaves_hears_left_and_those_behind_move_up() {
 
 #[tokio::test]
 async fn a_node_full_of_sockets_refuses_more_with_a_503_and_frees_places_as_they_close() {
-    let clock = waitroom::clock::ManualClock::new(support::START_MS);
-    let mut settings = waitroom::config::Settings::for_tests();
+    let clock = waitroom::words::clock::ManualClock::new(support::START_MS);
+    let mut settings = waitroom::startup::config::Settings::for_tests();
     settings.max_sockets = Some(2);
-    let stores = waitroom::app::Stores::memory(std::sync::Arc::new(clock.clone()));
+    let stores = waitroom::startup::Stores::memory(std::sync::Arc::new(clock.clone()));
     let app = TestApp::spawn_with(settings, stores, clock).await;
     app.create_room("full", json!({"paused": true})).await;
     let mut tickets = Vec::new();
@@ -771,7 +773,7 @@ async fn the_listen_queue_holds_a_burst_of_visitors() {
         .collect();
     assert_eq!(
         backlog,
-        [waitroom::app::LISTEN_BACKLOG.to_string()],
+        [waitroom::startup::LISTEN_BACKLOG.to_string()],
         "{listing}"
     );
 }

@@ -4,9 +4,9 @@ mod conformance;
 
 use std::sync::Arc;
 
-use waitroom::admission::memory::MemoryStore;
-use waitroom::clock::ManualClock;
-use waitroom::sale::memory::MemorySale;
+use waitroom::store::memory::MemorySale;
+use waitroom::store::memory::MemoryStore;
+use waitroom::words::clock::ManualClock;
 
 async fn memory_harness() -> conformance::Harness {
     let clock = ManualClock::new(1_767_225_600_000);

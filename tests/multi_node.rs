@@ -11,8 +11,8 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use support::redis::RedisServer;
 use support::{FetchJson, Socket, TestApp, close_code, next_json, next_status};
-use waitroom::app::Stores;
-use waitroom::clock::ManualClock;
+use waitroom::startup::Stores;
+use waitroom::words::clock::ManualClock;
 
 struct Nodes {
     redis: RedisServer,

@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis_server::RedisCluster;
-use waitroom::admission::model::{RoomConfig, RoomEvent, RoomId, StoreEvent, VisitorId};
-use waitroom::admission::redis::RedisStore;
-use waitroom::admission::store::Store;
-use waitroom::clock::ManualClock;
+use waitroom::store::Store;
+use waitroom::store::redis::RedisStore;
+use waitroom::words::clock::ManualClock;
+use waitroom::words::{RoomConfig, RoomEvent, RoomId, StoreEvent, VisitorId};
 
 async fn cluster_harness() -> conformance::Harness {
     let cluster = tokio::task::spawn_blocking(RedisCluster::start)

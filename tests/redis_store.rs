@@ -9,8 +9,8 @@ mod redis_server;
 use std::sync::Arc;
 
 use redis_server::RedisServer;
-use waitroom::admission::redis::RedisStore;
-use waitroom::clock::ManualClock;
+use waitroom::store::redis::RedisStore;
+use waitroom::words::clock::ManualClock;
 
 async fn redis_harness() -> conformance::Harness {
     let server = RedisServer::start();

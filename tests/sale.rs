@@ -11,8 +11,8 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use support::redis::RedisServer;
 use support::{FetchJson, TestApp};
-use waitroom::app::Stores;
-use waitroom::clock::ManualClock;
+use waitroom::startup::Stores;
+use waitroom::words::clock::ManualClock;
 
 /// In flight at once: every node is in this process, so a connection costs
 /// two of its open files.

@@ -3,15 +3,15 @@
 
 use std::sync::Arc;
 
-use waitroom::admission::model::{PlaceState, RoomConfig, RoomId, RoomPatch, VisitorId};
-use waitroom::admission::store::Store;
-use waitroom::clock::ManualClock;
+use waitroom::store::Store;
+use waitroom::words::clock::ManualClock;
+use waitroom::words::{PlaceState, RoomConfig, RoomId, RoomPatch, VisitorId};
 
 pub const TICK_MS: u64 = 5_000;
 
 pub struct Harness {
     pub store: Arc<dyn Store>,
-    pub sale: Arc<dyn waitroom::sale::model::SaleStore>,
+    pub sale: Arc<dyn waitroom::store::SaleStore>,
     pub clock: ManualClock,
     /// Whatever must live as long as the store (a private redis-server).
     pub _backing: Option<Box<dyn std::any::Any + Send>>,
@@ -124,7 +124,7 @@ pub mod sale;
 
 pub mod scenarios {
     use super::*;
-    use waitroom::admission::store::StoreError;
+    use waitroom::store::StoreError;
 
     pub async fn bucket_starts_full_and_passes_arrivals_through(h: &Harness) {
         let room = h.room("r", 3, None).await;

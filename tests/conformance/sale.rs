@@ -1,7 +1,7 @@
 //! Sale scenarios every store must pass, on a driven clock.
 
-use waitroom::admission::model::{RoomId, VisitorId};
-use waitroom::sale::model::{ClaimState, SaleError, SaleRequest, SeatState, Want};
+use waitroom::words::sale::{ClaimState, SaleError, SaleRequest, SeatState, Want};
+use waitroom::words::{RoomId, VisitorId};
 
 use super::Harness;
 

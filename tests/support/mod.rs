@@ -12,9 +12,9 @@ use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
-use waitroom::app::Stores;
-use waitroom::clock::ManualClock;
-use waitroom::config::Settings;
+use waitroom::startup::Stores;
+use waitroom::startup::config::Settings;
+use waitroom::words::clock::ManualClock;
 use waitroom::{AppHandle, Application};
 
 pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
@@ -49,7 +49,7 @@ impl TestApp {
 
     /// The app with given settings.
     pub async fn spawn_with(settings: Settings, stores: Stores, clock: ManualClock) -> Self {
-        waitroom::telemetry::init(waitroom::config::LogFormat::Text);
+        waitroom::startup::telemetry::init(waitroom::startup::config::LogFormat::Text);
         let admin_token = settings.admin_token.clone().unwrap();
         let app = Application::build_with_stores(settings, Arc::new(clock.clone()), stores)
             .await

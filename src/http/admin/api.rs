@@ -1,0 +1,126 @@
+//! The operator API: create, read, change and close rooms.
+
+use actix_web::http::header;
+use actix_web::{HttpRequest, HttpResponse, delete, get, patch, post, web};
+use serde_json::json;
+
+use super::authorize;
+use crate::http::AppState;
+use crate::http::error::ApiError;
+use crate::http::visitor::room_from_path;
+use crate::words::{RoomConfig, RoomId, RoomPatch};
+
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(list)
+        .service(create)
+        .service(show)
+        .service(change)
+        .service(close);
+}
+
+/// The body of `POST /api/admin/rooms`: an id, a name, a target, and any config.
+/// Reads the body of `POST /api/admin/rooms`: `id`, `name`, `target_url`,
+/// and any config field. The fields besides `id` are a `RoomPatch`, which
+/// refuses unknown ones (a typo is a 400, not a silently ignored setting).
+pub fn parse_new_room(mut body: serde_json::Value) -> Result<(RoomId, RoomConfig), ApiError> {
+    let invalid = |message: String| ApiError::bad_request("invalid_room", message);
+    let fields = body
+        .as_object_mut()
+        .ok_or_else(|| invalid("the room must be a JSON object".into()))?;
+    let id = fields
+        .remove("id")
+        .ok_or_else(|| invalid("id is required".into()))?;
+    let id: RoomId = serde_json::from_value(id).map_err(|e| invalid(format!("id: {e}")))?;
+    let patch: RoomPatch = serde_json::from_value(body).map_err(|e| invalid(e.to_string()))?;
+    let (Some(name), Some(target_url)) = (&patch.name, &patch.target_url) else {
+        return Err(invalid("name and target_url are required".into()));
+    };
+    let config = patch
+        .apply_to(&RoomConfig::new(name.clone(), target_url.clone()))
+        .map_err(|message| ApiError::bad_request("invalid_config", message))?;
+    Ok((id, config))
+}
+
+#[get("/api/admin/rooms")]
+async fn list(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    authorize(&req, &state, false)?;
+    let rooms = state.store.rooms().await?;
+    Ok(HttpResponse::Ok().json(json!({ "rooms": rooms })))
+}
+
+#[post("/api/admin/rooms")]
+async fn create(
+    req: HttpRequest,
+    body: web::Json<serde_json::Value>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    authorize(&req, &state, true)?;
+    let (id, config) = parse_new_room(body.into_inner())?;
+    let info = state.store.create_room(id, config).await?;
+    tracing::info!(room = %info.id, "room created");
+    Ok(HttpResponse::Created()
+        .insert_header((header::LOCATION, format!("/api/admin/rooms/{}", info.id)))
+        .json(info))
+}
+
+#[get("/api/admin/rooms/{room}")]
+async fn show(
+    req: HttpRequest,
+    path: web::Path<String>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    authorize(&req, &state, false)?;
+    let room = room_from_path(&path)?;
+    Ok(HttpResponse::Ok().json(state.store.room(&room).await?))
+}
+
+#[patch("/api/admin/rooms/{room}")]
+async fn change(
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: web::Json<serde_json::Value>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    authorize(&req, &state, true)?;
+    let room = room_from_path(&path)?;
+    let patch: RoomPatch = ApiError::parse_body(body.into_inner(), "invalid_config", "the change")?;
+    let info = state.store.configure(&room, patch).await?;
+    tracing::info!(%room, config = ?info.config, "room configured");
+    Ok(HttpResponse::Ok().json(info))
+}
+
+#[delete("/api/admin/rooms/{room}")]
+async fn close(
+    req: HttpRequest,
+    path: web::Path<String>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    authorize(&req, &state, true)?;
+    let room = room_from_path(&path)?;
+    state.store.close_room(&room).await?;
+    tracing::info!(%room, "room closed");
+    Ok(HttpResponse::NoContent().finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_room_takes_config_and_refuses_unknown_fields() {
+        let parse = |json: &str| parse_new_room(serde_json::from_str(json).unwrap());
+        let (id, config) = parse(
+            r#"{"id":"a","name":"A","target_url":"https://x.example/","admit_per_tick":3,"max_active":null}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (id.as_str(), config.admit_per_tick, config.max_active),
+            ("a", 3, None)
+        );
+        let typo = parse(r#"{"id":"a","name":"A","target_url":"/x","admit_per_tik":3}"#);
+        assert!(typo.unwrap_err().to_string().contains("admit_per_tik"));
+        assert!(parse(r#"{"id":"Bad Id","name":"A","target_url":"/x"}"#).is_err());
+        assert!(parse(r#"{"id":"a","target_url":"/x"}"#).is_err());
+        assert!(parse(r#"[1]"#).is_err());
+    }
+}

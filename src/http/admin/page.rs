@@ -1,0 +1,412 @@
+//! The admin page: log in with the admin token, then watch and steer rooms
+//! through plain HTML forms, each carrying the session's CSRF token.
+
+use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
+use actix_web::http::header;
+use actix_web::{HttpRequest, HttpResponse, get, post, web};
+use askama::Template;
+use serde::Deserialize;
+
+use super::{SESSION_COOKIE, session};
+use crate::http::AppState;
+use crate::http::error::ApiError;
+use crate::http::pages::render;
+use crate::words::credentials::{constant_time_eq, random_secret};
+use crate::words::{RoomConfig, RoomId, RoomInfo, RoomPatch};
+
+const LOGIN_CSRF_COOKIE: &str = "wr_csrf";
+const SESSION_HOURS: u64 = 12;
+
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(page)
+        .service(login)
+        .service(logout)
+        .service(create_room)
+        .service(change_room)
+        .service(close_room)
+        .service(set_up_sale);
+}
+
+#[derive(Template)]
+#[template(path = "admin_login.html")]
+pub struct AdminLoginPage {
+    pub csrf: String,
+    pub error: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "admin.html")]
+pub struct AdminPage {
+    pub csrf: String,
+    pub rooms: Vec<AdminRoomRow>,
+    pub message: Option<String>,
+    pub error: Option<String>,
+}
+
+pub struct AdminRoomRow {
+    pub id: String,
+    pub name: String,
+    pub target_url: String,
+    pub admit_per_tick: u32,
+    pub tick_ms: u64,
+    /// Empty for no cap.
+    pub max_active: String,
+    pub pass_ttl_s: u64,
+    pub abandon_after_s: u64,
+    pub paused: bool,
+    pub waiting: u64,
+    pub active: u64,
+    pub admitted_total: u64,
+    pub admitted_last_minute: u64,
+    pub oldest_wait_seconds: u64,
+}
+
+impl From<RoomInfo> for AdminRoomRow {
+    fn from(info: RoomInfo) -> Self {
+        let RoomInfo { id, config, stats } = info;
+        Self {
+            id: id.to_string(),
+            name: config.name,
+            target_url: config.target_url,
+            admit_per_tick: config.admit_per_tick,
+            tick_ms: config.tick_ms,
+            max_active: config.max_active.map(|m| m.to_string()).unwrap_or_default(),
+            pass_ttl_s: config.pass_ttl_s,
+            abandon_after_s: config.abandon_after_s,
+            paused: config.paused,
+            waiting: stats.waiting,
+            active: stats.active,
+            admitted_total: stats.admitted_total,
+            admitted_last_minute: stats.admitted_last_minute,
+            oldest_wait_seconds: stats.oldest_wait_seconds,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Notice {
+    message: Option<String>,
+    error: Option<String>,
+}
+
+#[get("/admin")]
+async fn page(
+    req: HttpRequest,
+    notice: web::Query<Notice>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    let Notice { message, error } = notice.into_inner();
+    let Some(session) = session(&req, &state) else {
+        return Ok(login_page(&req, None, actix_web::http::StatusCode::OK));
+    };
+    let rooms = state
+        .store
+        .rooms()
+        .await?
+        .into_iter()
+        .map(AdminRoomRow::from)
+        .collect();
+    let csrf = state.credentials.csrf_for_session(&session);
+    Ok(render(&AdminPage {
+        csrf,
+        rooms,
+        message,
+        error,
+    }))
+}
+
+/// The login form, with a double-submit CSRF cookie (there is no session yet).
+fn login_page(
+    req: &HttpRequest,
+    error: Option<String>,
+    status: actix_web::http::StatusCode,
+) -> HttpResponse {
+    let csrf = req
+        .cookie(LOGIN_CSRF_COOKIE)
+        .map(|c| c.value().to_string())
+        .filter(|v| v.len() >= 32)
+        .unwrap_or_else(random_secret);
+    let mut response = render(&AdminLoginPage {
+        csrf: csrf.clone(),
+        error,
+    });
+    *response.status_mut() = status;
+    let cookie = Cookie::build(LOGIN_CSRF_COOKIE, csrf)
+        .path("/admin")
+        .http_only(true)
+        .same_site(SameSite::Strict)
+        .finish();
+    let _ = response.add_cookie(&cookie);
+    response
+}
+
+#[derive(Deserialize)]
+struct LoginForm {
+    token: String,
+    csrf: String,
+}
+
+#[post("/admin/login")]
+async fn login(
+    req: HttpRequest,
+    form: web::Form<LoginForm>,
+    state: web::Data<AppState>,
+) -> HttpResponse {
+    let expected = req
+        .cookie(LOGIN_CSRF_COOKIE)
+        .map(|c| c.value().to_string())
+        .unwrap_or_default();
+    if expected.is_empty() || !constant_time_eq(&form.csrf, &expected) {
+        return login_page(
+            &req,
+            Some("The form expired; please try again.".into()),
+            actix_web::http::StatusCode::BAD_REQUEST,
+        );
+    }
+    if !constant_time_eq(form.token.trim(), &state.admin_token) {
+        tracing::warn!("admin login with a wrong token");
+        return login_page(
+            &req,
+            Some("That admin token is not right.".into()),
+            actix_web::http::StatusCode::UNAUTHORIZED,
+        );
+    }
+    let expires_at = state.clock.now_ms() + SESSION_HOURS * 3_600_000;
+    let cookie = Cookie::build(
+        SESSION_COOKIE,
+        state.credentials.issue_admin_session(expires_at),
+    )
+    .path("/")
+    .http_only(true)
+    .same_site(SameSite::Strict)
+    .max_age(CookieDuration::hours(SESSION_HOURS as i64))
+    .finish();
+    tracing::info!("admin logged in");
+    HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, "/admin"))
+        .cookie(cookie)
+        .finish()
+}
+
+#[derive(Deserialize)]
+struct CsrfForm {
+    csrf: String,
+}
+
+/// Checks that a form post comes from a live session with its CSRF token;
+/// otherwise, what to tell the operator.
+fn check_form(req: &HttpRequest, state: &AppState, csrf: &str) -> Result<(), String> {
+    let Some(session) = session(req, state) else {
+        return Err("Your session expired; log in again.".into());
+    };
+    if !constant_time_eq(csrf, &state.credentials.csrf_for_session(&session)) {
+        return Err("The form expired; please try again.".into());
+    }
+    Ok(())
+}
+
+fn back_to_admin(kind: &str, text: &str) -> HttpResponse {
+    let query = serde_urlencoded_pair(kind, text);
+    HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, format!("/admin?{query}")))
+        .finish()
+}
+
+fn serde_urlencoded_pair(key: &str, value: &str) -> String {
+    let encoded: String = value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    format!("{key}={encoded}")
+}
+
+#[post("/admin/logout")]
+async fn logout(
+    req: HttpRequest,
+    form: web::Form<CsrfForm>,
+    state: web::Data<AppState>,
+) -> HttpResponse {
+    if let Err(error) = check_form(&req, &state, &form.csrf) {
+        return back_to_admin("error", &error);
+    }
+    let mut gone = Cookie::build(SESSION_COOKIE, "").path("/").finish();
+    gone.make_removal();
+    HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, "/admin"))
+        .cookie(gone)
+        .finish()
+}
+
+/// The config fields of the admin forms; every value arrives as text.
+#[derive(Deserialize)]
+struct ConfigForm {
+    csrf: String,
+    id: Option<String>,
+    name: Option<String>,
+    target_url: Option<String>,
+    admit_per_tick: Option<String>,
+    tick_ms: Option<String>,
+    max_active: Option<String>,
+    pass_ttl_s: Option<String>,
+    abandon_after_s: Option<String>,
+    paused: Option<String>,
+}
+
+fn number<T: std::str::FromStr>(field: &str, value: &Option<String>) -> Result<Option<T>, String> {
+    match value.as_deref().map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(raw) => raw
+            .parse()
+            .map(Some)
+            .map_err(|_| format!("{field} must be a whole number")),
+    }
+}
+
+impl ConfigForm {
+    fn patch(&self) -> Result<RoomPatch, String> {
+        let max_active = match self.max_active.as_deref().map(str::trim) {
+            None => None,
+            Some("") => Some(None),
+            Some(_) => Some(number("max_active", &self.max_active)?),
+        };
+        Ok(RoomPatch {
+            name: self.name.clone().filter(|n| !n.trim().is_empty()),
+            target_url: self.target_url.clone().filter(|t| !t.trim().is_empty()),
+            admit_per_tick: number("admit_per_tick", &self.admit_per_tick)?,
+            tick_ms: number("tick_ms", &self.tick_ms)?,
+            max_active,
+            pass_ttl_s: number("pass_ttl_s", &self.pass_ttl_s)?,
+            abandon_after_s: number("abandon_after_s", &self.abandon_after_s)?,
+            paused: self.paused.as_deref().map(|p| p == "true" || p == "on"),
+        })
+    }
+}
+
+fn outcome(result: Result<String, String>) -> HttpResponse {
+    match result {
+        Ok(message) => back_to_admin("message", &message),
+        Err(error) => back_to_admin("error", &error),
+    }
+}
+
+fn describe(error: crate::store::StoreError) -> String {
+    ApiError::from(error).to_string()
+}
+
+#[post("/admin/rooms")]
+async fn create_room(
+    req: HttpRequest,
+    form: web::Form<ConfigForm>,
+    state: web::Data<AppState>,
+) -> HttpResponse {
+    let result = async {
+        check_form(&req, &state, &form.csrf)?;
+        let raw_id = form.id.as_deref().unwrap_or("").trim();
+        let id = RoomId::parse(raw_id).ok_or("the room id must be 1 to 64 of a-z, 0-9 and -")?;
+        let patch = form.patch()?;
+        let base = RoomConfig::new(
+            form.name.as_deref().unwrap_or("").trim(),
+            form.target_url.as_deref().unwrap_or("").trim(),
+        );
+        let config = patch.apply_to(&base)?;
+        let info = state
+            .store
+            .create_room(id, config)
+            .await
+            .map_err(describe)?;
+        tracing::info!(room = %info.id, "room created from the admin page");
+        Ok(format!("Room {} created.", info.id))
+    }
+    .await;
+    outcome(result)
+}
+
+#[post("/admin/rooms/{room}")]
+async fn change_room(
+    req: HttpRequest,
+    path: web::Path<String>,
+    form: web::Form<ConfigForm>,
+    state: web::Data<AppState>,
+) -> HttpResponse {
+    let result = async {
+        check_form(&req, &state, &form.csrf)?;
+        let id = RoomId::parse(&path).ok_or("no such room")?;
+        let patch = form.patch()?;
+        let info = state.store.configure(&id, patch).await.map_err(describe)?;
+        tracing::info!(room = %info.id, config = ?info.config, "room configured from the admin page");
+        Ok(format!("Room {} updated.", info.id))
+    }
+    .await;
+    outcome(result)
+}
+
+#[post("/admin/rooms/{room}/close")]
+async fn close_room(
+    req: HttpRequest,
+    path: web::Path<String>,
+    form: web::Form<CsrfForm>,
+    state: web::Data<AppState>,
+) -> HttpResponse {
+    let result = async {
+        check_form(&req, &state, &form.csrf)?;
+        let id = RoomId::parse(&path).ok_or("no such room")?;
+        state.store.close_room(&id).await.map_err(describe)?;
+        tracing::info!(room = %id, "room closed from the admin page");
+        Ok(format!("Room {id} closed."))
+    }
+    .await;
+    outcome(result)
+}
+
+#[derive(Deserialize)]
+struct SaleForm {
+    csrf: String,
+    stock: Option<String>,
+    seats: Option<String>,
+    per_user_limit: Option<String>,
+    hold_ttl_s: Option<String>,
+}
+
+impl SaleForm {
+    fn request(&self) -> Result<crate::words::sale::SaleRequest, String> {
+        let seats: Vec<String> = self
+            .seats
+            .as_deref()
+            .unwrap_or("")
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect();
+        Ok(crate::words::sale::SaleRequest {
+            stock: number("stock", &self.stock)?,
+            seats: (!seats.is_empty()).then_some(seats),
+            per_user_limit: number("per_user_limit", &self.per_user_limit)?,
+            hold_ttl_s: number("hold_ttl_s", &self.hold_ttl_s)?,
+        })
+    }
+}
+
+#[post("/admin/rooms/{room}/sale")]
+async fn set_up_sale(
+    req: HttpRequest,
+    path: web::Path<String>,
+    form: web::Form<SaleForm>,
+    state: web::Data<AppState>,
+) -> HttpResponse {
+    let result = async {
+        check_form(&req, &state, &form.csrf)?;
+        let id = RoomId::parse(&path).ok_or("no such room")?;
+        let request = form.request()?;
+        crate::http::sale::set_up_sale(&state, &id, request)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(format!("Sale of room {id} set up."))
+    }
+    .await;
+    outcome(result)
+}

@@ -1,0 +1,223 @@
+//! The one place where failures become HTTP answers:
+//! `{"error":{"code":"…","message":"…"}}` with the status api.md fixes.
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::{HttpResponse, ResponseError};
+use serde_json::json;
+
+use crate::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("no room called {0:?}")]
+    RoomNotFound(String),
+    #[error("{message}")]
+    BadRequest { code: &'static str, message: String },
+    #[error("{message}")]
+    Unauthorized { code: &'static str, message: String },
+    #[error("{message}")]
+    Conflict { code: &'static str, message: String },
+    #[error("{0}")]
+    NotFound(String),
+    /// A 404 with a code of its own (`sale_not_found`, `claim_not_found`).
+    #[error("{message}")]
+    Absent { code: &'static str, message: String },
+    #[error("{message}")]
+    Gone { code: &'static str, message: String },
+    #[error("the request body is larger than {limit} bytes")]
+    PayloadTooLarge { limit: usize },
+    #[error("the waiting room's store is unavailable; try again in a few seconds")]
+    StoreUnavailable,
+    #[error(
+        "this node holds all the live connections it can; poll the status instead, or try again later"
+    )]
+    TooManySockets,
+}
+
+impl ApiError {
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        Self::BadRequest {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn unauthorized(code: &'static str, message: impl Into<String>) -> Self {
+        Self::Unauthorized {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// Reads a JSON body already known to be JSON into its shape; a wrong
+    /// field or type is a 400 under `code` that says what was wrong.
+    pub fn parse_body<T: serde::de::DeserializeOwned>(
+        body: serde_json::Value,
+        code: &'static str,
+        what: &str,
+    ) -> Result<T, Self> {
+        serde_json::from_value(body)
+            .map_err(|e| Self::bad_request(code, format!("{what} is not valid: {e}")))
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::RoomNotFound(_) => "room_not_found",
+            ApiError::BadRequest { code, .. }
+            | ApiError::Unauthorized { code, .. }
+            | ApiError::Conflict { code, .. }
+            | ApiError::Absent { code, .. }
+            | ApiError::Gone { code, .. } => code,
+            ApiError::NotFound(_) => "not_found",
+            ApiError::PayloadTooLarge { .. } => "payload_too_large",
+            ApiError::StoreUnavailable => "store_unavailable",
+            ApiError::TooManySockets => "too_many_sockets",
+        }
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            ApiError::RoomNotFound(_) | ApiError::NotFound(_) | ApiError::Absent { .. } => {
+                StatusCode::NOT_FOUND
+            }
+            ApiError::Gone { .. } => StatusCode::GONE,
+            ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            ApiError::Conflict { .. } => StatusCode::CONFLICT,
+            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::StoreUnavailable | ApiError::TooManySockets => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let mut response = HttpResponse::build(self.status_code());
+        if matches!(self, ApiError::StoreUnavailable | ApiError::TooManySockets) {
+            response.insert_header((header::RETRY_AFTER, HeaderValue::from_static("2")));
+        }
+        response.json(json!({"error": {"code": self.code(), "message": self.to_string()}}))
+    }
+}
+
+impl From<crate::words::sale::SaleError> for ApiError {
+    fn from(error: crate::words::sale::SaleError) -> Self {
+        use crate::words::sale::SaleError;
+        let message = error.to_string();
+        let conflict = |code| ApiError::Conflict {
+            code,
+            message: message.clone(),
+        };
+        match error {
+            SaleError::NoSale => ApiError::Absent {
+                code: "sale_not_found",
+                message,
+            },
+            SaleError::ClaimNotFound => ApiError::Absent {
+                code: "claim_not_found",
+                message,
+            },
+            SaleError::SoldOut => conflict("sold_out"),
+            SaleError::SeatTaken(_) => conflict("seat_taken"),
+            SaleError::LimitReached(_) => conflict("limit_reached"),
+            SaleError::Released => conflict("claim_released"),
+            SaleError::AlreadyConfirmed => conflict("already_confirmed"),
+            SaleError::UnknownSeat(_) => ApiError::bad_request("unknown_seat", message),
+            SaleError::WrongKind(_) => ApiError::bad_request("wrong_kind", message),
+            SaleError::HoldExpired => ApiError::Gone {
+                code: "hold_expired",
+                message,
+            },
+            SaleError::Unavailable(reason) => {
+                tracing::warn!(%reason, "sale store unavailable");
+                ApiError::StoreUnavailable
+            }
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::RoomNotFound(id) => ApiError::RoomNotFound(id.to_string()),
+            StoreError::RoomExists(id) => ApiError::Conflict {
+                code: "room_exists",
+                message: format!("a room called {id:?} already exists"),
+            },
+            StoreError::RoomClosed(id) => ApiError::Conflict {
+                code: "room_closed",
+                message: format!("room {id:?} is closed"),
+            },
+            StoreError::InvalidConfig(message) => ApiError::bad_request("invalid_config", message),
+            StoreError::Unavailable(reason) => {
+                tracing::warn!(%reason, "store unavailable");
+                ApiError::StoreUnavailable
+            }
+        }
+    }
+}
+
+/// Maps actix's extractor failures (bad JSON, oversized bodies, bad query
+/// strings) onto our error body instead of actix's plain-text defaults.
+pub mod extractors {
+    use actix_web::error::{JsonPayloadError, PathError, QueryPayloadError, UrlencodedError};
+    use actix_web::{HttpRequest, web};
+
+    use super::ApiError;
+
+    pub const JSON_LIMIT: usize = 16 * 1024;
+
+    pub fn json_config() -> web::JsonConfig {
+        web::JsonConfig::default().limit(JSON_LIMIT).error_handler(
+            |err: JsonPayloadError, _: &HttpRequest| {
+                match err {
+                    JsonPayloadError::Overflow { .. }
+                    | JsonPayloadError::OverflowKnownLength { .. } => {
+                        ApiError::PayloadTooLarge { limit: JSON_LIMIT }
+                    }
+                    JsonPayloadError::ContentType => ApiError::bad_request(
+                        "unsupported_content_type",
+                        "send the body as Content-Type: application/json",
+                    ),
+                    JsonPayloadError::Deserialize(e) => ApiError::bad_request(
+                        "invalid_json",
+                        format!("the JSON body is not valid: {e}"),
+                    ),
+                    other => ApiError::bad_request(
+                        "invalid_json",
+                        format!("the JSON body could not be read: {other}"),
+                    ),
+                }
+                .into()
+            },
+        )
+    }
+
+    pub fn form_config() -> web::FormConfig {
+        web::FormConfig::default().limit(JSON_LIMIT).error_handler(
+            |err: UrlencodedError, _: &HttpRequest| {
+                ApiError::bad_request("invalid_form", format!("the form is not valid: {err}"))
+                    .into()
+            },
+        )
+    }
+
+    pub fn query_config() -> web::QueryConfig {
+        web::QueryConfig::default().error_handler(|err: QueryPayloadError, _: &HttpRequest| {
+            ApiError::bad_request(
+                "invalid_query",
+                format!("the query string is not valid: {err}"),
+            )
+            .into()
+        })
+    }
+
+    pub fn path_config() -> web::PathConfig {
+        web::PathConfig::default().error_handler(|err: PathError, _: &HttpRequest| {
+            ApiError::bad_request("invalid_path", format!("the path is not valid: {err}")).into()
+        })
+    }
+}

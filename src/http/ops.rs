@@ -1,0 +1,102 @@
+//! Operations endpoints: liveness, readiness, and Prometheus metrics.
+
+use std::sync::OnceLock;
+
+use actix_web::{HttpResponse, get, web};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use serde_json::json;
+
+use crate::http::AppState;
+
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(healthz).service(readyz).service(metrics_text);
+}
+
+/// The process-wide metrics recorder, installed on first use (tests build
+/// many applications in one process; there is one recorder).
+pub fn metrics_handle() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let seconds = [
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+            ];
+            let recorder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &seconds)
+                .expect("non-empty buckets")
+                .build_recorder();
+            let handle = recorder.handle();
+            if metrics::set_global_recorder(recorder).is_err() {
+                tracing::warn!("a metrics recorder was already installed");
+            }
+            describe();
+            handle
+        })
+        .clone()
+}
+
+fn describe() {
+    metrics::describe_gauge!("waitroom_waiting", "visitors waiting in line, by room");
+    metrics::describe_gauge!(
+        "waitroom_active",
+        "visitors holding an unexpired pass, by room"
+    );
+    metrics::describe_counter!(
+        "waitroom_admitted_total",
+        "visitors admitted from the line by ticks, by room"
+    );
+    metrics::describe_gauge!(
+        "waitroom_sockets_open",
+        "visitor WebSockets open on this node"
+    );
+    metrics::describe_histogram!("waitroom_join_seconds", "time to answer a join");
+    metrics::describe_histogram!(
+        "waitroom_tick_seconds",
+        "time of one room's tick in the store"
+    );
+}
+
+#[get("/healthz")]
+async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().json(json!({"status": "ok"}))
+}
+
+#[get("/readyz")]
+async fn readyz(state: web::Data<AppState>) -> HttpResponse {
+    match state.store.ping().await {
+        Ok(()) => HttpResponse::Ok().json(json!({"status": "ready"})),
+        Err(error) => HttpResponse::ServiceUnavailable().json(json!({
+            "error": {"code": "store_unavailable", "message": error.to_string()}
+        })),
+    }
+}
+
+#[get("/metrics")]
+async fn metrics_text(state: web::Data<AppState>) -> HttpResponse {
+    let mut body = state.metrics.render();
+    body.push_str(&process_metrics());
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        .body(body)
+}
+
+/// Resident memory and open files, read from /proc where there is one.
+fn process_metrics() -> String {
+    let mut out = String::new();
+    if let Ok(statm) = std::fs::read_to_string("/proc/self/statm")
+        && let Some(pages) = statm
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<u64>().ok())
+    {
+        out.push_str("# HELP process_resident_memory_bytes Resident memory size in bytes.\n");
+        out.push_str("# TYPE process_resident_memory_bytes gauge\n");
+        out.push_str(&format!("process_resident_memory_bytes {}\n", pages * 4096));
+    }
+    if let Ok(entries) = std::fs::read_dir("/proc/self/fd") {
+        out.push_str("# HELP process_open_fds Number of open file descriptors.\n");
+        out.push_str("# TYPE process_open_fds gauge\n");
+        out.push_str(&format!("process_open_fds {}\n", entries.count()));
+    }
+    out
+}

@@ -1,0 +1,193 @@
+//! Server-rendered pages: the waiting room, the demo's protected page, and
+//! the static assets they use (embedded in the binary, so it runs anywhere).
+
+pub mod i18n;
+
+use actix_web::http::header;
+use actix_web::{HttpRequest, HttpResponse, get, web};
+use askama::Template;
+use serde::Deserialize;
+
+use crate::http::AppState;
+use crate::store::StoreError;
+use crate::words::RoomId;
+use crate::words::clock::rfc3339;
+use crate::words::credentials::CredentialError;
+use i18n::Texts;
+
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(room_page)
+        .service(demo_target)
+        .service(asset)
+        .service(index);
+}
+
+/// Renders a template as an uncached HTML page.
+pub fn render(page: &impl Template) -> HttpResponse {
+    match page.render() {
+        Ok(html) => HttpResponse::Ok()
+            .content_type("text/html; charset=utf-8")
+            .insert_header((header::CACHE_CONTROL, "no-store"))
+            .body(html),
+        Err(error) => {
+            tracing::error!(%error, "template failed to render");
+            HttpResponse::InternalServerError().body("the page could not be rendered")
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "room.html")]
+pub struct RoomPage {
+    pub lang: &'static str,
+    pub t: &'static Texts,
+    pub room_id: String,
+    pub room_name: String,
+    pub texts_json: String,
+}
+
+#[derive(Template)]
+#[template(path = "room_missing.html")]
+pub struct RoomMissingPage {
+    pub lang: &'static str,
+    pub t: &'static Texts,
+    pub room_id: String,
+}
+
+#[derive(Template)]
+#[template(path = "demo_target.html")]
+pub struct DemoTargetPage {
+    pub valid: bool,
+    pub visitor: String,
+    pub room: String,
+    pub expires_at: String,
+}
+
+/// JSON that is safe inside a `<script>` element.
+fn script_json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value)
+        .unwrap_or_else(|_| "{}".into())
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+}
+
+#[get("/rooms/{room}")]
+async fn room_page(
+    req: HttpRequest,
+    path: web::Path<String>,
+    state: web::Data<AppState>,
+) -> HttpResponse {
+    let accept = req
+        .headers()
+        .get(header::ACCEPT_LANGUAGE)
+        .and_then(|v| v.to_str().ok());
+    let (lang, t) = i18n::negotiate(accept);
+    let missing = || {
+        let mut response = render(&RoomMissingPage {
+            lang,
+            t,
+            room_id: path.to_string(),
+        });
+        *response.status_mut() = actix_web::http::StatusCode::NOT_FOUND;
+        response
+    };
+    let Some(room) = RoomId::parse(&path) else {
+        return missing();
+    };
+    let room_name = match state.store.room(&room).await {
+        Ok(info) => info.config.name,
+        Err(StoreError::RoomNotFound(_) | StoreError::RoomClosed(_)) => return missing(),
+        // The page itself still loads; its script retries the join.
+        Err(error) => {
+            tracing::warn!(%room, %error, "store unavailable while rendering the room page");
+            room.to_string()
+        }
+    };
+    render(&RoomPage {
+        lang,
+        t,
+        room_id: room.to_string(),
+        room_name,
+        texts_json: script_json(t),
+    })
+}
+
+#[derive(Deserialize)]
+struct DemoQuery {
+    wr_pass: Option<String>,
+}
+
+/// Stands in for the protected site in the demo: it verifies the pass
+/// offline, as any site with the JWKS would.
+#[get("/demo/target")]
+async fn demo_target(
+    req: HttpRequest,
+    query: web::Query<DemoQuery>,
+    state: web::Data<AppState>,
+) -> HttpResponse {
+    let pass = query
+        .into_inner()
+        .wr_pass
+        .or_else(|| req.cookie("wr_pass").map(|c| c.value().to_string()));
+    let claims = pass.ok_or(CredentialError::Invalid).and_then(|pass| {
+        state
+            .credentials
+            .read_pass(&pass, None, state.clock.now_ms())
+    });
+    render(&match claims {
+        Ok(claims) => DemoTargetPage {
+            valid: true,
+            visitor: claims.sub,
+            room: claims.room,
+            expires_at: rfc3339(claims.exp * 1000),
+        },
+        Err(_) => DemoTargetPage {
+            valid: false,
+            visitor: String::new(),
+            room: String::new(),
+            expires_at: String::new(),
+        },
+    })
+}
+
+const ASSETS: &[(&str, &str, &str)] = &[
+    (
+        "room.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/room.js"),
+    ),
+    (
+        "admin.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/admin.js"),
+    ),
+    (
+        "sale.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/sale.js"),
+    ),
+    (
+        "style.css",
+        "text/css; charset=utf-8",
+        include_str!("../../../static/style.css"),
+    ),
+];
+
+#[get("/static/{file}")]
+async fn asset(path: web::Path<String>) -> HttpResponse {
+    match ASSETS.iter().find(|(name, _, _)| *name == path.as_str()) {
+        Some((_, content_type, body)) => HttpResponse::Ok()
+            .content_type(*content_type)
+            .insert_header((header::CACHE_CONTROL, "public, max-age=300"))
+            .body(*body),
+        None => HttpResponse::NotFound().finish(),
+    }
+}
+
+#[get("/")]
+async fn index() -> HttpResponse {
+    HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, "/admin"))
+        .finish()
+}

@@ -1,0 +1,87 @@
+//! The demo room (`--demo-room`): room `demo`, admitting 2 visitors every
+//! 5 s, with simulated visitors arriving a little slower than that, so a
+//! person who opens the page sees a line that moves; admitted, they reach a
+//! seat sale of waitroom's own (rows A to E, 8 seats each, 4 per visitor).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::sync::watch;
+
+use crate::store::SaleStore;
+use crate::store::{Store, StoreError};
+use crate::words::sale::{Inventory, SaleConfig};
+use crate::words::{RoomConfig, RoomId, VisitorId};
+
+pub const DEMO_ROOM: &str = "demo";
+/// Simulated visitors already waiting when the demo starts.
+const INITIAL_LINE: usize = 12;
+
+pub async fn create(store: &dyn Store, sale: &dyn SaleStore) -> Result<RoomId, String> {
+    let id = RoomId::parse(DEMO_ROOM).expect("a valid slug");
+    let mut config = RoomConfig::new("Demo sale", "/rooms/demo/sale");
+    config.admit_per_tick = 2;
+    config.tick_ms = 5_000;
+    config.pass_ttl_s = 300;
+    match store.create_room(id.clone(), config).await {
+        Ok(_) => {}
+        // Another node of the deployment made it (and its sale) already.
+        Err(StoreError::RoomExists(_)) => return Ok(id),
+        Err(error) => return Err(error.to_string()),
+    }
+    let seats = ('A'..='E')
+        .flat_map(|row| (1..=8).map(move |n| format!("{row}{n}")))
+        .collect();
+    let sale_config = SaleConfig {
+        inventory: Inventory::Seats(seats),
+        per_user_limit: 4,
+        hold_ttl_s: 120,
+    };
+    sale.configure_sale(&id, sale_config)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(id)
+}
+
+/// Joins simulated visitors (0 to 3 per tick, 1.5 on average against 2
+/// admitted) and keeps them present, until shutdown.
+pub async fn simulate_visitors(
+    store: Arc<dyn Store>,
+    room: RoomId,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut crowd: Vec<VisitorId> = Vec::new();
+    for _ in 0..INITIAL_LINE {
+        join(store.as_ref(), &room, &mut crowd).await;
+    }
+    let mut every_tick = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        tokio::select! {
+            _ = every_tick.tick() => {
+                let arrivals = rand::rng().random_range(0..=3);
+                for _ in 0..arrivals {
+                    join(store.as_ref(), &room, &mut crowd).await;
+                }
+                // Forget those no longer waiting, keep the rest present.
+                let mut still_waiting = Vec::with_capacity(crowd.len());
+                for visitor in crowd.drain(..) {
+                    if let Ok(place) = store.status(&room, visitor).await
+                        && matches!(place.state, crate::words::PlaceState::Waiting { .. })
+                    {
+                        still_waiting.push(visitor);
+                    }
+                }
+                crowd = still_waiting;
+            }
+            _ = shutdown.changed() => break,
+        }
+    }
+}
+
+async fn join(store: &dyn Store, room: &RoomId, crowd: &mut Vec<VisitorId>) {
+    let visitor = VisitorId::random();
+    if store.join(room, visitor).await.is_ok() {
+        crowd.push(visitor);
+    }
+}

@@ -1,0 +1,325 @@
+//! Start-up: building and running the application: the store, the hub, the promoter,
+//! and the HTTP server, wired together and stopped by one shutdown signal.
+
+pub mod config;
+pub mod demo;
+pub mod telemetry;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use std::rc::Rc;
+
+use actix_http::HttpService;
+use actix_service::{
+    IntoServiceFactory, ServiceFactory, ServiceFactoryExt, fn_factory, fn_service, map_config,
+};
+use actix_web::dev::{AppConfig, Server, ServerHandle};
+use actix_web::{App, HttpResponse, web};
+use tokio::sync::watch;
+use tracing_actix_web::TracingLogger;
+
+use crate::http::AppState;
+use crate::http::error::{ApiError, extractors};
+use crate::http::{admin, ops, pages, sale, visitor};
+use crate::live as sessions;
+use crate::live::hub::Hub;
+use crate::live::promoter::Promoter;
+use crate::startup::config::Settings;
+use crate::store::SaleStore;
+use crate::store::Store;
+use crate::store::memory::MemorySale;
+use crate::store::memory::MemoryStore;
+use crate::store::redis::RedisStore;
+use crate::words::clock::SharedClock;
+use crate::words::credentials::{Credentials, random_secret};
+
+/// Open files kept for everything but visitor sockets.
+const RESERVED_FILES: u64 = 500;
+
+fn default_socket_limit() -> usize {
+    let open_files = rlimit::getrlimit(rlimit::Resource::NOFILE)
+        .map(|(soft, _)| soft)
+        .unwrap_or(1024);
+    open_files.saturating_sub(RESERVED_FILES).max(1) as usize
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot listen on {address}: {source}")]
+    Listen {
+        address: String,
+        source: std::io::Error,
+    },
+    #[error("cannot use the Redis store at {url}: {reason}")]
+    Store { url: String, reason: String },
+    #[error("could not set up the demo room: {0}")]
+    Demo(String),
+}
+
+/// The stores an application runs on: admission and the sale, on the
+/// embedded memory store or on one shared Redis.
+#[derive(Clone)]
+pub struct Stores {
+    pub admission: Arc<dyn Store>,
+    pub sale: Arc<dyn SaleStore>,
+}
+
+impl Stores {
+    pub fn memory(clock: SharedClock) -> Self {
+        Self {
+            admission: Arc::new(MemoryStore::new(clock.clone())),
+            sale: Arc::new(MemorySale::new(clock)),
+        }
+    }
+
+    /// Redis at `url`; `clock`: `None` for Redis server time, a driven clock in tests.
+    pub async fn redis(
+        url: &str,
+        clock: Option<SharedClock>,
+    ) -> Result<Self, crate::store::StoreError> {
+        let store = Arc::new(RedisStore::connect(url, clock).await?);
+        Ok(Self {
+            admission: store.clone(),
+            sale: store,
+        })
+    }
+}
+
+/// Handles the embedding code (and tests) keep once the server runs.
+#[derive(Clone)]
+pub struct AppHandle {
+    pub store: Arc<dyn Store>,
+    pub hub: Arc<Hub>,
+    pub promoter: Promoter,
+    pub credentials: Arc<Credentials>,
+    pub clock: SharedClock,
+    shutdown: Arc<watch::Sender<bool>>,
+    server: ServerHandle,
+}
+
+impl AppHandle {
+    /// One promoter pass now: presence, then every due tick.
+    pub async fn step(&self) {
+        self.promoter.refresh_presence().await;
+        if let Err(error) = self.promoter.tick_all().await {
+            tracing::warn!(%error, "tick failed");
+        }
+    }
+
+    /// Closes every socket ("going away"), then stops the server gracefully.
+    pub async fn shutdown(&self) {
+        let _ = self.shutdown.send(true);
+        // Let session loops send their close frames before workers stop.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        self.server.stop(true).await;
+    }
+}
+
+pub struct Application {
+    port: u16,
+    server: Server,
+    handle: AppHandle,
+}
+
+impl Application {
+    /// Builds the application on the store the settings name: Redis (its
+    /// server time decides) with `--redis-url`, the memory store without.
+    pub async fn build(settings: Settings, clock: SharedClock) -> Result<Self, StartError> {
+        let stores = match &settings.redis_url {
+            Some(url) => Stores::redis(url, None)
+                .await
+                .map_err(|error| StartError::Store {
+                    url: url.clone(),
+                    reason: error.to_string(),
+                })?,
+            None => Stores::memory(clock.clone()),
+        };
+        Self::build_with_stores(settings, clock, stores).await
+    }
+
+    /// Builds the application on given stores (tests drive their clock).
+    pub async fn build_with_stores(
+        settings: Settings,
+        clock: SharedClock,
+        stores: Stores,
+    ) -> Result<Self, StartError> {
+        let Stores {
+            admission: store,
+            sale,
+        } = stores;
+        let secret = settings.secret.clone().unwrap_or_else(|| {
+            tracing::warn!("no --secret given: generated one for this process; tickets and passes will not survive a restart or verify on other nodes");
+            random_secret()
+        });
+        let admin_token = settings.admin_token.clone().unwrap_or_else(|| {
+            let token = random_secret();
+            tracing::warn!(admin_token = %token, "no --admin-token given: generated one for this process");
+            token
+        });
+        let credentials = Arc::new(Credentials::from_secret(&secret));
+        let hub = Arc::new(Hub::new(credentials.clone()));
+        let promoter = Promoter::new(store.clone(), hub.clone());
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+
+        tokio::spawn(hub.clone().run(store.clone(), shutdown_rx.clone()));
+        tokio::spawn(promoter.clone().run(shutdown_rx.clone()));
+        if settings.demo_room {
+            let room = demo::create(store.as_ref(), sale.as_ref())
+                .await
+                .map_err(StartError::Demo)?;
+            tokio::spawn(demo::simulate_visitors(
+                store.clone(),
+                room,
+                shutdown_rx.clone(),
+            ));
+        }
+
+        let state = web::Data::new(AppState {
+            store: store.clone(),
+            sale: sale.clone(),
+            hub: hub.clone(),
+            credentials: credentials.clone(),
+            clock: clock.clone(),
+            admin_token,
+            shutdown: shutdown_rx,
+            metrics: ops::metrics_handle(),
+            socket_limit: settings.max_sockets.unwrap_or_else(default_socket_limit),
+        });
+        let app = move || {
+            App::new()
+                .wrap(TracingLogger::default())
+                .app_data(state.clone())
+                .app_data(extractors::json_config())
+                .app_data(extractors::form_config())
+                .app_data(extractors::query_config())
+                .app_data(extractors::path_config())
+                .configure(visitor::routes)
+                .service(sessions::socket::connect)
+                .configure(admin::api::routes)
+                .configure(admin::page::routes)
+                .configure(sale::routes)
+                .configure(pages::routes)
+                .configure(ops::routes)
+                .default_service(web::to(not_found))
+        };
+        let listener = listen(&settings.listen).map_err(|source| StartError::Listen {
+            address: settings.listen.clone(),
+            source,
+        })?;
+        let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
+        // actix-web's `HttpServer`, with one addition it has no setting for:
+        // an upgrade service, through which WebSockets leave the HTTP
+        // dispatcher (see `sessions::upgrade`).
+        let mut server = actix_server::Server::build()
+            .disable_signals()
+            .shutdown_timeout(5)
+            .max_concurrent_connections(50_000);
+        if let Some(workers) = settings.workers {
+            server = server.workers(workers);
+        }
+        let server = server
+            .listen("waitroom", listener, move || {
+                let upgrade_app = app.clone();
+                HttpService::build()
+                    .upgrade(fn_factory(move || {
+                        let app = upgrade_app()
+                            .into_factory()
+                            .new_service(AppConfig::default());
+                        async move {
+                            let app = Rc::new(app.await?);
+                            Ok::<_, ()>(fn_service(move |upgrade| {
+                                sessions::upgrade::handle(app.clone(), upgrade)
+                            }))
+                        }
+                    }))
+                    .finish(map_config(
+                        app().into_factory().map_err(|error| error.error_response()),
+                        |_| AppConfig::default(),
+                    ))
+                    .tcp()
+            })
+            .map_err(|source| StartError::Listen {
+                address: settings.listen.clone(),
+                source,
+            })?
+            .run();
+        let handle = AppHandle {
+            store,
+            hub,
+            promoter,
+            credentials,
+            clock,
+            shutdown: Arc::new(shutdown_tx),
+            server: server.handle(),
+        };
+        Ok(Self {
+            port,
+            server,
+            handle,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn handle(&self) -> AppHandle {
+        self.handle.clone()
+    }
+
+    /// Serves until stopped; SIGINT or SIGTERM close every socket first.
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        let handle = self.handle.clone();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            tracing::info!("shutting down: closing sockets");
+            handle.shutdown().await;
+        });
+        self.server.await
+    }
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            std::future::pending::<()>().await;
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {},
+            _ = int.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Connections the kernel queues for `accept`: visitors arrive in bursts,
+/// and a full queue drops SYNs, which clients retry only after a second.
+pub const LISTEN_BACKLOG: i32 = 4096;
+
+/// Binds the listening socket with [`LISTEN_BACKLOG`] (a listener from
+/// `std::net::TcpListener::bind` gets the kernel's default of 128).
+fn listen(address: &str) -> std::io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let address = std::net::ToSocketAddrs::to_socket_addrs(address)?
+        .next()
+        .ok_or_else(|| std::io::Error::other("the address resolves to nothing"))?;
+    let socket = Socket::new(Domain::for_address(address), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&address.into())?;
+    socket.listen(LISTEN_BACKLOG)?;
+    Ok(socket.into())
+}
+
+async fn not_found() -> Result<HttpResponse, ApiError> {
+    Err(ApiError::NotFound("no such endpoint".into()))
+}

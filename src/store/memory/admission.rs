@@ -1,0 +1,555 @@
+//! The embedded store for a single node: every room behind its own mutex, so
+//! each operation (join, tick, leave…) is one critical section and a check can
+//! never be separated from the act it guards.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::broadcast;
+
+use super::fenwick::LineIndex;
+use crate::store::{Store, StoreError, TickReport};
+use crate::words::clock::{Millis, SharedClock};
+use crate::words::{
+    Admission, LineSummary, Place, PlaceState, RoomConfig, RoomEvent, RoomId, RoomInfo, RoomPatch,
+    RoomStats, StoreEvent, VisitorId,
+};
+
+/// How far back the achieved admission rate looks.
+const RATE_WINDOW_MS: Millis = 60_000;
+/// Events buffered per subscriber before a slow one is told it lagged.
+const EVENT_BUFFER: usize = 4_096;
+
+pub struct MemoryStore {
+    clock: SharedClock,
+    rooms: RwLock<HashMap<RoomId, Arc<Mutex<Room>>>>,
+    events: broadcast::Sender<StoreEvent>,
+}
+
+impl MemoryStore {
+    pub fn new(clock: SharedClock) -> Self {
+        Self {
+            clock,
+            rooms: RwLock::new(HashMap::new()),
+            events: broadcast::channel(EVENT_BUFFER).0,
+        }
+    }
+
+    fn room_handle(&self, id: &RoomId) -> Result<Arc<Mutex<Room>>, StoreError> {
+        self.rooms
+            .read()
+            .get(id)
+            .cloned()
+            .ok_or_else(|| StoreError::RoomNotFound(id.clone()))
+    }
+
+    /// Runs `op` on an open room at the store's current time.
+    fn with_open_room<T>(
+        &self,
+        id: &RoomId,
+        op: impl FnOnce(&mut Room, Millis) -> T,
+    ) -> Result<T, StoreError> {
+        let handle = self.room_handle(id)?;
+        let mut room = handle.lock();
+        if room.closed {
+            return Err(StoreError::RoomClosed(id.clone()));
+        }
+        let now = self.clock.now_ms();
+        room.expire_passes(now);
+        Ok(op(&mut room, now))
+    }
+
+    fn publish(&self, event: RoomEvent) {
+        // No subscriber is not an error: nobody is connected yet.
+        let _ = self.events.send(StoreEvent::Room(event));
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum VisitorState {
+    Waiting {
+        seq: u64,
+        joined_at: Millis,
+        last_seen: Millis,
+    },
+    Admitted {
+        admitted_at: Millis,
+        expires_at: Millis,
+    },
+    Left,
+}
+
+struct Room {
+    id: RoomId,
+    config: RoomConfig,
+    /// `config.target_url`, shared with every place handed out.
+    target_url: Arc<str>,
+    closed: bool,
+    created_at: Millis,
+    /// Tokens left for this tick period: refilled to `admit_per_tick` by each
+    /// tick, spent on the head of the line first, then on pass-through arrivals.
+    tokens: u32,
+    /// The tick schedule's anchor: ticks are due at `last_tick + k * tick_ms`.
+    last_tick: Millis,
+    /// When a tick last actually ran.
+    last_tick_ran: Option<Millis>,
+    /// Admissions per second over the rate window, as of the last tick.
+    achieved_rate: f64,
+    version: u64,
+    index: LineIndex,
+    /// The line: join sequence number → visitor, head first.
+    line: BTreeMap<u64, VisitorId>,
+    /// Visitors with a place or a pass. Expired visitors are forgotten: an
+    /// unknown visitor and an expired one are told the same thing.
+    visitors: HashMap<VisitorId, VisitorState>,
+    /// (last seen, seq) of every waiting visitor, stalest first, so a tick
+    /// finds the abandoned without walking the line.
+    presence: BTreeSet<(Millis, u64)>,
+    /// (pass expiry, visitor) of every admitted visitor, soonest first.
+    active: BTreeSet<(Millis, VisitorId)>,
+    /// (time, admitted) over the rate window, oldest first.
+    admissions: VecDeque<(Millis, u64)>,
+    admitted_total: u64,
+}
+
+impl Room {
+    fn new(id: RoomId, config: RoomConfig, now: Millis) -> Self {
+        Self {
+            id,
+            tokens: config.admit_per_tick,
+            target_url: config.target_url.as_str().into(),
+            config,
+            closed: false,
+            created_at: now,
+            last_tick: now,
+            last_tick_ran: None,
+            achieved_rate: 0.0,
+            version: 0,
+            index: LineIndex::new(),
+            line: BTreeMap::new(),
+            visitors: HashMap::new(),
+            presence: BTreeSet::new(),
+            active: BTreeSet::new(),
+            admissions: VecDeque::new(),
+            admitted_total: 0,
+        }
+    }
+
+    fn expire_passes(&mut self, now: Millis) {
+        while let Some(&(expires_at, visitor)) = self.active.first() {
+            if expires_at > now {
+                break;
+            }
+            self.active.pop_first();
+            self.visitors.remove(&visitor);
+        }
+    }
+
+    /// Drops waiting visitors not seen for `abandon_after_s`; returns their seqs.
+    fn sweep_abandoned(&mut self, now: Millis) -> Vec<u64> {
+        let grace = self.config.abandon_after_s * 1000;
+        let mut departed = Vec::new();
+        while let Some(&(last_seen, seq)) = self.presence.first() {
+            if last_seen + grace > now {
+                break;
+            }
+            self.presence.pop_first();
+            if let Some(visitor) = self.line.remove(&seq) {
+                self.index.remove(seq);
+                self.visitors.remove(&visitor);
+            }
+            departed.push(seq);
+        }
+        departed
+    }
+
+    fn under_cap(&self) -> bool {
+        self.config
+            .max_active
+            .is_none_or(|cap| (self.active.len() as u64) < cap)
+    }
+
+    fn admit(&mut self, visitor: VisitorId, seq: u64, now: Millis) -> Admission {
+        let expires_at = now + self.config.pass_ttl_s * 1000;
+        self.visitors.insert(
+            visitor,
+            VisitorState::Admitted {
+                admitted_at: now,
+                expires_at,
+            },
+        );
+        self.active.insert((expires_at, visitor));
+        self.tokens -= 1;
+        self.admitted_total += 1;
+        Admission {
+            visitor,
+            seq,
+            admitted_at: now,
+            expires_at,
+        }
+    }
+
+    fn record_admissions(&mut self, now: Millis, count: u64) {
+        if count > 0 {
+            match self.admissions.back_mut() {
+                Some((at, n)) if *at == now => *n += count,
+                _ => self.admissions.push_back((now, count)),
+            }
+        }
+        while let Some(&(at, _)) = self.admissions.front() {
+            if at + RATE_WINDOW_MS > now {
+                break;
+            }
+            self.admissions.pop_front();
+        }
+    }
+
+    fn admitted_since(&self, since_exclusive: Millis) -> u64 {
+        self.admissions
+            .iter()
+            .filter(|(at, _)| *at > since_exclusive)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Admissions per second over the window ending at `last_tick`.
+    fn measure_rate(&self, last_tick: Millis) -> f64 {
+        let window_start = last_tick
+            .saturating_sub(RATE_WINDOW_MS)
+            .max(self.created_at);
+        let span_ms = (last_tick - window_start).max(self.config.tick_ms);
+        let admitted = self
+            .admissions
+            .iter()
+            .filter(|(at, _)| *at > window_start && *at <= last_tick)
+            .map(|(_, n)| n)
+            .sum::<u64>();
+        admitted as f64 * 1000.0 / span_ms as f64
+    }
+
+    /// The rate an ETA divides by: none while paused, the configured rate
+    /// before the first tick, then the rate achieved (none if nothing got in).
+    fn rate_per_s(&self) -> Option<f64> {
+        if self.config.paused {
+            return None;
+        }
+        if self.last_tick_ran.is_none() {
+            return Some(self.config.admit_per_tick as f64 * 1000.0 / self.config.tick_ms as f64);
+        }
+        (self.achieved_rate > 0.0).then_some(self.achieved_rate)
+    }
+
+    fn summary(&self) -> LineSummary {
+        LineSummary {
+            version: self.version,
+            waiting: self.line.len() as u64,
+            rate_per_s: self.rate_per_s(),
+            paused: self.config.paused,
+            tick_at: self.last_tick_ran,
+        }
+    }
+
+    fn place(&self, visitor: VisitorId) -> Place {
+        let state = match self.visitors.get(&visitor) {
+            Some(VisitorState::Waiting { seq, .. }) => PlaceState::Waiting {
+                seq: *seq,
+                position: self.index.rank(*seq),
+            },
+            Some(VisitorState::Admitted {
+                admitted_at,
+                expires_at,
+            }) => PlaceState::Admitted {
+                admitted_at: *admitted_at,
+                expires_at: *expires_at,
+            },
+            Some(VisitorState::Left) => PlaceState::Left,
+            None => PlaceState::Expired,
+        };
+        Place {
+            visitor,
+            state,
+            line: self.summary(),
+            target_url: self.target_url.clone(),
+        }
+    }
+
+    fn mark_present(&mut self, visitor: VisitorId, now: Millis) {
+        if let Some(VisitorState::Waiting { seq, last_seen, .. }) = self.visitors.get_mut(&visitor)
+            && *last_seen < now
+        {
+            self.presence.remove(&(*last_seen, *seq));
+            self.presence.insert((now, *seq));
+            *last_seen = now;
+        }
+    }
+
+    fn join(&mut self, visitor: VisitorId, now: Millis) -> Place {
+        match self.visitors.get(&visitor) {
+            Some(VisitorState::Waiting { .. }) => self.mark_present(visitor, now),
+            Some(VisitorState::Admitted { .. }) => {}
+            Some(VisitorState::Left) | None => {
+                let pass_through = !self.config.paused
+                    && self.tokens > 0
+                    && self.line.is_empty()
+                    && self.under_cap();
+                if pass_through {
+                    self.admit(visitor, 0, now);
+                    self.record_admissions(now, 1);
+                } else {
+                    let seq = self.index.push_waiting();
+                    self.line.insert(seq, visitor);
+                    self.presence.insert((now, seq));
+                    self.visitors.insert(
+                        visitor,
+                        VisitorState::Waiting {
+                            seq,
+                            joined_at: now,
+                            last_seen: now,
+                        },
+                    );
+                }
+            }
+        }
+        self.place(visitor)
+    }
+
+    /// Removes the visitor's place or slot; returns the seq if they were waiting.
+    fn leave(&mut self, visitor: VisitorId) -> Option<u64> {
+        match self.visitors.insert(visitor, VisitorState::Left) {
+            Some(VisitorState::Waiting { seq, last_seen, .. }) => {
+                self.line.remove(&seq);
+                self.index.remove(seq);
+                self.presence.remove(&(last_seen, seq));
+                self.version += 1;
+                Some(seq)
+            }
+            Some(VisitorState::Admitted { expires_at, .. }) => {
+                self.active.remove(&(expires_at, visitor));
+                None
+            }
+            Some(VisitorState::Left) => None,
+            None => {
+                // Never here, or already expired: nothing to give up.
+                self.visitors.remove(&visitor);
+                None
+            }
+        }
+    }
+
+    fn tick(&mut self, now: Millis) -> Option<(TickReport, RoomEvent)> {
+        let tick_ms = self.config.tick_ms;
+        if now < self.last_tick + tick_ms {
+            return None;
+        }
+        // Keep the cadence: a late tick does not shift every later one.
+        self.last_tick += (now - self.last_tick) / tick_ms * tick_ms;
+        let departed = self.sweep_abandoned(now);
+        self.tokens = self.config.admit_per_tick;
+        let mut admitted = Vec::new();
+        if !self.config.paused {
+            while self.tokens > 0 && self.under_cap() {
+                let Some((seq, visitor)) = self.line.pop_first() else {
+                    break;
+                };
+                if let Some(VisitorState::Waiting { last_seen, .. }) = self.visitors.get(&visitor) {
+                    self.presence.remove(&(*last_seen, seq));
+                }
+                self.index.remove(seq);
+                admitted.push(self.admit(visitor, seq, now));
+            }
+        }
+        self.record_admissions(now, admitted.len() as u64);
+        self.last_tick_ran = Some(now);
+        self.achieved_rate = self.measure_rate(now);
+        self.version += 1;
+        let report = TickReport {
+            admitted: admitted.len() as u64,
+            abandoned: departed.len() as u64,
+            waiting: self.line.len() as u64,
+            active: self.active.len() as u64,
+        };
+        let event = RoomEvent::Tick {
+            room: self.id.clone(),
+            admitted: admitted.into(),
+            departed: departed.into(),
+            line: self.summary(),
+        };
+        Some((report, event))
+    }
+
+    fn info(&self, now: Millis) -> RoomInfo {
+        let oldest_wait_ms = self
+            .line
+            .first_key_value()
+            .and_then(|(_, visitor)| match self.visitors.get(visitor) {
+                Some(VisitorState::Waiting { joined_at, .. }) => {
+                    Some(now.saturating_sub(*joined_at))
+                }
+                _ => None,
+            })
+            .unwrap_or(0);
+        RoomInfo {
+            id: self.id.clone(),
+            config: self.config.clone(),
+            stats: RoomStats {
+                waiting: self.line.len() as u64,
+                active: self.active.len() as u64,
+                admitted_total: self.admitted_total,
+                admitted_last_minute: self.admitted_since(now.saturating_sub(RATE_WINDOW_MS)),
+                oldest_wait_seconds: oldest_wait_ms / 1000,
+            },
+        }
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn create_room(&self, id: RoomId, config: RoomConfig) -> Result<RoomInfo, StoreError> {
+        config.validate().map_err(StoreError::InvalidConfig)?;
+        let now = self.clock.now_ms();
+        let mut rooms = self.rooms.write();
+        if let Some(existing) = rooms.get(&id)
+            && !existing.lock().closed
+        {
+            return Err(StoreError::RoomExists(id));
+        }
+        let room = Room::new(id.clone(), config, now);
+        let info = room.info(now);
+        rooms.insert(id, Arc::new(Mutex::new(room)));
+        Ok(info)
+    }
+
+    async fn configure(&self, id: &RoomId, patch: RoomPatch) -> Result<RoomInfo, StoreError> {
+        let (info, event) = self.with_open_room(id, |room, now| {
+            let config = patch
+                .apply_to(&room.config)
+                .map_err(StoreError::InvalidConfig)?;
+            room.tokens = room.tokens.min(config.admit_per_tick);
+            room.target_url = config.target_url.as_str().into();
+            room.config = config;
+            let event = RoomEvent::Configured {
+                room: id.clone(),
+                line: room.summary(),
+                target_url: room.target_url.clone(),
+            };
+            Ok::<_, StoreError>((room.info(now), event))
+        })??;
+        self.publish(event);
+        Ok(info)
+    }
+
+    async fn close_room(&self, id: &RoomId) -> Result<(), StoreError> {
+        let handle = self.room_handle(id)?;
+        let mut room = handle.lock();
+        if room.closed {
+            return Err(StoreError::RoomNotFound(id.clone()));
+        }
+        let now = self.clock.now_ms();
+        *room = Room::new(id.clone(), room.config.clone(), now);
+        room.closed = true;
+        self.publish(RoomEvent::Closed { room: id.clone() });
+        Ok(())
+    }
+
+    async fn room(&self, id: &RoomId) -> Result<RoomInfo, StoreError> {
+        self.with_open_room(id, |room, now| room.info(now))
+            .map_err(|e| match e {
+                StoreError::RoomClosed(id) => StoreError::RoomNotFound(id),
+                other => other,
+            })
+    }
+
+    async fn rooms(&self) -> Result<Vec<RoomInfo>, StoreError> {
+        let handles: Vec<_> = self.rooms.read().values().cloned().collect();
+        let now = self.clock.now_ms();
+        let mut infos: Vec<RoomInfo> = handles
+            .iter()
+            .filter_map(|handle| {
+                let mut room = handle.lock();
+                (!room.closed).then(|| {
+                    room.expire_passes(now);
+                    room.info(now)
+                })
+            })
+            .collect();
+        infos.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(infos)
+    }
+
+    async fn room_ids(&self) -> Result<Vec<RoomId>, StoreError> {
+        let rooms = self.rooms.read();
+        Ok(rooms
+            .iter()
+            .filter(|(_, room)| !room.lock().closed)
+            .map(|(id, _)| id.clone())
+            .collect())
+    }
+
+    async fn join(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {
+        self.with_open_room(id, |room, now| room.join(visitor, now))
+    }
+
+    async fn status(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {
+        match self.with_open_room(id, |room, now| {
+            room.mark_present(visitor, now);
+            room.place(visitor)
+        }) {
+            Err(StoreError::RoomClosed(_)) => Ok(Place {
+                visitor,
+                state: PlaceState::Closed,
+                line: LineSummary::default(),
+                target_url: "".into(),
+            }),
+            other => other,
+        }
+    }
+
+    async fn leave(&self, id: &RoomId, visitor: VisitorId) -> Result<(), StoreError> {
+        let left = self.with_open_room(id, |room, _| {
+            room.leave(visitor).map(|seq| RoomEvent::Left {
+                room: id.clone(),
+                seq,
+                line: room.summary(),
+            })
+        });
+        match left {
+            Ok(Some(event)) => self.publish(event),
+            Ok(None) | Err(StoreError::RoomClosed(_)) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    async fn touch(&self, id: &RoomId, visitors: &[VisitorId]) -> Result<(), StoreError> {
+        self.with_open_room(id, |room, now| {
+            for visitor in visitors {
+                room.mark_present(*visitor, now);
+            }
+        })
+    }
+
+    async fn tick(&self, id: &RoomId) -> Result<Option<TickReport>, StoreError> {
+        let handle = self.room_handle(id)?;
+        let mut room = handle.lock();
+        if room.closed {
+            return Ok(None);
+        }
+        let now = self.clock.now_ms();
+        room.expire_passes(now);
+        Ok(room.tick(now).map(|(report, event)| {
+            // Published under the room's lock so events leave in version order.
+            self.publish(event);
+            report
+        }))
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<StoreEvent> {
+        self.events.subscribe()
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+}

@@ -1,0 +1,8 @@
+//! The embedded store for one node: every operation one critical section.
+
+mod admission;
+mod fenwick;
+mod sale;
+
+pub use admission::MemoryStore;
+pub use sale::MemorySale;

@@ -1,0 +1,72 @@
+//! Stores: the boundary every store implements (one method per operation,
+//! each one atomic step: one critical section in memory, one Lua script on
+//! Redis), and the two stores, memory and Redis.
+
+pub mod memory;
+pub mod redis;
+mod sale;
+
+pub use sale::SaleStore;
+
+use async_trait::async_trait;
+use tokio::sync::broadcast;
+
+use crate::words::{Place, RoomConfig, RoomId, RoomInfo, RoomPatch, StoreEvent, VisitorId};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("room {0} not found")]
+    RoomNotFound(RoomId),
+    #[error("room {0} already exists")]
+    RoomExists(RoomId),
+    #[error("room {0} is closed")]
+    RoomClosed(RoomId),
+    #[error("invalid config: {0}")]
+    InvalidConfig(String),
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// What a due tick did, for the promoter's metrics and logs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TickReport {
+    pub admitted: u64,
+    pub abandoned: u64,
+    pub waiting: u64,
+    pub active: u64,
+}
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    async fn create_room(&self, id: RoomId, config: RoomConfig) -> Result<RoomInfo, StoreError>;
+    async fn configure(&self, id: &RoomId, patch: RoomPatch) -> Result<RoomInfo, StoreError>;
+    /// Closes a room: every visitor's state becomes `closed`.
+    async fn close_room(&self, id: &RoomId) -> Result<(), StoreError>;
+    /// An open room with its live stats.
+    async fn room(&self, id: &RoomId) -> Result<RoomInfo, StoreError>;
+    async fn rooms(&self) -> Result<Vec<RoomInfo>, StoreError>;
+    /// Ids of the open rooms, for the promoter.
+    async fn room_ids(&self) -> Result<Vec<RoomId>, StoreError>;
+
+    /// Joins, or returns the visitor's existing place: idempotent per visitor.
+    async fn join(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError>;
+    /// The visitor's place now; counts as a sign of presence.
+    async fn status(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError>;
+    /// Gives up the place or the admitted slot.
+    async fn leave(&self, id: &RoomId, visitor: VisitorId) -> Result<(), StoreError>;
+    /// Marks these visitors present (they hold a socket on some node).
+    async fn touch(&self, id: &RoomId, visitors: &[VisitorId]) -> Result<(), StoreError>;
+    /// Runs the room's tick if one is due at the store's time; `None` if not
+    /// due. Safe to call from every node at once: a due tick runs once.
+    async fn tick(&self, id: &RoomId) -> Result<Option<TickReport>, StoreError>;
+
+    /// Every room's events, on this node.
+    fn subscribe(&self) -> broadcast::Receiver<StoreEvent>;
+    /// Makes sure this node hears `room`'s events (on a cluster, sharded
+    /// channels are subscribed one by one); call before reading a place.
+    async fn watch(&self, _room: &RoomId) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// Is the store reachable?
+    async fn ping(&self) -> Result<(), StoreError>;
+}

@@ -1,0 +1,722 @@
+//! The shared store for many nodes: every operation is one Lua script (see
+//! `lua/`) on one room's keys, all under the hash tag `wr:{room}` so each
+//! script touches one Redis Cluster slot. Events go out on the room's
+//! channel; every node's hub hears them and updates its own sockets.
+//!
+//! `redis://host:port/` is one server (events on a pattern subscription);
+//! `redis+cluster://host:port,host:port/` is a cluster (events on sharded
+//! channels, SSUBSCRIBE/SPUBLISH, Redis 7).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use parking_lot::Mutex;
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{
+    AsyncCommands, Cmd, Pipeline, ProtocolVersion, PushInfo, PushKind, RedisError, RedisFuture,
+    Script, Value,
+};
+use tokio::sync::{broadcast, mpsc};
+
+use crate::store::{Store, StoreError, TickReport};
+use crate::words::clock::SharedClock;
+use crate::words::{
+    Admission, LineSummary, Place, PlaceState, RoomConfig, RoomEvent, RoomId, RoomInfo, RoomPatch,
+    RoomStats, StoreEvent, VisitorId,
+};
+
+const ROOMS_KEY: &str = "wr:rooms";
+const EVENTS_PATTERN: &str = "wr:*:events";
+const EVENT_BUFFER: usize = 4_096;
+/// A request that takes longer than this counts as the store being down.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+
+macro_rules! script {
+    ($file:literal) => {
+        Script::new(concat!(
+            include_str!("../../../lua/lib.lua"),
+            "\n",
+            include_str!(concat!("../../../lua/", $file))
+        ))
+    };
+}
+
+struct Scripts {
+    create_room: Script,
+    configure: Script,
+    close_room: Script,
+    room_info: Script,
+    join: Script,
+    status: Script,
+    leave: Script,
+    touch: Script,
+    tick: Script,
+}
+
+impl Scripts {
+    fn load() -> Self {
+        Self {
+            create_room: script!("create_room.lua"),
+            configure: script!("configure.lua"),
+            close_room: script!("close_room.lua"),
+            room_info: script!("room_info.lua"),
+            join: script!("join.lua"),
+            status: script!("status.lua"),
+            leave: script!("leave.lua"),
+            touch: script!("touch.lua"),
+            tick: script!("tick.lua"),
+        }
+    }
+}
+
+/// One server through a reconnecting manager, or a cluster.
+#[derive(Clone)]
+enum Connection {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Connection::Single(c) => c.req_packed_command(cmd),
+            Connection::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Connection::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Connection::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Connection::Single(c) => c.get_db(),
+            Connection::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+pub struct RedisStore {
+    commands: Connection,
+    /// Receives room events; on a cluster, subscribed room by room.
+    subscriber: Connection,
+    /// Rooms whose sharded channel this node subscribed to (cluster only).
+    watched: Mutex<HashSet<RoomId>>,
+    scripts: Arc<Scripts>,
+    /// Tests drive time; in production the scripts read Redis server time.
+    clock: Option<SharedClock>,
+    events: broadcast::Sender<StoreEvent>,
+}
+
+/// The keys of one room, in the order every script expects them.
+fn room_keys(room: &RoomId) -> [String; 6] {
+    ["room", "line", "seen", "visitors", "active", "admissions"]
+        .map(|k| format!("wr:{{{room}}}:{k}"))
+}
+
+fn channel(room: &RoomId) -> String {
+    format!("wr:{{{room}}}:events")
+}
+
+/// The seed nodes of a `redis+cluster://a:1,b:2/` URL, or `None` for one server.
+fn cluster_seeds(url: &str) -> Option<Vec<String>> {
+    let (scheme, rest) = url.split_once("+cluster://")?;
+    let hosts = rest.split(['/', '?']).next().unwrap_or_default();
+    Some(
+        hosts
+            .split(',')
+            .map(|host| format!("{scheme}://{host}/"))
+            .collect(),
+    )
+}
+
+fn with_resp3(url: &str) -> String {
+    if url.contains("protocol=") {
+        url.to_string()
+    } else if url.contains('?') {
+        format!("{url}&protocol=resp3")
+    } else {
+        format!("{url}?protocol=resp3")
+    }
+}
+
+const CONFLICT: &str = "config changed concurrently";
+
+/// The code a script answered with (`redis.error_reply`), if it did. The
+/// client files unknown codes under a generic kind, so the text decides.
+fn script_error(error: &RedisError) -> Option<&'static str> {
+    let text = error.to_string();
+    ["NOROOM", "CLOSED", "EXISTS", "CONFLICT"]
+        .into_iter()
+        .find(|code| {
+            text.split(|c: char| !c.is_ascii_alphanumeric())
+                .any(|word| word == *code)
+        })
+}
+
+fn unavailable(error: RedisError) -> StoreError {
+    StoreError::Unavailable(error.to_string())
+}
+
+impl RedisStore {
+    /// Connects to Redis and subscribes to every room's events. `clock`:
+    /// `None` in production (Redis server time decides), a driven clock in tests.
+    pub async fn connect(url: &str, clock: Option<SharedClock>) -> Result<Self, StoreError> {
+        let (push_tx, push_rx) = mpsc::unbounded_channel();
+        let (commands, subscriber) = match cluster_seeds(url) {
+            Some(seeds) => {
+                let builder = || {
+                    ClusterClient::builder(seeds.clone())
+                        .use_protocol(ProtocolVersion::RESP3)
+                        .response_timeout(RESPONSE_TIMEOUT)
+                        .connection_timeout(RESPONSE_TIMEOUT)
+                };
+                let commands = builder()
+                    .build()
+                    .map_err(unavailable)?
+                    .get_async_connection()
+                    .await;
+                let subscriber = builder()
+                    .push_sender(push_tx)
+                    .build()
+                    .map_err(unavailable)?
+                    .get_async_connection()
+                    .await;
+                (
+                    Connection::Cluster(commands.map_err(unavailable)?),
+                    Connection::Cluster(subscriber.map_err(unavailable)?),
+                )
+            }
+            None => {
+                let client = redis::Client::open(with_resp3(url))
+                    .map_err(|e| StoreError::Unavailable(format!("invalid Redis URL: {e}")))?;
+                let config = ConnectionManagerConfig::new()
+                    .set_response_timeout(Some(RESPONSE_TIMEOUT))
+                    .set_connection_timeout(Some(RESPONSE_TIMEOUT))
+                    .set_number_of_retries(2)
+                    .set_max_delay(Duration::from_millis(500));
+                let commands = client
+                    .get_connection_manager_with_config(config.clone())
+                    .await
+                    .map_err(unavailable)?;
+                let mut subscriber = client
+                    .get_connection_manager_with_config(
+                        config
+                            .set_push_sender(push_tx)
+                            .set_automatic_resubscription(),
+                    )
+                    .await
+                    .map_err(unavailable)?;
+                subscriber
+                    .psubscribe(EVENTS_PATTERN)
+                    .await
+                    .map_err(unavailable)?;
+                (Connection::Single(commands), Connection::Single(subscriber))
+            }
+        };
+        let events = broadcast::channel(EVENT_BUFFER).0;
+        tokio::spawn(forward_events(push_rx, subscriber.clone(), events.clone()));
+        Ok(Self {
+            commands,
+            subscriber,
+            watched: Mutex::new(HashSet::new()),
+            scripts: Arc::new(Scripts::load()),
+            clock,
+            events,
+        })
+    }
+
+    fn publish_command(&self) -> &'static str {
+        match self.commands {
+            Connection::Single(_) => "PUBLISH",
+            Connection::Cluster(_) => "SPUBLISH",
+        }
+    }
+
+    /// Runs a script on `keys` with the time first among its arguments
+    /// (other features' scripts, such as the sale's, share this connection).
+    pub(crate) async fn eval<T: redis::FromRedisValue>(
+        &self,
+        script: &Script,
+        keys: &[String],
+        args: impl IntoIterator<Item = String>,
+    ) -> Result<T, RedisError> {
+        let mut invocation = script.prepare_invoke();
+        for key in keys {
+            invocation.key(key);
+        }
+        invocation.arg(self.now_arg());
+        for arg in args {
+            invocation.arg(arg);
+        }
+        let mut connection = self.commands.clone();
+        invocation.invoke_async(&mut connection).await
+    }
+
+    fn now_arg(&self) -> String {
+        self.clock
+            .as_ref()
+            .map(|c| c.now_ms().to_string())
+            .unwrap_or_default()
+    }
+
+    /// Runs one of the room's scripts with `args` after the common ones.
+    async fn run<T: redis::FromRedisValue>(
+        &self,
+        script: &Script,
+        room: &RoomId,
+        args: impl IntoIterator<Item = String>,
+    ) -> Result<T, StoreError> {
+        let mut invocation = script.prepare_invoke();
+        for key in room_keys(room) {
+            invocation.key(key);
+        }
+        invocation.arg(self.publish_command()).arg(self.now_arg());
+        for arg in args {
+            invocation.arg(arg);
+        }
+        let mut connection = self.commands.clone();
+        invocation
+            .invoke_async(&mut connection)
+            .await
+            .map_err(|error| match script_error(&error) {
+                Some("NOROOM") => StoreError::RoomNotFound(room.clone()),
+                Some("CLOSED") => StoreError::RoomClosed(room.clone()),
+                Some("EXISTS") => StoreError::RoomExists(room.clone()),
+                Some(_) => StoreError::Unavailable(CONFLICT.into()),
+                None => unavailable(error),
+            })
+    }
+
+    /// Config and stats, plus the config revision a change must be made against.
+    async fn info_with_revision(&self, room: &RoomId) -> Result<(RoomInfo, String), StoreError> {
+        let flat: Vec<Value> = self.run(&self.scripts.room_info, room, []).await?;
+        parse_info(room, flat)
+            .ok_or_else(|| StoreError::Unavailable("unexpected room record".into()))
+    }
+}
+
+fn config_args(config: &RoomConfig) -> Vec<String> {
+    [
+        ("name", config.name.clone()),
+        ("target_url", config.target_url.clone()),
+        ("admit_per_tick", config.admit_per_tick.to_string()),
+        ("tick_ms", config.tick_ms.to_string()),
+        (
+            "max_active",
+            config.max_active.map(|m| m.to_string()).unwrap_or_default(),
+        ),
+        ("pass_ttl_s", config.pass_ttl_s.to_string()),
+        ("abandon_after_s", config.abandon_after_s.to_string()),
+        ("paused", if config.paused { "1" } else { "0" }.to_string()),
+    ]
+    .into_iter()
+    .flat_map(|(field, value)| [field.to_string(), value])
+    .collect()
+}
+
+/// A script's reply value as text (shared with the sale's scripts).
+pub(crate) fn text(value: &Value) -> Option<String> {
+    redis::from_redis_value_ref::<String>(value).ok()
+}
+
+/// A script's reply value as a whole number, whether sent as one or as text.
+pub(crate) fn number(value: &Value) -> Option<u64> {
+    match value {
+        Value::Int(n) => u64::try_from(*n).ok(),
+        other => text(other)?.parse().ok(),
+    }
+}
+
+fn parse_info(room: &RoomId, flat: Vec<Value>) -> Option<(RoomInfo, String)> {
+    let (fields, stats) = flat.split_at(flat.len().checked_sub(4)?);
+    let field = |name: &str| {
+        fields
+            .chunks(2)
+            .find(|pair| text(&pair[0]).as_deref() == Some(name))
+            .and_then(|pair| text(&pair[1]))
+    };
+    let parse = |name: &str| field(name)?.parse::<u64>().ok();
+    let config = RoomConfig {
+        name: field("name")?,
+        target_url: field("target_url")?,
+        admit_per_tick: parse("admit_per_tick")? as u32,
+        tick_ms: parse("tick_ms")?,
+        max_active: field("max_active")?.parse().ok(),
+        pass_ttl_s: parse("pass_ttl_s")?,
+        abandon_after_s: parse("abandon_after_s")?,
+        paused: field("paused")? == "1",
+    };
+    let stats = RoomStats {
+        waiting: number(&stats[0])?,
+        active: number(&stats[1])?,
+        admitted_total: parse("admitted_total")?,
+        admitted_last_minute: number(&stats[2])?,
+        oldest_wait_seconds: number(&stats[3])? / 1000,
+    };
+    let info = RoomInfo {
+        id: room.clone(),
+        config,
+        stats,
+    };
+    Some((info, field("config_rev")?))
+}
+
+/// The room-wide part the scripts send: version, waiting, rate, tick time, paused.
+fn summary(version: u64, waiting: u64, rate: &str, tick_at: &str, paused: &str) -> LineSummary {
+    LineSummary {
+        version,
+        waiting,
+        rate_per_s: rate.parse().ok().filter(|r: &f64| *r > 0.0),
+        paused: paused == "1",
+        tick_at: tick_at.parse().ok(),
+    }
+}
+
+/// `{ state, a, b, version, waiting, rate, tick_at, paused, target_url }` from the scripts.
+fn parse_place(visitor: VisitorId, reply: Vec<Value>) -> Option<Place> {
+    if reply.len() != 9 {
+        return None;
+    }
+    let (a, b) = (number(&reply[1])?, number(&reply[2])?);
+    let state = match text(&reply[0])?.as_str() {
+        "w" => PlaceState::Waiting {
+            seq: a,
+            position: b,
+        },
+        "a" => PlaceState::Admitted {
+            admitted_at: a,
+            expires_at: b,
+        },
+        "l" => PlaceState::Left,
+        "c" => PlaceState::Closed,
+        _ => PlaceState::Expired,
+    };
+    Some(Place {
+        visitor,
+        state,
+        line: summary(
+            number(&reply[3])?,
+            number(&reply[4])?,
+            &text(&reply[5]).unwrap_or_default(),
+            &text(&reply[6]).unwrap_or_default(),
+            &text(&reply[7]).unwrap_or_default(),
+        ),
+        target_url: text(&reply[8]).unwrap_or_default().into(),
+    })
+}
+
+/// Reads an event published by a script: `kind|version|waiting|rate|tick_at|paused|…`.
+fn parse_event(room: RoomId, payload: &str) -> Option<RoomEvent> {
+    if payload == "closed" {
+        return Some(RoomEvent::Closed { room });
+    }
+    let mut parts = payload.splitn(7, '|');
+    let kind = parts.next()?;
+    let version = parts.next()?.parse().ok()?;
+    let waiting = parts.next()?.parse().ok()?;
+    let (rate, tick_at, paused) = (parts.next()?, parts.next()?, parts.next()?);
+    let line = summary(version, waiting, rate, tick_at, paused);
+    let rest = parts.next()?;
+    match kind {
+        "tick" => {
+            let (admitted, departed) = rest.split_once('|')?;
+            let admitted = admitted
+                .split(';')
+                .filter(|a| !a.is_empty())
+                .map(|a| {
+                    let mut fields = a.split(',');
+                    Some(Admission {
+                        visitor: fields.next()?.parse().ok()?,
+                        seq: fields.next()?.parse().ok()?,
+                        admitted_at: fields.next()?.parse().ok()?,
+                        expires_at: fields.next()?.parse().ok()?,
+                    })
+                })
+                .collect::<Option<Vec<_>>>()?;
+            let departed = departed
+                .split(',')
+                .filter(|d| !d.is_empty())
+                .map(|d| d.parse().ok())
+                .collect::<Option<Vec<u64>>>()?;
+            Some(RoomEvent::Tick {
+                room,
+                admitted: admitted.into(),
+                departed: departed.into(),
+                line,
+            })
+        }
+        "left" => Some(RoomEvent::Left {
+            room,
+            seq: rest.parse().ok()?,
+            line,
+        }),
+        "configured" => Some(RoomEvent::Configured {
+            room,
+            line,
+            target_url: rest.into(),
+        }),
+        _ => None,
+    }
+}
+
+fn room_of_channel(channel: &str) -> Option<RoomId> {
+    RoomId::parse(channel.strip_prefix("wr:{")?.strip_suffix("}:events")?)
+}
+
+/// Turns pub/sub pushes into store events. After a disconnection it keeps
+/// pinging so the manager reconnects (and resubscribes), then says `Resumed`.
+async fn forward_events(
+    mut pushes: mpsc::UnboundedReceiver<PushInfo>,
+    subscriber: Connection,
+    events: broadcast::Sender<StoreEvent>,
+) {
+    let mut interrupted = false;
+    while let Some(push) = pushes.recv().await {
+        match push.kind {
+            PushKind::PMessage | PushKind::SMessage => {
+                let (channel, payload) = match push.data.as_slice() {
+                    [_, channel, payload] | [channel, payload] => (channel, payload),
+                    _ => continue,
+                };
+                let event = text(channel)
+                    .and_then(|c| room_of_channel(&c))
+                    .zip(text(payload))
+                    .and_then(|(room, payload)| parse_event(room, &payload));
+                match event {
+                    Some(event) => {
+                        let _ = events.send(StoreEvent::Room(event));
+                    }
+                    None => tracing::warn!(?push.data, "unreadable room event"),
+                }
+            }
+            PushKind::Disconnection if !interrupted => {
+                interrupted = true;
+                tracing::warn!("lost the connection to Redis; reconnecting");
+                let _ = events.send(StoreEvent::Interrupted);
+                tokio::spawn(reconnect(subscriber.clone()));
+            }
+            PushKind::PSubscribe | PushKind::SSubscribe if interrupted => {
+                interrupted = false;
+                tracing::info!("reconnected to Redis and resubscribed");
+                let _ = events.send(StoreEvent::Resumed);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Pings until Redis answers: each attempt makes the manager reconnect.
+async fn reconnect(mut subscriber: Connection) {
+    loop {
+        let pong: Result<String, _> = redis::cmd("PING").query_async(&mut subscriber).await;
+        if pong.is_ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    async fn create_room(&self, id: RoomId, config: RoomConfig) -> Result<RoomInfo, StoreError> {
+        config.validate().map_err(StoreError::InvalidConfig)?;
+        let _: Value = self
+            .run(&self.scripts.create_room, &id, config_args(&config))
+            .await?;
+        let mut connection = self.commands.clone();
+        let _: () = connection
+            .sadd(ROOMS_KEY, id.as_str())
+            .await
+            .map_err(unavailable)?;
+        self.room(&id).await
+    }
+
+    async fn configure(&self, id: &RoomId, patch: RoomPatch) -> Result<RoomInfo, StoreError> {
+        // Optimistic: read, change, write if nobody wrote in between.
+        for _ in 0..10 {
+            let (info, revision) = self.info_with_revision(id).await?;
+            let config = patch
+                .apply_to(&info.config)
+                .map_err(StoreError::InvalidConfig)?;
+            let args = std::iter::once(revision).chain(config_args(&config));
+            match self.run::<Value>(&self.scripts.configure, id, args).await {
+                Ok(_) => return self.room(id).await,
+                Err(StoreError::Unavailable(reason)) if reason == CONFLICT => continue,
+                Err(error) => return Err(error),
+            }
+        }
+        Err(StoreError::Unavailable(
+            "config keeps changing concurrently".into(),
+        ))
+    }
+
+    async fn close_room(&self, id: &RoomId) -> Result<(), StoreError> {
+        let _: Value = self.run(&self.scripts.close_room, id, []).await?;
+        let mut connection = self.commands.clone();
+        let _: () = connection
+            .srem(ROOMS_KEY, id.as_str())
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    async fn room(&self, id: &RoomId) -> Result<RoomInfo, StoreError> {
+        match self.info_with_revision(id).await {
+            Ok((info, _)) => Ok(info),
+            Err(StoreError::RoomClosed(id)) => Err(StoreError::RoomNotFound(id)),
+            Err(error) => Err(error),
+        }
+    }
+
+    async fn rooms(&self) -> Result<Vec<RoomInfo>, StoreError> {
+        let mut infos = Vec::new();
+        for id in self.room_ids().await? {
+            match self.room(&id).await {
+                Ok(info) => infos.push(info),
+                Err(StoreError::RoomNotFound(_)) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        infos.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(infos)
+    }
+
+    async fn room_ids(&self) -> Result<Vec<RoomId>, StoreError> {
+        let mut connection = self.commands.clone();
+        let ids: Vec<String> = connection.smembers(ROOMS_KEY).await.map_err(unavailable)?;
+        Ok(ids.iter().filter_map(|id| RoomId::parse(id)).collect())
+    }
+
+    async fn join(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {
+        let reply: Vec<Value> = self
+            .run(&self.scripts.join, id, [visitor.to_string()])
+            .await?;
+        parse_place(visitor, reply)
+            .ok_or_else(|| StoreError::Unavailable("unexpected place".into()))
+    }
+
+    async fn status(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {
+        let reply: Vec<Value> = self
+            .run(&self.scripts.status, id, [visitor.to_string()])
+            .await?;
+        parse_place(visitor, reply)
+            .ok_or_else(|| StoreError::Unavailable("unexpected place".into()))
+    }
+
+    async fn leave(&self, id: &RoomId, visitor: VisitorId) -> Result<(), StoreError> {
+        let _: Value = self
+            .run(&self.scripts.leave, id, [visitor.to_string()])
+            .await?;
+        Ok(())
+    }
+
+    async fn touch(&self, id: &RoomId, visitors: &[VisitorId]) -> Result<(), StoreError> {
+        let _: Value = self
+            .run(
+                &self.scripts.touch,
+                id,
+                visitors.iter().map(VisitorId::to_string),
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn tick(&self, id: &RoomId) -> Result<Option<TickReport>, StoreError> {
+        let reply: Option<Vec<u64>> = self.run(&self.scripts.tick, id, []).await?;
+        Ok(reply.and_then(|r| match r.as_slice() {
+            [admitted, abandoned, waiting, active] => Some(TickReport {
+                admitted: *admitted,
+                abandoned: *abandoned,
+                waiting: *waiting,
+                active: *active,
+            }),
+            _ => None,
+        }))
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<StoreEvent> {
+        self.events.subscribe()
+    }
+
+    async fn watch(&self, room: &RoomId) -> Result<(), StoreError> {
+        let Connection::Cluster(subscriber) = &self.subscriber else {
+            return Ok(()); // one server: the pattern subscription hears every room
+        };
+        if !self.watched.lock().insert(room.clone()) {
+            return Ok(());
+        }
+        let mut subscriber = subscriber.clone();
+        if let Err(error) = subscriber.ssubscribe(channel(room)).await {
+            self.watched.lock().remove(room);
+            return Err(unavailable(error));
+        }
+        Ok(())
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        let mut connection = self.commands.clone();
+        let _: String = redis::cmd("PING")
+            .query_async(&mut connection)
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_round_trip_from_the_scripts_format() {
+        let room = RoomId::parse("r").unwrap();
+        let visitor = VisitorId(7);
+        let payload =
+            format!("tick|3|40|0.4|1000|0|{visitor},5,1000,61000;{visitor},6,1000,61000|9,2");
+        let Some(RoomEvent::Tick {
+            admitted,
+            departed,
+            line,
+            ..
+        }) = parse_event(room.clone(), &payload)
+        else {
+            panic!("a tick")
+        };
+        assert_eq!(
+            (admitted.len(), admitted[1].seq, &departed[..]),
+            (2, 6, &[9, 2][..])
+        );
+        assert_eq!(
+            (line.version, line.waiting, line.rate_per_s, line.tick_at),
+            (3, 40, Some(0.4), Some(1000))
+        );
+        let Some(RoomEvent::Configured {
+            target_url, line, ..
+        }) = parse_event(room.clone(), "configured|4|0|||1|https://x.example/?a|b")
+        else {
+            panic!("a config change")
+        };
+        assert_eq!(
+            (&*target_url, line.rate_per_s, line.paused),
+            ("https://x.example/?a|b", None, true)
+        );
+        assert!(parse_event(room, "tick|x").is_none());
+        assert_eq!(
+            room_of_channel("wr:{spring-sale}:events").unwrap().as_str(),
+            "spring-sale"
+        );
+    }
+}

@@ -1,0 +1,7 @@
+//! The shared store for many nodes: Redis or Redis Cluster, one Lua script
+//! (`lua/*.lua`) per operation, room events over (sharded) pub/sub.
+
+mod admission;
+mod sale;
+
+pub use admission::RedisStore;

@@ -1,0 +1,276 @@
+//! The sale on Redis: one Lua script per operation (`lua/sale_*.lua`) on the
+//! room's sale keys, under the same hash tag as the rest of the room. Confirmed
+//! orders are appended to the Redis Stream `wr:{room}:orders`.
+
+use std::sync::LazyLock;
+
+use async_trait::async_trait;
+use redis::{RedisError, Script, Value};
+
+use super::admission::{RedisStore, number, text};
+use crate::store::SaleStore;
+use crate::words::sale::{
+    Claim, ClaimState, Inventory, SaleConfig, SaleError, SaleView, SeatState, Want, new_claim_id,
+};
+use crate::words::{RoomId, VisitorId};
+
+macro_rules! sale_script {
+    ($file:literal) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("../../../lua/sale_lib.lua"),
+                "\n",
+                include_str!(concat!("../../../lua/", $file))
+            ))
+        })
+    };
+}
+
+static CONFIGURE: LazyLock<Script> = sale_script!("sale_configure.lua");
+static VIEW: LazyLock<Script> = sale_script!("sale_view.lua");
+static CLAIM: LazyLock<Script> = sale_script!("sale_claim.lua");
+static CONFIRM: LazyLock<Script> = sale_script!("sale_confirm.lua");
+static RELEASE: LazyLock<Script> = sale_script!("sale_release.lua");
+static MINE: LazyLock<Script> = sale_script!("sale_mine.lua");
+static ORDERS: LazyLock<Script> = sale_script!("sale_orders.lua");
+
+fn sale_keys(room: &RoomId) -> Vec<String> {
+    [
+        "sale",
+        "seats",
+        "claims",
+        "holds",
+        "units",
+        "idempotency",
+        "orders",
+        "mine",
+    ]
+    .map(|k| format!("wr:{{{room}}}:{k}"))
+    .to_vec()
+}
+
+/// Maps the scripts' error replies (`CODE detail`) onto sale errors.
+fn sale_error(error: RedisError) -> SaleError {
+    let text = error.to_string();
+    // The word after the code: the client may put punctuation between them.
+    let detail = |code: &str| {
+        let rest = text
+            .split_once(code)
+            .map(|(_, rest)| rest)
+            .unwrap_or_default();
+        rest.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.'))
+            .find(|word| !word.is_empty())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let has = |code: &str| {
+        text.split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|word| word == code)
+    };
+    if has("NOSALE") {
+        SaleError::NoSale
+    } else if has("SOLDOUT") {
+        SaleError::SoldOut
+    } else if has("SEATTAKEN") {
+        SaleError::SeatTaken(detail("SEATTAKEN"))
+    } else if has("UNKNOWNSEAT") {
+        SaleError::UnknownSeat(detail("UNKNOWNSEAT"))
+    } else if has("LIMIT") {
+        SaleError::LimitReached(detail("LIMIT").parse().unwrap_or(0))
+    } else if has("WRONGKIND") {
+        if detail("WRONGKIND") == "seats" {
+            SaleError::WrongKind("this sale sells seats: ask for seats")
+        } else {
+            SaleError::WrongKind("this sale sells a quantity: ask for quantity")
+        }
+    } else if has("NOCLAIM") {
+        SaleError::ClaimNotFound
+    } else if has("EXPIRED") {
+        SaleError::HoldExpired
+    } else if has("RELEASED") {
+        SaleError::Released
+    } else if has("CONFIRMED") {
+        SaleError::AlreadyConfirmed
+    } else {
+        SaleError::Unavailable(text)
+    }
+}
+
+/// `{ id, visitor, state, quantity, seats, sequence, hold_expires_at, confirmed_at }`.
+fn parse_claim(reply: &[Value]) -> Option<Claim> {
+    let [
+        id,
+        visitor,
+        state,
+        quantity,
+        seats,
+        sequence,
+        expires,
+        confirmed,
+    ] = reply
+    else {
+        return None;
+    };
+    let seats = text(seats)?;
+    Some(Claim {
+        claim_id: text(id)?,
+        visitor: text(visitor)?.parse::<VisitorId>().ok()?,
+        state: ClaimState::parse(&text(state)?)?,
+        quantity: number(quantity)?,
+        seats: seats
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect(),
+        sequence: number(sequence)?,
+        hold_expires_at: number(expires)?,
+        confirmed_at: text(confirmed).and_then(|c| c.parse().ok()),
+    })
+}
+
+fn unreadable() -> SaleError {
+    SaleError::Unavailable("unexpected reply from a sale script".into())
+}
+
+#[async_trait]
+impl SaleStore for RedisStore {
+    async fn configure_sale(
+        &self,
+        room: &RoomId,
+        config: SaleConfig,
+    ) -> Result<SaleView, SaleError> {
+        let (kind, stock, seats) = match &config.inventory {
+            Inventory::Stock(n) => ("stock", *n, Vec::new()),
+            Inventory::Seats(seats) => ("seats", 0, seats.clone()),
+        };
+        let args = [
+            kind.to_string(),
+            stock.to_string(),
+            config.per_user_limit.to_string(),
+            config.hold_ttl_s.to_string(),
+        ]
+        .into_iter()
+        .chain(seats);
+        let _: Value = self
+            .eval(&CONFIGURE, &sale_keys(room), args)
+            .await
+            .map_err(sale_error)?;
+        self.sale(room).await
+    }
+
+    async fn sale(&self, room: &RoomId) -> Result<SaleView, SaleError> {
+        let reply: Vec<Value> = self
+            .eval(&VIEW, &sale_keys(room), [])
+            .await
+            .map_err(sale_error)?;
+        let (head, seats) = reply.split_at(4.min(reply.len()));
+        let [kind, stock_left, per_user_limit, hold_ttl_s] = head else {
+            return Err(unreadable());
+        };
+        let seats: std::collections::BTreeMap<String, SeatState> = seats
+            .chunks(2)
+            .filter_map(|pair| {
+                let state = match text(pair.get(1)?)?.get(..1) {
+                    None => SeatState::Free,
+                    Some("s") => SeatState::Sold,
+                    Some(_) => SeatState::Held,
+                };
+                Some((text(&pair[0])?, state))
+            })
+            .collect();
+        let kind = if text(kind).as_deref() == Some("seats") {
+            "seats"
+        } else {
+            "stock"
+        };
+        let stock_left = if kind == "seats" {
+            seats.values().filter(|s| **s == SeatState::Free).count() as u64
+        } else {
+            number(stock_left).ok_or_else(unreadable)?
+        };
+        Ok(SaleView {
+            kind,
+            stock_left,
+            seats,
+            per_user_limit: number(per_user_limit).ok_or_else(unreadable)? as u32,
+            hold_ttl_s: number(hold_ttl_s).ok_or_else(unreadable)?,
+        })
+    }
+
+    async fn claim(
+        &self,
+        room: &RoomId,
+        visitor: VisitorId,
+        want: &Want,
+        key: Option<&str>,
+    ) -> Result<Claim, SaleError> {
+        let (wants, seats) = match want {
+            Want::Quantity(_) => ("quantity", Vec::new()),
+            Want::Seats(seats) => ("seats", seats.clone()),
+        };
+        let args = [
+            visitor.to_string(),
+            key.unwrap_or_default().to_string(),
+            new_claim_id(),
+            wants.to_string(),
+            want.units().to_string(),
+        ]
+        .into_iter()
+        .chain(seats);
+        let reply: Vec<Value> = self
+            .eval(&CLAIM, &sale_keys(room), args)
+            .await
+            .map_err(sale_error)?;
+        parse_claim(&reply).ok_or_else(unreadable)
+    }
+
+    async fn confirm(
+        &self,
+        room: &RoomId,
+        visitor: VisitorId,
+        claim_id: &str,
+    ) -> Result<Claim, SaleError> {
+        let args = [visitor.to_string(), claim_id.to_string()];
+        let reply: Vec<Value> = self
+            .eval(&CONFIRM, &sale_keys(room), args)
+            .await
+            .map_err(sale_error)?;
+        parse_claim(&reply).ok_or_else(unreadable)
+    }
+
+    async fn release(
+        &self,
+        room: &RoomId,
+        visitor: VisitorId,
+        claim_id: &str,
+    ) -> Result<(), SaleError> {
+        let args = [visitor.to_string(), claim_id.to_string()];
+        let _: Value = self
+            .eval(&RELEASE, &sale_keys(room), args)
+            .await
+            .map_err(sale_error)?;
+        Ok(())
+    }
+
+    async fn claims_of(&self, room: &RoomId, visitor: VisitorId) -> Result<Vec<Claim>, SaleError> {
+        let reply: Vec<Vec<Value>> = self
+            .eval(&MINE, &sale_keys(room), [visitor.to_string()])
+            .await
+            .map_err(sale_error)?;
+        reply
+            .iter()
+            .map(|c| parse_claim(c).ok_or_else(unreadable))
+            .collect()
+    }
+
+    async fn orders(&self, room: &RoomId) -> Result<Vec<Claim>, SaleError> {
+        let reply: Vec<Vec<Value>> = self
+            .eval(&ORDERS, &sale_keys(room), [])
+            .await
+            .map_err(sale_error)?;
+        reply
+            .iter()
+            .map(|c| parse_claim(c).ok_or_else(unreadable))
+            .collect()
+    }
+}

@@ -1,0 +1,43 @@
+//! The boundary every store implements for the sale: one method per
+//! operation, each one atomic step.
+
+use async_trait::async_trait;
+
+use crate::words::sale::{Claim, SaleConfig, SaleError, SaleView, Want};
+use crate::words::{RoomId, VisitorId};
+
+#[async_trait]
+pub trait SaleStore: Send + Sync + 'static {
+    /// Sets up (or replaces, claims and all) the room's sale.
+    async fn configure_sale(
+        &self,
+        room: &RoomId,
+        config: SaleConfig,
+    ) -> Result<SaleView, SaleError>;
+    async fn sale(&self, room: &RoomId) -> Result<SaleView, SaleError>;
+    /// One atomic step: the per-user limit, the stock or every seat, the hold.
+    /// A repeated `idempotency_key` of the same visitor returns the first result.
+    async fn claim(
+        &self,
+        room: &RoomId,
+        visitor: VisitorId,
+        want: &Want,
+        idempotency_key: Option<&str>,
+    ) -> Result<Claim, SaleError>;
+    async fn confirm(
+        &self,
+        room: &RoomId,
+        visitor: VisitorId,
+        claim_id: &str,
+    ) -> Result<Claim, SaleError>;
+    async fn release(
+        &self,
+        room: &RoomId,
+        visitor: VisitorId,
+        claim_id: &str,
+    ) -> Result<(), SaleError>;
+    /// The visitor's held and confirmed claims.
+    async fn claims_of(&self, room: &RoomId, visitor: VisitorId) -> Result<Vec<Claim>, SaleError>;
+    /// Confirmed claims in order of confirmation.
+    async fn orders(&self, room: &RoomId) -> Result<Vec<Claim>, SaleError>;
+}

@@ -1,0 +1,291 @@
+//! Everything signed: visitor tickets (HS256), passes (EdDSA JWTs, verifiable
+//! offline through the JWKS) and operator sessions. Every key derives from the
+//! deployment's one secret, so all nodes of a deployment agree.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ed25519_dalek::SigningKey;
+use ed25519_dalek::pkcs8::EncodePrivateKey;
+use hmac::{Hmac, Mac};
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::words::clock::Millis;
+use crate::words::{RoomId, VisitorId};
+
+type HmacSha256 = Hmac<Sha256>;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CredentialError {
+    #[error("malformed or forged")]
+    Invalid,
+    #[error("issued for another room")]
+    WrongRoom,
+    #[error("expired")]
+    Expired,
+}
+
+/// A visitor's ticket: who they are, in which room.
+#[derive(Debug, Serialize, Deserialize)]
+struct TicketClaims {
+    sub: String,
+    room: String,
+    iat: u64,
+}
+
+/// The claims of a pass. Any JWT library reads them.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PassClaims {
+    /// The visitor id.
+    pub sub: String,
+    pub room: String,
+    /// Seconds since the epoch.
+    pub iat: u64,
+    pub exp: u64,
+}
+
+pub struct Credentials {
+    ticket_encoding: EncodingKey,
+    ticket_decoding: DecodingKey,
+    pass_encoding: EncodingKey,
+    pass_decoding: DecodingKey,
+    pass_public_x: String,
+    pass_kid: String,
+    /// Signs operator session cookies and their CSRF tokens.
+    admin_session_key: [u8; 32],
+}
+
+fn derive(secret: &[u8], purpose: &str) -> [u8; 32] {
+    let mut mac = HmacSha256::new_from_slice(secret).expect("HMAC takes any key length");
+    mac.update(b"waitroom/v1/");
+    mac.update(purpose.as_bytes());
+    mac.finalize().into_bytes().into()
+}
+
+impl Credentials {
+    pub fn from_secret(secret: &str) -> Self {
+        let secret = secret.as_bytes();
+        let ticket_key = derive(secret, "ticket");
+        let signing = SigningKey::from_bytes(&derive(secret, "pass-ed25519"));
+        let der = signing
+            .to_pkcs8_der()
+            .expect("an Ed25519 key always encodes as PKCS#8");
+        let public = signing.verifying_key().to_bytes();
+        let pass_public_x = URL_SAFE_NO_PAD.encode(public);
+        let pass_kid = URL_SAFE_NO_PAD.encode(&Sha256::digest(public)[..12]);
+        Self {
+            ticket_encoding: EncodingKey::from_secret(&ticket_key),
+            ticket_decoding: DecodingKey::from_secret(&ticket_key),
+            pass_encoding: EncodingKey::from_ed_der(der.as_bytes()),
+            pass_decoding: DecodingKey::from_ed_components(&pass_public_x)
+                .expect("a valid Ed25519 public key"),
+            pass_public_x,
+            pass_kid,
+            admin_session_key: derive(secret, "admin-session"),
+        }
+    }
+
+    pub fn issue_ticket(&self, room: &RoomId, visitor: VisitorId, now: Millis) -> String {
+        let claims = TicketClaims {
+            sub: visitor.to_string(),
+            room: room.to_string(),
+            iat: now / 1000,
+        };
+        jsonwebtoken::encode(
+            &Header::new(Algorithm::HS256),
+            &claims,
+            &self.ticket_encoding,
+        )
+        .expect("HS256 encoding cannot fail")
+    }
+
+    /// The visitor a ticket names, if it is ours and for this room.
+    pub fn read_ticket(&self, room: &RoomId, ticket: &str) -> Result<VisitorId, CredentialError> {
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.required_spec_claims.clear();
+        validation.validate_exp = false;
+        let claims =
+            jsonwebtoken::decode::<TicketClaims>(ticket, &self.ticket_decoding, &validation)
+                .map_err(|_| CredentialError::Invalid)?
+                .claims;
+        if claims.room != room.as_str() {
+            return Err(CredentialError::WrongRoom);
+        }
+        claims.sub.parse().map_err(|_| CredentialError::Invalid)
+    }
+
+    /// Signs a pass. Ed25519 is deterministic, so every node issues the very
+    /// same pass for the same admission.
+    pub fn issue_pass(
+        &self,
+        room: &RoomId,
+        visitor: VisitorId,
+        admitted_at: Millis,
+        expires_at: Millis,
+    ) -> String {
+        let claims = PassClaims {
+            sub: visitor.to_string(),
+            room: room.to_string(),
+            iat: admitted_at / 1000,
+            exp: expires_at / 1000,
+        };
+        let mut header = Header::new(Algorithm::EdDSA);
+        header.kid = Some(self.pass_kid.clone());
+        jsonwebtoken::encode(&header, &claims, &self.pass_encoding)
+            .expect("EdDSA encoding cannot fail")
+    }
+
+    /// Checks a pass's signature, room and expiry against our clock (not the
+    /// library's, so tests can drive time).
+    pub fn read_pass(
+        &self,
+        pass: &str,
+        room: Option<&RoomId>,
+        now: Millis,
+    ) -> Result<PassClaims, CredentialError> {
+        let mut validation = Validation::new(Algorithm::EdDSA);
+        validation.validate_exp = false;
+        validation.required_spec_claims = ["exp".to_string(), "sub".to_string()].into();
+        let claims = jsonwebtoken::decode::<PassClaims>(pass, &self.pass_decoding, &validation)
+            .map_err(|_| CredentialError::Invalid)?
+            .claims;
+        if room.is_some_and(|room| room.as_str() != claims.room) {
+            return Err(CredentialError::WrongRoom);
+        }
+        if claims.exp * 1000 <= now {
+            return Err(CredentialError::Expired);
+        }
+        Ok(claims)
+    }
+
+    /// Whose pass this is, for acts that outlive the pass itself (confirming
+    /// or releasing a hold made while it was valid): signature and room only.
+    pub fn pass_holder(&self, pass: &str, room: &RoomId) -> Result<PassClaims, CredentialError> {
+        self.read_pass(pass, Some(room), 0)
+    }
+
+    /// The JSON Web Key Set that verifies passes.
+    pub fn jwks(&self) -> serde_json::Value {
+        serde_json::json!({"keys": [{
+            "kty": "OKP", "crv": "Ed25519", "alg": "EdDSA", "use": "sig",
+            "kid": self.pass_kid, "x": self.pass_public_x,
+        }]})
+    }
+
+    fn admin_mac(&self, parts: &[&str]) -> String {
+        let mut mac = HmacSha256::new_from_slice(&self.admin_session_key).expect("any key length");
+        for part in parts {
+            mac.update(part.as_bytes());
+            mac.update(b"\0");
+        }
+        URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
+    }
+
+    /// An operator session cookie value valid until `expires_at`.
+    pub fn issue_admin_session(&self, expires_at: Millis) -> String {
+        let expires = (expires_at / 1000).to_string();
+        let mac = self.admin_mac(&["session", &expires]);
+        format!("{expires}.{mac}")
+    }
+
+    pub fn admin_session_valid(&self, cookie: &str, now: Millis) -> bool {
+        let Some((expires, mac)) = cookie.split_once('.') else {
+            return false;
+        };
+        let Ok(expires_s) = expires.parse::<u64>() else {
+            return false;
+        };
+        constant_time_eq(&self.admin_mac(&["session", expires]), mac) && expires_s * 1000 > now
+    }
+
+    /// The CSRF token bound to one operator session.
+    pub fn csrf_for_session(&self, cookie: &str) -> String {
+        self.admin_mac(&["csrf", cookie])
+    }
+}
+
+pub fn constant_time_eq(a: &str, b: &str) -> bool {
+    use subtle::ConstantTimeEq;
+    a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
+}
+
+/// A fresh random secret, for development when none is configured.
+pub fn random_secret() -> String {
+    let bytes: [u8; 32] = rand::random();
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn room(id: &str) -> RoomId {
+        RoomId::parse(id).unwrap()
+    }
+
+    #[test]
+    fn tickets_round_trip_and_reject_forgery() {
+        let ours = Credentials::from_secret("s1");
+        let theirs = Credentials::from_secret("s2");
+        let visitor = VisitorId::random();
+        let ticket = ours.issue_ticket(&room("a"), visitor, 1_000);
+        assert_eq!(ours.read_ticket(&room("a"), &ticket), Ok(visitor));
+        assert_eq!(
+            ours.read_ticket(&room("b"), &ticket),
+            Err(CredentialError::WrongRoom)
+        );
+        assert_eq!(
+            theirs.read_ticket(&room("a"), &ticket),
+            Err(CredentialError::Invalid)
+        );
+        assert_eq!(
+            ours.read_ticket(&room("a"), "garbage"),
+            Err(CredentialError::Invalid)
+        );
+        // A pass is not a ticket.
+        let pass = ours.issue_pass(&room("a"), visitor, 0, 60_000);
+        assert_eq!(
+            ours.read_ticket(&room("a"), &pass),
+            Err(CredentialError::Invalid)
+        );
+    }
+
+    #[test]
+    fn passes_are_deterministic_and_expire() {
+        let node_a = Credentials::from_secret("shared");
+        let node_b = Credentials::from_secret("shared");
+        let visitor = VisitorId::random();
+        let pass = node_a.issue_pass(&room("a"), visitor, 10_000, 70_000);
+        assert_eq!(pass, node_b.issue_pass(&room("a"), visitor, 10_000, 70_000));
+        let claims = node_b.read_pass(&pass, Some(&room("a")), 69_999).unwrap();
+        assert_eq!(claims.sub, visitor.to_string());
+        assert_eq!(
+            node_b.read_pass(&pass, Some(&room("a")), 70_000),
+            Err(CredentialError::Expired)
+        );
+        assert_eq!(
+            node_b.read_pass(&pass, Some(&room("b")), 0),
+            Err(CredentialError::WrongRoom)
+        );
+        let forged = Credentials::from_secret("other").issue_pass(&room("a"), visitor, 0, 70_000);
+        assert_eq!(
+            node_a.read_pass(&forged, None, 0),
+            Err(CredentialError::Invalid)
+        );
+    }
+
+    #[test]
+    fn admin_sessions_are_signed_and_expire() {
+        let creds = Credentials::from_secret("s");
+        let cookie = creds.issue_admin_session(10_000);
+        assert!(creds.admin_session_valid(&cookie, 9_000));
+        assert!(!creds.admin_session_valid(&cookie, 10_000));
+        assert!(!creds.admin_session_valid(&cookie.replace('.', "x."), 0));
+        assert!(!creds.admin_session_valid("99999999999.forged", 0));
+        assert_ne!(
+            creds.csrf_for_session(&cookie),
+            creds.csrf_for_session("other")
+        );
+    }
+}

@@ -1,0 +1,12 @@
+//! Words and rules: the vocabulary every other layer speaks (rooms, visitors,
+//! places, events, the sale, the status message, time and credentials) and
+//! the rules that need no store (config validation, ETA, signing). Nothing
+//! here knows actix or Redis.
+
+pub mod clock;
+pub mod credentials;
+mod model;
+pub mod sale;
+pub mod status;
+
+pub use model::*;

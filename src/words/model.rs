@@ -1,0 +1,362 @@
+//! The words of admission: rooms, their config and stats, a visitor's place,
+//! and the events a store publishes when a room changes.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::words::clock::Millis;
+
+/// A room's slug: `[a-z0-9-]{1,64}`. Cheap to clone.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct RoomId(Arc<str>);
+
+impl RoomId {
+    pub fn parse(raw: &str) -> Option<Self> {
+        let valid = (1..=64).contains(&raw.len())
+            && raw
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        valid.then(|| Self(raw.into()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for RoomId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for RoomId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = String::deserialize(d)?;
+        RoomId::parse(&raw)
+            .ok_or_else(|| serde::de::Error::custom("room id must match [a-z0-9-]{1,64}"))
+    }
+}
+
+/// A visitor: 64 random bits, written as 16 hex digits. Tickets and passes
+/// are signed, so the id needs to be unique, not secret; 64 bits keep a
+/// million-visitor line small (collision odds there: about 3 in 10^8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct VisitorId(pub u64);
+
+impl VisitorId {
+    pub fn random() -> Self {
+        Self(rand::random())
+    }
+}
+
+impl fmt::Display for VisitorId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+impl FromStr for VisitorId {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        if s.len() != 16 {
+            return Err(());
+        }
+        u64::from_str_radix(s, 16).map(Self).map_err(|_| ())
+    }
+}
+
+impl Serialize for VisitorId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// What an operator sets on a room. Field names are the public API's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoomConfig {
+    pub name: String,
+    pub target_url: String,
+    /// Visitors admitted per tick; also the token bucket's capacity.
+    pub admit_per_tick: u32,
+    pub tick_ms: u64,
+    /// Cap on visitors holding an unexpired pass at once; `None` = no cap.
+    pub max_active: Option<u64>,
+    pub pass_ttl_s: u64,
+    /// A waiting visitor with no socket and no poll for this long loses the place.
+    pub abandon_after_s: u64,
+    pub paused: bool,
+}
+
+pub const DEFAULT_ADMIT_PER_TICK: u32 = 10;
+pub const DEFAULT_TICK_MS: u64 = 5_000;
+pub const DEFAULT_PASS_TTL_S: u64 = 600;
+pub const DEFAULT_ABANDON_AFTER_S: u64 = 60;
+
+/// A change to any subset of a room's config. `max_active: null` removes the cap,
+/// so that field distinguishes "absent" from "null".
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoomPatch {
+    pub name: Option<String>,
+    pub target_url: Option<String>,
+    pub admit_per_tick: Option<u32>,
+    pub tick_ms: Option<u64>,
+    #[serde(default, deserialize_with = "present")]
+    pub max_active: Option<Option<u64>>,
+    pub pass_ttl_s: Option<u64>,
+    pub abandon_after_s: Option<u64>,
+    pub paused: Option<bool>,
+}
+
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<u64>>, D::Error> {
+    Option::<u64>::deserialize(d).map(Some)
+}
+
+impl RoomPatch {
+    /// The config this patch makes of `base`, or what is wrong with it.
+    pub fn apply_to(&self, base: &RoomConfig) -> Result<RoomConfig, String> {
+        let mut next = base.clone();
+        if let Some(v) = &self.name {
+            next.name = v.clone();
+        }
+        if let Some(v) = &self.target_url {
+            next.target_url = v.clone();
+        }
+        if let Some(v) = self.admit_per_tick {
+            next.admit_per_tick = v;
+        }
+        if let Some(v) = self.tick_ms {
+            next.tick_ms = v;
+        }
+        if let Some(v) = self.max_active {
+            next.max_active = v;
+        }
+        if let Some(v) = self.pass_ttl_s {
+            next.pass_ttl_s = v;
+        }
+        if let Some(v) = self.abandon_after_s {
+            next.abandon_after_s = v;
+        }
+        if let Some(v) = self.paused {
+            next.paused = v;
+        }
+        next.validate()?;
+        Ok(next)
+    }
+}
+
+impl RoomConfig {
+    pub fn new(name: impl Into<String>, target_url: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            target_url: target_url.into(),
+            admit_per_tick: DEFAULT_ADMIT_PER_TICK,
+            tick_ms: DEFAULT_TICK_MS,
+            max_active: None,
+            pass_ttl_s: DEFAULT_PASS_TTL_S,
+            abandon_after_s: DEFAULT_ABANDON_AFTER_S,
+            paused: false,
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        let name_len = self.name.trim().chars().count();
+        if name_len == 0 || name_len > 200 {
+            return Err("name must be 1 to 200 characters".into());
+        }
+        let url = &self.target_url;
+        let url_ok =
+            (url.starts_with("https://") || url.starts_with("http://") || url.starts_with('/'))
+                && url.len() <= 2048
+                && !url.chars().any(|c| c.is_whitespace() || c.is_control());
+        if !url_ok {
+            return Err("target_url must be an http(s) URL or a path starting with /".into());
+        }
+        if !(1..=100_000).contains(&self.admit_per_tick) {
+            return Err("admit_per_tick must be between 1 and 100000".into());
+        }
+        if !(100..=3_600_000).contains(&self.tick_ms) {
+            return Err("tick_ms must be between 100 and 3600000".into());
+        }
+        if self.max_active == Some(0) {
+            return Err("max_active must be at least 1, or null for no cap".into());
+        }
+        if !(1..=7 * 86_400).contains(&self.pass_ttl_s) {
+            return Err("pass_ttl_s must be between 1 and 604800".into());
+        }
+        if !(15..=86_400).contains(&self.abandon_after_s) {
+            return Err("abandon_after_s must be between 15 and 86400".into());
+        }
+        Ok(())
+    }
+}
+
+/// Live figures of one room.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RoomStats {
+    pub waiting: u64,
+    pub active: u64,
+    pub admitted_total: u64,
+    pub admitted_last_minute: u64,
+    pub oldest_wait_seconds: u64,
+}
+
+/// A room as the operator API shows it: its id, config and stats.
+#[derive(Debug, Clone, Serialize)]
+pub struct RoomInfo {
+    pub id: RoomId,
+    #[serde(flatten)]
+    pub config: RoomConfig,
+    pub stats: RoomStats,
+}
+
+/// Where a visitor stands in a room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlaceState {
+    /// In line with join sequence number `seq`, `position` 1 = next.
+    Waiting {
+        seq: u64,
+        position: u64,
+    },
+    /// Holding a pass issued at `admitted_at`, valid until `expires_at`.
+    Admitted {
+        admitted_at: Millis,
+        expires_at: Millis,
+    },
+    /// The pass ran out, or the place was lost to abandonment.
+    Expired,
+    Left,
+    Closed,
+}
+
+/// A visitor's place, read in one atomic step with the room's figures.
+#[derive(Debug, Clone)]
+pub struct Place {
+    pub visitor: VisitorId,
+    pub state: PlaceState,
+    pub line: LineSummary,
+    /// Where an admitted visitor is sent.
+    pub target_url: Arc<str>,
+}
+
+/// The room-wide part of every status: enough for a node to compute a
+/// waiting socket's position and ETA without asking the store again.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct LineSummary {
+    /// Incremented by every change that moves positions (tick, a waiting
+    /// visitor leaving). A node applies an event only if it is newer than the
+    /// version its socket was synced at.
+    pub version: u64,
+    pub waiting: u64,
+    /// Admissions per second actually achieved over the last minute; `None`
+    /// while paused or when nothing can be said yet.
+    pub rate_per_s: Option<f64>,
+    pub paused: bool,
+    /// When the last tick ran (the tick's own time), for latency measurements.
+    pub tick_at: Option<Millis>,
+}
+
+impl LineSummary {
+    pub fn eta_seconds(&self, position: u64) -> Option<u64> {
+        let rate = self.rate_per_s.filter(|r| *r > 0.0)?;
+        Some((position as f64 / rate).ceil() as u64)
+    }
+}
+
+/// One admitted visitor in a tick event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Admission {
+    pub visitor: VisitorId,
+    /// The place in line it was admitted from: admissions leave the head in
+    /// order, so a tick's admissions are sorted by `seq`.
+    pub seq: u64,
+    pub admitted_at: Millis,
+    pub expires_at: Millis,
+}
+
+/// What a store publishes; every node updates its own sockets from these alone.
+#[derive(Debug, Clone)]
+pub enum RoomEvent {
+    /// A tick ran: `admitted` left the head of the line (in order), the
+    /// waiting visitors with sequence numbers `departed` were dropped as
+    /// abandoned.
+    Tick {
+        room: RoomId,
+        admitted: Arc<[Admission]>,
+        departed: Arc<[u64]>,
+        line: LineSummary,
+    },
+    /// A waiting visitor gave up the place.
+    Left {
+        room: RoomId,
+        seq: u64,
+        line: LineSummary,
+    },
+    /// The config changed: the rate (and so every ETA) may have.
+    Configured {
+        room: RoomId,
+        line: LineSummary,
+        target_url: Arc<str>,
+    },
+    Closed {
+        room: RoomId,
+    },
+}
+
+/// What a store tells every node.
+#[derive(Debug, Clone)]
+pub enum StoreEvent {
+    Room(RoomEvent),
+    /// The store can't be reached: events may be lost until it is back.
+    Interrupted,
+    /// The store is back: what was missed must be read again.
+    Resumed,
+}
+
+impl RoomEvent {
+    pub fn room(&self) -> &RoomId {
+        match self {
+            RoomEvent::Tick { room, .. }
+            | RoomEvent::Left { room, .. }
+            | RoomEvent::Configured { room, .. }
+            | RoomEvent::Closed { room } => room,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn room_ids_are_slugs() {
+        assert!(RoomId::parse("spring-sale-2026").is_some());
+        for bad in ["", "Spring", "a b", "a/b", "ä", &"x".repeat(65)] {
+            assert!(RoomId::parse(bad).is_none(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn patch_distinguishes_null_cap_from_absent() {
+        let mut base = RoomConfig::new("Sale", "https://shop.example/");
+        base.max_active = Some(5);
+        let keep: RoomPatch = serde_json::from_str(r#"{"paused":true}"#).unwrap();
+        assert_eq!(keep.apply_to(&base).unwrap().max_active, Some(5));
+        let lift: RoomPatch = serde_json::from_str(r#"{"max_active":null}"#).unwrap();
+        assert_eq!(lift.apply_to(&base).unwrap().max_active, None);
+        let bad: RoomPatch = serde_json::from_str(r#"{"tick_ms":5}"#).unwrap();
+        assert!(bad.apply_to(&base).unwrap_err().contains("tick_ms"));
+    }
+
+    #[test]
+    fn visitor_ids_round_trip_as_hex() {
+        let id = VisitorId(0xdead_beef);
+        assert_eq!(id.to_string().parse::<VisitorId>(), Ok(id));
+        assert!("xyz".parse::<VisitorId>().is_err());
+    }
+}

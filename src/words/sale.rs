@@ -1,0 +1,270 @@
+//! The words of the sale: what is for sale, claims and their states, and
+//! what can go wrong with a claim. The stores implement `store::SaleStore`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::words::clock::Millis;
+use crate::words::clock::rfc3339;
+use crate::words::{RoomId, VisitorId};
+
+pub const DEFAULT_PER_USER_LIMIT: u32 = 1;
+pub const DEFAULT_HOLD_TTL_S: u64 = 300;
+const MAX_SEATS: usize = 10_000;
+
+/// What is for sale.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inventory {
+    /// A number of identical units.
+    Stock(u64),
+    /// Named seats, each sold once.
+    Seats(Vec<String>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SaleConfig {
+    pub inventory: Inventory,
+    /// Units (held and confirmed) one visitor may have.
+    pub per_user_limit: u32,
+    pub hold_ttl_s: u64,
+}
+
+/// The operator's `PUT …/sale` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SaleRequest {
+    pub stock: Option<u64>,
+    pub seats: Option<Vec<String>>,
+    pub per_user_limit: Option<u32>,
+    pub hold_ttl_s: Option<u64>,
+}
+
+/// Seat ids are short and plain, so they can be stored and sent as they are.
+pub fn valid_seat(seat: &str) -> bool {
+    (1..=32).contains(&seat.len())
+        && seat
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+}
+
+impl SaleRequest {
+    pub fn into_config(self) -> Result<SaleConfig, String> {
+        let inventory = match (self.stock, self.seats) {
+            (Some(stock), None) if stock <= 1_000_000_000 => Inventory::Stock(stock),
+            (Some(_), None) => return Err("stock must be at most 1000000000".into()),
+            (None, Some(seats)) => {
+                if seats.is_empty() || seats.len() > MAX_SEATS {
+                    return Err(format!("seats must list 1 to {MAX_SEATS} seats"));
+                }
+                if let Some(bad) = seats.iter().find(|s| !valid_seat(s)) {
+                    return Err(format!(
+                        "seat {bad:?} is not a valid seat id (1 to 32 of A-Z a-z 0-9 - _ .)"
+                    ));
+                }
+                let mut unique = seats.clone();
+                unique.sort();
+                unique.dedup();
+                if unique.len() != seats.len() {
+                    return Err("seats must not repeat".into());
+                }
+                Inventory::Seats(seats)
+            }
+            _ => return Err("give either stock or seats".into()),
+        };
+        let per_user_limit = self.per_user_limit.unwrap_or(DEFAULT_PER_USER_LIMIT);
+        if !(1..=1_000).contains(&per_user_limit) {
+            return Err("per_user_limit must be between 1 and 1000".into());
+        }
+        let hold_ttl_s = self.hold_ttl_s.unwrap_or(DEFAULT_HOLD_TTL_S);
+        if !(1..=86_400).contains(&hold_ttl_s) {
+            return Err("hold_ttl_s must be between 1 and 86400".into());
+        }
+        Ok(SaleConfig {
+            inventory,
+            per_user_limit,
+            hold_ttl_s,
+        })
+    }
+}
+
+/// What a claim asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Want {
+    Quantity(u64),
+    Seats(Vec<String>),
+}
+
+impl Want {
+    pub fn units(&self) -> u64 {
+        match self {
+            Want::Quantity(n) => *n,
+            Want::Seats(seats) => seats.len() as u64,
+        }
+    }
+
+    /// Reads `{"quantity":n}` or `{"seats":[…]}`.
+    pub fn parse(body: &serde_json::Value) -> Result<Want, (&'static str, String)> {
+        let object = body.as_object().ok_or((
+            "invalid_claim",
+            "send {\"quantity\":n} or {\"seats\":[…]}".to_string(),
+        ))?;
+        if let Some(unknown) = object.keys().find(|k| *k != "quantity" && *k != "seats") {
+            return Err(("invalid_claim", format!("unknown field {unknown:?}")));
+        }
+        match (object.get("quantity"), object.get("seats")) {
+            (Some(quantity), None) => match quantity.as_u64() {
+                Some(n) if n >= 1 => Ok(Want::Quantity(n)),
+                _ => Err((
+                    "invalid_quantity",
+                    "quantity must be a whole number of at least 1".into(),
+                )),
+            },
+            (None, Some(seats)) => {
+                let seats: Vec<String> = seats
+                    .as_array()
+                    .and_then(|list| {
+                        list.iter()
+                            .map(|s| s.as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .ok_or((
+                        "invalid_seats",
+                        "seats must be a list of seat ids".to_string(),
+                    ))?;
+                if seats.is_empty() || seats.len() > 1_000 {
+                    return Err(("invalid_seats", "ask for 1 to 1000 seats".into()));
+                }
+                let mut unique = seats.clone();
+                unique.sort();
+                unique.dedup();
+                if unique.len() != seats.len() {
+                    return Err(("invalid_seats", "a seat is listed twice".into()));
+                }
+                Ok(Want::Seats(seats))
+            }
+            _ => Err(("invalid_claim", "send either quantity or seats".into())),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClaimState {
+    Held,
+    Confirmed,
+    Released,
+    Expired,
+}
+
+impl ClaimState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimState::Held => "held",
+            ClaimState::Confirmed => "confirmed",
+            ClaimState::Released => "released",
+            ClaimState::Expired => "expired",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        Some(match raw {
+            "held" => ClaimState::Held,
+            "confirmed" => ClaimState::Confirmed,
+            "released" => ClaimState::Released,
+            "expired" => ClaimState::Expired,
+            _ => return None,
+        })
+    }
+}
+
+/// One claim, as stores keep it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub claim_id: String,
+    pub visitor: VisitorId,
+    pub state: ClaimState,
+    pub quantity: u64,
+    pub seats: Vec<String>,
+    /// Its place among the room's successful claims: 1, 2, 3…
+    pub sequence: u64,
+    pub hold_expires_at: Millis,
+    pub confirmed_at: Option<Millis>,
+}
+
+/// A claim as the API shows it.
+#[derive(Debug, Serialize)]
+pub struct ClaimView<'a> {
+    pub claim_id: &'a str,
+    pub room: &'a str,
+    pub visitor: String,
+    pub state: ClaimState,
+    pub quantity: u64,
+    pub seats: &'a [String],
+    pub sequence: u64,
+    pub hold_expires_at: String,
+    pub confirmed_at: Option<String>,
+}
+
+impl Claim {
+    pub fn view<'a>(&'a self, room: &'a RoomId) -> ClaimView<'a> {
+        ClaimView {
+            claim_id: &self.claim_id,
+            room: room.as_str(),
+            visitor: self.visitor.to_string(),
+            state: self.state,
+            quantity: self.quantity,
+            seats: &self.seats,
+            sequence: self.sequence,
+            hold_expires_at: rfc3339(self.hold_expires_at),
+            confirmed_at: self.confirmed_at.map(rfc3339),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SeatState {
+    Free,
+    Held,
+    Sold,
+}
+
+/// What is left, as `GET …/sale` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SaleView {
+    pub kind: &'static str,
+    pub stock_left: u64,
+    pub seats: std::collections::BTreeMap<String, SeatState>,
+    pub per_user_limit: u32,
+    pub hold_ttl_s: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SaleError {
+    #[error("this room has no sale")]
+    NoSale,
+    #[error("sold out")]
+    SoldOut,
+    #[error("seat {0} is taken")]
+    SeatTaken(String),
+    #[error("seat {0} is not in this sale")]
+    UnknownSeat(String),
+    #[error("that would go over the limit of {0} per visitor")]
+    LimitReached(u32),
+    #[error("{0}")]
+    WrongKind(&'static str),
+    #[error("no such claim")]
+    ClaimNotFound,
+    #[error("the hold expired; claim again")]
+    HoldExpired,
+    #[error("the hold was released")]
+    Released,
+    #[error("the claim is already confirmed")]
+    AlreadyConfirmed,
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// A fresh, unguessable claim id.
+pub fn new_claim_id() -> String {
+    format!("c{:024x}", rand::random::<u128>() >> 32)
+}
