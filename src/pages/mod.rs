@@ -151,7 +151,23 @@ async fn demo_target(
     })
 }
 
+// lib-*.js: ES modules shared by the page scripts.
 const ASSETS: &[(&str, &str, &str)] = &[
+    (
+        "lib-api.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../static/lib-api.js"),
+    ),
+    (
+        "lib-dom.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../static/lib-dom.js"),
+    ),
+    (
+        "lib-socket.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../static/lib-socket.js"),
+    ),
     (
         "room.js",
         "text/javascript; charset=utf-8",
