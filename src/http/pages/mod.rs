@@ -151,7 +151,24 @@ async fn demo_target(
     })
 }
 
+// Page scripts are ES modules (`<script type="module">`); the lib-*.js ones
+// are shared by the three pages, the sale-*.js ones make up the sale page.
 const ASSETS: &[(&str, &str, &str)] = &[
+    (
+        "lib-api.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/lib-api.js"),
+    ),
+    (
+        "lib-dom.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/lib-dom.js"),
+    ),
+    (
+        "lib-socket.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/lib-socket.js"),
+    ),
     (
         "room.js",
         "text/javascript; charset=utf-8",
@@ -166,6 +183,51 @@ const ASSETS: &[(&str, &str, &str)] = &[
         "sale.js",
         "text/javascript; charset=utf-8",
         include_str!("../../../static/sale.js"),
+    ),
+    (
+        "sale-actions.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/sale-actions.js"),
+    ),
+    (
+        "sale-api.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/sale-api.js"),
+    ),
+    (
+        "sale-countdown.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/sale-countdown.js"),
+    ),
+    (
+        "sale-flow.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/sale-flow.js"),
+    ),
+    (
+        "sale-quantity.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/sale-quantity.js"),
+    ),
+    (
+        "sale-refresh.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/sale-refresh.js"),
+    ),
+    (
+        "sale-seats.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/sale-seats.js"),
+    ),
+    (
+        "sale-state.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/sale-state.js"),
+    ),
+    (
+        "sale-view.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/sale-view.js"),
     ),
     (
         "style.css",

@@ -1,0 +1,132 @@
+// Shared status socket: one WebSocket at a time, kept open with pings,
+// reconnected with jittered backoff, and a polling loop while it is down.
+// It owns the socket and its timers and reports the connection's state; the
+// page says where to connect, how to poll, and whether it still wants news.
+import { backoff } from './lib-api.js';
+
+// The ws:// or wss:// URL of a path on this host.
+export function socketUrl(path) {
+  const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+  return proto + '//' + location.host + path;
+}
+
+// opts:
+//   url()            where to connect, or null while there is nowhere to
+//   active()         false once the page wants no more updates
+//   onStatus(msg)    a `{"type":"status",...}` message arrived
+//   onConnection(s)  connecting | reconnecting | live (polling and offline
+//                    are the page's to report, from its poll)
+//   poll()           one status poll; runs every pollMs while the socket is down
+//   pingMs, pollMs, retry ({base, max} for backoff(), jittered)
+export function statusSocket(opts) {
+  let ws = null;
+  let attempt = 0;
+  let retryTimer = null;
+  let pingTimer = null;
+  let pollTimer = null;
+
+  function connect() {
+    if (!opts.active() || ws) return;
+    const url = opts.url();
+    if (!url) return;
+    clearTimeout(retryTimer); retryTimer = null;
+    let sock;
+    try {
+      sock = new WebSocket(url);
+    } catch (e) {
+      startPolling();
+      scheduleReconnect();
+      return;
+    }
+    ws = sock;
+    if (!pollTimer) opts.onConnection(attempt === 0 ? 'connecting' : 'reconnecting');
+
+    // Handlers as properties: a socket stand-in (tests, old proxies' shims)
+    // may only call these.
+    sock.onopen = function () {
+      if (ws !== sock) return;
+      attempt = 0;
+      stopPolling();
+      opts.onConnection('live');
+      stopPing();
+      pingTimer = setInterval(function () {
+        if (ws === sock && sock.readyState === 1) {
+          try { sock.send('{"type":"ping"}'); } catch (e) { /* close follows */ }
+        }
+      }, opts.pingMs);
+    };
+    sock.onmessage = function (ev) {
+      if (ws !== sock || typeof ev.data !== 'string') return;
+      let msg;
+      try { msg = JSON.parse(ev.data); } catch (e) { return; }
+      if (msg && typeof msg === 'object' && msg.type === 'status') opts.onStatus(msg);
+    };
+    sock.onerror = function () { /* onclose follows */ };
+    sock.onclose = function () {
+      if (ws !== sock) return;
+      ws = null;
+      stopPing();
+      if (!opts.active()) return;
+      startPolling();
+      scheduleReconnect();
+    };
+  }
+
+  function scheduleReconnect() {
+    if (!opts.active() || retryTimer) return;
+    if (!pollTimer) opts.onConnection('reconnecting');
+    const delay = backoff(attempt++, { base: opts.retry.base, max: opts.retry.max, jitter: true });
+    retryTimer = setTimeout(function () { retryTimer = null; connect(); }, delay);
+  }
+
+  function stopPing() {
+    if (pingTimer) { clearInterval(pingTimer); pingTimer = null; }
+  }
+
+  function startPolling() {
+    if (pollTimer || !opts.active()) return;
+    opts.onConnection('reconnecting');
+    pollTimer = setInterval(opts.poll, opts.pollMs);
+    opts.poll();
+  }
+
+  function stopPolling() {
+    if (pollTimer) { clearInterval(pollTimer); pollTimer = null; }
+  }
+
+  // Drops the socket without reconnecting (its close is not reported).
+  function drop() {
+    if (!ws) return;
+    const old = ws;
+    ws = null;
+    try { old.close(1000); } catch (e) { /* already closed */ }
+  }
+
+  return {
+    connect,
+    // A new socket from a fresh start, e.g. for a new ticket.
+    restart() {
+      drop();
+      stopPing();
+      attempt = 0;
+      connect();
+    },
+    // Everything off: socket, reconnect, pings and polling.
+    stop() {
+      clearTimeout(retryTimer); retryTimer = null;
+      stopPing();
+      stopPolling();
+      drop();
+    },
+    // Reconnect now rather than at the next backoff step, if the socket is
+    // down; `fresh` also starts the backoff over.
+    retryNow(fresh) {
+      if (ws) return;
+      clearTimeout(retryTimer); retryTimer = null;
+      if (fresh) attempt = 0;
+      connect();
+    },
+    hasSocket() { return ws !== null; },
+    isOpen() { return ws !== null && ws.readyState === 1; },
+  };
+}

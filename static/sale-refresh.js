@@ -1,0 +1,61 @@
+// Sale page refresh loop: asks for the sale view every few seconds (less
+// often in a background tab, backing off while the server is unreachable),
+// drops answers overtaken by a hold, confirm or release, and hands the rest
+// to sale-flow.js. Owns its timer and failure count.
+import { errorCode, backoff } from './lib-api.js';
+import { showDefaultMessage, setMessage } from './sale-view.js';
+import { applySale, noSale, noPass } from './sale-flow.js';
+
+const REFRESH_MS = 2000;
+const HIDDEN_REFRESH_MS = 10000;
+const RETRY = { base: REFRESH_MS, max: 15000, cap: 4 };
+
+// Returns {soon(ms), now()}: refresh in `ms` (replacing any refresh already
+// planned) or right away.
+export function createRefresher(app) {
+  const st = app.st;
+  let timer = null;
+  let running = false;
+  let failures = 0;
+  let offlineShown = false;
+
+  function soon(ms) {
+    if (timer) clearTimeout(timer);
+    timer = setTimeout(refresh, ms);
+  }
+
+  function scheduleNext() {
+    let ms = document.visibilityState === 'hidden' && st.phase !== 'holding' ? HIDDEN_REFRESH_MS : REFRESH_MS;
+    if (failures) ms = backoff(failures, RETRY);
+    soon(ms);
+  }
+
+  function refresh() {
+    timer = null;
+    if (running) { scheduleNext(); return; }
+    running = true;
+    const asked = st.epoch;
+    app.api.view().then((res) => {
+      running = false;
+      failures = 0;
+      if (offlineShown) { offlineShown = false; if (st.phase === 'choosing') showDefaultMessage(app); }
+      if (asked !== st.epoch || st.busy) return; // something changed meanwhile: the next one tells
+      if (res.status === 404) { noSale(app); return; }
+      if (res.status === 401) { noPass(app, errorCode(res)); return; }
+      if (!res.ok || !res.body || typeof res.body !== 'object') return;
+      app.api.learnServerTime(res.body, res);
+      applySale(app, res.body);
+    }, () => {
+      running = false;
+      failures++;
+      if (failures >= 3 && !offlineShown && (st.phase === 'choosing' || st.phase === 'loading')) {
+        offlineShown = true;
+        setMessage(app, 'We cannot reach the sale right now; retrying…', 'warn');
+      }
+    }).then(() => {
+      if (st.phase !== 'nopass') scheduleNext();
+    });
+  }
+
+  return { soon, now: refresh };
+}
