@@ -5,7 +5,7 @@ mod support;
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use support::{FetchJson, TestApp, close_code, next_json, next_status, send_text};
+use support::{FetchJson, PATIENCE, TestApp, close_code, next_json, next_status, send_text};
 use tokio_tungstenite::tungstenite::Message;
 
 #[tokio::test]
@@ -776,4 +776,139 @@ async fn the_listen_queue_holds_a_burst_of_visitors() {
         [waitroom::startup::LISTEN_BACKLOG.to_string()],
         "{listing}"
     );
+}
+
+/// This process's resident memory (the app runs in it), from /proc.
+fn resident_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("Linux's /proc");
+    statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|pages| pages.parse::<u64>().ok())
+        .expect("resident pages")
+        * 4096
+}
+
+#[tokio::test]
+async fn a_frame_declaring_more_than_the_limit_is_refused_at_its_header() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = TestApp::spawn().await;
+    app.create_room("huge", json!({"paused": true})).await;
+    let status = app.join_api("huge").await;
+    let ticket = status["ticket"].as_str().unwrap();
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", app.port))
+        .await
+        .unwrap();
+    let handshake = format!(
+        "GET /api/rooms/huge/ws?ticket={ticket} HTTP/1.1\r\nHost: x\r\n\
+         Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    );
+    stream.write_all(handshake.as_bytes()).await.unwrap();
+    let mut received = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    while !String::from_utf8_lossy(&received).contains(r#""type":"status""#) {
+        let n = tokio::time::timeout(PATIENCE, stream.read(&mut chunk))
+            .await
+            .expect("the handshake's answer in time")
+            .unwrap();
+        assert!(n > 0, "the server hung up during the handshake");
+        received.extend_from_slice(&chunk[..n]);
+    }
+    received.clear();
+    let before = resident_bytes();
+    // A masked text frame declaring 2^40 bytes, then as much data as the
+    // server will take, up to 64 MiB.
+    let mut header = vec![0x81, 0x80 | 127];
+    header.extend_from_slice(&(1u64 << 40).to_be_bytes());
+    header.extend_from_slice(&[0, 0, 0, 0]);
+    stream.write_all(&header).await.unwrap();
+    let data = vec![b'x'; 64 * 1024];
+    let close_1009 = [0x88u8, 0x03, 0xF1];
+    let mut sent = 0usize;
+    let (mut reader, mut writer) = stream.split();
+    let found = tokio::time::timeout(PATIENCE, async {
+        loop {
+            if received.windows(3).any(|w| w == close_1009) {
+                return true;
+            }
+            tokio::select! {
+                read = reader.read(&mut chunk) => match read {
+                    Ok(0) | Err(_) => return received.windows(3).any(|w| w == close_1009),
+                    Ok(n) => received.extend_from_slice(&chunk[..n]),
+                },
+                written = writer.write(&data), if sent < 64 * 1024 * 1024 => match written {
+                    Ok(n) => sent += n,
+                    Err(_) => return received.windows(3).any(|w| w == close_1009),
+                },
+            }
+        }
+    })
+    .await
+    .expect("the server answers in time");
+    // The close frame's first bytes: 0x88, a length, then 1009 (0x03F1).
+    let close_at = received.windows(2).position(|w| w[0] == 0x88);
+    assert!(
+        found || close_at.is_some_and(|at| received[at + 2..].starts_with(&[0x03, 0xF1])),
+        "closed with 1009; got {:?}",
+        &received[..received.len().min(64)]
+    );
+    let grown = resident_bytes().saturating_sub(before);
+    assert!(
+        grown < 16 * 1024 * 1024,
+        "the server buffered the frame: resident memory grew by {grown} bytes after {sent} sent"
+    );
+}
+
+#[tokio::test]
+async fn a_fragmented_text_message_is_read_whole() {
+    use futures_util::SinkExt;
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+    let app = TestApp::spawn().await;
+    app.create_room("fragments", json!({"paused": true})).await;
+    let status = app.join_api("fragments").await;
+    let mut socket = app
+        .connect("fragments", status["ticket"].as_str().unwrap())
+        .await;
+    next_status(&mut socket).await;
+    let (first, rest) = r#"{"type":"ping"}"#.split_at(6);
+    socket
+        .send(Message::Frame(Frame::message(
+            first.as_bytes().to_vec(),
+            OpCode::Data(Data::Text),
+            false,
+        )))
+        .await
+        .unwrap();
+    socket
+        .send(Message::Frame(Frame::message(
+            rest.as_bytes().to_vec(),
+            OpCode::Data(Data::Continue),
+            true,
+        )))
+        .await
+        .unwrap();
+    assert_eq!(next_json(&mut socket).await["type"], "pong");
+}
+
+#[tokio::test]
+async fn a_background_task_that_dies_makes_the_node_unready() {
+    let app = TestApp::spawn().await;
+    let ready = app.http.get(app.url("/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 200);
+    app.handle.tasks.spawn_service("probe", async {});
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while app.handle.tasks.failures().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the failure is recorded"
+        );
+        tokio::task::yield_now().await;
+    }
+    let unready = app.http.get(app.url("/readyz")).send().await.unwrap();
+    assert_eq!(unready.status(), 503);
+    let body: Value = unready.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "task_failed");
+    assert!(body["error"]["message"].as_str().unwrap().contains("probe"));
 }

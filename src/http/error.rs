@@ -33,6 +33,13 @@ pub enum ApiError {
         "this node holds all the live connections it can; poll the status instead, or try again later"
     )]
     TooManySockets,
+    /// A form of the admin page that was refused: the operator is sent
+    /// back to the page with the reason.
+    #[error("{0}")]
+    AdminFormRefused(String),
+    /// Something that should not happen did; logged where it is answered.
+    #[error("something went wrong on our side; try again")]
+    Internal,
 }
 
 impl ApiError {
@@ -73,6 +80,8 @@ impl ApiError {
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
             ApiError::StoreUnavailable => "store_unavailable",
             ApiError::TooManySockets => "too_many_sockets",
+            ApiError::AdminFormRefused(_) => "form_refused",
+            ApiError::Internal => "internal",
         }
     }
 }
@@ -91,10 +100,18 @@ impl ResponseError for ApiError {
             ApiError::StoreUnavailable | ApiError::TooManySockets => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
+            ApiError::AdminFormRefused(_) => StatusCode::SEE_OTHER,
+            ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
     fn error_response(&self) -> HttpResponse {
+        if let ApiError::AdminFormRefused(message) = self {
+            let query = serde_urlencoded::to_string([("error", message)]).unwrap_or_default();
+            return HttpResponse::SeeOther()
+                .insert_header((header::LOCATION, format!("/admin?{query}")))
+                .finish();
+        }
         let mut response = HttpResponse::build(self.status_code());
         if matches!(self, ApiError::StoreUnavailable | ApiError::TooManySockets) {
             response.insert_header((header::RETRY_AFTER, HeaderValue::from_static("2")));
@@ -152,6 +169,16 @@ impl From<StoreError> for ApiError {
                 message: format!("room {id:?} is closed"),
             },
             StoreError::InvalidConfig(message) => ApiError::bad_request("invalid_config", message),
+            StoreError::Conflict(id) => ApiError::Conflict {
+                code: "edit_conflict",
+                message: format!(
+                    "room {id:?} was changed by someone else at the same time; read it and try again"
+                ),
+            },
+            StoreError::Unexpected(reason) => {
+                tracing::error!(%reason, "unexpected store answer");
+                ApiError::Internal
+            }
             StoreError::Unavailable(reason) => {
                 tracing::warn!(%reason, "store unavailable");
                 ApiError::StoreUnavailable
@@ -162,7 +189,7 @@ impl From<StoreError> for ApiError {
 
 /// Maps actix's extractor failures (bad JSON, oversized bodies, bad query
 /// strings) onto our error body instead of actix's plain-text defaults.
-pub mod extractors {
+pub mod body_configs {
     use actix_web::error::{JsonPayloadError, PathError, QueryPayloadError, UrlencodedError};
     use actix_web::{HttpRequest, web};
 
@@ -219,5 +246,14 @@ pub mod extractors {
         web::PathConfig::default().error_handler(|err: PathError, _: &HttpRequest| {
             ApiError::bad_request("invalid_path", format!("the path is not valid: {err}")).into()
         })
+    }
+}
+
+impl From<crate::store::SetUpSaleError> for ApiError {
+    fn from(error: crate::store::SetUpSaleError) -> Self {
+        match error {
+            crate::store::SetUpSaleError::Room(error) => error.into(),
+            crate::store::SetUpSaleError::Sale(error) => error.into(),
+        }
     }
 }

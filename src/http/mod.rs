@@ -3,17 +3,19 @@
 
 pub mod admin;
 pub mod error;
+pub mod extractors;
 pub mod ops;
 pub mod pages;
 pub mod sale;
+pub mod sockets;
 pub mod visitor;
 
 use std::sync::Arc;
 
 use metrics_exporter_prometheus::PrometheusHandle;
-use tokio::sync::watch;
 
 use crate::live::hub::Hub;
+use crate::live::tasks::Tasks;
 use crate::store::{SaleStore, Store};
 use crate::words::clock::SharedClock;
 use crate::words::credentials::Credentials;
@@ -26,8 +28,9 @@ pub struct AppState {
     pub credentials: Arc<Credentials>,
     pub clock: SharedClock,
     pub admin_token: String,
-    /// Flips to `true` once: every socket closes with "going away".
-    pub shutdown: watch::Receiver<bool>,
+    /// Every task of the application: sockets are spawned through it, and
+    /// readiness reports a background task that died.
+    pub tasks: Tasks,
     pub metrics: PrometheusHandle,
     /// Sockets this node accepts before answering 503: its open-files limit
     /// less a reserve, so health checks, operators and polling visitors

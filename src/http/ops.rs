@@ -1,4 +1,5 @@
-//! Operations endpoints: liveness, readiness, and Prometheus metrics.
+//! Operations endpoints: liveness, readiness (the store answers and no
+//! background task has died), and Prometheus metrics.
 
 use std::sync::OnceLock;
 
@@ -63,6 +64,12 @@ async fn healthz() -> HttpResponse {
 
 #[get("/readyz")]
 async fn readyz(state: web::Data<AppState>) -> HttpResponse {
+    let failed = state.tasks.failures();
+    if !failed.is_empty() {
+        return HttpResponse::ServiceUnavailable().json(json!({
+            "error": {"code": "task_failed", "message": format!("background tasks stopped: {}", failed.join(", "))}
+        }));
+    }
     match state.store.ping().await {
         Ok(()) => HttpResponse::Ok().json(json!({"status": "ready"})),
         Err(error) => HttpResponse::ServiceUnavailable().json(json!({

@@ -8,9 +8,12 @@ use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use serde::Deserialize;
 
-use crate::http::AppState;
-use crate::http::error::ApiError;
-use crate::words::credentials::CredentialError;
+use super::AppState;
+use super::error::ApiError;
+use super::extractors::{
+    PASS_COOKIE, Room, Ticket, bearer, pass_error, presented_pass, ticket_cookie_name, ticket_error,
+};
+use crate::store::StoreError;
 use crate::words::status::{self, Status, StatusInput};
 use crate::words::{Place, PlaceState, RoomId, VisitorId};
 
@@ -24,72 +27,6 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .service(leave)
         .service(verify)
         .service(jwks);
-}
-
-pub fn room_from_path(raw: &str) -> Result<RoomId, ApiError> {
-    RoomId::parse(raw).ok_or_else(|| ApiError::RoomNotFound(raw.to_string()))
-}
-
-pub fn ticket_cookie_name(room: &RoomId) -> String {
-    format!("wr_ticket_{room}")
-}
-
-/// The token in `Authorization: Bearer …`, if any.
-/// The token in `Authorization: Bearer …`, if any.
-pub fn bearer(req: &HttpRequest) -> Option<&str> {
-    req.headers()
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()?
-        .strip_prefix("Bearer ")
-        .map(str::trim)
-}
-
-#[derive(Debug, Deserialize)]
-pub struct TicketQuery {
-    pub ticket: Option<String>,
-}
-
-/// The ticket a request carries: the Authorization header, then the `ticket`
-/// query parameter, then the room's cookie.
-pub fn presented_ticket(req: &HttpRequest, room: &RoomId) -> Option<String> {
-    if let Some(ticket) = bearer(req) {
-        return Some(ticket.to_string());
-    }
-    if let Ok(query) = web::Query::<TicketQuery>::from_query(req.query_string())
-        && let Some(ticket) = query.into_inner().ticket
-    {
-        return Some(ticket);
-    }
-    req.cookie(&ticket_cookie_name(room))
-        .map(|c| c.value().to_string())
-}
-
-fn ticket_error(error: CredentialError) -> ApiError {
-    let message = match error {
-        CredentialError::WrongRoom => "this ticket is for another room",
-        _ => "the ticket is not valid; join again to get a new one",
-    };
-    ApiError::unauthorized("invalid_ticket", message)
-}
-
-/// The visitor a request's ticket names; 401 without a valid one.
-pub fn require_visitor(
-    req: &HttpRequest,
-    state: &AppState,
-    room: &RoomId,
-) -> Result<(VisitorId, String), ApiError> {
-    let ticket = presented_ticket(req, room).ok_or_else(|| {
-        ApiError::unauthorized(
-            "missing_ticket",
-            "send your ticket as a Bearer token or cookie",
-        )
-    })?;
-    let visitor = state
-        .credentials
-        .read_ticket(room, &ticket)
-        .map_err(ticket_error)?;
-    Ok((visitor, ticket))
 }
 
 fn status_response(state: &AppState, room: &RoomId, ticket: &str, place: &Place) -> HttpResponse {
@@ -117,7 +54,7 @@ fn status_response(state: &AppState, room: &RoomId, ticket: &str, place: &Place)
     if let (Some(pass), PlaceState::Admitted { expires_at, .. }) = (&status.pass, place.state) {
         let seconds_left = expires_at.saturating_sub(state.clock.now_ms()) / 1000;
         response.cookie(
-            Cookie::build("wr_pass", pass.clone())
+            Cookie::build(PASS_COOKIE, pass.clone())
                 .path("/")
                 .http_only(true)
                 .same_site(SameSite::Lax)
@@ -134,11 +71,10 @@ fn status_response(state: &AppState, room: &RoomId, ticket: &str, place: &Place)
 #[post("/api/rooms/{room}/join")]
 async fn join(
     req: HttpRequest,
-    path: web::Path<String>,
+    Room(room): Room,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
     let started = Instant::now();
-    let room = room_from_path(&path)?;
     let existing = match bearer(&req) {
         Some(ticket) => Some((
             state
@@ -171,25 +107,21 @@ async fn join(
 
 #[get("/api/rooms/{room}/status")]
 async fn status_route(
-    req: HttpRequest,
-    path: web::Path<String>,
+    ticket: Ticket,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
-    let room = room_from_path(&path)?;
-    let (visitor, ticket) = require_visitor(&req, &state, &room)?;
-    let place = state.store.status(&room, visitor).await?;
-    Ok(status_response(&state, &room, &ticket, &place))
+    let place = state.store.status(&ticket.room, ticket.visitor).await?;
+    Ok(status_response(
+        &state,
+        &ticket.room,
+        &ticket.ticket,
+        &place,
+    ))
 }
 
 #[post("/api/rooms/{room}/leave")]
-async fn leave(
-    req: HttpRequest,
-    path: web::Path<String>,
-    state: web::Data<AppState>,
-) -> Result<HttpResponse, ApiError> {
-    let room = room_from_path(&path)?;
-    let (visitor, _) = require_visitor(&req, &state, &room)?;
-    state.store.leave(&room, visitor).await?;
+async fn leave(ticket: Ticket, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    state.store.leave(&ticket.room, ticket.visitor).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -206,15 +138,12 @@ async fn verify(
     query: web::Query<VerifyQuery>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
-    let pass = bearer(&req)
-        .map(str::to_string)
-        .or_else(|| req.cookie("wr_pass").map(|c| c.value().to_string()))
-        .ok_or_else(|| {
-            ApiError::unauthorized(
-                "missing_pass",
-                "send the pass as a Bearer token or wr_pass cookie",
-            )
-        })?;
+    let pass = presented_pass(&req).ok_or_else(|| {
+        ApiError::unauthorized(
+            "missing_pass",
+            "send the pass as a Bearer token or wr_pass cookie",
+        )
+    })?;
     let named_room = req
         .headers()
         .get("X-Waitroom-Room")
@@ -230,17 +159,7 @@ async fn verify(
     let claims = state
         .credentials
         .read_pass(&pass, room.as_ref(), state.clock.now_ms())
-        .map_err(|error| match error {
-            CredentialError::Expired => {
-                ApiError::unauthorized("pass_expired", "the pass has expired")
-            }
-            CredentialError::WrongRoom => {
-                ApiError::unauthorized("invalid_pass", "the pass is not for this room")
-            }
-            CredentialError::Invalid => {
-                ApiError::unauthorized("invalid_pass", "the pass is not valid")
-            }
-        })?;
+        .map_err(pass_error)?;
     let room = RoomId::parse(&claims.room)
         .ok_or_else(|| ApiError::unauthorized("invalid_pass", "the pass is not valid"))?;
     let visitor: VisitorId = claims
@@ -251,7 +170,7 @@ async fn verify(
         Ok(place) => {
             matches!(place.state, PlaceState::Admitted { expires_at, .. } if expires_at / 1000 == claims.exp)
         }
-        Err(crate::store::StoreError::RoomNotFound(_)) => false,
+        Err(StoreError::RoomNotFound(_)) => false,
         Err(other) => return Err(other.into()),
     };
     if !still_admitted {

@@ -1,9 +1,14 @@
-//! Live visitors: this node's sockets and the hub that keeps them up to date
-//! from the store's events, the promoter that ticks the rooms, and each
-//! socket's loop.
+//! Live visitors on this node: the registry of sockets, positions derived
+//! from events, the fan-out, the hub that applies the store's events, each
+//! socket's loop (actix-ws), the promoter that ticks the rooms, and the
+//! tracked tasks they all run in.
 
-pub mod connection;
+pub mod fanout;
+pub mod frame_guard;
 pub mod hub;
+pub mod outlet;
+pub mod positions;
 pub mod promoter;
+pub mod registry;
 pub mod socket;
-pub mod upgrade;
+pub mod tasks;

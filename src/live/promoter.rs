@@ -5,9 +5,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
-
-use crate::live::hub::Hub;
+use super::registry::Registry;
+use super::tasks::Tasks;
 use crate::store::{Store, StoreError, TickReport};
 use crate::words::RoomId;
 
@@ -21,12 +20,12 @@ const PRESENCE_EVERY: Duration = Duration::from_secs(5);
 #[derive(Clone)]
 pub struct Promoter {
     store: Arc<dyn Store>,
-    hub: Arc<Hub>,
+    registry: Arc<Registry>,
 }
 
 impl Promoter {
-    pub fn new(store: Arc<dyn Store>, hub: Arc<Hub>) -> Self {
-        Self { store, hub }
+    pub fn new(store: Arc<dyn Store>, registry: Arc<Registry>) -> Self {
+        Self { store, registry }
     }
 
     /// Runs every room's tick that is due now.
@@ -57,7 +56,7 @@ impl Promoter {
 
     /// Marks every visitor with a socket on this node present, one batch per room.
     pub async fn refresh_presence(&self) {
-        for (room, visitors) in self.hub.present_visitors() {
+        for (room, visitors) in self.registry.present_visitors() {
             if visitors.is_empty() {
                 continue;
             }
@@ -67,7 +66,8 @@ impl Promoter {
         }
     }
 
-    pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
+    pub async fn run(self, tasks: Tasks) {
+        let shutdown = tasks.shutdown_token();
         let mut ticks = tokio::time::interval(POLL_EVERY);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut presence = tokio::time::interval(PRESENCE_EVERY);
@@ -90,7 +90,7 @@ impl Promoter {
                     Err(_) => {}
                 },
                 _ = presence.tick() => self.refresh_presence().await,
-                _ = shutdown.changed() => break,
+                () = shutdown.cancelled() => break,
             }
         }
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rand::Rng;
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use crate::store::SaleStore;
 use crate::store::{Store, StoreError};
@@ -46,11 +46,7 @@ pub async fn create(store: &dyn Store, sale: &dyn SaleStore) -> Result<RoomId, S
 
 /// Joins simulated visitors (0 to 3 per tick, 1.5 on average against 2
 /// admitted) and keeps them present, until shutdown.
-pub async fn simulate_visitors(
-    store: Arc<dyn Store>,
-    room: RoomId,
-    mut shutdown: watch::Receiver<bool>,
-) {
+pub async fn simulate_visitors(store: Arc<dyn Store>, room: RoomId, shutdown: CancellationToken) {
     let mut crowd: Vec<VisitorId> = Vec::new();
     for _ in 0..INITIAL_LINE {
         join(store.as_ref(), &room, &mut crowd).await;
@@ -74,7 +70,7 @@ pub async fn simulate_visitors(
                 }
                 crowd = still_waiting;
             }
-            _ = shutdown.changed() => break,
+            () = shutdown.cancelled() => break,
         }
     }
 }

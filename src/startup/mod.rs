@@ -8,31 +8,26 @@ pub mod telemetry;
 use std::sync::Arc;
 use std::time::Duration;
 
-use std::rc::Rc;
-
-use actix_http::HttpService;
-use actix_service::{
-    IntoServiceFactory, ServiceFactory, ServiceFactoryExt, fn_factory, fn_service, map_config,
-};
-use actix_web::dev::{AppConfig, Server, ServerHandle};
-use actix_web::{App, HttpResponse, web};
-use tokio::sync::watch;
+use actix_web::dev::{Server, ServerHandle};
+use actix_web::{App, HttpResponse, HttpServer, web};
 use tracing_actix_web::TracingLogger;
 
 use crate::http::AppState;
-use crate::http::error::{ApiError, extractors};
-use crate::http::{admin, ops, pages, sale, visitor};
-use crate::live as sessions;
+use crate::http::error::{ApiError, body_configs};
+use crate::http::{admin, ops, pages, sale, sockets, visitor};
 use crate::live::hub::Hub;
 use crate::live::promoter::Promoter;
-use crate::startup::config::Settings;
-use crate::store::SaleStore;
-use crate::store::Store;
-use crate::store::memory::MemorySale;
-use crate::store::memory::MemoryStore;
+use crate::live::tasks::Tasks;
+use crate::store::memory::{MemorySale, MemoryStore};
 use crate::store::redis::RedisStore;
+use crate::store::{SaleStore, Store};
 use crate::words::clock::SharedClock;
 use crate::words::credentials::{Credentials, random_secret};
+use config::Settings;
+
+/// How long shutdown waits for sockets to send their close frames and
+/// background tasks to stop.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Open files kept for everything but visitor sockets.
 const RESERVED_FILES: u64 = 500;
@@ -94,7 +89,8 @@ pub struct AppHandle {
     pub promoter: Promoter,
     pub credentials: Arc<Credentials>,
     pub clock: SharedClock,
-    shutdown: Arc<watch::Sender<bool>>,
+    /// Every task of the application (tests may add their own).
+    pub tasks: Tasks,
     server: ServerHandle,
 }
 
@@ -107,11 +103,12 @@ impl AppHandle {
         }
     }
 
-    /// Closes every socket ("going away"), then stops the server gracefully.
+    /// Closes every socket ("going away") and stops every task, waiting
+    /// for them, then stops the server gracefully.
     pub async fn shutdown(&self) {
-        let _ = self.shutdown.send(true);
-        // Let session loops send their close frames before workers stop.
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        if !self.tasks.shut_down(SHUTDOWN_GRACE).await {
+            tracing::warn!("some tasks were still running when shutdown stopped waiting");
+        }
         self.server.stop(true).await;
     }
 }
@@ -158,21 +155,20 @@ impl Application {
             token
         });
         let credentials = Arc::new(Credentials::from_secret(&secret));
-        let hub = Arc::new(Hub::new(credentials.clone()));
-        let promoter = Promoter::new(store.clone(), hub.clone());
-        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let tasks = Tasks::new();
+        let hub = Arc::new(Hub::new(store.clone(), credentials.clone()));
+        let promoter = Promoter::new(store.clone(), hub.registry().clone());
 
-        tokio::spawn(hub.clone().run(store.clone(), shutdown_rx.clone()));
-        tokio::spawn(promoter.clone().run(shutdown_rx.clone()));
+        tasks.spawn_service("hub", hub.clone().run(tasks.clone()));
+        tasks.spawn_service("promoter", promoter.clone().run(tasks.clone()));
         if settings.demo_room {
             let room = demo::create(store.as_ref(), sale.as_ref())
                 .await
                 .map_err(StartError::Demo)?;
-            tokio::spawn(demo::simulate_visitors(
-                store.clone(),
-                room,
-                shutdown_rx.clone(),
-            ));
+            tasks.spawn_service(
+                "demo visitors",
+                demo::simulate_visitors(store.clone(), room, tasks.shutdown_token()),
+            );
         }
 
         let state = web::Data::new(AppState {
@@ -182,63 +178,41 @@ impl Application {
             credentials: credentials.clone(),
             clock: clock.clone(),
             admin_token,
-            shutdown: shutdown_rx,
+            tasks: tasks.clone(),
             metrics: ops::metrics_handle(),
             socket_limit: settings.max_sockets.unwrap_or_else(default_socket_limit),
         });
-        let app = move || {
+        let listener = listen(&settings.listen).map_err(|source| StartError::Listen {
+            address: settings.listen.clone(),
+            source,
+        })?;
+        let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
+        let mut server = HttpServer::new(move || {
             App::new()
                 .wrap(TracingLogger::default())
                 .app_data(state.clone())
-                .app_data(extractors::json_config())
-                .app_data(extractors::form_config())
-                .app_data(extractors::query_config())
-                .app_data(extractors::path_config())
+                .app_data(body_configs::json_config())
+                .app_data(body_configs::form_config())
+                .app_data(body_configs::query_config())
+                .app_data(body_configs::path_config())
                 .configure(visitor::routes)
-                .service(sessions::socket::connect)
+                .configure(sockets::routes)
                 .configure(admin::api::routes)
                 .configure(admin::page::routes)
                 .configure(sale::routes)
                 .configure(pages::routes)
                 .configure(ops::routes)
                 .default_service(web::to(not_found))
-        };
-        let listener = listen(&settings.listen).map_err(|source| StartError::Listen {
-            address: settings.listen.clone(),
-            source,
-        })?;
-        let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
-        // actix-web's `HttpServer`, with one addition it has no setting for:
-        // an upgrade service, through which WebSockets leave the HTTP
-        // dispatcher (see `sessions::upgrade`).
-        let mut server = actix_server::Server::build()
-            .disable_signals()
-            .shutdown_timeout(5)
-            .max_concurrent_connections(50_000);
+        })
+        .disable_signals()
+        .shutdown_timeout(SHUTDOWN_GRACE.as_secs())
+        .backlog(LISTEN_BACKLOG as u32)
+        .max_connections(50_000);
         if let Some(workers) = settings.workers {
             server = server.workers(workers);
         }
         let server = server
-            .listen("waitroom", listener, move || {
-                let upgrade_app = app.clone();
-                HttpService::build()
-                    .upgrade(fn_factory(move || {
-                        let app = upgrade_app()
-                            .into_factory()
-                            .new_service(AppConfig::default());
-                        async move {
-                            let app = Rc::new(app.await?);
-                            Ok::<_, ()>(fn_service(move |upgrade| {
-                                sessions::upgrade::handle(app.clone(), upgrade)
-                            }))
-                        }
-                    }))
-                    .finish(map_config(
-                        app().into_factory().map_err(|error| error.error_response()),
-                        |_| AppConfig::default(),
-                    ))
-                    .tcp()
-            })
+            .listen(listener)
             .map_err(|source| StartError::Listen {
                 address: settings.listen.clone(),
                 source,
@@ -250,7 +224,7 @@ impl Application {
             promoter,
             credentials,
             clock,
-            shutdown: Arc::new(shutdown_tx),
+            tasks,
             server: server.handle(),
         };
         Ok(Self {

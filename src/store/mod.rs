@@ -11,6 +11,7 @@ pub use sale::SaleStore;
 use async_trait::async_trait;
 use tokio::sync::broadcast;
 
+use crate::words::sale::{SaleConfig, SaleError, SaleView};
 use crate::words::{Place, RoomConfig, RoomId, RoomInfo, RoomPatch, StoreEvent, VisitorId};
 
 #[derive(Debug, thiserror::Error)]
@@ -23,8 +24,15 @@ pub enum StoreError {
     RoomClosed(RoomId),
     #[error("invalid config: {0}")]
     InvalidConfig(String),
+    /// The room changed between a read and the write that depended on it,
+    /// more often than retries could absorb.
+    #[error("room {0} was changed concurrently")]
+    Conflict(RoomId),
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// An answer no version of the store gives: a bug, not an outage.
+    #[error("unexpected store answer: {0}")]
+    Unexpected(String),
 }
 
 /// What a due tick did, for the promoter's metrics and logs.
@@ -69,4 +77,26 @@ pub trait Store: Send + Sync + 'static {
     }
     /// Is the store reachable?
     async fn ping(&self) -> Result<(), StoreError>;
+}
+
+/// Why a sale could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SetUpSaleError {
+    #[error(transparent)]
+    Room(#[from] StoreError),
+    #[error(transparent)]
+    Sale(#[from] SaleError),
+}
+
+/// Sets up (or replaces, claims and all) the sale of a room that exists.
+pub async fn set_up_sale(
+    rooms: &dyn Store,
+    sales: &dyn SaleStore,
+    room: &RoomId,
+    config: SaleConfig,
+) -> Result<SaleView, SetUpSaleError> {
+    rooms.room(room).await?;
+    let view = sales.configure_sale(room, config).await?;
+    tracing::info!(%room, kind = view.kind, stock_left = view.stock_left, "sale set up");
+    Ok(view)
 }

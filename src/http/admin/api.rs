@@ -1,13 +1,12 @@
 //! The operator API: create, read, change and close rooms.
 
 use actix_web::http::header;
-use actix_web::{HttpRequest, HttpResponse, delete, get, patch, post, web};
+use actix_web::{HttpResponse, delete, get, patch, post, web};
 use serde_json::json;
 
-use super::authorize;
 use crate::http::AppState;
 use crate::http::error::ApiError;
-use crate::http::visitor::room_from_path;
+use crate::http::extractors::{Operator, Room};
 use crate::words::{RoomConfig, RoomId, RoomPatch};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -42,19 +41,17 @@ pub fn parse_new_room(mut body: serde_json::Value) -> Result<(RoomId, RoomConfig
 }
 
 #[get("/api/admin/rooms")]
-async fn list(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    authorize(&req, &state, false)?;
+async fn list(_: Operator, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let rooms = state.store.rooms().await?;
     Ok(HttpResponse::Ok().json(json!({ "rooms": rooms })))
 }
 
 #[post("/api/admin/rooms")]
 async fn create(
-    req: HttpRequest,
+    _: Operator,
     body: web::Json<serde_json::Value>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
-    authorize(&req, &state, true)?;
     let (id, config) = parse_new_room(body.into_inner())?;
     let info = state.store.create_room(id, config).await?;
     tracing::info!(room = %info.id, "room created");
@@ -65,24 +62,20 @@ async fn create(
 
 #[get("/api/admin/rooms/{room}")]
 async fn show(
-    req: HttpRequest,
-    path: web::Path<String>,
+    _: Operator,
+    Room(room): Room,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
-    authorize(&req, &state, false)?;
-    let room = room_from_path(&path)?;
     Ok(HttpResponse::Ok().json(state.store.room(&room).await?))
 }
 
 #[patch("/api/admin/rooms/{room}")]
 async fn change(
-    req: HttpRequest,
-    path: web::Path<String>,
+    _: Operator,
+    Room(room): Room,
     body: web::Json<serde_json::Value>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
-    authorize(&req, &state, true)?;
-    let room = room_from_path(&path)?;
     let patch: RoomPatch = ApiError::parse_body(body.into_inner(), "invalid_config", "the change")?;
     let info = state.store.configure(&room, patch).await?;
     tracing::info!(%room, config = ?info.config, "room configured");
@@ -91,12 +84,10 @@ async fn change(
 
 #[delete("/api/admin/rooms/{room}")]
 async fn close(
-    req: HttpRequest,
-    path: web::Path<String>,
+    _: Operator,
+    Room(room): Room,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
-    authorize(&req, &state, true)?;
-    let room = room_from_path(&path)?;
     state.store.close_room(&room).await?;
     tracing::info!(%room, "room closed");
     Ok(HttpResponse::NoContent().finish())

@@ -7,10 +7,13 @@ use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use askama::Template;
 use serde::Deserialize;
 
-use super::{SESSION_COOKIE, session};
 use crate::http::AppState;
 use crate::http::error::ApiError;
+use crate::http::extractors::{
+    ADMIN_SESSION_COOKIE as SESSION_COOKIE, CsrfProtected, OperatorForm, admin_session,
+};
 use crate::http::pages::render;
+use crate::store;
 use crate::words::credentials::{constant_time_eq, random_secret};
 use crate::words::{RoomConfig, RoomId, RoomInfo, RoomPatch};
 
@@ -96,7 +99,7 @@ async fn page(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
     let Notice { message, error } = notice.into_inner();
-    let Some(session) = session(&req, &state) else {
+    let Some(session) = admin_session(&req) else {
         return Ok(login_page(&req, None, actix_web::http::StatusCode::OK));
     };
     let rooms = state
@@ -193,47 +196,15 @@ struct CsrfForm {
     csrf: String,
 }
 
-/// Checks that a form post comes from a live session with its CSRF token;
-/// otherwise, what to tell the operator.
-fn check_form(req: &HttpRequest, state: &AppState, csrf: &str) -> Result<(), String> {
-    let Some(session) = session(req, state) else {
-        return Err("Your session expired; log in again.".into());
-    };
-    if !constant_time_eq(csrf, &state.credentials.csrf_for_session(&session)) {
-        return Err("The form expired; please try again.".into());
-    }
-    Ok(())
-}
-
 fn back_to_admin(kind: &str, text: &str) -> HttpResponse {
-    let query = serde_urlencoded_pair(kind, text);
+    let query = serde_urlencoded::to_string([(kind, text)]).unwrap_or_default();
     HttpResponse::SeeOther()
         .insert_header((header::LOCATION, format!("/admin?{query}")))
         .finish()
 }
 
-fn serde_urlencoded_pair(key: &str, value: &str) -> String {
-    let encoded: String = value
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect();
-    format!("{key}={encoded}")
-}
-
 #[post("/admin/logout")]
-async fn logout(
-    req: HttpRequest,
-    form: web::Form<CsrfForm>,
-    state: web::Data<AppState>,
-) -> HttpResponse {
-    if let Err(error) = check_form(&req, &state, &form.csrf) {
-        return back_to_admin("error", &error);
-    }
+async fn logout(_: OperatorForm<CsrfForm>) -> HttpResponse {
     let mut gone = Cookie::build(SESSION_COOKIE, "").path("/").finish();
     gone.make_removal();
     HttpResponse::SeeOther()
@@ -300,12 +271,10 @@ fn describe(error: crate::store::StoreError) -> String {
 
 #[post("/admin/rooms")]
 async fn create_room(
-    req: HttpRequest,
-    form: web::Form<ConfigForm>,
+    OperatorForm(form): OperatorForm<ConfigForm>,
     state: web::Data<AppState>,
 ) -> HttpResponse {
     let result = async {
-        check_form(&req, &state, &form.csrf)?;
         let raw_id = form.id.as_deref().unwrap_or("").trim();
         let id = RoomId::parse(raw_id).ok_or("the room id must be 1 to 64 of a-z, 0-9 and -")?;
         let patch = form.patch()?;
@@ -328,13 +297,11 @@ async fn create_room(
 
 #[post("/admin/rooms/{room}")]
 async fn change_room(
-    req: HttpRequest,
     path: web::Path<String>,
-    form: web::Form<ConfigForm>,
+    OperatorForm(form): OperatorForm<ConfigForm>,
     state: web::Data<AppState>,
 ) -> HttpResponse {
     let result = async {
-        check_form(&req, &state, &form.csrf)?;
         let id = RoomId::parse(&path).ok_or("no such room")?;
         let patch = form.patch()?;
         let info = state.store.configure(&id, patch).await.map_err(describe)?;
@@ -347,13 +314,11 @@ async fn change_room(
 
 #[post("/admin/rooms/{room}/close")]
 async fn close_room(
-    req: HttpRequest,
     path: web::Path<String>,
-    form: web::Form<CsrfForm>,
+    _: OperatorForm<CsrfForm>,
     state: web::Data<AppState>,
 ) -> HttpResponse {
     let result = async {
-        check_form(&req, &state, &form.csrf)?;
         let id = RoomId::parse(&path).ok_or("no such room")?;
         state.store.close_room(&id).await.map_err(describe)?;
         tracing::info!(room = %id, "room closed from the admin page");
@@ -393,20 +358,36 @@ impl SaleForm {
 
 #[post("/admin/rooms/{room}/sale")]
 async fn set_up_sale(
-    req: HttpRequest,
     path: web::Path<String>,
-    form: web::Form<SaleForm>,
+    OperatorForm(form): OperatorForm<SaleForm>,
     state: web::Data<AppState>,
 ) -> HttpResponse {
     let result = async {
-        check_form(&req, &state, &form.csrf)?;
         let id = RoomId::parse(&path).ok_or("no such room")?;
-        let request = form.request()?;
-        crate::http::sale::set_up_sale(&state, &id, request)
+        let config = form.request()?.into_config()?;
+        store::set_up_sale(state.store.as_ref(), state.sale.as_ref(), &id, config)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| ApiError::from(e).to_string())?;
         Ok(format!("Sale of room {id} set up."))
     }
     .await;
     outcome(result)
+}
+
+impl CsrfProtected for CsrfForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
+    }
+}
+
+impl CsrfProtected for ConfigForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
+    }
+}
+
+impl CsrfProtected for SaleForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
+    }
 }

@@ -3,5 +3,6 @@
 
 mod admission;
 mod sale;
+mod script_error;
 
 pub use admission::RedisStore;

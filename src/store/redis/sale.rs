@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use redis::{RedisError, Script, Value};
 
 use super::admission::{RedisStore, number, text};
+use super::script_error::ScriptError;
 use crate::store::SaleStore;
 use crate::words::sale::{
     Claim, ClaimState, Inventory, SaleConfig, SaleError, SaleView, SeatState, Want, new_claim_id,
@@ -51,48 +52,24 @@ fn sale_keys(room: &RoomId) -> Vec<String> {
 
 /// Maps the scripts' error replies (`CODE detail`) onto sale errors.
 fn sale_error(error: RedisError) -> SaleError {
-    let text = error.to_string();
-    // The word after the code: the client may put punctuation between them.
-    let detail = |code: &str| {
-        let rest = text
-            .split_once(code)
-            .map(|(_, rest)| rest)
-            .unwrap_or_default();
-        rest.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.'))
-            .find(|word| !word.is_empty())
-            .unwrap_or_default()
-            .to_string()
-    };
-    let has = |code: &str| {
-        text.split(|c: char| !c.is_ascii_alphanumeric())
-            .any(|word| word == code)
-    };
-    if has("NOSALE") {
-        SaleError::NoSale
-    } else if has("SOLDOUT") {
-        SaleError::SoldOut
-    } else if has("SEATTAKEN") {
-        SaleError::SeatTaken(detail("SEATTAKEN"))
-    } else if has("UNKNOWNSEAT") {
-        SaleError::UnknownSeat(detail("UNKNOWNSEAT"))
-    } else if has("LIMIT") {
-        SaleError::LimitReached(detail("LIMIT").parse().unwrap_or(0))
-    } else if has("WRONGKIND") {
-        if detail("WRONGKIND") == "seats" {
+    match ScriptError::of(&error) {
+        Some(ScriptError::NoSale) => SaleError::NoSale,
+        Some(ScriptError::SoldOut) => SaleError::SoldOut,
+        Some(ScriptError::SeatTaken(seat)) => SaleError::SeatTaken(seat),
+        Some(ScriptError::UnknownSeat(seat)) => SaleError::UnknownSeat(seat),
+        Some(ScriptError::Limit(limit)) => SaleError::LimitReached(limit),
+        Some(ScriptError::WrongKind(kind)) if kind == "seats" => {
             SaleError::WrongKind("this sale sells seats: ask for seats")
-        } else {
+        }
+        Some(ScriptError::WrongKind(_)) => {
             SaleError::WrongKind("this sale sells a quantity: ask for quantity")
         }
-    } else if has("NOCLAIM") {
-        SaleError::ClaimNotFound
-    } else if has("EXPIRED") {
-        SaleError::HoldExpired
-    } else if has("RELEASED") {
-        SaleError::Released
-    } else if has("CONFIRMED") {
-        SaleError::AlreadyConfirmed
-    } else {
-        SaleError::Unavailable(text)
+        Some(ScriptError::NoClaim) => SaleError::ClaimNotFound,
+        Some(ScriptError::Expired) => SaleError::HoldExpired,
+        Some(ScriptError::Released) => SaleError::Released,
+        Some(ScriptError::Confirmed) => SaleError::AlreadyConfirmed,
+        Some(other) => SaleError::Unavailable(format!("unexpected refusal {other:?}")),
+        None => SaleError::Unavailable(error.to_string()),
     }
 }
 

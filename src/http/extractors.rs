@@ -1,0 +1,320 @@
+//! Credentials as extractors. A handler that needs a room from its path, a
+//! visitor's ticket, a pass, or an operator takes one as an argument, so no
+//! handler can forget the check, and each check is written once.
+
+use std::future::{Ready, ready};
+
+use actix_web::dev::Payload;
+use actix_web::http::{Method, header};
+use actix_web::{FromRequest, HttpRequest, web};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use super::AppState;
+use super::error::ApiError;
+use crate::words::credentials::{CredentialError, PassClaims, constant_time_eq};
+use crate::words::{RoomId, VisitorId};
+
+pub const ADMIN_SESSION_COOKIE: &str = "wr_admin";
+pub const CSRF_HEADER: &str = "X-CSRF-Token";
+pub const PASS_COOKIE: &str = "wr_pass";
+
+pub fn state(req: &HttpRequest) -> &AppState {
+    req.app_data::<web::Data<AppState>>()
+        .expect("the application registers its state")
+}
+
+/// The token in `Authorization: Bearer …` (the scheme in any case), if any.
+pub fn bearer(req: &HttpRequest) -> Option<&str> {
+    let value = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|token| !token.is_empty())
+}
+
+pub fn ticket_cookie_name(room: &RoomId) -> String {
+    format!("wr_ticket_{room}")
+}
+
+/// The pass a request carries: the Bearer token, or the `wr_pass` cookie.
+pub fn presented_pass(req: &HttpRequest) -> Option<String> {
+    bearer(req)
+        .map(str::to_string)
+        .or_else(|| req.cookie(PASS_COOKIE).map(|c| c.value().to_string()))
+}
+
+/// The room named by the path's `{room}`; 404 when it is no room id.
+#[derive(Debug, Clone)]
+pub struct Room(pub RoomId);
+
+impl Room {
+    fn of(req: &HttpRequest) -> Result<RoomId, ApiError> {
+        let raw = req.match_info().get("room").unwrap_or_default();
+        RoomId::parse(raw).ok_or_else(|| ApiError::RoomNotFound(raw.to_string()))
+    }
+}
+
+impl FromRequest for Room {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(Room::of(req).map(Room))
+    }
+}
+
+/// A visitor's valid ticket for the path's room: from the Authorization
+/// header, the `ticket` query parameter (WebSockets), or the room's cookie.
+#[derive(Debug, Clone)]
+pub struct Ticket {
+    pub room: RoomId,
+    pub visitor: VisitorId,
+    pub ticket: String,
+}
+
+#[derive(Deserialize)]
+struct TicketQuery {
+    ticket: Option<String>,
+}
+
+pub fn ticket_error(error: CredentialError) -> ApiError {
+    let message = match error {
+        CredentialError::WrongRoom => "this ticket is for another room",
+        _ => "the ticket is not valid; join again to get a new one",
+    };
+    ApiError::unauthorized("invalid_ticket", message)
+}
+
+impl Ticket {
+    fn of(req: &HttpRequest) -> Result<Self, ApiError> {
+        let room = Room::of(req)?;
+        let presented = bearer(req)
+            .map(str::to_string)
+            .or_else(|| {
+                web::Query::<TicketQuery>::from_query(req.query_string())
+                    .ok()
+                    .and_then(|q| q.into_inner().ticket)
+            })
+            .or_else(|| {
+                req.cookie(&ticket_cookie_name(&room))
+                    .map(|c| c.value().to_string())
+            })
+            .ok_or_else(|| {
+                ApiError::unauthorized(
+                    "missing_ticket",
+                    "send your ticket as a Bearer token or cookie",
+                )
+            })?;
+        let visitor = state(req)
+            .credentials
+            .read_ticket(&room, &presented)
+            .map_err(ticket_error)?;
+        Ok(Ticket {
+            room,
+            visitor,
+            ticket: presented,
+        })
+    }
+}
+
+impl FromRequest for Ticket {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(Ticket::of(req))
+    }
+}
+
+pub fn pass_error(error: CredentialError) -> ApiError {
+    match error {
+        CredentialError::Expired => ApiError::unauthorized("pass_expired", "the pass has expired"),
+        CredentialError::WrongRoom => {
+            ApiError::unauthorized("invalid_pass", "the pass is not for this room")
+        }
+        CredentialError::Invalid => ApiError::unauthorized("invalid_pass", "the pass is not valid"),
+    }
+}
+
+/// A pass for the path's room, valid now.
+#[derive(Debug, Clone)]
+pub struct Pass {
+    pub room: RoomId,
+    pub visitor: VisitorId,
+    pub claims: PassClaims,
+}
+
+/// A pass for the path's room with a good signature, expired or not: a hold
+/// made in time may be confirmed or released after the pass runs out (the
+/// hold has an expiry of its own).
+#[derive(Debug, Clone)]
+pub struct PassHolder(pub Pass);
+
+impl Pass {
+    fn of(req: &HttpRequest, valid_now: bool) -> Result<Self, ApiError> {
+        let room = Room::of(req)?;
+        let pass = presented_pass(req).ok_or_else(|| {
+            ApiError::unauthorized(
+                "missing_pass",
+                "send your pass as a Bearer token or wr_pass cookie",
+            )
+        })?;
+        let state = state(req);
+        let claims = if valid_now {
+            state
+                .credentials
+                .read_pass(&pass, Some(&room), state.clock.now_ms())
+        } else {
+            state.credentials.pass_holder(&pass, &room)
+        }
+        .map_err(pass_error)?;
+        let visitor = claims
+            .sub
+            .parse()
+            .map_err(|_| pass_error(CredentialError::Invalid))?;
+        Ok(Pass {
+            room,
+            visitor,
+            claims,
+        })
+    }
+}
+
+impl FromRequest for Pass {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(Pass::of(req, true))
+    }
+}
+
+impl FromRequest for PassHolder {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(Pass::of(req, false).map(PassHolder))
+    }
+}
+
+/// The operator's session cookie, if it is valid now.
+pub fn admin_session(req: &HttpRequest) -> Option<String> {
+    let state = state(req);
+    let cookie = req.cookie(ADMIN_SESSION_COOKIE)?;
+    state
+        .credentials
+        .admin_session_valid(cookie.value(), state.clock.now_ms())
+        .then(|| cookie.value().to_string())
+}
+
+/// An operator: the Bearer admin token, or the admin page's session. With a
+/// session, a request that may change state (any method but GET and HEAD)
+/// must carry the session's CSRF token in `X-CSRF-Token`.
+#[derive(Debug, Clone, Copy)]
+pub struct Operator;
+
+impl Operator {
+    fn of(req: &HttpRequest) -> Result<Self, ApiError> {
+        let state = state(req);
+        if let Some(token) = bearer(req) {
+            return if constant_time_eq(token, &state.admin_token) {
+                Ok(Operator)
+            } else {
+                Err(ApiError::unauthorized(
+                    "invalid_admin_token",
+                    "the admin token is not valid",
+                ))
+            };
+        }
+        let Some(session) = admin_session(req) else {
+            return Err(ApiError::unauthorized(
+                "missing_admin_token",
+                "send the admin token as Authorization: Bearer <token>",
+            ));
+        };
+        let reads_only = matches!(*req.method(), Method::GET | Method::HEAD);
+        if !reads_only {
+            let sent = req
+                .headers()
+                .get(CSRF_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            if !constant_time_eq(sent, &state.credentials.csrf_for_session(&session)) {
+                return Err(ApiError::unauthorized(
+                    "invalid_csrf_token",
+                    "missing or wrong X-CSRF-Token",
+                ));
+            }
+        }
+        Ok(Operator)
+    }
+}
+
+impl FromRequest for Operator {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(Operator::of(req))
+    }
+}
+
+/// A form of the admin page carries its session's CSRF token.
+pub trait CsrfProtected {
+    fn csrf(&self) -> &str;
+}
+
+/// A form posted from the admin page by a logged-in operator, with the
+/// session's CSRF token. Refused forms send the operator back to the page
+/// with the reason.
+pub struct OperatorForm<T>(pub T);
+
+impl<T: CsrfProtected + DeserializeOwned + 'static> FromRequest for OperatorForm<T> {
+    type Error = ApiError;
+    type Future = futures_util::future::LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let form = web::Form::<T>::from_request(req, payload);
+        let req = req.clone();
+        Box::pin(async move {
+            let refused = |message: &str| ApiError::AdminFormRefused(message.to_string());
+            let form = form
+                .await
+                .map_err(|error| refused(&format!("The form is not valid: {error}")))?
+                .into_inner();
+            let Some(session) = admin_session(&req) else {
+                return Err(refused("Your session expired; log in again."));
+            };
+            let expected = state(&req).credentials.csrf_for_session(&session);
+            if !constant_time_eq(form.csrf(), &expected) {
+                return Err(refused("The form expired; please try again."));
+            }
+            Ok(OperatorForm(form))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::test::TestRequest;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        for value in ["Bearer abc", "bearer abc", "BEARER  abc "] {
+            let req = TestRequest::default()
+                .insert_header((header::AUTHORIZATION, value))
+                .to_http_request();
+            assert_eq!(bearer(&req), Some("abc"), "{value:?}");
+        }
+        for value in ["Basic abc", "Bearer", "Bearerabc", "Bearer  "] {
+            let req = TestRequest::default()
+                .insert_header((header::AUTHORIZATION, value))
+                .to_http_request();
+            assert_eq!(bearer(&req), None, "{value:?}");
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! The WebSocket endpoint. The handshake is an ordinary route: the ticket is
+//! checked by its extractor, the node's socket cap and the handshake headers
+//! before anything else, and the socket is registered and given its place
+//! before the `101`, so every refusal is a plain HTTP error with its JSON
+//! body. actix-ws then carries the socket; its loop is `live::socket`.
+
+use std::sync::Arc;
+
+use actix_web::dev::Payload as RawPayload;
+use actix_web::{FromRequest, HttpRequest, HttpResponse, get, web};
+
+use super::AppState;
+use super::error::ApiError;
+use super::extractors::Ticket;
+use crate::live::frame_guard::FrameGuard;
+use crate::live::outlet::Outlet;
+use crate::live::socket::{MAX_MESSAGE_BYTES, SocketLoop};
+
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(connect);
+}
+
+#[get("/api/rooms/{room}/ws")]
+async fn connect(
+    req: HttpRequest,
+    body: web::Payload,
+    ticket: Ticket,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    if state.hub.registry().open_sockets() >= state.socket_limit {
+        return Err(ApiError::TooManySockets);
+    }
+    let (guarded, oversized) = FrameGuard::new(body, MAX_MESSAGE_BYTES);
+    let mut guarded: RawPayload = RawPayload::Stream {
+        payload: Box::pin(guarded),
+    };
+    let body = web::Payload::from_request(&req, &mut guarded)
+        .await
+        .map_err(|_| ApiError::Internal)?;
+    let (response, session, messages) = actix_ws::handle(&req, body).map_err(|error| {
+        ApiError::bad_request(
+            "not_a_websocket",
+            format!("WebSocket handshake failed: {error}"),
+        )
+    })?;
+    let outlet = Arc::new(Outlet::new(session.clone()));
+    let registration = state
+        .hub
+        .connect(
+            &ticket.room,
+            ticket.visitor,
+            Arc::from(ticket.ticket),
+            outlet.clone(),
+        )
+        .await?;
+    let messages = messages
+        .max_frame_size(MAX_MESSAGE_BYTES)
+        .aggregate_continuations()
+        .max_continuation_size(MAX_MESSAGE_BYTES);
+    state.tasks.spawn_local(
+        SocketLoop {
+            session,
+            messages,
+            outlet,
+            registration,
+            oversized,
+            shutdown: state.tasks.shutdown_token(),
+        }
+        .run(),
+    );
+    Ok(response)
+}

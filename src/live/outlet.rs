@@ -1,0 +1,185 @@
+//! The send side of one visitor's socket (an actix-ws `Session`), shared by
+//! the hub's fan-outs and the socket's own loop. A send never waits: the
+//! session's queue is bounded, and a client that lets it fill is too slow to
+//! read, so its socket is asked to close with 1013 (the client reconnects
+//! and resumes) instead of growing memory.
+
+use actix_ws::{CloseCode, CloseReason, Closed, Session};
+use futures_util::FutureExt;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+pub struct Outlet {
+    inner: Mutex<Inner>,
+    /// Wakes the socket's loop once a close is asked for.
+    closing_asked: Notify,
+}
+
+struct Inner {
+    wire: Wire,
+    /// The newest status this socket was sent (see [`Outlet::send_status`]).
+    last_sequence: u64,
+    /// Set once: nothing more is sent, and the loop closes with this reason.
+    closing: Option<CloseReason>,
+}
+
+enum Wire {
+    Session(Session),
+    /// Keeps what was sent, up to a number of messages: the hub's unit tests
+    /// run without sockets.
+    #[cfg(test)]
+    Recording {
+        sent: Vec<String>,
+        capacity: usize,
+    },
+}
+
+/// Why a message was not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The client is too slow to read: its queue is full.
+    TooSlow,
+    /// The socket is closing already.
+    Closing,
+}
+
+pub fn close_reason(code: CloseCode, description: &str) -> CloseReason {
+    CloseReason {
+        code,
+        description: Some(description.to_string()),
+    }
+}
+
+impl Outlet {
+    pub fn new(session: Session) -> Self {
+        Self::with_wire(Wire::Session(session))
+    }
+
+    #[cfg(test)]
+    pub fn recording(capacity: usize) -> Self {
+        Self::with_wire(Wire::Recording {
+            sent: Vec::new(),
+            capacity,
+        })
+    }
+
+    fn with_wire(wire: Wire) -> Self {
+        Self {
+            inner: Mutex::new(Inner {
+                wire,
+                last_sequence: 0,
+                closing: None,
+            }),
+            closing_asked: Notify::new(),
+        }
+    }
+
+    /// Sends a status numbered `sequence` by its room. Statuses are encoded
+    /// outside the hub's lock, so two can reach here out of order; an older
+    /// one than the socket already has is dropped, since the newer one says
+    /// everything it would.
+    pub fn send_status(&self, sequence: u64, text: String) -> Result<(), Refused> {
+        let mut inner = self.inner.lock();
+        if sequence <= inner.last_sequence {
+            return Ok(());
+        }
+        inner.last_sequence = sequence;
+        self.push(&mut inner, Outgoing::Text(text))
+    }
+
+    /// Sends a text message that is no status (an error, a pong).
+    pub fn send_text(&self, text: String) -> Result<(), Refused> {
+        self.push(&mut self.inner.lock(), Outgoing::Text(text))
+    }
+
+    pub fn send_ping(&self) -> Result<(), Refused> {
+        self.push(&mut self.inner.lock(), Outgoing::Ping)
+    }
+
+    pub fn send_pong(&self, payload: &[u8]) -> Result<(), Refused> {
+        self.push(&mut self.inner.lock(), Outgoing::Pong(payload))
+    }
+
+    /// Asks the socket's loop to close with `reason`, after what is queued.
+    /// The first reason given wins.
+    pub fn close(&self, reason: CloseReason) {
+        let mut inner = self.inner.lock();
+        if inner.closing.is_none() {
+            inner.closing = Some(reason);
+            self.closing_asked.notify_one();
+        }
+    }
+
+    /// Waits until a close is asked for, and says why.
+    pub async fn closing(&self) -> CloseReason {
+        loop {
+            if let Some(reason) = self.inner.lock().closing.clone() {
+                return reason;
+            }
+            self.closing_asked.notified().await;
+        }
+    }
+
+    fn push(&self, inner: &mut Inner, message: Outgoing<'_>) -> Result<(), Refused> {
+        if inner.closing.is_some() {
+            return Err(Refused::Closing);
+        }
+        let sent = match &mut inner.wire {
+            Wire::Session(session) => try_send(session, message),
+            #[cfg(test)]
+            Wire::Recording { sent, capacity } => {
+                if sent.len() == *capacity {
+                    None
+                } else {
+                    if let Outgoing::Text(text) = message {
+                        sent.push(text);
+                    }
+                    Some(Ok(()))
+                }
+            }
+        };
+        match sent {
+            Some(Ok(())) => Ok(()),
+            Some(Err(Closed)) => {
+                inner.closing = Some(close_reason(CloseCode::Away, "closed"));
+                self.closing_asked.notify_one();
+                Err(Refused::Closing)
+            }
+            None => {
+                inner.closing = Some(close_reason(
+                    CloseCode::Again,
+                    "too slow to read; reconnect",
+                ));
+                self.closing_asked.notify_one();
+                Err(Refused::TooSlow)
+            }
+        }
+    }
+
+    /// The text messages a recording outlet took, oldest first.
+    #[cfg(test)]
+    pub fn recorded(&self) -> (Vec<String>, Option<CloseReason>) {
+        let inner = self.inner.lock();
+        let Wire::Recording { sent, .. } = &inner.wire else {
+            return (Vec::new(), inner.closing.clone());
+        };
+        (sent.clone(), inner.closing.clone())
+    }
+}
+
+enum Outgoing<'a> {
+    Text(String),
+    Ping,
+    Pong(&'a [u8]),
+}
+
+/// Queues one message if the session's queue has room now: `None` if it
+/// is full. actix-ws's sends wait for room; polling once and giving up is
+/// what turns its bounded queue into a bound on a slow client.
+fn try_send(session: &mut Session, message: Outgoing<'_>) -> Option<Result<(), Closed>> {
+    match message {
+        Outgoing::Text(text) => session.text(text).now_or_never(),
+        Outgoing::Ping => session.ping(b"").now_or_never(),
+        Outgoing::Pong(payload) => session.pong(payload).now_or_never(),
+    }
+}

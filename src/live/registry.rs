@@ -1,0 +1,160 @@
+//! This node's sockets, by room: who each one is, what the node knows of
+//! its place, and its outlet. HTTP workers register and unregister sockets
+//! here; the hub reads and updates the views. The lock is held only to read
+//! or change views: nothing is encoded, signed or sent under it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
+
+use super::outlet::Outlet;
+use super::positions::{Recent, View};
+use crate::words::{LineSummary, RoomId, VisitorId};
+
+pub type SocketId = u64;
+
+#[derive(Default)]
+pub struct Registry {
+    rooms: Mutex<HashMap<RoomId, RoomSockets>>,
+    next_id: AtomicU64,
+    /// Sockets registered now, on this node.
+    open: AtomicUsize,
+}
+
+/// One room's sockets on this node, and what the node knows of the room.
+#[derive(Default)]
+pub struct RoomSockets {
+    pub sockets: HashMap<SocketId, Socket>,
+    pub target_url: Arc<str>,
+    pub line: LineSummary,
+    pub recent: Recent,
+    /// Numbers every status prepared for this room's sockets, so that an
+    /// outlet can drop one that was overtaken on the way (see `Outlet`).
+    last_sequence: u64,
+}
+
+impl RoomSockets {
+    pub fn next_sequence(&mut self) -> u64 {
+        self.last_sequence += 1;
+        self.last_sequence
+    }
+}
+
+pub struct Socket {
+    pub visitor: VisitorId,
+    pub ticket: Arc<str>,
+    pub view: View,
+    pub outlet: Arc<Outlet>,
+}
+
+impl Registry {
+    /// Registers a socket before its place is read, so no event can slip
+    /// between the read and the registration.
+    pub fn register(
+        self: &Arc<Self>,
+        room: &RoomId,
+        visitor: VisitorId,
+        ticket: Arc<str>,
+        outlet: Arc<Outlet>,
+    ) -> Registration {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let socket = Socket {
+            visitor,
+            ticket,
+            view: View::Syncing,
+            outlet,
+        };
+        self.rooms
+            .lock()
+            .entry(room.clone())
+            .or_default()
+            .sockets
+            .insert(id, socket);
+        self.opened(1);
+        Registration {
+            registry: self.clone(),
+            room: room.clone(),
+            id,
+        }
+    }
+
+    /// Removes sockets (gone, or too slow to keep); says how many were here.
+    pub fn remove(&self, room: &RoomId, ids: &[SocketId]) -> usize {
+        let mut rooms = self.rooms.lock();
+        let Some(sockets) = rooms.get_mut(room) else {
+            return 0;
+        };
+        let removed = ids
+            .iter()
+            .filter(|id| sockets.sockets.remove(id).is_some())
+            .count();
+        if sockets.sockets.is_empty() {
+            rooms.remove(room);
+        }
+        drop(rooms);
+        self.opened(-(removed as isize));
+        removed
+    }
+
+    /// Sockets registered on this node now.
+    pub fn open_sockets(&self) -> usize {
+        self.open.load(Ordering::Relaxed)
+    }
+
+    fn opened(&self, change: isize) {
+        let now = if change >= 0 {
+            self.open
+                .fetch_add(change.unsigned_abs(), Ordering::Relaxed)
+                + change.unsigned_abs()
+        } else {
+            self.open
+                .fetch_sub(change.unsigned_abs(), Ordering::Relaxed)
+                - change.unsigned_abs()
+        };
+        metrics::gauge!("waitroom_sockets_open").set(now as f64);
+    }
+
+    /// Runs `f` on one room's sockets, if the room has any here.
+    pub fn with_room<R>(&self, room: &RoomId, f: impl FnOnce(&mut RoomSockets) -> R) -> Option<R> {
+        self.rooms.lock().get_mut(room).map(f)
+    }
+
+    /// Runs `f` on every room's sockets.
+    pub fn each_room<R>(&self, mut f: impl FnMut(&RoomId, &mut RoomSockets) -> R) -> Vec<R> {
+        self.rooms
+            .lock()
+            .iter_mut()
+            .map(|(room, sockets)| f(room, sockets))
+            .collect()
+    }
+
+    /// Every visitor with a socket here whose place is still moving, by
+    /// room, for presence.
+    pub fn present_visitors(&self) -> Vec<(RoomId, Vec<VisitorId>)> {
+        self.each_room(|room, sockets| {
+            let visitors = sockets
+                .sockets
+                .values()
+                .filter(|s| !matches!(s.view, View::Settled))
+                .map(|s| s.visitor)
+                .collect();
+            (room.clone(), visitors)
+        })
+    }
+}
+
+/// A socket's place in the registry, given up when dropped, however the
+/// socket ends.
+pub struct Registration {
+    registry: Arc<Registry>,
+    pub room: RoomId,
+    pub id: SocketId,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.registry.remove(&self.room, &[self.id]);
+    }
+}
