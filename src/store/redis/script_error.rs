@@ -22,15 +22,22 @@ pub enum ScriptError {
     Expired,
     Released,
     Confirmed,
-    /// A code no script of this version answers with.
-    Unknown(String),
 }
 
 impl ScriptError {
-    /// The refusal a script answered with, if the error is one.
+    /// The refusal a script answered with, if the error is one. A single
+    /// Redis files it as the error's code (`SEATTAKEN`, detail `A1`); the
+    /// cluster client as a response error whose detail holds both.
     pub fn of(error: &RedisError) -> Option<Self> {
-        let code = error.code()?;
-        let detail = || error.detail().unwrap_or_default().trim().to_string();
+        let detail = error.detail().unwrap_or_default().trim();
+        if let Some(refusal) = error.code().and_then(|code| Self::parse(code, detail)) {
+            return Some(refusal);
+        }
+        let (code, rest) = detail.split_once(' ').unwrap_or((detail, ""));
+        Self::parse(code, rest.trim())
+    }
+
+    fn parse(code: &str, detail: &str) -> Option<Self> {
         Some(match code {
             "NOROOM" => Self::NoRoom,
             "CLOSED" => Self::Closed,
@@ -38,20 +45,15 @@ impl ScriptError {
             "CONFLICT" => Self::Conflict,
             "NOSALE" => Self::NoSale,
             "SOLDOUT" => Self::SoldOut,
-            "SEATTAKEN" => Self::SeatTaken(detail()),
-            "UNKNOWNSEAT" => Self::UnknownSeat(detail()),
-            "LIMIT" => Self::Limit(detail().parse().unwrap_or(0)),
-            "WRONGKIND" => Self::WrongKind(detail()),
+            "SEATTAKEN" => Self::SeatTaken(detail.to_string()),
+            "UNKNOWNSEAT" => Self::UnknownSeat(detail.to_string()),
+            "LIMIT" => Self::Limit(detail.parse().unwrap_or(0)),
+            "WRONGKIND" => Self::WrongKind(detail.to_string()),
             "NOCLAIM" => Self::NoClaim,
             "EXPIRED" => Self::Expired,
             "RELEASED" => Self::Released,
             "CONFIRMED" => Self::Confirmed,
             // Redis's own codes (LOADING, NOSCRIPT, READONLY…) are outages.
-            code if code.chars().all(|c| c.is_ascii_uppercase())
-                && error.kind() == redis::ErrorKind::Extension =>
-            {
-                Self::Unknown(code.to_string())
-            }
             _ => return None,
         })
     }
