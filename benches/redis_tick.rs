@@ -6,9 +6,7 @@
 //! ticks admitting 100 each and reads Redis's own per-call time from
 //! `INFO commandstats` (the server's time, not the network's).
 
-#[allow(dead_code)]
-#[path = "../tests/support/redis.rs"]
-mod redis_server;
+use waitroom_testkit::redis as redis_server;
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -1,7 +1,7 @@
 //! The visitor and operator APIs end to end: real HTTP and real WebSockets
 //! against the app on port 0, time driven by hand.
 
-mod support;
+use waitroom_testkit as support;
 
 use reqwest::Method;
 use serde_json::{Value, json};

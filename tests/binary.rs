@@ -1,6 +1,6 @@
 //! The `waitroom` binary itself: flags, and a clean stop on a signal.
 
-mod support;
+use waitroom_testkit as support;
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -6,7 +6,7 @@
 //! fail, they never skip. Set `WAITROOM_SCREENSHOT_DIR` to keep screenshots
 //! of the pages they visit.
 
-mod support;
+use waitroom_testkit as support;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

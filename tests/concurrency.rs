@@ -2,7 +2,7 @@
 //! A check and an act in separate steps lets more than the cap in; here every
 //! join is one atomic step, so exactly the cap gets through.
 
-mod support;
+use waitroom_testkit as support;
 
 use support::FetchJson;
 

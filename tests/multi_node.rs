@@ -2,7 +2,7 @@
 //! once however many nodes run them, sockets on any node, and a Redis that
 //! goes away and comes back.
 
-mod support;
+use waitroom_testkit as support;
 
 use std::sync::Arc;
 

@@ -2,9 +2,7 @@
 //! events over sharded pub/sub.
 
 mod conformance;
-#[allow(dead_code)]
-#[path = "support/redis.rs"]
-mod redis_server;
+use waitroom_testkit::redis as redis_server;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,9 +2,7 @@
 //! `redis-server`, time driven by hand.
 
 mod conformance;
-#[allow(dead_code)]
-#[path = "support/redis.rs"]
-mod redis_server;
+use waitroom_testkit::redis as redis_server;
 
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! The sale over real HTTP: thousands of claimers racing for stock and
 //! seats, on one memory node and on three nodes sharing one Redis.
 
-mod support;
+use waitroom_testkit as support;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -1,6 +1,8 @@
+//! waitroom-testkit: what the integration tests and benches share.
+//!
 //! Spawns the real application on port 0 with a driven clock, and talks to it
 //! over real HTTP and real WebSockets.
-#![allow(dead_code)]
+#![forbid(unsafe_code)]
 
 pub mod redis;
 
