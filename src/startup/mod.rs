@@ -3,18 +3,17 @@
 
 pub mod config;
 pub mod demo;
+mod server;
 pub mod telemetry;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::dev::{Server, ServerHandle};
-use actix_web::{App, HttpResponse, HttpServer, web};
-use tracing_actix_web::TracingLogger;
+use actix_web::web;
 
 use crate::http::AppState;
-use crate::http::error::{ApiError, body_configs};
-use crate::http::{admin, ops, pages, sale, sockets, visitor};
+use crate::http::ops;
 use crate::live::hub::Hub;
 use crate::live::promoter::Promoter;
 use crate::live::tasks::Tasks;
@@ -187,37 +186,13 @@ impl Application {
             source,
         })?;
         let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
-        let mut server = HttpServer::new(move || {
-            App::new()
-                .wrap(TracingLogger::default())
-                .app_data(state.clone())
-                .app_data(body_configs::json_config())
-                .app_data(body_configs::form_config())
-                .app_data(body_configs::query_config())
-                .app_data(body_configs::path_config())
-                .configure(visitor::routes)
-                .configure(sockets::routes)
-                .configure(admin::api::routes)
-                .configure(admin::page::routes)
-                .configure(sale::routes)
-                .configure(pages::routes)
-                .configure(ops::routes)
-                .default_service(web::to(not_found))
-        })
-        .disable_signals()
-        .shutdown_timeout(SHUTDOWN_GRACE.as_secs())
-        .backlog(LISTEN_BACKLOG as u32)
-        .max_connections(50_000);
-        if let Some(workers) = settings.workers {
-            server = server.workers(workers);
-        }
-        let server = server
-            .listen(listener)
-            .map_err(|source| StartError::Listen {
-                address: settings.listen.clone(),
-                source,
-            })?
-            .run();
+        let server =
+            server::serve(state, listener, settings.workers, SHUTDOWN_GRACE).map_err(|source| {
+                StartError::Listen {
+                    address: settings.listen.clone(),
+                    source,
+                }
+            })?;
         let handle = AppHandle {
             store,
             hub,
@@ -292,8 +267,4 @@ fn listen(address: &str) -> std::io::Result<std::net::TcpListener> {
     socket.bind(&address.into())?;
     socket.listen(LISTEN_BACKLOG)?;
     Ok(socket.into())
-}
-
-async fn not_found() -> Result<HttpResponse, ApiError> {
-    Err(ApiError::NotFound("no such endpoint".into()))
 }

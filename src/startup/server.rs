@@ -1,0 +1,359 @@
+//! The HTTP server: the application's `App` on actix-http's `HttpService`,
+//! with the one thing actix-web's `HttpServer` has no setting for, an
+//! upgrade service.
+//!
+//! A request that asks for a protocol upgrade comes here with its TCP
+//! connection and goes through the same `App` as any other. When the answer
+//! is the WebSocket route's `101`, the socket goes on over the bare
+//! connection: a relay task feeds actix-ws's request payload from it and
+//! drains actix-ws's response body into it, and the HTTP/1 dispatcher ends,
+//! with the two 8 KiB buffers it keeps for every connection for the
+//! connection's life. actix-ws (and so every frame, ping and close) is
+//! unchanged; only the bytes under it take a shorter road. Any other answer
+//! to an upgrade request (a refusal, an `h2c` upgrade of a plain GET) is
+//! written whole, and the connection closed.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::future::poll_fn;
+use std::io;
+use std::pin::{Pin, pin};
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use actix_codec::Framed;
+use actix_http::body::{BoxBody, MessageBody, to_bytes};
+use actix_http::error::PayloadError;
+use actix_http::h1;
+use actix_http::{HttpService, Request, StatusCode};
+use actix_service::{
+    IntoServiceFactory, Service, ServiceFactory, ServiceFactoryExt, fn_factory, fn_service,
+    map_config,
+};
+use actix_web::dev::{AppConfig, Server, ServiceResponse};
+use actix_web::web::{Bytes, BytesMut};
+use actix_web::{App, Error, HttpResponse, web};
+use futures_util::Stream;
+use socket2::SockRef;
+use tokio::net::TcpStream;
+use tracing_actix_web::TracingLogger;
+
+use crate::http::AppState;
+use crate::http::error::{ApiError, body_configs};
+use crate::http::{admin, ops, pages, sale, sockets, visitor};
+use crate::live::tasks::Tasks;
+
+/// How long a relay waits on a client that does not read what is written.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a closing connection waits for the client to finish its side.
+const CLOSE_LINGER: Duration = Duration::from_secs(2);
+/// Bytes read from a socket at a time; clients send little (pings).
+const READ_CHUNK: usize = 1024;
+
+/// The application: state, body limits, and every feature's routes.
+pub fn app(
+    state: web::Data<AppState>,
+) -> App<
+    impl ServiceFactory<
+        actix_web::dev::ServiceRequest,
+        Config = (),
+        Response = ServiceResponse<impl MessageBody>,
+        Error = Error,
+        InitError = (),
+    >,
+> {
+    App::new()
+        .wrap(TracingLogger::default())
+        .app_data(state)
+        .app_data(body_configs::json_config())
+        .app_data(body_configs::form_config())
+        .app_data(body_configs::query_config())
+        .app_data(body_configs::path_config())
+        .configure(visitor::routes)
+        .configure(sockets::routes)
+        .configure(admin::api::routes)
+        .configure(admin::page::routes)
+        .configure(sale::routes)
+        .configure(pages::routes)
+        .configure(ops::routes)
+        .default_service(web::to(not_found))
+}
+
+async fn not_found() -> Result<HttpResponse, ApiError> {
+    Err(ApiError::NotFound("no such endpoint".into()))
+}
+
+/// Serves the application on `listener` until stopped.
+pub fn serve(
+    state: web::Data<AppState>,
+    listener: std::net::TcpListener,
+    workers: Option<usize>,
+    shutdown_grace: Duration,
+) -> io::Result<Server> {
+    let mut server = actix_server::Server::build()
+        .disable_signals()
+        .shutdown_timeout(shutdown_grace.as_secs())
+        .max_concurrent_connections(50_000);
+    if let Some(workers) = workers {
+        server = server.workers(workers);
+    }
+    let server = server
+        .listen("waitroom", listener, move || {
+            let upgrade_state = state.clone();
+            HttpService::build()
+                .upgrade(fn_factory(move || {
+                    let tasks = upgrade_state.tasks.clone();
+                    let app = app(upgrade_state.clone())
+                        .into_factory()
+                        .new_service(AppConfig::default());
+                    async move {
+                        let app = Rc::new(app.await?);
+                        Ok::<_, ()>(fn_service(move |upgrade| {
+                            upgrade_connection(app.clone(), tasks.clone(), upgrade)
+                        }))
+                    }
+                }))
+                .finish(map_config(
+                    app(state.clone())
+                        .into_factory()
+                        .map_err(|error| error.error_response()),
+                    |_| AppConfig::default(),
+                ))
+                .tcp()
+        })?
+        .run();
+    Ok(server)
+}
+
+/// Answers one upgrade request through `app`; a WebSocket it accepted goes
+/// on in a relay task of its own, so the dispatcher's task ends here.
+async fn upgrade_connection<S, B>(
+    app: Rc<S>,
+    tasks: Tasks,
+    (request, framed): (Request, Framed<TcpStream, h1::Codec>),
+) -> Result<(), Infallible>
+where
+    S: Service<Request, Response = ServiceResponse<B>, Error = Error>,
+    B: MessageBody + 'static,
+{
+    let (mut payload_sender, payload) = pipe();
+    let payload: actix_http::BoxedPayloadStream = Box::pin(payload);
+    let (request, _) = request.replace_payload(actix_http::Payload::from(payload));
+    let response: HttpResponse = match app.call(request).await {
+        Ok(response) => response.map_into_boxed_body().into_parts().1,
+        Err(error) => error.error_response(),
+    };
+    let response: actix_http::Response<BoxBody> = response.into();
+    let (head, body) = response.into_parts();
+    if head.status() != StatusCode::SWITCHING_PROTOCOLS {
+        let body = to_bytes(body).await.unwrap_or_default();
+        let _ = h1::SendResponse::new(framed, head.set_body(body)).await;
+        return Ok(());
+    }
+    let Ok(framed) = h1::SendResponse::new(framed, head).await else {
+        return Ok(());
+    };
+    let parts = framed.into_parts();
+    // Bytes the client sent right behind its handshake, copied out so the
+    // dispatcher's read buffer is freed with the rest.
+    if !parts.read_buf.is_empty() {
+        payload_sender.push(Bytes::copy_from_slice(&parts.read_buf));
+    }
+    tasks.spawn_local(relay(parts.io, payload_sender, body));
+    Ok(())
+}
+
+/// Moves bytes between a bare connection and actix-ws until the socket
+/// ends: what the client sends feeds the request payload (read only while
+/// actix-ws wants more), what the session sends is drained from the
+/// response body and written.
+async fn relay(io: TcpStream, mut payload: PipeWriter, body: BoxBody) {
+    // Statuses are single small frames: send each at once.
+    let _ = io.set_nodelay(true);
+    let mut body = pin!(body);
+    let mut client_done = false;
+    loop {
+        let wants_more = poll_fn(|cx| payload.wants_more(cx));
+        tokio::select! {
+            chunk = poll_fn(|cx| body.as_mut().poll_next(cx)) => match chunk {
+                Some(Ok(bytes)) => {
+                    let written = tokio::time::timeout(WRITE_TIMEOUT, write_all(&io, &bytes)).await;
+                    if !matches!(written, Ok(Ok(()))) {
+                        return;
+                    }
+                }
+                // The session closed (its close frame was the last chunk).
+                Some(Err(_)) | None => break,
+            },
+            readable = async {
+                if wants_more.await {
+                    io.readable().await
+                } else {
+                    // actix-ws has stopped reading: wait for the body to end.
+                    std::future::pending().await
+                }
+            }, if !client_done => {
+                if readable.is_err() {
+                    payload.fail(PayloadError::Incomplete(None));
+                    return;
+                }
+                let mut buf = BytesMut::with_capacity(READ_CHUNK);
+                match io.try_read_buf(&mut buf) {
+                    Ok(0) => {
+                        payload.end();
+                        client_done = true;
+                    }
+                    Ok(_) => payload.push(buf.freeze()),
+                    Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(error) => {
+                        payload.fail(PayloadError::Io(error));
+                        return;
+                    }
+                }
+            }
+        }
+    }
+    linger(&io).await;
+}
+
+async fn write_all(io: &TcpStream, mut bytes: &[u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+        io.writable().await?;
+        match io.try_write(bytes) {
+            Ok(written) => bytes = &bytes[written..],
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(())
+}
+
+/// Ends our side and waits (briefly) for the client to end its own, so that
+/// unread bytes do not reset the connection under the close frame.
+async fn linger(io: &TcpStream) {
+    let _ = SockRef::from(io).shutdown(std::net::Shutdown::Write);
+    let drain = async {
+        let mut discard = [0u8; 512];
+        loop {
+            if io.readable().await.is_err() {
+                return;
+            }
+            match io.try_read(&mut discard) {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) => return,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(CLOSE_LINGER, drain).await;
+}
+
+/// Bytes read from a relayed connection and not yet taken by actix-ws.
+/// Written by hand because actix-http's own pipe for this (the sending
+/// half of `h1::Payload`) is not part of its public API.
+#[derive(Default)]
+struct Pipe {
+    chunks: VecDeque<Bytes>,
+    buffered: usize,
+    ended: bool,
+    error: Option<PayloadError>,
+    /// The reader (actix-ws) waits for bytes; the writer (the relay) for room.
+    reader: Option<Waker>,
+    writer: Option<Waker>,
+    reader_gone: bool,
+}
+
+/// How much the relay reads ahead of actix-ws before it waits.
+const PIPE_LIMIT: usize = 16 * 1024;
+
+fn pipe() -> (PipeWriter, PipeReader) {
+    let shared = Rc::new(RefCell::new(Pipe::default()));
+    (PipeWriter(shared.clone()), PipeReader(shared))
+}
+
+struct PipeWriter(Rc<RefCell<Pipe>>);
+
+impl PipeWriter {
+    /// Ready with `true` when there is room for more, `false` once nobody reads.
+    fn wants_more(&self, cx: &mut Context<'_>) -> Poll<bool> {
+        let mut pipe = self.0.borrow_mut();
+        if pipe.reader_gone {
+            Poll::Ready(false)
+        } else if pipe.buffered < PIPE_LIMIT {
+            Poll::Ready(true)
+        } else {
+            pipe.writer = Some(cx.waker().clone());
+            Poll::Pending
+        }
+    }
+
+    fn push(&mut self, bytes: Bytes) {
+        let mut pipe = self.0.borrow_mut();
+        pipe.buffered += bytes.len();
+        pipe.chunks.push_back(bytes);
+        if let Some(reader) = pipe.reader.take() {
+            reader.wake();
+        }
+    }
+
+    fn end(&mut self) {
+        let mut pipe = self.0.borrow_mut();
+        pipe.ended = true;
+        if let Some(reader) = pipe.reader.take() {
+            reader.wake();
+        }
+    }
+
+    fn fail(&mut self, error: PayloadError) {
+        self.0.borrow_mut().error = Some(error);
+        self.end();
+    }
+}
+
+impl Drop for PipeWriter {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+struct PipeReader(Rc<RefCell<Pipe>>);
+
+impl Stream for PipeReader {
+    type Item = Result<Bytes, PayloadError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let mut pipe = self.0.borrow_mut();
+        if let Some(bytes) = pipe.chunks.pop_front() {
+            pipe.buffered -= bytes.len();
+            if let Some(writer) = pipe.writer.take() {
+                writer.wake();
+            }
+            if pipe.chunks.is_empty() {
+                // A socket that is mostly idle keeps no queue.
+                pipe.chunks = VecDeque::new();
+            }
+            return Poll::Ready(Some(Ok(bytes)));
+        }
+        if let Some(error) = pipe.error.take() {
+            return Poll::Ready(Some(Err(error)));
+        }
+        if pipe.ended {
+            return Poll::Ready(None);
+        }
+        pipe.reader = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+impl Drop for PipeReader {
+    fn drop(&mut self) {
+        let mut pipe = self.0.borrow_mut();
+        pipe.reader_gone = true;
+        if let Some(writer) = pipe.writer.take() {
+            writer.wake();
+        }
+    }
+}
