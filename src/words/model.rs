@@ -169,13 +169,13 @@ impl RoomConfig {
         if name_len == 0 || name_len > 200 {
             return Err("name must be 1 to 200 characters".into());
         }
-        let url = &self.target_url;
-        let url_ok =
-            (url.starts_with("https://") || url.starts_with("http://") || url.starts_with('/'))
-                && url.len() <= 2048
-                && !url.chars().any(|c| c.is_whitespace() || c.is_control());
-        if !url_ok {
-            return Err("target_url must be an http(s) URL or a path starting with /".into());
+        if self.name.chars().any(is_deceptive) {
+            return Err(
+                "name must not contain control characters or bidirectional overrides".into(),
+            );
+        }
+        if !target_url_ok(&self.target_url) {
+            return Err("target_url must be an absolute http(s) URL with a host, or a path starting with a single /".into());
         }
         if !(1..=100_000).contains(&self.admit_per_tick) {
             return Err("admit_per_tick must be between 1 and 100000".into());
@@ -194,6 +194,28 @@ impl RoomConfig {
         }
         Ok(())
     }
+}
+
+/// Characters that make a name show something other than it says:
+/// controls, and the bidirectional embeddings, overrides and isolates.
+fn is_deceptive(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Where admitted visitors go: an absolute http(s) URL with a host, or a
+/// path on this site. `//evil.example` and `/\evil.example` are paths only
+/// in name: browsers take them to another host.
+fn target_url_ok(url: &str) -> bool {
+    if url.len() > 2048 || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return false;
+    }
+    if let Some(rest) = url.strip_prefix('/') {
+        return !rest.starts_with('/') && !rest.starts_with('\\');
+    }
+    url::Url::parse(url).is_ok_and(|parsed| {
+        matches!(parsed.scheme(), "http" | "https")
+            && parsed.host_str().is_some_and(|h| !h.is_empty())
+    })
 }
 
 /// Live figures of one room.
@@ -351,6 +373,48 @@ mod tests {
         assert_eq!(lift.apply_to(&base).unwrap().max_active, None);
         let bad: RoomPatch = serde_json::from_str(r#"{"tick_ms":5}"#).unwrap();
         assert!(bad.apply_to(&base).unwrap_err().contains("tick_ms"));
+    }
+
+    #[test]
+    fn targets_are_absolute_http_urls_or_local_paths() {
+        let with = |url: &str| {
+            let mut config = RoomConfig::new("Sale", url);
+            config.target_url = url.into();
+            config.validate()
+        };
+        for good in [
+            "https://shop.example/",
+            "http://shop.example:8080/x?y=1",
+            "/shop",
+            "/",
+        ] {
+            assert!(with(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "//evil.example/",
+            "/\\evil.example",
+            "https://",
+            "http://",
+            "javascript:alert(1)",
+            "ftp://x.example/",
+            "shop",
+            "https://a b.example/",
+        ] {
+            assert!(with(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn names_refuse_controls_and_bidi_overrides() {
+        for bad in ["a\u{202E}b", "a\nb", "x\u{2066}y", "\u{7}"] {
+            let config = RoomConfig::new(bad, "/x");
+            assert!(config.validate().is_err(), "{bad:?}");
+        }
+        assert!(
+            RoomConfig::new("Spring sale — 봄 세일", "/x")
+                .validate()
+                .is_ok()
+        );
     }
 
     #[test]
