@@ -912,3 +912,25 @@ async fn a_background_task_that_dies_makes_the_node_unready() {
     assert_eq!(body["error"]["code"], "task_failed");
     assert!(body["error"]["message"].as_str().unwrap().contains("probe"));
 }
+
+#[tokio::test]
+async fn one_ticket_holds_a_few_sockets_and_the_newest_replace_the_oldest() {
+    let app = TestApp::spawn().await;
+    app.create_room("tabs", json!({"paused": true})).await;
+    let status = app.join_api("tabs").await;
+    let ticket = status["ticket"].as_str().unwrap();
+    let limit = waitroom::live::registry::SOCKETS_PER_TICKET;
+    let mut sockets = Vec::new();
+    for _ in 0..limit + 2 {
+        let mut socket = app.connect("tabs", ticket).await;
+        next_status(&mut socket).await;
+        sockets.push(socket);
+    }
+    for socket in &mut sockets[..2] {
+        assert_eq!(close_code(socket).await, 1008, "the oldest are replaced");
+    }
+    assert_eq!(app.handle.hub.registry().open_sockets(), limit);
+    // The newest still hear their room.
+    send_text(&mut sockets[limit + 1], r#"{"type":"ping"}"#).await;
+    assert_eq!(next_json(&mut sockets[limit + 1]).await["type"], "pong");
+}

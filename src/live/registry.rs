@@ -9,11 +9,18 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
-use super::outlet::Outlet;
+use actix_ws::CloseCode;
+
+use super::outlet::{Outlet, close_reason};
 use super::positions::{Recent, View};
 use crate::words::{LineSummary, RoomId, VisitorId};
 
 pub type SocketId = u64;
+
+/// Sockets one ticket may hold at once on a node (tabs and devices of one
+/// visitor): a newer one replaces the oldest, so one ticket can never fill
+/// a node's sockets.
+pub const SOCKETS_PER_TICKET: usize = 4;
 
 #[derive(Default)]
 pub struct Registry {
@@ -30,6 +37,8 @@ pub struct RoomSockets {
     pub target_url: Arc<str>,
     pub line: LineSummary,
     pub recent: Recent,
+    /// Each visitor's sockets here, oldest first.
+    by_visitor: HashMap<VisitorId, Vec<SocketId>>,
     /// Numbers every status prepared for this room's sockets, so that an
     /// outlet can drop one that was overtaken on the way (see `Outlet`).
     last_sequence: u64,
@@ -39,6 +48,25 @@ impl RoomSockets {
     pub fn next_sequence(&mut self) -> u64 {
         self.last_sequence += 1;
         self.last_sequence
+    }
+
+    fn insert(&mut self, id: SocketId, socket: Socket) -> Option<Socket> {
+        let mine = self.by_visitor.entry(socket.visitor).or_default();
+        mine.push(id);
+        let replaced = (mine.len() > SOCKETS_PER_TICKET).then(|| mine.remove(0));
+        self.sockets.insert(id, socket);
+        replaced.and_then(|oldest| self.remove(oldest))
+    }
+
+    fn remove(&mut self, id: SocketId) -> Option<Socket> {
+        let socket = self.sockets.remove(&id)?;
+        if let Some(mine) = self.by_visitor.get_mut(&socket.visitor) {
+            mine.retain(|other| *other != id);
+            if mine.is_empty() {
+                self.by_visitor.remove(&socket.visitor);
+            }
+        }
+        Some(socket)
     }
 }
 
@@ -66,13 +94,22 @@ impl Registry {
             view: View::Syncing,
             outlet,
         };
-        self.rooms
+        let replaced = self
+            .rooms
             .lock()
             .entry(room.clone())
             .or_default()
-            .sockets
             .insert(id, socket);
-        self.opened(1);
+        match replaced {
+            Some(oldest) => {
+                oldest.outlet.close(close_reason(
+                    CloseCode::Policy,
+                    "replaced by a newer connection with the same ticket",
+                ));
+                metrics::counter!("waitroom_sockets_replaced_total").increment(1);
+            }
+            None => self.opened(1),
+        }
         Registration {
             registry: self.clone(),
             room: room.clone(),
@@ -88,7 +125,7 @@ impl Registry {
         };
         let removed = ids
             .iter()
-            .filter(|id| sockets.sockets.remove(id).is_some())
+            .filter(|id| sockets.remove(**id).is_some())
             .count();
         if sockets.sockets.is_empty() {
             rooms.remove(room);
@@ -156,5 +193,43 @@ pub struct Registration {
 impl Drop for Registration {
     fn drop(&mut self) {
         self.registry.remove(&self.room, &[self.id]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ticket_holds_a_bounded_number_of_sockets_newest_first() {
+        let registry = Arc::new(Registry::default());
+        let room = RoomId::parse("r").unwrap();
+        let me = VisitorId(1);
+        let outlets: Vec<_> = (0..SOCKETS_PER_TICKET + 2)
+            .map(|_| Arc::new(Outlet::recording(10)))
+            .collect();
+        let registrations: Vec<_> = outlets
+            .iter()
+            .map(|outlet| registry.register(&room, me, "t".into(), outlet.clone()))
+            .collect();
+        assert_eq!(registry.open_sockets(), SOCKETS_PER_TICKET);
+        for (i, outlet) in outlets.iter().enumerate() {
+            let closing = outlet.recorded().1;
+            if i < 2 {
+                assert_eq!(closing.expect("replaced").code, CloseCode::Policy);
+            } else {
+                assert!(closing.is_none(), "socket {i} is kept");
+            }
+        }
+        // Another visitor is not affected, and a replaced socket's own
+        // ending changes no count.
+        let _other = registry.register(
+            &room,
+            VisitorId(2),
+            "u".into(),
+            Arc::new(Outlet::recording(1)),
+        );
+        drop(registrations);
+        assert_eq!(registry.open_sockets(), 1);
     }
 }
