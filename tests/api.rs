@@ -934,3 +934,29 @@ async fn one_ticket_holds_a_few_sockets_and_the_newest_replace_the_oldest() {
     send_text(&mut sockets[limit + 1], r#"{"type":"ping"}"#).await;
     assert_eq!(next_json(&mut sockets[limit + 1]).await["type"], "pong");
 }
+
+#[tokio::test]
+async fn metrics_can_live_on_their_own_address() {
+    let mut settings = waitroom::startup::config::Settings::for_tests();
+    settings.metrics_listen = Some("127.0.0.1:0".into());
+    let clock = waitroom::words::clock::ManualClock::new(support::START_MS);
+    let stores = waitroom::startup::Stores::memory(std::sync::Arc::new(clock.clone()));
+    let app = TestApp::spawn_with(settings, stores, clock).await;
+    let public = app.http.get(app.url("/metrics")).send().await.unwrap();
+    assert_eq!(public.status(), 404, "not on the public port");
+    let port = app.metrics_port.expect("a metrics port");
+    let private = app
+        .http
+        .get(format!("http://127.0.0.1:{port}/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(private.status(), 200);
+    assert!(
+        private
+            .text()
+            .await
+            .unwrap()
+            .contains("process_resident_memory_bytes")
+    );
+}

@@ -34,7 +34,7 @@ async fn sigint_closes_every_socket_then_exits_zero() {
                 "--listen",
                 &format!("127.0.0.1:{port}"),
                 "--admin-token",
-                "t",
+                "an-admin-token-of-at-least-32-chars",
                 "--secret",
                 "s",
                 "--demo-room",
@@ -49,7 +49,7 @@ async fn sigint_closes_every_socket_then_exits_zero() {
     wait_until_healthy(&http, &base).await;
     let created = http
         .post(format!("{base}/api/admin/rooms"))
-        .bearer_auth("t")
+        .bearer_auth("an-admin-token-of-at-least-32-chars")
         .json(&json!({"id": "stop", "name": "Stop", "target_url": "/x", "paused": true}))
         .send()
         .await
@@ -134,4 +134,23 @@ fn every_flag_is_documented_with_its_environment_variable() {
     ] {
         assert!(help.contains(env), "{env} missing from --help");
     }
+}
+
+#[test]
+fn a_short_admin_token_is_refused_at_start() {
+    let output = Command::new(env!("CARGO_BIN_EXE_waitroom"))
+        .args(["--listen", "127.0.0.1:0", "--admin-token", "T0k"])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert!(
+        !output.status.success(),
+        "a 3-character token must not start a node"
+    );
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(said.contains("at least 32 characters"), "{said}");
 }

@@ -32,6 +32,10 @@ pub struct AppState {
     /// readiness reports a background task that died.
     pub tasks: Tasks,
     pub metrics: PrometheusHandle,
+    /// `/metrics` is served on its own address (`--metrics-listen`), not here.
+    pub metrics_elsewhere: bool,
+    /// How long a request body may take to arrive.
+    pub body_timeout: std::time::Duration,
     /// Sockets this node accepts before answering 503: its open-files limit
     /// less a reserve, so health checks, operators and polling visitors
     /// still get through when the sockets have taken the rest.

@@ -8,6 +8,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use serde_json::json;
 
 use crate::http::AppState;
+use crate::http::error::ApiError;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(healthz).service(readyz).service(metrics_text);
@@ -79,7 +80,19 @@ async fn readyz(state: web::Data<AppState>) -> HttpResponse {
 }
 
 #[get("/metrics")]
-async fn metrics_text(state: web::Data<AppState>) -> HttpResponse {
+async fn metrics_text(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    if state.metrics_elsewhere {
+        return Err(ApiError::NotFound("no such endpoint".into()));
+    }
+    Ok(metrics_page(&state))
+}
+
+/// `/metrics` on the `--metrics-listen` address.
+pub async fn metrics_only(state: web::Data<AppState>) -> HttpResponse {
+    metrics_page(&state)
+}
+
+fn metrics_page(state: &AppState) -> HttpResponse {
     let mut body = state.metrics.render();
     body.push_str(&process_metrics());
     HttpResponse::Ok()

@@ -22,7 +22,8 @@ pub struct Settings {
     #[arg(long, env = "WAITROOM_REDIS_URL")]
     pub redis_url: Option<String>,
 
-    /// Token operators use for the admin page and API; absent, one is generated and logged.
+    /// Token operators use for the admin page and API, at least 32 characters;
+    /// absent, one is generated and logged.
     #[arg(long, env = "WAITROOM_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
 
@@ -47,7 +48,20 @@ pub struct Settings {
     /// HTTP worker threads (default: one per core).
     #[arg(long, env = "WAITROOM_WORKERS")]
     pub workers: Option<usize>,
+
+    /// Serve `/metrics` on this address only (not on `--listen`), so it can
+    /// be kept off the public port.
+    #[arg(long, env = "WAITROOM_METRICS_LISTEN")]
+    pub metrics_listen: Option<String>,
+
+    /// How long a request body may take to arrive, in milliseconds (the
+    /// headers get 5 s); a slower one is answered 408 and its connection closed.
+    #[arg(long, env = "WAITROOM_BODY_TIMEOUT_MS", default_value_t = 10_000)]
+    pub body_timeout_ms: u64,
 }
+
+/// The shortest admin token accepted: guessing one must be hopeless.
+pub const MIN_ADMIN_TOKEN_CHARS: usize = 32;
 
 impl Settings {
     /// Settings for tests and embedding: memory store, an OS-chosen port.
@@ -55,12 +69,14 @@ impl Settings {
         Self {
             listen: "127.0.0.1:0".into(),
             redis_url: None,
-            admin_token: Some("test-admin-token".into()),
+            admin_token: Some("test-admin-token-of-at-least-32-chars".into()),
             secret: Some("test-secret".into()),
             demo_room: false,
             log_format: LogFormat::Text,
             max_sockets: None,
             workers: Some(2),
+            metrics_listen: None,
+            body_timeout_ms: 10_000,
         }
     }
 }

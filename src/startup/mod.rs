@@ -49,6 +49,10 @@ pub enum StartError {
     Store { url: String, reason: String },
     #[error("could not set up the demo room: {0}")]
     Demo(String),
+    #[error(
+        "the admin token must be at least {min} characters (it has {given}); leave it out to have a strong one generated"
+    )]
+    WeakAdminToken { min: usize, given: usize },
 }
 
 /// The stores an application runs on: admission and the sale, on the
@@ -91,6 +95,7 @@ pub struct AppHandle {
     /// Every task of the application (tests may add their own).
     pub tasks: Tasks,
     server: ServerHandle,
+    metrics_server: Option<ServerHandle>,
 }
 
 impl AppHandle {
@@ -109,12 +114,17 @@ impl AppHandle {
             tracing::warn!("some tasks were still running when shutdown stopped waiting");
         }
         self.server.stop(true).await;
+        if let Some(metrics) = &self.metrics_server {
+            metrics.stop(true).await;
+        }
     }
 }
 
 pub struct Application {
     port: u16,
     server: Server,
+    /// The `--metrics-listen` server and its port.
+    metrics_server: Option<(Server, u16)>,
     handle: AppHandle,
 }
 
@@ -148,6 +158,14 @@ impl Application {
             tracing::warn!("no --secret given: generated one for this process; tickets and passes will not survive a restart or verify on other nodes");
             random_secret()
         });
+        if let Some(token) = &settings.admin_token
+            && token.chars().count() < config::MIN_ADMIN_TOKEN_CHARS
+        {
+            return Err(StartError::WeakAdminToken {
+                min: config::MIN_ADMIN_TOKEN_CHARS,
+                given: token.chars().count(),
+            });
+        }
         let admin_token = settings.admin_token.clone().unwrap_or_else(|| {
             let token = random_secret();
             tracing::warn!(admin_token = %token, "no --admin-token given: generated one for this process");
@@ -179,6 +197,8 @@ impl Application {
             admin_token,
             tasks: tasks.clone(),
             metrics: ops::metrics_handle(),
+            metrics_elsewhere: settings.metrics_listen.is_some(),
+            body_timeout: Duration::from_millis(settings.body_timeout_ms),
             socket_limit: settings.max_sockets.unwrap_or_else(default_socket_limit),
         });
         let listener = listen(&settings.listen).map_err(|source| StartError::Listen {
@@ -186,6 +206,15 @@ impl Application {
             source,
         })?;
         let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
+        let metrics_server = match &settings.metrics_listen {
+            Some(address) => Some(server::serve_metrics(state.clone(), address).map_err(
+                |source| StartError::Listen {
+                    address: address.clone(),
+                    source,
+                },
+            )?),
+            None => None,
+        };
         let server =
             server::serve(state, listener, settings.workers, SHUTDOWN_GRACE).map_err(|source| {
                 StartError::Listen {
@@ -201,16 +230,23 @@ impl Application {
             clock,
             tasks,
             server: server.handle(),
+            metrics_server: metrics_server.as_ref().map(|(server, _)| server.handle()),
         };
         Ok(Self {
             port,
             server,
+            metrics_server,
             handle,
         })
     }
 
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The port of the `--metrics-listen` server, when there is one.
+    pub fn metrics_port(&self) -> Option<u16> {
+        self.metrics_server.as_ref().map(|(_, port)| *port)
     }
 
     pub fn handle(&self) -> AppHandle {
@@ -225,6 +261,9 @@ impl Application {
             tracing::info!("shutting down: closing sockets");
             handle.shutdown().await;
         });
+        if let Some((metrics, _)) = self.metrics_server {
+            tokio::spawn(metrics);
+        }
         self.server.await
     }
 }

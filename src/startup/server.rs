@@ -357,3 +357,20 @@ impl Drop for PipeReader {
         }
     }
 }
+
+/// The `--metrics-listen` server: `/metrics` alone, on one worker.
+pub fn serve_metrics(state: web::Data<AppState>, address: &str) -> io::Result<(Server, u16)> {
+    let listener = std::net::TcpListener::bind(address)?;
+    let port = listener.local_addr()?.port();
+    let server = actix_web::HttpServer::new(move || {
+        App::new()
+            .app_data(state.clone())
+            .route("/metrics", web::get().to(ops::metrics_only))
+            .default_service(web::to(not_found))
+    })
+    .workers(1)
+    .disable_signals()
+    .listen(listener)?
+    .run();
+    Ok((server, port))
+}

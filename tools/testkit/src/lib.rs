@@ -29,6 +29,8 @@ pub const PATIENCE: Duration = Duration::from_secs(10);
 pub struct TestApp {
     pub address: String,
     pub port: u16,
+    /// The `--metrics-listen` port, when the settings name one.
+    pub metrics_port: Option<u16>,
     pub admin_token: String,
     pub clock: ManualClock,
     pub handle: AppHandle,
@@ -57,11 +59,13 @@ impl TestApp {
             .await
             .expect("the app builds");
         let port = app.port();
+        let metrics_port = app.metrics_port();
         let handle = app.handle();
         tokio::spawn(app.run_until_stopped());
         Self {
             address: format!("http://127.0.0.1:{port}"),
             port,
+            metrics_port,
             admin_token,
             clock,
             handle,
