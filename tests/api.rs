@@ -960,3 +960,32 @@ async fn metrics_can_live_on_their_own_address() {
             .contains("process_resident_memory_bytes")
     );
 }
+
+#[tokio::test]
+async fn a_body_that_trickles_in_is_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut settings = waitroom::startup::config::Settings::for_tests();
+    settings.body_timeout_ms = 300;
+    let clock = waitroom::words::clock::ManualClock::new(support::START_MS);
+    let stores = waitroom::startup::Stores::memory(std::sync::Arc::new(clock.clone()));
+    let app = TestApp::spawn_with(settings, stores, clock).await;
+    app.create_room("slow", json!({})).await;
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", app.port))
+        .await
+        .unwrap();
+    // A body of 10,000 bytes declared, 1 sent, and then nothing.
+    let request = format!(
+        "PATCH /api/admin/rooms/slow HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 10000\r\n\r\n{{",
+        app.admin_token
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(PATIENCE, stream.read_to_end(&mut answer))
+        .await
+        .expect("the server answers and closes the connection in time")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains(r#""code":"body_timeout""#), "{answer}");
+}

@@ -27,6 +27,8 @@ pub enum ApiError {
     Gone { code: &'static str, message: String },
     #[error("the request body is larger than {limit} bytes")]
     PayloadTooLarge { limit: usize },
+    #[error("the request body took too long to arrive")]
+    BodyTimeout,
     #[error("the waiting room's store is unavailable; try again in a few seconds")]
     StoreUnavailable,
     #[error(
@@ -78,6 +80,7 @@ impl ApiError {
             | ApiError::Gone { code, .. } => code,
             ApiError::NotFound(_) => "not_found",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
+            ApiError::BodyTimeout => "body_timeout",
             ApiError::StoreUnavailable => "store_unavailable",
             ApiError::TooManySockets => "too_many_sockets",
             ApiError::AdminFormRefused(_) => "form_refused",
@@ -97,6 +100,7 @@ impl ResponseError for ApiError {
             ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             ApiError::StoreUnavailable | ApiError::TooManySockets => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -194,6 +198,7 @@ pub mod body_configs {
     use actix_web::{HttpRequest, web};
 
     use super::ApiError;
+    use crate::http::limits::is_body_timeout;
 
     pub const JSON_LIMIT: usize = 16 * 1024;
 
@@ -209,6 +214,7 @@ pub mod body_configs {
                         "unsupported_content_type",
                         "send the body as Content-Type: application/json",
                     ),
+                    JsonPayloadError::Payload(e) if is_body_timeout(&e) => ApiError::BodyTimeout,
                     JsonPayloadError::Deserialize(e) => ApiError::bad_request(
                         "invalid_json",
                         format!("the JSON body is not valid: {e}"),
@@ -226,8 +232,14 @@ pub mod body_configs {
     pub fn form_config() -> web::FormConfig {
         web::FormConfig::default().limit(JSON_LIMIT).error_handler(
             |err: UrlencodedError, _: &HttpRequest| {
-                ApiError::bad_request("invalid_form", format!("the form is not valid: {err}"))
-                    .into()
+                match err {
+                    UrlencodedError::Payload(e) if is_body_timeout(&e) => ApiError::BodyTimeout,
+                    other => ApiError::bad_request(
+                        "invalid_form",
+                        format!("the form is not valid: {other}"),
+                    ),
+                }
+                .into()
             },
         )
     }

@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod error;
 pub mod extractors;
+pub mod limits;
 pub mod ops;
 pub mod pages;
 pub mod sale;

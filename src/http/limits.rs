@@ -1,0 +1,82 @@
+//! What one request may cost the node: a request body must arrive within a
+//! bounded time (the headers already must, within 5 s), so a client that
+//! trickles a body a byte at a time cannot hold a connection, and its file,
+//! for as long as it likes.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use actix_http::BoxedPayloadStream;
+use actix_web::body::MessageBody;
+use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
+use actix_web::error::PayloadError;
+use actix_web::http::header::{self, HeaderMap};
+use actix_web::middleware::Next;
+use actix_web::web::Bytes;
+use actix_web::{Error, HttpMessage, web};
+use futures_util::Stream;
+use std::future::Future;
+use tokio::time::Sleep;
+
+use super::AppState;
+
+/// Puts a deadline on the body of every request that declares one.
+pub async fn body_deadline(
+    mut req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>, Error> {
+    let timeout = req
+        .app_data::<web::Data<AppState>>()
+        .map(|state| state.body_timeout);
+    if let Some(timeout) = timeout
+        && declares_body(req.headers())
+    {
+        let payload = req.take_payload();
+        let guarded: BoxedPayloadStream = Box::pin(BodyDeadline {
+            inner: payload,
+            deadline: Box::pin(tokio::time::sleep(timeout)),
+            expired: false,
+        });
+        req.set_payload(Payload::from(guarded));
+    }
+    next.call(req).await
+}
+
+fn declares_body(headers: &HeaderMap) -> bool {
+    let length = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    length.is_some_and(|n| n > 0) || headers.contains_key(header::TRANSFER_ENCODING)
+}
+
+/// The error a body that missed its deadline ends with.
+pub fn is_body_timeout(error: &PayloadError) -> bool {
+    matches!(error, PayloadError::Io(e) if e.kind() == io::ErrorKind::TimedOut)
+}
+
+struct BodyDeadline {
+    inner: Payload,
+    deadline: Pin<Box<Sleep>>,
+    expired: bool,
+}
+
+impl Stream for BodyDeadline {
+    type Item = Result<Bytes, PayloadError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.expired {
+            return Poll::Ready(None);
+        }
+        if let Poll::Ready(next) = Pin::new(&mut self.inner).poll_next(cx) {
+            return Poll::Ready(next);
+        }
+        if self.deadline.as_mut().poll(cx).is_ready() {
+            self.expired = true;
+            let late = io::Error::new(io::ErrorKind::TimedOut, "the request body took too long");
+            return Poll::Ready(Some(Err(PayloadError::Io(late))));
+        }
+        Poll::Pending
+    }
+}
