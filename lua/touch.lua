@@ -1,6 +1,9 @@
 -- Marks visitors present (they hold a socket on some node). ARGV[3…]: visitors.
 local room = load_room()
-if not room or room.closed == '1' then return 0 end
+-- A room the store no longer has (lost in a restart without persistence)
+-- is an error, so the node can tell the sockets it still holds for it.
+if not room then return redis.error_reply('NOROOM') end
+if room.closed == '1' then return 0 end
 local now = now_ms()
 for i = 3, #ARGV, CHUNK do
   local args = { 'XX' }

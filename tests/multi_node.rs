@@ -313,3 +313,28 @@ async fn redis_going_away_is_a_503_and_nothing_is_lost_when_it_returns() {
     assert_eq!(next_status(&mut waiting[0].1).await["state"], "admitted");
     assert_eq!(next_status(&mut waiting[1].1).await["position"], 1);
 }
+
+#[tokio::test]
+async fn a_room_the_store_lost_tells_its_sockets_and_closes_them() {
+    let nodes = Nodes::start(2).await;
+    let (a, b) = (&nodes.apps[0], &nodes.apps[1]);
+    a.create_room("lost", json!({"paused": true})).await;
+    let mut sockets = Vec::new();
+    for node in [a, b] {
+        let status = node.join_api("lost").await;
+        let mut socket = node.connect("lost", status["ticket"].as_str().unwrap()).await;
+        next_status(&mut socket).await;
+        sockets.push(socket);
+    }
+    // Redis restarted without persistence: every key is gone.
+    let client = redis::Client::open(nodes.redis.url()).unwrap();
+    let mut connection = client.get_connection().unwrap();
+    let _: () = redis::cmd("FLUSHALL").query(&mut connection).unwrap();
+    nodes.step(5_000).await;
+    for socket in &mut sockets {
+        let told = next_json(socket).await;
+        assert_eq!(told["code"], "room_gone", "{told}");
+        assert_eq!(next_status(socket).await["state"], "closed");
+        assert_eq!(close_code(socket).await, 1000);
+    }
+}

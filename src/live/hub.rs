@@ -25,6 +25,10 @@ use actix_ws::CloseCode;
 /// and a fresh status follows once it is back.
 const STORE_DOWN: &str = r#"{"type":"error","code":"store_unavailable","message":"The waiting room is reconnecting to its store; your place is kept. Updates resume shortly."}"#;
 
+/// What a room's sockets hear when the store no longer has the room (a
+/// Redis restarted without persistence), before `closed`.
+const ROOM_GONE: &str = r#"{"type":"error","code":"room_gone","message":"This waiting room no longer exists on the server; it may be set up again shortly."}"#;
+
 /// Store reads in flight at once while resyncing every socket.
 const RESYNC_CONCURRENCY: usize = 32;
 
@@ -153,6 +157,24 @@ impl Hub {
         self.registry.remove(room, &ids);
     }
 
+    /// Tells a room's sockets that the store lost the room, then closes them.
+    pub fn room_lost(&self, room: &RoomId) {
+        let Some((outlets, batch)) = self.registry.with_room(room, |sockets| {
+            let outlets: Vec<_> = sockets
+                .sockets
+                .iter()
+                .map(|(id, socket)| (*id, socket.outlet.clone()))
+                .collect();
+            (outlets, close_all(room, sockets))
+        }) else {
+            return;
+        };
+        tracing::warn!(%room, sockets = outlets.len(), "the store lost a room its sockets were in");
+        let refused = tell(ROOM_GONE, &outlets);
+        self.forget(room, refused);
+        self.deliver(batch);
+    }
+
     /// Sends every socket the same message.
     fn tell_everyone(&self, text: &str) {
         let rooms = self.registry.each_room(|room, sockets| {
@@ -239,8 +261,10 @@ impl Hub {
                 .map(|(room, id, visitor)| {
                     let hub = hub.clone();
                     async move {
-                        if let Err(error) = hub.load(&room, id, visitor).await {
-                            tracing::warn!(%room, %error, "resync failed");
+                        match hub.load(&room, id, visitor).await {
+                            Ok(()) => {}
+                            Err(StoreError::RoomNotFound(_)) => hub.room_lost(&room),
+                            Err(error) => tracing::warn!(%room, %error, "resync failed"),
                         }
                     }
                 })

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::registry::Registry;
+use super::hub::Hub;
 use super::tasks::Tasks;
 use crate::store::{Store, StoreError, TickReport};
 use crate::words::RoomId;
@@ -20,12 +20,12 @@ const PRESENCE_EVERY: Duration = Duration::from_secs(5);
 #[derive(Clone)]
 pub struct Promoter {
     store: Arc<dyn Store>,
-    registry: Arc<Registry>,
+    hub: Arc<Hub>,
 }
 
 impl Promoter {
-    pub fn new(store: Arc<dyn Store>, registry: Arc<Registry>) -> Self {
-        Self { store, registry }
+    pub fn new(store: Arc<dyn Store>, hub: Arc<Hub>) -> Self {
+        Self { store, hub }
     }
 
     /// Runs every room's tick that is due now.
@@ -56,12 +56,14 @@ impl Promoter {
 
     /// Marks every visitor with a socket on this node present, one batch per room.
     pub async fn refresh_presence(&self) {
-        for (room, visitors) in self.registry.present_visitors() {
+        for (room, visitors) in self.hub.registry().present_visitors() {
             if visitors.is_empty() {
                 continue;
             }
-            if let Err(error) = self.store.touch(&room, &visitors).await {
-                tracing::warn!(%room, %error, "could not refresh presence");
+            match self.store.touch(&room, &visitors).await {
+                Ok(()) => {}
+                Err(StoreError::RoomNotFound(_)) => self.hub.room_lost(&room),
+                Err(error) => tracing::warn!(%room, %error, "could not refresh presence"),
             }
         }
     }

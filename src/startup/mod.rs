@@ -174,7 +174,7 @@ impl Application {
         let credentials = Arc::new(Credentials::from_secret(&secret));
         let tasks = Tasks::new();
         let hub = Arc::new(Hub::new(store.clone(), credentials.clone()));
-        let promoter = Promoter::new(store.clone(), hub.registry().clone());
+        let promoter = Promoter::new(store.clone(), hub.clone());
 
         tasks.spawn_service("hub", hub.clone().run(tasks.clone()));
         tasks.spawn_service("promoter", promoter.clone().run(tasks.clone()));
