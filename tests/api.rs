@@ -989,3 +989,141 @@ async fn a_body_that_trickles_in_is_cut_off() {
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains(r#""code":"body_timeout""#), "{answer}");
 }
+
+/// The value of the first `name="csrf"` hidden field of a page.
+fn csrf_field(html: &str) -> String {
+    let at = html.find(r#"name="csrf" value=""#).expect("a csrf field") + 19;
+    html[at..].split('"').next().unwrap().to_string()
+}
+
+/// The value a response sets for cookie `name`.
+fn set_cookie(response: &reqwest::Response, name: &str) -> Option<String> {
+    response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|v| v.strip_prefix(&format!("{name}=")))
+        .map(|v| v.split(';').next().unwrap().to_string())
+}
+
+/// Logs in through the admin page's form; returns the session cookie.
+async fn log_in(app: &TestApp, client: &reqwest::Client) -> String {
+    let page = client.get(app.url("/admin")).send().await.unwrap();
+    let login_csrf = set_cookie(&page, "wr_csrf").expect("the login form's cookie");
+    let form_csrf = csrf_field(&page.text().await.unwrap());
+    let answer = client
+        .post(app.url("/admin/login"))
+        .header("cookie", format!("wr_csrf={login_csrf}"))
+        .form(&[("token", app.admin_token.as_str()), ("csrf", &form_csrf)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 303, "logged in");
+    set_cookie(&answer, "wr_admin").expect("a session cookie")
+}
+
+fn no_redirects() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn guessing_the_admin_token_is_shut_out_per_address() {
+    let app = TestApp::spawn().await;
+    let rooms = app.url("/api/admin/rooms");
+    let mut statuses = Vec::new();
+    for _ in 0..12 {
+        let answer = app
+            .http
+            .get(&rooms)
+            .bearer_auth("a-wrong-guess")
+            .send()
+            .await
+            .unwrap();
+        statuses.push(answer.status().as_u16());
+    }
+    assert_eq!(&statuses[..10], [401; 10]);
+    assert_eq!(&statuses[10..], [429, 429], "past 10 wrong tokens a minute");
+    let right = app
+        .http
+        .get(&rooms)
+        .bearer_auth(&app.admin_token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(right.status(), 429, "the right token too, while shut out");
+    let retry_after: u64 = right.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&retry_after), "{retry_after}");
+    let body: Value = right.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "too_many_attempts");
+    // The login form is shut for that address too.
+    let client = no_redirects();
+    let page = client.get(app.url("/admin")).send().await.unwrap();
+    let login_csrf = set_cookie(&page, "wr_csrf").unwrap();
+    let form_csrf = csrf_field(&page.text().await.unwrap());
+    let answer = client
+        .post(app.url("/admin/login"))
+        .header("cookie", format!("wr_csrf={login_csrf}"))
+        .form(&[("token", app.admin_token.as_str()), ("csrf", &form_csrf)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 429);
+}
+
+#[tokio::test]
+async fn an_admin_session_ends_at_logout_and_when_idle() {
+    let app = TestApp::spawn().await;
+    let client = no_redirects();
+    let rooms = app.url("/api/admin/rooms");
+    let with = |cookie: &str| {
+        client
+            .get(&rooms)
+            .header("cookie", format!("wr_admin={cookie}"))
+    };
+    // Logout: the old cookie stops working.
+    let session = log_in(&app, &client).await;
+    assert_eq!(with(&session).send().await.unwrap().status(), 200);
+    let page = client
+        .get(app.url("/admin"))
+        .header("cookie", format!("wr_admin={session}"))
+        .send()
+        .await
+        .unwrap();
+    let csrf = csrf_field(&page.text().await.unwrap());
+    let out = client
+        .post(app.url("/admin/logout"))
+        .header("cookie", format!("wr_admin={session}"))
+        .form(&[("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.status(), 303);
+    assert_eq!(with(&session).send().await.unwrap().status(), 401, "ended");
+    // Idle: unused for 31 minutes, a session ends; used, it is refreshed.
+    let session = log_in(&app, &client).await;
+    app.clock.advance_ms(20 * 60_000);
+    let used = with(&session).send().await.unwrap();
+    assert_eq!(used.status(), 200);
+    let refreshed = set_cookie(&used, "wr_admin").expect("a refreshed cookie");
+    app.clock.advance_ms(20 * 60_000);
+    assert_eq!(
+        with(&session).send().await.unwrap().status(),
+        401,
+        "the old one went idle"
+    );
+    assert_eq!(
+        with(&refreshed).send().await.unwrap().status(),
+        200,
+        "the refreshed one lives"
+    );
+    app.clock.advance_ms(31 * 60_000);
+    assert_eq!(with(&refreshed).send().await.unwrap().status(), 401, "idle");
+}

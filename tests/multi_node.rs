@@ -322,7 +322,9 @@ async fn a_room_the_store_lost_tells_its_sockets_and_closes_them() {
     let mut sockets = Vec::new();
     for node in [a, b] {
         let status = node.join_api("lost").await;
-        let mut socket = node.connect("lost", status["ticket"].as_str().unwrap()).await;
+        let mut socket = node
+            .connect("lost", status["ticket"].as_str().unwrap())
+            .await;
         next_status(&mut socket).await;
         sockets.push(socket);
     }

@@ -29,6 +29,8 @@ pub enum ApiError {
     PayloadTooLarge { limit: usize },
     #[error("the request body took too long to arrive")]
     BodyTimeout,
+    #[error("too many wrong tokens from this address; try again in {retry_after_s} s")]
+    TooManyAttempts { retry_after_s: u64 },
     #[error("the waiting room's store is unavailable; try again in a few seconds")]
     StoreUnavailable,
     #[error(
@@ -81,6 +83,7 @@ impl ApiError {
             ApiError::NotFound(_) => "not_found",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
             ApiError::BodyTimeout => "body_timeout",
+            ApiError::TooManyAttempts { .. } => "too_many_attempts",
             ApiError::StoreUnavailable => "store_unavailable",
             ApiError::TooManySockets => "too_many_sockets",
             ApiError::AdminFormRefused(_) => "form_refused",
@@ -101,6 +104,7 @@ impl ResponseError for ApiError {
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
+            ApiError::TooManyAttempts { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::StoreUnavailable | ApiError::TooManySockets => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -119,6 +123,9 @@ impl ResponseError for ApiError {
         let mut response = HttpResponse::build(self.status_code());
         if matches!(self, ApiError::StoreUnavailable | ApiError::TooManySockets) {
             response.insert_header((header::RETRY_AFTER, HeaderValue::from_static("2")));
+        }
+        if let ApiError::TooManyAttempts { retry_after_s } = self {
+            response.insert_header((header::RETRY_AFTER, retry_after_s.to_string()));
         }
         response.json(json!({"error": {"code": self.code(), "message": self.to_string()}}))
     }

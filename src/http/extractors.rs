@@ -3,16 +3,22 @@
 //! handler can forget the check, and each check is written once.
 
 use std::future::{Ready, ready};
+use std::net::IpAddr;
+use std::time::Duration;
 
-use actix_web::dev::Payload;
+use actix_web::body::MessageBody;
+use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
+use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
 use actix_web::http::{Method, header};
-use actix_web::{FromRequest, HttpRequest, web};
+use actix_web::middleware::Next;
+use actix_web::{FromRequest, HttpMessage, HttpRequest, web};
+use futures_util::future::LocalBoxFuture;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use super::AppState;
 use super::error::ApiError;
-use crate::words::credentials::{CredentialError, PassClaims, constant_time_eq};
+use crate::words::credentials::{AdminSession, CredentialError, PassClaims, constant_time_eq};
 use crate::words::{RoomId, VisitorId};
 
 pub const ADMIN_SESSION_COOKIE: &str = "wr_admin";
@@ -200,36 +206,117 @@ impl FromRequest for PassHolder {
     }
 }
 
-/// The operator's session cookie, if it is valid now.
-pub fn admin_session(req: &HttpRequest) -> Option<String> {
+/// How long an operator session lives without being used.
+pub const ADMIN_IDLE: Duration = Duration::from_secs(30 * 60);
+
+/// The operator session a request's cookie names: signed, within both its
+/// deadlines, and not ended by a logout on any node. A session found here is
+/// marked in use, and [`refresh_admin_session`] pushes its idle deadline on.
+pub async fn admin_session(req: &HttpRequest) -> Result<Option<AdminSession>, ApiError> {
     let state = state(req);
-    let cookie = req.cookie(ADMIN_SESSION_COOKIE)?;
-    state
-        .credentials
-        .admin_session_valid(cookie.value(), state.clock.now_ms())
-        .then(|| cookie.value().to_string())
+    let Some(cookie) = req.cookie(ADMIN_SESSION_COOKIE) else {
+        return Ok(None);
+    };
+    let now = state.clock.now_ms();
+    let Some(session) = state.credentials.read_admin_session(cookie.value(), now) else {
+        return Ok(None);
+    };
+    if state.store.admin_session_ended(&session.id).await? {
+        return Ok(None);
+    }
+    req.extensions_mut().insert(SessionInUse(session.clone()));
+    Ok(Some(session))
+}
+
+/// The cookie that carries an operator session, valid for [`ADMIN_IDLE`] from now.
+pub fn admin_session_cookie(state: &AppState, session: &AdminSession) -> Cookie<'static> {
+    let now = state.clock.now_ms();
+    let idle_until = now + ADMIN_IDLE.as_millis() as u64;
+    Cookie::build(
+        ADMIN_SESSION_COOKIE,
+        state.credentials.issue_admin_session(session, idle_until),
+    )
+    .path("/")
+    .http_only(true)
+    .same_site(SameSite::Strict)
+    .max_age(CookieDuration::seconds(
+        (session.expires_at.saturating_sub(now) / 1000) as i64,
+    ))
+    .finish()
+}
+
+/// A session used by this request (see [`admin_session`]).
+#[derive(Clone)]
+struct SessionInUse(AdminSession);
+
+/// After an answer to a request that used an operator session, refreshes
+/// the session's cookie: using it is what keeps it from going idle.
+pub async fn refresh_admin_session(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let mut response = next.call(req).await?;
+    let in_use = response
+        .request()
+        .extensions()
+        .get::<SessionInUse>()
+        .cloned();
+    let already_set = response
+        .response()
+        .cookies()
+        .any(|cookie| cookie.name() == ADMIN_SESSION_COOKIE);
+    if let Some(SessionInUse(session)) = in_use
+        && !already_set
+    {
+        let cookie = admin_session_cookie(state(response.request()), &session);
+        let _ = response.response_mut().add_cookie(&cookie);
+    }
+    Ok(response)
+}
+
+/// The address a request came from: the peer (no proxy is trusted yet).
+pub fn client_address(req: &HttpRequest) -> IpAddr {
+    req.peer_addr()
+        .map(|address| address.ip())
+        .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED))
+}
+
+fn too_many_attempts(wait: Duration) -> ApiError {
+    ApiError::TooManyAttempts {
+        retry_after_s: wait.as_secs().max(1),
+    }
 }
 
 /// An operator: the Bearer admin token, or the admin page's session. With a
 /// session, a request that may change state (any method but GET and HEAD)
-/// must carry the session's CSRF token in `X-CSRF-Token`.
+/// must carry the session's CSRF token in `X-CSRF-Token`. Wrong tokens are
+/// counted per address; past the limit, 429 (see `login_guard`).
 #[derive(Debug, Clone, Copy)]
 pub struct Operator;
 
 impl Operator {
-    fn of(req: &HttpRequest) -> Result<Self, ApiError> {
+    async fn of(req: &HttpRequest) -> Result<Self, ApiError> {
         let state = state(req);
         if let Some(token) = bearer(req) {
-            return if constant_time_eq(token, &state.admin_token) {
-                Ok(Operator)
-            } else {
-                Err(ApiError::unauthorized(
-                    "invalid_admin_token",
-                    "the admin token is not valid",
-                ))
-            };
+            let address = client_address(req);
+            state
+                .login_guard
+                .may_try(address)
+                .map_err(too_many_attempts)?;
+            if constant_time_eq(token, &state.admin_token) {
+                return Ok(Operator);
+            }
+            tracing::warn!(%address, "a wrong admin token");
+            state
+                .login_guard
+                .failed(address)
+                .map_err(too_many_attempts)?;
+            return Err(ApiError::unauthorized(
+                "invalid_admin_token",
+                "the admin token is not valid",
+            ));
         }
-        let Some(session) = admin_session(req) else {
+        let Some(session) = admin_session(req).await? else {
             return Err(ApiError::unauthorized(
                 "missing_admin_token",
                 "send the admin token as Authorization: Bearer <token>",
@@ -255,10 +342,11 @@ impl Operator {
 
 impl FromRequest for Operator {
     type Error = ApiError;
-    type Future = Ready<Result<Self, ApiError>>;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        ready(Operator::of(req))
+        let req = req.clone();
+        Box::pin(async move { Operator::of(&req).await })
     }
 }
 
@@ -268,13 +356,13 @@ pub trait CsrfProtected {
 }
 
 /// A form posted from the admin page by a logged-in operator, with the
-/// session's CSRF token. Refused forms send the operator back to the page
-/// with the reason.
-pub struct OperatorForm<T>(pub T);
+/// session's CSRF token; and that session. Refused forms send the operator
+/// back to the page with the reason.
+pub struct OperatorForm<T>(pub T, pub AdminSession);
 
 impl<T: CsrfProtected + DeserializeOwned + 'static> FromRequest for OperatorForm<T> {
     type Error = ApiError;
-    type Future = futures_util::future::LocalBoxFuture<'static, Result<Self, ApiError>>;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
         let form = web::Form::<T>::from_request(req, payload);
@@ -285,14 +373,14 @@ impl<T: CsrfProtected + DeserializeOwned + 'static> FromRequest for OperatorForm
                 .await
                 .map_err(|error| refused(&format!("The form is not valid: {error}")))?
                 .into_inner();
-            let Some(session) = admin_session(&req) else {
+            let Some(session) = admin_session(&req).await? else {
                 return Err(refused("Your session expired; log in again."));
             };
             let expected = state(&req).credentials.csrf_for_session(&session);
             if !constant_time_eq(form.csrf(), &expected) {
                 return Err(refused("The form expired; please try again."));
             }
-            Ok(OperatorForm(form))
+            Ok(OperatorForm(form, session))
         })
     }
 }

@@ -5,6 +5,7 @@ pub mod admin;
 pub mod error;
 pub mod extractors;
 pub mod limits;
+pub mod login_guard;
 pub mod ops;
 pub mod pages;
 pub mod sale;
@@ -29,6 +30,8 @@ pub struct AppState {
     pub credentials: Arc<Credentials>,
     pub clock: SharedClock,
     pub admin_token: String,
+    /// Wrong admin tokens, counted per client address.
+    pub login_guard: login_guard::LoginGuard,
     /// Every task of the application: sockets are spawned through it, and
     /// readiness reports a background task that died.
     pub tasks: Tasks,

@@ -195,6 +195,7 @@ impl Application {
             credentials: credentials.clone(),
             clock: clock.clone(),
             admin_token,
+            login_guard: Default::default(),
             tasks: tasks.clone(),
             metrics: ops::metrics_handle(),
             metrics_elsewhere: settings.metrics_listen.is_some(),

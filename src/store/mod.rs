@@ -11,6 +11,7 @@ pub use sale::SaleStore;
 use async_trait::async_trait;
 use tokio::sync::broadcast;
 
+use crate::words::clock::Millis;
 use crate::words::sale::{SaleConfig, SaleError, SaleView};
 use crate::words::{Place, RoomConfig, RoomId, RoomInfo, RoomPatch, StoreEvent, VisitorId};
 
@@ -77,6 +78,12 @@ pub trait Store: Send + Sync + 'static {
     }
     /// Is the store reachable?
     async fn ping(&self) -> Result<(), StoreError>;
+
+    /// Ends an operator session on every node (logout), remembered until
+    /// `until`, when the session would have ended anyway.
+    async fn end_admin_session(&self, id: &str, until: Millis) -> Result<(), StoreError>;
+    /// Was this operator session ended?
+    async fn admin_session_ended(&self, id: &str) -> Result<bool, StoreError>;
 }
 
 /// Why a sale could not be set up.

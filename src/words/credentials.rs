@@ -34,6 +34,24 @@ struct TicketClaims {
     iat: u64,
 }
 
+/// One operator's logged-in session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminSession {
+    /// Random: names the session, so that logout can end it everywhere.
+    pub id: String,
+    /// When it ends however busy the operator is.
+    pub expires_at: Millis,
+}
+
+impl AdminSession {
+    pub fn new(expires_at: Millis) -> Self {
+        Self {
+            id: format!("{:032x}", rand::random::<u128>()),
+            expires_at,
+        }
+    }
+}
+
 /// The claims of a pass. Any JWT library reads them.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct PassClaims {
@@ -183,25 +201,42 @@ impl Credentials {
     }
 
     /// An operator session cookie value valid until `expires_at`.
-    pub fn issue_admin_session(&self, expires_at: Millis) -> String {
-        let expires = (expires_at / 1000).to_string();
-        let mac = self.admin_mac(&["session", &expires]);
-        format!("{expires}.{mac}")
+    /// An operator session's cookie: its id, the idle deadline (pushed on
+    /// by every use) and the absolute one, signed.
+    pub fn issue_admin_session(&self, session: &AdminSession, idle_until: Millis) -> String {
+        let id = &session.id;
+        let idle = (idle_until.min(session.expires_at) / 1000).to_string();
+        let expires = (session.expires_at / 1000).to_string();
+        let mac = self.admin_mac(&["session", id, &idle, &expires]);
+        format!("{id}.{idle}.{expires}.{mac}")
     }
 
-    pub fn admin_session_valid(&self, cookie: &str, now: Millis) -> bool {
-        let Some((expires, mac)) = cookie.split_once('.') else {
-            return false;
+    /// The session a cookie carries, if its signature holds and neither
+    /// deadline has passed. Whether it was ended (logout) is the store's to say.
+    pub fn read_admin_session(&self, cookie: &str, now: Millis) -> Option<AdminSession> {
+        let mut parts = cookie.split('.');
+        let (Some(id), Some(idle), Some(expires), Some(mac), None) = (
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+        ) else {
+            return None;
         };
-        let Ok(expires_s) = expires.parse::<u64>() else {
-            return false;
-        };
-        constant_time_eq(&self.admin_mac(&["session", expires]), mac) && expires_s * 1000 > now
+        let valid = constant_time_eq(&self.admin_mac(&["session", id, idle, expires]), mac);
+        let idle_s = idle.parse::<u64>().ok()?;
+        let expires_s = expires.parse::<u64>().ok()?;
+        (valid && idle_s * 1000 > now && expires_s * 1000 > now).then(|| AdminSession {
+            id: id.to_string(),
+            expires_at: expires_s * 1000,
+        })
     }
 
-    /// The CSRF token bound to one operator session.
-    pub fn csrf_for_session(&self, cookie: &str) -> String {
-        self.admin_mac(&["csrf", cookie])
+    /// The CSRF token bound to one operator session (to its id, so it
+    /// stays the same while the cookie is refreshed).
+    pub fn csrf_for_session(&self, session: &AdminSession) -> String {
+        self.admin_mac(&["csrf", &session.id])
     }
 }
 
@@ -276,16 +311,38 @@ mod tests {
     }
 
     #[test]
-    fn admin_sessions_are_signed_and_expire() {
+    fn admin_sessions_are_signed_and_end_when_idle_or_old() {
         let creds = Credentials::from_secret("s");
-        let cookie = creds.issue_admin_session(10_000);
-        assert!(creds.admin_session_valid(&cookie, 9_000));
-        assert!(!creds.admin_session_valid(&cookie, 10_000));
-        assert!(!creds.admin_session_valid(&cookie.replace('.', "x."), 0));
-        assert!(!creds.admin_session_valid("99999999999.forged", 0));
+        let session = AdminSession::new(100_000);
+        let cookie = creds.issue_admin_session(&session, 10_000);
+        assert_eq!(
+            creds.read_admin_session(&cookie, 9_000),
+            Some(session.clone())
+        );
+        assert_eq!(
+            creds.read_admin_session(&cookie, 10_000),
+            None,
+            "idle too long"
+        );
+        // Refreshed, it lives on, but never past its absolute end.
+        let refreshed = creds.issue_admin_session(&session, 500_000);
+        assert!(creds.read_admin_session(&refreshed, 99_000).is_some());
+        assert_eq!(creds.read_admin_session(&refreshed, 100_000), None);
+        for forged in [
+            cookie.replacen('.', "x.", 1),
+            format!("{}.99999999.99999999.{}", session.id, "0".repeat(64)),
+            "a.b".to_string(),
+        ] {
+            assert_eq!(creds.read_admin_session(&forged, 0), None, "{forged}");
+        }
         assert_ne!(
-            creds.csrf_for_session(&cookie),
-            creds.csrf_for_session("other")
+            creds.csrf_for_session(&session),
+            creds.csrf_for_session(&AdminSession::new(100_000))
+        );
+        assert_eq!(
+            creds.csrf_for_session(&session),
+            creds.csrf_for_session(&creds.read_admin_session(&refreshed, 0).unwrap()),
+            "the CSRF token outlives a refresh"
         );
     }
 }

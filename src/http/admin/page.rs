@@ -1,7 +1,7 @@
 //! The admin page: log in with the admin token, then watch and steer rooms
 //! through plain HTML forms, each carrying the session's CSRF token.
 
-use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
+use actix_web::cookie::{Cookie, SameSite};
 use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use askama::Template;
@@ -11,9 +11,11 @@ use crate::http::AppState;
 use crate::http::error::ApiError;
 use crate::http::extractors::{
     ADMIN_SESSION_COOKIE as SESSION_COOKIE, CsrfProtected, OperatorForm, admin_session,
+    admin_session_cookie, client_address,
 };
 use crate::http::pages::render;
 use crate::store;
+use crate::words::credentials::AdminSession;
 use crate::words::credentials::{constant_time_eq, random_secret};
 use crate::words::{RoomConfig, RoomId, RoomInfo, RoomPatch};
 
@@ -99,7 +101,7 @@ async fn page(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
     let Notice { message, error } = notice.into_inner();
-    let Some(session) = admin_session(&req) else {
+    let Some(session) = admin_session(&req).await? else {
         return Ok(login_page(&req, None, actix_web::http::StatusCode::OK));
     };
     let rooms = state
@@ -166,25 +168,35 @@ async fn login(
             actix_web::http::StatusCode::BAD_REQUEST,
         );
     }
+    let address = client_address(&req);
+    let shut_out = |wait: std::time::Duration| {
+        let message = format!(
+            "Too many wrong tokens from your address; try again in {} s.",
+            wait.as_secs().max(1)
+        );
+        login_page(
+            &req,
+            Some(message),
+            actix_web::http::StatusCode::TOO_MANY_REQUESTS,
+        )
+    };
+    if let Err(wait) = state.login_guard.may_try(address) {
+        return shut_out(wait);
+    }
     if !constant_time_eq(form.token.trim(), &state.admin_token) {
-        tracing::warn!("admin login with a wrong token");
+        tracing::warn!(%address, "admin login with a wrong token");
+        if let Err(wait) = state.login_guard.failed(address) {
+            return shut_out(wait);
+        }
         return login_page(
             &req,
             Some("That admin token is not right.".into()),
             actix_web::http::StatusCode::UNAUTHORIZED,
         );
     }
-    let expires_at = state.clock.now_ms() + SESSION_HOURS * 3_600_000;
-    let cookie = Cookie::build(
-        SESSION_COOKIE,
-        state.credentials.issue_admin_session(expires_at),
-    )
-    .path("/")
-    .http_only(true)
-    .same_site(SameSite::Strict)
-    .max_age(CookieDuration::hours(SESSION_HOURS as i64))
-    .finish();
-    tracing::info!("admin logged in");
+    let session = AdminSession::new(state.clock.now_ms() + SESSION_HOURS * 3_600_000);
+    let cookie = admin_session_cookie(&state, &session);
+    tracing::info!(%address, "admin logged in");
     HttpResponse::SeeOther()
         .insert_header((header::LOCATION, "/admin"))
         .cookie(cookie)
@@ -204,13 +216,22 @@ fn back_to_admin(kind: &str, text: &str) -> HttpResponse {
 }
 
 #[post("/admin/logout")]
-async fn logout(_: OperatorForm<CsrfForm>) -> HttpResponse {
+async fn logout(
+    OperatorForm(_, session): OperatorForm<CsrfForm>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    // Ended in the store, so the old cookie stops working on every node.
+    state
+        .store
+        .end_admin_session(&session.id, session.expires_at)
+        .await?;
+    tracing::info!("admin logged out");
     let mut gone = Cookie::build(SESSION_COOKIE, "").path("/").finish();
     gone.make_removal();
-    HttpResponse::SeeOther()
+    Ok(HttpResponse::SeeOther()
         .insert_header((header::LOCATION, "/admin"))
         .cookie(gone)
-        .finish()
+        .finish())
 }
 
 /// The config fields of the admin forms; every value arrives as text.
@@ -271,7 +292,7 @@ fn describe(error: crate::store::StoreError) -> String {
 
 #[post("/admin/rooms")]
 async fn create_room(
-    OperatorForm(form): OperatorForm<ConfigForm>,
+    OperatorForm(form, _): OperatorForm<ConfigForm>,
     state: web::Data<AppState>,
 ) -> HttpResponse {
     let result = async {
@@ -298,7 +319,7 @@ async fn create_room(
 #[post("/admin/rooms/{room}")]
 async fn change_room(
     path: web::Path<String>,
-    OperatorForm(form): OperatorForm<ConfigForm>,
+    OperatorForm(form, _): OperatorForm<ConfigForm>,
     state: web::Data<AppState>,
 ) -> HttpResponse {
     let result = async {
@@ -359,7 +380,7 @@ impl SaleForm {
 #[post("/admin/rooms/{room}/sale")]
 async fn set_up_sale(
     path: web::Path<String>,
-    OperatorForm(form): OperatorForm<SaleForm>,
+    OperatorForm(form, _): OperatorForm<SaleForm>,
     state: web::Data<AppState>,
 ) -> HttpResponse {
     let result = async {

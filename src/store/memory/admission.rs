@@ -26,6 +26,8 @@ pub struct MemoryStore {
     clock: SharedClock,
     rooms: RwLock<HashMap<RoomId, Arc<Mutex<Room>>>>,
     events: broadcast::Sender<StoreEvent>,
+    /// Operator sessions ended by logout, until they would have expired.
+    ended_sessions: Mutex<HashMap<String, Millis>>,
 }
 
 impl MemoryStore {
@@ -34,6 +36,7 @@ impl MemoryStore {
             clock,
             rooms: RwLock::new(HashMap::new()),
             events: broadcast::channel(EVENT_BUFFER).0,
+            ended_sessions: Mutex::new(HashMap::new()),
         }
     }
 
@@ -551,5 +554,22 @@ impl Store for MemoryStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())
+    }
+
+    async fn end_admin_session(&self, id: &str, until: Millis) -> Result<(), StoreError> {
+        let now = self.clock.now_ms();
+        let mut ended = self.ended_sessions.lock();
+        ended.retain(|_, until| *until > now);
+        ended.insert(id.to_string(), until);
+        Ok(())
+    }
+
+    async fn admin_session_ended(&self, id: &str) -> Result<bool, StoreError> {
+        let now = self.clock.now_ms();
+        Ok(self
+            .ended_sessions
+            .lock()
+            .get(id)
+            .is_some_and(|until| *until > now))
     }
 }

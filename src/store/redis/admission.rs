@@ -24,6 +24,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::script_error::ScriptError;
 use crate::store::{Store, StoreError, TickReport};
+use crate::words::clock::Millis;
 use crate::words::clock::SharedClock;
 use crate::words::{
     Admission, LineSummary, Place, PlaceState, RoomConfig, RoomEvent, RoomId, RoomInfo, RoomPatch,
@@ -125,6 +126,11 @@ pub struct RedisStore {
 fn room_keys(room: &RoomId) -> [String; 6] {
     ["room", "line", "seen", "visitors", "active", "admissions"]
         .map(|k| format!("wr:{{{room}}}:{k}"))
+}
+
+/// An ended operator session: one key each, expiring with the session.
+fn ended_session_key(id: &str) -> String {
+    format!("wr:admin-session-ended:{id}")
 }
 
 fn channel(room: &RoomId) -> String {
@@ -665,6 +671,27 @@ impl Store for RedisStore {
             .await
             .map_err(unavailable)?;
         Ok(())
+    }
+
+    async fn end_admin_session(&self, id: &str, until: Millis) -> Result<(), StoreError> {
+        let mut connection = self.commands.clone();
+        let _: () = redis::cmd("SET")
+            .arg(ended_session_key(id))
+            .arg(1)
+            .arg("PXAT")
+            .arg(until)
+            .query_async(&mut connection)
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    async fn admin_session_ended(&self, id: &str) -> Result<bool, StoreError> {
+        let mut connection = self.commands.clone();
+        connection
+            .exists(ended_session_key(id))
+            .await
+            .map_err(unavailable)
     }
 }
 
