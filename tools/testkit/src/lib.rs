@@ -4,7 +4,10 @@
 //! over real HTTP and real WebSockets.
 #![forbid(unsafe_code)]
 
+pub mod browser;
 pub mod redis;
+
+pub use redis::free_port;
 
 use std::sync::Arc;
 use std::time::Duration;
