@@ -11,13 +11,9 @@
 
 #![forbid(unsafe_code)]
 
-#[path = "load/claims.rs"]
 mod claims;
-#[path = "load/common.rs"]
 mod common;
-#[path = "load/join.rs"]
 mod join;
-#[path = "load/sockets.rs"]
 mod sockets;
 
 use std::process::ExitCode;
