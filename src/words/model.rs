@@ -117,6 +117,43 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<u64>>, D::Er
     Option::<u64>::deserialize(d).map(Some)
 }
 
+/// A name on the wire from a fixed set (a message's `type`, a place's
+/// `state`, a sale's `kind`): the server writes a `&'static str`, and
+/// [`one_of`] reads it back as the same static name, so a message type can
+/// be read (by clients such as the load tool) and still be written without
+/// allocating.
+///
+/// It is an alias, not `&'static str` spelled out, because serde's derive
+/// borrows every field spelled `&str` from its input, and a `'static` one
+/// would make the whole type readable from `'static` input only.
+pub type WireName = &'static str;
+
+/// Reads a [`WireName`] that must be one of `names`.
+pub(crate) fn one_of<'de, D: Deserializer<'de>>(
+    d: D,
+    names: &'static [&'static str],
+) -> Result<WireName, D::Error> {
+    struct OneOf(&'static [&'static str]);
+
+    impl serde::de::Visitor<'_> for OneOf {
+        type Value = WireName;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "one of {:?}", self.0)
+        }
+
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<WireName, E> {
+            self.0
+                .iter()
+                .find(|name| **name == v)
+                .copied()
+                .ok_or_else(|| E::unknown_variant(v, self.0))
+        }
+    }
+
+    d.deserialize_str(OneOf(names))
+}
+
 impl RoomPatch {
     /// The config this patch makes of `base`, or what is wrong with it.
     pub fn apply_to(&self, base: &RoomConfig) -> Result<RoomConfig, String> {

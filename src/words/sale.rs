@@ -1,11 +1,13 @@
 //! The words of the sale: what is for sale, claims and their states, and
 //! what can go wrong with a claim. The stores implement `store::SaleStore`.
 
-use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::words::clock::Millis;
 use crate::words::clock::rfc3339;
-use crate::words::{RoomId, VisitorId};
+use crate::words::{RoomId, VisitorId, WireName, one_of};
 
 pub const DEFAULT_PER_USER_LIMIT: u32 = 1;
 pub const DEFAULT_HOLD_TTL_S: u64 = 300;
@@ -28,8 +30,8 @@ pub struct SaleConfig {
     pub hold_ttl_s: u64,
 }
 
-/// The operator's `PUT …/sale` body.
-#[derive(Debug, Deserialize)]
+/// The operator's `PUT …/sale` body. A field written as `null` reads as absent.
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SaleRequest {
     pub stock: Option<u64>,
@@ -146,7 +148,7 @@ impl Want {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ClaimState {
     Held,
@@ -190,15 +192,15 @@ pub struct Claim {
     pub confirmed_at: Option<Millis>,
 }
 
-/// A claim as the API shows it.
-#[derive(Debug, Serialize)]
+/// A claim as the API shows it; clients read it borrowing the ids.
+#[derive(Debug, Serialize, Deserialize)]
 pub struct ClaimView<'a> {
     pub claim_id: &'a str,
     pub room: &'a str,
     pub visitor: String,
     pub state: ClaimState,
     pub quantity: u64,
-    pub seats: &'a [String],
+    pub seats: Cow<'a, [String]>,
     pub sequence: u64,
     pub hold_expires_at: String,
     pub confirmed_at: Option<String>,
@@ -212,7 +214,7 @@ impl Claim {
             visitor: self.visitor.to_string(),
             state: self.state,
             quantity: self.quantity,
-            seats: &self.seats,
+            seats: Cow::Borrowed(&self.seats),
             sequence: self.sequence,
             hold_expires_at: rfc3339(self.hold_expires_at),
             confirmed_at: self.confirmed_at.map(rfc3339),
@@ -220,7 +222,7 @@ impl Claim {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SeatState {
     Free,
@@ -229,13 +231,19 @@ pub enum SeatState {
 }
 
 /// What is left, as `GET …/sale` shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SaleView {
-    pub kind: &'static str,
+    /// `"stock"` or `"seats"`.
+    #[serde(deserialize_with = "sale_kind")]
+    pub kind: WireName,
     pub stock_left: u64,
     pub seats: std::collections::BTreeMap<String, SeatState>,
     pub per_user_limit: u32,
     pub hold_ttl_s: u64,
+}
+
+fn sale_kind<'de, D: Deserializer<'de>>(d: D) -> Result<WireName, D::Error> {
+    one_of(d, &["stock", "seats"])
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -267,4 +275,59 @@ pub enum SaleError {
 /// A fresh, unguessable claim id.
 pub fn new_claim_id() -> String {
     format!("c{:024x}", rand::random::<u128>() >> 32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claim_and_a_sale_read_back_as_written() {
+        let room = RoomId::parse("sale").unwrap();
+        let claim = Claim {
+            claim_id: new_claim_id(),
+            visitor: VisitorId(7),
+            state: ClaimState::Held,
+            quantity: 2,
+            seats: vec!["A1".into(), "A2".into()],
+            sequence: 3,
+            hold_expires_at: 1_700_000_300_000,
+            confirmed_at: None,
+        };
+        let written = serde_json::to_string(&claim.view(&room)).unwrap();
+        let read: ClaimView = serde_json::from_str(&written).unwrap();
+        assert_eq!(read.claim_id, claim.claim_id);
+        assert_eq!(
+            (read.room, read.state, read.sequence),
+            ("sale", ClaimState::Held, 3)
+        );
+        assert_eq!(read.seats.as_ref(), claim.seats.as_slice());
+
+        let sale = SaleView {
+            kind: "seats",
+            stock_left: 1,
+            seats: [("A1".to_string(), SeatState::Free)].into(),
+            per_user_limit: 1,
+            hold_ttl_s: 300,
+        };
+        let read: SaleView = serde_json::from_str(&serde_json::to_string(&sale).unwrap()).unwrap();
+        assert_eq!((read.kind, read.stock_left), ("seats", 1));
+        assert_eq!(read.seats, sale.seats);
+        let other =
+            r#"{"kind":"raffle","stock_left":1,"seats":{},"per_user_limit":1,"hold_ttl_s":1}"#;
+        assert!(serde_json::from_str::<SaleView>(other).is_err());
+    }
+
+    #[test]
+    fn a_sale_request_reads_back_as_written() {
+        let request = SaleRequest {
+            stock: Some(5),
+            seats: None,
+            per_user_limit: Some(1),
+            hold_ttl_s: None,
+        };
+        let read: SaleRequest =
+            serde_json::from_str(&serde_json::to_string(&request).unwrap()).unwrap();
+        assert_eq!(read.into_config(), request.into_config());
+    }
 }

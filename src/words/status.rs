@@ -1,18 +1,23 @@
 //! The `Status` message: the one shape a visitor sees, over HTTP and over the
 //! WebSocket alike.
 
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::words::clock::{Millis, rfc3339};
 use crate::words::credentials::Credentials;
-use crate::words::{LineSummary, PlaceState, RoomId, VisitorId};
+use crate::words::{LineSummary, PlaceState, RoomId, VisitorId, WireName, one_of};
 
-#[derive(Debug, Serialize)]
+/// Written by the server; read by clients (the load tool), borrowing the
+/// room and the ticket from the message (neither is ever escaped in JSON).
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Status<'a> {
-    #[serde(rename = "type")]
-    pub kind: &'static str,
+    /// Always `"status"`: reading any other message type (`pong`, `error`) fails.
+    #[serde(rename = "type", deserialize_with = "status_type")]
+    pub kind: WireName,
     pub room: &'a str,
-    pub state: &'static str,
+    /// One of [`STATES`].
+    #[serde(deserialize_with = "state")]
+    pub state: WireName,
     pub ticket: &'a str,
     pub position: Option<u64>,
     pub waiting: u64,
@@ -78,6 +83,17 @@ impl<'a> Status<'a> {
     }
 }
 
+/// Every name [`state_name`] gives.
+pub const STATES: &[&str] = &["waiting", "admitted", "expired", "left", "closed"];
+
+fn status_type<'de, D: Deserializer<'de>>(d: D) -> Result<WireName, D::Error> {
+    one_of(d, &["status"])
+}
+
+fn state<'de, D: Deserializer<'de>>(d: D) -> Result<WireName, D::Error> {
+    one_of(d, STATES)
+}
+
 pub fn state_name(state: &PlaceState) -> &'static str {
     match state {
         PlaceState::Waiting { .. } => "waiting",
@@ -115,5 +131,75 @@ mod tests {
             "https://a.example/x?wr_pass=p"
         );
         assert_eq!(with_pass("/x?y=1#top", "p"), "/x?y=1&wr_pass=p#top");
+    }
+
+    #[test]
+    fn every_state_name_is_listed() {
+        for state in [
+            PlaceState::Waiting {
+                seq: 1,
+                position: 1,
+            },
+            PlaceState::Admitted {
+                admitted_at: 1,
+                expires_at: 2,
+            },
+            PlaceState::Expired,
+            PlaceState::Left,
+            PlaceState::Closed,
+        ] {
+            assert!(STATES.contains(&state_name(&state)), "{state:?}");
+        }
+    }
+
+    #[test]
+    fn a_status_reads_back_as_written() {
+        let line = LineSummary {
+            waiting: 3,
+            rate_per_s: Some(1.0),
+            tick_at: Some(1_700_000_000_000),
+            ..LineSummary::default()
+        };
+        let room = RoomId::parse("sale").unwrap();
+        let credentials = Credentials::from_secret("status test secret");
+        let write = |state| {
+            let input = StatusInput {
+                room: &room,
+                ticket: "t.k.n",
+                visitor: VisitorId(7),
+                state,
+                line: &line,
+                target_url: "/",
+            };
+            Status::build(input, &credentials).to_json()
+        };
+        let written = write(PlaceState::Waiting {
+            seq: 4,
+            position: 2,
+        });
+        let read: Status = serde_json::from_str(&written).unwrap();
+        assert_eq!(
+            (read.kind, read.room, read.state, read.ticket),
+            ("status", "sale", "waiting", "t.k.n")
+        );
+        assert_eq!(
+            (read.position, read.waiting, read.eta_seconds),
+            (Some(2), 3, Some(2))
+        );
+        assert_eq!(read.tick_at_ms, Some(1_700_000_000_000));
+        let admitted = write(PlaceState::Admitted {
+            admitted_at: 1_700_000_000_000,
+            expires_at: 1_700_000_600_000,
+        });
+        let read: Status = serde_json::from_str(&admitted).unwrap();
+        assert_eq!(read.state, "admitted");
+        let pass = read.pass.expect("an admitted status carries a pass");
+        assert_eq!(read.redirect_url, Some(format!("/?wr_pass={pass}")));
+        for other in [
+            r#"{"type":"pong"}"#,
+            &written.replace(r#""waiting","ticket""#, r#""lost","ticket""#),
+        ] {
+            assert!(serde_json::from_str::<Status>(other).is_err(), "{other}");
+        }
     }
 }

@@ -8,22 +8,23 @@
 //!
 //! It only talks to loopback addresses, and every run is bounded in count
 //! and time and stops by itself.
+//!
+//! What it sends and reads is typed by the server's own library
+//! (`waitroom::words`): room ids and configs, the status message, the sale's
+//! request, claim and view.
 
 #![forbid(unsafe_code)]
 
-#[path = "load/claims.rs"]
 mod claims;
-#[path = "load/common.rs"]
 mod common;
-#[path = "load/join.rs"]
 mod join;
-#[path = "load/sockets.rs"]
 mod sockets;
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use waitroom::words::RoomId;
 
 use common::{MAX_COUNT, MAX_DURATION_S, MAX_HOLD_S, MAX_SOCKETS, MAX_VISITORS};
 
@@ -61,9 +62,9 @@ struct Target {
         default_value = "http://127.0.0.1:8080"
     )]
     url: String,
-    /// Room to join.
-    #[arg(long, default_value = "load")]
-    room: String,
+    /// Room to join: 1 to 64 of a-z, 0-9 and -.
+    #[arg(long, default_value = "load", value_parser = parse_room)]
+    room: RoomId,
     /// The server's admin token (to create the room).
     #[arg(long, env = "WAITROOM_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
@@ -179,6 +180,10 @@ fn parse_rate(raw: &str) -> Result<f64, String> {
             "{raw:?}: give requests per second, more than 0 and at most 1000000, like 2000/s"
         )),
     }
+}
+
+fn parse_room(raw: &str) -> Result<RoomId, String> {
+    RoomId::parse(raw).ok_or_else(|| format!("{raw:?}: a room id is 1 to 64 of a-z, 0-9 and -"))
 }
 
 fn admin_token(target: &Target) -> Result<&str, String> {
@@ -316,5 +321,11 @@ mod tests {
         assert!(Cli::try_parse_from(["w", "claims", "--visitors", "1000001"]).is_err());
         assert!(Cli::try_parse_from(["w", "claims", "--duration", "301"]).is_err());
         assert!(Cli::try_parse_from(["w", "sockets", "--barrier-dir", "/tmp/x"]).is_err());
+    }
+
+    #[test]
+    fn rooms_are_the_servers_slugs() {
+        assert!(Cli::try_parse_from(["w", "join", "--room", "spring-sale-2"]).is_ok());
+        assert!(Cli::try_parse_from(["w", "join", "--room", "Spring Sale"]).is_err());
     }
 }

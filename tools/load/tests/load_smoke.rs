@@ -1,15 +1,23 @@
 //! The load tool against the real server binary, small: a few hundred joins,
 //! a few hundred sockets and a few hundred claims, read back from the tool's
 //! `--json` summary.
+//!
+//! The server is another package of the workspace, so Cargo gives this test
+//! no `CARGO_BIN_EXE_waitroom`: it runs the `waitroom` binary that sits
+//! beside this package's `waitroom-load` in the target directory, or the one
+//! `WAITROOM_BIN` names. `cargo test --workspace` builds both first (the
+//! server's own tests need its binary); `cargo test -p waitroom-load` alone
+//! runs whatever server binary was last built there.
 
 use std::io::Read;
 use std::net::TcpStream;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-const ADMIN_TOKEN: &str = "load-smoke-admin";
+const ADMIN_TOKEN: &str = "load-smoke-admin-token-of-32-chars-or-more";
 /// Every tool run here is bounded by its own flags; this only catches a hang.
 const TOOL_PATIENCE: Duration = Duration::from_secs(60);
 
@@ -34,9 +42,25 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// The server binary: `WAITROOM_BIN`, or `waitroom` beside the load tool.
+fn server_binary() -> PathBuf {
+    let path = match std::env::var_os("WAITROOM_BIN") {
+        Some(path) => PathBuf::from(path),
+        None => Path::new(env!("CARGO_BIN_EXE_waitroom-load"))
+            .with_file_name(format!("waitroom{}", std::env::consts::EXE_SUFFIX)),
+    };
+    assert!(
+        path.is_file(),
+        "no server binary at {}: build it first (`cargo test --workspace` does, \
+         or `cargo build -p waitroom`), or name it in WAITROOM_BIN",
+        path.display()
+    );
+    path
+}
+
 fn start_server() -> Server {
     let port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_waitroom"))
+    let child = Command::new(server_binary())
         .args([
             "--listen",
             &format!("127.0.0.1:{port}"),

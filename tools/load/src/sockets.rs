@@ -10,13 +10,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::json;
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use waitroom::words::clock::Millis;
+use waitroom::words::status::Status;
+use waitroom::words::{RoomConfig, RoomId};
 
 use super::common::{self, ErrorKinds, Latency, Node, Scrape, create_room, epoch_micros, say};
 
@@ -35,7 +38,7 @@ const TICK_LINES: usize = 12;
 
 pub struct SocketsRun<'a> {
     pub nodes: &'a [Node],
-    pub room: &'a str,
+    pub room: &'a RoomId,
     pub admin_token: &'a str,
     pub sockets: u64,
     pub source_ips: u8,
@@ -70,17 +73,9 @@ struct SocketOutcome {
 /// One Status message, stamped when it arrived.
 #[derive(Debug, Clone, Copy)]
 struct Received {
-    tick_at_ms: Option<u64>,
+    tick_at_ms: Option<Millis>,
     at_us: u64,
     waiting: bool,
-}
-
-#[derive(Deserialize)]
-struct Wire {
-    #[serde(rename = "type")]
-    kind: String,
-    state: Option<String>,
-    tick_at_ms: Option<u64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -121,20 +116,18 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
     }
 
     let http = common::http_client(1);
-    let body = json!({
-        "id": room,
-        "name": format!("load test {room}"),
-        "target_url": "/",
-        "admit_per_tick": admit_per_tick,
-        "tick_ms": tick_ms,
-        "max_active": null,
-        "pass_ttl_s": 600,
-        "abandon_after_s": 86_400,
-        "paused": false,
-    });
+    let room_config = RoomConfig {
+        admit_per_tick,
+        tick_ms,
+        max_active: None,
+        pass_ttl_s: 600,
+        abandon_after_s: 86_400,
+        paused: false,
+        ..common::room_config(room)
+    };
     let mut room_created = Vec::new();
     for node in nodes {
-        let created = create_room(&http, node, admin_token, &body).await?;
+        let created = create_room(&http, node, admin_token, room, &room_config).await?;
         say(
             json,
             format!(
@@ -509,14 +502,10 @@ fn source_address(destination: SocketAddr, k: usize) -> IpAddr {
 /// `concurrency` keep-alive workers; returns each one's ticket.
 async fn join_visitors(
     nodes: &[Node],
-    room: &str,
+    room: &RoomId,
     n: u64,
     concurrency: usize,
 ) -> (Vec<Option<String>>, ErrorKinds) {
-    #[derive(Deserialize)]
-    struct Joined {
-        ticket: String,
-    }
     let next = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + JOIN_PHASE_LIMIT;
     let urls: Arc<[String]> = nodes
@@ -538,15 +527,17 @@ async fn join_visitors(
                 }
                 let url = &urls[index as usize % urls.len()];
                 let outcome = match http.post(url).send().await {
-                    Ok(response) if response.status() == 200 => response
-                        .json::<Joined>()
-                        .await
-                        .map_err(|e| common::error_kind(&e)),
+                    Ok(response) if response.status() == 200 => match response.bytes().await {
+                        Ok(body) => serde_json::from_slice::<Status>(&body)
+                            .map(|status| status.ticket.to_string())
+                            .map_err(|e| format!("join: not a status: {e}")),
+                        Err(error) => Err(common::error_kind(&error)),
+                    },
                     Ok(response) => Err(format!("join: HTTP {}", response.status())),
                     Err(error) => Err(common::error_kind(&error)),
                 };
                 match outcome {
-                    Ok(joined) => tickets.push((index as usize, joined.ticket)),
+                    Ok(ticket) => tickets.push((index as usize, ticket)),
                     Err(kind) => common::count(&mut errors, kind),
                 }
             }
@@ -717,13 +708,12 @@ async fn hold_socket(
                 let at_us = epoch_micros();
                 match message {
                     Some(Ok(Message::Text(text))) => {
-                        if let Ok(wire) = serde_json::from_str::<Wire>(&text)
-                            && wire.kind == "status"
-                        {
+                        // Other messages (a pong, an error) do not read as a Status.
+                        if let Ok(status) = serde_json::from_str::<Status>(&text) {
                             outcome.statuses.push(Received {
-                                tick_at_ms: wire.tick_at_ms,
+                                tick_at_ms: status.tick_at_ms,
                                 at_us,
-                                waiting: wire.state.as_deref() == Some("waiting"),
+                                waiting: status.state == "waiting",
                             });
                         }
                     }

@@ -6,6 +6,7 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use serde::Serialize;
+use waitroom::words::{RoomConfig, RoomId};
 
 /// The most requests one join run sends, whatever `--count` says.
 pub const MAX_COUNT: u64 = 10_000_000;
@@ -181,17 +182,32 @@ impl std::fmt::Display for Latency {
     }
 }
 
+/// The body of `POST /api/admin/rooms`: the room's id beside its config's fields.
+#[derive(Serialize)]
+struct NewRoom<'a> {
+    id: &'a RoomId,
+    #[serde(flatten)]
+    config: &'a RoomConfig,
+}
+
+/// A config for a room this tool creates: the server's defaults, named
+/// after the room and sending admitted visitors to `/`.
+pub fn room_config(room: &RoomId) -> RoomConfig {
+    RoomConfig::new(format!("load test {room}"), "/")
+}
+
 /// Creates `room` on `node`. `Ok(true)`: created; `Ok(false)`: it existed.
 pub async fn create_room(
     http: &reqwest::Client,
     node: &Node,
     admin_token: &str,
-    body: &serde_json::Value,
+    room: &RoomId,
+    config: &RoomConfig,
 ) -> Result<bool, String> {
     let response = http
         .post(format!("{}/api/admin/rooms", node.base))
         .bearer_auth(admin_token)
-        .json(body)
+        .json(&NewRoom { id: room, config })
         .send()
         .await
         .map_err(|e| format!("{}: creating the room: {}", node.base, error_kind(&e)))?;
@@ -405,6 +421,21 @@ mod tests {
         let l = Latency::from_micros((1..=100).map(|i| i * 1000).collect()).unwrap();
         assert_eq!((l.p50_ms, l.p99_ms, l.max_ms), (50.0, 99.0, 100.0));
         assert!(Latency::from_micros(vec![]).is_none());
+    }
+
+    #[test]
+    fn a_new_room_is_its_id_beside_its_config() {
+        let room = RoomId::parse("bench").unwrap();
+        let config = room_config(&room);
+        let body = serde_json::to_value(NewRoom {
+            id: &room,
+            config: &config,
+        })
+        .unwrap();
+        assert_eq!(body["id"], "bench");
+        assert_eq!(body["name"], "load test bench");
+        assert_eq!(body["target_url"], "/");
+        assert_eq!(body["max_active"], serde_json::Value::Null);
     }
 
     #[test]

@@ -10,6 +10,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use waitroom::words::sale::{ClaimView, SaleRequest, SaleView};
+use waitroom::words::status::Status;
+use waitroom::words::{RoomConfig, RoomId};
 
 use super::common::{self, ErrorKinds, Latency, Node, create_room, say};
 
@@ -20,7 +23,7 @@ const POLL_EVERY: Duration = Duration::from_millis(200);
 
 pub struct ClaimsRun<'a> {
     pub nodes: &'a [Node],
-    pub room: &'a str,
+    pub room: &'a RoomId,
     pub admin_token: &'a str,
     pub visitors: u64,
     pub stock: u64,
@@ -33,21 +36,9 @@ pub struct ClaimsRun<'a> {
     pub json: bool,
 }
 
-/// What a join or status answer carries that this mode needs.
-#[derive(Deserialize)]
-struct Status {
-    state: String,
-    ticket: Option<String>,
-    pass: Option<String>,
-}
-
-/// A 201 `Claim`, the part that is checked.
-#[derive(Deserialize)]
-struct Claimed {
-    claim_id: String,
-    sequence: u64,
-}
-
+/// The server's error answer, `{"error":{"code":"…","message":"…"}}`. The
+/// server writes it with `json!` (in `waitroom::http::error`), so there is no
+/// type in its library to read it with; this reads the one field used.
 #[derive(Deserialize)]
 struct ErrorBody {
     error: ErrorDetail,
@@ -56,11 +47,6 @@ struct ErrorBody {
 #[derive(Deserialize)]
 struct ErrorDetail {
     code: String,
-}
-
-#[derive(Deserialize)]
-struct SaleView {
-    stock_left: Option<u64>,
 }
 
 /// One store's sale: the nodes that share it and the claims sent to them.
@@ -104,17 +90,15 @@ pub async fn run(run: ClaimsRun<'_>) -> Result<(), String> {
 
     // 1. A room that admits everyone at once: no line, no cap.
     let http = common::http_client(1);
-    let body = json!({
-        "id": room,
-        "name": format!("load test {room}"),
-        "target_url": "/",
-        "admit_per_tick": 100_000,
-        "tick_ms": 1000,
-        "max_active": null,
-        "pass_ttl_s": 3600,
-        "abandon_after_s": 86_400,
-        "paused": false,
-    });
+    let room_config = RoomConfig {
+        admit_per_tick: 100_000,
+        tick_ms: 1000,
+        max_active: None,
+        pass_ttl_s: 3600,
+        abandon_after_s: 86_400,
+        paused: false,
+        ..common::room_config(room)
+    };
     // The room must be new on the first node: a sale on an old room would
     // meet an old line and old claims. On every other node, 409 means it
     // shares the first node's store (Redis); 201 means it has its own
@@ -122,7 +106,7 @@ pub async fn run(run: ClaimsRun<'_>) -> Result<(), String> {
     let mut store_of = Vec::new();
     let mut store_nodes = Vec::new();
     for (i, node) in nodes.iter().enumerate() {
-        let created = create_room(&http, node, admin_token, &body).await?;
+        let created = create_room(&http, node, admin_token, room, &room_config).await?;
         if i == 0 && !created {
             return Err(format!(
                 "{}: room {room} already exists; claims mode needs a new room (give another --room)",
@@ -152,7 +136,12 @@ pub async fn run(run: ClaimsRun<'_>) -> Result<(), String> {
     let separate = store_count > 1;
 
     // 2. The sale, on each store once.
-    let sale = json!({"stock": stock, "per_user_limit": 1, "hold_ttl_s": 3600});
+    let sale = SaleRequest {
+        stock: Some(stock),
+        seats: None,
+        per_user_limit: Some(1),
+        hold_ttl_s: Some(3600),
+    };
     for node in store_nodes.iter().map(|&i| &nodes[i]) {
         let response = http
             .put(format!("{}/api/admin/rooms/{room}/sale", node.base))
@@ -274,11 +263,9 @@ pub async fn run(run: ClaimsRun<'_>) -> Result<(), String> {
             .send()
             .await
         {
-            Ok(response) if response.status() == 200 => response
-                .json::<SaleView>()
-                .await
-                .ok()
-                .and_then(|v| v.stock_left),
+            Ok(response) if response.status() == 200 => {
+                response.json::<SaleView>().await.ok().map(|v| v.stock_left)
+            }
             _ => None,
         };
         stores.push(Store {
@@ -419,14 +406,13 @@ pub async fn run(run: ClaimsRun<'_>) -> Result<(), String> {
 /// join phase's time bound.
 async fn join_for_passes(
     nodes: &[Node],
-    room: &str,
+    room: &RoomId,
     n: u64,
     concurrency: usize,
 ) -> (Vec<Option<String>>, ErrorKinds) {
     let next = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + JOIN_PHASE_LIMIT;
     let bases: Arc<[String]> = nodes.iter().map(|node| node.base.clone()).collect();
-    let room: Arc<str> = Arc::from(room);
     let mut workers = Vec::new();
     for _ in 0..concurrency.min(n as usize).max(1) {
         let (next, bases, room) = (next.clone(), bases.clone(), room.clone());
@@ -473,36 +459,39 @@ async fn join_for_passes(
 async fn pass_for_one(
     http: &reqwest::Client,
     base: &str,
-    room: &str,
+    room: &RoomId,
     deadline: Instant,
 ) -> Result<String, String> {
-    let mut status =
-        read_status(http.post(format!("{base}/api/rooms/{room}/join")), "join").await?;
+    let mut what = "join";
+    let mut body = read_status(http.post(format!("{base}/api/rooms/{room}/join")), what).await?;
+    let mut ticket: Option<String> = None;
     loop {
-        match (status.state.as_str(), status.pass) {
+        let status: Status =
+            serde_json::from_slice(&body).map_err(|e| format!("{what}: not a status: {e}"))?;
+        match (status.state, status.pass) {
             ("admitted", Some(pass)) => return Ok(pass),
             ("waiting", _) => {}
-            (state, _) => return Err(format!("join: state {state}, no pass")),
+            (state, _) => return Err(format!("{what}: state {state}, no pass")),
         }
+        // The join's ticket, which every status answer repeats.
+        let bearer = ticket.get_or_insert_with(|| status.ticket.to_string());
         if Instant::now() + POLL_EVERY >= deadline {
             return Err("still waiting at the join phase time limit".into());
         }
         tokio::time::sleep(POLL_EVERY).await;
-        let ticket = status
-            .ticket
-            .ok_or_else(|| "join: a waiting status without a ticket".to_string())?;
+        what = "status";
         let request = http
             .get(format!("{base}/api/rooms/{room}/status"))
-            .bearer_auth(&ticket);
-        status = read_status(request, "status").await?;
-        status.ticket.get_or_insert(ticket);
+            .bearer_auth(bearer);
+        body = read_status(request, what).await?;
     }
 }
 
-async fn read_status(request: reqwest::RequestBuilder, what: &str) -> Result<Status, String> {
+/// The body of a 200 answer to a join or a status request.
+async fn read_status(request: reqwest::RequestBuilder, what: &str) -> Result<bytes::Bytes, String> {
     match request.send().await {
         Ok(response) if response.status() == 200 => response
-            .json::<Status>()
+            .bytes()
             .await
             .map_err(|e| format!("{what}: {}", common::error_kind(&e))),
         Ok(response) => Err(format!("{what}: HTTP {}", response.status())),
@@ -548,7 +537,7 @@ async fn claim_worker(
         };
         done.micros.push(begin.elapsed().as_micros() as u64);
         match outcome {
-            Ok((201, bytes)) => match serde_json::from_slice::<Claimed>(&bytes) {
+            Ok((201, bytes)) => match serde_json::from_slice::<ClaimView>(&bytes) {
                 Ok(claimed) if !claimed.claim_id.is_empty() => {
                     done.created += 1;
                     done.sequences.push(claimed.sequence);
@@ -576,12 +565,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn refusals_and_claims_read_from_their_bodies() {
+    fn refusals_read_from_their_bodies() {
         let refusal: ErrorBody =
             serde_json::from_str(r#"{"error":{"code":"sold_out","message":"gone"}}"#).unwrap();
         assert_eq!(refusal.error.code, "sold_out");
-        let claim: Claimed =
-            serde_json::from_str(r#"{"claim_id":"c1","sequence":7,"state":"held"}"#).unwrap();
-        assert_eq!((claim.claim_id.as_str(), claim.sequence), ("c1", 7));
     }
 }

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde_json::json;
+use waitroom::words::status::Status;
+use waitroom::words::{RoomConfig, RoomId};
 
 use super::common::{self, ErrorKinds, Latency, Node, create_room, say};
 
@@ -30,7 +32,7 @@ pub struct Plan {
 
 pub struct JoinRun<'a> {
     pub nodes: &'a [Node],
-    pub room: &'a str,
+    pub room: &'a RoomId,
     pub admin_token: &'a str,
     pub create_room: bool,
     pub plan: Plan,
@@ -42,7 +44,7 @@ pub struct JoinRun<'a> {
 
 #[derive(Debug, Clone, Copy)]
 enum Target<'a> {
-    Join(&'a str),
+    Join(&'a RoomId),
     Get(&'a str),
 }
 
@@ -143,15 +145,13 @@ pub async fn run(run: JoinRun<'_>) -> Result<(), String> {
     } = run;
     if create {
         let http = common::http_client(1);
-        let body = json!({
-            "id": room,
-            "name": format!("load test {room}"),
-            "target_url": "/",
-            "paused": true,
-            "abandon_after_s": 86_400,
-        });
+        let config = RoomConfig {
+            paused: true,
+            abandon_after_s: 86_400,
+            ..common::room_config(room)
+        };
         for node in nodes {
-            let created = create_room(&http, node, admin_token, &body).await?;
+            let created = create_room(&http, node, admin_token, room, &config).await?;
             say(
                 json,
                 format!(
@@ -354,9 +354,6 @@ struct WorkerResult {
     micros: Vec<u64>,
 }
 
-/// A join answers 200 with a Status body; anything else is an error.
-const STATUS_PREFIX: &[u8] = br#"{"type":"status""#;
-
 async fn worker(
     url: String,
     is_join: bool,
@@ -405,7 +402,12 @@ async fn worker(
             Ok(response) => {
                 let status = response.status();
                 match response.bytes().await {
-                    Ok(body) if is_join && status == 200 && body.starts_with(STATUS_PREFIX) => {
+                    // A join answers 200 with a Status; anything else is an error.
+                    Ok(body)
+                        if is_join
+                            && status == 200
+                            && serde_json::from_slice::<Status>(&body).is_ok() =>
+                    {
                         Ok(())
                     }
                     Ok(_) if !is_join && status.is_success() => Ok(()),
