@@ -1127,3 +1127,56 @@ async fn an_admin_session_ends_at_logout_and_when_idle() {
     app.clock.advance_ms(31 * 60_000);
     assert_eq!(with(&refreshed).send().await.unwrap().status(), 401, "idle");
 }
+
+#[tokio::test]
+async fn a_join_with_the_pages_body_keeps_its_connection() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = TestApp::spawn().await;
+    app.create_room("kept", json!({"paused": true})).await;
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", app.port))
+        .await
+        .unwrap();
+    // Two requests on one connection: the join with the body the page
+    // sends, then a health check.
+    stream
+        .write_all(
+            b"POST /api/rooms/kept/join HTTP/1.1\r\nHost: x\r\n\
+              Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}\
+              GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+        )
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let read = async {
+        while String::from_utf8_lossy(&answer)
+            .matches("HTTP/1.1 200")
+            .count()
+            < 2
+        {
+            let n = stream.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "the connection closed after the join");
+            answer.extend_from_slice(&chunk[..n]);
+        }
+    };
+    tokio::time::timeout(PATIENCE, read)
+        .await
+        .expect("both answers in time");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        !answer.to_lowercase().contains("connection: close"),
+        "{answer}"
+    );
+    // A body that is no JSON object is refused, and says so.
+    let refused = app
+        .http
+        .post(app.url("/api/rooms/kept/join"))
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "invalid_json");
+}

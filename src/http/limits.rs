@@ -20,6 +20,8 @@ use std::future::Future;
 use tokio::time::Sleep;
 
 use super::AppState;
+use super::error::ApiError;
+use super::error::body_configs::JSON_LIMIT;
 
 /// Puts a deadline on the body of every request that declares one.
 pub async fn body_deadline(
@@ -49,6 +51,26 @@ fn declares_body(headers: &HeaderMap) -> bool {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
     length.is_some_and(|n| n > 0) || headers.contains_key(header::TRANSFER_ENCODING)
+}
+
+/// Reads a whole request body of at most [`JSON_LIMIT`] bytes, for routes
+/// that take a body of their own shape (an empty one included).
+pub async fn read_body(body: web::Payload) -> Result<Bytes, ApiError> {
+    match body.to_bytes_limited(JSON_LIMIT).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(error))
+            if error
+                .as_error::<PayloadError>()
+                .is_some_and(is_body_timeout) =>
+        {
+            Err(ApiError::BodyTimeout)
+        }
+        Ok(Err(error)) => Err(ApiError::bad_request(
+            "invalid_body",
+            format!("the request body could not be read: {error}"),
+        )),
+        Err(_) => Err(ApiError::PayloadTooLarge { limit: JSON_LIMIT }),
+    }
 }
 
 /// The error a body that missed its deadline ends with.

@@ -13,6 +13,7 @@ use super::error::ApiError;
 use super::extractors::{
     PASS_COOKIE, Room, Ticket, bearer, pass_error, presented_pass, ticket_cookie_name, ticket_error,
 };
+use super::limits::read_body;
 use crate::store::StoreError;
 use crate::words::status::{self, Status, StatusInput};
 use crate::words::{Place, PlaceState, RoomId, VisitorId};
@@ -72,9 +73,24 @@ fn status_response(state: &AppState, room: &RoomId, ticket: &str, place: &Place)
 async fn join(
     req: HttpRequest,
     Room(room): Room,
+    body: web::Payload,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
     let started = Instant::now();
+    let body = read_body(body).await?;
+    // Read whole (the page sends `{}`), so the connection stays open for
+    // the visitor's next request; fields this version does not know are
+    // ignored, as a newer page may send them.
+    if !body.is_empty() {
+        serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&body).map_err(
+            |error| {
+                ApiError::bad_request(
+                    "invalid_json",
+                    format!("the join body must be a JSON object: {error}"),
+                )
+            },
+        )?;
+    }
     let existing = match bearer(&req) {
         Some(ticket) => Some((
             state
