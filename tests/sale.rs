@@ -74,7 +74,12 @@ async fn claim(node: &TestApp, room: &str, pass: &str, body: Value) -> (u16, Val
         .send()
         .await
         .unwrap();
-    (response.status().as_u16(), response.json().await.unwrap())
+    let status = response.status().as_u16();
+    let headers = format!("{:?}", response.headers());
+    let text = response.text().await.unwrap();
+    let body = serde_json::from_str(&text)
+        .unwrap_or_else(|error| panic!("a claim answered {status} {headers} {text:?}: {error}"));
+    (status, body)
 }
 
 async fn five_thousand_claimers_take_exactly_the_stock(nodes: &[TestApp]) {
