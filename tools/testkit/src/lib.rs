@@ -74,6 +74,9 @@ impl TestApp {
             handle,
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(30))
+                // Never reuse a connection near the server's 5 s keep-alive,
+                // when the server may be closing it as a request goes out.
+                .pool_idle_timeout(Duration::from_secs(1))
                 .build()
                 .unwrap(),
         }
