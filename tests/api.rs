@@ -739,11 +739,7 @@ async fn a_client_ping_frame_gets_its_pong() {
     use futures_util::{SinkExt, StreamExt};
     let app = TestApp::spawn().await;
     app.create_room("pings", json!({"paused": true})).await;
-    let status = app.join_api("pings").await;
-    let mut socket = app
-        .connect("pings", status["ticket"].as_str().unwrap())
-        .await;
-    next_status(&mut socket).await;
+    let (mut socket, _) = app.visitor_socket("pings").await;
     socket
         .send(Message::Ping(b"are you there".to_vec().into()))
         .await
@@ -867,11 +863,7 @@ async fn a_fragmented_text_message_is_read_whole() {
     use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
     let app = TestApp::spawn().await;
     app.create_room("fragments", json!({"paused": true})).await;
-    let status = app.join_api("fragments").await;
-    let mut socket = app
-        .connect("fragments", status["ticket"].as_str().unwrap())
-        .await;
-    next_status(&mut socket).await;
+    let (mut socket, _) = app.visitor_socket("fragments").await;
     let (first, rest) = r#"{"type":"ping"}"#.split_at(6);
     socket
         .send(Message::Frame(Frame::message(

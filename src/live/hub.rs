@@ -160,12 +160,7 @@ impl Hub {
     /// Tells a room's sockets that the store lost the room, then closes them.
     pub fn room_lost(&self, room: &RoomId) {
         let Some((outlets, batch)) = self.registry.with_room(room, |sockets| {
-            let outlets: Vec<_> = sockets
-                .sockets
-                .iter()
-                .map(|(id, socket)| (*id, socket.outlet.clone()))
-                .collect();
-            (outlets, close_all(room, sockets))
+            (sockets.outlets(), close_all(room, sockets))
         }) else {
             return;
         };
@@ -177,14 +172,9 @@ impl Hub {
 
     /// Sends every socket the same message.
     fn tell_everyone(&self, text: &str) {
-        let rooms = self.registry.each_room(|room, sockets| {
-            let outlets: Vec<_> = sockets
-                .sockets
-                .iter()
-                .map(|(id, socket)| (*id, socket.outlet.clone()))
-                .collect();
-            (room.clone(), outlets)
-        });
+        let rooms = self
+            .registry
+            .each_room(|room, sockets| (room.clone(), sockets.outlets()));
         for (room, outlets) in rooms {
             let refused = tell(text, &outlets);
             self.forget(&room, refused);
@@ -378,6 +368,7 @@ fn pending(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::live::positions::fixtures::waiting;
     use crate::store::memory::MemoryStore;
     use crate::words::clock::ManualClock;
     use crate::words::{Admission, LineSummary};
@@ -408,18 +399,6 @@ mod tests {
                 version,
                 ..LineSummary::default()
             },
-        }
-    }
-
-    fn waiting(visitor: VisitorId, seq: u64, position: u64, version: u64) -> Place {
-        Place {
-            visitor,
-            state: PlaceState::Waiting { seq, position },
-            line: LineSummary {
-                version,
-                ..LineSummary::default()
-            },
-            target_url: "/t".into(),
         }
     }
 

@@ -174,10 +174,29 @@ impl Recent {
     }
 }
 
+/// Places for the tests of this layer.
+#[cfg(test)]
+pub mod fixtures {
+    use crate::words::{LineSummary, Place, PlaceState, VisitorId};
+
+    /// A waiting place read at room version `version`.
+    pub fn waiting(visitor: VisitorId, seq: u64, position: u64, version: u64) -> Place {
+        Place {
+            visitor,
+            state: PlaceState::Waiting { seq, position },
+            line: LineSummary {
+                version,
+                ..LineSummary::default()
+            },
+            target_url: "/t".into(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::fixtures::waiting as place;
     use super::*;
-    use crate::words::LineSummary;
 
     fn admitted(pairs: &[(u64, VisitorId)]) -> Arc<[Admission]> {
         pairs
@@ -189,18 +208,6 @@ mod tests {
                 expires_at: 60_000,
             })
             .collect()
-    }
-
-    fn place(visitor: VisitorId, seq: u64, position: u64, version: u64) -> Place {
-        Place {
-            visitor,
-            state: PlaceState::Waiting { seq, position },
-            line: LineSummary {
-                version,
-                ..LineSummary::default()
-            },
-            target_url: "/t".into(),
-        }
     }
 
     fn position(state: PlaceState) -> Option<u64> {

@@ -50,6 +50,14 @@ impl RoomSockets {
         self.last_sequence
     }
 
+    /// Every socket's outlet, for a message to all of them.
+    pub fn outlets(&self) -> Vec<(SocketId, Arc<Outlet>)> {
+        self.sockets
+            .iter()
+            .map(|(id, socket)| (*id, socket.outlet.clone()))
+            .collect()
+    }
+
     fn insert(&mut self, id: SocketId, socket: Socket) -> Option<Socket> {
         let mine = self.by_visitor.entry(socket.visitor).or_default();
         mine.push(id);

@@ -157,6 +157,16 @@ impl TestApp {
             .expect("the socket opens");
         socket
     }
+
+    /// A new visitor of `room` with its socket open and its first status read.
+    pub async fn visitor_socket(&self, room: &str) -> (Socket, Value) {
+        let status = self.join_api(room).await;
+        let mut socket = self
+            .connect(room, status["ticket"].as_str().expect("a ticket"))
+            .await;
+        let first = next_status(&mut socket).await;
+        (socket, first)
+    }
 }
 
 /// The next JSON message on a socket (pings and pongs skipped).
