@@ -1172,3 +1172,31 @@ async fn a_join_with_the_pages_body_keeps_its_connection() {
     let body: Value = refused.json().await.unwrap();
     assert_eq!(body["error"]["code"], "invalid_json");
 }
+
+#[tokio::test]
+async fn cookies_carry_secure_when_the_server_is_reached_over_https() {
+    for secure in [false, true] {
+        let mut settings = waitroom::startup::config::Settings::for_tests();
+        settings.secure_cookies = secure;
+        let clock = waitroom::words::clock::ManualClock::new(support::START_MS);
+        let stores = waitroom::startup::Stores::memory(std::sync::Arc::new(clock.clone()));
+        let app = TestApp::spawn_with(settings, stores, clock).await;
+        app.create_room("tls", json!({})).await;
+        let joined = app
+            .http
+            .post(app.url("/api/rooms/tls/join"))
+            .send()
+            .await
+            .unwrap();
+        let cookies: Vec<String> = joined
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .map(|v| v.to_str().unwrap().to_string())
+            .collect();
+        assert!(cookies.len() >= 2, "the ticket and the pass: {cookies:?}");
+        for cookie in &cookies {
+            assert_eq!(cookie.contains("; Secure"), secure, "{cookie}");
+        }
+    }
+}

@@ -2,6 +2,7 @@
 //! routes by feature (visitor API, sockets, operators, sale, pages, ops).
 
 pub mod admin;
+pub mod cookies;
 pub mod error;
 pub mod extractors;
 pub mod limits;
@@ -38,6 +39,8 @@ pub struct AppState {
     pub metrics: PrometheusHandle,
     /// `/metrics` is served on its own address (`--metrics-listen`), not here.
     pub metrics_elsewhere: bool,
+    /// Every cookie carries `Secure` (the server is reached over HTTPS).
+    pub secure_cookies: bool,
     /// How long a request body may take to arrive.
     pub body_timeout: std::time::Duration,
     /// Sockets this node accepts before answering 503: its open-files limit

@@ -54,6 +54,11 @@ pub struct Settings {
     #[arg(long, env = "WAITROOM_METRICS_LISTEN")]
     pub metrics_listen: Option<String>,
 
+    /// The server is reached over HTTPS (say, through a proxy that ends
+    /// TLS): every cookie it sets carries `Secure`.
+    #[arg(long, env = "WAITROOM_SECURE_COOKIES")]
+    pub secure_cookies: bool,
+
     /// How long a request body may take to arrive, in milliseconds (the
     /// headers get 5 s); a slower one is answered 408 and its connection closed.
     #[arg(long, env = "WAITROOM_BODY_TIMEOUT_MS", default_value_t = 10_000)]
@@ -76,6 +81,7 @@ impl Settings {
             max_sockets: None,
             workers: Some(2),
             metrics_listen: None,
+            secure_cookies: false,
             body_timeout_ms: 10_000,
         }
     }

@@ -200,6 +200,7 @@ impl Application {
             metrics: ops::metrics_handle(),
             metrics_elsewhere: settings.metrics_listen.is_some(),
             body_timeout: Duration::from_millis(settings.body_timeout_ms),
+            secure_cookies: settings.secure_cookies,
             socket_limit: settings.max_sockets.unwrap_or_else(default_socket_limit),
         });
         let listener = listen(&settings.listen).map_err(|source| StartError::Listen {

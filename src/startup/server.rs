@@ -42,7 +42,7 @@ use tracing_actix_web::TracingLogger;
 
 use crate::http::AppState;
 use crate::http::error::{ApiError, body_configs};
-use crate::http::{admin, extractors, limits, ops, pages, sale, sockets, visitor};
+use crate::http::{admin, cookies, extractors, limits, ops, pages, sale, sockets, visitor};
 use crate::live::tasks::Tasks;
 
 /// How long a relay waits on a client that does not read what is written.
@@ -69,6 +69,7 @@ pub fn app(
         .wrap(actix_web::middleware::from_fn(
             extractors::refresh_admin_session,
         ))
+        .wrap(actix_web::middleware::from_fn(cookies::secure_cookies))
         .wrap(TracingLogger::default())
         .app_data(state)
         .app_data(body_configs::json_config())
