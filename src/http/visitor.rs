@@ -11,9 +11,9 @@ use serde::Deserialize;
 use super::AppState;
 use super::error::ApiError;
 use super::extractors::{
-    PASS_COOKIE, Room, Ticket, bearer, pass_error, presented_pass, ticket_cookie_name, ticket_error,
+    Expiry, PASS_COOKIE, PassRefusal, Room, Ticket, bearer, check_pass, presented_pass,
+    ticket_cookie_name, ticket_error,
 };
-use crate::store::StoreError;
 use crate::words::status::{self, Status, StatusInput};
 use crate::words::{Place, PlaceState, RoomId, VisitorId};
 
@@ -167,8 +167,8 @@ fn room_to_verify(req: &HttpRequest, query: Option<String>) -> Result<RoomId, Ap
 }
 
 /// For the protected site or its proxy: 204 if the pass is valid now for the
-/// named room. The store is asked too, so a pass given up with `leave` stops
-/// verifying.
+/// named room, 401 if not (`check_pass`: the same check as the sale's, so a
+/// pass given up with `leave` or of a closed room stops verifying at once).
 #[get("/api/verify")]
 async fn verify(
     req: HttpRequest,
@@ -182,29 +182,11 @@ async fn verify(
             "send the pass as a Bearer token or wr_pass cookie",
         )
     })?;
-    let claims = state
-        .credentials
-        .read_pass(&pass, Some(&room), state.clock.now_ms())
-        .map_err(pass_error)?;
-    let visitor: VisitorId = claims
-        .sub
-        .parse()
-        .map_err(|_| ApiError::unauthorized("invalid_pass", "the pass is not valid"))?;
-    let still_admitted = match state.store.status(&room, visitor).await {
-        Ok(place) => {
-            matches!(place.state, PlaceState::Admitted { expires_at, .. } if expires_at / 1000 == claims.exp)
-        }
-        Err(StoreError::RoomNotFound(_)) => false,
-        Err(other) => return Err(other.into()),
-    };
-    if !still_admitted {
-        return Err(ApiError::unauthorized(
-            "pass_revoked",
-            "the pass was given up or replaced",
-        ));
-    }
+    let pass = check_pass(&state, &room, &pass, Expiry::Enforced)
+        .await
+        .map_err(PassRefusal::into_verify_error)?;
     Ok(HttpResponse::NoContent()
-        .insert_header(("X-Waitroom-Visitor", claims.sub))
+        .insert_header(("X-Waitroom-Visitor", pass.claims.sub))
         .finish())
 }
 
