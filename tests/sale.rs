@@ -683,3 +683,124 @@ async fn the_sale_takes_only_the_passes_verify_takes_on_three_redis_nodes() {
         .unwrap();
     assert_eq!(length, 0);
 }
+
+/// The `Set-Cookie` headers of an answer.
+fn set_cookies(response: &reqwest::Response) -> Vec<String> {
+    response
+        .headers()
+        .get_all(reqwest::header::SET_COOKIE)
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .collect()
+}
+
+/// Issue 11, finding 3: the sale page turns only a pass that verifies for
+/// its room into a cookie, as it is, and never one that would displace the
+/// visitor's own; anything else is dropped and the page redirects without a
+/// cookie.
+async fn the_sale_page_sets_only_a_verified_pass_of_the_visitors_own(nodes: &[TestApp]) {
+    let app = &nodes[0];
+    app.create_room("fair", json!({"admit_per_tick": 1_000}))
+        .await;
+    app.create_room("other", json!({"admit_per_tick": 1_000}))
+        .await;
+    put_sale(app, "fair", json!({"stock": 5})).await;
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let open = |query: String, cookies: Option<String>| {
+        let node = &nodes[nodes.len() - 1];
+        let mut request = browser.get(node.url(&format!("/rooms/fair/sale?{query}")));
+        if let Some(cookies) = cookies {
+            request = request.header(reqwest::header::COOKIE, cookies);
+        }
+        async move { request.send().await.unwrap() }
+    };
+    let redirected_without_cookie = |response: reqwest::Response, what: &str| {
+        assert_eq!(response.status(), 303, "{what}");
+        assert_eq!(
+            response.headers()[reqwest::header::LOCATION],
+            "/rooms/fair/sale",
+            "{what}"
+        );
+        assert_eq!(set_cookies(&response), Vec::<String>::new(), "{what}");
+    };
+
+    // Attributes or headers smuggled in the value: dropped, no 500.
+    for injected in [
+        "abc%3B%20Domain%3Dexample.com%3B%20Max-Age%3D999999999",
+        "abc%0d%0aSet-Cookie%3A%20wr_admin%3Dx",
+        "abc%0aX-Injected%3A%201",
+        "%22abc%22",
+        "",
+    ] {
+        redirected_without_cookie(open(format!("wr_pass={injected}"), None).await, injected);
+    }
+    let bad_room = browser
+        .get(app.url("/rooms/fair%0d%0aX-Injected:%201/sale?wr_pass=abc"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad_room.status(), 404);
+
+    // A valid pass of the room, for a browser with none: set as it is.
+    let (mine_ticket, mine) = admitted(app, "fair").await;
+    let response = open(format!("wr_pass={mine}"), None).await;
+    assert_eq!(response.status(), 303);
+    let cookies = set_cookies(&response);
+    assert_eq!(cookies.len(), 1, "{cookies:?}");
+    let cookie = &cookies[0];
+    assert!(cookie.starts_with(&format!("wr_pass={mine};")), "{cookie}");
+    for attribute in ["HttpOnly", "SameSite=Lax", "Path=/", "Max-Age=600"] {
+        assert!(cookie.contains(attribute), "{attribute} in {cookie}");
+    }
+    assert!(!cookie.contains("Domain"), "{cookie}");
+
+    // Passes /api/verify refuses are refused here too.
+    let (_, foreign) = admitted(app, "other").await;
+    redirected_without_cookie(open(format!("wr_pass={foreign}"), None).await, "other room");
+    let (given_up_ticket, given_up) = admitted(app, "fair").await;
+    leave(app, "fair", &given_up_ticket).await;
+    redirected_without_cookie(open(format!("wr_pass={given_up}"), None).await, "given up");
+
+    // Someone else's valid pass does not replace the visitor's own pass…
+    let (_, theirs) = admitted(app, "fair").await;
+    redirected_without_cookie(
+        open(format!("wr_pass={theirs}"), Some(format!("wr_pass={mine}"))).await,
+        "over my own pass",
+    );
+    // …nor is it given to a visitor whose ticket names someone else.
+    redirected_without_cookie(
+        open(
+            format!("wr_pass={theirs}"),
+            Some(format!("wr_ticket_fair={mine_ticket}")),
+        )
+        .await,
+        "to another visitor's browser",
+    );
+    // The visitor's own pass, beside their ticket, or over a stale pass: set.
+    for cookies in [
+        format!("wr_ticket_fair={mine_ticket}"),
+        format!("wr_pass={given_up}; wr_ticket_fair={mine_ticket}"),
+        format!("wr_pass={mine}"),
+    ] {
+        let response = open(format!("wr_pass={mine}"), Some(cookies.clone())).await;
+        let set = set_cookies(&response);
+        assert!(
+            set.len() == 1 && set[0].starts_with(&format!("wr_pass={mine};")),
+            "{cookies}: {set:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_sale_page_sets_only_a_verified_pass_on_memory() {
+    the_sale_page_sets_only_a_verified_pass_of_the_visitors_own(&memory_node().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_sale_page_sets_only_a_verified_pass_on_redis() {
+    let redis = RedisServer::start();
+    the_sale_page_sets_only_a_verified_pass_of_the_visitors_own(&redis_nodes(&redis).await).await;
+}
