@@ -262,7 +262,7 @@ async fn forged_tickets_and_passes_are_refused() {
     for pass in [foreign_pass.as_str(), "x.y.z", ticket] {
         let verified = app
             .http
-            .get(app.url("/api/verify"))
+            .get(app.url("/api/verify?room=guarded"))
             .bearer_auth(pass)
             .send()
             .await
@@ -273,8 +273,84 @@ async fn forged_tickets_and_passes_are_refused() {
             "{pass}"
         );
     }
-    let missing = app.http.get(app.url("/api/verify")).send().await.unwrap();
+    let missing = app
+        .http
+        .get(app.url("/api/verify?room=guarded"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(error_of(missing).await.0, 401);
+}
+
+#[tokio::test]
+async fn verify_needs_the_room_and_a_client_cannot_name_another() {
+    let app = TestApp::spawn().await;
+    app.create_room("spring", json!({})).await;
+    app.create_room("autumn", json!({})).await;
+    let spring = app.join_api("spring").await["pass"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let autumn = app.join_api("autumn").await["pass"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let verify = |pass: &str, query: &str, header: Option<&str>| {
+        let mut request = app
+            .http
+            .get(app.url(&format!("/api/verify{query}")))
+            .bearer_auth(pass);
+        if let Some(room) = header {
+            request = request.header("X-Waitroom-Room", room);
+        }
+        async move { request.send().await.unwrap() }
+    };
+
+    // No room named: no pass of any room gets through.
+    for pass in [&spring, &autumn] {
+        let (status, code) = error_of(verify(pass, "", None).await).await;
+        assert_eq!((status, code.as_str()), (400, "room_required"));
+        let (status, code) = error_of(verify(pass, "?room=", Some("")).await).await;
+        assert_eq!((status, code.as_str()), (400, "room_required"));
+    }
+    let anonymous = app.http.get(app.url("/api/verify")).send().await.unwrap();
+    assert_eq!(error_of(anonymous).await, (400, "room_required".into()));
+
+    // The header cannot override the query (nor the query the header).
+    for (query, header) in [("?room=spring", "autumn"), ("?room=autumn", "spring")] {
+        for pass in [&spring, &autumn] {
+            let (status, code) = error_of(verify(pass, query, Some(header)).await).await;
+            assert_eq!(
+                (status, code.as_str()),
+                (400, "room_mismatch"),
+                "{query} {header}"
+            );
+        }
+    }
+    let twice = app
+        .http
+        .get(app.url("/api/verify"))
+        .bearer_auth(&autumn)
+        .header("X-Waitroom-Room", "autumn")
+        .header("X-Waitroom-Room", "spring")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(twice).await, (400, "room_mismatch".into()));
+    let (status, code) = error_of(verify(&spring, "?room=Spring%20Sale", None).await).await;
+    assert_eq!((status, code.as_str()), (400, "invalid_room"));
+
+    // Named once, or twice alike: the pass must be that room's.
+    for (query, header) in [
+        ("?room=spring", None),
+        ("", Some("spring")),
+        ("?room=spring", Some("spring")),
+        ("?room=spring", Some("")),
+    ] {
+        assert_eq!(verify(&spring, query, header).await.status(), 204);
+        let (status, code) = error_of(verify(&autumn, query, header).await).await;
+        assert_eq!((status, code.as_str()), (401, "invalid_pass"), "{query}");
+    }
 }
 
 #[tokio::test]

@@ -451,3 +451,362 @@ async fn confirmed_orders_reach_the_operator_and_the_redis_stream() {
         .collect();
     assert_eq!(streamed, confirmed);
 }
+
+/// What an answer's JSON error code is (empty if none).
+async fn code_of(response: reqwest::Response) -> (u16, String) {
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.unwrap_or_default();
+    let code = body["error"]["code"].as_str().unwrap_or_default();
+    (status, code.to_string())
+}
+
+async fn verify_code(node: &TestApp, room: &str, pass: &str) -> (u16, String) {
+    let response = node
+        .http
+        .get(node.url(&format!("/api/verify?room={room}")))
+        .bearer_auth(pass)
+        .send()
+        .await
+        .unwrap();
+    if response.status() == 204 {
+        return (204, String::new());
+    }
+    code_of(response).await
+}
+
+async fn claim_code(node: &TestApp, room: &str, pass: &str) -> (u16, String, Value) {
+    let (status, body) = claim(node, room, pass, json!({"quantity": 1})).await;
+    let code = body["error"]["code"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    (status, code, body)
+}
+
+async fn on_claim(
+    node: &TestApp,
+    method: Method,
+    room: &str,
+    id: &str,
+    pass: &str,
+) -> (u16, String) {
+    let path = if method == Method::DELETE {
+        format!("/api/rooms/{room}/sale/claims/{id}")
+    } else {
+        format!("/api/rooms/{room}/sale/claims/{id}/confirm")
+    };
+    let response = node
+        .http
+        .request(method, node.url(&path))
+        .bearer_auth(pass)
+        .send()
+        .await
+        .unwrap();
+    if response.status() == 204 {
+        return (204, String::new());
+    }
+    code_of(response).await
+}
+
+/// (ticket, pass) of a visitor joining on `node`, who passes straight through.
+async fn admitted(node: &TestApp, room: &str) -> (String, String) {
+    let status = node.join_api(room).await;
+    assert_eq!(status["state"], "admitted", "{status}");
+    (
+        status["ticket"].as_str().unwrap().to_string(),
+        status["pass"].as_str().unwrap().to_string(),
+    )
+}
+
+async fn leave(node: &TestApp, room: &str, ticket: &str) {
+    let left = node
+        .http
+        .post(node.url(&format!("/api/rooms/{room}/leave")))
+        .bearer_auth(ticket)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(left.status(), 204);
+}
+
+async fn put_sale(node: &TestApp, room: &str, sale: Value) {
+    let put = node
+        .admin(Method::PUT, &format!("/api/admin/rooms/{room}/sale"))
+        .json(&sale)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), 200);
+}
+
+/// Issue 11, finding 2: whatever `/api/verify` refuses, the sale refuses
+/// too, on every node at once: a pass given up with `leave`, a closed room,
+/// a pass from before the room's id was closed and created again.
+async fn the_sale_takes_only_the_passes_verify_takes(nodes: &[TestApp]) {
+    let node = |i: usize| &nodes[i % nodes.len()];
+    let room = "gate";
+    node(0)
+        .create_room(room, json!({"admit_per_tick": 1_000, "pass_ttl_s": 30}))
+        .await;
+    put_sale(
+        node(0),
+        room,
+        json!({"stock": 10, "per_user_limit": 5, "hold_ttl_s": 120}),
+    )
+    .await;
+
+    // Given up with leave (on one node): refused everywhere, as verify refuses it.
+    let (ticket, given_up) = admitted(node(0), room).await;
+    let (status, _, held) = claim_code(node(1), room, &given_up).await;
+    assert_eq!(status, 201);
+    let held = held["claim_id"].as_str().unwrap().to_string();
+    leave(node(0), room, &ticket).await;
+    for i in 0..nodes.len() {
+        assert_eq!(
+            verify_code(node(i), room, &given_up).await,
+            (401, "pass_revoked".into())
+        );
+        let (status, code, _) = claim_code(node(i), room, &given_up).await;
+        assert_eq!((status, code.as_str()), (401, "pass_revoked"), "claim");
+        assert_eq!(
+            on_claim(node(i), Method::POST, room, &held, &given_up).await,
+            (401, "pass_revoked".into()),
+            "confirm"
+        );
+    }
+    // Still refused once it has run out too.
+    node(0).clock.advance_ms(30_000);
+    assert_eq!(
+        on_claim(node(1), Method::POST, room, &held, &given_up).await,
+        (401, "pass_revoked".into())
+    );
+
+    // A pass that simply ran out still confirms the hold made in time.
+    let (_, ran_out) = admitted(node(0), room).await;
+    let (_, _, in_time) = claim_code(node(1), room, &ran_out).await;
+    let in_time = in_time["claim_id"].as_str().unwrap().to_string();
+    node(0).clock.advance_ms(30_000);
+    assert_eq!(verify_code(node(0), room, &ran_out).await.0, 401);
+    assert_eq!(claim_code(node(1), room, &ran_out).await.0, 401);
+    assert_eq!(
+        on_claim(node(2), Method::POST, room, &in_time, &ran_out)
+            .await
+            .0,
+        200
+    );
+
+    // A closed room sells nothing, to any pass it issued.
+    let (_, before_close) = admitted(node(0), room).await;
+    let (_, _, pending) = claim_code(node(0), room, &before_close).await;
+    let pending = pending["claim_id"].as_str().unwrap().to_string();
+    let closed = node(1)
+        .admin(Method::DELETE, &format!("/api/admin/rooms/{room}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(closed.status(), 204);
+    for i in 0..nodes.len() {
+        assert_eq!(
+            verify_code(node(i), room, &before_close).await,
+            (401, "room_closed".into())
+        );
+        let (status, code, _) = claim_code(node(i), room, &before_close).await;
+        assert_eq!((status, code.as_str()), (409, "room_closed"), "claim");
+        for method in [Method::POST, Method::DELETE] {
+            assert_eq!(
+                on_claim(node(i), method, room, &pending, &before_close).await,
+                (409, "room_closed".into())
+            );
+        }
+    }
+
+    // Created again under the same id: it starts empty, and no pass of its
+    // predecessor counts in it.
+    node(2)
+        .create_room(room, json!({"admit_per_tick": 1_000}))
+        .await;
+    let orders: Value = node(0)
+        .admin(Method::GET, &format!("/api/admin/rooms/{room}/sale/orders"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(orders["error"]["code"], "sale_not_found", "{orders}");
+    put_sale(node(0), room, json!({"stock": 3, "per_user_limit": 3})).await;
+    for i in 0..nodes.len() {
+        assert_eq!(
+            verify_code(node(i), room, &before_close).await,
+            (401, "pass_revoked".into())
+        );
+        let (status, code, _) = claim_code(node(i), room, &before_close).await;
+        assert_eq!((status, code.as_str()), (401, "pass_revoked"), "claim");
+        assert_eq!(
+            on_claim(node(i), Method::POST, room, &in_time, &ran_out)
+                .await
+                .0,
+            404,
+            "an order of the old room is not one of the new room's"
+        );
+    }
+    let (_, newcomer) = admitted(node(1), room).await;
+    let (status, _, first) = claim_code(node(2), room, &newcomer).await;
+    assert_eq!((status, first["sequence"].as_u64()), (201, Some(1)));
+    let sale: Value = node(0)
+        .http
+        .get(node(0).url(&format!("/api/rooms/{room}/sale")))
+        .fetch_json()
+        .await;
+    assert_eq!(
+        sale["stock_left"], 2,
+        "the new sale's stock is the new sale's"
+    );
+    let orders: Value = node(0)
+        .admin(Method::GET, &format!("/api/admin/rooms/{room}/sale/orders"))
+        .fetch_json()
+        .await;
+    assert_eq!(orders["orders"], json!([]));
+}
+
+#[tokio::test]
+async fn the_sale_takes_only_the_passes_verify_takes_on_memory() {
+    the_sale_takes_only_the_passes_verify_takes(&memory_node().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_sale_takes_only_the_passes_verify_takes_on_three_redis_nodes() {
+    let redis = RedisServer::start();
+    let nodes = redis_nodes(&redis).await;
+    the_sale_takes_only_the_passes_verify_takes(&nodes).await;
+    // The old sale's order stream went with it, for consumers too.
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let length: u64 = redis::cmd("XLEN")
+        .arg("wr:{gate}:orders")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(length, 0);
+}
+
+/// The `Set-Cookie` headers of an answer.
+fn set_cookies(response: &reqwest::Response) -> Vec<String> {
+    response
+        .headers()
+        .get_all(reqwest::header::SET_COOKIE)
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .collect()
+}
+
+/// Issue 11, finding 3: the sale page turns only a pass that verifies for
+/// its room into a cookie, as it is, and never one that would displace the
+/// visitor's own; anything else is dropped and the page redirects without a
+/// cookie.
+async fn the_sale_page_sets_only_a_verified_pass_of_the_visitors_own(nodes: &[TestApp]) {
+    let app = &nodes[0];
+    app.create_room("fair", json!({"admit_per_tick": 1_000}))
+        .await;
+    app.create_room("other", json!({"admit_per_tick": 1_000}))
+        .await;
+    put_sale(app, "fair", json!({"stock": 5})).await;
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let open = |query: String, cookies: Option<String>| {
+        let node = &nodes[nodes.len() - 1];
+        let mut request = browser.get(node.url(&format!("/rooms/fair/sale?{query}")));
+        if let Some(cookies) = cookies {
+            request = request.header(reqwest::header::COOKIE, cookies);
+        }
+        async move { request.send().await.unwrap() }
+    };
+    let redirected_without_cookie = |response: reqwest::Response, what: &str| {
+        assert_eq!(response.status(), 303, "{what}");
+        assert_eq!(
+            response.headers()[reqwest::header::LOCATION],
+            "/rooms/fair/sale",
+            "{what}"
+        );
+        assert_eq!(set_cookies(&response), Vec::<String>::new(), "{what}");
+    };
+
+    // Attributes or headers smuggled in the value: dropped, no 500.
+    for injected in [
+        "abc%3B%20Domain%3Dexample.com%3B%20Max-Age%3D999999999",
+        "abc%0d%0aSet-Cookie%3A%20wr_admin%3Dx",
+        "abc%0aX-Injected%3A%201",
+        "%22abc%22",
+        "",
+    ] {
+        redirected_without_cookie(open(format!("wr_pass={injected}"), None).await, injected);
+    }
+    let bad_room = browser
+        .get(app.url("/rooms/fair%0d%0aX-Injected:%201/sale?wr_pass=abc"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad_room.status(), 404);
+
+    // A valid pass of the room, for a browser with none: set as it is.
+    let (mine_ticket, mine) = admitted(app, "fair").await;
+    let response = open(format!("wr_pass={mine}"), None).await;
+    assert_eq!(response.status(), 303);
+    let cookies = set_cookies(&response);
+    assert_eq!(cookies.len(), 1, "{cookies:?}");
+    let cookie = &cookies[0];
+    assert!(cookie.starts_with(&format!("wr_pass={mine};")), "{cookie}");
+    for attribute in ["HttpOnly", "SameSite=Lax", "Path=/", "Max-Age=600"] {
+        assert!(cookie.contains(attribute), "{attribute} in {cookie}");
+    }
+    assert!(!cookie.contains("Domain"), "{cookie}");
+
+    // Passes /api/verify refuses are refused here too.
+    let (_, foreign) = admitted(app, "other").await;
+    redirected_without_cookie(open(format!("wr_pass={foreign}"), None).await, "other room");
+    let (given_up_ticket, given_up) = admitted(app, "fair").await;
+    leave(app, "fair", &given_up_ticket).await;
+    redirected_without_cookie(open(format!("wr_pass={given_up}"), None).await, "given up");
+
+    // Someone else's valid pass does not replace the visitor's own pass…
+    let (_, theirs) = admitted(app, "fair").await;
+    redirected_without_cookie(
+        open(format!("wr_pass={theirs}"), Some(format!("wr_pass={mine}"))).await,
+        "over my own pass",
+    );
+    // …nor is it given to a visitor whose ticket names someone else.
+    redirected_without_cookie(
+        open(
+            format!("wr_pass={theirs}"),
+            Some(format!("wr_ticket_fair={mine_ticket}")),
+        )
+        .await,
+        "to another visitor's browser",
+    );
+    // The visitor's own pass, beside their ticket, or over a stale pass: set.
+    for cookies in [
+        format!("wr_ticket_fair={mine_ticket}"),
+        format!("wr_pass={given_up}; wr_ticket_fair={mine_ticket}"),
+        format!("wr_pass={mine}"),
+    ] {
+        let response = open(format!("wr_pass={mine}"), Some(cookies.clone())).await;
+        let set = set_cookies(&response);
+        assert!(
+            set.len() == 1 && set[0].starts_with(&format!("wr_pass={mine};")),
+            "{cookies}: {set:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_sale_page_sets_only_a_verified_pass_on_memory() {
+    the_sale_page_sets_only_a_verified_pass_of_the_visitors_own(&memory_node().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_sale_page_sets_only_a_verified_pass_on_redis() {
+    let redis = RedisServer::start();
+    the_sale_page_sets_only_a_verified_pass_of_the_visitors_own(&redis_nodes(&redis).await).await;
+}

@@ -1,6 +1,8 @@
 //! Credentials as extractors. A handler that needs a room from its path, a
 //! visitor's ticket, a pass, or an operator takes one as an argument, so no
-//! handler can forget the check, and each check is written once.
+//! handler can forget the check, and each check is written once. A pass is
+//! checked by `check_pass` alone, whoever asks (the sale, `/api/verify`, the
+//! sale page).
 
 use std::future::{Ready, ready};
 use std::net::IpAddr;
@@ -18,8 +20,9 @@ use serde::de::DeserializeOwned;
 
 use super::AppState;
 use super::error::ApiError;
+use crate::store::StoreError;
 use crate::words::credentials::{AdminSession, CredentialError, PassClaims, constant_time_eq};
-use crate::words::{RoomId, VisitorId};
+use crate::words::{PlaceState, RoomId, VisitorId};
 
 pub const ADMIN_SESSION_COOKIE: &str = "wr_admin";
 pub const CSRF_HEADER: &str = "X-CSRF-Token";
@@ -144,7 +147,133 @@ pub fn pass_error(error: CredentialError) -> ApiError {
     }
 }
 
-/// A pass for the path's room, valid now.
+fn missing_pass() -> ApiError {
+    ApiError::unauthorized(
+        "missing_pass",
+        "send your pass as a Bearer token or wr_pass cookie",
+    )
+}
+
+/// Whether a pass past its `exp` may still act.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expiry {
+    /// Valid now: `/api/verify`, claims, the sale page's cookie.
+    Enforced,
+    /// Confirming or releasing a hold made while the pass was valid: the
+    /// hold has an expiry of its own. Everything else is still checked.
+    Ignored,
+}
+
+/// Why a pass was refused.
+#[derive(Debug)]
+pub enum PassRefusal {
+    /// Signature, room or expiry.
+    Credential(CredentialError),
+    /// Given up with `leave`, replaced by a later admission, or issued by a
+    /// room that has since been closed and created again.
+    Revoked,
+    /// The room is closed.
+    RoomClosed(RoomId),
+    /// No such room in the store.
+    RoomNotFound(RoomId),
+    Store(StoreError),
+}
+
+impl PassRefusal {
+    /// The answer to the visitor (the sale): a closed room is 409 `room_closed`.
+    pub fn into_api_error(self) -> ApiError {
+        match self {
+            PassRefusal::Credential(error) => pass_error(error),
+            PassRefusal::Revoked => revoked(),
+            PassRefusal::RoomClosed(room) => ApiError::Conflict {
+                code: "room_closed",
+                message: format!("room {:?} is closed: its sale is over", room.as_str()),
+            },
+            PassRefusal::RoomNotFound(room) => StoreError::RoomNotFound(room).into(),
+            PassRefusal::Store(error) => error.into(),
+        }
+    }
+
+    /// The answer to a proxy (`/api/verify`): every refusal is a 401, which
+    /// nginx's `auth_request` turns into its `error_page 401`.
+    pub fn into_verify_error(self) -> ApiError {
+        match self {
+            PassRefusal::RoomClosed(room) => ApiError::unauthorized(
+                "room_closed",
+                format!(
+                    "room {:?} is closed: its passes no longer count",
+                    room.as_str()
+                ),
+            ),
+            PassRefusal::RoomNotFound(room) => ApiError::unauthorized(
+                "room_not_found",
+                format!("there is no room {:?}", room.as_str()),
+            ),
+            other => other.into_api_error(),
+        }
+    }
+}
+
+fn revoked() -> ApiError {
+    ApiError::unauthorized("pass_revoked", "the pass was given up or replaced")
+}
+
+/// The one check of a pass, for `/api/verify`, the sale and the sale page
+/// alike, so a pass means the same thing everywhere: the signature, the
+/// room and (with `Expiry::Enforced`) the expiry, then the store: the
+/// visitor's place in that room must be the very admission the pass was
+/// issued for (`Admitted` with the same expiry). So a pass given up with
+/// `leave`, replaced by a later admission, of a closed room, or of a room
+/// since created again under the same id is refused on every node at once.
+///
+/// With `Expiry::Ignored`, a pass whose expiry has passed is accepted while
+/// the store has forgotten its visitor (which is what a pass running out
+/// does), never once the visitor left or came back to the line. What a
+/// predecessor room sold is wiped when its id is created again, so such a
+/// pass names nothing of it.
+pub async fn check_pass(
+    state: &AppState,
+    room: &RoomId,
+    pass: &str,
+    expiry: Expiry,
+) -> Result<Pass, PassRefusal> {
+    let now = state.clock.now_ms();
+    let claims = match expiry {
+        Expiry::Enforced => state.credentials.read_pass(pass, Some(room), now),
+        Expiry::Ignored => state.credentials.pass_holder(pass, room),
+    }
+    .map_err(PassRefusal::Credential)?;
+    let visitor: VisitorId = claims
+        .sub
+        .parse()
+        .map_err(|_| PassRefusal::Credential(CredentialError::Invalid))?;
+    let place = match state.store.status(room, visitor).await {
+        Ok(place) => place.state,
+        Err(StoreError::RoomNotFound(room)) => return Err(PassRefusal::RoomNotFound(room)),
+        Err(StoreError::RoomClosed(room)) => return Err(PassRefusal::RoomClosed(room)),
+        Err(error) => return Err(PassRefusal::Store(error)),
+    };
+    let ran_out = claims.exp * 1000 <= now;
+    let accepted = match place {
+        PlaceState::Admitted { expires_at, .. } => expires_at / 1000 == claims.exp,
+        PlaceState::Closed => return Err(PassRefusal::RoomClosed(room.clone())),
+        // The store forgets a visitor whose pass ran out; a pass still
+        // running whose visitor it does not know is from another life of
+        // the room.
+        PlaceState::Expired => ran_out && expiry == Expiry::Ignored,
+        PlaceState::Waiting { .. } | PlaceState::Left => false,
+    };
+    if !accepted {
+        return Err(PassRefusal::Revoked);
+    }
+    Ok(Pass {
+        room: room.clone(),
+        visitor,
+        claims,
+    })
+}
+
+/// A pass for the path's room, valid now (see `check_pass`).
 #[derive(Debug, Clone)]
 pub struct Pass {
     pub room: RoomId,
@@ -152,57 +281,39 @@ pub struct Pass {
     pub claims: PassClaims,
 }
 
-/// A pass for the path's room with a good signature, expired or not: a hold
-/// made in time may be confirmed or released after the pass runs out (the
-/// hold has an expiry of its own).
+/// A pass for the path's room that passes `check_pass` with its expiry
+/// ignored: a hold made in time may be confirmed or released after the pass
+/// runs out (the hold has an expiry of its own), but not with a pass given
+/// up, replaced, or of a closed room.
 #[derive(Debug, Clone)]
 pub struct PassHolder(pub Pass);
 
 impl Pass {
-    fn of(req: &HttpRequest, valid_now: bool) -> Result<Self, ApiError> {
-        let room = Room::of(req)?;
-        let pass = presented_pass(req).ok_or_else(|| {
-            ApiError::unauthorized(
-                "missing_pass",
-                "send your pass as a Bearer token or wr_pass cookie",
-            )
-        })?;
-        let state = state(req);
-        let claims = if valid_now {
-            state
-                .credentials
-                .read_pass(&pass, Some(&room), state.clock.now_ms())
-        } else {
-            state.credentials.pass_holder(&pass, &room)
-        }
-        .map_err(pass_error)?;
-        let visitor = claims
-            .sub
-            .parse()
-            .map_err(|_| pass_error(CredentialError::Invalid))?;
-        Ok(Pass {
-            room,
-            visitor,
-            claims,
-        })
+    async fn of(req: HttpRequest, expiry: Expiry) -> Result<Self, ApiError> {
+        let room = Room::of(&req)?;
+        let pass = presented_pass(&req).ok_or_else(missing_pass)?;
+        check_pass(state(&req), &room, &pass, expiry)
+            .await
+            .map_err(PassRefusal::into_api_error)
     }
 }
 
 impl FromRequest for Pass {
     type Error = ApiError;
-    type Future = Ready<Result<Self, ApiError>>;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        ready(Pass::of(req, true))
+        Box::pin(Pass::of(req.clone(), Expiry::Enforced))
     }
 }
 
 impl FromRequest for PassHolder {
     type Error = ApiError;
-    type Future = Ready<Result<Self, ApiError>>;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        ready(Pass::of(req, false).map(PassHolder))
+        let req = req.clone();
+        Box::pin(async move { Pass::of(req, Expiry::Ignored).await.map(PassHolder) })
     }
 }
 

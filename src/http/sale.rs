@@ -1,8 +1,8 @@
 //! The sale's HTTP endpoints: the visitor's (with their pass) and the operator's.
 
-use actix_web::cookie::{Cookie, SameSite};
+use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
 use actix_web::http::header;
-use actix_web::{HttpRequest, HttpResponse, delete, get, post, put, web};
+use actix_web::{HttpRequest, HttpResponse, ResponseError, delete, get, post, put, web};
 use askama::Template;
 use serde::Deserialize;
 use serde_json::json;
@@ -10,7 +10,10 @@ use serde_json::json;
 use crate::http::AppState;
 
 use crate::http::error::ApiError;
-use crate::http::extractors::{Operator, PASS_COOKIE, Pass, PassHolder, Room};
+use crate::http::extractors::{
+    Expiry, Operator, PASS_COOKIE, Pass, PassHolder, PassRefusal, Room, check_pass,
+    ticket_cookie_name,
+};
 use crate::http::pages::render;
 use crate::store::set_up_sale;
 use crate::words::RoomId;
@@ -144,28 +147,92 @@ struct PassQuery {
     wr_pass: Option<String>,
 }
 
+/// Only what a signed JWT is made of (base64url and dots): nothing that
+/// could end a cookie value or a header.
+fn plain_token(token: &str) -> bool {
+    !token.is_empty()
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// The `wr_pass` cookie to set for a pass offered in the sale page's link,
+/// if any. Only a pass that `check_pass` accepts for this room now (what
+/// `/api/verify` accepts), and only when it cannot displace the visitor's
+/// own: not when the browser's ticket for this room names another visitor,
+/// and not when the browser already holds a valid pass for this room. So a
+/// link cannot hand a visitor someone else's pass in place of their own.
+/// `Err` only when the store cannot answer.
+async fn pass_cookie_from_link(
+    req: &HttpRequest,
+    state: &AppState,
+    room: &RoomId,
+    offered: &str,
+) -> Result<Option<Cookie<'static>>, ApiError> {
+    if !plain_token(offered) {
+        return Ok(None);
+    }
+    let pass = match check_pass(state, room, offered, Expiry::Enforced).await {
+        Ok(pass) => pass,
+        Err(PassRefusal::Store(error)) => return Err(error.into()),
+        Err(_) => return Ok(None),
+    };
+    let own_ticket = req
+        .cookie(&ticket_cookie_name(room))
+        .and_then(|c| state.credentials.read_ticket(room, c.value()).ok());
+    if own_ticket.is_some_and(|visitor| visitor != pass.visitor) {
+        return Ok(None);
+    }
+    if let Some(current) = req.cookie(PASS_COOKIE)
+        && current.value() != offered
+    {
+        match check_pass(state, room, current.value(), Expiry::Enforced).await {
+            Ok(_) => return Ok(None),
+            Err(PassRefusal::Store(error)) => return Err(error.into()),
+            Err(_) => {}
+        }
+    }
+    let seconds_left = (pass.claims.exp * 1000).saturating_sub(state.clock.now_ms()) / 1000;
+    Ok(Some(
+        Cookie::build(PASS_COOKIE, offered.to_string())
+            .path("/")
+            .http_only(true)
+            .same_site(SameSite::Lax)
+            .max_age(CookieDuration::seconds(seconds_left as i64))
+            .finish(),
+    ))
+}
+
 /// The sale page. A pass arriving in the URL (the waiting room's redirect)
-/// moves into an HttpOnly cookie and out of the address bar.
+/// moves into an HttpOnly cookie and out of the address bar: the answer is
+/// a redirect to the bare page, with the cookie only when
+/// `pass_cookie_from_link` allows it (anything else in the link is dropped
+/// without a word: the page then shows the visitor's own pass, or none).
 #[get("/rooms/{room}/sale")]
 async fn page(
+    req: HttpRequest,
     path: web::Path<String>,
     query: web::Query<PassQuery>,
     state: web::Data<AppState>,
 ) -> HttpResponse {
-    if let Some(pass) = query.into_inner().wr_pass {
-        let cookie = Cookie::build(PASS_COOKIE, pass)
-            .path("/")
-            .http_only(true)
-            .same_site(SameSite::Lax)
-            .finish();
-        return HttpResponse::SeeOther()
-            .insert_header((header::LOCATION, format!("/rooms/{}/sale", path.as_str())))
-            .cookie(cookie)
-            .finish();
-    }
     let Some(room) = RoomId::parse(&path) else {
         return HttpResponse::NotFound().body("no such room");
     };
+    if let Some(offered) = query.into_inner().wr_pass {
+        let cookie = match pass_cookie_from_link(&req, &state, &room, &offered).await {
+            Ok(cookie) => cookie,
+            Err(error) => return error.error_response(),
+        };
+        if cookie.is_none() {
+            tracing::debug!(%room, "a pass in the sale page's link was not taken");
+        }
+        let mut response = HttpResponse::SeeOther();
+        response.insert_header((header::LOCATION, format!("/rooms/{room}/sale")));
+        if let Some(cookie) = cookie {
+            response.cookie(cookie);
+        }
+        return response.finish();
+    }
     let room_name = match state.store.room(&room).await {
         Ok(info) => info.config.name,
         Err(_) => room.to_string(),

@@ -11,10 +11,10 @@ use serde::Deserialize;
 use super::AppState;
 use super::error::ApiError;
 use super::extractors::{
-    PASS_COOKIE, Room, Ticket, bearer, pass_error, presented_pass, ticket_cookie_name, ticket_error,
+    Expiry, PASS_COOKIE, PassRefusal, Room, Ticket, bearer, check_pass, presented_pass,
+    ticket_cookie_name, ticket_error,
 };
 use super::limits::read_body;
-use crate::store::StoreError;
 use crate::words::status::{self, Status, StatusInput};
 use crate::words::{Place, PlaceState, RoomId, VisitorId};
 
@@ -146,57 +146,63 @@ struct VerifyQuery {
     room: Option<String>,
 }
 
-/// For the protected site or its proxy: 204 if the pass is valid now. The
-/// store is asked too, so a pass given up with `leave` stops verifying.
+/// The header a proxy may name the room with (besides `?room=`).
+const ROOM_HEADER: &str = "X-Waitroom-Room";
+
+/// The room a verify call asks about: `?room=` or `X-Waitroom-Room` (an
+/// empty value counts as none). It is required, and where both are given
+/// (or the header twice) they must agree: neither can override the other.
+fn room_to_verify(req: &HttpRequest, query: Option<String>) -> Result<RoomId, ApiError> {
+    let mut named = Vec::new();
+    for value in req.headers().get_all(ROOM_HEADER) {
+        let value = value.to_str().map_err(|_| {
+            ApiError::bad_request("invalid_room", format!("{ROOM_HEADER} is not a room id"))
+        })?;
+        named.push(value.trim().to_string());
+    }
+    named.extend(query);
+    named.retain(|name| !name.is_empty());
+    let Some(first) = named.first() else {
+        return Err(ApiError::bad_request(
+            "room_required",
+            format!("name the room the pass must be for: ?room=<room> or {ROOM_HEADER}"),
+        ));
+    };
+    if named.iter().any(|name| name != first) {
+        return Err(ApiError::bad_request(
+            "room_mismatch",
+            format!("?room= and {ROOM_HEADER} name different rooms"),
+        ));
+    }
+    RoomId::parse(first).ok_or_else(|| {
+        ApiError::bad_request(
+            "invalid_room",
+            format!("{first:?} is not a room id (1 to 64 of a-z 0-9 -)"),
+        )
+    })
+}
+
+/// For the protected site or its proxy: 204 if the pass is valid now for the
+/// named room, 401 if not (`check_pass`: the same check as the sale's, so a
+/// pass given up with `leave` or of a closed room stops verifying at once).
 #[get("/api/verify")]
 async fn verify(
     req: HttpRequest,
     query: web::Query<VerifyQuery>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
+    let room = room_to_verify(&req, query.into_inner().room)?;
     let pass = presented_pass(&req).ok_or_else(|| {
         ApiError::unauthorized(
             "missing_pass",
             "send the pass as a Bearer token or wr_pass cookie",
         )
     })?;
-    let named_room = req
-        .headers()
-        .get("X-Waitroom-Room")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string)
-        .or_else(|| query.into_inner().room);
-    let room = match named_room {
-        Some(raw) => Some(RoomId::parse(&raw).ok_or_else(|| {
-            ApiError::unauthorized("invalid_pass", "the pass is not for this room")
-        })?),
-        None => None,
-    };
-    let claims = state
-        .credentials
-        .read_pass(&pass, room.as_ref(), state.clock.now_ms())
-        .map_err(pass_error)?;
-    let room = RoomId::parse(&claims.room)
-        .ok_or_else(|| ApiError::unauthorized("invalid_pass", "the pass is not valid"))?;
-    let visitor: VisitorId = claims
-        .sub
-        .parse()
-        .map_err(|_| ApiError::unauthorized("invalid_pass", "the pass is not valid"))?;
-    let still_admitted = match state.store.status(&room, visitor).await {
-        Ok(place) => {
-            matches!(place.state, PlaceState::Admitted { expires_at, .. } if expires_at / 1000 == claims.exp)
-        }
-        Err(StoreError::RoomNotFound(_)) => false,
-        Err(other) => return Err(other.into()),
-    };
-    if !still_admitted {
-        return Err(ApiError::unauthorized(
-            "pass_revoked",
-            "the pass was given up or replaced",
-        ));
-    }
+    let pass = check_pass(&state, &room, &pass, Expiry::Enforced)
+        .await
+        .map_err(PassRefusal::into_verify_error)?;
     Ok(HttpResponse::NoContent()
-        .insert_header(("X-Waitroom-Visitor", claims.sub))
+        .insert_header(("X-Waitroom-Visitor", pass.claims.sub))
         .finish())
 }
 

@@ -17,7 +17,7 @@ use crate::http::ops;
 use crate::live::hub::Hub;
 use crate::live::promoter::Promoter;
 use crate::live::tasks::Tasks;
-use crate::store::memory::{MemorySale, MemoryStore};
+use crate::store::memory::MemoryStore;
 use crate::store::redis::RedisStore;
 use crate::store::{SaleStore, Store};
 use crate::words::clock::SharedClock;
@@ -65,9 +65,10 @@ pub struct Stores {
 
 impl Stores {
     pub fn memory(clock: SharedClock) -> Self {
+        let store = MemoryStore::new(clock);
         Self {
-            admission: Arc::new(MemoryStore::new(clock.clone())),
-            sale: Arc::new(MemorySale::new(clock)),
+            sale: Arc::new(store.sale()),
+            admission: Arc::new(store),
         }
     }
 

@@ -98,6 +98,7 @@ macro_rules! conformance_suite {
             unconfirmed_holds_return_to_stock_by_themselves,
             confirming_makes_orders_in_confirmation_order,
             releasing_gives_back_and_only_the_owner_may,
+            a_room_created_again_starts_without_its_predecessors_sale,
         );
     };
     (@sale $make:expr; $($name:ident),* $(,)?) => {

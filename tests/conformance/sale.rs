@@ -1,7 +1,8 @@
 //! Sale scenarios every store must pass, on a driven clock.
 
+use waitroom::store::StoreError;
 use waitroom::words::sale::{ClaimState, SaleError, SaleRequest, SeatState, Want};
-use waitroom::words::{RoomId, VisitorId};
+use waitroom::words::{RoomConfig, RoomId, VisitorId};
 
 use super::Harness;
 
@@ -266,5 +267,52 @@ pub async fn releasing_gives_back_and_only_the_owner_may(h: &Harness) {
     assert!(matches!(
         h.sale.release(&room, owner, &kept.claim_id).await,
         Err(SaleError::AlreadyConfirmed)
+    ));
+}
+
+pub async fn a_room_created_again_starts_without_its_predecessors_sale(h: &Harness) {
+    let room = h.room("shop", 1, None).await;
+    sale(h, r#"{"seats": ["A1", "A2", "A3"], "per_user_limit": 3}"#).await;
+    let visitor = VisitorId::random();
+    let bought = h
+        .sale
+        .claim(&room, visitor, &seats(&["A1"]), Some("k1"))
+        .await
+        .unwrap();
+    h.sale
+        .confirm(&room, visitor, &bought.claim_id)
+        .await
+        .unwrap();
+    let held = h
+        .sale
+        .claim(&room, visitor, &seats(&["A2"]), None)
+        .await
+        .unwrap();
+
+    // Creating a room that is open changes nothing of its sale.
+    assert!(matches!(
+        h.store
+            .create_room(room.clone(), RoomConfig::new("again", "/x"))
+            .await,
+        Err(StoreError::RoomExists(_))
+    ));
+    assert_eq!(h.sale.orders(&room).await.unwrap().len(), 1);
+
+    // Closed and created again: nothing of the old sale is left.
+    h.store.close_room(&room).await.unwrap();
+    h.room("shop", 1, None).await;
+    assert!(matches!(h.sale.sale(&room).await, Err(SaleError::NoSale)));
+    assert!(matches!(h.sale.orders(&room).await, Err(SaleError::NoSale)));
+    assert!(matches!(
+        h.sale.confirm(&room, visitor, &held.claim_id).await,
+        Err(SaleError::NoSale)
+    ));
+    assert!(matches!(
+        h.sale.claims_of(&room, visitor).await,
+        Err(SaleError::NoSale)
+    ));
+    assert!(matches!(
+        h.sale.claim(&room, visitor, &seats(&["A3"]), None).await,
+        Err(SaleError::NoSale)
     ));
 }

@@ -10,6 +10,7 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::broadcast;
 
 use super::fenwick::LineIndex;
+use super::sale::MemorySale;
 use crate::store::{Store, StoreError, TickReport};
 use crate::words::clock::{Millis, SharedClock};
 use crate::words::{
@@ -28,16 +29,25 @@ pub struct MemoryStore {
     events: broadcast::Sender<StoreEvent>,
     /// Operator sessions ended by logout, until they would have expired.
     ended_sessions: Mutex<HashMap<String, Millis>>,
+    /// The rooms' sales: creating a room wipes the sale of any room that had
+    /// its id before, under the same lock that creates it.
+    sale: MemorySale,
 }
 
 impl MemoryStore {
     pub fn new(clock: SharedClock) -> Self {
         Self {
+            sale: MemorySale::new(clock.clone()),
             clock,
             rooms: RwLock::new(HashMap::new()),
             events: broadcast::channel(EVENT_BUFFER).0,
             ended_sessions: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The sale store of these rooms (a handle: every call returns the same sales).
+    pub fn sale(&self) -> MemorySale {
+        self.sale.clone()
     }
 
     fn room_handle(&self, id: &RoomId) -> Result<Arc<Mutex<Room>>, StoreError> {
@@ -418,6 +428,10 @@ impl Store for MemoryStore {
         {
             return Err(StoreError::RoomExists(id));
         }
+        // Nothing of a predecessor under this id survives: no order, no
+        // hold, no stock (its passes already fail: the new room never
+        // admitted them).
+        self.sale.wipe(&id);
         let room = Room::new(id.clone(), config, now);
         let info = room.info(now);
         rooms.insert(id, Arc::new(Mutex::new(room)));

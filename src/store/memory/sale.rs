@@ -1,6 +1,9 @@
-//! The sale on the embedded store: each room's sale behind one mutex.
+//! The sale on the embedded store: each room's sale behind one mutex. The
+//! room's `MemoryStore` holds a handle on the same sales, so creating a room
+//! wipes its predecessor's sale in the same critical section.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
@@ -12,9 +15,11 @@ use crate::words::sale::{
 };
 use crate::words::{RoomId, VisitorId};
 
+/// A cheap-clone handle; every clone sees the same sales.
+#[derive(Clone)]
 pub struct MemorySale {
     clock: SharedClock,
-    sales: Mutex<HashMap<RoomId, Sale>>,
+    sales: Arc<Mutex<HashMap<RoomId, Sale>>>,
 }
 
 struct Sale {
@@ -190,11 +195,19 @@ impl Sale {
 }
 
 impl MemorySale {
-    pub fn new(clock: SharedClock) -> Self {
+    /// Only the memory store makes one (see `MemoryStore::sale`), so the
+    /// sales it serves are always those its rooms wipe.
+    pub(super) fn new(clock: SharedClock) -> Self {
         Self {
             clock,
-            sales: Mutex::new(HashMap::new()),
+            sales: Arc::new(Mutex::new(HashMap::new())),
         }
+    }
+
+    /// Drops the room's sale, claims and orders and all (a room created again
+    /// under an old id starts with nothing of its predecessor's).
+    pub(super) fn wipe(&self, room: &RoomId) {
+        self.sales.lock().remove(room);
     }
 
     /// Runs `op` on the room's sale after giving back the expired holds.

@@ -22,6 +22,7 @@ use redis::{
 };
 use tokio::sync::{broadcast, mpsc};
 
+use super::sale::sale_keys;
 use super::script_error::ScriptError;
 use crate::store::{Store, StoreError, TickReport};
 use crate::words::clock::Millis;
@@ -272,8 +273,19 @@ impl RedisStore {
         room: &RoomId,
         args: impl IntoIterator<Item = String>,
     ) -> Result<T, StoreError> {
+        self.run_with_keys(script, room, &[], args).await
+    }
+
+    /// `run`, with `more_keys` (of the same room) after the room's own.
+    async fn run_with_keys<T: redis::FromRedisValue>(
+        &self,
+        script: &Script,
+        room: &RoomId,
+        more_keys: &[String],
+        args: impl IntoIterator<Item = String>,
+    ) -> Result<T, StoreError> {
         let mut invocation = script.prepare_invoke();
-        for key in room_keys(room) {
+        for key in room_keys(room).iter().chain(more_keys) {
             invocation.key(key);
         }
         invocation.arg(self.publish_command()).arg(self.now_arg());
@@ -540,8 +552,15 @@ impl Store for RedisStore {
             .sadd(ROOMS_KEY, id.as_str())
             .await
             .map_err(unavailable)?;
+        // The sale's keys go too: a room created again under an old id starts
+        // with nothing of its predecessor's sale (one script, one slot).
         let _: Value = self
-            .run(&self.scripts.create_room, &id, config_args(&config))
+            .run_with_keys(
+                &self.scripts.create_room,
+                &id,
+                &sale_keys(&id),
+                config_args(&config),
+            )
             .await?;
         self.room(&id).await
     }

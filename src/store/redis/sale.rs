@@ -35,7 +35,9 @@ static RELEASE: LazyLock<Script> = sale_script!("sale_release.lua");
 static MINE: LazyLock<Script> = sale_script!("sale_mine.lua");
 static ORDERS: LazyLock<Script> = sale_script!("sale_orders.lua");
 
-fn sale_keys(room: &RoomId) -> Vec<String> {
+/// The room's sale keys, in the order `lua/sale_lib.lua` names them;
+/// creating a room deletes them all.
+pub(super) fn sale_keys(room: &RoomId) -> Vec<String> {
     [
         "sale",
         "seats",
