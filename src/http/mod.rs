@@ -1,9 +1,11 @@
 //! HTTP: the state every handler shares, the errors and extractors, and the
-//! routes by feature (visitor API, sockets, operators, sale, pages, ops).
+//! routes by feature (visitor API, sockets, operators, sale, pages, ops), and
+//! the middleware every answer goes through.
 
 pub mod admin;
 pub mod error;
 pub mod extractors;
+pub mod middleware;
 pub mod ops;
 pub mod pages;
 pub mod sale;

@@ -2,7 +2,7 @@
 
 use actix_web::cookie::{Cookie, SameSite};
 use actix_web::http::header;
-use actix_web::{HttpRequest, HttpResponse, delete, get, post, put, web};
+use actix_web::{HttpRequest, HttpResponse, ResponseError, delete, get, post, put, web};
 use askama::Template;
 use serde::Deserialize;
 use serde_json::json;
@@ -164,7 +164,7 @@ async fn page(
             .finish();
     }
     let Some(room) = RoomId::parse(&path) else {
-        return HttpResponse::NotFound().body("no such room");
+        return ApiError::RoomNotFound(path.to_string()).error_response();
     };
     let room_name = match state.store.room(&room).await {
         Ok(info) => info.config.name,

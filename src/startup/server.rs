@@ -42,7 +42,7 @@ use tracing_actix_web::TracingLogger;
 
 use crate::http::AppState;
 use crate::http::error::{ApiError, body_configs};
-use crate::http::{admin, ops, pages, sale, sockets, visitor};
+use crate::http::{admin, middleware, ops, pages, sale, sockets, visitor};
 use crate::live::tasks::Tasks;
 
 /// How long a relay waits on a client that does not read what is written.
@@ -65,6 +65,7 @@ pub fn app(
     >,
 > {
     App::new()
+        .wrap(actix_web::middleware::from_fn(middleware::conventions))
         .wrap(TracingLogger::default())
         .app_data(state)
         .app_data(body_configs::json_config())
