@@ -1,5 +1,5 @@
 //! HTTP conventions (issue 11): HEAD, 405 with `Allow`, a JSON body on
-//! every error, 415 for a wrong media type.
+//! every error, 415 for a wrong media type, the security headers.
 
 use waitroom_testkit as support;
 
@@ -174,4 +174,62 @@ async fn a_body_that_is_not_json_on_a_json_route_is_415() {
         .unwrap();
     let (status, code, _) = error_of(malformed).await;
     assert_eq!((status, code.as_str()), (400, "invalid_json"));
+}
+
+#[tokio::test]
+async fn pages_and_api_answers_carry_the_security_headers() {
+    let app = spawn().await;
+    app.create_room("headers", json!({})).await;
+    let pages = [
+        "/rooms/headers",
+        "/rooms/headers/sale",
+        "/rooms/nowhere",
+        "/admin",
+        "/demo/target?wr_pass=not-a-pass",
+    ];
+    for path in pages {
+        let page = app.http.get(app.url(path)).send().await.unwrap();
+        assert!(
+            header(&page, "content-type")
+                .unwrap()
+                .starts_with("text/html"),
+            "{path} is a page"
+        );
+        let csp = header(&page, "content-security-policy").expect("a CSP");
+        for directive in [
+            "default-src 'self'",
+            "frame-ancestors 'none'",
+            "object-src 'none'",
+            "base-uri 'none'",
+        ] {
+            assert!(csp.contains(directive), "{path}: {directive} in {csp}");
+        }
+        assert!(!csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"));
+        assert_eq!(
+            header(&page, "x-frame-options").as_deref(),
+            Some("DENY"),
+            "{path}"
+        );
+    }
+    let everything = pages.into_iter().chain([
+        "/static/room.js",
+        "/static/nope.js",
+        "/healthz",
+        "/api/rooms/headers/status",
+        "/api/admin/rooms",
+        "/nowhere",
+    ]);
+    for path in everything {
+        let response = app.http.get(app.url(path)).send().await.unwrap();
+        assert_eq!(
+            header(&response, "x-content-type-options").as_deref(),
+            Some("nosniff"),
+            "{path}"
+        );
+        assert_eq!(
+            header(&response, "referrer-policy").as_deref(),
+            Some("no-referrer"),
+            "{path}"
+        );
+    }
 }

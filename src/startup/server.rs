@@ -66,6 +66,7 @@ pub fn app(
 > {
     App::new()
         .wrap(actix_web::middleware::from_fn(middleware::conventions))
+        .wrap(middleware::security_headers())
         .wrap(TracingLogger::default())
         .app_data(state)
         .app_data(body_configs::json_config())

@@ -231,6 +231,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../../../static/sale-view.js"),
     ),
     (
+        "demo-target.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/demo-target.js"),
+    ),
+    (
         "style.css",
         "text/css; charset=utf-8",
         include_str!("../../../static/style.css"),
