@@ -1,13 +1,61 @@
-//! HTTP conventions (issue 11): HEAD, 405 with `Allow`, a JSON body on
-//! every error, 415 for a wrong media type, the security headers.
+//! HTTP conventions and hygiene (issue 11): HEAD, 405 with `Allow`, a JSON
+//! body on every error, 415 for a wrong media type, the security headers,
+//! and logs without tickets or passes.
+//!
+//! Every test here starts through `spawn`, which first installs this
+//! binary's global log subscriber: a buffer the log test reads.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
 
 use waitroom_testkit as support;
 
 use reqwest::{Method, Response};
 use serde_json::{Value, json};
-use support::TestApp;
+use support::{PATIENCE, TestApp};
+
+/// Everything this test binary logged.
+static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+
+#[derive(Clone)]
+struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Buffer {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn logs() -> &'static Arc<Mutex<Vec<u8>>> {
+    LOGS.get_or_init(|| {
+        let buffer = Arc::new(Mutex::new(Vec::new()));
+        let writer = Buffer(buffer.clone());
+        // The app's own format (text), with a line for every request span
+        // as it closes, so the span's fields are written even when nothing
+        // is logged inside it.
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .try_init()
+            .expect("the first subscriber of this test binary");
+        buffer
+    })
+}
+
+fn logged() -> String {
+    String::from_utf8_lossy(&logs().lock().unwrap()).into_owned()
+}
 
 async fn spawn() -> TestApp {
+    logs();
     TestApp::spawn().await
 }
 
@@ -232,4 +280,65 @@ async fn pages_and_api_answers_carry_the_security_headers() {
             "{path}"
         );
     }
+}
+
+#[tokio::test]
+async fn tickets_and_passes_in_the_address_never_reach_the_logs() {
+    let app = spawn().await;
+    app.create_room("quiet", json!({})).await;
+    let ticket = app.join_api("quiet").await["ticket"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // A socket with a good ticket, and a handshake refused with a 401 (an
+    // error is logged inside the request's span).
+    let socket = app.connect("quiet", &ticket).await;
+    drop(socket);
+    let refused = app
+        .http
+        .get(app.url(&format!("/api/rooms/quiet/ws?ticket={ticket}x")))
+        .header("X-Forwarded-For", "203.0.113.9")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+    let page = app
+        .http
+        .get(app.url(&format!("/demo/target?wr_pass={ticket}&room=quiet")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let logs = logged();
+        let seen = [
+            "/api/rooms/quiet/ws?ticket=[redacted]",
+            "/demo/target?wr_pass=[redacted]&room=[redacted]",
+        ]
+        .iter()
+        .all(|target| logs.contains(target));
+        if seen {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the requests are logged with their query redacted:\n{logs}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let logs = logged();
+    assert!(
+        !logs.contains(&ticket),
+        "a ticket reached the logs:\n{logs}"
+    );
+    assert!(
+        logs.contains("http.client_ip=127.0.0.1"),
+        "the peer address is logged:\n{logs}"
+    );
+    assert!(
+        !logs.contains("203.0.113.9"),
+        "X-Forwarded-For from an untrusted peer is not believed:\n{logs}"
+    );
 }

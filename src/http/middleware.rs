@@ -2,7 +2,10 @@
 //! - [`conventions`]: `HEAD` wherever `GET` is, `405` with `Allow` for a
 //!   wrong method on a known path, and the JSON error body on every error
 //!   that is not a page;
-//! - [`security_headers`]: CSP, framing, referrer and sniffing headers.
+//! - [`security_headers`]: CSP, framing, referrer and sniffing headers;
+//! - [`RedactedRootSpan`]: the request's log span, with the query string's
+//!   values (tickets, passes, user tokens) redacted and the peer address as
+//!   the client.
 
 use std::sync::LazyLock;
 
@@ -11,8 +14,10 @@ use actix_web::dev::{ResourceDef, ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::{Method, StatusCode};
 use actix_web::middleware::{DefaultHeaders, Next};
-use actix_web::{Error, ResponseError};
+use actix_web::{Error, HttpMessage, ResponseError};
 use serde_json::json;
+use tracing::Span;
+use tracing_actix_web::{DefaultRootSpanBuilder, RequestId, RootSpanBuilder};
 
 use crate::http::error::ApiError;
 
@@ -176,12 +181,117 @@ pub fn security_headers() -> DefaultHeaders {
         .add((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
 }
 
+/// The request span of `TracingLogger`, without the secrets the default
+/// one records: its `http.target` carries the query string as sent
+/// (`?ticket=…` on sockets, `?wr_pass=…` on the sale and demo pages,
+/// `?user=…` on the waiting page), here every value is `[redacted]`; and
+/// its `http.client_ip` believes `Forwarded` and `X-Forwarded-For` from
+/// anyone, here it is the peer address (the server has no list of trusted
+/// proxies yet; behind a proxy, that proxy's address is logged). The
+/// `Host` is the request's own header. The fields keep the default's names.
+pub struct RedactedRootSpan;
+
+impl RootSpanBuilder for RedactedRootSpan {
+    fn on_request_start(request: &ServiceRequest) -> Span {
+        let method = request.method().as_str();
+        let route = request.match_pattern().unwrap_or_else(|| "default".into());
+        let header = |name| {
+            request
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+        };
+        let client_ip = request
+            .peer_addr()
+            .map(|peer| peer.ip().to_string())
+            .unwrap_or_default();
+        let request_id = request
+            .extensions()
+            .get::<RequestId>()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        tracing::info_span!(
+            "HTTP request",
+            http.method = %method,
+            http.route = %route,
+            http.flavor = ?request.version(),
+            http.host = %header(header::HOST),
+            http.client_ip = %client_ip,
+            http.user_agent = %header(header::USER_AGENT),
+            http.target = %redact_target(request.path(), request.query_string()),
+            http.status_code = tracing::field::Empty,
+            otel.name = %format!("{method} {route}"),
+            otel.kind = "server",
+            otel.status_code = tracing::field::Empty,
+            request_id = %request_id,
+            exception.message = tracing::field::Empty,
+            exception.details = tracing::field::Empty,
+        )
+    }
+
+    fn on_request_end<B: MessageBody>(span: Span, outcome: &Result<ServiceResponse<B>, Error>) {
+        DefaultRootSpanBuilder::on_request_end(span, outcome);
+    }
+}
+
+/// `path?query` with every value of the query replaced by `[redacted]`.
+/// Keys stay when they look like names (`ticket`, `wr_pass`, `room`), so
+/// the line still says what was sent; anything else in their place (a
+/// token sent as a bare key, say) is redacted whole.
+pub fn redact_target(path: &str, query: &str) -> String {
+    if query.is_empty() {
+        return path.to_string();
+    }
+    let pairs: Vec<String> = query
+        .split('&')
+        .map(|pair| {
+            let (key, has_value) = match pair.split_once('=') {
+                Some((key, _)) => (key, true),
+                None => (pair, false),
+            };
+            let plain = !key.is_empty()
+                && key.len() <= 32
+                && key
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            match (plain, has_value) {
+                (true, true) => format!("{key}=[redacted]"),
+                (true, false) => key.to_string(),
+                (false, _) => "[redacted]".to_string(),
+            }
+        })
+        .collect();
+    format!("{path}?{}", pairs.join("&"))
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
     use std::path::Path;
 
     use super::*;
+
+    #[test]
+    fn query_values_are_redacted_and_names_kept() {
+        assert_eq!(redact_target("/healthz", ""), "/healthz");
+        assert_eq!(
+            redact_target("/api/rooms/a/ws", "ticket=eyJhbGciOi.eyJzdWIi.c2ln"),
+            "/api/rooms/a/ws?ticket=[redacted]"
+        );
+        assert_eq!(
+            redact_target("/demo/target", "wr_pass=eyJ.x.y&room=demo"),
+            "/demo/target?wr_pass=[redacted]&room=[redacted]"
+        );
+        assert_eq!(
+            redact_target("/rooms/a", "eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJ4In0.c2ln&lang"),
+            "/rooms/a?[redacted]&lang"
+        );
+        assert_eq!(
+            redact_target("/rooms/a", "we%20ird=1&=2&&"),
+            "/rooms/a?[redacted]&[redacted]&[redacted]&[redacted]"
+        );
+    }
 
     #[test]
     fn allow_lists_head_after_get() {

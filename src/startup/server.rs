@@ -67,7 +67,7 @@ pub fn app(
     App::new()
         .wrap(actix_web::middleware::from_fn(middleware::conventions))
         .wrap(middleware::security_headers())
-        .wrap(TracingLogger::default())
+        .wrap(TracingLogger::<middleware::RedactedRootSpan>::new())
         .app_data(state)
         .app_data(body_configs::json_config())
         .app_data(body_configs::form_config())
