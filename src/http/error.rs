@@ -1,8 +1,8 @@
 //! The one place where failures become HTTP answers:
 //! `{"error":{"code":"…","message":"…"}}` with the status api.md fixes.
 
-use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::{Method, StatusCode};
 use actix_web::{HttpResponse, ResponseError};
 use serde_json::json;
 
@@ -25,6 +25,15 @@ pub enum ApiError {
     Absent { code: &'static str, message: String },
     #[error("{message}")]
     Gone { code: &'static str, message: String },
+    /// A method no route on this path answers; `allowed` are those that do.
+    #[error(
+        "this path does not answer that method; it answers {}",
+        method_list(allowed)
+    )]
+    MethodNotAllowed { allowed: Vec<Method> },
+    /// A body in a media type the route does not read.
+    #[error("{0}")]
+    UnsupportedMediaType(&'static str),
     #[error("the request body is larger than {limit} bytes")]
     PayloadTooLarge { limit: usize },
     #[error("the request body took too long to arrive")]
@@ -81,6 +90,8 @@ impl ApiError {
             | ApiError::Absent { code, .. }
             | ApiError::Gone { code, .. } => code,
             ApiError::NotFound(_) => "not_found",
+            ApiError::MethodNotAllowed { .. } => "method_not_allowed",
+            ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
             ApiError::BodyTimeout => "body_timeout",
             ApiError::TooManyAttempts { .. } => "too_many_attempts",
@@ -99,6 +110,8 @@ impl ResponseError for ApiError {
                 StatusCode::NOT_FOUND
             }
             ApiError::Gone { .. } => StatusCode::GONE,
+            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
@@ -127,8 +140,20 @@ impl ResponseError for ApiError {
         if let ApiError::TooManyAttempts { retry_after_s } = self {
             response.insert_header((header::RETRY_AFTER, retry_after_s.to_string()));
         }
+        if let ApiError::MethodNotAllowed { allowed } = self {
+            response.insert_header((header::ALLOW, method_list(allowed)));
+        }
         response.json(json!({"error": {"code": self.code(), "message": self.to_string()}}))
     }
+}
+
+/// Methods as `Allow` lists them: `GET, HEAD, POST`.
+fn method_list(methods: &[Method]) -> String {
+    methods
+        .iter()
+        .map(Method::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl From<crate::words::sale::SaleError> for ApiError {
@@ -209,6 +234,8 @@ pub mod body_configs {
 
     pub const JSON_LIMIT: usize = 16 * 1024;
 
+    /// JSON routes read a JSON media type (actix's check: `…/json` or
+    /// `…+json`), and refuse any other, or none, with a 415.
     pub fn json_config() -> web::JsonConfig {
         web::JsonConfig::default().limit(JSON_LIMIT).error_handler(
             |err: JsonPayloadError, _: &HttpRequest| {
@@ -217,8 +244,9 @@ pub mod body_configs {
                     | JsonPayloadError::OverflowKnownLength { .. } => {
                         ApiError::PayloadTooLarge { limit: JSON_LIMIT }
                     }
-                    JsonPayloadError::ContentType => ApiError::bad_request(
-                        "unsupported_content_type",
+                    // A wrong (or missing) media type is 415, not the 400
+                    // of a malformed body.
+                    JsonPayloadError::ContentType => ApiError::UnsupportedMediaType(
                         "send the body as Content-Type: application/json",
                     ),
                     JsonPayloadError::Payload(e) if is_body_timeout(&e) => ApiError::BodyTimeout,
@@ -241,6 +269,9 @@ pub mod body_configs {
             |err: UrlencodedError, _: &HttpRequest| {
                 match err {
                     UrlencodedError::Payload(e) if is_body_timeout(&e) => ApiError::BodyTimeout,
+                    UrlencodedError::ContentType => ApiError::UnsupportedMediaType(
+                        "send the form as Content-Type: application/x-www-form-urlencoded",
+                    ),
                     other => ApiError::bad_request(
                         "invalid_form",
                         format!("the form is not valid: {other}"),

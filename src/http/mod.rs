@@ -1,5 +1,6 @@
 //! HTTP: the state every handler shares, the errors and extractors, and the
-//! routes by feature (visitor API, sockets, operators, sale, pages, ops).
+//! routes by feature (visitor API, sockets, operators, sale, pages, ops), and
+//! the middleware every answer goes through.
 
 pub mod admin;
 pub mod cookies;
@@ -7,6 +8,7 @@ pub mod error;
 pub mod extractors;
 pub mod limits;
 pub mod login_guard;
+pub mod middleware;
 pub mod ops;
 pub mod pages;
 pub mod sale;

@@ -216,7 +216,7 @@ async fn page(
     state: web::Data<AppState>,
 ) -> HttpResponse {
     let Some(room) = RoomId::parse(&path) else {
-        return HttpResponse::NotFound().body("no such room");
+        return ApiError::RoomNotFound(path.to_string()).error_response();
     };
     if let Some(offered) = query.into_inner().wr_pass {
         let cookie = match pass_cookie_from_link(&req, &state, &room, &offered).await {

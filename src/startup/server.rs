@@ -42,7 +42,9 @@ use tracing_actix_web::TracingLogger;
 
 use crate::http::AppState;
 use crate::http::error::{ApiError, body_configs};
-use crate::http::{admin, cookies, extractors, limits, ops, pages, sale, sockets, visitor};
+use crate::http::{
+    admin, cookies, extractors, limits, middleware, ops, pages, sale, sockets, visitor,
+};
 use crate::live::tasks::Tasks;
 
 /// How long a relay waits on a client that does not read what is written.
@@ -70,7 +72,9 @@ pub fn app(
             extractors::refresh_admin_session,
         ))
         .wrap(actix_web::middleware::from_fn(cookies::secure_cookies))
-        .wrap(TracingLogger::default())
+        .wrap(actix_web::middleware::from_fn(middleware::conventions))
+        .wrap(middleware::security_headers())
+        .wrap(TracingLogger::<middleware::RedactedRootSpan>::new())
         .app_data(state)
         .app_data(body_configs::json_config())
         .app_data(body_configs::form_config())

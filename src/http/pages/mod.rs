@@ -4,11 +4,12 @@
 pub mod i18n;
 
 use actix_web::http::header;
-use actix_web::{HttpRequest, HttpResponse, get, web};
+use actix_web::{HttpRequest, HttpResponse, ResponseError, get, web};
 use askama::Template;
 use serde::Deserialize;
 
 use crate::http::AppState;
+use crate::http::error::ApiError;
 use crate::store::StoreError;
 use crate::words::RoomId;
 use crate::words::clock::rfc3339;
@@ -31,7 +32,7 @@ pub fn render(page: &impl Template) -> HttpResponse {
             .body(html),
         Err(error) => {
             tracing::error!(%error, "template failed to render");
-            HttpResponse::InternalServerError().body("the page could not be rendered")
+            ApiError::Internal.error_response()
         }
     }
 }
@@ -230,6 +231,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../../../static/sale-view.js"),
     ),
     (
+        "demo-target.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/demo-target.js"),
+    ),
+    (
         "style.css",
         "text/css; charset=utf-8",
         include_str!("../../../static/style.css"),
@@ -243,7 +249,8 @@ async fn asset(path: web::Path<String>) -> HttpResponse {
             .content_type(*content_type)
             .insert_header((header::CACHE_CONTROL, "public, max-age=300"))
             .body(*body),
-        None => HttpResponse::NotFound().finish(),
+        None => ApiError::NotFound(format!("no static file called {:?}", path.as_str()))
+            .error_response(),
     }
 }
 
