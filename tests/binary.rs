@@ -2,6 +2,7 @@
 
 use waitroom_testkit as support;
 
+use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -153,4 +154,66 @@ fn a_short_admin_token_is_refused_at_start() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(said.contains("at least 32 characters"), "{said}");
+}
+
+#[tokio::test]
+async fn a_generated_admin_token_goes_to_a_private_file_not_to_the_log() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let tmp = std::env::temp_dir().join(format!("waitroom-token-test-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_waitroom"))
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--secret", "s"])
+        .env("TMPDIR", &tmp)
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    wait_until_healthy(&http, &base).await;
+
+    let file = tmp.join(format!("waitroom-admin-token-{pid}"));
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "only the operator reads the token");
+    let token = std::fs::read_to_string(&file).unwrap().trim().to_owned();
+    assert!(token.len() >= 32, "{token}");
+    let rooms = http
+        .get(format!("{base}/api/admin/rooms"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rooms.status(), 200, "the file's token is the node's token");
+
+    let mut server = Server(child);
+    server.0.kill().unwrap();
+    let mut logged = String::new();
+    for stream in [
+        server
+            .0
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn std::io::Read>),
+        server
+            .0
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn std::io::Read>),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let mut stream = stream;
+        stream.read_to_string(&mut logged).unwrap();
+    }
+    assert!(
+        logged.contains(&file.display().to_string()),
+        "the log names the file: {logged}"
+    );
+    assert!(!logged.contains(&token), "the token itself is never logged");
+    std::fs::remove_dir_all(&tmp).unwrap();
 }

@@ -53,6 +53,39 @@ pub enum StartError {
         "the admin token must be at least {min} characters (it has {given}); leave it out to have a strong one generated"
     )]
     WeakAdminToken { min: usize, given: usize },
+    #[error("could not write the generated admin token to {path}: {source}; give --admin-token")]
+    AdminTokenFile {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// Makes an admin token for a node started without one and hands it to the
+/// operator through a file only they can read, never through the log, which
+/// log shippers copy to places the operator does not control.
+fn generate_admin_token() -> Result<String, StartError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+
+    let token = random_secret();
+    let path = std::env::temp_dir().join(format!("waitroom-admin-token-{}", std::process::id()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|mut file| writeln!(file, "{token}"));
+    if let Err(source) = written {
+        return Err(StartError::AdminTokenFile {
+            path: path.display().to_string(),
+            source,
+        });
+    }
+    tracing::warn!(
+        admin_token_file = %path.display(),
+        "no --admin-token given: generated one for this process and wrote it to a file only this user can read"
+    );
+    Ok(token)
 }
 
 /// The stores an application runs on: admission and the sale, on the
@@ -167,11 +200,10 @@ impl Application {
                 given: token.chars().count(),
             });
         }
-        let admin_token = settings.admin_token.clone().unwrap_or_else(|| {
-            let token = random_secret();
-            tracing::warn!(admin_token = %token, "no --admin-token given: generated one for this process");
-            token
-        });
+        let admin_token = match settings.admin_token.clone() {
+            Some(token) => token,
+            None => generate_admin_token()?,
+        };
         let credentials = Arc::new(Credentials::from_secret(&secret));
         let tasks = Tasks::new();
         let hub = Arc::new(Hub::new(store.clone(), credentials.clone()));
