@@ -1,13 +1,16 @@
 -- Runs the room's tick if one is due: safe to call from every node at once,
 -- since the stored time of the last tick decides. Work is O(admitted +
--- abandoned), never O(waiting). Returns false, or { admitted, abandoned, waiting, active }.
+-- abandoned), never O(waiting). Returns
+-- { ran (1 or 0), admitted, abandoned, waiting, active, next due in ms }.
 local room = load_room()
 if not room then return redis.error_reply('NOROOM') end
-if room.closed == '1' then return false end
+if room.closed == '1' then return redis.error_reply('CLOSED') end
 local now = now_ms()
 local tick_ms = num(room, 'tick_ms')
 local last_tick = num(room, 'last_tick')
-if now < last_tick + tick_ms then return false end
+if now < last_tick + tick_ms then
+  return { 0, 0, 0, redis.call('ZCARD', K_LINE), redis.call('ZCARD', K_ACTIVE), last_tick + tick_ms - now }
+end
 last_tick = last_tick + math.floor((now - last_tick) / tick_ms) * tick_ms
 expire_passes(now)
 
@@ -74,4 +77,5 @@ room.version, room.last_tick_ran, room.achieved_rate = version, tostring(now), t
 
 publish('tick|' .. summary_fields(room) .. '|' ..
   table.concat(admitted, ';') .. '|' .. table.concat(departed, ','))
-return { #admitted, #departed, redis.call('ZCARD', K_LINE), redis.call('ZCARD', K_ACTIVE) }
+return { 1, #admitted, #departed, redis.call('ZCARD', K_LINE), redis.call('ZCARD', K_ACTIVE),
+  last_tick + tick_ms - now }

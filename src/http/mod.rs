@@ -20,6 +20,7 @@ use std::sync::Arc;
 use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::live::hub::Hub;
+use crate::live::promoter::Wakeups;
 use crate::live::tasks::Tasks;
 use crate::store::{SaleStore, Store};
 use crate::words::clock::SharedClock;
@@ -30,6 +31,8 @@ pub struct AppState {
     pub store: Arc<dyn Store>,
     pub sale: Arc<dyn SaleStore>,
     pub hub: Arc<Hub>,
+    /// Rooms used on this node, for the promoter to tick.
+    pub wakeups: Arc<Wakeups>,
     pub credentials: Arc<Credentials>,
     pub clock: SharedClock,
     pub admin_token: String,

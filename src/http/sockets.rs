@@ -53,6 +53,7 @@ async fn connect(
             outlet.clone(),
         )
         .await?;
+    state.wakeups.note(&ticket.room);
     let messages = messages
         .max_frame_size(MAX_MESSAGE_BYTES)
         .aggregate_continuations()

@@ -116,6 +116,7 @@ async fn join(
         )
     });
     let place = state.store.join(&room, visitor).await?;
+    state.wakeups.note(&room);
     metrics::histogram!("waitroom_join_seconds").record(started.elapsed().as_secs_f64());
     tracing::debug!(%room, %visitor, state = status::state_name(&place.state), "join");
     Ok(status_response(&state, &room, &ticket, &place))
@@ -127,6 +128,7 @@ async fn status_route(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
     let place = state.store.status(&ticket.room, ticket.visitor).await?;
+    state.wakeups.note(&ticket.room);
     Ok(status_response(
         &state,
         &ticket.room,

@@ -1,65 +1,200 @@
-//! The promoter: ticks every room and keeps this node's visitors present.
-//! It runs on every node; the store decides whether a tick is due, so nodes
-//! ticking together admit once and no node is special.
+//! The promoter: ticks the rooms in use and keeps this node's visitors
+//! present. It runs on every node; the store decides whether a tick is due,
+//! so nodes ticking together admit once and no node is special.
+//!
+//! Its cost follows the work, not the number of rooms: a room that someone
+//! waits in or holds a pass for is asked again when the store says its next
+//! tick is due (one call per tick); an empty room only once per
+//! [`IDLE_HEARTBEAT`]. A join, a status read, a socket or an operator's
+//! change on this node wakes its room at once ([`Wakeups`]), so an empty
+//! room that fills is ticked on time without anyone polling it.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::time::DelayQueue;
+use tokio_util::time::delay_queue::Key;
 
 use super::hub::Hub;
 use super::tasks::Tasks;
-use crate::store::{Store, StoreError, TickReport};
+use crate::store::{Store, StoreError, Tick, TickReport};
 use crate::words::RoomId;
 
-/// How often each room is asked whether a tick is due: the most a tick can
-/// be late.
-const POLL_EVERY: Duration = Duration::from_millis(50);
+/// How long an empty room goes unasked. Nothing depends on it but a room
+/// whose visitors reached the store through no node's promoter (none should):
+/// it is a safety net, so it is slow, and spread over its span so that ten
+/// thousand empty rooms cost a few store calls a second.
+pub const IDLE_HEARTBEAT: Duration = Duration::from_secs(120);
+/// How often the set of rooms is read again, to find rooms created or
+/// closed on other nodes.
+const ROOMS_REFRESH: Duration = Duration::from_secs(30);
+/// How long a room whose tick failed waits before it is asked again.
+const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
 /// How often this node tells the store its socket holders are still here;
 /// well inside the smallest allowed `abandon_after_s` (15 s).
 const PRESENCE_EVERY: Duration = Duration::from_secs(5);
+
+/// Rooms something on this node just used: the HTTP routes and the hub note
+/// them here and the promoter ticks them at once if it had them down as idle.
+#[derive(Default)]
+pub struct Wakeups {
+    /// Rooms being ticked at their own cadence: noting one again is free,
+    /// which keeps the join path to one read lock.
+    ticking: RwLock<HashSet<RoomId>>,
+    pending: Mutex<HashSet<RoomId>>,
+    notify: Notify,
+}
+
+impl Wakeups {
+    /// Something happened in `room` on this node (a join, a status read, a
+    /// socket): make sure it is being ticked.
+    pub fn note(&self, room: &RoomId) {
+        if self.ticking.read().contains(room) {
+            return;
+        }
+        if self.pending.lock().insert(room.clone()) {
+            self.notify.notify_one();
+        }
+    }
+
+    fn take(&self) -> Vec<RoomId> {
+        self.pending.lock().drain().collect()
+    }
+
+    fn set_ticking(&self, room: &RoomId, ticking: bool) {
+        if ticking {
+            self.ticking.write().insert(room.clone());
+        } else {
+            self.ticking.write().remove(room);
+        }
+    }
+}
+
+/// When each known room is next asked for its tick.
+#[derive(Default)]
+struct Schedule {
+    queue: DelayQueue<RoomId>,
+    keys: HashMap<RoomId, (Key, Instant)>,
+}
+
+impl Schedule {
+    /// Asks `room` no later than `after` from now (an earlier time stays).
+    fn no_later_than(&mut self, room: RoomId, after: Duration) {
+        let at = Instant::now() + after;
+        match self.keys.get_mut(&room) {
+            Some((key, due)) if at < *due => {
+                self.queue.reset_at(key, at);
+                *due = at;
+            }
+            Some(_) => {}
+            None => {
+                let key = self.queue.insert_at(room.clone(), at);
+                self.keys.insert(room, (key, at));
+            }
+        }
+    }
+
+    fn forget(&mut self, room: &RoomId) {
+        if let Some((key, _)) = self.keys.remove(room) {
+            self.queue.remove(&key);
+        }
+    }
+
+    fn knows(&self, room: &RoomId) -> bool {
+        self.keys.contains_key(room)
+    }
+
+    fn rooms(&self) -> Vec<RoomId> {
+        self.keys.keys().cloned().collect()
+    }
+
+    /// The next room due, taken off the schedule until it is put back.
+    async fn next_due(&mut self) -> Option<RoomId> {
+        let expired = std::future::poll_fn(|cx| self.queue.poll_expired(cx)).await?;
+        let room = expired.into_inner();
+        self.keys.remove(&room);
+        Some(room)
+    }
+}
+
+/// A moment in the idle heartbeat's second half, different for every room,
+/// so empty rooms are not all asked in the same second.
+fn idle_pause() -> Duration {
+    IDLE_HEARTBEAT.mul_f64(rand::random_range(0.5..1.0))
+}
 
 #[derive(Clone)]
 pub struct Promoter {
     store: Arc<dyn Store>,
     hub: Arc<Hub>,
+    wakeups: Arc<Wakeups>,
+    asked: Arc<AtomicU64>,
 }
 
 impl Promoter {
-    pub fn new(store: Arc<dyn Store>, hub: Arc<Hub>) -> Self {
-        Self { store, hub }
+    pub fn new(store: Arc<dyn Store>, hub: Arc<Hub>, wakeups: Arc<Wakeups>) -> Self {
+        Self {
+            store,
+            hub,
+            wakeups,
+            asked: Arc::default(),
+        }
     }
 
-    /// Runs every room's tick that is due now.
+    /// How many times this node has asked the store for a tick: the cost
+    /// the promoter puts on the store.
+    pub fn ticks_asked(&self) -> u64 {
+        self.asked.load(Ordering::Relaxed)
+    }
+
+    /// Asks every room for its tick now, whatever its schedule (tests and
+    /// embedders drive a clock and then call this).
     pub async fn tick_all(&self) -> Result<Vec<(RoomId, TickReport)>, StoreError> {
         let mut reports = Vec::new();
         for room in self.store.room_ids().await? {
-            let started = Instant::now();
-            match self.store.tick(&room).await {
-                Ok(Some(report)) => {
-                    let labels = [("room", room.to_string())];
-                    metrics::histogram!("waitroom_tick_seconds")
-                        .record(started.elapsed().as_secs_f64());
-                    metrics::gauge!("waitroom_waiting", &labels).set(report.waiting as f64);
-                    metrics::gauge!("waitroom_active", &labels).set(report.active as f64);
-                    metrics::counter!("waitroom_admitted_total", &labels)
-                        .increment(report.admitted);
-                    if report.admitted > 0 || report.abandoned > 0 {
-                        tracing::debug!(%room, admitted = report.admitted, abandoned = report.abandoned, waiting = report.waiting, "tick");
-                    }
-                    reports.push((room, report));
-                }
-                Ok(None) | Err(StoreError::RoomNotFound(_)) => {}
+            match self.tick(&room).await {
+                Ok(Tick {
+                    ran: Some(report), ..
+                }) => reports.push((room, report)),
+                Ok(_) | Err(StoreError::RoomNotFound(_) | StoreError::RoomClosed(_)) => {}
                 Err(error) => return Err(error),
             }
         }
         Ok(reports)
     }
 
-    /// Marks every visitor with a socket on this node present, one batch per room.
+    /// One room's tick, with its metrics and log line.
+    async fn tick(&self, room: &RoomId) -> Result<Tick, StoreError> {
+        let started = std::time::Instant::now();
+        self.asked.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("waitroom_ticks_asked_total").increment(1);
+        let tick = self.store.tick(room).await?;
+        if let Some(report) = tick.ran {
+            let labels = [("room", room.to_string())];
+            metrics::histogram!("waitroom_tick_seconds").record(started.elapsed().as_secs_f64());
+            metrics::gauge!("waitroom_waiting", &labels).set(report.waiting as f64);
+            metrics::gauge!("waitroom_active", &labels).set(report.active as f64);
+            metrics::counter!("waitroom_admitted_total", &labels).increment(report.admitted);
+            if report.admitted > 0 || report.abandoned > 0 {
+                tracing::debug!(%room, admitted = report.admitted, abandoned = report.abandoned, waiting = report.waiting, "tick");
+            }
+        }
+        Ok(tick)
+    }
+
+    /// Marks every visitor with a socket on this node present, one batch per
+    /// room; those rooms are in use here, so they are kept ticking.
     pub async fn refresh_presence(&self) {
         for (room, visitors) in self.hub.registry().present_visitors() {
             if visitors.is_empty() {
                 continue;
             }
+            self.wakeups.note(&room);
             match self.store.touch(&room, &visitors).await {
                 Ok(()) => {}
                 Err(StoreError::RoomNotFound(_)) => self.hub.room_lost(&room),
@@ -68,29 +203,73 @@ impl Promoter {
         }
     }
 
+    /// Adds the rooms this node has not heard of (all of them, at start) to
+    /// be asked now, and forgets the rooms that are gone.
+    async fn refresh_rooms(&self, schedule: &mut Schedule) -> Result<(), StoreError> {
+        let rooms: HashSet<RoomId> = self.store.room_ids().await?.into_iter().collect();
+        for gone in schedule.rooms().into_iter().filter(|r| !rooms.contains(r)) {
+            schedule.forget(&gone);
+            self.wakeups.set_ticking(&gone, false);
+        }
+        for room in rooms {
+            if !schedule.knows(&room) {
+                schedule.no_later_than(room, Duration::ZERO);
+            }
+        }
+        Ok(())
+    }
+
     pub async fn run(self, tasks: Tasks) {
         let shutdown = tasks.shutdown_token();
-        let mut ticks = tokio::time::interval(POLL_EVERY);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut schedule = Schedule::default();
+        let mut refresh = tokio::time::interval(ROOMS_REFRESH);
+        refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut presence = tokio::time::interval(PRESENCE_EVERY);
         presence.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         // Said once when ticks start failing and once when they recover, not
-        // twenty times a second while the store is away.
+        // once per room and tick while the store is away.
         let mut failing = false;
         loop {
             tokio::select! {
-                _ = ticks.tick() => match self.tick_all().await {
-                    Ok(_) if failing => {
-                        failing = false;
-                        tracing::info!("ticks are running again");
+                Some(room) = schedule.next_due() => {
+                    // Not ticking while it is asked: a join that lands meanwhile
+                    // wakes it again, so none is missed if the room goes idle.
+                    self.wakeups.set_ticking(&room, false);
+                    match self.tick(&room).await {
+                        Ok(tick) => {
+                            if failing {
+                                failing = false;
+                                tracing::info!("ticks are running again");
+                            }
+                            self.wakeups.set_ticking(&room, tick.busy);
+                            let pause = if tick.busy {
+                                Duration::from_millis(tick.next_due_in_ms)
+                            } else {
+                                idle_pause()
+                            };
+                            schedule.no_later_than(room, pause);
+                        }
+                        // Gone: off the schedule until a refresh or a wake-up finds it.
+                        Err(StoreError::RoomNotFound(_) | StoreError::RoomClosed(_)) => {}
+                        Err(error) => {
+                            if !failing {
+                                failing = true;
+                                tracing::warn!(%error, "ticks are failing; retrying until the store answers");
+                            }
+                            schedule.no_later_than(room, RETRY_AFTER_FAILURE);
+                        }
                     }
-                    Ok(_) => {}
-                    Err(error) if !failing => {
-                        failing = true;
-                        tracing::warn!(%error, "ticks are failing; retrying until the store answers");
+                }
+                () = self.wakeups.notify.notified() => {
+                    for room in self.wakeups.take() {
+                        schedule.no_later_than(room, Duration::ZERO);
                     }
-                    Err(_) => {}
-                },
+                }
+                _ = refresh.tick() => {
+                    if let Err(error) = self.refresh_rooms(&mut schedule).await {
+                        tracing::warn!(%error, "could not read the rooms");
+                    }
+                }
                 _ = presence.tick() => self.refresh_presence().await,
                 () = shutdown.cancelled() => break,
             }

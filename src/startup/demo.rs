@@ -9,6 +9,7 @@ use std::time::Duration;
 use rand::Rng;
 use tokio_util::sync::CancellationToken;
 
+use crate::live::promoter::Wakeups;
 use crate::store::SaleStore;
 use crate::store::{Store, StoreError};
 use crate::words::sale::{Inventory, SaleConfig};
@@ -45,12 +46,19 @@ pub async fn create(store: &dyn Store, sale: &dyn SaleStore) -> Result<RoomId, S
 }
 
 /// Joins simulated visitors (0 to 3 per tick, 1.5 on average against 2
-/// admitted) and keeps them present, until shutdown.
-pub async fn simulate_visitors(store: Arc<dyn Store>, room: RoomId, shutdown: CancellationToken) {
+/// admitted) and keeps them present, until shutdown; like real visitors,
+/// they wake the promoter.
+pub async fn simulate_visitors(
+    store: Arc<dyn Store>,
+    wakeups: Arc<Wakeups>,
+    room: RoomId,
+    shutdown: CancellationToken,
+) {
     let mut crowd: Vec<VisitorId> = Vec::new();
     for _ in 0..INITIAL_LINE {
         join(store.as_ref(), &room, &mut crowd).await;
     }
+    wakeups.note(&room);
     let mut every_tick = tokio::time::interval(Duration::from_secs(5));
     loop {
         tokio::select! {
@@ -69,6 +77,7 @@ pub async fn simulate_visitors(store: Arc<dyn Store>, room: RoomId, shutdown: Ca
                     }
                 }
                 crowd = still_waiting;
+                wakeups.note(&room);
             }
             () = shutdown.cancelled() => break,
         }

@@ -15,7 +15,7 @@ use actix_web::web;
 use crate::http::AppState;
 use crate::http::ops;
 use crate::live::hub::Hub;
-use crate::live::promoter::Promoter;
+use crate::live::promoter::{Promoter, Wakeups};
 use crate::live::tasks::Tasks;
 use crate::store::memory::MemoryStore;
 use crate::store::redis::RedisStore;
@@ -207,7 +207,8 @@ impl Application {
         let credentials = Arc::new(Credentials::from_secret(&secret));
         let tasks = Tasks::new();
         let hub = Arc::new(Hub::new(store.clone(), credentials.clone()));
-        let promoter = Promoter::new(store.clone(), hub.clone());
+        let wakeups = Arc::new(Wakeups::default());
+        let promoter = Promoter::new(store.clone(), hub.clone(), wakeups.clone());
 
         tasks.spawn_service("hub", hub.clone().run(tasks.clone()));
         tasks.spawn_service("promoter", promoter.clone().run(tasks.clone()));
@@ -217,7 +218,12 @@ impl Application {
                 .map_err(StartError::Demo)?;
             tasks.spawn_service(
                 "demo visitors",
-                demo::simulate_visitors(store.clone(), room, tasks.shutdown_token()),
+                demo::simulate_visitors(
+                    store.clone(),
+                    wakeups.clone(),
+                    room,
+                    tasks.shutdown_token(),
+                ),
             );
         }
 
@@ -225,6 +231,7 @@ impl Application {
             store: store.clone(),
             sale: sale.clone(),
             hub: hub.clone(),
+            wakeups,
             credentials: credentials.clone(),
             clock: clock.clone(),
             admin_token,

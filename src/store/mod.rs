@@ -36,6 +36,18 @@ pub enum StoreError {
     Unexpected(String),
 }
 
+/// What asking a room for its tick found: whether one ran and when the next
+/// is due, so a promoter sleeps until then instead of asking again.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tick {
+    /// What the tick did; `None` when none was due (another node ran it).
+    pub ran: Option<TickReport>,
+    /// Someone waits or holds a pass: the room needs its ticks.
+    pub busy: bool,
+    /// How long until the next tick is due, by the store's clock.
+    pub next_due_in_ms: Millis,
+}
+
 /// What a due tick did, for the promoter's metrics and logs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TickReport {
@@ -65,9 +77,10 @@ pub trait Store: Send + Sync + 'static {
     async fn leave(&self, id: &RoomId, visitor: VisitorId) -> Result<(), StoreError>;
     /// Marks these visitors present (they hold a socket on some node).
     async fn touch(&self, id: &RoomId, visitors: &[VisitorId]) -> Result<(), StoreError>;
-    /// Runs the room's tick if one is due at the store's time; `None` if not
-    /// due. Safe to call from every node at once: a due tick runs once.
-    async fn tick(&self, id: &RoomId) -> Result<Option<TickReport>, StoreError>;
+    /// Runs the room's tick if one is due at the store's time, and says when
+    /// the next is due. Safe to call from every node at once: a due tick
+    /// runs once. A closed room answers `RoomClosed`.
+    async fn tick(&self, id: &RoomId) -> Result<Tick, StoreError>;
 
     /// Every room's events, on this node.
     fn subscribe(&self) -> broadcast::Receiver<StoreEvent>;

@@ -46,6 +46,7 @@ impl Harness {
             .tick(room)
             .await
             .unwrap()
+            .ran
             .expect("a tick is due")
             .admitted
     }
@@ -77,6 +78,7 @@ macro_rules! conformance_suite {
             each_tick_admits_at_most_the_rate_in_join_order,
             tokens_never_accumulate_beyond_one_tick,
             tick_is_idempotent_for_a_given_time,
+            tick_says_when_the_next_is_due_and_whether_anyone_needs_it,
             cap_holds_admission_until_passes_expire,
             leaving_with_a_pass_frees_its_slot,
             join_is_idempotent,
@@ -209,16 +211,50 @@ pub mod scenarios {
         h.clock.advance_ms(TICK_MS);
         let first = h.store.tick(&room).await.unwrap();
         let again = h.store.tick(&room).await.unwrap();
-        assert_eq!(first.map(|r| r.admitted), Some(1));
-        assert_eq!(again, None, "the same instant never ticks twice");
+        assert_eq!(first.ran.map(|r| r.admitted), Some(1));
+        assert_eq!(again.ran, None, "the same instant never ticks twice");
         h.clock.advance_ms(TICK_MS - 1);
         assert_eq!(
-            h.store.tick(&room).await.unwrap(),
+            h.store.tick(&room).await.unwrap().ran,
             None,
             "not due before tick_ms"
         );
         h.clock.advance_ms(1);
-        assert!(h.store.tick(&room).await.unwrap().is_some());
+        assert!(h.store.tick(&room).await.unwrap().ran.is_some());
+    }
+
+    /// The promoter sleeps on the tick's answer, so it must say when the
+    /// next tick is due and whether anyone needs it.
+    pub async fn tick_says_when_the_next_is_due_and_whether_anyone_needs_it(h: &Harness) {
+        let room = h.room("r", 1, Some(1)).await;
+        h.clock.advance_ms(TICK_MS);
+        let empty = h.store.tick(&room).await.unwrap();
+        assert!(empty.ran.is_some(), "a due tick runs in an empty room");
+        assert!(!empty.busy, "nobody waits and nobody holds a pass");
+        assert_eq!(empty.next_due_in_ms, TICK_MS);
+
+        h.clock.advance_ms(300);
+        h.join(&room).await; // passes straight through: holds a pass
+        let early = h.store.tick(&room).await.unwrap();
+        assert_eq!(early.ran, None);
+        assert!(early.busy, "a pass holder keeps the room busy");
+        assert_eq!(early.next_due_in_ms, TICK_MS - 300);
+
+        h.join(&room).await; // the cap is reached: waits
+        h.clock.advance_ms(TICK_MS);
+        let late = h.store.tick(&room).await.unwrap();
+        assert!(late.ran.is_some() && late.busy);
+        assert_eq!(
+            late.next_due_in_ms,
+            TICK_MS - 300,
+            "a late tick keeps the cadence"
+        );
+
+        h.store.close_room(&room).await.unwrap();
+        assert!(matches!(
+            h.store.tick(&room).await,
+            Err(StoreError::RoomClosed(_))
+        ));
     }
 
     pub async fn cap_holds_admission_until_passes_expire(h: &Harness) {
@@ -308,7 +344,7 @@ pub mod scenarios {
             h.store.touch(&room, &[present]).await.unwrap();
         }
         h.clock.advance_ms(5_000);
-        let report = h.store.tick(&room).await.unwrap().unwrap();
+        let report = h.store.tick(&room).await.unwrap().ran.unwrap();
         assert_eq!((report.abandoned, report.admitted), (1, 1));
         assert!(
             is_admitted(h.state(&room, present).await),

@@ -78,6 +78,7 @@ async fn change(
 ) -> Result<HttpResponse, ApiError> {
     let patch: RoomPatch = ApiError::parse_body(body.into_inner(), "invalid_config", "the change")?;
     let info = state.store.configure(&room, patch).await?;
+    state.wakeups.note(&room);
     tracing::info!(%room, config = ?info.config, "room configured");
     Ok(HttpResponse::Ok().json(info))
 }

@@ -326,6 +326,7 @@ async fn change_room(
         let id = RoomId::parse(&path).ok_or("no such room")?;
         let patch = form.patch()?;
         let info = state.store.configure(&id, patch).await.map_err(describe)?;
+        state.wakeups.note(&id);
         tracing::info!(room = %info.id, config = ?info.config, "room configured from the admin page");
         Ok(format!("Room {} updated.", info.id))
     }

@@ -11,7 +11,7 @@ use tokio::sync::broadcast;
 
 use super::fenwick::LineIndex;
 use super::sale::MemorySale;
-use crate::store::{Store, StoreError, TickReport};
+use crate::store::{Store, StoreError, Tick, TickReport};
 use crate::words::clock::{Millis, SharedClock};
 use crate::words::{
     Admission, LineSummary, Place, PlaceState, RoomConfig, RoomEvent, RoomId, RoomInfo, RoomPatch,
@@ -547,19 +547,24 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn tick(&self, id: &RoomId) -> Result<Option<TickReport>, StoreError> {
+    async fn tick(&self, id: &RoomId) -> Result<Tick, StoreError> {
         let handle = self.room_handle(id)?;
         let mut room = handle.lock();
         if room.closed {
-            return Ok(None);
+            return Err(StoreError::RoomClosed(id.clone()));
         }
         let now = self.clock.now_ms();
         room.expire_passes(now);
-        Ok(room.tick(now).map(|(report, event)| {
+        let ran = room.tick(now).map(|(report, event)| {
             // Published under the room's lock so events leave in version order.
             self.publish(event);
             report
-        }))
+        });
+        Ok(Tick {
+            ran,
+            busy: !room.line.is_empty() || !room.active.is_empty(),
+            next_due_in_ms: (room.last_tick + room.config.tick_ms).saturating_sub(now),
+        })
     }
 
     fn subscribe(&self) -> broadcast::Receiver<StoreEvent> {

@@ -24,7 +24,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::sale::sale_keys;
 use super::script_error::ScriptError;
-use crate::store::{Store, StoreError, TickReport};
+use crate::store::{Store, StoreError, Tick, TickReport};
 use crate::words::clock::Millis;
 use crate::words::clock::SharedClock;
 use crate::words::{
@@ -651,17 +651,21 @@ impl Store for RedisStore {
         Ok(())
     }
 
-    async fn tick(&self, id: &RoomId) -> Result<Option<TickReport>, StoreError> {
-        let reply: Option<Vec<u64>> = self.run(&self.scripts.tick, id, []).await?;
-        Ok(reply.and_then(|r| match r.as_slice() {
-            [admitted, abandoned, waiting, active] => Some(TickReport {
-                admitted: *admitted,
-                abandoned: *abandoned,
-                waiting: *waiting,
-                active: *active,
+    async fn tick(&self, id: &RoomId) -> Result<Tick, StoreError> {
+        let reply: Vec<u64> = self.run(&self.scripts.tick, id, []).await?;
+        let &[ran, admitted, abandoned, waiting, active, next_due_in_ms] = reply.as_slice() else {
+            return Err(StoreError::Unexpected(format!("tick answered {reply:?}")));
+        };
+        Ok(Tick {
+            ran: (ran == 1).then_some(TickReport {
+                admitted,
+                abandoned,
+                waiting,
+                active,
             }),
-            _ => None,
-        }))
+            busy: waiting > 0 || active > 0,
+            next_due_in_ms,
+        })
     }
 
     fn subscribe(&self) -> broadcast::Receiver<StoreEvent> {
