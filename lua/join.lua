@@ -1,5 +1,6 @@
 -- Joins the line, passes straight through, or returns the existing place.
--- ARGV[3]: the visitor.
+-- ARGV[3]: the visitor; with a join limit, ARGV[4]: joins per minute per
+-- client address and KEYS[7]: that address's key (its TAT), in the room's slot.
 local room, err = open_room()
 if not room then return err end
 local now = now_ms()
@@ -10,6 +11,19 @@ local kind = record and string.sub(record, 1, 1)
 if kind == 'w' then
   mark_present(visitor, now)
 elseif kind ~= 'a' then
+  if ARGV[4] then
+    -- GCRA, as in src/words/join_limit.rs: a minute's worth at once, then
+    -- one per interval; a refused join changes nothing but the count.
+    local per_minute = math.max(1, tonumber(ARGV[4]))
+    local interval = math.ceil(60000 / per_minute)
+    local burst = interval * (per_minute - 1)
+    local tat = math.max(tonumber(redis.call('GET', KEYS[7]) or now), now)
+    if tat - now > burst then
+      redis.call('HINCRBY', K_ROOM, 'turned_away', 1)
+      return redis.error_reply('RATELIMITED ' .. math.max(1, math.ceil((tat - now - burst) / 1000)))
+    end
+    redis.call('SET', KEYS[7], tat + interval, 'PX', tat + interval - now)
+  end
   local tokens = num(room, 'tokens')
   if room.paused ~= '1' and tokens > 0 and redis.call('ZCARD', K_LINE) == 0 and under_cap(room) then
     admit(room, visitor, now)

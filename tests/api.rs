@@ -1276,3 +1276,99 @@ async fn cookies_carry_secure_when_the_server_is_reached_over_https() {
         }
     }
 }
+
+/// An app whose joins are limited to `per_minute` new places per client
+/// address, believing `X-Forwarded-For` only from `trusted`.
+async fn limited_app(per_minute: u32, trusted: &[&str]) -> TestApp {
+    let mut settings = waitroom::startup::config::Settings::for_tests();
+    settings.join_rate_per_ip = Some(per_minute);
+    settings.trusted_proxies = trusted
+        .iter()
+        .map(|entry| waitroom::http::client_address::parse_trusted_proxy(entry).unwrap())
+        .collect();
+    let clock = waitroom::words::clock::ManualClock::new(support::START_MS);
+    let stores = waitroom::startup::Stores::memory(std::sync::Arc::new(clock.clone()));
+    TestApp::spawn_with(settings, stores, clock).await
+}
+
+async fn join_from(app: &TestApp, room: &str, forwarded_for: &str) -> reqwest::Response {
+    app.http
+        .post(app.url(&format!("/api/rooms/{room}/join")))
+        .header("X-Forwarded-For", forwarded_for)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn joins_past_the_per_address_limit_are_429_with_retry_after() {
+    let app = limited_app(2, &[]).await;
+    app.create_room("drop", json!({"paused": true})).await;
+    // No proxy is trusted: a rotating X-Forwarded-For changes nothing.
+    assert_eq!(join_from(&app, "drop", "203.0.113.1").await.status(), 200);
+    let kept = join_from(&app, "drop", "203.0.113.2").await;
+    assert_eq!(kept.status(), 200);
+    let ticket = kept.json::<Value>().await.unwrap()["ticket"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let refused = join_from(&app, "drop", "203.0.113.3").await;
+    assert_eq!(refused.status(), 429);
+    assert_eq!(refused.headers()["retry-after"], "30");
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "rate_limited");
+
+    let again = app
+        .http
+        .post(app.url("/api/rooms/drop/join"))
+        .bearer_auth(&ticket)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 200, "a place already held is not a new one");
+    let room: Value = app
+        .admin(Method::GET, "/api/admin/rooms/drop")
+        .fetch_json()
+        .await;
+    assert_eq!(room["stats"]["waiting"], 2);
+    assert_eq!(room["stats"]["turned_away"], 1);
+
+    app.clock.advance_ms(30_000);
+    assert_eq!(
+        join_from(&app, "drop", "203.0.113.4").await.status(),
+        200,
+        "one more per 30 s"
+    );
+}
+
+#[tokio::test]
+async fn only_a_trusted_proxy_names_the_client() {
+    let app = limited_app(1, &["127.0.0.0/8"]).await;
+    app.create_room("drop", json!({"paused": true})).await;
+    // The test client is the trusted proxy: each address it names is a client.
+    for client in ["203.0.113.1", "203.0.113.2", "2001:db8::7"] {
+        assert_eq!(
+            join_from(&app, "drop", client).await.status(),
+            200,
+            "{client}"
+        );
+    }
+    let same = join_from(&app, "drop", "6.6.6.6, 203.0.113.1").await;
+    assert_eq!(
+        same.status(),
+        429,
+        "the proxy's own entry counts, not what the client wrote before it"
+    );
+    let garbage = join_from(&app, "drop", "not-an-address").await;
+    assert_eq!(
+        garbage.status(),
+        200,
+        "garbage falls back to the proxy itself"
+    );
+    assert_eq!(
+        join_from(&app, "drop", "still-not").await.status(),
+        429,
+        "…which is one client"
+    );
+}

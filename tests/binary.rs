@@ -123,6 +123,8 @@ fn every_flag_is_documented_with_its_environment_variable() {
         "--secret",
         "--demo-room",
         "--log-format",
+        "--join-rate-per-ip",
+        "--trusted-proxies",
     ] {
         assert!(help.contains(flag), "{flag} missing from --help");
     }
@@ -132,6 +134,8 @@ fn every_flag_is_documented_with_its_environment_variable() {
         "WAITROOM_ADMIN_TOKEN",
         "WAITROOM_SECRET",
         "WAITROOM_DEMO_ROOM",
+        "WAITROOM_JOIN_RATE_PER_IP",
+        "WAITROOM_TRUSTED_PROXIES",
     ] {
         assert!(help.contains(env), "{env} missing from --help");
     }
@@ -216,4 +220,23 @@ async fn a_generated_admin_token_goes_to_a_private_file_not_to_the_log() {
     );
     assert!(!logged.contains(&token), "the token itself is never logged");
     std::fs::remove_dir_all(&tmp).unwrap();
+}
+
+#[test]
+fn a_trusted_proxy_that_is_not_an_address_stops_the_start() {
+    let output = Command::new(env!("CARGO_BIN_EXE_waitroom"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--trusted-proxies",
+            "10.0.0.0/8,proxy.example",
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.contains("\"proxy.example\" is neither an IP address nor a network"),
+        "{said}"
+    );
 }

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use support::redis::RedisServer;
 use support::{FetchJson, Socket, TestApp, close_code, next_json, next_status};
 use waitroom::startup::Stores;
+use waitroom::startup::config::Settings;
 use waitroom::words::clock::ManualClock;
 
 struct Nodes {
@@ -26,13 +27,17 @@ impl Nodes {
     }
 
     async fn start_on(redis: RedisServer, count: usize) -> Self {
+        Self::start_with(redis, count, Settings::for_tests()).await
+    }
+
+    async fn start_with(redis: RedisServer, count: usize, settings: Settings) -> Self {
         let clock = ManualClock::new(support::START_MS);
         let mut apps = Vec::new();
         for _ in 0..count {
             let stores = Stores::redis(&redis.url(), Some(Arc::new(clock.clone())))
                 .await
                 .expect("the node connects to Redis");
-            apps.push(TestApp::spawn_on(stores, clock.clone()).await);
+            apps.push(TestApp::spawn_with(settings.clone(), stores, clock.clone()).await);
         }
         Self { redis, clock, apps }
     }
@@ -339,4 +344,38 @@ async fn a_room_the_store_lost_tells_its_sockets_and_closes_them() {
         assert_eq!(next_status(socket).await["state"], "closed");
         assert_eq!(close_code(socket).await, 1000);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_join_limit_holds_across_nodes_under_a_race() {
+    let mut settings = Settings::for_tests();
+    settings.join_rate_per_ip = Some(5);
+    let nodes = Nodes::start_with(RedisServer::start(), 3, settings).await;
+    nodes.apps[0]
+        .create_room("limited", json!({"paused": true}))
+        .await;
+    // 90 joins from one address (the loopback peer), racing over three nodes.
+    let answers: Vec<u16> = stream::iter(0..90)
+        .map(|i| {
+            let app = &nodes.apps[i % 3];
+            async move {
+                app.http
+                    .post(app.url("/api/rooms/limited/join"))
+                    .json(&json!({}))
+                    .send()
+                    .await
+                    .unwrap()
+                    .status()
+                    .as_u16()
+            }
+        })
+        .buffer_unordered(30)
+        .collect()
+        .await;
+    let admitted = answers.iter().filter(|&&s| s == 200).count();
+    let limited = answers.iter().filter(|&&s| s == 429).count();
+    assert_eq!((admitted, limited), (5, 85), "{answers:?}");
+    let stats = nodes.stats("limited").await;
+    assert_eq!(stats["waiting"], 5);
+    assert_eq!(stats["turned_away"], 85);
 }

@@ -40,6 +40,8 @@ pub enum ApiError {
     BodyTimeout,
     #[error("too many wrong tokens from this address; try again in {retry_after_s} s")]
     TooManyAttempts { retry_after_s: u64 },
+    #[error("too many joins from this address; try again in {retry_after_s} s")]
+    RateLimited { retry_after_s: u64 },
     #[error("the waiting room's store is unavailable; try again in a few seconds")]
     StoreUnavailable,
     #[error(
@@ -95,6 +97,7 @@ impl ApiError {
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
             ApiError::BodyTimeout => "body_timeout",
             ApiError::TooManyAttempts { .. } => "too_many_attempts",
+            ApiError::RateLimited { .. } => "rate_limited",
             ApiError::StoreUnavailable => "store_unavailable",
             ApiError::TooManySockets => "too_many_sockets",
             ApiError::AdminFormRefused(_) => "form_refused",
@@ -117,7 +120,9 @@ impl ResponseError for ApiError {
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
-            ApiError::TooManyAttempts { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::TooManyAttempts { .. } | ApiError::RateLimited { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             ApiError::StoreUnavailable | ApiError::TooManySockets => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -137,7 +142,9 @@ impl ResponseError for ApiError {
         if matches!(self, ApiError::StoreUnavailable | ApiError::TooManySockets) {
             response.insert_header((header::RETRY_AFTER, HeaderValue::from_static("2")));
         }
-        if let ApiError::TooManyAttempts { retry_after_s } = self {
+        if let ApiError::TooManyAttempts { retry_after_s }
+        | ApiError::RateLimited { retry_after_s } = self
+        {
             response.insert_header((header::RETRY_AFTER, retry_after_s.to_string()));
         }
         if let ApiError::MethodNotAllowed { allowed } = self {
@@ -211,6 +218,7 @@ impl From<StoreError> for ApiError {
                     "room {id:?} was changed by someone else at the same time; read it and try again"
                 ),
             },
+            StoreError::RateLimited { retry_after_s } => ApiError::RateLimited { retry_after_s },
             StoreError::Unexpected(reason) => {
                 tracing::error!(%reason, "unexpected store answer");
                 ApiError::Internal

@@ -385,11 +385,19 @@ pub async fn refresh_admin_session(
     Ok(response)
 }
 
-/// The address a request came from: the peer (no proxy is trusted yet).
+/// The address a request came from: the peer, or the client a trusted
+/// proxy names (see `client_address`).
 pub fn client_address(req: &HttpRequest) -> IpAddr {
-    req.peer_addr()
+    let peer = req
+        .peer_addr()
         .map(|address| address.ip())
-        .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED))
+        .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+    let forwarded_for: Vec<&str> = req
+        .headers()
+        .get_all("x-forwarded-for")
+        .filter_map(|value| value.to_str().ok())
+        .collect();
+    state(req).trusted_proxies.client(peer, &forwarded_for)
 }
 
 fn too_many_attempts(wait: Duration) -> ApiError {

@@ -3,6 +3,7 @@
 //! the middleware every answer goes through.
 
 pub mod admin;
+pub mod client_address;
 pub mod cookies;
 pub mod error;
 pub mod extractors;
@@ -52,4 +53,8 @@ pub struct AppState {
     /// less a reserve, so health checks, operators and polling visitors
     /// still get through when the sockets have taken the rest.
     pub socket_limit: usize,
+    /// Proxies whose `X-Forwarded-For` names the client.
+    pub trusted_proxies: client_address::TrustedProxies,
+    /// New places a client address may take per minute in a room, if limited.
+    pub join_rate_per_ip: Option<u32>,
 }

@@ -11,10 +11,12 @@ use serde::Deserialize;
 use super::AppState;
 use super::error::ApiError;
 use super::extractors::{
-    Expiry, PASS_COOKIE, PassRefusal, Room, Ticket, bearer, check_pass, presented_pass,
-    ticket_cookie_name, ticket_error,
+    Expiry, PASS_COOKIE, PassRefusal, Room, Ticket, bearer, check_pass, client_address,
+    presented_pass, ticket_cookie_name, ticket_error,
 };
 use super::limits::read_body;
+use crate::store::{JoinOptions, StoreError};
+use crate::words::join_limit::JoinLimit;
 use crate::words::status::{self, Status, StatusInput};
 use crate::words::{Place, PlaceState, RoomId, VisitorId};
 
@@ -115,7 +117,23 @@ async fn join(
                 .issue_ticket(&room, visitor, state.clock.now_ms()),
         )
     });
-    let place = state.store.join(&room, visitor).await?;
+    let options = JoinOptions {
+        limit: state.join_rate_per_ip.map(|per_minute| JoinLimit {
+            client: client_address(&req).to_string(),
+            per_minute,
+        }),
+    };
+    let place = match state.store.join_with(&room, visitor, &options).await {
+        Err(error @ StoreError::RateLimited { .. }) => {
+            let labels = [
+                ("room", room.to_string()),
+                ("reason", "rate_limited".into()),
+            ];
+            metrics::counter!("waitroom_turned_away_total", &labels).increment(1);
+            return Err(error.into());
+        }
+        other => other?,
+    };
     state.wakeups.note(&room);
     metrics::histogram!("waitroom_join_seconds").record(started.elapsed().as_secs_f64());
     tracing::debug!(%room, %visitor, state = status::state_name(&place.state), "join");

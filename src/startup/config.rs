@@ -1,6 +1,9 @@
 //! Settings: every flag is also an environment variable (api.md, "Running").
 
 use clap::{Parser, ValueEnum};
+use ipnet::IpNet;
+
+use crate::http::client_address::parse_trusted_proxy;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum LogFormat {
@@ -23,7 +26,8 @@ pub struct Settings {
     pub redis_url: Option<String>,
 
     /// Token operators use for the admin page and API, at least 32 characters;
-    /// absent, one is generated and logged.
+    /// absent, one is generated into a file only this user can read, whose
+    /// path is logged.
     #[arg(long, env = "WAITROOM_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
 
@@ -63,6 +67,19 @@ pub struct Settings {
     /// headers get 5 s); a slower one is answered 408 and its connection closed.
     #[arg(long, env = "WAITROOM_BODY_TIMEOUT_MS", default_value_t = 10_000)]
     pub body_timeout_ms: u64,
+
+    /// Joins that create a new place, per minute per client address in a
+    /// room (a minute's worth may come at once); past it, 429 `rate_limited`.
+    /// Off unless set: many real visitors share one address behind carrier
+    /// NAT. Give every node the same value; on Redis the limit is shared.
+    #[arg(long, env = "WAITROOM_JOIN_RATE_PER_IP", value_parser = clap::value_parser!(u32).range(1..=60_000))]
+    pub join_rate_per_ip: Option<u32>,
+
+    /// Proxies whose `X-Forwarded-For` names the client, comma-separated
+    /// addresses or networks (`10.0.0.0/8,192.0.2.7`); absent, the client
+    /// is the peer address, whatever the header says.
+    #[arg(long, env = "WAITROOM_TRUSTED_PROXIES", value_delimiter = ',', value_parser = parse_trusted_proxy)]
+    pub trusted_proxies: Vec<IpNet>,
 }
 
 /// The shortest admin token accepted: guessing one must be hopeless.
@@ -83,6 +100,8 @@ impl Settings {
             metrics_listen: None,
             secure_cookies: false,
             body_timeout_ms: 10_000,
+            join_rate_per_ip: None,
+            trusted_proxies: Vec::new(),
         }
     }
 }

@@ -13,6 +13,7 @@ use actix_web::dev::{Server, ServerHandle};
 use actix_web::web;
 
 use crate::http::AppState;
+use crate::http::client_address::TrustedProxies;
 use crate::http::ops;
 use crate::live::hub::Hub;
 use crate::live::promoter::{Promoter, Wakeups};
@@ -242,6 +243,8 @@ impl Application {
             body_timeout: Duration::from_millis(settings.body_timeout_ms),
             secure_cookies: settings.secure_cookies,
             socket_limit: settings.max_sockets.unwrap_or_else(default_socket_limit),
+            trusted_proxies: TrustedProxies::new(settings.trusted_proxies.clone()),
+            join_rate_per_ip: settings.join_rate_per_ip,
         });
         let listener = listen(&settings.listen).map_err(|source| StartError::Listen {
             address: settings.listen.clone(),

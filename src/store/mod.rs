@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use tokio::sync::broadcast;
 
 use crate::words::clock::Millis;
+use crate::words::join_limit::JoinLimit;
 use crate::words::sale::{SaleConfig, SaleError, SaleView};
 use crate::words::{Place, RoomConfig, RoomId, RoomInfo, RoomPatch, StoreEvent, VisitorId};
 
@@ -31,9 +32,21 @@ pub enum StoreError {
     Conflict(RoomId),
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// A join that would create a new place, refused by the per-address
+    /// join limit; nothing changed but the room's `turned_away` count.
+    #[error("too many joins from this address; try again in {retry_after_s} s")]
+    RateLimited { retry_after_s: u64 },
     /// An answer no version of the store gives: a bug, not an outage.
     #[error("unexpected store answer: {0}")]
     Unexpected(String),
+}
+
+/// How a join is made, beyond who joins.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JoinOptions {
+    /// Limits the new places the client's address may take (an existing
+    /// place is returned whatever the limit says).
+    pub limit: Option<JoinLimit>,
 }
 
 /// What asking a room for its tick found: whether one ran and when the next
@@ -70,7 +83,16 @@ pub trait Store: Send + Sync + 'static {
     async fn room_ids(&self) -> Result<Vec<RoomId>, StoreError>;
 
     /// Joins, or returns the visitor's existing place: idempotent per visitor.
-    async fn join(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError>;
+    async fn join(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {
+        self.join_with(id, visitor, &JoinOptions::default()).await
+    }
+    /// `join`, with options; the limit is checked in the same atomic step.
+    async fn join_with(
+        &self,
+        id: &RoomId,
+        visitor: VisitorId,
+        options: &JoinOptions,
+    ) -> Result<Place, StoreError>;
     /// The visitor's place now; counts as a sign of presence.
     async fn status(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError>;
     /// Gives up the place or the admitted slot.

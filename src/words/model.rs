@@ -263,6 +263,8 @@ pub struct RoomStats {
     pub admitted_total: u64,
     pub admitted_last_minute: u64,
     pub oldest_wait_seconds: u64,
+    /// Joins refused by a limit (today: the per-address join limit).
+    pub turned_away: u64,
 }
 
 /// A room as the operator API shows it: its id, config and stats.

@@ -90,6 +90,7 @@ macro_rules! conformance_suite {
             positions_count_only_those_still_ahead,
             closed_rooms_tell_visitors_and_refuse_joins,
             unknown_rooms_are_errors,
+            join_limits_hold_per_address_on_a_driven_clock,
         );
         $crate::conformance_suite!(@sale $make;
             stock_is_claimed_exactly,
@@ -127,7 +128,8 @@ pub mod sale;
 
 pub mod scenarios {
     use super::*;
-    use waitroom::store::StoreError;
+    use waitroom::store::{JoinOptions, StoreError};
+    use waitroom::words::join_limit::JoinLimit;
 
     pub async fn bucket_starts_full_and_passes_arrivals_through(h: &Harness) {
         let room = h.room("r", 3, None).await;
@@ -447,6 +449,58 @@ pub mod scenarios {
         assert!(h.store.rooms().await.unwrap().is_empty());
         // The id can be used again.
         h.room("r", 1, None).await;
+    }
+
+    pub async fn join_limits_hold_per_address_on_a_driven_clock(h: &Harness) {
+        let room = h.room("r", 1, None).await;
+        h.patch(&room, r#"{"paused": true}"#).await; // everyone waits
+        let from = |client: &str| JoinOptions {
+            limit: Some(JoinLimit {
+                client: client.into(),
+                per_minute: 3,
+            }),
+        };
+        let join = |visitor: VisitorId, client: &'static str| {
+            let options = from(client);
+            let store = h.store.clone();
+            let room = room.clone();
+            async move { store.join_with(&room, visitor, &options).await }
+        };
+        let first = VisitorId::random();
+        join(first, "203.0.113.7").await.unwrap();
+        join(VisitorId::random(), "203.0.113.7").await.unwrap();
+        join(VisitorId::random(), "203.0.113.7").await.unwrap();
+        let refused = join(VisitorId::random(), "203.0.113.7").await;
+        assert!(
+            matches!(refused, Err(StoreError::RateLimited { retry_after_s: 20 })),
+            "a minute's worth (3) at once, then one per 20 s: {refused:?}"
+        );
+        assert!(
+            join(first, "203.0.113.7").await.is_ok(),
+            "a visitor with a place gets it back: only new places count"
+        );
+        assert!(
+            join(VisitorId::random(), "2001:db8::1").await.is_ok(),
+            "each address has its own limit"
+        );
+        assert_eq!(h.store.room(&room).await.unwrap().stats.waiting, 4);
+
+        h.clock.advance_ms(19_999);
+        assert!(matches!(
+            join(VisitorId::random(), "203.0.113.7").await,
+            Err(StoreError::RateLimited { retry_after_s: 1 })
+        ));
+        h.clock.advance_ms(1);
+        join(VisitorId::random(), "203.0.113.7").await.unwrap();
+        assert!(join(VisitorId::random(), "203.0.113.7").await.is_err());
+
+        let stats = h.store.room(&room).await.unwrap().stats;
+        assert_eq!(stats.waiting, 5, "a refused join creates no place");
+        assert_eq!(stats.turned_away, 3);
+        assert!(
+            h.store.join(&room, VisitorId::random()).await.is_ok(),
+            "a join without a limit is not limited"
+        );
     }
 
     pub async fn unknown_rooms_are_errors(h: &Harness) {

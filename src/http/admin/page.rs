@@ -64,6 +64,7 @@ pub struct AdminRoomRow {
     pub admitted_total: u64,
     pub admitted_last_minute: u64,
     pub oldest_wait_seconds: u64,
+    pub turned_away: u64,
 }
 
 impl From<RoomInfo> for AdminRoomRow {
@@ -84,6 +85,7 @@ impl From<RoomInfo> for AdminRoomRow {
             admitted_total: stats.admitted_total,
             admitted_last_minute: stats.admitted_last_minute,
             oldest_wait_seconds: stats.oldest_wait_seconds,
+            turned_away: stats.turned_away,
         }
     }
 }

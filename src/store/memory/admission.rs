@@ -11,8 +11,9 @@ use tokio::sync::broadcast;
 
 use super::fenwick::LineIndex;
 use super::sale::MemorySale;
-use crate::store::{Store, StoreError, Tick, TickReport};
+use crate::store::{JoinOptions, Store, StoreError, Tick, TickReport};
 use crate::words::clock::{Millis, SharedClock};
+use crate::words::join_limit::{self, Gcra, JoinLimit};
 use crate::words::{
     Admission, LineSummary, Place, PlaceState, RoomConfig, RoomEvent, RoomId, RoomInfo, RoomPatch,
     RoomStats, StoreEvent, VisitorId,
@@ -125,7 +126,15 @@ struct Room {
     /// (time, admitted) over the rate window, oldest first.
     admissions: VecDeque<(Millis, u64)>,
     admitted_total: u64,
+    /// Per-address join limits: client address → theoretical arrival time.
+    join_limits: HashMap<String, Millis>,
+    join_limits_prune_at: usize,
+    turned_away: u64,
 }
+
+/// The per-address map is pruned when it reaches this size, or twice its
+/// size after the last pruning.
+const MIN_JOIN_LIMITS_PRUNE: usize = 1024;
 
 impl Room {
     fn new(id: RoomId, config: RoomConfig, now: Millis) -> Self {
@@ -147,6 +156,9 @@ impl Room {
             active: BTreeSet::new(),
             admissions: VecDeque::new(),
             admitted_total: 0,
+            join_limits: HashMap::new(),
+            join_limits_prune_at: MIN_JOIN_LIMITS_PRUNE,
+            turned_away: 0,
         }
     }
 
@@ -298,11 +310,36 @@ impl Room {
         }
     }
 
-    fn join(&mut self, visitor: VisitorId, now: Millis) -> Place {
+    fn join(
+        &mut self,
+        visitor: VisitorId,
+        limit: Option<&JoinLimit>,
+        now: Millis,
+    ) -> Result<Place, StoreError> {
         match self.visitors.get(&visitor) {
             Some(VisitorState::Waiting { .. }) => self.mark_present(visitor, now),
             Some(VisitorState::Admitted { .. }) => {}
             Some(VisitorState::Left) | None => {
+                if let Some(limit) = limit {
+                    let tat = self.join_limits.get(&limit.client).copied();
+                    match join_limit::decide(tat, now, limit.per_minute) {
+                        Gcra::Allowed { tat } => {
+                            self.join_limits.insert(limit.client.clone(), tat);
+                            if self.join_limits.len() >= self.join_limits_prune_at {
+                                // An address whose TAT has passed is as good as
+                                // unknown; pruning when the map doubles keeps
+                                // the cost per join constant.
+                                self.join_limits.retain(|_, tat| *tat > now);
+                                self.join_limits_prune_at =
+                                    (2 * self.join_limits.len()).max(MIN_JOIN_LIMITS_PRUNE);
+                            }
+                        }
+                        Gcra::Refused { retry_after_s } => {
+                            self.turned_away += 1;
+                            return Err(StoreError::RateLimited { retry_after_s });
+                        }
+                    }
+                }
                 let pass_through = !self.config.paused
                     && self.tokens > 0
                     && self.line.is_empty()
@@ -325,7 +362,7 @@ impl Room {
                 }
             }
         }
-        self.place(visitor)
+        Ok(self.place(visitor))
     }
 
     /// Removes the visitor's place or slot; returns the seq if they were waiting.
@@ -412,6 +449,7 @@ impl Room {
                 admitted_total: self.admitted_total,
                 admitted_last_minute: self.admitted_since(now.saturating_sub(RATE_WINDOW_MS)),
                 oldest_wait_seconds: oldest_wait_ms / 1000,
+                turned_away: self.turned_away,
             },
         }
     }
@@ -504,8 +542,15 @@ impl Store for MemoryStore {
             .collect())
     }
 
-    async fn join(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {
-        self.with_open_room(id, |room, now| room.join(visitor, now))
+    async fn join_with(
+        &self,
+        id: &RoomId,
+        visitor: VisitorId,
+        options: &JoinOptions,
+    ) -> Result<Place, StoreError> {
+        self.with_open_room(id, |room, now| {
+            room.join(visitor, options.limit.as_ref(), now)
+        })?
     }
 
     async fn status(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {

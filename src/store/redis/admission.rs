@@ -24,7 +24,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::sale::sale_keys;
 use super::script_error::ScriptError;
-use crate::store::{Store, StoreError, Tick, TickReport};
+use crate::store::{JoinOptions, Store, StoreError, Tick, TickReport};
 use crate::words::clock::Millis;
 use crate::words::clock::SharedClock;
 use crate::words::{
@@ -301,6 +301,9 @@ impl RedisStore {
                 Some(ScriptError::Closed) => StoreError::RoomClosed(room.clone()),
                 Some(ScriptError::Exists) => StoreError::RoomExists(room.clone()),
                 Some(ScriptError::Conflict) => StoreError::Conflict(room.clone()),
+                Some(ScriptError::RateLimited(retry_after_s)) => {
+                    StoreError::RateLimited { retry_after_s }
+                }
                 Some(other) => {
                     StoreError::Unexpected(format!("{other:?} from an admission script"))
                 }
@@ -373,6 +376,9 @@ fn parse_info(room: &RoomId, flat: Vec<Value>) -> Option<(RoomInfo, String)> {
         admitted_total: parse("admitted_total")?,
         admitted_last_minute: number(&stats[2])?,
         oldest_wait_seconds: number(&stats[3])? / 1000,
+        turned_away: field("turned_away")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0),
     };
     let info = RoomInfo {
         id: room.clone(),
@@ -619,10 +625,28 @@ impl Store for RedisStore {
         Ok(ids.iter().filter_map(|id| RoomId::parse(id)).collect())
     }
 
-    async fn join(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {
-        let reply: Vec<Value> = self
-            .run(&self.scripts.join, id, [visitor.to_string()])
-            .await?;
+    async fn join_with(
+        &self,
+        id: &RoomId,
+        visitor: VisitorId,
+        options: &JoinOptions,
+    ) -> Result<Place, StoreError> {
+        let reply: Vec<Value> = match &options.limit {
+            None => {
+                self.run(&self.scripts.join, id, [visitor.to_string()])
+                    .await?
+            }
+            Some(limit) => {
+                let key = format!("wr:{{{id}}}:join-limit:{}", limit.client);
+                self.run_with_keys(
+                    &self.scripts.join,
+                    id,
+                    &[key],
+                    [visitor.to_string(), limit.per_minute.to_string()],
+                )
+                .await?
+            }
+        };
         parse_place(visitor, reply).ok_or_else(|| StoreError::Unexpected("unexpected place".into()))
     }
 

@@ -16,6 +16,8 @@ pub enum ScriptError {
     SeatTaken(String),
     UnknownSeat(String),
     Limit(u32),
+    /// The per-address join limit, with the seconds until the next join.
+    RateLimited(u64),
     /// The sale sells the other kind (`seats` or `stock`).
     WrongKind(String),
     NoClaim,
@@ -48,6 +50,7 @@ impl ScriptError {
             "SEATTAKEN" => Self::SeatTaken(detail.to_string()),
             "UNKNOWNSEAT" => Self::UnknownSeat(detail.to_string()),
             "LIMIT" => Self::Limit(detail.parse().unwrap_or(0)),
+            "RATELIMITED" => Self::RateLimited(detail.parse().unwrap_or(1)),
             "WRONGKIND" => Self::WrongKind(detail.to_string()),
             "NOCLAIM" => Self::NoClaim,
             "EXPIRED" => Self::Expired,
