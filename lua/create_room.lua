@@ -1,14 +1,14 @@
 -- Creates a room, or replaces a closed one. ARGV[3…]: config field/value pairs.
--- KEYS[7…]: the room's sale keys (same hash tag): a room created again under
+-- KEYS[8…]: the room's sale keys (same hash tag): a room created again under
 -- an old id starts with no sale, hold or order of its predecessor's.
 local room = load_room()
 if room and room.closed ~= '1' then return redis.error_reply('EXISTS') end
 local now = now_ms()
-redis.call('DEL', K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS)
-for i = 7, #KEYS do redis.call('DEL', KEYS[i]) end
+redis.call('DEL', K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS)
+for i = 8, #KEYS do redis.call('DEL', KEYS[i]) end
 redis.call('HSET', K_ROOM, unpack(ARGV, 3))
 local admit_per_tick = redis.call('HGET', K_ROOM, 'admit_per_tick')
 redis.call('HSET', K_ROOM, 'closed', '0', 'created_at', now, 'tokens', admit_per_tick,
   'last_tick', now, 'last_tick_ran', '', 'achieved_rate', '0', 'version', 0, 'next_seq', 0,
-  'admitted_total', 0, 'config_rev', 0)
+  'admitted_total', 0, 'config_rev', 0, 'turned_away', 0, 'no_shows', 0)
 return now

@@ -1,6 +1,6 @@
 -- Joins the line, passes straight through, or returns the existing place.
 -- ARGV[3]: the visitor; with a join limit, ARGV[4]: joins per minute per
--- client address and KEYS[7]: that address's key (its TAT), in the room's slot.
+-- client address and KEYS[8]: that address's key (its TAT), in the room's slot.
 local room, err = open_room()
 if not room then return err end
 local now = now_ms()
@@ -17,12 +17,12 @@ elseif kind ~= 'a' then
     local per_minute = math.max(1, tonumber(ARGV[4]))
     local interval = math.ceil(60000 / per_minute)
     local burst = interval * (per_minute - 1)
-    local tat = math.max(tonumber(redis.call('GET', KEYS[7]) or now), now)
+    local tat = math.max(tonumber(redis.call('GET', KEYS[8]) or now), now)
     if tat - now > burst then
       redis.call('HINCRBY', K_ROOM, 'turned_away', 1)
       return redis.error_reply('RATELIMITED ' .. math.max(1, math.ceil((tat - now - burst) / 1000)))
     end
-    redis.call('SET', KEYS[7], tat + interval, 'PX', tat + interval - now)
+    redis.call('SET', KEYS[8], tat + interval, 'PX', tat + interval - now)
   end
   local tokens = num(room, 'tokens')
   if room.paused ~= '1' and tokens > 0 and redis.call('ZCARD', K_LINE) == 0 and under_cap(room) then

@@ -18,6 +18,6 @@ if kind == 'w' then
   room.version = version
   publish('left|' .. summary_fields(room) .. '|' .. seq)
 elseif kind == 'a' then
-  redis.call('ZREM', K_ACTIVE, visitor)
+  revoke(visitor)
 end
 return 1

@@ -3,8 +3,8 @@
 -- ARGV[1]: how to publish: 'PUBLISH', or 'SPUBLISH' on a cluster (a sharded
 -- channel in the room's own slot); ARGV[2]: the time in ms, or '' for Redis
 -- server time; ARGV[3…]: the operation's own arguments.
-local K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local PUBLISH = ARGV[1]
 -- wr:{room}:room -> wr:{room}:events
 local CHANNEL = string.sub(K_ROOM, 1, -5) .. 'events'
@@ -53,7 +53,21 @@ local function expire_passes(now)
   if #gone > 0 then
     chunked('ZREM', K_ACTIVE, gone)
     chunked('HDEL', K_VISITORS, gone)
+    chunked('ZREM', K_ARRIVALS, gone)
   end
+end
+
+-- The room's arrival grace in ms, or nil when passes are never reclaimed.
+local function arrival_grace_ms(room)
+  local grace = tonumber(room.arrival_grace_s or '')
+  return grace and grace * 1000
+end
+
+-- Takes back an admitted visitor's slot; their pass is refused from now on.
+local function revoke(visitor)
+  redis.call('HSET', K_VISITORS, visitor, 'l')
+  redis.call('ZREM', K_ACTIVE, visitor)
+  redis.call('ZREM', K_ARRIVALS, visitor)
 end
 
 local function under_cap(room)
@@ -101,6 +115,8 @@ local function admit(room, visitor, now)
   local expires_at = now + num(room, 'pass_ttl_s') * 1000
   redis.call('HSET', K_VISITORS, visitor, 'a|' .. now .. '|' .. expires_at)
   redis.call('ZADD', K_ACTIVE, expires_at, visitor)
+  local grace = arrival_grace_ms(room)
+  if grace then redis.call('ZADD', K_ARRIVALS, now + grace, visitor) end
   return expires_at
 end
 

@@ -1,7 +1,7 @@
 -- Runs the room's tick if one is due: safe to call from every node at once,
 -- since the stored time of the last tick decides. Work is O(admitted +
 -- abandoned), never O(waiting). Returns
--- { ran (1 or 0), admitted, abandoned, waiting, active, next due in ms }.
+-- { ran (1 or 0), admitted, abandoned, no-shows, waiting, active, next due in ms }.
 local room = load_room()
 if not room then return redis.error_reply('NOROOM') end
 if room.closed == '1' then return redis.error_reply('CLOSED') end
@@ -9,10 +9,26 @@ local now = now_ms()
 local tick_ms = num(room, 'tick_ms')
 local last_tick = num(room, 'last_tick')
 if now < last_tick + tick_ms then
-  return { 0, 0, 0, redis.call('ZCARD', K_LINE), redis.call('ZCARD', K_ACTIVE), last_tick + tick_ms - now }
+  return { 0, 0, 0, 0, redis.call('ZCARD', K_LINE), redis.call('ZCARD', K_ACTIVE),
+    last_tick + tick_ms - now }
 end
 last_tick = last_tick + math.floor((now - last_tick) / tick_ms) * tick_ms
 expire_passes(now)
+
+-- Passes no /api/verify has seen within the grace are taken back (no-shows).
+local no_shows = 0
+if arrival_grace_ms(room) then
+  local due = redis.call('ZRANGEBYSCORE', K_ARRIVALS, '-inf', now)
+  for _, visitor in ipairs(due) do
+    local record = redis.call('HGET', K_VISITORS, visitor)
+    if record and string.sub(record, 1, 1) == 'a' then
+      revoke(visitor)
+      no_shows = no_shows + 1
+    end
+  end
+  if #due > 0 then chunked('ZREM', K_ARRIVALS, due) end
+  if no_shows > 0 then redis.call('HINCRBY', K_ROOM, 'no_shows', no_shows) end
+end
 
 -- Waiting visitors not seen for abandon_after_s lose their place.
 local grace = num(room, 'abandon_after_s') * 1000
@@ -47,7 +63,8 @@ if room.paused ~= '1' then
     local expires_at = now + num(room, 'pass_ttl_s') * 1000
     local pass = 'a|' .. now .. '|' .. expires_at
     -- One command per structure, not one per visitor.
-    local members, records, passes = {}, {}, {}
+    local grace = arrival_grace_ms(room)
+    local members, records, passes, arrivals = {}, {}, {}, {}
     for i = 1, #head, 2 do
       local visitor, seq = head[i], head[i + 1]
       table.insert(members, visitor)
@@ -55,11 +72,16 @@ if room.paused ~= '1' then
       table.insert(records, pass)
       table.insert(passes, expires_at)
       table.insert(passes, visitor)
+      if grace then
+        table.insert(arrivals, now + grace)
+        table.insert(arrivals, visitor)
+      end
       table.insert(admitted, visitor .. ',' .. seq .. ',' .. now .. ',' .. expires_at)
     end
     if #members > 0 then
       chunked('HSET', K_VISITORS, records)
       chunked('ZADD', K_ACTIVE, passes)
+      if #arrivals > 0 then chunked('ZADD', K_ARRIVALS, arrivals) end
     end
     tokens = tokens - #members
   end
@@ -77,5 +99,5 @@ room.version, room.last_tick_ran, room.achieved_rate = version, tostring(now), t
 
 publish('tick|' .. summary_fields(room) .. '|' ..
   table.concat(admitted, ';') .. '|' .. table.concat(departed, ','))
-return { 1, #admitted, #departed, redis.call('ZCARD', K_LINE), redis.call('ZCARD', K_ACTIVE),
+return { 1, #admitted, #departed, no_shows, redis.call('ZCARD', K_LINE), redis.call('ZCARD', K_ACTIVE),
   last_tick + tick_ms - now }

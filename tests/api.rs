@@ -122,6 +122,11 @@ async fn passes_verify_offline_with_the_published_jwks() {
         .claims;
     assert_eq!(claims["room"], "offline");
     assert_eq!(
+        claims["jti"],
+        format!("{}.{}", claims["sub"].as_str().unwrap(), support::START_MS),
+        "the admission's id: its visitor and the moment of admission"
+    );
+    assert_eq!(
         claims["exp"].as_u64().unwrap() - claims["iat"].as_u64().unwrap(),
         600
     );
@@ -1371,4 +1376,183 @@ async fn only_a_trusted_proxy_names_the_client() {
         429,
         "…which is one client"
     );
+}
+
+async fn verify_status(app: &TestApp, room: &str, pass: &str) -> u16 {
+    app.http
+        .get(app.url(&format!("/api/verify?room={room}")))
+        .bearer_auth(pass)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// A pass's `sub`, read without checking it (the test made the pass).
+fn sub_of(pass: &str) -> String {
+    let payload = pass.split('.').nth(1).unwrap();
+    let claims: Value = serde_json::from_slice(
+        &base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, payload)
+            .unwrap(),
+    )
+    .unwrap();
+    claims["sub"].as_str().unwrap().to_owned()
+}
+
+async fn revoke(app: &TestApp, room: &str, body: Value) -> reqwest::Response {
+    app.admin(
+        Method::POST,
+        &format!("/api/admin/rooms/{room}/passes/revoke"),
+    )
+    .json(&body)
+    .send()
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn passes_are_revoked_by_pass_by_visitor_and_by_leave_and_free_their_slot() {
+    let app = TestApp::spawn().await;
+    app.create_room("gate", json!({"max_active": 3, "admit_per_tick": 3}))
+        .await;
+    let holders: Vec<Value> =
+        futures_util::future::join_all((0..3).map(|_| app.join_api("gate"))).await;
+    let waiting = app.join_api("gate").await;
+    assert_eq!(waiting["state"], "waiting");
+    let pass = |n: usize| holders[n]["pass"].as_str().unwrap().to_owned();
+    for n in 0..3 {
+        assert_eq!(verify_status(&app, "gate", &pass(n)).await, 204);
+    }
+
+    assert_eq!(
+        revoke(&app, "gate", json!({"pass": pass(0)}))
+            .await
+            .status(),
+        204
+    );
+    assert_eq!(
+        revoke(&app, "gate", json!({"visitor": sub_of(&pass(1))}))
+            .await
+            .status(),
+        204
+    );
+    let left = app
+        .http
+        .post(app.url("/api/rooms/gate/leave"))
+        .bearer_auth(pass(2))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(left.status(), 204, "leave takes the pass as Bearer");
+    for n in 0..3 {
+        let refused = app
+            .http
+            .get(app.url("/api/verify?room=gate"))
+            .bearer_auth(pass(n))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 401);
+        let body: Value = refused.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "pass_revoked", "pass {n}");
+    }
+    let stats = app
+        .admin(Method::GET, "/api/admin/rooms/gate")
+        .fetch_json()
+        .await["stats"]
+        .clone();
+    assert_eq!(stats["active"], 0, "every slot is free at once");
+    assert_eq!(
+        revoke(&app, "gate", json!({"pass": pass(0)}))
+            .await
+            .status(),
+        204,
+        "revoking again is no error"
+    );
+}
+
+#[tokio::test]
+async fn revocations_that_name_nothing_are_clear_errors() {
+    let app = TestApp::spawn().await;
+    app.create_room("gate", json!({})).await;
+    app.create_room("other", json!({})).await;
+    let other_pass = app.join_api("other").await["pass"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut forged = app.join_api("gate").await["pass"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    forged.pop();
+    forged.push('A');
+    for (body, code) in [
+        (json!({"pass": forged}), "invalid_pass"),
+        (json!({"pass": "not-a-jwt"}), "invalid_pass"),
+        (json!({"pass": other_pass}), "invalid_pass"),
+        (json!({"visitor": "nobody"}), "invalid_visitor"),
+        (json!({}), "invalid_revocation"),
+        (json!({"pass": "x", "visitor": "y"}), "invalid_revocation"),
+        (json!({"jti": "x"}), "invalid_revocation"),
+    ] {
+        let answer = revoke(&app, "gate", body.clone()).await;
+        assert_eq!(answer.status(), 400, "{body}");
+        let error: Value = answer.json().await.unwrap();
+        assert_eq!(error["error"]["code"], code, "{body}");
+    }
+    assert_eq!(
+        revoke(&app, "nowhere", json!({"visitor": sub_of(&other_pass)}))
+            .await
+            .status(),
+        404
+    );
+    let anonymous = app
+        .http
+        .post(app.url("/api/admin/rooms/gate/passes/revoke"))
+        .json(&json!({"visitor": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401);
+}
+
+#[tokio::test]
+async fn a_pass_never_seen_at_verify_is_reclaimed_after_the_grace() {
+    let app = TestApp::spawn().await;
+    app.create_room(
+        "grace",
+        json!({"max_active": 2, "admit_per_tick": 2, "arrival_grace_s": 30, "tick_ms": 1000}),
+    )
+    .await;
+    let arrives = app.join_api("grace").await;
+    let never = app.join_api("grace").await;
+    let next = app.join_api("grace").await;
+    assert_eq!(next["state"], "waiting");
+    let arrives_pass = arrives["pass"].as_str().unwrap();
+    assert_eq!(verify_status(&app, "grace", arrives_pass).await, 204);
+    app.step(30_000).await;
+    assert_eq!(
+        verify_status(&app, "grace", arrives_pass).await,
+        204,
+        "seen: kept"
+    );
+    assert_eq!(
+        verify_status(&app, "grace", never["pass"].as_str().unwrap()).await,
+        401,
+        "never seen: reclaimed"
+    );
+    let room = app
+        .admin(Method::GET, "/api/admin/rooms/grace")
+        .fetch_json()
+        .await;
+    assert_eq!(room["arrival_grace_s"], 30);
+    assert_eq!(room["stats"]["no_shows"], 1);
+    let next_now = app
+        .status_api("grace", next["ticket"].as_str().unwrap())
+        .await
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(next_now["state"], "admitted", "the slot went to the next");
 }

@@ -379,3 +379,39 @@ async fn the_join_limit_holds_across_nodes_under_a_race() {
     assert_eq!(stats["waiting"], 5);
     assert_eq!(stats["turned_away"], 85);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pass_revoked_on_one_node_fails_verify_on_every_node() {
+    let nodes = Nodes::start(3).await;
+    let [a, b, c] = &nodes.apps[..] else {
+        unreachable!()
+    };
+    a.create_room("gate", json!({"max_active": 1})).await;
+    let holder = b.join_api("gate").await;
+    let pass = holder["pass"].as_str().unwrap();
+    let verify = |app: &TestApp| {
+        let request = app
+            .http
+            .get(app.url("/api/verify?room=gate"))
+            .bearer_auth(pass);
+        async move { request.send().await.unwrap().status().as_u16() }
+    };
+    for app in [a, b, c] {
+        assert_eq!(verify(app).await, 204);
+    }
+    let revoked = a
+        .admin(Method::POST, "/api/admin/rooms/gate/passes/revoke")
+        .json(&json!({ "pass": pass }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), 204);
+    for app in [a, b, c] {
+        assert_eq!(verify(app).await, 401, "refused on {}", app.address);
+    }
+    let next = c.join_api("gate").await;
+    assert_eq!(
+        next["state"], "admitted",
+        "the cap's one slot was free at once, on another node"
+    );
+}

@@ -137,6 +137,50 @@ impl FromRequest for Ticket {
     }
 }
 
+/// Who gives something up at `leave`: a visitor by their ticket (their
+/// place or their slot), or whoever holds a pass, by that pass as Bearer
+/// (the pass alone, as an operator's revocation would). A Bearer that reads
+/// as a pass of the path's room is one; anything else must be a ticket.
+#[derive(Debug, Clone)]
+pub enum Leaver {
+    Visitor(Ticket),
+    PassHolder {
+        room: RoomId,
+        visitor: VisitorId,
+        /// The pass's `exp`, so only that admission is given up.
+        pass_exp_s: u64,
+    },
+}
+
+impl Leaver {
+    fn of(req: &HttpRequest) -> Result<Self, ApiError> {
+        let room = Room::of(req)?;
+        if let Some(token) = bearer(req)
+            && let Ok(claims) = state(req).credentials.pass_holder(token, &room)
+        {
+            let visitor = claims
+                .sub
+                .parse()
+                .map_err(|_| pass_error(CredentialError::Invalid))?;
+            return Ok(Leaver::PassHolder {
+                room,
+                visitor,
+                pass_exp_s: claims.exp,
+            });
+        }
+        Ticket::of(req).map(Leaver::Visitor)
+    }
+}
+
+impl FromRequest for Leaver {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(Leaver::of(req))
+    }
+}
+
 pub fn pass_error(error: CredentialError) -> ApiError {
     match error {
         CredentialError::Expired => ApiError::unauthorized("pass_expired", "the pass has expired"),
@@ -215,7 +259,10 @@ impl PassRefusal {
 }
 
 fn revoked() -> ApiError {
-    ApiError::unauthorized("pass_revoked", "the pass was given up or replaced")
+    ApiError::unauthorized(
+        "pass_revoked",
+        "the pass was given up, revoked, reclaimed unused, or replaced",
+    )
 }
 
 /// The one check of a pass, for `/api/verify`, the sale and the sale page
@@ -247,7 +294,9 @@ pub async fn check_pass(
         .sub
         .parse()
         .map_err(|_| PassRefusal::Credential(CredentialError::Invalid))?;
-    let place = match state.store.status(room, visitor).await {
+    // Read through `arrive`: a pass checked here has reached the protected
+    // site, so it is not reclaimed as a no-show (`arrival_grace_s`).
+    let place = match state.store.arrive(room, visitor).await {
         Ok(place) => place.state,
         Err(StoreError::RoomNotFound(room)) => return Err(PassRefusal::RoomNotFound(room)),
         Err(StoreError::RoomClosed(room)) => return Err(PassRefusal::RoomClosed(room)),

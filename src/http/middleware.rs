@@ -38,6 +38,7 @@ const ROUTES: &[(&str, &[&str])] = &[
     // admin/api.rs
     ("/api/admin/rooms", &["GET", "POST"]),
     ("/api/admin/rooms/{room}", &["GET", "PATCH", "DELETE"]),
+    ("/api/admin/rooms/{room}/passes/revoke", &["POST"]),
     // admin/page.rs
     ("/admin", &["GET"]),
     ("/admin/login", &["POST"]),

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::AppState;
 use super::error::ApiError;
 use super::extractors::{
-    Expiry, PASS_COOKIE, PassRefusal, Room, Ticket, bearer, check_pass, client_address,
+    Expiry, Leaver, PASS_COOKIE, PassRefusal, Room, Ticket, bearer, check_pass, client_address,
     presented_pass, ticket_cookie_name, ticket_error,
 };
 use super::limits::read_body;
@@ -156,8 +156,21 @@ async fn status_route(
 }
 
 #[post("/api/rooms/{room}/leave")]
-async fn leave(ticket: Ticket, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    state.store.leave(&ticket.room, ticket.visitor).await?;
+async fn leave(leaver: Leaver, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    match leaver {
+        Leaver::Visitor(ticket) => state.store.leave(&ticket.room, ticket.visitor).await?,
+        Leaver::PassHolder {
+            room,
+            visitor,
+            pass_exp_s,
+        } => {
+            let taken = state
+                .store
+                .revoke_pass(&room, visitor, Some(pass_exp_s))
+                .await?;
+            tracing::debug!(%room, %visitor, taken, "pass given up");
+        }
+    }
     Ok(HttpResponse::NoContent().finish())
 }
 

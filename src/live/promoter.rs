@@ -180,6 +180,9 @@ impl Promoter {
             metrics::gauge!("waitroom_waiting", &labels).set(report.waiting as f64);
             metrics::gauge!("waitroom_active", &labels).set(report.active as f64);
             metrics::counter!("waitroom_admitted_total", &labels).increment(report.admitted);
+            if report.no_shows > 0 {
+                metrics::counter!("waitroom_no_shows_total", &labels).increment(report.no_shows);
+            }
             if report.admitted > 0 || report.abandoned > 0 {
                 tracing::debug!(%room, admitted = report.admitted, abandoned = report.abandoned, waiting = report.waiting, "tick");
             }

@@ -66,6 +66,8 @@ pub struct Tick {
 pub struct TickReport {
     pub admitted: u64,
     pub abandoned: u64,
+    /// Passes reclaimed unused (`arrival_grace_s`).
+    pub no_shows: u64,
     pub waiting: u64,
     pub active: u64,
 }
@@ -97,6 +99,19 @@ pub trait Store: Send + Sync + 'static {
     async fn status(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError>;
     /// Gives up the place or the admitted slot.
     async fn leave(&self, id: &RoomId, visitor: VisitorId) -> Result<(), StoreError>;
+    /// The visitor's place, read for `/api/verify` (or the sale) checking
+    /// their pass: an admitted visitor has arrived, so their pass is no
+    /// longer reclaimed as a no-show.
+    async fn arrive(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError>;
+    /// Takes back the visitor's pass (only the admission whose pass has
+    /// this `exp`, in seconds, if given); its slot is free at once, and a
+    /// waiting place is left alone. Whether a pass was taken back.
+    async fn revoke_pass(
+        &self,
+        id: &RoomId,
+        visitor: VisitorId,
+        pass_exp_s: Option<u64>,
+    ) -> Result<bool, StoreError>;
     /// Marks these visitors present (they hold a socket on some node).
     async fn touch(&self, id: &RoomId, visitors: &[VisitorId]) -> Result<(), StoreError>;
     /// Runs the room's tick if one is due at the store's time, and says when

@@ -61,6 +61,11 @@ pub struct PassClaims {
     /// Seconds since the epoch.
     pub iat: u64,
     pub exp: u64,
+    /// This admission's id: the visitor and the moment (ms) they were
+    /// admitted, so one admission's pass has one id however often it is
+    /// signed, and a later admission of the same visitor another.
+    #[serde(default)]
+    pub jti: String,
 }
 
 pub struct Credentials {
@@ -147,6 +152,7 @@ impl Credentials {
             room: room.to_string(),
             iat: admitted_at / 1000,
             exp: expires_at / 1000,
+            jti: format!("{visitor}.{admitted_at}"),
         };
         let mut header = Header::new(Algorithm::EdDSA);
         header.kid = Some(self.pass_kid.clone());

@@ -90,6 +90,10 @@ pub struct RoomConfig {
     /// A waiting visitor with no socket and no poll for this long loses the place.
     pub abandon_after_s: u64,
     pub paused: bool,
+    /// A pass no `/api/verify` has seen this long after its admission is
+    /// reclaimed as a no-show; `None` = off.
+    #[serde(default)]
+    pub arrival_grace_s: Option<u64>,
 }
 
 pub const DEFAULT_ADMIT_PER_TICK: u32 = 10;
@@ -111,6 +115,8 @@ pub struct RoomPatch {
     pub pass_ttl_s: Option<u64>,
     pub abandon_after_s: Option<u64>,
     pub paused: Option<bool>,
+    #[serde(default, deserialize_with = "present")]
+    pub arrival_grace_s: Option<Option<u64>>,
 }
 
 fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<u64>>, D::Error> {
@@ -182,6 +188,9 @@ impl RoomPatch {
         if let Some(v) = self.paused {
             next.paused = v;
         }
+        if let Some(v) = self.arrival_grace_s {
+            next.arrival_grace_s = v;
+        }
         next.validate()?;
         Ok(next)
     }
@@ -198,6 +207,7 @@ impl RoomConfig {
             pass_ttl_s: DEFAULT_PASS_TTL_S,
             abandon_after_s: DEFAULT_ABANDON_AFTER_S,
             paused: false,
+            arrival_grace_s: None,
         }
     }
 
@@ -228,6 +238,12 @@ impl RoomConfig {
         }
         if !(15..=86_400).contains(&self.abandon_after_s) {
             return Err("abandon_after_s must be between 15 and 86400".into());
+        }
+        if self
+            .arrival_grace_s
+            .is_some_and(|grace| !(5..=86_400).contains(&grace))
+        {
+            return Err("arrival_grace_s must be between 5 and 86400, or null for off".into());
         }
         Ok(())
     }
@@ -265,6 +281,8 @@ pub struct RoomStats {
     pub oldest_wait_seconds: u64,
     /// Joins refused by a limit (today: the per-address join limit).
     pub turned_away: u64,
+    /// Passes reclaimed because no `/api/verify` saw them in `arrival_grace_s`.
+    pub no_shows: u64,
 }
 
 /// A room as the operator API shows it: its id, config and stats.

@@ -91,6 +91,8 @@ macro_rules! conformance_suite {
             closed_rooms_tell_visitors_and_refuse_joins,
             unknown_rooms_are_errors,
             join_limits_hold_per_address_on_a_driven_clock,
+            revoking_a_pass_frees_its_slot_at_once,
+            passes_never_seen_are_reclaimed_as_no_shows,
         );
         $crate::conformance_suite!(@sale $make;
             stock_is_claimed_exactly,
@@ -500,6 +502,74 @@ pub mod scenarios {
         assert!(
             h.store.join(&room, VisitorId::random()).await.is_ok(),
             "a join without a limit is not limited"
+        );
+    }
+
+    fn pass_exp_s(state: PlaceState) -> u64 {
+        match state {
+            PlaceState::Admitted { expires_at, .. } => expires_at / 1000,
+            other => panic!("expected admitted, got {other:?}"),
+        }
+    }
+
+    pub async fn revoking_a_pass_frees_its_slot_at_once(h: &Harness) {
+        let room = h.room("r", 1, Some(1)).await;
+        let (holder, admitted) = h.join(&room).await;
+        let (waiting, _) = h.join(&room).await;
+        let exp = pass_exp_s(admitted);
+        assert!(
+            !h.store
+                .revoke_pass(&room, holder, Some(exp + 1))
+                .await
+                .unwrap(),
+            "another admission's pass takes nothing"
+        );
+        assert!(is_admitted(h.state(&room, holder).await));
+        assert!(
+            !h.store.revoke_pass(&room, waiting, None).await.unwrap(),
+            "a waiting place holds no pass"
+        );
+        assert_eq!(position(h.state(&room, waiting).await), 1);
+
+        assert!(h.store.revoke_pass(&room, holder, Some(exp)).await.unwrap());
+        assert!(matches!(h.state(&room, holder).await, PlaceState::Left));
+        assert_eq!(h.store.room(&room).await.unwrap().stats.active, 0);
+        assert_eq!(h.tick(&room).await, 1, "the slot is free for the next");
+        assert!(is_admitted(h.state(&room, waiting).await));
+        assert!(
+            h.store.revoke_pass(&room, waiting, None).await.unwrap(),
+            "by visitor: whatever pass they hold"
+        );
+    }
+
+    pub async fn passes_never_seen_are_reclaimed_as_no_shows(h: &Harness) {
+        let room = h.room("r", 2, Some(2)).await;
+        h.patch(&room, r#"{"arrival_grace_s": 30}"#).await;
+        let (arrives, _) = h.join(&room).await;
+        let (never, _) = h.join(&room).await;
+        let (next, _) = h.join(&room).await;
+        assert_eq!(position(h.state(&room, next).await), 1);
+        let seen = h.store.arrive(&room, arrives).await.unwrap();
+        assert!(is_admitted(seen.state), "arrive reads the place");
+
+        h.clock.advance_ms(29_999);
+        assert_eq!(h.store.tick(&room).await.unwrap().ran.unwrap().admitted, 0);
+        assert!(is_admitted(h.state(&room, never).await), "still in grace");
+        h.clock.advance_ms(1); // 30 s: the grace is over, and a tick is due
+        let report = h.store.tick(&room).await.unwrap().ran.unwrap();
+        assert_eq!(
+            (report.no_shows, report.admitted),
+            (1, 1),
+            "the no-show's slot went to the next"
+        );
+        assert!(matches!(h.state(&room, never).await, PlaceState::Left));
+        assert!(is_admitted(h.state(&room, arrives).await), "seen: kept");
+        assert!(is_admitted(h.state(&room, next).await));
+        let stats = h.store.room(&room).await.unwrap().stats;
+        assert_eq!((stats.no_shows, stats.active), (1, 2));
+        assert_eq!(
+            h.store.room(&room).await.unwrap().config.arrival_grace_s,
+            Some(30)
         );
     }
 

@@ -1,4 +1,4 @@
-//! The operator API: create, read, change and close rooms.
+//! The operator API: create, read, change and close rooms; revoke passes.
 
 use actix_web::http::header;
 use actix_web::{HttpResponse, delete, get, patch, post, web};
@@ -7,14 +7,16 @@ use serde_json::json;
 use crate::http::AppState;
 use crate::http::error::ApiError;
 use crate::http::extractors::{Operator, Room};
-use crate::words::{RoomConfig, RoomId, RoomPatch};
+use crate::words::credentials::CredentialError;
+use crate::words::{RoomConfig, RoomId, RoomPatch, VisitorId};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(list)
         .service(create)
         .service(show)
         .service(change)
-        .service(close);
+        .service(close)
+        .service(revoke_pass);
 }
 
 /// The body of `POST /api/admin/rooms`: an id, a name, a target, and any config.
@@ -91,6 +93,63 @@ async fn close(
 ) -> Result<HttpResponse, ApiError> {
     state.store.close_room(&room).await?;
     tracing::info!(%room, "room closed");
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// What `POST /api/admin/rooms/{room}/passes/revoke` takes back: a pass,
+/// or whatever pass a visitor holds. Exactly one of the two.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Revocation {
+    pass: Option<String>,
+    visitor: Option<String>,
+}
+
+/// Takes back a pass: `/api/verify` refuses it from now on (401
+/// `pass_revoked`) and its slot under `max_active` is free at once, on
+/// every node. Revoking a pass no longer held is not an error.
+#[post("/api/admin/rooms/{room}/passes/revoke")]
+async fn revoke_pass(
+    _: Operator,
+    Room(room): Room,
+    body: web::Json<serde_json::Value>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    let revocation: Revocation =
+        ApiError::parse_body(body.into_inner(), "invalid_revocation", "the revocation")?;
+    let (visitor, pass_exp_s) = match (&revocation.pass, &revocation.visitor) {
+        (Some(pass), None) => {
+            let claims = state
+                .credentials
+                .pass_holder(pass, &room)
+                .map_err(|error| {
+                    let why = match error {
+                        CredentialError::WrongRoom => "the pass is for another room",
+                        _ => "the pass is not one this deployment signed",
+                    };
+                    ApiError::bad_request("invalid_pass", why)
+                })?;
+            let visitor = claims
+                .sub
+                .parse()
+                .map_err(|_| ApiError::bad_request("invalid_pass", "the pass names no visitor"))?;
+            (visitor, Some(claims.exp))
+        }
+        (None, Some(visitor)) => {
+            let visitor: VisitorId = visitor.parse().map_err(|_| {
+                ApiError::bad_request("invalid_visitor", "visitor must be a pass's sub")
+            })?;
+            (visitor, None)
+        }
+        _ => {
+            return Err(ApiError::bad_request(
+                "invalid_revocation",
+                "send either {\"pass\": \"<jwt>\"} or {\"visitor\": \"<sub>\"}",
+            ));
+        }
+    };
+    let taken = state.store.revoke_pass(&room, visitor, pass_exp_s).await?;
+    tracing::info!(%room, %visitor, taken, "pass revoked by the operator");
     Ok(HttpResponse::NoContent().finish())
 }
 

@@ -65,6 +65,9 @@ pub struct AdminRoomRow {
     pub admitted_last_minute: u64,
     pub oldest_wait_seconds: u64,
     pub turned_away: u64,
+    /// Empty for off.
+    pub arrival_grace_s: String,
+    pub no_shows: u64,
 }
 
 impl From<RoomInfo> for AdminRoomRow {
@@ -86,6 +89,11 @@ impl From<RoomInfo> for AdminRoomRow {
             admitted_last_minute: stats.admitted_last_minute,
             oldest_wait_seconds: stats.oldest_wait_seconds,
             turned_away: stats.turned_away,
+            arrival_grace_s: config
+                .arrival_grace_s
+                .map(|g| g.to_string())
+                .unwrap_or_default(),
+            no_shows: stats.no_shows,
         }
     }
 }
@@ -248,6 +256,7 @@ struct ConfigForm {
     max_active: Option<String>,
     pass_ttl_s: Option<String>,
     abandon_after_s: Option<String>,
+    arrival_grace_s: Option<String>,
     paused: Option<String>,
 }
 
@@ -263,11 +272,14 @@ fn number<T: std::str::FromStr>(field: &str, value: &Option<String>) -> Result<O
 
 impl ConfigForm {
     fn patch(&self) -> Result<RoomPatch, String> {
-        let max_active = match self.max_active.as_deref().map(str::trim) {
-            None => None,
-            Some("") => Some(None),
-            Some(_) => Some(number("max_active", &self.max_active)?),
+        // Absent: unchanged; empty: null (no cap, no grace).
+        let nullable = |field: &str, value: &Option<String>| match value.as_deref().map(str::trim) {
+            None => Ok(None),
+            Some("") => Ok(Some(None)),
+            Some(_) => number(field, value).map(Some),
         };
+        let max_active = nullable("max_active", &self.max_active)?;
+        let arrival_grace_s = nullable("arrival_grace_s", &self.arrival_grace_s)?;
         Ok(RoomPatch {
             name: self.name.clone().filter(|n| !n.trim().is_empty()),
             target_url: self.target_url.clone().filter(|t| !t.trim().is_empty()),
@@ -276,6 +288,7 @@ impl ConfigForm {
             max_active,
             pass_ttl_s: number("pass_ttl_s", &self.pass_ttl_s)?,
             abandon_after_s: number("abandon_after_s", &self.abandon_after_s)?,
+            arrival_grace_s,
             paused: self.paused.as_deref().map(|p| p == "true" || p == "on"),
         })
     }

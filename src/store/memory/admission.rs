@@ -91,6 +91,9 @@ enum VisitorState {
     Admitted {
         admitted_at: Millis,
         expires_at: Millis,
+        /// When the pass is reclaimed unless `/api/verify` sees it first
+        /// (`arrival_grace_s`); `None` once seen, or with no grace.
+        arrival_due: Option<Millis>,
     },
     Left,
 }
@@ -130,6 +133,10 @@ struct Room {
     join_limits: HashMap<String, Millis>,
     join_limits_prune_at: usize,
     turned_away: u64,
+    /// (arrival due, visitor) of every admitted visitor `/api/verify` has
+    /// not seen yet, when the room has an `arrival_grace_s`.
+    arrivals: BTreeSet<(Millis, VisitorId)>,
+    no_shows: u64,
 }
 
 /// The per-address map is pruned when it reaches this size, or twice its
@@ -159,6 +166,8 @@ impl Room {
             join_limits: HashMap::new(),
             join_limits_prune_at: MIN_JOIN_LIMITS_PRUNE,
             turned_away: 0,
+            arrivals: BTreeSet::new(),
+            no_shows: 0,
         }
     }
 
@@ -168,7 +177,13 @@ impl Room {
                 break;
             }
             self.active.pop_first();
-            self.visitors.remove(&visitor);
+            if let Some(VisitorState::Admitted {
+                arrival_due: Some(due),
+                ..
+            }) = self.visitors.remove(&visitor)
+            {
+                self.arrivals.remove(&(due, visitor));
+            }
         }
     }
 
@@ -198,11 +213,16 @@ impl Room {
 
     fn admit(&mut self, visitor: VisitorId, seq: u64, now: Millis) -> Admission {
         let expires_at = now + self.config.pass_ttl_s * 1000;
+        let arrival_due = self.config.arrival_grace_s.map(|grace| now + grace * 1000);
+        if let Some(due) = arrival_due {
+            self.arrivals.insert((due, visitor));
+        }
         self.visitors.insert(
             visitor,
             VisitorState::Admitted {
                 admitted_at: now,
                 expires_at,
+                arrival_due,
             },
         );
         self.active.insert((expires_at, visitor));
@@ -285,6 +305,7 @@ impl Room {
             Some(VisitorState::Admitted {
                 admitted_at,
                 expires_at,
+                ..
             }) => PlaceState::Admitted {
                 admitted_at: *admitted_at,
                 expires_at: *expires_at,
@@ -365,6 +386,54 @@ impl Room {
         Ok(self.place(visitor))
     }
 
+    /// Passes whose visitor never arrived in time give their slot back;
+    /// returns how many.
+    fn reclaim_no_shows(&mut self, now: Millis) -> u64 {
+        let before = self.no_shows;
+        while let Some(&(due, visitor)) = self.arrivals.first() {
+            if due > now {
+                break;
+            }
+            self.arrivals.pop_first();
+            if let Some(VisitorState::Admitted {
+                expires_at,
+                arrival_due: Some(pending),
+                ..
+            }) = self.visitors.get(&visitor)
+                && *pending == due
+            {
+                self.active.remove(&(*expires_at, visitor));
+                self.visitors.insert(visitor, VisitorState::Left);
+                self.no_shows += 1;
+            }
+        }
+        self.no_shows - before
+    }
+
+    /// `/api/verify` saw the visitor's pass: they arrived.
+    fn arrive(&mut self, visitor: VisitorId) {
+        if let Some(VisitorState::Admitted { arrival_due, .. }) = self.visitors.get_mut(&visitor)
+            && let Some(due) = arrival_due.take()
+        {
+            self.arrivals.remove(&(due, visitor));
+        }
+    }
+
+    /// Takes back the visitor's pass (the admission whose pass has `exp`
+    /// `pass_exp_s`, if given); a waiting place is left alone. Whether a
+    /// pass was taken.
+    fn revoke_pass(&mut self, visitor: VisitorId, pass_exp_s: Option<u64>) -> bool {
+        match self.visitors.get(&visitor) {
+            Some(VisitorState::Admitted { expires_at, .. })
+                if pass_exp_s.is_none_or(|exp| exp == *expires_at / 1000) =>
+            {
+                self.leave(visitor);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Removes the visitor's place or slot; returns the seq if they were waiting.
     fn leave(&mut self, visitor: VisitorId) -> Option<u64> {
         match self.visitors.insert(visitor, VisitorState::Left) {
@@ -375,8 +444,15 @@ impl Room {
                 self.version += 1;
                 Some(seq)
             }
-            Some(VisitorState::Admitted { expires_at, .. }) => {
+            Some(VisitorState::Admitted {
+                expires_at,
+                arrival_due,
+                ..
+            }) => {
                 self.active.remove(&(expires_at, visitor));
+                if let Some(due) = arrival_due {
+                    self.arrivals.remove(&(due, visitor));
+                }
                 None
             }
             Some(VisitorState::Left) => None,
@@ -396,6 +472,7 @@ impl Room {
         // Keep the cadence: a late tick does not shift every later one.
         self.last_tick += (now - self.last_tick) / tick_ms * tick_ms;
         let departed = self.sweep_abandoned(now);
+        let no_shows = self.reclaim_no_shows(now);
         self.tokens = self.config.admit_per_tick;
         let mut admitted = Vec::new();
         if !self.config.paused {
@@ -417,6 +494,7 @@ impl Room {
         let report = TickReport {
             admitted: admitted.len() as u64,
             abandoned: departed.len() as u64,
+            no_shows,
             waiting: self.line.len() as u64,
             active: self.active.len() as u64,
         };
@@ -450,6 +528,7 @@ impl Room {
                 admitted_last_minute: self.admitted_since(now.saturating_sub(RATE_WINDOW_MS)),
                 oldest_wait_seconds: oldest_wait_ms / 1000,
                 turned_away: self.turned_away,
+                no_shows: self.no_shows,
             },
         }
     }
@@ -566,6 +645,30 @@ impl Store for MemoryStore {
             }),
             other => other,
         }
+    }
+
+    async fn arrive(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {
+        match self.with_open_room(id, |room, _| {
+            room.arrive(visitor);
+            room.place(visitor)
+        }) {
+            Err(StoreError::RoomClosed(_)) => Ok(Place {
+                visitor,
+                state: PlaceState::Closed,
+                line: LineSummary::default(),
+                target_url: "".into(),
+            }),
+            other => other,
+        }
+    }
+
+    async fn revoke_pass(
+        &self,
+        id: &RoomId,
+        visitor: VisitorId,
+        pass_exp_s: Option<u64>,
+    ) -> Result<bool, StoreError> {
+        self.with_open_room(id, |room, _| room.revoke_pass(visitor, pass_exp_s))
     }
 
     async fn leave(&self, id: &RoomId, visitor: VisitorId) -> Result<(), StoreError> {

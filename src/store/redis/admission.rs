@@ -58,6 +58,8 @@ struct Scripts {
     leave: Script,
     touch: Script,
     tick: Script,
+    arrive: Script,
+    revoke_pass: Script,
 }
 
 impl Scripts {
@@ -72,6 +74,8 @@ impl Scripts {
             leave: script!("leave.lua"),
             touch: script!("touch.lua"),
             tick: script!("tick.lua"),
+            arrive: script!("arrive.lua"),
+            revoke_pass: script!("revoke_pass.lua"),
         }
     }
 }
@@ -124,9 +128,17 @@ pub struct RedisStore {
 }
 
 /// The keys of one room, in the order every script expects them.
-fn room_keys(room: &RoomId) -> [String; 6] {
-    ["room", "line", "seen", "visitors", "active", "admissions"]
-        .map(|k| format!("wr:{{{room}}}:{k}"))
+fn room_keys(room: &RoomId) -> [String; 7] {
+    [
+        "room",
+        "line",
+        "seen",
+        "visitors",
+        "active",
+        "admissions",
+        "arrivals",
+    ]
+    .map(|k| format!("wr:{{{room}}}:{k}"))
 }
 
 /// An ended operator session: one key each, expiring with the session.
@@ -332,6 +344,13 @@ fn config_args(config: &RoomConfig) -> Vec<String> {
         ("pass_ttl_s", config.pass_ttl_s.to_string()),
         ("abandon_after_s", config.abandon_after_s.to_string()),
         ("paused", if config.paused { "1" } else { "0" }.to_string()),
+        (
+            "arrival_grace_s",
+            config
+                .arrival_grace_s
+                .map(|g| g.to_string())
+                .unwrap_or_default(),
+        ),
     ]
     .into_iter()
     .flat_map(|(field, value)| [field.to_string(), value])
@@ -369,6 +388,7 @@ fn parse_info(room: &RoomId, flat: Vec<Value>) -> Option<(RoomInfo, String)> {
         pass_ttl_s: parse("pass_ttl_s")?,
         abandon_after_s: parse("abandon_after_s")?,
         paused: field("paused")? == "1",
+        arrival_grace_s: field("arrival_grace_s").and_then(|g| g.parse().ok()),
     };
     let stats = RoomStats {
         waiting: number(&stats[0])?,
@@ -379,6 +399,7 @@ fn parse_info(room: &RoomId, flat: Vec<Value>) -> Option<(RoomInfo, String)> {
         turned_away: field("turned_away")
             .and_then(|n| n.parse().ok())
             .unwrap_or(0),
+        no_shows: field("no_shows").and_then(|n| n.parse().ok()).unwrap_or(0),
     };
     let info = RoomInfo {
         id: room.clone(),
@@ -664,6 +685,30 @@ impl Store for RedisStore {
         Ok(())
     }
 
+    async fn arrive(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {
+        let reply: Vec<Value> = self
+            .run(&self.scripts.arrive, id, [visitor.to_string()])
+            .await?;
+        parse_place(visitor, reply).ok_or_else(|| StoreError::Unexpected("unexpected place".into()))
+    }
+
+    async fn revoke_pass(
+        &self,
+        id: &RoomId,
+        visitor: VisitorId,
+        pass_exp_s: Option<u64>,
+    ) -> Result<bool, StoreError> {
+        let expected = pass_exp_s.map(|e| e.to_string()).unwrap_or_default();
+        let taken: u64 = self
+            .run(
+                &self.scripts.revoke_pass,
+                id,
+                [visitor.to_string(), expected],
+            )
+            .await?;
+        Ok(taken == 1)
+    }
+
     async fn touch(&self, id: &RoomId, visitors: &[VisitorId]) -> Result<(), StoreError> {
         let _: Value = self
             .run(
@@ -677,13 +722,23 @@ impl Store for RedisStore {
 
     async fn tick(&self, id: &RoomId) -> Result<Tick, StoreError> {
         let reply: Vec<u64> = self.run(&self.scripts.tick, id, []).await?;
-        let &[ran, admitted, abandoned, waiting, active, next_due_in_ms] = reply.as_slice() else {
+        let &[
+            ran,
+            admitted,
+            abandoned,
+            no_shows,
+            waiting,
+            active,
+            next_due_in_ms,
+        ] = reply.as_slice()
+        else {
             return Err(StoreError::Unexpected(format!("tick answered {reply:?}")));
         };
         Ok(Tick {
             ran: (ran == 1).then_some(TickReport {
                 admitted,
                 abandoned,
+                no_shows,
                 waiting,
                 active,
             }),

@@ -1,0 +1,14 @@
+-- Takes back a visitor's pass; a waiting place is left alone.
+-- ARGV[3]: the visitor; ARGV[4]: the `exp` (seconds) of the pass to take
+-- back, or '' for whichever they hold. Returns 1 if a pass was taken back.
+local room, err = open_room()
+if not room then return err end
+expire_passes(now_ms())
+local visitor = ARGV[3]
+local record = redis.call('HGET', K_VISITORS, visitor)
+if not record then return 0 end
+local expires_at = string.match(record, '^a|%d+|(%d+)$')
+if not expires_at then return 0 end
+if ARGV[4] ~= '' and math.floor(tonumber(expires_at) / 1000) ~= tonumber(ARGV[4]) then return 0 end
+revoke(visitor)
+return 1
