@@ -1,11 +1,11 @@
 -- Creates a room, or replaces a closed one. ARGV[3…]: config field/value pairs.
--- KEYS[8…]: the room's sale keys (same hash tag): a room created again under
+-- KEYS[9…]: the room's sale keys (same hash tag): a room created again under
 -- an old id starts with no sale, hold or order of its predecessor's.
 local room = load_room()
 if room and room.closed ~= '1' then return redis.error_reply('EXISTS') end
 local now = now_ms()
-redis.call('DEL', K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS)
-for i = 8, #KEYS do redis.call('DEL', KEYS[i]) end
+redis.call('DEL', K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS, K_USERS)
+for i = 9, #KEYS do redis.call('DEL', KEYS[i]) end
 redis.call('HSET', K_ROOM, unpack(ARGV, 3))
 local admit_per_tick = redis.call('HGET', K_ROOM, 'admit_per_tick')
 redis.call('HSET', K_ROOM, 'closed', '0', 'created_at', now, 'tokens', admit_per_tick,

@@ -1,28 +1,40 @@
 -- Joins the line, passes straight through, or returns the existing place.
--- ARGV[3]: the visitor; with a join limit, ARGV[4]: joins per minute per
--- client address and KEYS[8]: that address's key (its TAT), in the room's slot.
+-- ARGV[3]: the visitor; ARGV[4]: joins per minute per client address, or ''
+-- for no limit (then KEYS[9] is that address's key, its TAT, in the room's
+-- slot); ARGV[5]: the known user, or ''. Returns the place and, last, the
+-- visitor it belongs to (a known user's place may be another visitor's).
 local room, err = open_room()
 if not room then return err end
 local now = now_ms()
 expire_passes(now)
 local visitor = ARGV[3]
+local user = ARGV[5]
+if user ~= '' then
+  -- One place per user: the user's live place, whichever visitor asks.
+  local held = redis.call('HGET', K_USERS, user)
+  local held_record = held and redis.call('HGET', K_VISITORS, held)
+  local held_kind = held_record and string.sub(held_record, 1, 1)
+  if held_kind == 'w' or held_kind == 'a' then visitor = held end
+elseif room.user_required == '1' then
+  return redis.error_reply('USERREQUIRED')
+end
 local record = redis.call('HGET', K_VISITORS, visitor)
 local kind = record and string.sub(record, 1, 1)
 if kind == 'w' then
   mark_present(visitor, now)
 elseif kind ~= 'a' then
-  if ARGV[4] then
+  if ARGV[4] ~= '' then
     -- GCRA, as in src/words/join_limit.rs: a minute's worth at once, then
     -- one per interval; a refused join changes nothing but the count.
     local per_minute = math.max(1, tonumber(ARGV[4]))
     local interval = math.ceil(60000 / per_minute)
     local burst = interval * (per_minute - 1)
-    local tat = math.max(tonumber(redis.call('GET', KEYS[8]) or now), now)
+    local tat = math.max(tonumber(redis.call('GET', KEYS[9]) or now), now)
     if tat - now > burst then
       redis.call('HINCRBY', K_ROOM, 'turned_away', 1)
       return redis.error_reply('RATELIMITED ' .. math.max(1, math.ceil((tat - now - burst) / 1000)))
     end
-    redis.call('SET', KEYS[8], tat + interval, 'PX', tat + interval - now)
+    redis.call('SET', KEYS[9], tat + interval, 'PX', tat + interval - now)
   end
   local tokens = num(room, 'tokens')
   if room.paused ~= '1' and tokens > 0 and redis.call('ZCARD', K_LINE) == 0 and under_cap(room) then
@@ -37,4 +49,7 @@ elseif kind ~= 'a' then
     redis.call('HSET', K_VISITORS, visitor, 'w|' .. seq .. '|' .. now)
   end
 end
-return place(room, visitor)
+if user ~= '' then redis.call('HSET', K_USERS, user, visitor) end
+local out = place(room, visitor)
+table.insert(out, visitor)
+return out

@@ -3,8 +3,8 @@
 -- ARGV[1]: how to publish: 'PUBLISH', or 'SPUBLISH' on a cluster (a sharded
 -- channel in the room's own slot); ARGV[2]: the time in ms, or '' for Redis
 -- server time; ARGV[3…]: the operation's own arguments.
-local K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS, K_USERS =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local PUBLISH = ARGV[1]
 -- wr:{room}:room -> wr:{room}:events
 local CHANNEL = string.sub(K_ROOM, 1, -5) .. 'events'

@@ -2,9 +2,10 @@
 // resolves for any HTTP answer, readers for the `{"error":{"code","message"}}`
 // error shape, retry delays, and Idempotency-Key values.
 
-// One JSON call. Resolves to {status, ok, body, parsed, date, sent, got} for
-// any HTTP answer: `body` is the parsed JSON or null, `parsed` says whether
-// the answer was JSON at all, `date` is the Date header (or ''), `sent` and
+// One JSON call. Resolves to {status, ok, body, parsed, date, retryAfter,
+// sent, got} for any HTTP answer: `body` is the parsed JSON or null, `parsed`
+// says whether the answer was JSON at all, `date` and `retryAfter` are those
+// headers (or ''), `sent` and
 // `got` are this browser's clock around the call. Rejects only when the
 // server could not be reached.
 //   opts.body     sent as JSON (with a Content-Type) unless undefined
@@ -21,7 +22,11 @@ export function request(method, url, opts) {
   const sent = Date.now();
   return fetch(url, init).then((res) => {
     const got = Date.now();
-    const answer = { status: res.status, ok: res.ok, body: null, parsed: false, date: res.headers.get('Date') || '', sent, got };
+    const answer = {
+      status: res.status, ok: res.ok, body: null, parsed: false,
+      date: res.headers.get('Date') || '', retryAfter: res.headers.get('Retry-After') || '',
+      sent, got
+    };
     if (res.status === 204) return answer;
     return res.text().then((text) => {
       try {

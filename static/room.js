@@ -3,7 +3,7 @@
 // admitted. Owns the join and status calls, the page's texts and figures,
 // and the aria-live announcements; the socket lives in lib-socket.js.
 import { $, setText, jsonScript, isCount, fill, formatCount } from './lib-dom.js';
-import { request, backoff } from './lib-api.js';
+import { request, backoff, errorCode } from './lib-api.js';
 import { statusSocket, socketUrl } from './lib-socket.js';
 
 const PING_MS = 20000;
@@ -34,8 +34,32 @@ const el = {
   message: $('message'),
   announce: $('announce'),
   joinAgain: $('join-again'),
-  cont: $('continue')
+  cont: $('continue'),
+  signIn: $('sign-in')
 };
+
+// A user token from the site that sends its signed-in customers here
+// (`?user=…`): read once, then taken out of the address bar so it is not
+// bookmarked or shared; the ticket cookie keeps the place after that.
+const userToken = (function () {
+  const params = new URLSearchParams(location.search);
+  const token = params.get('user');
+  if (token === null) return null;
+  params.delete('user');
+  const query = params.toString();
+  history.replaceState(null, '', location.pathname + (query ? '?' + query : '') + location.hash);
+  return token;
+})();
+
+function joinBody() {
+  return userToken ? { user: userToken } : {};
+}
+
+// Seconds a 429 asks to wait (Retry-After), within reason.
+function retryAfterSeconds(res) {
+  const n = parseInt(res.retryAfter, 10);
+  return isCount(n) && n > 0 ? Math.min(n, 600) : 30;
+}
 
 // --- state ----------------------------------------------------------------
 const st = {
@@ -221,7 +245,24 @@ function join() {
   if (st.joining) return;
   st.joining = true;
   clearTimeout(st.joinTimer); st.joinTimer = null;
-  request('POST', base + '/join', { body: {} }).then(function (res) {
+  request('POST', base + '/join', { body: joinBody() }).then(function (res) {
+    const code = errorCode(res);
+    if (res.status === 401 && (code === 'user_required' || code === 'invalid_user_token')) {
+      st.joining = false;
+      const again = code === 'invalid_user_token';
+      onFinished(again ? 'msg_sign_in_again' : 'msg_sign_in', 'closed',
+        again ? 'Sign in again on the site.' : 'Sign in on the site first.', false);
+      if (el.signIn) el.signIn.hidden = false;
+      return;
+    }
+    if (res.status === 429 && code === 'rate_limited') {
+      st.joining = false;
+      const wait = retryAfterSeconds(res);
+      setMessage(null, 'retrying', fill(t('msg_rate_limited', 'Too many attempts. Trying again in {n} s…'), { n: wait }));
+      setConnection('offline');
+      st.joinTimer = setTimeout(join, wait * 1000);
+      return;
+    }
     if (res.status === 404) {
       st.joining = false;
       onFinished('msg_not_found', 'closed', 'This waiting room does not exist.', false);

@@ -1556,3 +1556,138 @@ async fn a_pass_never_seen_at_verify_is_reclaimed_after_the_grace() {
         .unwrap();
     assert_eq!(next_now["state"], "admitted", "the slot went to the next");
 }
+
+const USER_KEY: &str = "the-shop-s-user-key-0123456789abcdef";
+
+/// A user token as the room's site mints it.
+fn user_token(key: &str, room: &str, sub: &str, exp_ms: u64) -> String {
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &json!({"sub": sub, "room": room, "exp": exp_ms / 1000}),
+        &jsonwebtoken::EncodingKey::from_secret(key.as_bytes()),
+    )
+    .unwrap()
+}
+
+async fn join_as(app: &TestApp, room: &str, body: Value) -> reqwest::Response {
+    // A fresh client each time: another device, no cookies.
+    reqwest::Client::new()
+        .post(app.url(&format!("/api/rooms/{room}/join")))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_known_user_gets_one_place_on_every_device() {
+    let app = TestApp::spawn().await;
+    let created = app
+        .create_room(
+            "members",
+            json!({"paused": true, "user_key": USER_KEY, "user_required": true}),
+        )
+        .await;
+    assert!(created.get("user_key").is_none(), "the key is write-only");
+    assert_eq!(created["user_key_set"], true);
+    let in_an_hour = support::START_MS + 3_600_000;
+    let alice = user_token(USER_KEY, "members", "alice", in_an_hour);
+
+    let phone: Value = join_as(&app, "members", json!({"user": alice}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let laptop: Value = join_as(&app, "members", json!({"user": alice}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(phone["position"], 1);
+    assert_eq!(laptop["position"], 1, "the same place");
+    let bob = user_token(USER_KEY, "members", "bob", in_an_hour);
+    let bobs: Value = join_as(&app, "members", json!({"user": bob}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(bobs["position"], 2);
+    let laptop_status = app
+        .status_api("members", laptop["ticket"].as_str().unwrap())
+        .await
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(
+        laptop_status["position"], 1,
+        "the laptop's ticket is for that place"
+    );
+
+    let shown = app
+        .admin(Method::GET, "/api/admin/rooms/members")
+        .fetch_json()
+        .await;
+    assert!(shown.get("user_key").is_none());
+    assert_eq!(shown["stats"]["waiting"], 2);
+}
+
+#[tokio::test]
+async fn user_tokens_that_fail_are_refused_and_create_no_place() {
+    let app = TestApp::spawn().await;
+    app.create_room(
+        "members",
+        json!({"paused": true, "user_key": USER_KEY, "user_required": true}),
+    )
+    .await;
+    let later = support::START_MS + 3_600_000;
+    let mut forged = user_token(USER_KEY, "members", "alice", later);
+    forged.pop();
+    forged.push('A');
+    let oversized = format!("{}.{}", "x".repeat(5000), "y");
+    for (body, code) in [
+        (json!({}), "user_required"),
+        (json!({"user": null}), "user_required"),
+        (
+            json!({"user": user_token(USER_KEY, "elsewhere", "alice", later)}),
+            "invalid_user_token",
+        ),
+        (
+            json!({"user": user_token(USER_KEY, "members", "alice", support::START_MS)}),
+            "invalid_user_token",
+        ),
+        (
+            json!({"user": user_token("another-key-of-thirty-two-chars-long!!", "members", "alice", later)}),
+            "invalid_user_token",
+        ),
+        (json!({"user": forged}), "invalid_user_token"),
+        (json!({"user": "not a token"}), "invalid_user_token"),
+        (json!({"user": oversized}), "invalid_user_token"),
+        (json!({"user": 42}), "invalid_user_token"),
+    ] {
+        let answer = join_as(&app, "members", body.clone()).await;
+        assert_eq!(answer.status(), 401, "{body}");
+        let error: Value = answer.json().await.unwrap();
+        assert_eq!(error["error"]["code"], code, "{body}");
+    }
+    let room = app
+        .admin(Method::GET, "/api/admin/rooms/members")
+        .fetch_json()
+        .await;
+    assert_eq!(room["stats"]["waiting"], 0, "no refused join made a place");
+
+    for (change, field) in [
+        (json!({"user_key": "short"}), "user_key"),
+        (
+            json!({"user_key": null, "user_required": true}),
+            "user_required",
+        ),
+    ] {
+        let refused = app.patch_room("members", change.clone()).await;
+        assert_eq!(refused.status(), 400, "{change}");
+        let error: Value = refused.json().await.unwrap();
+        assert!(
+            error["error"]["message"].as_str().unwrap().contains(field),
+            "{error}"
+        );
+    }
+}

@@ -969,3 +969,70 @@ async fn the_admin_page_follows_sales_and_sets_up_a_stock_sale() {
     screenshot(&browser, "admin-sales").await;
     browser.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_in_customer_keeps_one_place_and_a_stranger_is_sent_to_sign_in() {
+    const KEY: &str = "the-shop-s-user-key-0123456789abcdef";
+    let app = TestApp::spawn().await;
+    let driver = Driver::start().await;
+    app.create_room(
+        "members",
+        json!({"paused": true, "user_key": KEY, "user_required": true,
+               "target_url": "https://shop.example/checkout"}),
+    )
+    .await;
+    let token_of = |user: &str| {
+        jsonwebtoken::encode(
+            &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+            &json!({"sub": user, "room": "members", "exp": support::START_MS / 1000 + 3600}),
+            &jsonwebtoken::EncodingKey::from_secret(KEY.as_bytes()),
+        )
+        .unwrap()
+    };
+    let join_as = |user: &str| {
+        app.http
+            .post(app.url("/api/rooms/members/join"))
+            .json(&json!({"user": token_of(user)}))
+            .send()
+    };
+    // Alice already holds a place, joined from her phone; Bob is behind her.
+    let phone: Value = join_as("alice").await.unwrap().json().await.unwrap();
+    assert_eq!(join_as("bob").await.unwrap().status(), 200);
+    let token = token_of("alice");
+
+    let laptop = driver.browser(1280, 800, json!({})).await;
+    laptop
+        .goto(&app.url(&format!("/rooms/members?user={token}")))
+        .await
+        .unwrap();
+    let seen = eventually("the laptop's position", BROWSER_PATIENCE, || async {
+        position(&laptop).await
+    })
+    .await;
+    assert_eq!(
+        seen,
+        phone["position"].as_u64().unwrap(),
+        "the phone's place, not a new one"
+    );
+    let address = laptop.current_url().await.unwrap();
+    assert!(
+        !address.as_str().contains("user="),
+        "the token leaves the address bar: {address}"
+    );
+
+    // Another person: a browser of their own (a driver has one profile).
+    let other_driver = Driver::start().await;
+    let stranger = other_driver.browser(390, 844, json!({})).await;
+    stranger.goto(&app.url("/rooms/members")).await.unwrap();
+    eventually("the sign-in link", BROWSER_PATIENCE, || async {
+        displayed(&stranger, "sign-in").await.then_some(())
+    })
+    .await;
+    assert_eq!(
+        attr_of(&stranger, "#sign-in", "href").await.as_deref(),
+        Some("https://shop.example/")
+    );
+    let said = text_of(&stranger, "message").await.unwrap_or_default();
+    assert!(said.contains("signed-in customers"), "{said}");
+    screenshot(&stranger, "sign-in-first").await;
+}

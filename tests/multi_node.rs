@@ -415,3 +415,64 @@ async fn a_pass_revoked_on_one_node_fails_verify_on_every_node() {
         "the cap's one slot was free at once, on another node"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_thousand_joins_of_a_hundred_users_over_three_nodes_make_a_hundred_places() {
+    const KEY: &str = "the-shop-s-user-key-0123456789abcdef";
+    let nodes = Nodes::start(3).await;
+    nodes.apps[0]
+        .create_room("members", json!({"paused": true, "user_key": KEY}))
+        .await;
+    let token = |user: usize| {
+        jsonwebtoken::encode(
+            &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+            &json!({"sub": format!("user-{user}"), "room": "members", "exp": support::START_MS / 1000 + 3600}),
+            &jsonwebtoken::EncodingKey::from_secret(KEY.as_bytes()),
+        )
+        .unwrap()
+    };
+    let tokens: Vec<String> = (0..100).map(token).collect();
+    let answers: Vec<(usize, Value)> = stream::iter(0..1_000)
+        .map(|i| {
+            let app = &nodes.apps[i % 3];
+            let user = (i * 7) % 100;
+            let body = json!({"user": tokens[user]});
+            async move {
+                let answer = app
+                    .http
+                    .post(app.url("/api/rooms/members/join"))
+                    .json(&body)
+                    .send()
+                    .await
+                    .unwrap()
+                    .json::<Value>()
+                    .await
+                    .unwrap();
+                (user, answer)
+            }
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    let mut places = std::collections::HashMap::new();
+    for (user, answer) in &answers {
+        assert_eq!(answer["state"], "waiting", "{answer}");
+        places
+            .entry(*user)
+            .or_insert_with(std::collections::HashSet::new)
+            .insert(answer["position"].as_u64().unwrap());
+    }
+    assert_eq!(places.len(), 100);
+    for (user, seen) in &places {
+        assert_eq!(
+            seen.len(),
+            1,
+            "user-{user} was told several places: {seen:?}"
+        );
+    }
+    let stats = nodes.stats("members").await;
+    assert_eq!(
+        stats["waiting"], 100,
+        "one place per user, however the joins raced"
+    );
+}

@@ -219,6 +219,10 @@ impl From<StoreError> for ApiError {
                 ),
             },
             StoreError::RateLimited { retry_after_s } => ApiError::RateLimited { retry_after_s },
+            StoreError::UserRequired => ApiError::unauthorized(
+                "user_required",
+                "this room admits signed-in users only: come back through the link on the site where you sign in",
+            ),
             StoreError::Unexpected(reason) => {
                 tracing::error!(%reason, "unexpected store answer");
                 ApiError::Internal

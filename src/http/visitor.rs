@@ -16,6 +16,7 @@ use super::extractors::{
 };
 use super::limits::read_body;
 use crate::store::{JoinOptions, StoreError};
+use crate::words::credentials::{CredentialError, read_user_token};
 use crate::words::join_limit::JoinLimit;
 use crate::words::status::{self, Status, StatusInput};
 use crate::words::{Place, PlaceState, RoomId, VisitorId};
@@ -83,7 +84,9 @@ async fn join(
     // Read whole (the page sends `{}`), so the connection stays open for
     // the visitor's next request; fields this version does not know are
     // ignored, as a newer page may send them.
-    if !body.is_empty() {
+    let fields = if body.is_empty() {
+        serde_json::Map::new()
+    } else {
         serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&body).map_err(
             |error| {
                 ApiError::bad_request(
@@ -91,8 +94,13 @@ async fn join(
                     format!("the join body must be a JSON object: {error}"),
                 )
             },
-        )?;
-    }
+        )?
+    };
+    let user = match fields.get("user") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(token)) => known_user(&state, &room, token).await?,
+        Some(_) => return Err(invalid_user_token("user must be the token as a string")),
+    };
     let existing = match bearer(&req) {
         Some(ticket) => Some((
             state
@@ -122,6 +130,7 @@ async fn join(
             client: client_address(&req).to_string(),
             per_minute,
         }),
+        user,
     };
     let place = match state.store.join_with(&room, visitor, &options).await {
         Err(error @ StoreError::RateLimited { .. }) => {
@@ -135,9 +144,48 @@ async fn join(
         other => other?,
     };
     state.wakeups.note(&room);
+    // A known user's place may belong to the visitor of another device:
+    // this one gets a ticket for it.
+    let ticket = if place.visitor == visitor {
+        ticket
+    } else {
+        state
+            .credentials
+            .issue_ticket(&room, place.visitor, state.clock.now_ms())
+    };
     metrics::histogram!("waitroom_join_seconds").record(started.elapsed().as_secs_f64());
     tracing::debug!(%room, %visitor, state = status::state_name(&place.state), "join");
     Ok(status_response(&state, &room, &ticket, &place))
+}
+
+fn invalid_user_token(why: &str) -> ApiError {
+    ApiError::unauthorized(
+        "invalid_user_token",
+        format!("the user token was refused: {why}"),
+    )
+}
+
+/// The user a join's token names, checked with the room's `user_key`; a
+/// room without a key knows no users, so its joins ignore tokens.
+async fn known_user(
+    state: &AppState,
+    room: &RoomId,
+    token: &str,
+) -> Result<Option<String>, ApiError> {
+    let Some(key) = state.store.room(room).await?.config.user_key else {
+        return Ok(None);
+    };
+    read_user_token(token, &key, room, state.clock.now_ms())
+        .map(Some)
+        .map_err(|error| {
+            invalid_user_token(match error {
+                CredentialError::WrongRoom => "it is for another room",
+                CredentialError::Expired => "it has expired; sign in again",
+                CredentialError::Invalid => {
+                    "it is malformed, too long, or not signed with this room's key"
+                }
+            })
+        })
 }
 
 #[get("/api/rooms/{room}/status")]

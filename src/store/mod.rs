@@ -36,6 +36,9 @@ pub enum StoreError {
     /// join limit; nothing changed but the room's `turned_away` count.
     #[error("too many joins from this address; try again in {retry_after_s} s")]
     RateLimited { retry_after_s: u64 },
+    /// The room takes known users only, and the join named none.
+    #[error("this room admits signed-in users only")]
+    UserRequired,
     /// An answer no version of the store gives: a bug, not an outage.
     #[error("unexpected store answer: {0}")]
     Unexpected(String),
@@ -47,6 +50,9 @@ pub struct JoinOptions {
     /// Limits the new places the client's address may take (an existing
     /// place is returned whatever the limit says).
     pub limit: Option<JoinLimit>,
+    /// The user the room's site vouched for (a user token's `sub`): a user
+    /// holding a place gets that place back, whichever visitor asks.
+    pub user: Option<String>,
 }
 
 /// What asking a room for its tick found: whether one ran and when the next

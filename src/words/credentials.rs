@@ -1,6 +1,8 @@
 //! Everything signed: visitor tickets (HS256), passes (EdDSA JWTs, verifiable
 //! offline through the JWKS) and operator sessions. Every key derives from the
-//! deployment's one secret, so all nodes of a deployment agree.
+//! deployment's one secret, so all nodes of a deployment agree. Also the one
+//! thing signed by others: user tokens, minted by a room's site with the
+//! room's `user_key`.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -24,6 +26,52 @@ pub enum CredentialError {
     WrongRoom,
     #[error("expired")]
     Expired,
+}
+
+/// The longest user token read: a JWT with a user id is a few hundred bytes.
+pub const MAX_USER_TOKEN_BYTES: usize = 4096;
+/// The longest user id kept.
+const MAX_USER_ID_BYTES: usize = 256;
+
+#[derive(Debug, Deserialize)]
+struct UserClaims {
+    sub: String,
+    room: String,
+    exp: u64,
+}
+
+/// Reads a user token: an HS256 JWT the room's site signed with the room's
+/// `user_key`, claims `sub` (the user's id), `room` and `exp` (checked
+/// against our clock, so tests can drive it). Returns the user's id.
+pub fn read_user_token(
+    token: &str,
+    user_key: &str,
+    room: &RoomId,
+    now: Millis,
+) -> Result<String, CredentialError> {
+    if token.len() > MAX_USER_TOKEN_BYTES {
+        return Err(CredentialError::Invalid);
+    }
+    let mut validation = Validation::new(Algorithm::HS256);
+    validation.validate_exp = false;
+    validation.required_spec_claims = ["exp".to_string(), "sub".to_string()].into();
+    let claims = jsonwebtoken::decode::<UserClaims>(
+        token,
+        &DecodingKey::from_secret(user_key.as_bytes()),
+        &validation,
+    )
+    .map_err(|_| CredentialError::Invalid)?
+    .claims;
+    if claims.room != room.as_str() {
+        return Err(CredentialError::WrongRoom);
+    }
+    if claims.exp * 1000 <= now {
+        return Err(CredentialError::Expired);
+    }
+    if claims.sub.is_empty() || claims.sub.len() > MAX_USER_ID_BYTES {
+        return Err(CredentialError::Invalid);
+    }
+    Ok(claims.sub)
 }
 
 /// A visitor's ticket: who they are, in which room.

@@ -94,7 +94,17 @@ pub struct RoomConfig {
     /// reclaimed as a no-show; `None` = off.
     #[serde(default)]
     pub arrival_grace_s: Option<u64>,
+    /// The HS256 key the room's site signs user tokens with. Write-only:
+    /// never serialized (the operator API shows `user_key_set`).
+    #[serde(default, skip_serializing)]
+    pub user_key: Option<String>,
+    /// Anonymous joins are refused (401 `user_required`).
+    #[serde(default)]
+    pub user_required: bool,
 }
+
+/// The shortest user key accepted: a short HMAC key can be guessed offline.
+pub const MIN_USER_KEY_CHARS: usize = 32;
 
 pub const DEFAULT_ADMIT_PER_TICK: u32 = 10;
 pub const DEFAULT_TICK_MS: u64 = 5_000;
@@ -117,10 +127,16 @@ pub struct RoomPatch {
     pub paused: Option<bool>,
     #[serde(default, deserialize_with = "present")]
     pub arrival_grace_s: Option<Option<u64>>,
+    #[serde(default, deserialize_with = "present")]
+    pub user_key: Option<Option<String>>,
+    pub user_required: Option<bool>,
 }
 
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<u64>>, D::Error> {
-    Option::<u64>::deserialize(d).map(Some)
+/// A field that may be absent (unchanged) or `null` (removed).
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
 }
 
 /// A name on the wire from a fixed set (a message's `type`, a place's
@@ -191,6 +207,12 @@ impl RoomPatch {
         if let Some(v) = self.arrival_grace_s {
             next.arrival_grace_s = v;
         }
+        if let Some(v) = &self.user_key {
+            next.user_key = v.clone();
+        }
+        if let Some(v) = self.user_required {
+            next.user_required = v;
+        }
         next.validate()?;
         Ok(next)
     }
@@ -208,6 +230,8 @@ impl RoomConfig {
             abandon_after_s: DEFAULT_ABANDON_AFTER_S,
             paused: false,
             arrival_grace_s: None,
+            user_key: None,
+            user_required: false,
         }
     }
 
@@ -244,6 +268,19 @@ impl RoomConfig {
             .is_some_and(|grace| !(5..=86_400).contains(&grace))
         {
             return Err("arrival_grace_s must be between 5 and 86400, or null for off".into());
+        }
+        if let Some(key) = &self.user_key {
+            let chars = key.chars().count();
+            if !(MIN_USER_KEY_CHARS..=512).contains(&chars) || key.chars().any(char::is_control) {
+                return Err(format!(
+                    "user_key must be {MIN_USER_KEY_CHARS} to 512 characters, without control characters (openssl rand -hex 32 makes one)"
+                ));
+            }
+        }
+        if self.user_required && self.user_key.is_none() {
+            return Err(
+                "user_required needs a user_key: without one no user token can be checked".into(),
+            );
         }
         Ok(())
     }
@@ -291,7 +328,20 @@ pub struct RoomInfo {
     pub id: RoomId,
     #[serde(flatten)]
     pub config: RoomConfig,
+    /// Whether the room has a `user_key`, which itself is never shown.
+    pub user_key_set: bool,
     pub stats: RoomStats,
+}
+
+impl RoomInfo {
+    pub fn new(id: RoomId, config: RoomConfig, stats: RoomStats) -> Self {
+        Self {
+            user_key_set: config.user_key.is_some(),
+            id,
+            config,
+            stats,
+        }
+    }
 }
 
 /// Where a visitor stands in a room.

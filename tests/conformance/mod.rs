@@ -93,6 +93,8 @@ macro_rules! conformance_suite {
             join_limits_hold_per_address_on_a_driven_clock,
             revoking_a_pass_frees_its_slot_at_once,
             passes_never_seen_are_reclaimed_as_no_shows,
+            a_known_user_holds_one_place_from_any_device,
+            user_required_refuses_anonymous_joins,
         );
         $crate::conformance_suite!(@sale $make;
             stock_is_claimed_exactly,
@@ -461,6 +463,7 @@ pub mod scenarios {
                 client: client.into(),
                 per_minute: 3,
             }),
+            ..JoinOptions::default()
         };
         let join = |visitor: VisitorId, client: &'static str| {
             let options = from(client);
@@ -570,6 +573,83 @@ pub mod scenarios {
         assert_eq!(
             h.store.room(&room).await.unwrap().config.arrival_grace_s,
             Some(30)
+        );
+    }
+
+    fn as_user(user: &str) -> JoinOptions {
+        JoinOptions {
+            user: Some(user.into()),
+            ..JoinOptions::default()
+        }
+    }
+
+    pub async fn a_known_user_holds_one_place_from_any_device(h: &Harness) {
+        let room = h.room("r", 1, None).await;
+        h.patch(&room, r#"{"paused": true}"#).await;
+        let phone = VisitorId::random();
+        let first = h
+            .store
+            .join_with(&room, phone, &as_user("alice"))
+            .await
+            .unwrap();
+        let laptop = VisitorId::random();
+        let again = h
+            .store
+            .join_with(&room, laptop, &as_user("alice"))
+            .await
+            .unwrap();
+        assert_eq!(
+            again.visitor, phone,
+            "the second device gets the first one's place"
+        );
+        assert_eq!(position(again.state), 1);
+        let bob = h
+            .store
+            .join_with(&room, VisitorId::random(), &as_user("bob"))
+            .await
+            .unwrap();
+        assert_eq!(position(bob.state), 2);
+        let anonymous = h.join(&room).await;
+        assert_eq!(position(anonymous.1), 3, "anonymous joins still welcome");
+        assert_eq!(h.store.room(&room).await.unwrap().stats.waiting, 3);
+        assert_eq!(first.visitor, phone);
+
+        h.store.leave(&room, phone).await.unwrap();
+        let back = h
+            .store
+            .join_with(&room, laptop, &as_user("alice"))
+            .await
+            .unwrap();
+        assert_eq!(
+            back.visitor, laptop,
+            "a place given up is not held any more"
+        );
+        assert_eq!(position(back.state), 3, "…so the user goes to the back");
+    }
+
+    pub async fn user_required_refuses_anonymous_joins(h: &Harness) {
+        let room = h.room("r", 1, None).await;
+        h.patch(
+            &room,
+            r#"{"user_key": "a-user-key-of-thirty-two-characters!", "user_required": true}"#,
+        )
+        .await;
+        assert!(matches!(
+            h.store.join(&room, VisitorId::random()).await,
+            Err(StoreError::UserRequired)
+        ));
+        assert!(
+            h.store
+                .join_with(&room, VisitorId::random(), &as_user("carol"))
+                .await
+                .is_ok()
+        );
+        let info = h.store.room(&room).await.unwrap();
+        assert!(info.user_key_set && info.config.user_required);
+        assert_eq!(
+            info.config.user_key.as_deref(),
+            Some("a-user-key-of-thirty-two-characters!"),
+            "the store keeps the key (the API never shows it)"
         );
     }
 

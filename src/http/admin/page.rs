@@ -68,11 +68,19 @@ pub struct AdminRoomRow {
     /// Empty for off.
     pub arrival_grace_s: String,
     pub no_shows: u64,
+    /// Whether a user key is set; its value is never shown.
+    pub user_key_set: bool,
+    pub user_required: bool,
 }
 
 impl From<RoomInfo> for AdminRoomRow {
     fn from(info: RoomInfo) -> Self {
-        let RoomInfo { id, config, stats } = info;
+        let RoomInfo {
+            id,
+            config,
+            stats,
+            user_key_set,
+        } = info;
         Self {
             id: id.to_string(),
             name: config.name,
@@ -94,6 +102,8 @@ impl From<RoomInfo> for AdminRoomRow {
                 .map(|g| g.to_string())
                 .unwrap_or_default(),
             no_shows: stats.no_shows,
+            user_key_set,
+            user_required: config.user_required,
         }
     }
 }
@@ -257,6 +267,11 @@ struct ConfigForm {
     pass_ttl_s: Option<String>,
     abandon_after_s: Option<String>,
     arrival_grace_s: Option<String>,
+    /// A new key; empty leaves the key as it is (it is never shown).
+    user_key: Option<String>,
+    /// Ticked: the key is removed.
+    remove_user_key: Option<String>,
+    user_required: Option<String>,
     paused: Option<String>,
 }
 
@@ -289,6 +304,16 @@ impl ConfigForm {
             pass_ttl_s: number("pass_ttl_s", &self.pass_ttl_s)?,
             abandon_after_s: number("abandon_after_s", &self.abandon_after_s)?,
             arrival_grace_s,
+            user_key: if self.remove_user_key.is_some() {
+                Some(None)
+            } else {
+                self.user_key
+                    .as_deref()
+                    .map(str::trim)
+                    .filter(|k| !k.is_empty())
+                    .map(|k| Some(k.to_string()))
+            },
+            user_required: self.user_required.as_deref().map(|r| r == "true"),
             paused: self.paused.as_deref().map(|p| p == "true" || p == "on"),
         })
     }

@@ -45,6 +45,18 @@ pub struct RoomPage {
     pub room_id: String,
     pub room_name: String,
     pub texts_json: String,
+    /// Where a visitor signs in for a room that takes known users: the
+    /// origin of the room's target (or this site, for a path).
+    pub site_url: String,
+}
+
+/// The site behind a room: the origin of an absolute target, else `/`.
+fn site_of(target_url: &str) -> String {
+    url::Url::parse(target_url)
+        .ok()
+        .filter(|url| matches!(url.scheme(), "http" | "https"))
+        .map(|url| url.origin().ascii_serialization() + "/")
+        .unwrap_or_else(|| "/".into())
 }
 
 #[derive(Template)]
@@ -96,13 +108,13 @@ async fn room_page(
     let Some(room) = RoomId::parse(&path) else {
         return missing();
     };
-    let room_name = match state.store.room(&room).await {
-        Ok(info) => info.config.name,
+    let (room_name, site_url) = match state.store.room(&room).await {
+        Ok(info) => (info.config.name, site_of(&info.config.target_url)),
         Err(StoreError::RoomNotFound(_) | StoreError::RoomClosed(_)) => return missing(),
         // The page itself still loads; its script retries the join.
         Err(error) => {
             tracing::warn!(%room, %error, "store unavailable while rendering the room page");
-            room.to_string()
+            (room.to_string(), "/".into())
         }
     };
     render(&RoomPage {
@@ -111,6 +123,7 @@ async fn room_page(
         room_id: room.to_string(),
         room_name,
         texts_json: script_json(t),
+        site_url,
     })
 }
 

@@ -13,7 +13,7 @@ use super::fenwick::LineIndex;
 use super::sale::MemorySale;
 use crate::store::{JoinOptions, Store, StoreError, Tick, TickReport};
 use crate::words::clock::{Millis, SharedClock};
-use crate::words::join_limit::{self, Gcra, JoinLimit};
+use crate::words::join_limit::{self, Gcra};
 use crate::words::{
     Admission, LineSummary, Place, PlaceState, RoomConfig, RoomEvent, RoomId, RoomInfo, RoomPatch,
     RoomStats, StoreEvent, VisitorId,
@@ -137,6 +137,8 @@ struct Room {
     /// not seen yet, when the room has an `arrival_grace_s`.
     arrivals: BTreeSet<(Millis, VisitorId)>,
     no_shows: u64,
+    /// Known users (a user token's `sub`) → the visitor holding their place.
+    users: HashMap<String, VisitorId>,
 }
 
 /// The per-address map is pruned when it reaches this size, or twice its
@@ -168,6 +170,7 @@ impl Room {
             turned_away: 0,
             arrivals: BTreeSet::new(),
             no_shows: 0,
+            users: HashMap::new(),
         }
     }
 
@@ -334,9 +337,19 @@ impl Room {
     fn join(
         &mut self,
         visitor: VisitorId,
-        limit: Option<&JoinLimit>,
+        options: &JoinOptions,
         now: Millis,
     ) -> Result<Place, StoreError> {
+        let visitor = match &options.user {
+            // One place per user: the user's live place, whoever asks.
+            Some(user) => match self.users.get(user) {
+                Some(held) if self.holds_a_place(*held) => *held,
+                _ => visitor,
+            },
+            None if self.config.user_required => return Err(StoreError::UserRequired),
+            None => visitor,
+        };
+        let limit = options.limit.as_ref();
         match self.visitors.get(&visitor) {
             Some(VisitorState::Waiting { .. }) => self.mark_present(visitor, now),
             Some(VisitorState::Admitted { .. }) => {}
@@ -383,7 +396,17 @@ impl Room {
                 }
             }
         }
+        if let Some(user) = &options.user {
+            self.users.insert(user.clone(), visitor);
+        }
         Ok(self.place(visitor))
+    }
+
+    fn holds_a_place(&self, visitor: VisitorId) -> bool {
+        matches!(
+            self.visitors.get(&visitor),
+            Some(VisitorState::Waiting { .. } | VisitorState::Admitted { .. })
+        )
     }
 
     /// Passes whose visitor never arrived in time give their slot back;
@@ -518,10 +541,10 @@ impl Room {
                 _ => None,
             })
             .unwrap_or(0);
-        RoomInfo {
-            id: self.id.clone(),
-            config: self.config.clone(),
-            stats: RoomStats {
+        RoomInfo::new(
+            self.id.clone(),
+            self.config.clone(),
+            RoomStats {
                 waiting: self.line.len() as u64,
                 active: self.active.len() as u64,
                 admitted_total: self.admitted_total,
@@ -530,7 +553,7 @@ impl Room {
                 turned_away: self.turned_away,
                 no_shows: self.no_shows,
             },
-        }
+        )
     }
 }
 
@@ -627,9 +650,7 @@ impl Store for MemoryStore {
         visitor: VisitorId,
         options: &JoinOptions,
     ) -> Result<Place, StoreError> {
-        self.with_open_room(id, |room, now| {
-            room.join(visitor, options.limit.as_ref(), now)
-        })?
+        self.with_open_room(id, |room, now| room.join(visitor, options, now))?
     }
 
     async fn status(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {

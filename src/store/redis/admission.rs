@@ -128,7 +128,7 @@ pub struct RedisStore {
 }
 
 /// The keys of one room, in the order every script expects them.
-fn room_keys(room: &RoomId) -> [String; 7] {
+fn room_keys(room: &RoomId) -> [String; 8] {
     [
         "room",
         "line",
@@ -137,6 +137,7 @@ fn room_keys(room: &RoomId) -> [String; 7] {
         "active",
         "admissions",
         "arrivals",
+        "users",
     ]
     .map(|k| format!("wr:{{{room}}}:{k}"))
 }
@@ -316,6 +317,7 @@ impl RedisStore {
                 Some(ScriptError::RateLimited(retry_after_s)) => {
                     StoreError::RateLimited { retry_after_s }
                 }
+                Some(ScriptError::UserRequired) => StoreError::UserRequired,
                 Some(other) => {
                     StoreError::Unexpected(format!("{other:?} from an admission script"))
                 }
@@ -350,6 +352,11 @@ fn config_args(config: &RoomConfig) -> Vec<String> {
                 .arrival_grace_s
                 .map(|g| g.to_string())
                 .unwrap_or_default(),
+        ),
+        ("user_key", config.user_key.clone().unwrap_or_default()),
+        (
+            "user_required",
+            if config.user_required { "1" } else { "0" }.to_string(),
         ),
     ]
     .into_iter()
@@ -389,6 +396,8 @@ fn parse_info(room: &RoomId, flat: Vec<Value>) -> Option<(RoomInfo, String)> {
         abandon_after_s: parse("abandon_after_s")?,
         paused: field("paused")? == "1",
         arrival_grace_s: field("arrival_grace_s").and_then(|g| g.parse().ok()),
+        user_key: field("user_key").filter(|k| !k.is_empty()),
+        user_required: field("user_required").as_deref() == Some("1"),
     };
     let stats = RoomStats {
         waiting: number(&stats[0])?,
@@ -401,11 +410,7 @@ fn parse_info(room: &RoomId, flat: Vec<Value>) -> Option<(RoomInfo, String)> {
             .unwrap_or(0),
         no_shows: field("no_shows").and_then(|n| n.parse().ok()).unwrap_or(0),
     };
-    let info = RoomInfo {
-        id: room.clone(),
-        config,
-        stats,
-    };
+    let info = RoomInfo::new(room.clone(), config, stats);
     Some((info, field("config_rev")?))
 }
 
@@ -652,22 +657,29 @@ impl Store for RedisStore {
         visitor: VisitorId,
         options: &JoinOptions,
     ) -> Result<Place, StoreError> {
-        let reply: Vec<Value> = match &options.limit {
-            None => {
-                self.run(&self.scripts.join, id, [visitor.to_string()])
-                    .await?
-            }
-            Some(limit) => {
-                let key = format!("wr:{{{id}}}:join-limit:{}", limit.client);
-                self.run_with_keys(
-                    &self.scripts.join,
-                    id,
-                    &[key],
-                    [visitor.to_string(), limit.per_minute.to_string()],
-                )
-                .await?
-            }
-        };
+        let limit_key = options
+            .limit
+            .as_ref()
+            .map(|limit| format!("wr:{{{id}}}:join-limit:{}", limit.client));
+        let args = [
+            visitor.to_string(),
+            options
+                .limit
+                .as_ref()
+                .map(|limit| limit.per_minute.to_string())
+                .unwrap_or_default(),
+            options.user.clone().unwrap_or_default(),
+        ];
+        let mut reply: Vec<Value> = self
+            .run_with_keys(&self.scripts.join, id, limit_key.as_slice(), args)
+            .await?;
+        // The place's owner comes last: a known user's may be another visitor.
+        let owner = reply
+            .pop()
+            .and_then(|v| text(&v))
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| StoreError::Unexpected("a join without its visitor".into()))?;
+        let visitor = owner;
         parse_place(visitor, reply).ok_or_else(|| StoreError::Unexpected("unexpected place".into()))
     }
 

@@ -18,6 +18,8 @@ pub enum ScriptError {
     Limit(u32),
     /// The per-address join limit, with the seconds until the next join.
     RateLimited(u64),
+    /// The room admits known users only.
+    UserRequired,
     /// The sale sells the other kind (`seats` or `stock`).
     WrongKind(String),
     NoClaim,
@@ -51,6 +53,7 @@ impl ScriptError {
             "UNKNOWNSEAT" => Self::UnknownSeat(detail.to_string()),
             "LIMIT" => Self::Limit(detail.parse().unwrap_or(0)),
             "RATELIMITED" => Self::RateLimited(detail.parse().unwrap_or(1)),
+            "USERREQUIRED" => Self::UserRequired,
             "WRONGKIND" => Self::WrongKind(detail.to_string()),
             "NOCLAIM" => Self::NoClaim,
             "EXPIRED" => Self::Expired,
