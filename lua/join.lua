@@ -1,8 +1,10 @@
 -- Joins the line, passes straight through, or returns the existing place.
 -- ARGV[3]: the visitor; ARGV[4]: joins per minute per client address, or ''
--- for no limit (then KEYS[9] is that address's key, its TAT, in the room's
--- slot); ARGV[5]: the known user, or ''. Returns the place and, last, the
--- visitor it belongs to (a known user's place may be another visitor's).
+-- for no limit (KEYS[9] is that address's key, its TAT); ARGV[5]: the known
+-- user, or ''; ARGV[6]: until when the proof-of-work solution holds (ms), or
+-- '' for none (KEYS[10] marks it used). Both keys are in the room's slot.
+-- Returns the place and, last, the visitor it belongs to (a known user's
+-- place may be another visitor's).
 local room, err = open_room()
 if not room then return err end
 local now = now_ms()
@@ -23,6 +25,16 @@ local kind = record and string.sub(record, 1, 1)
 if kind == 'w' then
   mark_present(visitor, now)
 elseif kind ~= 'a' then
+  local pow = tonumber(room.pow_difficulty or '0') > 0
+  if pow then
+    local refusal
+    if ARGV[6] == '' then refusal = 'POWREQUIRED'
+    elseif redis.call('EXISTS', KEYS[10]) == 1 then refusal = 'POWREUSED' end
+    if refusal then
+      redis.call('HINCRBY', K_ROOM, 'turned_away', 1)
+      return redis.error_reply(refusal)
+    end
+  end
   if ARGV[4] ~= '' then
     -- GCRA, as in src/words/join_limit.rs: a minute's worth at once, then
     -- one per interval; a refused join changes nothing but the count.
@@ -35,6 +47,9 @@ elseif kind ~= 'a' then
       return redis.error_reply('RATELIMITED ' .. math.max(1, math.ceil((tat - now - burst) / 1000)))
     end
     redis.call('SET', KEYS[9], tat + interval, 'PX', tat + interval - now)
+  end
+  if pow then
+    redis.call('SET', KEYS[10], '1', 'PX', math.max(1, tonumber(ARGV[6]) - now))
   end
   local tokens = num(room, 'tokens')
   if room.paused ~= '1' and tokens > 0 and redis.call('ZCARD', K_LINE) == 0 and under_cap(room) then

@@ -52,7 +52,32 @@ const userToken = (function () {
 })();
 
 function joinBody() {
-  return userToken ? { user: userToken } : {};
+  const b = userToken ? { user: userToken } : {};
+  if (st.pow) b.pow = st.pow;
+  return b;
+}
+
+// Proof of work, when the room asks for it: the room's challenge, solved
+// in a worker so the page stays responsive; resolves to the payload a
+// join carries (base64 of ALTCHA's JSON).
+function solvePow() {
+  return request('GET', base + '/challenge', { cache: 'no-store' }).then(function (res) {
+    if (!res.ok || !res.parsed) throw new Error('challenge answered ' + res.status);
+    const c = res.body;
+    return new Promise(function (resolve, reject) {
+      const worker = new Worker('/static/pow-worker.js');
+      worker.onmessage = function (e) {
+        worker.terminate();
+        if (e.data.number === null) { reject(new Error('no solution')); return; }
+        resolve(btoa(JSON.stringify({
+          algorithm: c.algorithm, challenge: c.challenge, number: e.data.number,
+          salt: c.salt, signature: c.signature, took: e.data.took
+        })));
+      };
+      worker.onerror = function () { worker.terminate(); reject(new Error('worker failed')); };
+      worker.postMessage({ challenge: c.challenge, salt: c.salt, maxnumber: c.maxnumber });
+    });
+  });
 }
 
 // Seconds a 429 asks to wait (Retry-After), within reason.
@@ -67,6 +92,8 @@ const st = {
   joinTimer: null,
   joinAttempt: 0,
   joining: false,
+  pow: null,            // a solved challenge for the next join, if the room asks
+  powTries: 0,
   done: false,          // terminal state reached: no more reconnecting
   firstPosition: null,  // first position seen, for the progress bar
   // aria-live announcements: the last one said, when, and one waiting its turn
@@ -247,6 +274,15 @@ function join() {
   clearTimeout(st.joinTimer); st.joinTimer = null;
   request('POST', base + '/join', { body: joinBody() }).then(function (res) {
     const code = errorCode(res);
+    if (res.status === 403 && (code === 'pow_required' || code === 'pow_invalid') && st.powTries < 3) {
+      st.powTries++;
+      setMessage('msg_checking', 'checking', 'Checking your browser…');
+      return solvePow().then(function (payload) {
+        st.pow = payload;
+        st.joining = false;
+        join();
+      });
+    }
     if (res.status === 401 && (code === 'user_required' || code === 'invalid_user_token')) {
       st.joining = false;
       const again = code === 'invalid_user_token';
@@ -276,6 +312,8 @@ function join() {
     if (!res.ok || !res.parsed) throw new Error('join answered ' + res.status);
     const s = res.body;
     st.joining = false;
+    st.pow = null; // used: a later join needs a new one, if any
+    st.powTries = 0;
     st.joinAttempt = 0;
     if (!s || typeof s !== 'object' || typeof s.state !== 'string') throw new Error('bad join answer');
     handleStatus(s);

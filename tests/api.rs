@@ -1691,3 +1691,97 @@ async fn user_tokens_that_fail_are_refused_and_create_no_place() {
         );
     }
 }
+
+/// Solves a room's challenge as the page's worker does; the payload a join
+/// carries.
+async fn solve_challenge(app: &TestApp, room: &str) -> String {
+    let challenge: Value = app
+        .http
+        .get(app.url(&format!("/api/rooms/{room}/challenge")))
+        .fetch_json()
+        .await;
+    assert_eq!(challenge["algorithm"], "SHA-256");
+    let number = waitroom_solve(&challenge);
+    let payload = json!({
+        "algorithm": "SHA-256", "challenge": challenge["challenge"], "number": number,
+        "salt": challenge["salt"], "signature": challenge["signature"],
+    });
+    base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        payload.to_string(),
+    )
+}
+
+fn waitroom_solve(challenge: &Value) -> u64 {
+    altcha_lib_rs::solve_challenge(
+        challenge["challenge"].as_str().unwrap(),
+        challenge["salt"].as_str().unwrap(),
+        None,
+        challenge["maxnumber"].as_u64(),
+        0,
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_join_with_proof_of_work_counts_once_and_bad_ones_are_refused() {
+    let app = TestApp::spawn().await;
+    app.create_room("guarded", json!({"paused": true, "pow_difficulty": 1}))
+        .await;
+    app.create_room("other", json!({"pow_difficulty": 1})).await;
+    let refused = join_as(&app, "guarded", json!({})).await;
+    assert_eq!(refused.status(), 403);
+    assert_eq!(
+        refused.json::<Value>().await.unwrap()["error"]["code"],
+        "pow_required"
+    );
+
+    let solution = solve_challenge(&app, "guarded").await;
+    let joined = join_as(&app, "guarded", json!({"pow": solution})).await;
+    assert_eq!(joined.status(), 200, "{:?}", joined.text().await);
+    let replayed = join_as(&app, "guarded", json!({"pow": solution})).await;
+    assert_eq!(replayed.status(), 403, "a solution counts once");
+    assert_eq!(
+        replayed.json::<Value>().await.unwrap()["error"]["code"],
+        "pow_invalid"
+    );
+
+    let elsewhere = solve_challenge(&app, "other").await;
+    let late = solve_challenge(&app, "guarded").await;
+    app.clock.advance_ms(5 * 60_000 + 1_000);
+    for (body, what) in [
+        (json!({"pow": elsewhere}), "another room's"),
+        (json!({"pow": late}), "expired"),
+        (json!({"pow": "bm90IGpzb24="}), "not a payload"),
+        (json!({"pow": "%%%"}), "not base64"),
+        (json!({"pow": "A".repeat(3000)}), "too long"),
+        (json!({"pow": 7}), "not a string"),
+    ] {
+        let answer = join_as(&app, "guarded", body).await;
+        assert_eq!(answer.status(), 403, "{what}");
+        let code = answer.json::<Value>().await.unwrap()["error"]["code"].clone();
+        assert_eq!(code, "pow_invalid", "{what}");
+    }
+    let room = app
+        .admin(Method::GET, "/api/admin/rooms/guarded")
+        .fetch_json()
+        .await;
+    assert_eq!(
+        room["stats"]["waiting"], 1,
+        "only the good solution made a place"
+    );
+    assert_eq!(room["pow_difficulty"], 1);
+    let missing = app
+        .http
+        .get(app.url("/api/rooms/nowhere/challenge"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+    assert_eq!(
+        app.patch_room("guarded", json!({"pow_difficulty": 21}))
+            .await
+            .status(),
+        400
+    );
+}

@@ -1036,3 +1036,41 @@ async fn a_signed_in_customer_keeps_one_place_and_a_stranger_is_sent_to_sign_in(
     assert!(said.contains("signed-in customers"), "{said}");
     screenshot(&stranger, "sign-in-first").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_waiting_page_solves_the_proof_of_work_before_joining() {
+    let app = TestApp::spawn().await;
+    let driver = Driver::start().await;
+    app.create_room("guarded", json!({"paused": true, "pow_difficulty": 1}))
+        .await;
+    let refused = app
+        .http
+        .post(app.url("/api/rooms/guarded/join"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403, "no place without the work");
+
+    let browser = driver.browser(390, 844, json!({})).await;
+    browser.goto(&app.url("/rooms/guarded")).await.unwrap();
+    let joined = eventually("the page to solve and join", BROWSER_PATIENCE, || async {
+        position(&browser).await
+    })
+    .await;
+    assert_eq!(joined, 1);
+    let stats = app
+        .admin(reqwest::Method::GET, "/api/admin/rooms/guarded")
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap()["stats"]
+        .clone();
+    assert_eq!(stats["waiting"], 1);
+    assert_eq!(
+        stats["turned_away"], 2,
+        "ours above, and the page's first try"
+    );
+}

@@ -476,3 +476,52 @@ async fn a_thousand_joins_of_a_hundred_users_over_three_nodes_make_a_hundred_pla
         "one place per user, however the joins raced"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_proof_of_work_solution_replayed_on_another_node_is_refused() {
+    let nodes = Nodes::start(3).await;
+    let [a, b, c] = &nodes.apps[..] else {
+        unreachable!()
+    };
+    a.create_room("guarded", json!({"paused": true, "pow_difficulty": 1}))
+        .await;
+    let challenge: Value = b
+        .http
+        .get(b.url("/api/rooms/guarded/challenge"))
+        .fetch_json()
+        .await;
+    let number = altcha_lib_rs::solve_challenge(
+        challenge["challenge"].as_str().unwrap(),
+        challenge["salt"].as_str().unwrap(),
+        None,
+        challenge["maxnumber"].as_u64(),
+        0,
+    )
+    .unwrap();
+    let payload = json!({
+        "algorithm": "SHA-256", "challenge": challenge["challenge"], "number": number,
+        "salt": challenge["salt"], "signature": challenge["signature"],
+    });
+    let solution = base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        payload.to_string(),
+    );
+    let join = |app: &TestApp| {
+        reqwest::Client::new()
+            .post(app.url("/api/rooms/guarded/join"))
+            .json(&json!({ "pow": solution }))
+            .send()
+    };
+    assert_eq!(
+        join(a).await.unwrap().status(),
+        200,
+        "solved on B, used on A"
+    );
+    for app in [b, c] {
+        let replay = join(app).await.unwrap();
+        assert_eq!(replay.status(), 403);
+        let body: Value = replay.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "pow_invalid");
+    }
+    assert_eq!(nodes.stats("guarded").await["waiting"], 1);
+}

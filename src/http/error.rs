@@ -18,6 +18,8 @@ pub enum ApiError {
     Unauthorized { code: &'static str, message: String },
     #[error("{message}")]
     Conflict { code: &'static str, message: String },
+    #[error("{message}")]
+    Forbidden { code: &'static str, message: String },
     #[error("{0}")]
     NotFound(String),
     /// A 404 with a code of its own (`sale_not_found`, `claim_not_found`).
@@ -89,6 +91,7 @@ impl ApiError {
             ApiError::BadRequest { code, .. }
             | ApiError::Unauthorized { code, .. }
             | ApiError::Conflict { code, .. }
+            | ApiError::Forbidden { code, .. }
             | ApiError::Absent { code, .. }
             | ApiError::Gone { code, .. } => code,
             ApiError::NotFound(_) => "not_found",
@@ -118,6 +121,7 @@ impl ResponseError for ApiError {
             ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
+            ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             ApiError::TooManyAttempts { .. } | ApiError::RateLimited { .. } => {
@@ -219,6 +223,14 @@ impl From<StoreError> for ApiError {
                 ),
             },
             StoreError::RateLimited { retry_after_s } => ApiError::RateLimited { retry_after_s },
+            StoreError::PowRequired => ApiError::Forbidden {
+                code: "pow_required",
+                message: "this room asks your browser to solve a challenge first: GET /api/rooms/{room}/challenge, then join with {\"pow\": \"<solution>\"}".into(),
+            },
+            StoreError::PowReused => ApiError::Forbidden {
+                code: "pow_invalid",
+                message: "this solution was used already; solve a new challenge".into(),
+            },
             StoreError::UserRequired => ApiError::unauthorized(
                 "user_required",
                 "this room admits signed-in users only: come back through the link on the site where you sign in",

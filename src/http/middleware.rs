@@ -29,6 +29,7 @@ use crate::http::error::ApiError;
 const ROUTES: &[(&str, &[&str])] = &[
     // visitor.rs
     ("/api/rooms/{room}/join", &["POST"]),
+    ("/api/rooms/{room}/challenge", &["GET"]),
     ("/api/rooms/{room}/status", &["GET"]),
     ("/api/rooms/{room}/leave", &["POST"]),
     ("/api/verify", &["GET"]),

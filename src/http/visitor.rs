@@ -18,6 +18,7 @@ use super::limits::read_body;
 use crate::store::{JoinOptions, StoreError};
 use crate::words::credentials::{CredentialError, read_user_token};
 use crate::words::join_limit::JoinLimit;
+use crate::words::pow;
 use crate::words::status::{self, Status, StatusInput};
 use crate::words::{Place, PlaceState, RoomId, VisitorId};
 
@@ -27,6 +28,7 @@ const TICKET_COOKIE_DAYS: i64 = 1;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(join)
+        .service(challenge)
         .service(status_route)
         .service(leave)
         .service(verify)
@@ -96,6 +98,19 @@ async fn join(
             },
         )?
     };
+    let pow = match fields.get("pow") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(payload)) => Some(
+            pow::check(
+                state.credentials.pow_key(),
+                payload,
+                &room,
+                state.clock.now_ms(),
+            )
+            .map_err(pow_invalid)?,
+        ),
+        Some(_) => return Err(pow_invalid("pow must be the solution as a string")),
+    };
     let user = match fields.get("user") {
         None | Some(serde_json::Value::Null) => None,
         Some(serde_json::Value::String(token)) => known_user(&state, &room, token).await?,
@@ -131,6 +146,7 @@ async fn join(
             per_minute,
         }),
         user,
+        pow,
     };
     let place = match state.store.join_with(&room, visitor, &options).await {
         Err(error @ StoreError::RateLimited { .. }) => {
@@ -156,6 +172,29 @@ async fn join(
     metrics::histogram!("waitroom_join_seconds").record(started.elapsed().as_secs_f64());
     tracing::debug!(%room, %visitor, state = status::state_name(&place.state), "join");
     Ok(status_response(&state, &room, &ticket, &place))
+}
+
+/// A proof-of-work challenge for the room's `pow_difficulty` (ALTCHA's
+/// format), signed, for this room only, valid for a few minutes.
+#[get("/api/rooms/{room}/challenge")]
+async fn challenge(Room(room): Room, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let difficulty = state.store.room(&room).await?.config.pow_difficulty;
+    let challenge = pow::challenge(
+        state.credentials.pow_key(),
+        &room,
+        difficulty,
+        state.clock.now_ms(),
+    );
+    Ok(HttpResponse::Ok()
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .json(challenge))
+}
+
+fn pow_invalid(why: &str) -> ApiError {
+    ApiError::Forbidden {
+        code: "pow_invalid",
+        message: format!("the proof of work was refused: {why}"),
+    }
 }
 
 fn invalid_user_token(why: &str) -> ApiError {

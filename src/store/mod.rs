@@ -13,6 +13,7 @@ use tokio::sync::broadcast;
 
 use crate::words::clock::Millis;
 use crate::words::join_limit::JoinLimit;
+use crate::words::pow::Solved;
 use crate::words::sale::{SaleConfig, SaleError, SaleView};
 use crate::words::{Place, RoomConfig, RoomId, RoomInfo, RoomPatch, StoreEvent, VisitorId};
 
@@ -36,6 +37,12 @@ pub enum StoreError {
     /// join limit; nothing changed but the room's `turned_away` count.
     #[error("too many joins from this address; try again in {retry_after_s} s")]
     RateLimited { retry_after_s: u64 },
+    /// The room asks new places for proof of work, and the join had none.
+    #[error("this room asks for a solved challenge")]
+    PowRequired,
+    /// The solution was used before (on any node).
+    #[error("this solution was used already")]
+    PowReused,
     /// The room takes known users only, and the join named none.
     #[error("this room admits signed-in users only")]
     UserRequired,
@@ -53,6 +60,9 @@ pub struct JoinOptions {
     /// The user the room's site vouched for (a user token's `sub`): a user
     /// holding a place gets that place back, whichever visitor asks.
     pub user: Option<String>,
+    /// A solved proof-of-work challenge (checked by the caller); the store
+    /// accepts each once, on every node, and only for a new place.
+    pub pow: Option<Solved>,
 }
 
 /// What asking a room for its tick found: whether one ran and when the next

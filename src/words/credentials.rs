@@ -123,8 +123,13 @@ pub struct Credentials {
     pass_decoding: DecodingKey,
     pass_public_x: String,
     pass_kid: String,
+    pow_key: String,
     /// Signs operator session cookies and their CSRF tokens.
     admin_session_key: [u8; 32],
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn derive(secret: &[u8], purpose: &str) -> [u8; 32] {
@@ -154,7 +159,13 @@ impl Credentials {
             pass_public_x,
             pass_kid,
             admin_session_key: derive(secret, "admin-session"),
+            pow_key: to_hex(&derive(secret, "pow")),
         }
+    }
+
+    /// The HMAC key that signs proof-of-work challenges.
+    pub fn pow_key(&self) -> &str {
+        &self.pow_key
     }
 
     pub fn issue_ticket(&self, room: &RoomId, visitor: VisitorId, now: Millis) -> String {

@@ -7,6 +7,7 @@ pub mod clock;
 pub mod credentials;
 pub mod join_limit;
 mod model;
+pub mod pow;
 pub mod sale;
 pub mod status;
 

@@ -101,6 +101,9 @@ pub struct RoomConfig {
     /// Anonymous joins are refused (401 `user_required`).
     #[serde(default)]
     pub user_required: bool,
+    /// A join that makes a new place must carry a solved challenge; 0 = off.
+    #[serde(default)]
+    pub pow_difficulty: u32,
 }
 
 /// The shortest user key accepted: a short HMAC key can be guessed offline.
@@ -130,6 +133,7 @@ pub struct RoomPatch {
     #[serde(default, deserialize_with = "present")]
     pub user_key: Option<Option<String>>,
     pub user_required: Option<bool>,
+    pub pow_difficulty: Option<u32>,
 }
 
 /// A field that may be absent (unchanged) or `null` (removed).
@@ -213,6 +217,9 @@ impl RoomPatch {
         if let Some(v) = self.user_required {
             next.user_required = v;
         }
+        if let Some(v) = self.pow_difficulty {
+            next.pow_difficulty = v;
+        }
         next.validate()?;
         Ok(next)
     }
@@ -232,6 +239,7 @@ impl RoomConfig {
             arrival_grace_s: None,
             user_key: None,
             user_required: false,
+            pow_difficulty: 0,
         }
     }
 
@@ -276,6 +284,12 @@ impl RoomConfig {
                     "user_key must be {MIN_USER_KEY_CHARS} to 512 characters, without control characters (openssl rand -hex 32 makes one)"
                 ));
             }
+        }
+        if self.pow_difficulty > super::pow::MAX_DIFFICULTY {
+            return Err(format!(
+                "pow_difficulty must be between 0 (off) and {}",
+                super::pow::MAX_DIFFICULTY
+            ));
         }
         if self.user_required && self.user_key.is_none() {
             return Err(

@@ -95,6 +95,7 @@ macro_rules! conformance_suite {
             passes_never_seen_are_reclaimed_as_no_shows,
             a_known_user_holds_one_place_from_any_device,
             user_required_refuses_anonymous_joins,
+            proof_of_work_is_asked_of_new_places_and_each_solution_counts_once,
         );
         $crate::conformance_suite!(@sale $make;
             stock_is_claimed_exactly,
@@ -134,6 +135,7 @@ pub mod scenarios {
     use super::*;
     use waitroom::store::{JoinOptions, StoreError};
     use waitroom::words::join_limit::JoinLimit;
+    use waitroom::words::pow::Solved;
 
     pub async fn bucket_starts_full_and_passes_arrivals_through(h: &Harness) {
         let room = h.room("r", 3, None).await;
@@ -651,6 +653,44 @@ pub mod scenarios {
             Some("a-user-key-of-thirty-two-characters!"),
             "the store keeps the key (the API never shows it)"
         );
+    }
+
+    pub async fn proof_of_work_is_asked_of_new_places_and_each_solution_counts_once(h: &Harness) {
+        let room = h.room("r", 1, None).await;
+        h.patch(&room, r#"{"pow_difficulty": 1, "paused": true}"#)
+            .await;
+        let solved = |id: &str| JoinOptions {
+            pow: Some(Solved {
+                id: id.into(),
+                until: waitroom::words::clock::Clock::now_ms(&h.clock) + 60_000,
+            }),
+            ..JoinOptions::default()
+        };
+        assert!(matches!(
+            h.store.join(&room, VisitorId::random()).await,
+            Err(StoreError::PowRequired)
+        ));
+        let first = VisitorId::random();
+        h.store
+            .join_with(&room, first, &solved("s1"))
+            .await
+            .unwrap();
+        assert!(matches!(
+            h.store
+                .join_with(&room, VisitorId::random(), &solved("s1"))
+                .await,
+            Err(StoreError::PowReused)
+        ));
+        assert!(
+            h.store.join(&room, first).await.is_ok(),
+            "a place already held needs no new proof"
+        );
+        h.store
+            .join_with(&room, VisitorId::random(), &solved("s2"))
+            .await
+            .unwrap();
+        let stats = h.store.room(&room).await.unwrap().stats;
+        assert_eq!((stats.waiting, stats.turned_away), (2, 2));
     }
 
     pub async fn unknown_rooms_are_errors(h: &Harness) {

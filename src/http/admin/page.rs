@@ -71,6 +71,7 @@ pub struct AdminRoomRow {
     /// Whether a user key is set; its value is never shown.
     pub user_key_set: bool,
     pub user_required: bool,
+    pub pow_difficulty: u32,
 }
 
 impl From<RoomInfo> for AdminRoomRow {
@@ -104,6 +105,7 @@ impl From<RoomInfo> for AdminRoomRow {
             no_shows: stats.no_shows,
             user_key_set,
             user_required: config.user_required,
+            pow_difficulty: config.pow_difficulty,
         }
     }
 }
@@ -272,6 +274,7 @@ struct ConfigForm {
     /// Ticked: the key is removed.
     remove_user_key: Option<String>,
     user_required: Option<String>,
+    pow_difficulty: Option<String>,
     paused: Option<String>,
 }
 
@@ -314,6 +317,7 @@ impl ConfigForm {
                     .map(|k| Some(k.to_string()))
             },
             user_required: self.user_required.as_deref().map(|r| r == "true"),
+            pow_difficulty: number("pow_difficulty", &self.pow_difficulty)?,
             paused: self.paused.as_deref().map(|p| p == "true" || p == "on"),
         })
     }

@@ -60,6 +60,7 @@ pub struct Texts {
     pub msg_sign_in: &'static str,
     pub msg_sign_in_again: &'static str,
     pub sign_in_link: &'static str,
+    pub msg_checking: &'static str,
     pub join_again: &'static str,
     pub continue_link: &'static str,
     /// Screen-reader announcement; `{n}` = position.
@@ -107,6 +108,7 @@ pub static EN: Texts = Texts {
     msg_sign_in: "This line is for signed-in customers. Sign in on the site first, then follow its link back here.",
     msg_sign_in_again: "Your sign-in could not be checked (it may have expired). Sign in again on the site, then follow its link back here.",
     sign_in_link: "Go to the site to sign in",
+    msg_checking: "Checking your browser… this takes a moment, and then you join the line.",
     join_again: "Join again",
     continue_link: "Continue",
     announce_position: "Your position in line is now {n}.",
@@ -153,6 +155,7 @@ pub static KO: Texts = Texts {
     msg_sign_in: "로그인한 고객만 줄을 설 수 있습니다. 먼저 사이트에서 로그인한 뒤 그 링크로 다시 오세요.",
     msg_sign_in_again: "로그인 정보를 확인할 수 없습니다(만료되었을 수 있습니다). 사이트에서 다시 로그인한 뒤 그 링크로 다시 오세요.",
     sign_in_link: "로그인하러 사이트로 가기",
+    msg_checking: "브라우저를 확인하는 중입니다… 잠시 후 대기열에 들어갑니다.",
     join_again: "다시 줄 서기",
     continue_link: "계속",
     announce_position: "현재 내 순서는 {n}번입니다.",

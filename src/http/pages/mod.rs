@@ -189,6 +189,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../../../static/room.js"),
     ),
     (
+        "pow-worker.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/pow-worker.js"),
+    ),
+    (
         "admin.js",
         "text/javascript; charset=utf-8",
         include_str!("../../../static/admin.js"),

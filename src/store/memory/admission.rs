@@ -139,6 +139,9 @@ struct Room {
     no_shows: u64,
     /// Known users (a user token's `sub`) → the visitor holding their place.
     users: HashMap<String, VisitorId>,
+    /// Proof-of-work solutions used, until they expire.
+    used_pow: HashMap<String, Millis>,
+    used_pow_prune_at: usize,
 }
 
 /// The per-address map is pruned when it reaches this size, or twice its
@@ -171,6 +174,8 @@ impl Room {
             arrivals: BTreeSet::new(),
             no_shows: 0,
             users: HashMap::new(),
+            used_pow: HashMap::new(),
+            used_pow_prune_at: MIN_JOIN_LIMITS_PRUNE,
         }
     }
 
@@ -354,6 +359,21 @@ impl Room {
             Some(VisitorState::Waiting { .. }) => self.mark_present(visitor, now),
             Some(VisitorState::Admitted { .. }) => {}
             Some(VisitorState::Left) | None => {
+                let pow = if self.config.pow_difficulty > 0 {
+                    match &options.pow {
+                        None => {
+                            self.turned_away += 1;
+                            return Err(StoreError::PowRequired);
+                        }
+                        Some(solved) if self.used_pow.contains_key(&solved.id) => {
+                            self.turned_away += 1;
+                            return Err(StoreError::PowReused);
+                        }
+                        Some(solved) => Some(solved),
+                    }
+                } else {
+                    None
+                };
                 if let Some(limit) = limit {
                     let tat = self.join_limits.get(&limit.client).copied();
                     match join_limit::decide(tat, now, limit.per_minute) {
@@ -372,6 +392,17 @@ impl Room {
                             self.turned_away += 1;
                             return Err(StoreError::RateLimited { retry_after_s });
                         }
+                    }
+                }
+                if let Some(solved) = pow {
+                    self.used_pow.insert(solved.id.clone(), solved.until);
+                    if self.used_pow.len() >= self.used_pow_prune_at {
+                        // A solution past its expiry is refused as expired
+                        // before it gets here; pruning when the map doubles
+                        // keeps the cost per join constant.
+                        self.used_pow.retain(|_, until| *until > now);
+                        self.used_pow_prune_at =
+                            (2 * self.used_pow.len()).max(MIN_JOIN_LIMITS_PRUNE);
                     }
                 }
                 let pass_through = !self.config.paused

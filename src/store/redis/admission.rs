@@ -318,6 +318,8 @@ impl RedisStore {
                     StoreError::RateLimited { retry_after_s }
                 }
                 Some(ScriptError::UserRequired) => StoreError::UserRequired,
+                Some(ScriptError::PowRequired) => StoreError::PowRequired,
+                Some(ScriptError::PowReused) => StoreError::PowReused,
                 Some(other) => {
                     StoreError::Unexpected(format!("{other:?} from an admission script"))
                 }
@@ -358,6 +360,7 @@ fn config_args(config: &RoomConfig) -> Vec<String> {
             "user_required",
             if config.user_required { "1" } else { "0" }.to_string(),
         ),
+        ("pow_difficulty", config.pow_difficulty.to_string()),
     ]
     .into_iter()
     .flat_map(|(field, value)| [field.to_string(), value])
@@ -398,6 +401,9 @@ fn parse_info(room: &RoomId, flat: Vec<Value>) -> Option<(RoomInfo, String)> {
         arrival_grace_s: field("arrival_grace_s").and_then(|g| g.parse().ok()),
         user_key: field("user_key").filter(|k| !k.is_empty()),
         user_required: field("user_required").as_deref() == Some("1"),
+        pow_difficulty: field("pow_difficulty")
+            .and_then(|d| d.parse().ok())
+            .unwrap_or(0),
     };
     let stats = RoomStats {
         waiting: number(&stats[0])?,
@@ -657,10 +663,17 @@ impl Store for RedisStore {
         visitor: VisitorId,
         options: &JoinOptions,
     ) -> Result<Place, StoreError> {
-        let limit_key = options
-            .limit
-            .as_ref()
-            .map(|limit| format!("wr:{{{id}}}:join-limit:{}", limit.client));
+        // Always both keys (unused ones name nothing), so their places are fixed.
+        let keys = [
+            format!(
+                "wr:{{{id}}}:join-limit:{}",
+                options.limit.as_ref().map_or("", |l| l.client.as_str())
+            ),
+            format!(
+                "wr:{{{id}}}:pow:{}",
+                options.pow.as_ref().map_or("", |p| p.id.as_str())
+            ),
+        ];
         let args = [
             visitor.to_string(),
             options
@@ -669,9 +682,14 @@ impl Store for RedisStore {
                 .map(|limit| limit.per_minute.to_string())
                 .unwrap_or_default(),
             options.user.clone().unwrap_or_default(),
+            options
+                .pow
+                .as_ref()
+                .map(|p| p.until.to_string())
+                .unwrap_or_default(),
         ];
         let mut reply: Vec<Value> = self
-            .run_with_keys(&self.scripts.join, id, limit_key.as_slice(), args)
+            .run_with_keys(&self.scripts.join, id, &keys, args)
             .await?;
         // The place's owner comes last: a known user's may be another visitor.
         let owner = reply

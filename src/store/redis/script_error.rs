@@ -20,6 +20,8 @@ pub enum ScriptError {
     RateLimited(u64),
     /// The room admits known users only.
     UserRequired,
+    PowRequired,
+    PowReused,
     /// The sale sells the other kind (`seats` or `stock`).
     WrongKind(String),
     NoClaim,
@@ -54,6 +56,8 @@ impl ScriptError {
             "LIMIT" => Self::Limit(detail.parse().unwrap_or(0)),
             "RATELIMITED" => Self::RateLimited(detail.parse().unwrap_or(1)),
             "USERREQUIRED" => Self::UserRequired,
+            "POWREQUIRED" => Self::PowRequired,
+            "POWREUSED" => Self::PowReused,
             "WRONGKIND" => Self::WrongKind(detail.to_string()),
             "NOCLAIM" => Self::NoClaim,
             "EXPIRED" => Self::Expired,
