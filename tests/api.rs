@@ -1771,6 +1771,25 @@ async fn a_join_with_proof_of_work_counts_once_and_bad_ones_are_refused() {
         "only the good solution made a place"
     );
     assert_eq!(room["pow_difficulty"], 1);
+    let metrics = app
+        .http
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for reason in ["pow_required", "pow_invalid"] {
+        assert!(
+            metrics
+                .lines()
+                .any(|line| line.starts_with("waitroom_turned_away_total{")
+                    && line.contains(&format!("reason=\"{reason}\""))
+                    && line.contains("room=\"guarded\"")),
+            "{reason} counted in /metrics"
+        );
+    }
     let missing = app
         .http
         .get(app.url("/api/rooms/nowhere/challenge"))

@@ -15,7 +15,7 @@ use super::extractors::{
     presented_pass, ticket_cookie_name, ticket_error,
 };
 use super::limits::read_body;
-use crate::store::{JoinOptions, StoreError};
+use crate::store::JoinOptions;
 use crate::words::credentials::{CredentialError, read_user_token};
 use crate::words::join_limit::JoinLimit;
 use crate::words::pow;
@@ -78,6 +78,31 @@ fn status_response(state: &AppState, room: &RoomId, ticket: &str, place: &Place)
 async fn join(
     req: HttpRequest,
     Room(room): Room,
+    body: web::Payload,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    let answer = join_room(req, room.clone(), body, state).await;
+    if let Err(error) = &answer
+        && TURNED_AWAY.contains(&error.code())
+    {
+        let labels = [("room", room.to_string()), ("reason", error.code().into())];
+        metrics::counter!("waitroom_turned_away_total", &labels).increment(1);
+    }
+    answer
+}
+
+/// The refusals `waitroom_turned_away_total` counts, by code.
+const TURNED_AWAY: &[&str] = &[
+    "rate_limited",
+    "pow_required",
+    "pow_invalid",
+    "user_required",
+    "invalid_user_token",
+];
+
+async fn join_room(
+    req: HttpRequest,
+    room: RoomId,
     body: web::Payload,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
@@ -148,17 +173,7 @@ async fn join(
         user,
         pow,
     };
-    let place = match state.store.join_with(&room, visitor, &options).await {
-        Err(error @ StoreError::RateLimited { .. }) => {
-            let labels = [
-                ("room", room.to_string()),
-                ("reason", "rate_limited".into()),
-            ];
-            metrics::counter!("waitroom_turned_away_total", &labels).increment(1);
-            return Err(error.into());
-        }
-        other => other?,
-    };
+    let place = state.store.join_with(&room, visitor, &options).await?;
     state.wakeups.note(&room);
     // A known user's place may belong to the visitor of another device:
     // this one gets a ticket for it.
