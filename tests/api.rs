@@ -1579,6 +1579,13 @@ async fn join_as(app: &TestApp, room: &str, body: Value) -> reqwest::Response {
         .unwrap()
 }
 
+/// `join_as`, answered 200: the `Status`.
+async fn joined_as(app: &TestApp, room: &str, body: Value) -> Value {
+    let answer = join_as(app, room, body).await;
+    assert_eq!(answer.status(), 200);
+    answer.json().await.unwrap()
+}
+
 #[tokio::test]
 async fn a_known_user_gets_one_place_on_every_device() {
     let app = TestApp::spawn().await;
@@ -1593,24 +1600,12 @@ async fn a_known_user_gets_one_place_on_every_device() {
     let in_an_hour = support::START_MS + 3_600_000;
     let alice = user_token(USER_KEY, "members", "alice", in_an_hour);
 
-    let phone: Value = join_as(&app, "members", json!({"user": alice}))
-        .await
-        .json()
-        .await
-        .unwrap();
-    let laptop: Value = join_as(&app, "members", json!({"user": alice}))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let phone = joined_as(&app, "members", json!({"user": alice})).await;
+    let laptop = joined_as(&app, "members", json!({"user": alice})).await;
     assert_eq!(phone["position"], 1);
     assert_eq!(laptop["position"], 1, "the same place");
     let bob = user_token(USER_KEY, "members", "bob", in_an_hour);
-    let bobs: Value = join_as(&app, "members", json!({"user": bob}))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let bobs = joined_as(&app, "members", json!({"user": bob})).await;
     assert_eq!(bobs["position"], 2);
     let laptop_status = app
         .status_api("members", laptop["ticket"].as_str().unwrap())

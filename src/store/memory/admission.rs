@@ -75,6 +75,28 @@ impl MemoryStore {
         Ok(op(&mut room, now))
     }
 
+    /// The visitor's place once `touch` has marked what reading it means
+    /// (presence, arrival); a closed room's visitors are told it is closed.
+    fn place_after(
+        &self,
+        id: &RoomId,
+        visitor: VisitorId,
+        touch: impl FnOnce(&mut Room, Millis),
+    ) -> Result<Place, StoreError> {
+        match self.with_open_room(id, |room, now| {
+            touch(room, now);
+            room.place(visitor)
+        }) {
+            Err(StoreError::RoomClosed(_)) => Ok(Place {
+                visitor,
+                state: PlaceState::Closed,
+                line: LineSummary::default(),
+                target_url: "".into(),
+            }),
+            other => other,
+        }
+    }
+
     fn publish(&self, event: RoomEvent) {
         // No subscriber is not an error: nobody is connected yet.
         let _ = self.events.send(StoreEvent::Room(event));
@@ -685,33 +707,11 @@ impl Store for MemoryStore {
     }
 
     async fn status(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {
-        match self.with_open_room(id, |room, now| {
-            room.mark_present(visitor, now);
-            room.place(visitor)
-        }) {
-            Err(StoreError::RoomClosed(_)) => Ok(Place {
-                visitor,
-                state: PlaceState::Closed,
-                line: LineSummary::default(),
-                target_url: "".into(),
-            }),
-            other => other,
-        }
+        self.place_after(id, visitor, |room, now| room.mark_present(visitor, now))
     }
 
     async fn arrive(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {
-        match self.with_open_room(id, |room, _| {
-            room.arrive(visitor);
-            room.place(visitor)
-        }) {
-            Err(StoreError::RoomClosed(_)) => Ok(Place {
-                visitor,
-                state: PlaceState::Closed,
-                line: LineSummary::default(),
-                target_url: "".into(),
-            }),
-            other => other,
-        }
+        self.place_after(id, visitor, |room, _| room.arrive(visitor))
     }
 
     async fn revoke_pass(
