@@ -7,5 +7,5 @@ redis.call('HSET', K_ROOM, unpack(ARGV, 4))
 room = load_room()
 redis.call('HSET', K_ROOM, 'config_rev', num(room, 'config_rev') + 1,
   'tokens', math.min(num(room, 'tokens'), num(room, 'admit_per_tick')))
-publish('configured|' .. summary_fields(room) .. '|' .. room.target_url)
+publish('configured|' .. summary_fields(room) .. '|' .. facts_field(room))
 return 1

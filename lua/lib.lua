@@ -130,10 +130,16 @@ local function rate(room)
   return ''
 end
 
--- { version, waiting, rate, tick_at, paused, target_url }
+-- { version, waiting, rate, tick_at, paused, target_url, notice }
 local function summary(room)
   return { tonumber(room.version), redis.call('ZCARD', K_LINE), rate(room), room.last_tick_ran,
-    room.paused, room.target_url }
+    room.paused, room.target_url, room.notice or '' }
+end
+
+-- The room's facts in an event: the target's length, then the target and
+-- the notice, which may hold any character, '|' included.
+local function facts_field(room)
+  return #room.target_url .. '|' .. room.target_url .. (room.notice or '')
 end
 
 -- A visitor's place: { state, a, b, <summary…> }.

@@ -35,7 +35,8 @@ const el = {
   announce: $('announce'),
   joinAgain: $('join-again'),
   cont: $('continue'),
-  signIn: $('sign-in')
+  signIn: $('sign-in'),
+  notice: $('notice')
 };
 
 // A user token from the site that sends its signed-in customers here
@@ -193,9 +194,18 @@ function safeRedirect(url) {
 }
 
 // --- status handling ------------------------------------------------------
+// The operator's notice: shown as text (never as markup), hidden when none.
+function showNotice(notice) {
+  if (!el.notice) return;
+  const text = typeof notice === 'string' ? notice : '';
+  if (el.notice.textContent !== text) el.notice.textContent = text;
+  el.notice.hidden = text === '';
+}
+
 function handleStatus(s) {
   if (!s || typeof s !== 'object' || Array.isArray(s)) return;
   if (typeof s.ticket === 'string' && s.ticket) st.ticket = s.ticket;
+  showNotice(s.notice);
   switch (s.state) {
     case 'waiting': onWaiting(s); break;
     case 'admitted': onAdmitted(s); break;

@@ -1074,3 +1074,37 @@ async fn the_waiting_page_solves_the_proof_of_work_before_joining() {
         "ours above, and the page's first try"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notice_appears_on_the_waiting_page_live() {
+    let app = TestApp::spawn().await;
+    let driver = Driver::start().await;
+    app.create_room("drop", json!({"paused": true})).await;
+    let browser = driver.browser(390, 844, json!({})).await;
+    browser.goto(&app.url("/rooms/drop")).await.unwrap();
+    wait_until_live(&browser, "the WebSocket to be live").await;
+    assert!(!displayed(&browser, "notice").await, "no notice yet");
+
+    let notice = "Restock at 10:00 <b>stay</b> on this page";
+    assert_eq!(
+        app.patch_room("drop", json!({ "notice": notice }))
+            .await
+            .status(),
+        200
+    );
+    let shown = eventually("the notice to appear", BROWSER_PATIENCE, || async {
+        if !displayed(&browser, "notice").await {
+            return None;
+        }
+        text_of(&browser, "notice").await
+    })
+    .await;
+    assert_eq!(shown, notice, "shown as text, never as markup");
+    screenshot(&browser, "notice").await;
+
+    app.patch_room("drop", json!({ "notice": null })).await;
+    eventually("the notice to go", BROWSER_PATIENCE, || async {
+        (!displayed(&browser, "notice").await).then_some(())
+    })
+    .await;
+}

@@ -525,3 +525,47 @@ async fn a_proof_of_work_solution_replayed_on_another_node_is_refused() {
     }
     assert_eq!(nodes.stats("guarded").await["waiting"], 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_notice_reaches_sockets_on_every_node_when_it_changes() {
+    let nodes = Nodes::start(3).await;
+    nodes.apps[0]
+        .create_room("drop", json!({"paused": true}))
+        .await;
+    let mut sockets = Vec::new();
+    for (i, app) in nodes.apps.iter().enumerate() {
+        // Joined on one node, watching from the next.
+        let status = nodes.apps[(i + 1) % 3].join_api("drop").await;
+        let mut socket = app
+            .connect("drop", status["ticket"].as_str().unwrap())
+            .await;
+        let first = next_status(&mut socket).await;
+        assert_eq!(first["notice"], Value::Null);
+        assert_eq!(first["queue_method"], "fifo");
+        sockets.push(socket);
+    }
+    let changed = nodes.apps[1]
+        .patch_room(
+            "drop",
+            json!({"notice": "Restock at 10:00 | stay on this page"}),
+        )
+        .await;
+    assert_eq!(changed.status(), 200);
+    for socket in &mut sockets {
+        let status = next_status(socket).await;
+        assert_eq!(status["notice"], "Restock at 10:00 | stay on this page");
+        assert_eq!(status["state"], "waiting");
+    }
+    nodes.apps[2]
+        .admin(Method::DELETE, "/api/admin/rooms/drop")
+        .send()
+        .await
+        .unwrap();
+    for socket in &mut sockets {
+        let status = next_status(socket).await;
+        assert_eq!(
+            (status["state"].as_str(), status["reason"].as_str()),
+            (Some("closed"), Some("closed_by_operator"))
+        );
+    }
+}

@@ -43,7 +43,7 @@ fn status_response(state: &AppState, room: &RoomId, ticket: &str, place: &Place)
             visitor: place.visitor,
             state: place.state,
             line: &place.line,
-            target_url: &place.target_url,
+            facts: &place.facts,
         },
         &state.credentials,
     );

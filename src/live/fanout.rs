@@ -12,7 +12,7 @@ use super::outlet::{Outlet, Refused};
 use super::registry::SocketId;
 use crate::words::credentials::Credentials;
 use crate::words::status::{Status, StatusInput};
-use crate::words::{LineSummary, PlaceState, RoomId, VisitorId};
+use crate::words::{LineSummary, PlaceState, RoomFacts, RoomId, VisitorId};
 
 /// Fewest sockets worth a fan-out thread of their own.
 const SOCKETS_PER_THREAD: usize = 2048;
@@ -31,18 +31,18 @@ pub struct Pending {
 pub struct Batch {
     pub room: RoomId,
     pub line: LineSummary,
-    pub target_url: Arc<str>,
+    pub facts: Arc<RoomFacts>,
     pub statuses: Vec<Pending>,
     /// Closes every socket of the batch once its status is sent.
     pub close_after: Option<CloseReason>,
 }
 
 impl Batch {
-    pub fn new(room: RoomId, line: LineSummary, target_url: Arc<str>) -> Self {
+    pub fn new(room: RoomId, line: LineSummary, facts: Arc<RoomFacts>) -> Self {
         Self {
             room,
             line,
-            target_url,
+            facts,
             statuses: Vec::new(),
             close_after: None,
         }
@@ -60,7 +60,7 @@ impl Batch {
                         visitor: pending.visitor,
                         state: pending.state,
                         line: &self.line,
-                        target_url: &self.target_url,
+                        facts: &self.facts,
                     },
                     credentials,
                 );

@@ -91,13 +91,13 @@ impl Hub {
         let batch = self.registry.with_room(room, |sockets| {
             if place.line.version >= sockets.line.version {
                 sockets.line = place.line;
-                sockets.target_url = place.target_url.clone();
+                sockets.facts = place.facts.clone();
             }
             let Ok((view, state)) = sockets.recent.catch_up(place) else {
                 return Err(Synced::Stale);
             };
             let sequence = sockets.next_sequence();
-            let mut batch = Batch::new(room.clone(), sockets.line, sockets.target_url.clone());
+            let mut batch = Batch::new(room.clone(), sockets.line, sockets.facts.clone());
             let Some(socket) = sockets.sockets.get_mut(&id) else {
                 return Err(Synced::Gone);
             };
@@ -295,19 +295,17 @@ fn prepare(room: &RoomId, sockets: &mut RoomSockets, event: RoomEvent) -> Batch 
             // Positions move now; visitors see it with the next tick.
             (Movement::leaving(line.version, seq), false)
         }
-        RoomEvent::Configured {
-            line, target_url, ..
-        } => {
+        RoomEvent::Configured { line, facts, .. } => {
             sockets.line.rate_per_s = line.rate_per_s;
             sockets.line.paused = line.paused;
-            sockets.target_url = target_url;
+            sockets.facts = facts;
             return tell_waiting(room, sockets);
         }
         RoomEvent::Closed { .. } => return close_all(room, sockets),
     };
     let movement = sockets.recent.remember(movement).clone();
     let sequence = sockets.next_sequence();
-    let mut batch = Batch::new(room.clone(), sockets.line, sockets.target_url.clone());
+    let mut batch = Batch::new(room.clone(), sockets.line, sockets.facts.clone());
     for (id, socket) in &mut sockets.sockets {
         let Some((view, state)) = super::positions::advance(socket.view, socket.visitor, &movement)
         else {
@@ -324,7 +322,7 @@ fn prepare(room: &RoomId, sockets: &mut RoomSockets, event: RoomEvent) -> Batch 
 /// A status for every waiting socket, as it stands (the rate changed).
 fn tell_waiting(room: &RoomId, sockets: &mut RoomSockets) -> Batch {
     let sequence = sockets.next_sequence();
-    let mut batch = Batch::new(room.clone(), sockets.line, sockets.target_url.clone());
+    let mut batch = Batch::new(room.clone(), sockets.line, sockets.facts.clone());
     for (id, socket) in &sockets.sockets {
         if let View::Waiting { seq, position, .. } = socket.view {
             let state = PlaceState::Waiting { seq, position };
@@ -337,7 +335,7 @@ fn tell_waiting(room: &RoomId, sockets: &mut RoomSockets) -> Batch {
 /// `closed` to every socket, then a close.
 fn close_all(room: &RoomId, sockets: &mut RoomSockets) -> Batch {
     let sequence = sockets.next_sequence();
-    let mut batch = Batch::new(room.clone(), LineSummary::default(), "".into());
+    let mut batch = Batch::new(room.clone(), LineSummary::default(), Arc::default());
     for (id, socket) in &mut sockets.sockets {
         socket.view = View::Settled;
         batch

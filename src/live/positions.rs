@@ -188,7 +188,7 @@ pub mod fixtures {
                 version,
                 ..LineSummary::default()
             },
-            target_url: "/t".into(),
+            facts: Default::default(),
         }
     }
 }

@@ -13,7 +13,7 @@ use actix_ws::CloseCode;
 
 use super::outlet::{Outlet, close_reason};
 use super::positions::{Recent, View};
-use crate::words::{LineSummary, RoomId, VisitorId};
+use crate::words::{LineSummary, RoomFacts, RoomId, VisitorId};
 
 pub type SocketId = u64;
 
@@ -34,7 +34,7 @@ pub struct Registry {
 #[derive(Default)]
 pub struct RoomSockets {
     pub sockets: HashMap<SocketId, Socket>,
-    pub target_url: Arc<str>,
+    pub facts: Arc<RoomFacts>,
     pub line: LineSummary,
     pub recent: Recent,
     /// Each visitor's sockets here, oldest first.

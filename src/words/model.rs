@@ -104,7 +104,14 @@ pub struct RoomConfig {
     /// A join that makes a new place must carry a solved challenge; 0 = off.
     #[serde(default)]
     pub pow_difficulty: u32,
+    /// The operator's message to everyone in the room, shown on the waiting
+    /// page and pushed to every socket when it changes.
+    #[serde(default)]
+    pub notice: Option<String>,
 }
+
+/// The longest notice, in characters.
+pub const MAX_NOTICE_CHARS: usize = 500;
 
 /// The shortest user key accepted: a short HMAC key can be guessed offline.
 pub const MIN_USER_KEY_CHARS: usize = 32;
@@ -134,6 +141,8 @@ pub struct RoomPatch {
     pub user_key: Option<Option<String>>,
     pub user_required: Option<bool>,
     pub pow_difficulty: Option<u32>,
+    #[serde(default, deserialize_with = "present")]
+    pub notice: Option<Option<String>>,
 }
 
 /// A field that may be absent (unchanged) or `null` (removed).
@@ -220,6 +229,10 @@ impl RoomPatch {
         if let Some(v) = self.pow_difficulty {
             next.pow_difficulty = v;
         }
+        if let Some(v) = &self.notice {
+            // An empty notice is no notice.
+            next.notice = v.clone().filter(|n| !n.trim().is_empty());
+        }
         next.validate()?;
         Ok(next)
     }
@@ -240,6 +253,7 @@ impl RoomConfig {
             user_key: None,
             user_required: false,
             pow_difficulty: 0,
+            notice: None,
         }
     }
 
@@ -284,6 +298,14 @@ impl RoomConfig {
                     "user_key must be {MIN_USER_KEY_CHARS} to 512 characters, without control characters (openssl rand -hex 32 makes one)"
                 ));
             }
+        }
+        if let Some(notice) = &self.notice
+            && (notice.chars().count() > MAX_NOTICE_CHARS
+                || notice.chars().any(|c| is_deceptive(c) && c != '\n'))
+        {
+            return Err(format!(
+                "notice must be at most {MAX_NOTICE_CHARS} characters, without control characters (line breaks allowed) or bidirectional overrides"
+            ));
         }
         if self.pow_difficulty > super::pow::MAX_DIFFICULTY {
             return Err(format!(
@@ -383,8 +405,26 @@ pub struct Place {
     pub visitor: VisitorId,
     pub state: PlaceState,
     pub line: LineSummary,
-    /// Where an admitted visitor is sent.
-    pub target_url: Arc<str>,
+    /// Where an admitted visitor is sent, and what the operator says.
+    pub facts: Arc<RoomFacts>,
+}
+
+/// What every status says about the room besides the line: where an
+/// admitted visitor is sent and the operator's notice. Only the operator
+/// changes them, so a room's places and sockets share one copy.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RoomFacts {
+    pub target_url: String,
+    pub notice: Option<String>,
+}
+
+impl RoomFacts {
+    pub fn of(config: &RoomConfig) -> Self {
+        Self {
+            target_url: config.target_url.clone(),
+            notice: config.notice.clone(),
+        }
+    }
 }
 
 /// The room-wide part of every status: enough for a node to compute a
@@ -444,7 +484,7 @@ pub enum RoomEvent {
     Configured {
         room: RoomId,
         line: LineSummary,
-        target_url: Arc<str>,
+        facts: Arc<RoomFacts>,
     },
     Closed {
         room: RoomId,

@@ -5,7 +5,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::words::clock::{Millis, rfc3339};
 use crate::words::credentials::Credentials;
-use crate::words::{LineSummary, PlaceState, RoomId, VisitorId, WireName, one_of};
+use crate::words::{LineSummary, PlaceState, RoomFacts, RoomId, VisitorId, WireName, one_of};
 
 /// Written by the server; read by clients (the load tool), borrowing the
 /// room and the ticket from the message (neither is ever escaped in JSON).
@@ -30,6 +30,25 @@ pub struct Status<'a> {
     /// When the tick this status reflects ran (ms since the epoch), so a
     /// client can measure tick-to-screen latency.
     pub tick_at_ms: Option<Millis>,
+    /// The operator's current message to everyone in the room.
+    pub notice: Option<&'a str>,
+    /// How the line is admitted (today always `fifo`: join order).
+    #[serde(default = "fifo", deserialize_with = "queue_method")]
+    pub queue_method: WireName,
+    /// Why the room is `closed`: `closed_by_operator`.
+    #[serde(default)]
+    pub reason: Option<&'a str>,
+}
+
+fn fifo() -> WireName {
+    "fifo"
+}
+
+/// Every queue method api.md names.
+pub const QUEUE_METHODS: &[&str] = &["fifo", "random", "passthrough", "reject"];
+
+fn queue_method<'de, D: Deserializer<'de>>(d: D) -> Result<WireName, D::Error> {
+    one_of(d, QUEUE_METHODS)
 }
 
 /// Everything a status is built from.
@@ -39,7 +58,7 @@ pub struct StatusInput<'a> {
     pub visitor: VisitorId,
     pub state: PlaceState,
     pub line: &'a LineSummary,
-    pub target_url: &'a str,
+    pub facts: &'a RoomFacts,
 }
 
 impl<'a> Status<'a> {
@@ -57,6 +76,9 @@ impl<'a> Status<'a> {
             expires_at: None,
             paused: input.line.paused,
             tick_at_ms: input.line.tick_at,
+            notice: input.facts.notice.as_deref(),
+            queue_method: "fifo",
+            reason: None,
         };
         match input.state {
             PlaceState::Waiting { position, .. } => {
@@ -69,11 +91,12 @@ impl<'a> Status<'a> {
             } => {
                 let pass =
                     credentials.issue_pass(input.room, input.visitor, admitted_at, expires_at);
-                status.redirect_url = Some(with_pass(input.target_url, &pass));
+                status.redirect_url = Some(with_pass(&input.facts.target_url, &pass));
                 status.expires_at = Some(rfc3339(expires_at));
                 status.pass = Some(pass);
             }
-            PlaceState::Expired | PlaceState::Left | PlaceState::Closed => {}
+            PlaceState::Closed => status.reason = Some("closed_by_operator"),
+            PlaceState::Expired | PlaceState::Left => {}
         }
         status
     }
@@ -162,6 +185,10 @@ mod tests {
         };
         let room = RoomId::parse("sale").unwrap();
         let credentials = Credentials::from_secret("status test secret");
+        let facts = RoomFacts {
+            target_url: "/".into(),
+            notice: None,
+        };
         let write = |state| {
             let input = StatusInput {
                 room: &room,
@@ -169,7 +196,7 @@ mod tests {
                 visitor: VisitorId(7),
                 state,
                 line: &line,
-                target_url: "/",
+                facts: &facts,
             };
             Status::build(input, &credentials).to_json()
         };

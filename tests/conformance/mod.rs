@@ -96,6 +96,7 @@ macro_rules! conformance_suite {
             a_known_user_holds_one_place_from_any_device,
             user_required_refuses_anonymous_joins,
             proof_of_work_is_asked_of_new_places_and_each_solution_counts_once,
+            a_notice_reaches_every_place_and_the_event_of_its_change,
         );
         $crate::conformance_suite!(@sale $make;
             stock_is_claimed_exactly,
@@ -136,6 +137,7 @@ pub mod scenarios {
     use waitroom::store::{JoinOptions, StoreError};
     use waitroom::words::join_limit::JoinLimit;
     use waitroom::words::pow::Solved;
+    use waitroom::words::{RoomEvent, StoreEvent};
 
     pub async fn bucket_starts_full_and_passes_arrivals_through(h: &Harness) {
         let room = h.room("r", 3, None).await;
@@ -455,6 +457,41 @@ pub mod scenarios {
         assert!(h.store.rooms().await.unwrap().is_empty());
         // The id can be used again.
         h.room("r", 1, None).await;
+    }
+
+    pub async fn a_notice_reaches_every_place_and_the_event_of_its_change(h: &Harness) {
+        let room = h.room("r", 1, None).await;
+        h.patch(&room, r#"{"paused": true}"#).await;
+        let (visitor, _) = h.join(&room).await;
+        h.store.watch(&room).await.unwrap();
+        let mut events = h.store.subscribe();
+        // Any character, the event encoding's own '|' included.
+        h.patch(
+            &room,
+            r#"{"notice": "Doors open at 9 | bring ID\nno bags"}"#,
+        )
+        .await;
+        let facts = loop {
+            let event = tokio::time::timeout(std::time::Duration::from_secs(10), events.recv())
+                .await
+                .expect("the change is published")
+                .unwrap();
+            if let StoreEvent::Room(RoomEvent::Configured { facts, .. }) = event {
+                break facts;
+            }
+        };
+        let notice = Some("Doors open at 9 | bring ID\nno bags");
+        assert_eq!(facts.notice.as_deref(), notice);
+        assert_eq!(facts.target_url, "https://shop.example/buy");
+        let place = h.store.status(&room, visitor).await.unwrap();
+        assert_eq!(place.facts.notice.as_deref(), notice);
+        assert_eq!(
+            h.store.room(&room).await.unwrap().config.notice.as_deref(),
+            notice
+        );
+        h.patch(&room, r#"{"notice": ""}"#).await;
+        let place = h.store.status(&room, visitor).await.unwrap();
+        assert_eq!(place.facts.notice, None, "an empty notice is none");
     }
 
     pub async fn join_limits_hold_per_address_on_a_driven_clock(h: &Harness) {

@@ -72,6 +72,8 @@ pub struct AdminRoomRow {
     pub user_key_set: bool,
     pub user_required: bool,
     pub pow_difficulty: u32,
+    /// Empty for none.
+    pub notice: String,
 }
 
 impl From<RoomInfo> for AdminRoomRow {
@@ -106,6 +108,7 @@ impl From<RoomInfo> for AdminRoomRow {
             user_key_set,
             user_required: config.user_required,
             pow_difficulty: config.pow_difficulty,
+            notice: config.notice.unwrap_or_default(),
         }
     }
 }
@@ -275,6 +278,7 @@ struct ConfigForm {
     remove_user_key: Option<String>,
     user_required: Option<String>,
     pow_difficulty: Option<String>,
+    notice: Option<String>,
     paused: Option<String>,
 }
 
@@ -318,6 +322,8 @@ impl ConfigForm {
             },
             user_required: self.user_required.as_deref().map(|r| r == "true"),
             pow_difficulty: number("pow_difficulty", &self.pow_difficulty)?,
+            // Absent: unchanged; empty: no notice.
+            notice: self.notice.clone().map(Some),
             paused: self.paused.as_deref().map(|p| p == "true" || p == "on"),
         })
     }

@@ -15,8 +15,8 @@ use crate::store::{JoinOptions, Store, StoreError, Tick, TickReport};
 use crate::words::clock::{Millis, SharedClock};
 use crate::words::join_limit::{self, Gcra};
 use crate::words::{
-    Admission, LineSummary, Place, PlaceState, RoomConfig, RoomEvent, RoomId, RoomInfo, RoomPatch,
-    RoomStats, StoreEvent, VisitorId,
+    Admission, LineSummary, Place, PlaceState, RoomConfig, RoomEvent, RoomFacts, RoomId, RoomInfo,
+    RoomPatch, RoomStats, StoreEvent, VisitorId,
 };
 
 /// How far back the achieved admission rate looks.
@@ -91,7 +91,7 @@ impl MemoryStore {
                 visitor,
                 state: PlaceState::Closed,
                 line: LineSummary::default(),
-                target_url: "".into(),
+                facts: Arc::default(),
             }),
             other => other,
         }
@@ -123,8 +123,8 @@ enum VisitorState {
 struct Room {
     id: RoomId,
     config: RoomConfig,
-    /// `config.target_url`, shared with every place handed out.
-    target_url: Arc<str>,
+    /// What the config says to every status, shared with every place handed out.
+    facts: Arc<RoomFacts>,
     closed: bool,
     created_at: Millis,
     /// Tokens left for this tick period: refilled to `admit_per_tick` by each
@@ -175,7 +175,7 @@ impl Room {
         Self {
             id,
             tokens: config.admit_per_tick,
-            target_url: config.target_url.as_str().into(),
+            facts: Arc::new(RoomFacts::of(&config)),
             config,
             closed: false,
             created_at: now,
@@ -347,7 +347,7 @@ impl Room {
             visitor,
             state,
             line: self.summary(),
-            target_url: self.target_url.clone(),
+            facts: self.facts.clone(),
         }
     }
 
@@ -637,12 +637,12 @@ impl Store for MemoryStore {
                 .apply_to(&room.config)
                 .map_err(StoreError::InvalidConfig)?;
             room.tokens = room.tokens.min(config.admit_per_tick);
-            room.target_url = config.target_url.as_str().into();
+            room.facts = Arc::new(RoomFacts::of(&config));
             room.config = config;
             let event = RoomEvent::Configured {
                 room: id.clone(),
                 line: room.summary(),
-                target_url: room.target_url.clone(),
+                facts: room.facts.clone(),
             };
             Ok::<_, StoreError>((room.info(now), event))
         })??;

@@ -28,8 +28,8 @@ use crate::store::{JoinOptions, Store, StoreError, Tick, TickReport};
 use crate::words::clock::Millis;
 use crate::words::clock::SharedClock;
 use crate::words::{
-    Admission, LineSummary, Place, PlaceState, RoomConfig, RoomEvent, RoomId, RoomInfo, RoomPatch,
-    RoomStats, StoreEvent, VisitorId,
+    Admission, LineSummary, Place, PlaceState, RoomConfig, RoomEvent, RoomFacts, RoomId, RoomInfo,
+    RoomPatch, RoomStats, StoreEvent, VisitorId,
 };
 
 const ROOMS_KEY: &str = "wr:rooms";
@@ -361,6 +361,7 @@ fn config_args(config: &RoomConfig) -> Vec<String> {
             if config.user_required { "1" } else { "0" }.to_string(),
         ),
         ("pow_difficulty", config.pow_difficulty.to_string()),
+        ("notice", config.notice.clone().unwrap_or_default()),
     ]
     .into_iter()
     .flat_map(|(field, value)| [field.to_string(), value])
@@ -404,6 +405,7 @@ fn parse_info(room: &RoomId, flat: Vec<Value>) -> Option<(RoomInfo, String)> {
         pow_difficulty: field("pow_difficulty")
             .and_then(|d| d.parse().ok())
             .unwrap_or(0),
+        notice: field("notice").filter(|n| !n.is_empty()),
     };
     let stats = RoomStats {
         waiting: number(&stats[0])?,
@@ -431,9 +433,9 @@ fn summary(version: u64, waiting: u64, rate: &str, tick_at: &str, paused: &str) 
     }
 }
 
-/// `{ state, a, b, version, waiting, rate, tick_at, paused, target_url }` from the scripts.
+/// `{ state, a, b, version, waiting, rate, tick_at, paused, target_url, notice }` from the scripts.
 fn parse_place(visitor: VisitorId, reply: Vec<Value>) -> Option<Place> {
-    if reply.len() != 9 {
+    if reply.len() != 10 {
         return None;
     }
     let (a, b) = (number(&reply[1])?, number(&reply[2])?);
@@ -460,7 +462,10 @@ fn parse_place(visitor: VisitorId, reply: Vec<Value>) -> Option<Place> {
             &text(&reply[6]).unwrap_or_default(),
             &text(&reply[7]).unwrap_or_default(),
         ),
-        target_url: text(&reply[8]).unwrap_or_default().into(),
+        facts: Arc::new(RoomFacts {
+            target_url: text(&reply[8]).unwrap_or_default(),
+            notice: text(&reply[9]).filter(|n| !n.is_empty()),
+        }),
     })
 }
 
@@ -509,11 +514,19 @@ fn parse_event(room: RoomId, payload: &str) -> Option<RoomEvent> {
             seq: rest.parse().ok()?,
             line,
         }),
-        "configured" => Some(RoomEvent::Configured {
-            room,
-            line,
-            target_url: rest.into(),
-        }),
+        "configured" => {
+            let (length, facts) = rest.split_once('|')?;
+            let length: usize = length.parse().ok()?;
+            let (target_url, notice) = (facts.get(..length)?, facts.get(length..)?);
+            Some(RoomEvent::Configured {
+                room,
+                line,
+                facts: Arc::new(RoomFacts {
+                    target_url: target_url.into(),
+                    notice: Some(notice).filter(|n| !n.is_empty()).map(str::to_string),
+                }),
+            })
+        }
         _ => None,
     }
 }
@@ -854,15 +867,25 @@ mod tests {
             (line.version, line.waiting, line.rate_per_s, line.tick_at),
             (3, 40, Some(0.4), Some(1000))
         );
-        let Some(RoomEvent::Configured {
-            target_url, line, ..
-        }) = parse_event(room.clone(), "configured|4|0|||1|https://x.example/?a|b")
-        else {
+        let Some(RoomEvent::Configured { facts, line, .. }) = parse_event(
+            room.clone(),
+            "configured|4|0|||1|22|https://x.example/?a|bDoors open | at 9",
+        ) else {
             panic!("a config change")
         };
         assert_eq!(
-            (&*target_url, line.rate_per_s, line.paused),
-            ("https://x.example/?a|b", None, true)
+            (
+                facts.target_url.as_str(),
+                facts.notice.as_deref(),
+                line.rate_per_s,
+                line.paused
+            ),
+            (
+                "https://x.example/?a|b",
+                Some("Doors open | at 9"),
+                None,
+                true
+            )
         );
         assert!(parse_event(room, "tick|x").is_none());
         assert_eq!(
