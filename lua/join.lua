@@ -25,6 +25,11 @@ local kind = record and string.sub(record, 1, 1)
 if kind == 'w' then
   mark_present(visitor, now)
 elseif kind ~= 'a' then
+  local closes_at = tonumber(room.closes_at or '')
+  if queue_method(room) == 'reject' or (closes_at and now >= closes_at) then
+    redis.call('HINCRBY', K_ROOM, 'turned_away', 1)
+    return redis.error_reply('NOTACCEPTING')
+  end
   local pow = tonumber(room.pow_difficulty or '0') > 0
   if pow then
     local refusal
@@ -52,9 +57,12 @@ elseif kind ~= 'a' then
     redis.call('SET', KEYS[10], '1', 'PX', math.max(1, tonumber(ARGV[6]) - now))
   end
   local tokens = num(room, 'tokens')
-  if room.paused ~= '1' and tokens > 0 and redis.call('ZCARD', K_LINE) == 0 and under_cap(room) then
+  local through = queue_method(room) == 'passthrough'
+    or (tokens > 0 and redis.call('ZCARD', K_LINE) == 0 and under_cap(room))
+  if room.paused ~= '1' and through then
     admit(room, visitor, now)
-    redis.call('HSET', K_ROOM, 'tokens', tokens - 1, 'admitted_total', num(room, 'admitted_total') + 1)
+    redis.call('HSET', K_ROOM, 'tokens', math.max(0, tokens - 1),
+      'admitted_total', num(room, 'admitted_total') + 1)
     record_admissions(now, 1)
   else
     local seq = num(room, 'next_seq') + 1

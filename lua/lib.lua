@@ -130,16 +130,22 @@ local function rate(room)
   return ''
 end
 
--- { version, waiting, rate, tick_at, paused, target_url, notice }
-local function summary(room)
-  return { tonumber(room.version), redis.call('ZCARD', K_LINE), rate(room), room.last_tick_ran,
-    room.paused, room.target_url, room.notice or '' }
+local function queue_method(room)
+  local method = room.queue_method
+  if method == nil or method == '' then return 'fifo' end
+  return method
 end
 
--- The room's facts in an event: the target's length, then the target and
--- the notice, which may hold any character, '|' included.
+-- { version, waiting, rate, tick_at, paused, target_url, notice, queue_method }
+local function summary(room)
+  return { tonumber(room.version), redis.call('ZCARD', K_LINE), rate(room), room.last_tick_ran,
+    room.paused, room.target_url, room.notice or '', queue_method(room) }
+end
+
+-- The room's facts in an event: the queue method, the target's length, then
+-- the target and the notice, which may hold any character, '|' included.
 local function facts_field(room)
-  return #room.target_url .. '|' .. room.target_url .. (room.notice or '')
+  return queue_method(room) .. '|' .. #room.target_url .. '|' .. room.target_url .. (room.notice or '')
 end
 
 -- A visitor's place: { state, a, b, <summary…> }.

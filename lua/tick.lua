@@ -52,14 +52,26 @@ if #dropped > 0 then
   chunked('HDEL', K_VISITORS, dropped)
 end
 
--- Refill the bucket (never above one tick's worth) and spend it on the head.
+-- Refill the bucket (never above one tick's worth) and spend it on the head
+-- (fifo), on anyone (random), or let the whole line in (passthrough).
 local tokens = num(room, 'admit_per_tick')
 local admitted = {}
 if room.paused ~= '1' then
+  local method = queue_method(room)
   local n = math.min(tokens, cap_room(room))
+  if method == 'passthrough' then n = redis.call('ZCARD', K_LINE) end
   if n > 0 then
-    -- ZPOPMIN takes the head without searching the line.
-    local head = redis.call('ZPOPMIN', K_LINE, n)
+    local head
+    if method == 'random' then
+      -- Distinct members, each as likely as any other.
+      head = redis.call('ZRANDMEMBER', K_LINE, n, 'WITHSCORES')
+      local chosen = {}
+      for i = 1, #head, 2 do table.insert(chosen, head[i]) end
+      if #chosen > 0 then chunked('ZREM', K_LINE, chosen) end
+    else
+      -- ZPOPMIN takes the head without searching the line.
+      head = redis.call('ZPOPMIN', K_LINE, n)
+    end
     local expires_at = now + num(room, 'pass_ttl_s') * 1000
     local pass = 'a|' .. now .. '|' .. expires_at
     -- One command per structure, not one per visitor.
@@ -83,7 +95,7 @@ if room.paused ~= '1' then
       chunked('ZADD', K_ACTIVE, passes)
       if #arrivals > 0 then chunked('ZADD', K_ARRIVALS, arrivals) end
     end
-    tokens = tokens - #members
+    tokens = math.max(0, tokens - #members)
   end
 end
 

@@ -227,6 +227,9 @@ function onWaiting(s) {
     setText(el.position, String(pos));
     setProgress(st.firstPosition > 0 ? (st.firstPosition - pos) * 100 / st.firstPosition : 0);
     say(fill(t('announce_position', 'Your position in line is now {n}.'), { n: pos }), false);
+  } else if (s.queue_method === 'random') {
+    // A random line has no order: the wait is expected, not counted down.
+    setText(el.position, t('position_random', 'Drawn at random'));
   }
   if (isCount(s.waiting)) setText(el.waiting, formatCount(s.waiting, lang));
   setText(el.eta, formatEta(s.eta_seconds, paused));
@@ -292,6 +295,11 @@ function join() {
         st.joining = false;
         join();
       });
+    }
+    if (res.status === 403 && code === 'room_not_accepting') {
+      st.joining = false;
+      onFinished('msg_not_accepting', 'closed', 'This waiting room is not taking new arrivals now.', false);
+      return;
     }
     if (res.status === 401 && (code === 'user_required' || code === 'invalid_user_token')) {
       st.joining = false;

@@ -1799,3 +1799,54 @@ async fn a_join_with_proof_of_work_counts_once_and_bad_ones_are_refused() {
         400
     );
 }
+
+#[tokio::test]
+async fn queue_methods_and_closes_at_show_in_every_answer() {
+    let app = TestApp::spawn().await;
+    app.create_room("drop", json!({"paused": true, "queue_method": "random"}))
+        .await;
+    let waiting = app.join_api("drop").await;
+    assert_eq!(waiting["queue_method"], "random");
+    assert_eq!(
+        waiting["position"],
+        Value::Null,
+        "a random line has no order"
+    );
+
+    let rejecting = app
+        .patch_room("drop", json!({"queue_method": "reject"}))
+        .await;
+    assert_eq!(rejecting.status(), 200);
+    let turned = join_as(&app, "drop", json!({})).await;
+    assert_eq!(turned.status(), 403);
+    let body: Value = turned.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "room_not_accepting");
+
+    let closing = app
+        .patch_room(
+            "drop",
+            json!({"queue_method": "fifo", "closes_at": "2026-01-01T09:00:30+09:00"}),
+        )
+        .await;
+    assert_eq!(closing.status(), 200);
+    let room: Value = closing.json().await.unwrap();
+    assert_eq!(room["closes_at"], "2026-01-01T00:00:30Z", "written in UTC");
+    assert_eq!(join_as(&app, "drop", json!({})).await.status(), 200);
+    app.clock.advance_ms(30_000);
+    assert_eq!(join_as(&app, "drop", json!({})).await.status(), 403);
+
+    for (change, said) in [
+        (json!({"closes_at": "tomorrow"}), "not an RFC 3339 time"),
+        (json!({"queue_method": "lottery"}), "lottery"),
+        (
+            json!({"notice": "x".repeat(501)}),
+            "notice must be at most 500",
+        ),
+    ] {
+        let refused = app.patch_room("drop", change.clone()).await;
+        assert_eq!(refused.status(), 400, "{change}");
+        let error: Value = refused.json().await.unwrap();
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(message.contains(said), "{change}: {message}");
+    }
+}

@@ -223,6 +223,10 @@ impl From<StoreError> for ApiError {
                 ),
             },
             StoreError::RateLimited { retry_after_s } => ApiError::RateLimited { retry_after_s },
+            StoreError::NotAccepting => ApiError::Forbidden {
+                code: "room_not_accepting",
+                message: "this waiting room takes no new arrivals now".into(),
+            },
             StoreError::PowRequired => ApiError::Forbidden {
                 code: "pow_required",
                 message: "this room asks your browser to solve a challenge first: GET /api/rooms/{room}/challenge, then join with {\"pow\": \"<solution>\"}".into(),

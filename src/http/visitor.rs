@@ -93,6 +93,7 @@ async fn join(
 
 /// The refusals `waitroom_turned_away_total` counts, by code.
 const TURNED_AWAY: &[&str] = &[
+    "room_not_accepting",
     "rate_limited",
     "pow_required",
     "pow_invalid",

@@ -43,6 +43,9 @@ pub enum StoreError {
     /// The solution was used before (on any node).
     #[error("this solution was used already")]
     PowReused,
+    /// The room takes no new arrivals (`reject`, or past `closes_at`).
+    #[error("this room takes no new arrivals")]
+    NotAccepting,
     /// The room takes known users only, and the join named none.
     #[error("this room admits signed-in users only")]
     UserRequired,

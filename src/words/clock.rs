@@ -73,9 +73,47 @@ pub fn rfc3339(at: Millis) -> String {
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
+/// A moment in a room's config (`closes_at`): milliseconds inside, RFC 3339
+/// on the wire (`2026-06-01T09:00:00Z`, any offset accepted, UTC written).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Moment(pub Millis);
+
+impl serde::Serialize for Moment {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&rfc3339(self.0))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Moment {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        chrono::DateTime::parse_from_rfc3339(&text)
+            .ok()
+            .and_then(|at| Millis::try_from(at.timestamp_millis()).ok())
+            .map(Moment)
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "{text:?} is not an RFC 3339 time like 2026-06-01T09:00:00Z"
+                ))
+            })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn moments_read_any_offset_and_write_utc() {
+        let read: Moment = serde_json::from_str(r#""2026-01-01T09:00:00+09:00""#).unwrap();
+        assert_eq!(read, Moment(1_767_225_600_000));
+        assert_eq!(
+            serde_json::to_string(&read).unwrap(),
+            r#""2026-01-01T00:00:00Z""#
+        );
+        assert!(serde_json::from_str::<Moment>(r#""tomorrow""#).is_err());
+        assert!(serde_json::from_str::<Moment>(r#""1960-01-01T00:00:00Z""#).is_err());
+    }
 
     #[test]
     fn times_are_rfc3339_utc() {

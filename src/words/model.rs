@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::words::clock::Millis;
+use crate::words::clock::{Millis, Moment};
 
 /// A room's slug: `[a-z0-9-]{1,64}`. Cheap to clone.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -108,6 +108,47 @@ pub struct RoomConfig {
     /// page and pushed to every socket when it changes.
     #[serde(default)]
     pub notice: Option<String>,
+    #[serde(default)]
+    pub queue_method: QueueMethod,
+    /// From then on new arrivals are turned away; those waiting stay.
+    #[serde(default)]
+    pub closes_at: Option<Moment>,
+}
+
+/// How a room admits (api.md's `queue_method`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QueueMethod {
+    /// In join order.
+    #[default]
+    Fifo,
+    /// Each tick admits uniformly at random among those waiting; nobody has
+    /// a position, only an expected wait.
+    Random,
+    /// Every arrival is admitted at once, bucket and cap ignored; a line
+    /// that exists is admitted at the next tick.
+    Passthrough,
+    /// New arrivals are turned away; those waiting keep their places.
+    Reject,
+}
+
+impl QueueMethod {
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+
+    /// Every method's name, in the order of [`QueueMethod::ALL`].
+    pub const NAMES: &'static [&'static str] = &["fifo", "random", "passthrough", "reject"];
+    pub const ALL: [QueueMethod; 4] = [
+        QueueMethod::Fifo,
+        QueueMethod::Random,
+        QueueMethod::Passthrough,
+        QueueMethod::Reject,
+    ];
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|method| method.name() == name)
+    }
 }
 
 /// The longest notice, in characters.
@@ -143,6 +184,9 @@ pub struct RoomPatch {
     pub pow_difficulty: Option<u32>,
     #[serde(default, deserialize_with = "present")]
     pub notice: Option<Option<String>>,
+    pub queue_method: Option<QueueMethod>,
+    #[serde(default, deserialize_with = "present")]
+    pub closes_at: Option<Option<Moment>>,
 }
 
 /// A field that may be absent (unchanged) or `null` (removed).
@@ -233,6 +277,12 @@ impl RoomPatch {
             // An empty notice is no notice.
             next.notice = v.clone().filter(|n| !n.trim().is_empty());
         }
+        if let Some(v) = self.queue_method {
+            next.queue_method = v;
+        }
+        if let Some(v) = self.closes_at {
+            next.closes_at = v;
+        }
         next.validate()?;
         Ok(next)
     }
@@ -254,6 +304,8 @@ impl RoomConfig {
             user_required: false,
             pow_difficulty: 0,
             notice: None,
+            queue_method: QueueMethod::Fifo,
+            closes_at: None,
         }
     }
 
@@ -416,6 +468,7 @@ pub struct Place {
 pub struct RoomFacts {
     pub target_url: String,
     pub notice: Option<String>,
+    pub queue_method: QueueMethod,
 }
 
 impl RoomFacts {
@@ -423,6 +476,7 @@ impl RoomFacts {
         Self {
             target_url: config.target_url.clone(),
             notice: config.notice.clone(),
+            queue_method: config.queue_method,
         }
     }
 }

@@ -5,7 +5,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::words::clock::{Millis, rfc3339};
 use crate::words::credentials::Credentials;
-use crate::words::{LineSummary, PlaceState, RoomFacts, RoomId, VisitorId, WireName, one_of};
+use crate::words::{
+    LineSummary, PlaceState, QueueMethod, RoomFacts, RoomId, VisitorId, WireName, one_of,
+};
 
 /// Written by the server; read by clients (the load tool), borrowing the
 /// room and the ticket from the message (neither is ever escaped in JSON).
@@ -32,7 +34,7 @@ pub struct Status<'a> {
     pub tick_at_ms: Option<Millis>,
     /// The operator's current message to everyone in the room.
     pub notice: Option<&'a str>,
-    /// How the line is admitted (today always `fifo`: join order).
+    /// How the line is admitted: `fifo`, `random`, `passthrough`, `reject`.
     #[serde(default = "fifo", deserialize_with = "queue_method")]
     pub queue_method: WireName,
     /// Why the room is `closed`: `closed_by_operator`.
@@ -44,11 +46,8 @@ fn fifo() -> WireName {
     "fifo"
 }
 
-/// Every queue method api.md names.
-pub const QUEUE_METHODS: &[&str] = &["fifo", "random", "passthrough", "reject"];
-
 fn queue_method<'de, D: Deserializer<'de>>(d: D) -> Result<WireName, D::Error> {
-    one_of(d, QUEUE_METHODS)
+    one_of(d, QueueMethod::NAMES)
 }
 
 /// Everything a status is built from.
@@ -77,10 +76,15 @@ impl<'a> Status<'a> {
             paused: input.line.paused,
             tick_at_ms: input.line.tick_at,
             notice: input.facts.notice.as_deref(),
-            queue_method: "fifo",
+            queue_method: input.facts.queue_method.name(),
             reason: None,
         };
         match input.state {
+            // A random line has no order: everyone's expected wait is the
+            // line's length at the achieved rate.
+            PlaceState::Waiting { .. } if input.facts.queue_method == QueueMethod::Random => {
+                status.eta_seconds = input.line.eta_seconds(input.line.waiting);
+            }
             PlaceState::Waiting { position, .. } => {
                 status.position = Some(position);
                 status.eta_seconds = input.line.eta_seconds(position);
@@ -187,7 +191,7 @@ mod tests {
         let credentials = Credentials::from_secret("status test secret");
         let facts = RoomFacts {
             target_url: "/".into(),
-            notice: None,
+            ..RoomFacts::default()
         };
         let write = |state| {
             let input = StatusInput {

@@ -97,6 +97,10 @@ macro_rules! conformance_suite {
             user_required_refuses_anonymous_joins,
             proof_of_work_is_asked_of_new_places_and_each_solution_counts_once,
             a_notice_reaches_every_place_and_the_event_of_its_change,
+            reject_turns_new_arrivals_away_and_keeps_the_line,
+            closes_at_turns_away_arrivals_after_it,
+            passthrough_admits_every_arrival_and_then_the_line,
+            random_admits_anyone_waiting_not_the_head,
         );
         $crate::conformance_suite!(@sale $make;
             stock_is_claimed_exactly,
@@ -492,6 +496,85 @@ pub mod scenarios {
         h.patch(&room, r#"{"notice": ""}"#).await;
         let place = h.store.status(&room, visitor).await.unwrap();
         assert_eq!(place.facts.notice, None, "an empty notice is none");
+    }
+
+    pub async fn reject_turns_new_arrivals_away_and_keeps_the_line(h: &Harness) {
+        let room = h.room("r", 1, None).await;
+        h.patch(&room, r#"{"paused": true}"#).await;
+        let (kept, _) = h.join(&room).await;
+        h.patch(&room, r#"{"queue_method": "reject"}"#).await;
+        assert!(matches!(
+            h.store.join(&room, VisitorId::random()).await,
+            Err(StoreError::NotAccepting)
+        ));
+        let again = h.store.join(&room, kept).await.unwrap();
+        assert_eq!(position(again.state), 1, "those waiting keep their places");
+        assert_eq!(h.store.room(&room).await.unwrap().stats.turned_away, 1);
+        h.patch(&room, r#"{"queue_method": "fifo"}"#).await;
+        let (_, next) = h.join(&room).await;
+        assert_eq!(position(next), 2, "switched back live");
+    }
+
+    pub async fn closes_at_turns_away_arrivals_after_it(h: &Harness) {
+        let room = h.room("r", 1, None).await;
+        h.patch(
+            &room,
+            r#"{"paused": true, "closes_at": "2026-01-01T00:00:10Z"}"#,
+        )
+        .await;
+        let (early, _) = h.join(&room).await;
+        h.clock.advance_ms(10_000);
+        assert!(matches!(
+            h.store.join(&room, VisitorId::random()).await,
+            Err(StoreError::NotAccepting)
+        ));
+        h.patch(&room, r#"{"paused": false}"#).await;
+        assert_eq!(h.tick(&room).await, 1, "the line already waiting goes on");
+        assert!(is_admitted(h.state(&room, early).await));
+        let config = h.store.room(&room).await.unwrap().config;
+        assert_eq!(config.closes_at.map(|at| at.0), Some(1_767_225_610_000));
+    }
+
+    pub async fn passthrough_admits_every_arrival_and_then_the_line(h: &Harness) {
+        let room = h.room("r", 1, Some(1)).await;
+        h.join(&room).await; // through: the one token, the one slot
+        let (waiting, _) = h.join(&room).await;
+        assert_eq!(position(h.state(&room, waiting).await), 1);
+        h.patch(&room, r#"{"queue_method": "passthrough"}"#).await;
+        let (_, arrival) = h.join(&room).await;
+        assert!(is_admitted(arrival), "bucket and cap ignored");
+        h.tick(&room).await;
+        assert!(
+            is_admitted(h.state(&room, waiting).await),
+            "the line at the next tick"
+        );
+        assert_eq!(h.store.room(&room).await.unwrap().stats.active, 3);
+    }
+
+    pub async fn random_admits_anyone_waiting_not_the_head(h: &Harness) {
+        let room = h.room("r", 1, None).await;
+        h.patch(&room, r#"{"paused": true}"#).await;
+        let mut line = Vec::new();
+        for _ in 0..50 {
+            line.push(h.join(&room).await.0);
+        }
+        h.patch(
+            &room,
+            r#"{"queue_method": "random", "paused": false, "abandon_after_s": 86400}"#,
+        )
+        .await;
+        for _ in 0..25 {
+            assert_eq!(h.tick(&room).await, 1, "the rate still holds");
+        }
+        let mut back_half_admitted = 0;
+        for visitor in &line[25..] {
+            if is_admitted(h.state(&room, *visitor).await) {
+                back_half_admitted += 1;
+            }
+        }
+        // All 25 from the front half by chance: 1 in C(50, 25), about 1e-14.
+        assert!(back_half_admitted > 0, "random reached past the head");
+        assert_eq!(h.store.room(&room).await.unwrap().stats.waiting, 25);
     }
 
     pub async fn join_limits_hold_per_address_on_a_driven_clock(h: &Harness) {

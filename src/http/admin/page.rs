@@ -17,7 +17,7 @@ use crate::http::pages::render;
 use crate::store;
 use crate::words::credentials::AdminSession;
 use crate::words::credentials::{constant_time_eq, random_secret};
-use crate::words::{RoomConfig, RoomId, RoomInfo, RoomPatch};
+use crate::words::{QueueMethod, RoomConfig, RoomId, RoomInfo, RoomPatch};
 
 const LOGIN_CSRF_COOKIE: &str = "wr_csrf";
 const SESSION_HOURS: u64 = 12;
@@ -74,6 +74,7 @@ pub struct AdminRoomRow {
     pub pow_difficulty: u32,
     /// Empty for none.
     pub notice: String,
+    pub queue_method: &'static str,
 }
 
 impl From<RoomInfo> for AdminRoomRow {
@@ -109,6 +110,7 @@ impl From<RoomInfo> for AdminRoomRow {
             user_required: config.user_required,
             pow_difficulty: config.pow_difficulty,
             notice: config.notice.unwrap_or_default(),
+            queue_method: config.queue_method.name(),
         }
     }
 }
@@ -279,6 +281,7 @@ struct ConfigForm {
     user_required: Option<String>,
     pow_difficulty: Option<String>,
     notice: Option<String>,
+    queue_method: Option<String>,
     paused: Option<String>,
 }
 
@@ -324,6 +327,13 @@ impl ConfigForm {
             pow_difficulty: number("pow_difficulty", &self.pow_difficulty)?,
             // Absent: unchanged; empty: no notice.
             notice: self.notice.clone().map(Some),
+            queue_method: match self.queue_method.as_deref() {
+                None => None,
+                Some(name) => Some(
+                    QueueMethod::parse(name).ok_or_else(|| format!("no queue method {name:?}"))?,
+                ),
+            },
+            closes_at: None,
             paused: self.paused.as_deref().map(|p| p == "true" || p == "on"),
         })
     }

@@ -15,8 +15,8 @@ use crate::store::{JoinOptions, Store, StoreError, Tick, TickReport};
 use crate::words::clock::{Millis, SharedClock};
 use crate::words::join_limit::{self, Gcra};
 use crate::words::{
-    Admission, LineSummary, Place, PlaceState, RoomConfig, RoomEvent, RoomFacts, RoomId, RoomInfo,
-    RoomPatch, RoomStats, StoreEvent, VisitorId,
+    Admission, LineSummary, Place, PlaceState, QueueMethod, RoomConfig, RoomEvent, RoomFacts,
+    RoomId, RoomInfo, RoomPatch, RoomStats, StoreEvent, VisitorId,
 };
 
 /// How far back the achieved admission rate looks.
@@ -256,7 +256,8 @@ impl Room {
             },
         );
         self.active.insert((expires_at, visitor));
-        self.tokens -= 1;
+        // `passthrough` admits past the bucket.
+        self.tokens = self.tokens.saturating_sub(1);
         self.admitted_total += 1;
         Admission {
             visitor,
@@ -376,61 +377,14 @@ impl Room {
             None if self.config.user_required => return Err(StoreError::UserRequired),
             None => visitor,
         };
-        let limit = options.limit.as_ref();
         match self.visitors.get(&visitor) {
             Some(VisitorState::Waiting { .. }) => self.mark_present(visitor, now),
             Some(VisitorState::Admitted { .. }) => {}
             Some(VisitorState::Left) | None => {
-                let pow = if self.config.pow_difficulty > 0 {
-                    match &options.pow {
-                        None => {
-                            self.turned_away += 1;
-                            return Err(StoreError::PowRequired);
-                        }
-                        Some(solved) if self.used_pow.contains_key(&solved.id) => {
-                            self.turned_away += 1;
-                            return Err(StoreError::PowReused);
-                        }
-                        Some(solved) => Some(solved),
-                    }
-                } else {
-                    None
-                };
-                if let Some(limit) = limit {
-                    let tat = self.join_limits.get(&limit.client).copied();
-                    match join_limit::decide(tat, now, limit.per_minute) {
-                        Gcra::Allowed { tat } => {
-                            self.join_limits.insert(limit.client.clone(), tat);
-                            if self.join_limits.len() >= self.join_limits_prune_at {
-                                // An address whose TAT has passed is as good as
-                                // unknown; pruning when the map doubles keeps
-                                // the cost per join constant.
-                                self.join_limits.retain(|_, tat| *tat > now);
-                                self.join_limits_prune_at =
-                                    (2 * self.join_limits.len()).max(MIN_JOIN_LIMITS_PRUNE);
-                            }
-                        }
-                        Gcra::Refused { retry_after_s } => {
-                            self.turned_away += 1;
-                            return Err(StoreError::RateLimited { retry_after_s });
-                        }
-                    }
-                }
-                if let Some(solved) = pow {
-                    self.used_pow.insert(solved.id.clone(), solved.until);
-                    if self.used_pow.len() >= self.used_pow_prune_at {
-                        // A solution past its expiry is refused as expired
-                        // before it gets here; pruning when the map doubles
-                        // keeps the cost per join constant.
-                        self.used_pow.retain(|_, until| *until > now);
-                        self.used_pow_prune_at =
-                            (2 * self.used_pow.len()).max(MIN_JOIN_LIMITS_PRUNE);
-                    }
-                }
+                self.welcome(options, now)?;
                 let pass_through = !self.config.paused
-                    && self.tokens > 0
-                    && self.line.is_empty()
-                    && self.under_cap();
+                    && (self.config.queue_method == QueueMethod::Passthrough
+                        || (self.tokens > 0 && self.line.is_empty() && self.under_cap()));
                 if pass_through {
                     self.admit(visitor, 0, now);
                     self.record_admissions(now, 1);
@@ -453,6 +407,69 @@ impl Room {
             self.users.insert(user.clone(), visitor);
         }
         Ok(self.place(visitor))
+    }
+
+    /// One of those waiting, each as likely as any other (`random`).
+    fn random_waiting(&self) -> Option<u64> {
+        let waiting = self.line.len() as u64;
+        (waiting > 0).then(|| self.index.select(rand::random_range(1..=waiting)))
+    }
+
+    /// Whether a new arrival may take a place, spending what it uses (its
+    /// proof of work, its address's join budget); a refusal changes nothing
+    /// but the room's `turned_away`.
+    fn welcome(&mut self, options: &JoinOptions, now: Millis) -> Result<(), StoreError> {
+        let refusal = if self.config.queue_method == QueueMethod::Reject
+            || self.config.closes_at.is_some_and(|at| now >= at.0)
+        {
+            Some(StoreError::NotAccepting)
+        } else if self.config.pow_difficulty > 0 {
+            match &options.pow {
+                None => Some(StoreError::PowRequired),
+                Some(solved) if self.used_pow.contains_key(&solved.id) => {
+                    Some(StoreError::PowReused)
+                }
+                Some(_) => None,
+            }
+        } else {
+            None
+        };
+        if let Some(refusal) = refusal {
+            self.turned_away += 1;
+            return Err(refusal);
+        }
+        if let Some(limit) = &options.limit {
+            let tat = self.join_limits.get(&limit.client).copied();
+            match join_limit::decide(tat, now, limit.per_minute) {
+                Gcra::Allowed { tat } => {
+                    self.join_limits.insert(limit.client.clone(), tat);
+                    if self.join_limits.len() >= self.join_limits_prune_at {
+                        // An address whose TAT has passed is as good as
+                        // unknown; pruning when the map doubles keeps the
+                        // cost per join constant.
+                        self.join_limits.retain(|_, tat| *tat > now);
+                        self.join_limits_prune_at =
+                            (2 * self.join_limits.len()).max(MIN_JOIN_LIMITS_PRUNE);
+                    }
+                }
+                Gcra::Refused { retry_after_s } => {
+                    self.turned_away += 1;
+                    return Err(StoreError::RateLimited { retry_after_s });
+                }
+            }
+        }
+        if self.config.pow_difficulty > 0
+            && let Some(solved) = &options.pow
+        {
+            self.used_pow.insert(solved.id.clone(), solved.until);
+            if self.used_pow.len() >= self.used_pow_prune_at {
+                // A solution past its expiry is refused as expired before it
+                // gets here, so pruning when the map doubles loses nothing.
+                self.used_pow.retain(|_, until| *until > now);
+                self.used_pow_prune_at = (2 * self.used_pow.len()).max(MIN_JOIN_LIMITS_PRUNE);
+            }
+        }
+        Ok(())
     }
 
     fn holds_a_place(&self, visitor: VisitorId) -> bool {
@@ -552,10 +569,17 @@ impl Room {
         self.tokens = self.config.admit_per_tick;
         let mut admitted = Vec::new();
         if !self.config.paused {
-            while self.tokens > 0 && self.under_cap() {
-                let Some((seq, visitor)) = self.line.pop_first() else {
+            let method = self.config.queue_method;
+            // `passthrough` lets the whole line in, bucket and cap ignored.
+            while method == QueueMethod::Passthrough || (self.tokens > 0 && self.under_cap()) {
+                let next = match method {
+                    QueueMethod::Random => self.random_waiting(),
+                    _ => self.line.first_key_value().map(|(seq, _)| *seq),
+                };
+                let Some(seq) = next else {
                     break;
                 };
+                let visitor = self.line.remove(&seq).expect("a waiting seq is in line");
                 if let Some(VisitorState::Waiting { last_seen, .. }) = self.visitors.get(&visitor) {
                     self.presence.remove(&(*last_seen, seq));
                 }

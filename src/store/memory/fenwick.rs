@@ -40,6 +40,23 @@ impl LineIndex {
         self.prefix(seq as usize) as u64
     }
 
+    /// The waiting sequence number at 1-based position `rank` (the inverse
+    /// of `rank`), found by descending the tree in O(log n).
+    pub fn select(&self, rank: u64) -> u64 {
+        let mut position = 0;
+        let mut left = rank as u32;
+        let mut step = (self.tree.len() - 1).next_power_of_two();
+        while step > 0 {
+            let next = position + step;
+            if next < self.tree.len() && self.tree[next] < left {
+                position = next;
+                left -= self.tree[next];
+            }
+            step /= 2;
+        }
+        position as u64 + 1
+    }
+
     fn prefix(&self, mut i: usize) -> u32 {
         let mut sum = 0;
         while i > 0 {
@@ -70,6 +87,12 @@ mod tests {
         }
         for (expected, seq) in waiting.iter().enumerate() {
             assert_eq!(index.rank(*seq), expected as u64 + 1, "seq {seq}");
+            assert_eq!(
+                index.select(expected as u64 + 1),
+                *seq,
+                "rank {}",
+                expected + 1
+            );
         }
     }
 }

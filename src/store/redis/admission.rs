@@ -25,11 +25,11 @@ use tokio::sync::{broadcast, mpsc};
 use super::sale::sale_keys;
 use super::script_error::ScriptError;
 use crate::store::{JoinOptions, Store, StoreError, Tick, TickReport};
-use crate::words::clock::Millis;
 use crate::words::clock::SharedClock;
+use crate::words::clock::{Millis, Moment};
 use crate::words::{
-    Admission, LineSummary, Place, PlaceState, RoomConfig, RoomEvent, RoomFacts, RoomId, RoomInfo,
-    RoomPatch, RoomStats, StoreEvent, VisitorId,
+    Admission, LineSummary, Place, PlaceState, QueueMethod, RoomConfig, RoomEvent, RoomFacts,
+    RoomId, RoomInfo, RoomPatch, RoomStats, StoreEvent, VisitorId,
 };
 
 const ROOMS_KEY: &str = "wr:rooms";
@@ -320,6 +320,7 @@ impl RedisStore {
                 Some(ScriptError::UserRequired) => StoreError::UserRequired,
                 Some(ScriptError::PowRequired) => StoreError::PowRequired,
                 Some(ScriptError::PowReused) => StoreError::PowReused,
+                Some(ScriptError::NotAccepting) => StoreError::NotAccepting,
                 Some(other) => {
                     StoreError::Unexpected(format!("{other:?} from an admission script"))
                 }
@@ -362,6 +363,14 @@ fn config_args(config: &RoomConfig) -> Vec<String> {
         ),
         ("pow_difficulty", config.pow_difficulty.to_string()),
         ("notice", config.notice.clone().unwrap_or_default()),
+        ("queue_method", config.queue_method.name().to_string()),
+        (
+            "closes_at",
+            config
+                .closes_at
+                .map(|at| at.0.to_string())
+                .unwrap_or_default(),
+        ),
     ]
     .into_iter()
     .flat_map(|(field, value)| [field.to_string(), value])
@@ -406,6 +415,12 @@ fn parse_info(room: &RoomId, flat: Vec<Value>) -> Option<(RoomInfo, String)> {
             .and_then(|d| d.parse().ok())
             .unwrap_or(0),
         notice: field("notice").filter(|n| !n.is_empty()),
+        queue_method: field("queue_method")
+            .and_then(|m| QueueMethod::parse(&m))
+            .unwrap_or_default(),
+        closes_at: field("closes_at")
+            .and_then(|at| at.parse().ok())
+            .map(Moment),
     };
     let stats = RoomStats {
         waiting: number(&stats[0])?,
@@ -433,9 +448,10 @@ fn summary(version: u64, waiting: u64, rate: &str, tick_at: &str, paused: &str) 
     }
 }
 
-/// `{ state, a, b, version, waiting, rate, tick_at, paused, target_url, notice }` from the scripts.
+/// `{ state, a, b, version, waiting, rate, tick_at, paused, target_url, notice,
+/// queue_method }` from the scripts.
 fn parse_place(visitor: VisitorId, reply: Vec<Value>) -> Option<Place> {
-    if reply.len() != 10 {
+    if reply.len() != 11 {
         return None;
     }
     let (a, b) = (number(&reply[1])?, number(&reply[2])?);
@@ -465,6 +481,9 @@ fn parse_place(visitor: VisitorId, reply: Vec<Value>) -> Option<Place> {
         facts: Arc::new(RoomFacts {
             target_url: text(&reply[8]).unwrap_or_default(),
             notice: text(&reply[9]).filter(|n| !n.is_empty()),
+            queue_method: text(&reply[10])
+                .and_then(|m| QueueMethod::parse(&m))
+                .unwrap_or_default(),
         }),
     })
 }
@@ -515,6 +534,7 @@ fn parse_event(room: RoomId, payload: &str) -> Option<RoomEvent> {
             line,
         }),
         "configured" => {
+            let (method, rest) = rest.split_once('|')?;
             let (length, facts) = rest.split_once('|')?;
             let length: usize = length.parse().ok()?;
             let (target_url, notice) = (facts.get(..length)?, facts.get(length..)?);
@@ -524,6 +544,7 @@ fn parse_event(room: RoomId, payload: &str) -> Option<RoomEvent> {
                 facts: Arc::new(RoomFacts {
                     target_url: target_url.into(),
                     notice: Some(notice).filter(|n| !n.is_empty()).map(str::to_string),
+                    queue_method: QueueMethod::parse(method)?,
                 }),
             })
         }
@@ -869,7 +890,7 @@ mod tests {
         );
         let Some(RoomEvent::Configured { facts, line, .. }) = parse_event(
             room.clone(),
-            "configured|4|0|||1|22|https://x.example/?a|bDoors open | at 9",
+            "configured|4|0|||1|random|22|https://x.example/?a|bDoors open | at 9",
         ) else {
             panic!("a config change")
         };
@@ -887,6 +908,7 @@ mod tests {
                 true
             )
         );
+        assert_eq!(facts.queue_method, QueueMethod::Random);
         assert!(parse_event(room, "tick|x").is_none());
         assert_eq!(
             room_of_channel("wr:{spring-sale}:events").unwrap().as_str(),

@@ -22,6 +22,8 @@ pub enum ScriptError {
     UserRequired,
     PowRequired,
     PowReused,
+    /// `reject`, or past `closes_at`.
+    NotAccepting,
     /// The sale sells the other kind (`seats` or `stock`).
     WrongKind(String),
     NoClaim,
@@ -58,6 +60,7 @@ impl ScriptError {
             "USERREQUIRED" => Self::UserRequired,
             "POWREQUIRED" => Self::PowRequired,
             "POWREUSED" => Self::PowReused,
+            "NOTACCEPTING" => Self::NotAccepting,
             "WRONGKIND" => Self::WrongKind(detail.to_string()),
             "NOCLAIM" => Self::NoClaim,
             "EXPIRED" => Self::Expired,
