@@ -5,6 +5,10 @@ if not room then return err end
 if room.config_rev ~= ARGV[3] then return redis.error_reply('CONFLICT') end
 redis.call('HSET', K_ROOM, unpack(ARGV, 4))
 room = load_room()
+if room.close_when_sold_out == '0' then
+  redis.call('HSET', K_ROOM, 'sold_out', '0')
+  room.sold_out = '0'
+end
 redis.call('HSET', K_ROOM, 'config_rev', num(room, 'config_rev') + 1,
   'tokens', math.min(num(room, 'tokens'), num(room, 'admit_per_tick')))
 publish('configured|' .. summary_fields(room) .. '|' .. facts_field(room))

@@ -24,6 +24,12 @@ local record = redis.call('HGET', K_VISITORS, visitor)
 local kind = record and string.sub(record, 1, 1)
 if kind == 'w' then
   mark_present(visitor, now)
+elseif kind ~= 'a' and sold_out(room) then
+  -- Sold out: new arrivals are told so, and take nothing.
+  local out = place(room, visitor)
+  out[1] = 'c'
+  table.insert(out, visitor)
+  return out
 elseif kind ~= 'a' then
   local closes_at = tonumber(room.closes_at or '')
   if queue_method(room) == 'reject' or (closes_at and now >= closes_at) then

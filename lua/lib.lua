@@ -136,16 +136,24 @@ local function queue_method(room)
   return method
 end
 
--- { version, waiting, rate, tick_at, paused, target_url, notice, queue_method }
-local function summary(room)
-  return { tonumber(room.version), redis.call('ZCARD', K_LINE), rate(room), room.last_tick_ran,
-    room.paused, room.target_url, room.notice or '', queue_method(room) }
+local function sold_out(room)
+  return room.sold_out == '1'
 end
 
--- The room's facts in an event: the queue method, the target's length, then
--- the target and the notice, which may hold any character, '|' included.
+-- { version, waiting, rate, tick_at, paused, target_url, notice, queue_method,
+--   stock_left ('' without a sale), sold_out ('1' or '0') }
+local function summary(room)
+  return { tonumber(room.version), redis.call('ZCARD', K_LINE), rate(room), room.last_tick_ran,
+    room.paused, room.target_url, room.notice or '', queue_method(room), room.stock_left or '',
+    sold_out(room) and '1' or '0' }
+end
+
+-- The room's facts in an event: the queue method, stock left, sold out, the
+-- target's length, then the target and the notice, which may hold any
+-- character, '|' included.
 local function facts_field(room)
-  return queue_method(room) .. '|' .. #room.target_url .. '|' .. room.target_url .. (room.notice or '')
+  return queue_method(room) .. '|' .. (room.stock_left or '') .. '|' .. (sold_out(room) and '1' or '0')
+    .. '|' .. #room.target_url .. '|' .. room.target_url .. (room.notice or '')
 end
 
 -- A visitor's place: { state, a, b, <summary…> }.
@@ -154,6 +162,9 @@ local function place(room, visitor)
   local out
   if not record then
     out = { 'e', 0, 0 }
+  elseif string.sub(record, 1, 1) == 'w' and sold_out(room) then
+    -- A line closed for a sold-out sale: its places stay, unused.
+    out = { 'c', 0, 0 }
   elseif string.sub(record, 1, 1) == 'w' then
     local seq = tonumber(string.match(record, '^w|(%d+)|'))
     out = { 'w', seq, redis.call('ZRANK', K_LINE, visitor) + 1 }

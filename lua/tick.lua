@@ -56,7 +56,7 @@ end
 -- (fifo), on anyone (random), or let the whole line in (passthrough).
 local tokens = num(room, 'admit_per_tick')
 local admitted = {}
-if room.paused ~= '1' then
+if room.paused ~= '1' and not sold_out(room) then
   local method = queue_method(room)
   local n = math.min(tokens, cap_room(room))
   if method == 'passthrough' then n = redis.call('ZCARD', K_LINE) end

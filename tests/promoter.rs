@@ -34,7 +34,8 @@ impl Node {
             Arc::new(Credentials::from_secret("s")),
         ));
         let wakeups = Arc::new(Wakeups::default());
-        let promoter = Promoter::new(store.clone(), hub, wakeups.clone());
+        let sale = Arc::new(MemoryStore::new(Arc::new(clock.clone())).sale());
+        let promoter = Promoter::new(store.clone(), sale, hub, wakeups.clone());
         Self {
             store,
             clock,

@@ -299,6 +299,9 @@ fn prepare(room: &RoomId, sockets: &mut RoomSockets, event: RoomEvent) -> Batch 
             sockets.line.rate_per_s = line.rate_per_s;
             sockets.line.paused = line.paused;
             sockets.facts = facts;
+            if sockets.facts.sold_out {
+                return close_waiting(room, sockets);
+            }
             return tell_waiting(room, sockets);
         }
         RoomEvent::Closed { .. } => return close_all(room, sockets),
@@ -329,6 +332,23 @@ fn tell_waiting(room: &RoomId, sockets: &mut RoomSockets) -> Batch {
             batch.statuses.push(pending(*id, socket, sequence, state));
         }
     }
+    batch
+}
+
+/// `closed` (`sold_out`) to every waiting socket, then a close; those
+/// admitted keep theirs.
+fn close_waiting(room: &RoomId, sockets: &mut RoomSockets) -> Batch {
+    let sequence = sockets.next_sequence();
+    let mut batch = Batch::new(room.clone(), sockets.line, sockets.facts.clone());
+    for (id, socket) in &mut sockets.sockets {
+        if let View::Waiting { .. } = socket.view {
+            socket.view = View::Settled;
+            batch
+                .statuses
+                .push(pending(*id, socket, sequence, PlaceState::Closed));
+        }
+    }
+    batch.close_after = Some(close_reason(CloseCode::Normal, "sold out"));
     batch
 }
 

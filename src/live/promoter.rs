@@ -22,8 +22,9 @@ use tokio_util::time::delay_queue::Key;
 
 use super::hub::Hub;
 use super::tasks::Tasks;
-use crate::store::{Store, StoreError, Tick, TickReport};
+use crate::store::{SaleStore, Store, StoreError, Tick, TickReport};
 use crate::words::RoomId;
+use crate::words::sale::{SaleError, Stock};
 
 /// How long an empty room goes unasked. Nothing depends on it but a room
 /// whose visitors reached the store through no node's promoter (none should):
@@ -131,18 +132,65 @@ fn idle_pause() -> Duration {
 #[derive(Clone)]
 pub struct Promoter {
     store: Arc<dyn Store>,
+    sale: Arc<dyn SaleStore>,
     hub: Arc<Hub>,
     wakeups: Arc<Wakeups>,
     asked: Arc<AtomicU64>,
+    /// What this node last announced of each room's sale, and until when a
+    /// room found without a sale is not asked again.
+    stock: Arc<Mutex<HashMap<RoomId, StockSeen>>>,
 }
 
+#[derive(Clone, Copy)]
+enum StockSeen {
+    Announced(Stock),
+    NoSaleUntil(Instant),
+}
+
+/// How long a room found without a sale goes unasked (a sale set up later
+/// announces itself at once).
+const NO_SALE_RECHECK: Duration = Duration::from_secs(10);
+
 impl Promoter {
-    pub fn new(store: Arc<dyn Store>, hub: Arc<Hub>, wakeups: Arc<Wakeups>) -> Self {
+    pub fn new(
+        store: Arc<dyn Store>,
+        sale: Arc<dyn SaleStore>,
+        hub: Arc<Hub>,
+        wakeups: Arc<Wakeups>,
+    ) -> Self {
         Self {
             store,
+            sale,
             hub,
             wakeups,
             asked: Arc::default(),
+            stock: Arc::default(),
+        }
+    }
+
+    /// After a tick ran here: what the room's sale has left, told to its
+    /// line when it changed (so at most once per tick, on one node).
+    async fn follow_stock(&self, room: &RoomId) {
+        if let Some(StockSeen::NoSaleUntil(until)) = self.stock.lock().get(room).copied()
+            && Instant::now() < until
+        {
+            return;
+        }
+        let seen = match self.sale.stock(room).await {
+            Ok(stock) => StockSeen::Announced(stock),
+            Err(SaleError::NoSale) => StockSeen::NoSaleUntil(Instant::now() + NO_SALE_RECHECK),
+            Err(error) => {
+                tracing::warn!(%room, %error, "could not read the sale's stock");
+                return;
+            }
+        };
+        let before = self.stock.lock().insert(room.clone(), seen);
+        if let StockSeen::Announced(stock) = seen
+            && !matches!(before, Some(StockSeen::Announced(old)) if old == stock)
+            && let Err(error) = self.store.announce_stock(room, stock).await
+        {
+            tracing::warn!(%room, %error, "could not announce the sale's stock");
+            self.stock.lock().remove(room);
         }
     }
 
@@ -174,6 +222,9 @@ impl Promoter {
         self.asked.fetch_add(1, Ordering::Relaxed);
         metrics::counter!("waitroom_ticks_asked_total").increment(1);
         let tick = self.store.tick(room).await?;
+        if tick.ran.is_some() {
+            self.follow_stock(room).await;
+        }
         if let Some(report) = tick.ran {
             let labels = [("room", room.to_string())];
             metrics::histogram!("waitroom_tick_seconds").record(started.elapsed().as_secs_f64());

@@ -209,7 +209,7 @@ impl Application {
         let tasks = Tasks::new();
         let hub = Arc::new(Hub::new(store.clone(), credentials.clone()));
         let wakeups = Arc::new(Wakeups::default());
-        let promoter = Promoter::new(store.clone(), hub.clone(), wakeups.clone());
+        let promoter = Promoter::new(store.clone(), sale.clone(), hub.clone(), wakeups.clone());
 
         tasks.spawn_service("hub", hub.clone().run(tasks.clone()));
         tasks.spawn_service("promoter", promoter.clone().run(tasks.clone()));

@@ -14,7 +14,7 @@ use tokio::sync::broadcast;
 use crate::words::clock::Millis;
 use crate::words::join_limit::JoinLimit;
 use crate::words::pow::Solved;
-use crate::words::sale::{SaleConfig, SaleError, SaleView};
+use crate::words::sale::{SaleConfig, SaleError, SaleView, Stock};
 use crate::words::{Place, RoomConfig, RoomId, RoomInfo, RoomPatch, StoreEvent, VisitorId};
 
 #[derive(Debug, thiserror::Error)]
@@ -138,6 +138,11 @@ pub trait Store: Send + Sync + 'static {
     /// runs once. A closed room answers `RoomClosed`.
     async fn tick(&self, id: &RoomId) -> Result<Tick, StoreError>;
 
+    /// Tells the room's line what its sale has left (`stock_left` in every
+    /// status); a sale sold out closes the line if the room says so. Every
+    /// node's sockets hear it. Called by whichever node's tick ran.
+    async fn announce_stock(&self, id: &RoomId, stock: Stock) -> Result<(), StoreError>;
+
     /// Every room's events, on this node.
     fn subscribe(&self) -> broadcast::Receiver<StoreEvent>;
     /// Makes sure this node hears `room`'s events (on a cluster, sharded
@@ -173,6 +178,7 @@ pub async fn set_up_sale(
 ) -> Result<SaleView, SetUpSaleError> {
     rooms.room(room).await?;
     let view = sales.configure_sale(room, config).await?;
+    rooms.announce_stock(room, sales.stock(room).await?).await?;
     tracing::info!(%room, kind = view.kind, stock_left = view.stock_left, "sale set up");
     Ok(view)
 }

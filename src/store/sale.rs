@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 
-use crate::words::sale::{Claim, SaleConfig, SaleError, SaleView, Want};
+use crate::words::sale::{Claim, SaleConfig, SaleError, SaleView, Stock, Want};
 use crate::words::{RoomId, VisitorId};
 
 #[async_trait]
@@ -15,6 +15,8 @@ pub trait SaleStore: Send + Sync + 'static {
         config: SaleConfig,
     ) -> Result<SaleView, SaleError>;
     async fn sale(&self, room: &RoomId) -> Result<SaleView, SaleError>;
+    /// What is free and how many holds are out, for the room's line.
+    async fn stock(&self, room: &RoomId) -> Result<Stock, SaleError>;
     /// One atomic step: the per-user limit, the stock or every seat, the hold.
     /// A repeated `idempotency_key` of the same visitor returns the first result.
     async fn claim(

@@ -113,6 +113,14 @@ pub struct RoomConfig {
     /// From then on new arrivals are turned away; those waiting stay.
     #[serde(default)]
     pub closes_at: Option<Moment>,
+    /// When the room's sale sells out (nothing left, no hold out), everyone
+    /// waiting is told `closed`, `sold_out`, and so is every new arrival.
+    #[serde(default = "yes")]
+    pub close_when_sold_out: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// How a room admits (api.md's `queue_method`).
@@ -187,6 +195,7 @@ pub struct RoomPatch {
     pub queue_method: Option<QueueMethod>,
     #[serde(default, deserialize_with = "present")]
     pub closes_at: Option<Option<Moment>>,
+    pub close_when_sold_out: Option<bool>,
 }
 
 /// A field that may be absent (unchanged) or `null` (removed).
@@ -283,6 +292,9 @@ impl RoomPatch {
         if let Some(v) = self.closes_at {
             next.closes_at = v;
         }
+        if let Some(v) = self.close_when_sold_out {
+            next.close_when_sold_out = v;
+        }
         next.validate()?;
         Ok(next)
     }
@@ -306,6 +318,7 @@ impl RoomConfig {
             notice: None,
             queue_method: QueueMethod::Fifo,
             closes_at: None,
+            close_when_sold_out: true,
         }
     }
 
@@ -469,14 +482,23 @@ pub struct RoomFacts {
     pub target_url: String,
     pub notice: Option<String>,
     pub queue_method: QueueMethod,
+    /// Units or seats still free in the room's sale, as of the last tick
+    /// that looked; `None` without a sale.
+    pub stock_left: Option<u64>,
+    /// The sale sold out and the room closes its line for it
+    /// (`close_when_sold_out`): the waiting are told `closed`, `sold_out`.
+    pub sold_out: bool,
 }
 
 impl RoomFacts {
-    pub fn of(config: &RoomConfig) -> Self {
+    /// The facts a config gives, with the sale's as they were.
+    pub fn of(config: &RoomConfig, stock_left: Option<u64>, sold_out: bool) -> Self {
         Self {
             target_url: config.target_url.clone(),
             notice: config.notice.clone(),
             queue_method: config.queue_method,
+            stock_left,
+            sold_out,
         }
     }
 }

@@ -230,6 +230,23 @@ pub enum SeatState {
     Sold,
 }
 
+/// What a room's line needs to know of its sale: what is free, and how many
+/// holds are out (a hold that expires gives its units back).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stock {
+    /// Units, or seats, still free.
+    pub left: u64,
+    /// Holds not yet confirmed, released or expired.
+    pub held: u64,
+}
+
+impl Stock {
+    /// Nothing left and nothing that could come back.
+    pub fn sold_out(&self) -> bool {
+        self.left == 0 && self.held == 0
+    }
+}
+
 /// What is left, as `GET …/sale` shows it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SaleView {

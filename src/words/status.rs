@@ -37,9 +37,12 @@ pub struct Status<'a> {
     /// How the line is admitted: `fifo`, `random`, `passthrough`, `reject`.
     #[serde(default = "fifo", deserialize_with = "queue_method")]
     pub queue_method: WireName,
-    /// Why the room is `closed`: `closed_by_operator`.
+    /// Why the room is `closed`: `closed_by_operator` or `sold_out`.
     #[serde(default)]
     pub reason: Option<&'a str>,
+    /// Units or seats still free in the room's sale (null: no sale).
+    #[serde(default)]
+    pub stock_left: Option<u64>,
 }
 
 fn fifo() -> WireName {
@@ -78,6 +81,7 @@ impl<'a> Status<'a> {
             notice: input.facts.notice.as_deref(),
             queue_method: input.facts.queue_method.name(),
             reason: None,
+            stock_left: input.facts.stock_left,
         };
         match input.state {
             // A random line has no order: everyone's expected wait is the
@@ -99,6 +103,7 @@ impl<'a> Status<'a> {
                 status.expires_at = Some(rfc3339(expires_at));
                 status.pass = Some(pass);
             }
+            PlaceState::Closed if input.facts.sold_out => status.reason = Some("sold_out"),
             PlaceState::Closed => status.reason = Some("closed_by_operator"),
             PlaceState::Expired | PlaceState::Left => {}
         }

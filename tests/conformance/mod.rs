@@ -112,6 +112,7 @@ macro_rules! conformance_suite {
             confirming_makes_orders_in_confirmation_order,
             releasing_gives_back_and_only_the_owner_may,
             a_room_created_again_starts_without_its_predecessors_sale,
+            a_sold_out_sale_closes_the_line_and_holds_keep_it_open,
         );
     };
     (@sale $make:expr; $($name:ident),* $(,)?) => {

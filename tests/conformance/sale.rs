@@ -316,3 +316,73 @@ pub async fn a_room_created_again_starts_without_its_predecessors_sale(h: &Harne
         Err(SaleError::NoSale)
     ));
 }
+
+pub async fn a_sold_out_sale_closes_the_line_and_holds_keep_it_open(h: &Harness) {
+    use waitroom::words::PlaceState;
+    let room = h.room("shop", 1, None).await;
+    h.patch(&room, r#"{"paused": true}"#).await;
+    sale(h, r#"{"stock": 1, "hold_ttl_s": 60}"#).await;
+    let (waiting, _) = h.join(&room).await;
+    let buyer = VisitorId::random();
+
+    let hold = h
+        .sale
+        .claim(&room, buyer, &Want::Quantity(1), None)
+        .await
+        .unwrap();
+    let stock = h.sale.stock(&room).await.unwrap();
+    assert_eq!((stock.left, stock.held, stock.sold_out()), (0, 1, false));
+    h.store.announce_stock(&room, stock).await.unwrap();
+    let place = h.store.status(&room, waiting).await.unwrap();
+    assert!(
+        matches!(place.state, PlaceState::Waiting { .. }),
+        "a hold may come back"
+    );
+    assert_eq!(place.facts.stock_left, Some(0));
+
+    h.clock.advance_ms(61_000); // the hold expires: the unit is back
+    let stock = h.sale.stock(&room).await.unwrap();
+    assert_eq!((stock.left, stock.held), (1, 0));
+    h.store.announce_stock(&room, stock).await.unwrap();
+    assert_eq!(
+        h.store
+            .status(&room, waiting)
+            .await
+            .unwrap()
+            .facts
+            .stock_left,
+        Some(1)
+    );
+
+    let bought = h
+        .sale
+        .claim(&room, buyer, &Want::Quantity(1), None)
+        .await
+        .unwrap();
+    h.sale
+        .confirm(&room, buyer, &bought.claim_id)
+        .await
+        .unwrap();
+    assert_ne!(hold.claim_id, bought.claim_id);
+    let stock = h.sale.stock(&room).await.unwrap();
+    assert!(stock.sold_out());
+    h.store.announce_stock(&room, stock).await.unwrap();
+    let place = h.store.status(&room, waiting).await.unwrap();
+    assert!(matches!(place.state, PlaceState::Closed), "the line closes");
+    assert!(place.facts.sold_out);
+    let late = h.store.join(&room, VisitorId::random()).await.unwrap();
+    assert!(
+        matches!(late.state, PlaceState::Closed),
+        "new arrivals the same"
+    );
+    h.patch(&room, r#"{"paused": false}"#).await;
+    assert_eq!(h.tick(&room).await, 0, "nobody is admitted to nothing");
+    assert_eq!(h.store.room(&room).await.unwrap().stats.waiting, 1);
+
+    h.patch(&room, r#"{"close_when_sold_out": false}"#).await;
+    let place = h.store.status(&room, waiting).await.unwrap();
+    assert!(
+        matches!(place.state, PlaceState::Waiting { .. }),
+        "a room that does not close for a sold-out sale keeps its line"
+    );
+}

@@ -334,6 +334,7 @@ impl ConfigForm {
                 ),
             },
             closes_at: None,
+            close_when_sold_out: None,
             paused: self.paused.as_deref().map(|p| p == "true" || p == "on"),
         })
     }

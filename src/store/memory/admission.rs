@@ -14,6 +14,7 @@ use super::sale::MemorySale;
 use crate::store::{JoinOptions, Store, StoreError, Tick, TickReport};
 use crate::words::clock::{Millis, SharedClock};
 use crate::words::join_limit::{self, Gcra};
+use crate::words::sale::Stock;
 use crate::words::{
     Admission, LineSummary, Place, PlaceState, QueueMethod, RoomConfig, RoomEvent, RoomFacts,
     RoomId, RoomInfo, RoomPatch, RoomStats, StoreEvent, VisitorId,
@@ -175,7 +176,7 @@ impl Room {
         Self {
             id,
             tokens: config.admit_per_tick,
-            facts: Arc::new(RoomFacts::of(&config)),
+            facts: Arc::new(RoomFacts::of(&config, None, false)),
             config,
             closed: false,
             created_at: now,
@@ -329,6 +330,8 @@ impl Room {
 
     fn place(&self, visitor: VisitorId) -> Place {
         let state = match self.visitors.get(&visitor) {
+            // A line closed for a sold-out sale: its places stay, unused.
+            Some(VisitorState::Waiting { .. }) if self.facts.sold_out => PlaceState::Closed,
             Some(VisitorState::Waiting { seq, .. }) => PlaceState::Waiting {
                 seq: *seq,
                 position: self.index.rank(*seq),
@@ -380,6 +383,12 @@ impl Room {
         match self.visitors.get(&visitor) {
             Some(VisitorState::Waiting { .. }) => self.mark_present(visitor, now),
             Some(VisitorState::Admitted { .. }) => {}
+            // Sold out: new arrivals are told so, and take nothing.
+            Some(VisitorState::Left) | None if self.facts.sold_out => {
+                let mut place = self.place(visitor);
+                place.state = PlaceState::Closed;
+                return Ok(place);
+            }
             Some(VisitorState::Left) | None => {
                 self.welcome(options, now)?;
                 let pass_through = !self.config.paused
@@ -568,7 +577,7 @@ impl Room {
         let no_shows = self.reclaim_no_shows(now);
         self.tokens = self.config.admit_per_tick;
         let mut admitted = Vec::new();
-        if !self.config.paused {
+        if !self.config.paused && !self.facts.sold_out {
             let method = self.config.queue_method;
             // `passthrough` lets the whole line in, bucket and cap ignored.
             while method == QueueMethod::Passthrough || (self.tokens > 0 && self.under_cap()) {
@@ -661,7 +670,11 @@ impl Store for MemoryStore {
                 .apply_to(&room.config)
                 .map_err(StoreError::InvalidConfig)?;
             room.tokens = room.tokens.min(config.admit_per_tick);
-            room.facts = Arc::new(RoomFacts::of(&config));
+            room.facts = Arc::new(RoomFacts::of(
+                &config,
+                room.facts.stock_left,
+                room.facts.sold_out && config.close_when_sold_out,
+            ));
             room.config = config;
             let event = RoomEvent::Configured {
                 room: id.clone(),
@@ -789,6 +802,29 @@ impl Store for MemoryStore {
             busy: !room.line.is_empty() || !room.active.is_empty(),
             next_due_in_ms: (room.last_tick + room.config.tick_ms).saturating_sub(now),
         })
+    }
+
+    async fn announce_stock(&self, id: &RoomId, stock: Stock) -> Result<(), StoreError> {
+        let event = self.with_open_room(id, |room, _| {
+            let facts = RoomFacts::of(
+                &room.config,
+                Some(stock.left),
+                stock.sold_out() && room.config.close_when_sold_out,
+            );
+            if *room.facts == facts {
+                return None;
+            }
+            room.facts = Arc::new(facts);
+            Some(RoomEvent::Configured {
+                room: id.clone(),
+                line: room.summary(),
+                facts: room.facts.clone(),
+            })
+        })?;
+        if let Some(event) = event {
+            self.publish(event);
+        }
+        Ok(())
     }
 
     fn subscribe(&self) -> broadcast::Receiver<StoreEvent> {

@@ -11,7 +11,8 @@ use parking_lot::Mutex;
 use crate::store::SaleStore;
 use crate::words::clock::{Millis, SharedClock};
 use crate::words::sale::{
-    Claim, ClaimState, Inventory, SaleConfig, SaleError, SaleView, SeatState, Want, new_claim_id,
+    Claim, ClaimState, Inventory, SaleConfig, SaleError, SaleView, SeatState, Stock, Want,
+    new_claim_id,
 };
 use crate::words::{RoomId, VisitorId};
 
@@ -239,6 +240,19 @@ impl SaleStore for MemorySale {
 
     async fn sale(&self, room: &RoomId) -> Result<SaleView, SaleError> {
         self.with_sale(room, |sale, _| Ok(sale.view()))
+    }
+
+    async fn stock(&self, room: &RoomId) -> Result<Stock, SaleError> {
+        self.with_sale(room, |sale, _| {
+            let left = match sale.config.inventory {
+                Inventory::Stock(_) => sale.stock_left,
+                Inventory::Seats(_) => sale.seats.values().filter(|o| o.is_none()).count() as u64,
+            };
+            Ok(Stock {
+                left,
+                held: sale.holds.len() as u64,
+            })
+        })
     }
 
     async fn claim(

@@ -27,6 +27,7 @@ use super::script_error::ScriptError;
 use crate::store::{JoinOptions, Store, StoreError, Tick, TickReport};
 use crate::words::clock::SharedClock;
 use crate::words::clock::{Millis, Moment};
+use crate::words::sale::Stock;
 use crate::words::{
     Admission, LineSummary, Place, PlaceState, QueueMethod, RoomConfig, RoomEvent, RoomFacts,
     RoomId, RoomInfo, RoomPatch, RoomStats, StoreEvent, VisitorId,
@@ -60,6 +61,7 @@ struct Scripts {
     tick: Script,
     arrive: Script,
     revoke_pass: Script,
+    announce_stock: Script,
 }
 
 impl Scripts {
@@ -76,6 +78,7 @@ impl Scripts {
             tick: script!("tick.lua"),
             arrive: script!("arrive.lua"),
             revoke_pass: script!("revoke_pass.lua"),
+            announce_stock: script!("announce_stock.lua"),
         }
     }
 }
@@ -365,6 +368,10 @@ fn config_args(config: &RoomConfig) -> Vec<String> {
         ("notice", config.notice.clone().unwrap_or_default()),
         ("queue_method", config.queue_method.name().to_string()),
         (
+            "close_when_sold_out",
+            if config.close_when_sold_out { "1" } else { "0" }.to_string(),
+        ),
+        (
             "closes_at",
             config
                 .closes_at
@@ -421,6 +428,7 @@ fn parse_info(room: &RoomId, flat: Vec<Value>) -> Option<(RoomInfo, String)> {
         closes_at: field("closes_at")
             .and_then(|at| at.parse().ok())
             .map(Moment),
+        close_when_sold_out: field("close_when_sold_out").as_deref() != Some("0"),
     };
     let stats = RoomStats {
         waiting: number(&stats[0])?,
@@ -449,9 +457,9 @@ fn summary(version: u64, waiting: u64, rate: &str, tick_at: &str, paused: &str) 
 }
 
 /// `{ state, a, b, version, waiting, rate, tick_at, paused, target_url, notice,
-/// queue_method }` from the scripts.
+/// queue_method, stock_left, sold_out }` from the scripts.
 fn parse_place(visitor: VisitorId, reply: Vec<Value>) -> Option<Place> {
-    if reply.len() != 11 {
+    if reply.len() != 13 {
         return None;
     }
     let (a, b) = (number(&reply[1])?, number(&reply[2])?);
@@ -484,6 +492,8 @@ fn parse_place(visitor: VisitorId, reply: Vec<Value>) -> Option<Place> {
             queue_method: text(&reply[10])
                 .and_then(|m| QueueMethod::parse(&m))
                 .unwrap_or_default(),
+            stock_left: text(&reply[11]).and_then(|n| n.parse().ok()),
+            sold_out: text(&reply[12]).as_deref() == Some("1"),
         }),
     })
 }
@@ -535,6 +545,8 @@ fn parse_event(room: RoomId, payload: &str) -> Option<RoomEvent> {
         }),
         "configured" => {
             let (method, rest) = rest.split_once('|')?;
+            let (stock_left, rest) = rest.split_once('|')?;
+            let (sold_out, rest) = rest.split_once('|')?;
             let (length, facts) = rest.split_once('|')?;
             let length: usize = length.parse().ok()?;
             let (target_url, notice) = (facts.get(..length)?, facts.get(length..)?);
@@ -545,6 +557,8 @@ fn parse_event(room: RoomId, payload: &str) -> Option<RoomEvent> {
                     target_url: target_url.into(),
                     notice: Some(notice).filter(|n| !n.is_empty()).map(str::to_string),
                     queue_method: QueueMethod::parse(method)?,
+                    stock_left: stock_left.parse().ok(),
+                    sold_out: sold_out == "1",
                 }),
             })
         }
@@ -811,6 +825,17 @@ impl Store for RedisStore {
         })
     }
 
+    async fn announce_stock(&self, id: &RoomId, stock: Stock) -> Result<(), StoreError> {
+        let _: u64 = self
+            .run(
+                &self.scripts.announce_stock,
+                id,
+                [stock.left.to_string(), stock.held.to_string()],
+            )
+            .await?;
+        Ok(())
+    }
+
     fn subscribe(&self) -> broadcast::Receiver<StoreEvent> {
         self.events.subscribe()
     }
@@ -890,7 +915,7 @@ mod tests {
         );
         let Some(RoomEvent::Configured { facts, line, .. }) = parse_event(
             room.clone(),
-            "configured|4|0|||1|random|22|https://x.example/?a|bDoors open | at 9",
+            "configured|4|0|||1|random|3|0|22|https://x.example/?a|bDoors open | at 9",
         ) else {
             panic!("a config change")
         };
@@ -909,6 +934,7 @@ mod tests {
             )
         );
         assert_eq!(facts.queue_method, QueueMethod::Random);
+        assert_eq!((facts.stock_left, facts.sold_out), (Some(3), false));
         assert!(parse_event(room, "tick|x").is_none());
         assert_eq!(
             room_of_channel("wr:{spring-sale}:events").unwrap().as_str(),

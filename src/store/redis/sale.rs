@@ -11,7 +11,8 @@ use super::admission::{RedisStore, number, text};
 use super::script_error::ScriptError;
 use crate::store::SaleStore;
 use crate::words::sale::{
-    Claim, ClaimState, Inventory, SaleConfig, SaleError, SaleView, SeatState, Want, new_claim_id,
+    Claim, ClaimState, Inventory, SaleConfig, SaleError, SaleView, SeatState, Stock, Want,
+    new_claim_id,
 };
 use crate::words::{RoomId, VisitorId};
 
@@ -29,6 +30,7 @@ macro_rules! sale_script {
 
 static CONFIGURE: LazyLock<Script> = sale_script!("sale_configure.lua");
 static VIEW: LazyLock<Script> = sale_script!("sale_view.lua");
+static STOCK: LazyLock<Script> = sale_script!("sale_stock.lua");
 static CLAIM: LazyLock<Script> = sale_script!("sale_claim.lua");
 static CONFIRM: LazyLock<Script> = sale_script!("sale_confirm.lua");
 static RELEASE: LazyLock<Script> = sale_script!("sale_release.lua");
@@ -135,6 +137,17 @@ impl SaleStore for RedisStore {
             .await
             .map_err(sale_error)?;
         self.sale(room).await
+    }
+
+    async fn stock(&self, room: &RoomId) -> Result<Stock, SaleError> {
+        let reply: Vec<u64> = self
+            .eval(&STOCK, &sale_keys(room), [])
+            .await
+            .map_err(sale_error)?;
+        let &[left, held] = reply.as_slice() else {
+            return Err(unreadable());
+        };
+        Ok(Stock { left, held })
     }
 
     async fn sale(&self, room: &RoomId) -> Result<SaleView, SaleError> {
