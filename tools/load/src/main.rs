@@ -106,6 +106,10 @@ struct JoinArgs {
     /// figures are summed over all rounds. Rounds × duration may not exceed 300 s.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10))]
     rounds: u32,
+    /// Send each join with no body. By default a join carries what the
+    /// waiting page sends: `{}` with `Content-Type: application/json`.
+    #[arg(long)]
+    no_body: bool,
 }
 
 #[derive(Debug, Args)]
@@ -305,6 +309,7 @@ async fn run_join(args: JoinArgs, json: bool) -> Result<(), String> {
         plan,
         baseline_path: args.path_baseline.as_deref(),
         server_pids: &args.server_pid,
+        body: !args.no_body,
         json,
     })
     .await

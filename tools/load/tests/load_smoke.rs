@@ -159,6 +159,31 @@ fn join_mode_joins_every_visitor_without_errors_against_a_baseline() {
     assert_eq!(s["baseline"]["ok"], 300, "{s}");
     assert_eq!(s["baseline"]["errors"], 0, "{s}");
     assert!(s["ratio"].as_f64().unwrap() > 0.0, "{s}");
+    assert_eq!(s["join_body"], "{}", "joins carry the page's body: {s}");
+}
+
+#[test]
+fn join_mode_without_a_body_joins_every_visitor_too() {
+    let server = start_server();
+    let s = summary(&[
+        "--json",
+        "join",
+        "--url",
+        &server.url,
+        "--room",
+        "smoke-join-bare",
+        "--admin-token",
+        ADMIN_TOKEN,
+        "--create-room",
+        "--concurrency",
+        "8",
+        "--count",
+        "300",
+        "--no-body",
+    ]);
+    assert_eq!(s["join"]["ok"], 300, "{s}");
+    assert_eq!(s["join"]["errors"], 0, "{s}");
+    assert_eq!(s["join_body"], Value::Null, "{s}");
 }
 
 #[test]
