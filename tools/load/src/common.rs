@@ -17,6 +17,8 @@ pub const MAX_HOLD_S: u64 = 600;
 /// The most sockets one run opens (the open-files limit usually stops it
 /// well before this).
 pub const MAX_SOCKETS: u64 = 200_000;
+/// The most rooms one idle run creates.
+pub const MAX_ROOMS: u64 = 100_000;
 /// The most visitors one claims run joins and claims for.
 pub const MAX_VISITORS: u64 = 1_000_000;
 /// How long any single HTTP request may take before it counts as an error.
@@ -230,6 +232,9 @@ pub struct Scrape {
     pub resident_memory_bytes: Option<u64>,
     pub sockets_open: Option<u64>,
     pub open_fds: Option<u64>,
+    /// How many times the node asked the store for a tick (builds before
+    /// the promoter counted them: none).
+    pub ticks_asked_total: Option<u64>,
 }
 
 /// Reads `/metrics` on a fresh connection (so it holds no descriptor after),
@@ -263,6 +268,7 @@ pub fn parse_metrics(text: &str) -> Scrape {
             "process_resident_memory_bytes" => scrape.resident_memory_bytes = value,
             "waitroom_sockets_open" => scrape.sockets_open = value,
             "process_open_fds" => scrape.open_fds = value,
+            "waitroom_ticks_asked_total" => scrape.ticks_asked_total = value,
             _ => {}
         }
     }
@@ -302,6 +308,27 @@ fn process_cpu_s(pid: &str) -> Option<f64> {
     let utime: f64 = after_name.get(11)?.parse().ok()?;
     let stime: f64 = after_name.get(12)?.parse().ok()?;
     Some((utime + stime) / TICKS_PER_S)
+}
+
+/// utime + stime of process `pid` so far, in seconds.
+pub fn pid_cpu_s(pid: u32) -> Option<f64> {
+    process_cpu_s(&pid.to_string())
+}
+
+/// The machine's load averages (1, 5, 15 min) as `/proc/loadavg` gives them.
+pub fn loadavg() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    Some(
+        text.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(", "),
+    )
+}
+
+/// Now, UTC, to the second (`2026-11-23T11:32:08Z`).
+pub fn utc_now() -> String {
+    waitroom::words::clock::rfc3339(epoch_micros() / 1000)
 }
 
 pub fn cpu_mark(server_pids: &[u32]) -> Option<CpuMark> {
@@ -445,5 +472,8 @@ mod tests {
         );
         assert_eq!(s.sockets_open, Some(12));
         assert_eq!(s.resident_memory_bytes, Some(4096));
+        assert_eq!(s.ticks_asked_total, None);
+        let s = parse_metrics("waitroom_ticks_asked_total 7\n");
+        assert_eq!(s.ticks_asked_total, Some(7));
     }
 }

@@ -39,12 +39,15 @@ pub struct JoinRun<'a> {
     pub baseline_path: Option<&'a str>,
     /// Server processes whose CPU time each phase reports (same machine).
     pub server_pids: &'a [u32],
+    /// Joins carry the page's body (`{}`, `Content-Type: application/json`);
+    /// `false`: no body at all.
+    pub body: bool,
     pub json: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
 enum Target<'a> {
-    Join(&'a RoomId),
+    Join { room: &'a RoomId, body: bool },
     Get(&'a str),
 }
 
@@ -141,6 +144,7 @@ pub async fn run(run: JoinRun<'_>) -> Result<(), String> {
         plan,
         baseline_path,
         server_pids,
+        body,
         json,
     } = run;
     if create {
@@ -170,6 +174,17 @@ pub async fn run(run: JoinRun<'_>) -> Result<(), String> {
         Some(rate) => format!("at {rate}/s"),
         None => "as fast as answered".into(),
     };
+    say(
+        json,
+        format!(
+            "joins sent {}",
+            if body {
+                "as the page sends them: body {} with Content-Type: application/json"
+            } else {
+                "with no body (--no-body)"
+            }
+        ),
+    );
     say(
         json,
         format!(
@@ -205,7 +220,7 @@ pub async fn run(run: JoinRun<'_>) -> Result<(), String> {
             }
             None => None,
         };
-        let raw = load(nodes, Target::Join(room), plan, server_pids).await;
+        let raw = load(nodes, Target::Join { room, body }, plan, server_pids).await;
         let phase = summarize(join_what.clone(), vec![raw.clone()]);
         say(json, format!("{prefix}{}", describe(&phase, "joins")));
         join_raws.push(raw);
@@ -260,6 +275,7 @@ pub async fn run(run: JoinRun<'_>) -> Result<(), String> {
             "nodes": nodes.iter().map(|n| &n.base).collect::<Vec<_>>(),
             "room": room,
             "concurrency": plan.concurrency,
+            "join_body": if body { Some("{}") } else { None },
             "rate": plan.rate,
             "join": joins,
             "baseline": baseline,
@@ -307,13 +323,15 @@ async fn load(nodes: &[Node], target: Target<'_>, plan: Plan, server_pids: &[u32
     for i in 0..plan.concurrency {
         let node = &nodes[i % nodes.len()];
         let url = match target {
-            Target::Join(room) => format!("{}/api/rooms/{room}/join", node.base),
+            Target::Join { room, .. } => format!("{}/api/rooms/{room}/join", node.base),
             Target::Get(path) => format!("{}{path}", node.base),
         };
-        let is_join = matches!(target, Target::Join(_));
+        let is_join = matches!(target, Target::Join { .. });
+        let body = matches!(target, Target::Join { body: true, .. });
         workers.push(tokio::spawn(worker(
             url,
             is_join,
+            body,
             next.clone(),
             plan,
             started,
@@ -357,6 +375,7 @@ struct WorkerResult {
 async fn worker(
     url: String,
     is_join: bool,
+    body: bool,
     next: Arc<AtomicU64>,
     plan: Plan,
     started: Instant,
@@ -393,7 +412,12 @@ async fn worker(
                 now
             }
         };
-        let request = if is_join {
+        let request = if is_join && body {
+            // What the waiting page's join sends (static/room.js).
+            http.post(&url)
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body("{}")
+        } else if is_join {
             http.post(&url)
         } else {
             http.get(&url)

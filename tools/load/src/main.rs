@@ -5,6 +5,7 @@
 //! and how late each tick's status reaches each socket.
 //! `claims` mode: claims per second on a sale behind the gate, and a check
 //! that exactly the stock was sold.
+//! `idle` mode: what many rooms, nearly all empty, cost Redis and each node.
 //!
 //! It only talks to loopback addresses, and every run is bounded in count
 //! and time and stops by itself.
@@ -17,6 +18,7 @@
 
 mod claims;
 mod common;
+mod idle;
 mod join;
 mod sockets;
 
@@ -26,7 +28,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use waitroom::words::RoomId;
 
-use common::{MAX_COUNT, MAX_DURATION_S, MAX_HOLD_S, MAX_SOCKETS, MAX_VISITORS};
+use common::{MAX_COUNT, MAX_DURATION_S, MAX_HOLD_S, MAX_ROOMS, MAX_SOCKETS, MAX_VISITORS};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -51,6 +53,9 @@ enum Mode {
     /// Claims per second on a sale: joins V visitors for their passes, then
     /// claims one unit each, and checks exactly min(stock, V) succeeded.
     Claims(ClaimsArgs),
+    /// Creates many rooms (a few of them busy), waits out the start-up
+    /// burst, then measures Redis commands/s and CPU and each node's CPU.
+    Idle(IdleArgs),
 }
 
 #[derive(Debug, Args)]
@@ -101,6 +106,10 @@ struct JoinArgs {
     /// figures are summed over all rounds. Rounds × duration may not exceed 300 s.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10))]
     rounds: u32,
+    /// Send each join with no body. By default a join carries what the
+    /// waiting page sends: `{}` with `Content-Type: application/json`.
+    #[arg(long)]
+    no_body: bool,
 }
 
 #[derive(Debug, Args)]
@@ -172,6 +181,55 @@ struct ClaimsArgs {
     server_pid: Vec<u32>,
 }
 
+#[derive(Debug, Args)]
+struct IdleArgs {
+    /// Node base URL(s), comma-separated; loopback only (127.x.x.x, localhost, [::1]).
+    #[arg(
+        long,
+        env = "WAITROOM_LOAD_URL",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    url: String,
+    /// The server's admin token (to create the rooms).
+    #[arg(long, env = "WAITROOM_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+    /// Rooms are named PREFIX-0 … PREFIX-(N-1); ones that exist are used as they are.
+    #[arg(long, default_value = "idle")]
+    room_prefix: String,
+    /// Rooms to create (room i on node i mod n; at most 100,000).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=MAX_ROOMS))]
+    rooms: u64,
+    /// How many of them (the first ones) are busy: admit 1 per 1000 ms
+    /// tick, max_active 1, so their visitors stay in line.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=MAX_ROOMS))]
+    busy: u64,
+    /// Visitors joined in each busy room, each holding a WebSocket
+    /// (spread round-robin over the nodes).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=100))]
+    visitors_per_busy: u64,
+    /// Room creations in flight at once.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    create_concurrency: u16,
+    /// The Redis the nodes share (loopback only): its INFO gives commands/s
+    /// and its CPU. Without it only the nodes are measured.
+    #[arg(long)]
+    redis_url: Option<String>,
+    /// PID of each node's server process, comma-separated, in --url's order.
+    #[arg(long, value_delimiter = ',')]
+    server_pid: Vec<u32>,
+    /// Seconds to wait before the window (each node asks every room once at
+    /// start; empty rooms then settle to one ask per 60–120 s). At most 600.
+    #[arg(long, default_value_t = 150, value_parser = clap::value_parser!(u64).range(0..=MAX_HOLD_S))]
+    warmup: u64,
+    /// Seconds measured (at most 600).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=MAX_HOLD_S))]
+    window: u64,
+    /// After the window, run `redis-benchmark -t set -n N -c 50` against
+    /// the same Redis and report commands/s as a share of its SET/s (0: skip).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
+    ceiling_requests: u64,
+}
+
 fn parse_rate(raw: &str) -> Result<f64, String> {
     let number = raw.trim().trim_end_matches("/s");
     match number.parse::<f64>() {
@@ -200,6 +258,7 @@ async fn main() -> ExitCode {
         Mode::Join(args) => run_join(args, cli.json).await,
         Mode::Sockets(args) => run_sockets(args, cli.json, open_files_limit).await,
         Mode::Claims(args) => run_claims(args, cli.json).await,
+        Mode::Idle(args) => run_idle(args, cli.json).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -250,6 +309,7 @@ async fn run_join(args: JoinArgs, json: bool) -> Result<(), String> {
         plan,
         baseline_path: args.path_baseline.as_deref(),
         server_pids: &args.server_pid,
+        body: !args.no_body,
         json,
     })
     .await
@@ -294,6 +354,34 @@ async fn run_claims(args: ClaimsArgs, json: bool) -> Result<(), String> {
     .await
 }
 
+async fn run_idle(args: IdleArgs, json: bool) -> Result<(), String> {
+    let nodes = common::parse_nodes(&args.url)?;
+    let token = args.admin_token.as_deref().ok_or_else(|| {
+        "--admin-token (or WAITROOM_ADMIN_TOKEN) is needed to create the rooms".to_string()
+    })?;
+    if args.busy * args.visitors_per_busy > MAX_SOCKETS {
+        return Err(format!(
+            "--busy × --visitors-per-busy is more than {MAX_SOCKETS} sockets"
+        ));
+    }
+    idle::run(idle::IdleRun {
+        nodes: &nodes,
+        admin_token: token,
+        prefix: &args.room_prefix,
+        rooms: args.rooms,
+        busy: args.busy,
+        visitors_per_busy: args.visitors_per_busy,
+        create_concurrency: args.create_concurrency as usize,
+        redis_url: args.redis_url.as_deref(),
+        server_pids: &args.server_pid,
+        warmup: Duration::from_secs(args.warmup),
+        window: Duration::from_secs(args.window),
+        ceiling_requests: args.ceiling_requests,
+        json,
+    })
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,6 +409,9 @@ mod tests {
         assert!(Cli::try_parse_from(["w", "claims", "--visitors", "1000001"]).is_err());
         assert!(Cli::try_parse_from(["w", "claims", "--duration", "301"]).is_err());
         assert!(Cli::try_parse_from(["w", "sockets", "--barrier-dir", "/tmp/x"]).is_err());
+        assert!(Cli::try_parse_from(["w", "idle", "--rooms", "100001"]).is_err());
+        assert!(Cli::try_parse_from(["w", "idle", "--window", "601"]).is_err());
+        assert!(Cli::try_parse_from(["w", "idle", "--warmup", "601"]).is_err());
     }
 
     #[test]

@@ -59,6 +59,10 @@ fn server_binary() -> PathBuf {
 }
 
 fn start_server() -> Server {
+    start_server_with(&[])
+}
+
+fn start_server_with(extra: &[&str]) -> Server {
     let port = free_port();
     let child = Command::new(server_binary())
         .args([
@@ -69,6 +73,7 @@ fn start_server() -> Server {
             "--secret",
             "load-smoke-secret",
         ])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -154,6 +159,31 @@ fn join_mode_joins_every_visitor_without_errors_against_a_baseline() {
     assert_eq!(s["baseline"]["ok"], 300, "{s}");
     assert_eq!(s["baseline"]["errors"], 0, "{s}");
     assert!(s["ratio"].as_f64().unwrap() > 0.0, "{s}");
+    assert_eq!(s["join_body"], "{}", "joins carry the page's body: {s}");
+}
+
+#[test]
+fn join_mode_without_a_body_joins_every_visitor_too() {
+    let server = start_server();
+    let s = summary(&[
+        "--json",
+        "join",
+        "--url",
+        &server.url,
+        "--room",
+        "smoke-join-bare",
+        "--admin-token",
+        ADMIN_TOKEN,
+        "--create-room",
+        "--concurrency",
+        "8",
+        "--count",
+        "300",
+        "--no-body",
+    ]);
+    assert_eq!(s["join"]["ok"], 300, "{s}");
+    assert_eq!(s["join"]["errors"], 0, "{s}");
+    assert_eq!(s["join_body"], Value::Null, "{s}");
 }
 
 #[test]
@@ -225,6 +255,79 @@ fn claims_mode_sells_exactly_the_stock_and_refuses_the_rest() {
     assert_eq!(store["sequences_once_each"], true, "{s}");
     assert_eq!(store["stock_left"], 0, "{s}");
     assert_eq!(s["check_passed"], true, "{s}");
+}
+
+#[test]
+fn idle_mode_measures_redis_and_every_node_over_its_window() {
+    let redis = waitroom_testkit::redis::RedisServer::start();
+    let redis_url = redis.url();
+    let nodes = [
+        start_server_with(&["--redis-url", &redis_url]),
+        start_server_with(&["--redis-url", &redis_url]),
+    ];
+    let urls = format!("{},{}", nodes[0].url, nodes[1].url);
+    let pids = format!("{},{}", nodes[0].child.id(), nodes[1].child.id());
+    let s = summary(&[
+        "--json",
+        "idle",
+        "--url",
+        &urls,
+        "--admin-token",
+        ADMIN_TOKEN,
+        "--rooms",
+        "20",
+        "--busy",
+        "2",
+        "--visitors-per-busy",
+        "3",
+        "--redis-url",
+        &redis_url,
+        "--server-pid",
+        &pids,
+        "--warmup",
+        "1",
+        "--window",
+        "2",
+        "--ceiling-requests",
+        "2000",
+    ]);
+    assert_eq!(s["mode"], "idle", "{s}");
+    assert_eq!(s["rooms_created"], 20, "{s}");
+    assert_eq!(s["busy_joined"], 6, "{s}");
+    assert_eq!(s["busy_sockets_opened"], 6, "{s}");
+    assert_eq!(s["busy_sockets_closed_early"], 0, "{s}");
+    assert_eq!(s["busy_sockets_still_waiting"], 6, "{s}");
+    assert!(s["window_s"].as_f64().unwrap() >= 2.0, "{s}");
+    // Two busy rooms tick once a second on each node: Redis is never idle.
+    assert!(s["redis_commands_per_s"].as_f64().unwrap() > 0.0, "{s}");
+    assert!(s["redis_cpu_cores"].as_f64().is_some(), "{s}");
+    assert!(s["redis_commands_by_name_per_s"].is_object(), "{s}");
+    assert!(s["redis_ceiling_set_per_s"].as_f64().unwrap() > 0.0, "{s}");
+    assert!(s["redis_commands_to_ceiling"].as_f64().is_some(), "{s}");
+    assert!(s["load_average_start"].is_string(), "{s}");
+    let reported = s["nodes"].as_array().unwrap();
+    assert_eq!(reported.len(), 2, "{s}");
+    for node in reported {
+        assert!(node["cpu_cores"].as_f64().is_some(), "{s}");
+        assert!(node["ticks_asked_per_s"].as_f64().unwrap() > 0.0, "{s}");
+    }
+    // A second run finds every room there already.
+    let again = summary(&[
+        "--json",
+        "idle",
+        "--url",
+        &nodes[0].url,
+        "--admin-token",
+        ADMIN_TOKEN,
+        "--rooms",
+        "20",
+        "--warmup",
+        "0",
+        "--window",
+        "1",
+    ]);
+    assert_eq!(again["rooms_existed"], 20, "{again}");
+    assert_eq!(again["redis_commands_per_s"], Value::Null, "{again}");
 }
 
 #[test]
