@@ -8,9 +8,14 @@ if room.closed == '1' then return redis.error_reply('CLOSED') end
 local now = now_ms()
 local tick_ms = num(room, 'tick_ms')
 local last_tick = num(room, 'last_tick')
+local waiting, active = redis.call('ZCARD', K_LINE), redis.call('ZCARD', K_ACTIVE)
 if now < last_tick + tick_ms then
-  return { 0, 0, 0, 0, redis.call('ZCARD', K_LINE), redis.call('ZCARD', K_ACTIVE),
-    last_tick + tick_ms - now }
+  return { 0, 0, 0, 0, waiting, active, last_tick + tick_ms - now }
+end
+-- An empty room with a full bucket has nothing to do: no write, no event,
+-- so asking an idle room costs a read (the promoter's heartbeat).
+if waiting == 0 and active == 0 and num(room, 'tokens') >= num(room, 'admit_per_tick') then
+  return { 0, 0, 0, 0, 0, 0, tick_ms }
 end
 last_tick = last_tick + math.floor((now - last_tick) / tick_ms) * tick_ms
 expire_passes(now)

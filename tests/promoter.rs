@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use waitroom::live::hub::Hub;
-use waitroom::live::promoter::{IDLE_HEARTBEAT, Promoter, Wakeups};
+use waitroom::live::promoter::{
+    IDLE_HEARTBEAT, MAX_IDLE_ASKS_PER_S, Promoter, Wakeups, idle_period,
+};
 use waitroom::live::tasks::Tasks;
 use waitroom::store::Store;
 use waitroom::store::memory::MemoryStore;
@@ -76,28 +78,50 @@ impl Node {
 #[tokio::test(start_paused = true)]
 async fn empty_rooms_are_asked_once_per_heartbeat_not_polled() {
     let node = Node::new();
-    for n in 0..1_000 {
+    for n in 0..200 {
         node.room(&format!("empty-{n}")).await;
     }
     node.start();
     tokio::time::sleep(MS).await;
-    assert_eq!(
-        node.promoter.ticks_asked(),
-        1_000,
-        "every room once at start"
-    );
+    assert_eq!(node.promoter.ticks_asked(), 200, "every room once at start");
 
-    tokio::time::sleep(IDLE_HEARTBEAT / 2 - 2 * MS).await;
+    let period = idle_period(200);
+    assert_eq!(period, IDLE_HEARTBEAT, "few rooms: the plain heartbeat");
+    tokio::time::sleep(period / 2 - 2 * MS).await;
     assert_eq!(
         node.promoter.ticks_asked(),
-        1_000,
-        "no empty room is asked again within half a heartbeat (a 50 ms poll asked 1,200,000 times)"
+        200,
+        "no empty room is asked again within half a heartbeat (a 50 ms poll asked 240,000 times)"
     );
-    tokio::time::sleep(IDLE_HEARTBEAT / 2 + 2 * MS).await;
+    tokio::time::sleep(period / 2 + 2 * MS).await;
     assert_eq!(
         node.promoter.ticks_asked(),
-        2_000,
+        400,
         "each empty room once more by the heartbeat, none twice"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn ten_thousand_empty_rooms_cost_no_more_asks_a_second_than_the_cap() {
+    let node = Node::new();
+    for n in 0..10_000 {
+        node.room(&format!("empty-{n}")).await;
+    }
+    node.start();
+    tokio::time::sleep(MS).await;
+    assert_eq!(node.promoter.ticks_asked(), 10_000);
+    let period = idle_period(10_000);
+    assert!(
+        period > IDLE_HEARTBEAT,
+        "the heartbeat stretches: {period:?}"
+    );
+    tokio::time::sleep(period).await;
+    let asked = node.promoter.ticks_asked() - 10_000;
+    assert_eq!(asked, 10_000, "each once in a period");
+    let per_s = asked as f64 / period.as_secs_f64();
+    assert!(
+        per_s <= f64::from(MAX_IDLE_ASKS_PER_S),
+        "{per_s:.1} asks a second for 10,000 empty rooms"
     );
 }
 

@@ -26,11 +26,14 @@ use crate::store::{SaleStore, Store, StoreError, Tick, TickReport};
 use crate::words::RoomId;
 use crate::words::sale::{SaleError, Stock};
 
-/// How long an empty room goes unasked. Nothing depends on it but a room
-/// whose visitors reached the store through no node's promoter (none should):
-/// it is a safety net, so it is slow, and spread over its span so that ten
-/// thousand empty rooms cost a few store calls a second.
+/// How long an empty room goes unasked, at the least. Nothing depends on it
+/// but a room whose visitors reached the store through no node's promoter
+/// (none should): it is a safety net, so it is slow.
 pub const IDLE_HEARTBEAT: Duration = Duration::from_secs(120);
+/// The most store calls a second a node spends on empty rooms: with more
+/// rooms than this many times the heartbeat, the heartbeat stretches, so ten
+/// thousand empty rooms cost what a thousand do.
+pub const MAX_IDLE_ASKS_PER_S: u32 = 10;
 /// How often the set of rooms is read again, to find rooms created or
 /// closed on other nodes.
 const ROOMS_REFRESH: Duration = Duration::from_secs(30);
@@ -123,10 +126,19 @@ impl Schedule {
     }
 }
 
-/// A moment in the idle heartbeat's second half, different for every room,
-/// so empty rooms are not all asked in the same second.
-fn idle_pause() -> Duration {
-    IDLE_HEARTBEAT.mul_f64(rand::random_range(0.5..1.0))
+/// When to ask an empty room again, `rooms` being how many this node knows:
+/// a moment in the heartbeat's second half, different for every room, so
+/// empty rooms are not all asked in the same second, and on average no more
+/// than `MAX_IDLE_ASKS_PER_S` of them a second.
+fn idle_pause(rooms: usize) -> Duration {
+    idle_period(rooms).mul_f64(rand::random_range(0.5..1.0))
+}
+
+/// The longest an empty room goes unasked when this node knows `rooms`.
+pub fn idle_period(rooms: usize) -> Duration {
+    // Pauses average three quarters of the period.
+    let spread = Duration::from_secs_f64(rooms as f64 / f64::from(MAX_IDLE_ASKS_PER_S) / 0.75);
+    IDLE_HEARTBEAT.max(spread)
 }
 
 #[derive(Clone)]
@@ -299,7 +311,7 @@ impl Promoter {
                             let pause = if tick.busy {
                                 Duration::from_millis(tick.next_due_in_ms)
                             } else {
-                                idle_pause()
+                                idle_pause(schedule.keys.len() + 1)
                             };
                             schedule.no_later_than(room, pause);
                         }

@@ -244,12 +244,21 @@ pub mod scenarios {
         let room = h.room("r", 1, Some(1)).await;
         h.clock.advance_ms(TICK_MS);
         let empty = h.store.tick(&room).await.unwrap();
-        assert!(empty.ran.is_some(), "a due tick runs in an empty room");
+        assert_eq!(
+            empty.ran, None,
+            "an empty room with a full bucket has nothing to do"
+        );
         assert!(!empty.busy, "nobody waits and nobody holds a pass");
         assert_eq!(empty.next_due_in_ms, TICK_MS);
 
-        h.clock.advance_ms(300);
         h.join(&room).await; // passes straight through: holds a pass
+        let due = h.store.tick(&room).await.unwrap();
+        assert!(
+            due.ran.is_some() && due.busy,
+            "a pass holder: the tick runs"
+        );
+        assert_eq!(due.next_due_in_ms, TICK_MS);
+        h.clock.advance_ms(300);
         let early = h.store.tick(&room).await.unwrap();
         assert_eq!(early.ran, None);
         assert!(early.busy, "a pass holder keeps the room busy");

@@ -571,6 +571,14 @@ impl Room {
         if now < self.last_tick + tick_ms {
             return None;
         }
+        // An empty room with a full bucket has nothing to do (as on Redis,
+        // where this keeps an idle room's heartbeat to a read).
+        if self.line.is_empty()
+            && self.active.is_empty()
+            && self.tokens >= self.config.admit_per_tick
+        {
+            return None;
+        }
         // Keep the cadence: a late tick does not shift every later one.
         self.last_tick += (now - self.last_tick) / tick_ms * tick_ms;
         let departed = self.sweep_abandoned(now);
@@ -800,7 +808,11 @@ impl Store for MemoryStore {
         Ok(Tick {
             ran,
             busy: !room.line.is_empty() || !room.active.is_empty(),
-            next_due_in_ms: (room.last_tick + room.config.tick_ms).saturating_sub(now),
+            // Due but with nothing to do: ask again a period from now.
+            next_due_in_ms: match (room.last_tick + room.config.tick_ms).saturating_sub(now) {
+                0 => room.config.tick_ms,
+                wait => wait,
+            },
         })
     }
 
