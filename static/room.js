@@ -36,7 +36,8 @@ const el = {
   joinAgain: $('join-again'),
   cont: $('continue'),
   signIn: $('sign-in'),
-  notice: $('notice')
+  notice: $('notice'),
+  stock: $('stock')
 };
 
 // A user token from the site that sends its signed-in customers here
@@ -202,14 +203,26 @@ function showNotice(notice) {
   el.notice.hidden = text === '';
 }
 
+// What the sale behind the line has left, when there is one.
+function showStock(left) {
+  if (!el.stock) return;
+  const known = isCount(left);
+  if (known) setText(el.stock, fill(t('stock_left', '{n} left'), { n: formatCount(left, lang) }));
+  el.stock.hidden = !known;
+}
+
 function handleStatus(s) {
   if (!s || typeof s !== 'object' || Array.isArray(s)) return;
   if (typeof s.ticket === 'string' && s.ticket) st.ticket = s.ticket;
   showNotice(s.notice);
+  showStock(s.stock_left);
   switch (s.state) {
     case 'waiting': onWaiting(s); break;
     case 'admitted': onAdmitted(s); break;
-    case 'closed': onFinished('msg_closed', 'closed', 'This waiting room is closed.', false); break;
+    case 'closed':
+      if (s.reason === 'sold_out') onFinished('msg_sold_out', 'closed', 'Sold out.', false);
+      else onFinished('msg_closed', 'closed', 'This waiting room is closed.', false);
+      break;
     case 'expired': onFinished('msg_expired', 'expired', 'Your place in line has expired.', true); break;
     case 'left': onFinished('msg_left', 'left', 'You left the line.', true); break;
     default: break; // unknown state: ignore

@@ -1108,3 +1108,63 @@ async fn a_notice_appears_on_the_waiting_page_live() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_waiting_page_counts_the_stock_down_and_ends_at_sold_out() {
+    let app = TestApp::spawn().await;
+    let driver = Driver::start().await;
+    app.create_room(
+        "drop",
+        json!({"admit_per_tick": 1, "max_active": 1, "tick_ms": 1000}),
+    )
+    .await;
+    put_sale(&app, "drop", json!({"stock": 1})).await;
+    let buyer = app.join_api("drop").await;
+    assert_eq!(buyer["state"], "admitted");
+
+    let browser = driver.browser(390, 844, json!({})).await;
+    browser.goto(&app.url("/rooms/drop")).await.unwrap();
+    let left = eventually("the stock to show", BROWSER_PATIENCE, || async {
+        if !displayed(&browser, "stock").await {
+            return None;
+        }
+        text_of(&browser, "stock").await
+    })
+    .await;
+    assert_eq!(left, "1 left");
+
+    let pass = buyer["pass"].as_str().unwrap();
+    let held: Value = app
+        .http
+        .post(app.url("/api/rooms/drop/sale/claims"))
+        .bearer_auth(pass)
+        .json(&json!({"quantity": 1}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let confirmed = app
+        .http
+        .post(app.url(&format!(
+            "/api/rooms/drop/sale/claims/{}/confirm",
+            held["claim_id"].as_str().unwrap()
+        )))
+        .bearer_auth(pass)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(confirmed.status(), 200);
+    app.step(1_000).await;
+    let said = eventually("the sold-out end", BROWSER_PATIENCE, || async {
+        let state = attr_of(&browser, "#message", "data-state").await;
+        if state.as_deref() != Some("closed") {
+            return None;
+        }
+        text_of(&browser, "message").await
+    })
+    .await;
+    assert!(said.starts_with("Sold out"), "{said}");
+    screenshot(&browser, "sold-out").await;
+}

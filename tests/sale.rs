@@ -810,3 +810,69 @@ async fn the_sale_page_sets_only_a_verified_pass_on_redis() {
     let redis = RedisServer::start();
     the_sale_page_sets_only_a_verified_pass_of_the_visitors_own(&redis_nodes(&redis).await).await;
 }
+
+/// Issue 13, the sale-aware line: `stock_left` in every status, and a sale
+/// sold out (no hold out) closes the waiting line on every node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sold_out_sale_closes_the_line_on_every_node() {
+    let redis = RedisServer::start();
+    let nodes = redis_nodes(&redis).await;
+    nodes[0]
+        .create_room(
+            "drop",
+            json!({"admit_per_tick": 1, "max_active": 1, "tick_ms": 1000, "abandon_after_s": 86_400}),
+        )
+        .await;
+    put_sale(&nodes[0], "drop", json!({"stock": 1, "hold_ttl_s": 60})).await;
+    let (_, pass) = admitted(&nodes[0], "drop").await;
+    let mut sockets = Vec::new();
+    for i in 0..3 {
+        let status = nodes[i].join_api("drop").await;
+        assert_eq!(status["state"], "waiting");
+        let mut socket = nodes[(i + 1) % 3]
+            .connect("drop", status["ticket"].as_str().unwrap())
+            .await;
+        let first = support::next_status(&mut socket).await;
+        assert_eq!(first["stock_left"], 1, "the sale's stock in every status");
+        sockets.push(socket);
+    }
+
+    let (code, held) = claim(&nodes[1], "drop", &pass, json!({"quantity": 1})).await;
+    assert_eq!(code, 201, "{held}");
+    let confirmed = nodes[2]
+        .http
+        .post(nodes[2].url(&format!(
+            "/api/rooms/drop/sale/claims/{}/confirm",
+            held["claim_id"].as_str().unwrap()
+        )))
+        .bearer_auth(&pass)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(confirmed.status(), 200);
+
+    nodes[0].clock.advance_ms(1_000);
+    futures_util::future::join_all(nodes.iter().map(|node| node.handle.step())).await;
+    for socket in &mut sockets {
+        // The tick's own status may come first; the close follows it.
+        let status = loop {
+            let status = support::next_status(socket).await;
+            if status["state"] != "waiting" {
+                break status;
+            }
+        };
+        assert_eq!(
+            (status["state"].as_str(), status["reason"].as_str()),
+            (Some("closed"), Some("sold_out")),
+            "{status}"
+        );
+        assert_eq!(status["stock_left"], 0);
+        assert_eq!(support::close_code(socket).await, 1000);
+    }
+    let late = nodes[1].join_api("drop").await;
+    assert_eq!(
+        (late["state"].as_str(), late["reason"].as_str()),
+        (Some("closed"), Some("sold_out")),
+        "new arrivals get the same answer"
+    );
+}

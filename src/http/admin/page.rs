@@ -75,6 +75,7 @@ pub struct AdminRoomRow {
     /// Empty for none.
     pub notice: String,
     pub queue_method: &'static str,
+    pub close_when_sold_out: bool,
 }
 
 impl From<RoomInfo> for AdminRoomRow {
@@ -111,6 +112,7 @@ impl From<RoomInfo> for AdminRoomRow {
             pow_difficulty: config.pow_difficulty,
             notice: config.notice.unwrap_or_default(),
             queue_method: config.queue_method.name(),
+            close_when_sold_out: config.close_when_sold_out,
         }
     }
 }
@@ -282,6 +284,7 @@ struct ConfigForm {
     pow_difficulty: Option<String>,
     notice: Option<String>,
     queue_method: Option<String>,
+    close_when_sold_out: Option<String>,
     paused: Option<String>,
 }
 
@@ -334,7 +337,7 @@ impl ConfigForm {
                 ),
             },
             closes_at: None,
-            close_when_sold_out: None,
+            close_when_sold_out: self.close_when_sold_out.as_deref().map(|c| c == "true"),
             paused: self.paused.as_deref().map(|p| p == "true" || p == "on"),
         })
     }
