@@ -6,6 +6,7 @@
 // post normally, with their CSRF field.
 import { $, isNonNegative, shortDuration } from './lib-dom.js';
 import { request, backoff } from './lib-api.js';
+import { record } from './admin-chart.js';
 
 const REFRESH_MS = 1000;
 const RETRY = { base: REFRESH_MS, max: 15000, cap: 4 };
@@ -110,6 +111,7 @@ function apply(data) {
     if (!row) { unknown++; continue; }
     row.classList.toggle('is-closed', r.closed === true);
     const stats = r.stats && typeof r.stats === 'object' ? r.stats : {};
+    record(r.id, stats, Date.now());
     for (const name of STATS) {
       const v = stats[name];
       if (!isNonNegative(v)) continue;

@@ -289,6 +289,26 @@ async fn the_admin_page_logs_in_changes_a_room_and_shows_live_figures() {
         || async { (cell_text(waiting_cell).await.as_deref() == Some("2")).then_some(()) },
     )
     .await;
+    // The room's live chart has the line in it, and a forecast under it.
+    eventually("the chart to draw the line", BROWSER_PATIENCE, || async {
+        let samples: u32 = attr_of(&browser, "#chart-sale", "data-samples")
+            .await?
+            .parse()
+            .ok()?;
+        let top = attr_of(&browser, "#chart-sale", "data-top").await?;
+        (samples >= 2 && top == "2").then_some(())
+    })
+    .await;
+    let points = attr_of(
+        &browser,
+        r#"#chart-sale polyline[data-series="waiting"]"#,
+        "points",
+    )
+    .await
+    .unwrap_or_default();
+    assert!(points.split(' ').count() >= 2, "{points}");
+    let forecast = text_of(&browser, "forecast-sale").await.unwrap_or_default();
+    assert!(forecast.starts_with("2 waiting"), "{forecast}");
 
     // Change admit_per_tick through the form.
     let input = form

@@ -194,6 +194,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../../../static/pow-worker.js"),
     ),
     (
+        "admin-chart.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/admin-chart.js"),
+    ),
+    (
         "admin.js",
         "text/javascript; charset=utf-8",
         include_str!("../../../static/admin.js"),
