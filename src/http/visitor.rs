@@ -230,7 +230,7 @@ async fn known_user(
     let Some(key) = state.store.room(room).await?.config.user_key else {
         return Ok(None);
     };
-    read_user_token(token, &key, room, state.clock.now_ms())
+    read_user_token(token, key.expose(), room, state.clock.now_ms())
         .map(Some)
         .map_err(|error| {
             invalid_user_token(match error {

@@ -95,9 +95,9 @@ pub struct RoomConfig {
     #[serde(default)]
     pub arrival_grace_s: Option<u64>,
     /// The HS256 key the room's site signs user tokens with. Write-only:
-    /// never serialized (the operator API shows `user_key_set`).
+    /// never serialized (the operator API shows `user_key_set`) nor logged.
     #[serde(default, skip_serializing)]
-    pub user_key: Option<String>,
+    pub user_key: Option<Secret>,
     /// Anonymous joins are refused (401 `user_required`).
     #[serde(default)]
     pub user_required: bool,
@@ -162,6 +162,42 @@ impl QueueMethod {
 /// The longest notice, in characters.
 pub const MAX_NOTICE_CHARS: usize = 500;
 
+/// A key an operator gives and nobody reads back: its `Debug` (what the
+/// logs would print) is `[redacted]`.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+#[cfg(test)]
+mod secret_tests {
+    use super::*;
+
+    #[test]
+    fn a_room_config_in_the_logs_keeps_its_user_key_to_itself() {
+        let mut config = RoomConfig::new("Drop", "/buy");
+        config.user_key = Some(Secret::new("the-shop-s-user-key-0123456789abcdef"));
+        let logged = format!("{config:?}");
+        assert!(!logged.contains("the-shop"), "{logged}");
+        assert!(logged.contains("[redacted]"), "{logged}");
+    }
+}
+
 /// The shortest user key accepted: a short HMAC key can be guessed offline.
 pub const MIN_USER_KEY_CHARS: usize = 32;
 
@@ -187,7 +223,7 @@ pub struct RoomPatch {
     #[serde(default, deserialize_with = "present")]
     pub arrival_grace_s: Option<Option<u64>>,
     #[serde(default, deserialize_with = "present")]
-    pub user_key: Option<Option<String>>,
+    pub user_key: Option<Option<Secret>>,
     pub user_required: Option<bool>,
     pub pow_difficulty: Option<u32>,
     #[serde(default, deserialize_with = "present")]
@@ -357,6 +393,7 @@ impl RoomConfig {
             return Err("arrival_grace_s must be between 5 and 86400, or null for off".into());
         }
         if let Some(key) = &self.user_key {
+            let key = key.expose();
             let chars = key.chars().count();
             if !(MIN_USER_KEY_CHARS..=512).contains(&chars) || key.chars().any(char::is_control) {
                 return Err(format!(

@@ -17,7 +17,7 @@ use crate::http::pages::render;
 use crate::store;
 use crate::words::credentials::AdminSession;
 use crate::words::credentials::{constant_time_eq, random_secret};
-use crate::words::{QueueMethod, RoomConfig, RoomId, RoomInfo, RoomPatch};
+use crate::words::{QueueMethod, RoomConfig, RoomId, RoomInfo, RoomPatch, Secret};
 
 const LOGIN_CSRF_COOKIE: &str = "wr_csrf";
 const SESSION_HOURS: u64 = 12;
@@ -324,7 +324,7 @@ impl ConfigForm {
                     .as_deref()
                     .map(str::trim)
                     .filter(|k| !k.is_empty())
-                    .map(|k| Some(k.to_string()))
+                    .map(|k| Some(Secret::new(k)))
             },
             user_required: self.user_required.as_deref().map(|r| r == "true"),
             pow_difficulty: number("pow_difficulty", &self.pow_difficulty)?,

@@ -30,7 +30,7 @@ use crate::words::clock::{Millis, Moment};
 use crate::words::sale::Stock;
 use crate::words::{
     Admission, LineSummary, Place, PlaceState, QueueMethod, RoomConfig, RoomEvent, RoomFacts,
-    RoomId, RoomInfo, RoomPatch, RoomStats, StoreEvent, VisitorId,
+    RoomId, RoomInfo, RoomPatch, RoomStats, Secret, StoreEvent, VisitorId,
 };
 
 const ROOMS_KEY: &str = "wr:rooms";
@@ -359,7 +359,14 @@ fn config_args(config: &RoomConfig) -> Vec<String> {
                 .map(|g| g.to_string())
                 .unwrap_or_default(),
         ),
-        ("user_key", config.user_key.clone().unwrap_or_default()),
+        (
+            "user_key",
+            config
+                .user_key
+                .as_ref()
+                .map(|k| k.expose().to_string())
+                .unwrap_or_default(),
+        ),
         (
             "user_required",
             if config.user_required { "1" } else { "0" }.to_string(),
@@ -416,7 +423,7 @@ fn parse_info(room: &RoomId, flat: Vec<Value>) -> Option<(RoomInfo, String)> {
         abandon_after_s: parse("abandon_after_s")?,
         paused: field("paused")? == "1",
         arrival_grace_s: field("arrival_grace_s").and_then(|g| g.parse().ok()),
-        user_key: field("user_key").filter(|k| !k.is_empty()),
+        user_key: field("user_key").filter(|k| !k.is_empty()).map(Secret::new),
         user_required: field("user_required").as_deref() == Some("1"),
         pow_difficulty: field("pow_difficulty")
             .and_then(|d| d.parse().ok())
