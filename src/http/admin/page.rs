@@ -15,6 +15,7 @@ use crate::http::extractors::{
 };
 use crate::http::pages::render;
 use crate::store;
+use crate::words::clock::{Moment, rfc3339};
 use crate::words::credentials::AdminSession;
 use crate::words::credentials::{constant_time_eq, random_secret};
 use crate::words::{QueueMethod, RoomConfig, RoomId, RoomInfo, RoomPatch, Secret};
@@ -76,6 +77,8 @@ pub struct AdminRoomRow {
     pub notice: String,
     pub queue_method: &'static str,
     pub close_when_sold_out: bool,
+    /// RFC 3339, empty for never.
+    pub closes_at: String,
 }
 
 impl From<RoomInfo> for AdminRoomRow {
@@ -113,6 +116,7 @@ impl From<RoomInfo> for AdminRoomRow {
             notice: config.notice.unwrap_or_default(),
             queue_method: config.queue_method.name(),
             close_when_sold_out: config.close_when_sold_out,
+            closes_at: config.closes_at.map(|at| rfc3339(at.0)).unwrap_or_default(),
         }
     }
 }
@@ -285,6 +289,7 @@ struct ConfigForm {
     notice: Option<String>,
     queue_method: Option<String>,
     close_when_sold_out: Option<String>,
+    closes_at: Option<String>,
     paused: Option<String>,
 }
 
@@ -336,7 +341,14 @@ impl ConfigForm {
                     QueueMethod::parse(name).ok_or_else(|| format!("no queue method {name:?}"))?,
                 ),
             },
-            closes_at: None,
+            closes_at: match self.closes_at.as_deref().map(str::trim) {
+                None => None,
+                Some("") => Some(None),
+                Some(text) => Some(Some(
+                    serde_json::from_value::<Moment>(serde_json::Value::String(text.into()))
+                        .map_err(|e| format!("closes_at: {e}"))?,
+                )),
+            },
             close_when_sold_out: self.close_when_sold_out.as_deref().map(|c| c == "true"),
             paused: self.paused.as_deref().map(|p| p == "true" || p == "on"),
         })
