@@ -30,9 +30,10 @@ use crate::words::sale::{SaleError, Stock};
 /// but a room whose visitors reached the store through no node's promoter
 /// (none should): it is a safety net, so it is slow.
 pub const IDLE_HEARTBEAT: Duration = Duration::from_secs(120);
-/// The most store calls a second a node spends on empty rooms: with more
-/// rooms than this many times the heartbeat, the heartbeat stretches, so ten
-/// thousand empty rooms cost what a thousand do.
+/// The store calls a second a node spends on empty rooms, on average: with
+/// more rooms than this many times the heartbeat, the heartbeat stretches,
+/// so ten thousand empty rooms cost what a thousand do. (The first wave after
+/// a start, when every room was asked at once, comes at up to 1.5 times it.)
 pub const MAX_IDLE_ASKS_PER_S: u32 = 10;
 /// How often the set of rooms is read again, to find rooms created or
 /// closed on other nodes.
