@@ -25,6 +25,10 @@ pub async fn create(store: &dyn Store, sale: &dyn SaleStore) -> Result<RoomId, S
     config.admit_per_tick = 2;
     config.tick_ms = 5_000;
     config.pass_ttl_s = 300;
+    config.notice = Some(
+        "This is a demo: the visitors ahead of you are simulated, and the seats are not real."
+            .into(),
+    );
     match store.create_room(id.clone(), config).await {
         Ok(_) => {}
         // Another node of the deployment made it (and its sale) already.
