@@ -434,25 +434,7 @@ async fn join_for_passes(
             (passes, errors)
         }));
     }
-    let mut passes = vec![None; n as usize];
-    let mut errors = ErrorKinds::new();
-    for worker in workers {
-        match worker.await {
-            Ok((got, worker_errors)) => {
-                for (index, pass) in got {
-                    passes[index] = Some(pass);
-                }
-                common::merge(&mut errors, worker_errors);
-            }
-            Err(error) => common::count(&mut errors, format!("worker failed: {error}")),
-        }
-    }
-    let missing = passes.iter().filter(|p| p.is_none()).count() as u64;
-    let counted: u64 = errors.values().sum();
-    if missing > counted {
-        errors.insert("not sent: join phase time limit".into(), missing - counted);
-    }
-    (passes, errors)
+    common::gather_indexed(workers, n as usize).await
 }
 
 /// One visitor: joins, then polls its status while it waits.

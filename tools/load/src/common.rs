@@ -145,6 +145,36 @@ pub fn merge(into: &mut ErrorKinds, from: ErrorKinds) {
     }
 }
 
+/// What one worker made: items with their indexes, and its errors.
+pub type WorkerYield<T> = (Vec<(usize, T)>, ErrorKinds);
+
+/// Gathers what workers made, each item at its index among `n`; an index no
+/// worker reached (the phase ran out of time) is counted as not sent.
+pub async fn gather_indexed<T>(
+    workers: Vec<tokio::task::JoinHandle<WorkerYield<T>>>,
+    n: usize,
+) -> (Vec<Option<T>>, ErrorKinds) {
+    let mut items: Vec<Option<T>> = (0..n).map(|_| None).collect();
+    let mut errors = ErrorKinds::new();
+    for worker in workers {
+        match worker.await {
+            Ok((made, worker_errors)) => {
+                for (index, item) in made {
+                    items[index] = Some(item);
+                }
+                merge(&mut errors, worker_errors);
+            }
+            Err(error) => count(&mut errors, format!("worker failed: {error}")),
+        }
+    }
+    let missing = items.iter().filter(|i| i.is_none()).count() as u64;
+    let counted: u64 = errors.values().sum();
+    if missing > counted {
+        errors.insert("not sent: join phase time limit".into(), missing - counted);
+    }
+    (items, errors)
+}
+
 /// p50, p99 and max of a set of durations.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Latency {

@@ -544,25 +544,7 @@ async fn join_visitors(
             (tickets, errors)
         }));
     }
-    let mut tickets = vec![None; n as usize];
-    let mut errors = ErrorKinds::new();
-    for worker in workers {
-        match worker.await {
-            Ok((joined, worker_errors)) => {
-                for (index, ticket) in joined {
-                    tickets[index] = Some(ticket);
-                }
-                common::merge(&mut errors, worker_errors);
-            }
-            Err(error) => common::count(&mut errors, format!("worker failed: {error}")),
-        }
-    }
-    let missing = tickets.iter().filter(|t| t.is_none()).count() as u64;
-    let counted: u64 = errors.values().sum();
-    if missing > counted {
-        errors.insert("not sent: join phase time limit".into(), missing - counted);
-    }
-    (tickets, errors)
+    common::gather_indexed(workers, n as usize).await
 }
 
 struct SocketSpec {
