@@ -292,14 +292,8 @@ async fn verify_needs_the_room_and_a_client_cannot_name_another() {
     let app = TestApp::spawn().await;
     app.create_room("spring", json!({})).await;
     app.create_room("autumn", json!({})).await;
-    let spring = app.join_api("spring").await["pass"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let autumn = app.join_api("autumn").await["pass"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let spring = app.pass_for("spring").await;
+    let autumn = app.pass_for("autumn").await;
     let verify = |pass: &str, query: &str, header: Option<&str>| {
         let mut request = app
             .http
@@ -1477,14 +1471,8 @@ async fn revocations_that_name_nothing_are_clear_errors() {
     let app = TestApp::spawn().await;
     app.create_room("gate", json!({})).await;
     app.create_room("other", json!({})).await;
-    let other_pass = app.join_api("other").await["pass"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let mut forged = app.join_api("gate").await["pass"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let other_pass = app.pass_for("other").await;
+    let mut forged = app.pass_for("gate").await;
     forged.pop();
     forged.push('A');
     for (body, code) in [

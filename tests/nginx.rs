@@ -261,10 +261,7 @@ async fn the_readme_nginx_block_lets_through_only_valid_passes_of_its_room() {
     .await;
 
     // Another room's pass, alone or with a forged header naming its room.
-    let autumn = app.join_api("autumn-sale").await["pass"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let autumn = app.pass_for("autumn-sale").await;
     sent_to_the_waiting_room(
         get(&[(COOKIE, format!("wr_pass={autumn}"))]).await,
         "another room's pass",

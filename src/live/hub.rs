@@ -338,32 +338,37 @@ fn tell_waiting(room: &RoomId, sockets: &mut RoomSockets) -> Batch {
 /// `closed` (`sold_out`) to every waiting socket, then a close; those
 /// admitted keep theirs.
 fn close_waiting(room: &RoomId, sockets: &mut RoomSockets) -> Batch {
+    let batch = Batch::new(room.clone(), sockets.line, sockets.facts.clone());
+    close(batch, sockets, "sold out", |view| {
+        matches!(view, View::Waiting { .. })
+    })
+}
+
+/// `closed` to every socket, then a close.
+fn close_all(room: &RoomId, sockets: &mut RoomSockets) -> Batch {
+    let batch = Batch::new(room.clone(), LineSummary::default(), Arc::default());
+    let batch = close(batch, sockets, "room closed", |_| true);
+    sockets.recent.clear();
+    batch
+}
+
+/// `closed`, then a close, to the sockets whose view `which` picks.
+fn close(
+    mut batch: Batch,
+    sockets: &mut RoomSockets,
+    why: &str,
+    which: impl Fn(&View) -> bool,
+) -> Batch {
     let sequence = sockets.next_sequence();
-    let mut batch = Batch::new(room.clone(), sockets.line, sockets.facts.clone());
     for (id, socket) in &mut sockets.sockets {
-        if let View::Waiting { .. } = socket.view {
+        if which(&socket.view) {
             socket.view = View::Settled;
             batch
                 .statuses
                 .push(pending(*id, socket, sequence, PlaceState::Closed));
         }
     }
-    batch.close_after = Some(close_reason(CloseCode::Normal, "sold out"));
-    batch
-}
-
-/// `closed` to every socket, then a close.
-fn close_all(room: &RoomId, sockets: &mut RoomSockets) -> Batch {
-    let sequence = sockets.next_sequence();
-    let mut batch = Batch::new(room.clone(), LineSummary::default(), Arc::default());
-    for (id, socket) in &mut sockets.sockets {
-        socket.view = View::Settled;
-        batch
-            .statuses
-            .push(pending(*id, socket, sequence, PlaceState::Closed));
-    }
-    batch.close_after = Some(close_reason(CloseCode::Normal, "room closed"));
-    sockets.recent.clear();
+    batch.close_after = Some(close_reason(CloseCode::Normal, why));
     batch
 }
 

@@ -158,6 +158,15 @@ impl TestApp {
         socket
     }
 
+    /// A new visitor who passes straight into `room`: their pass.
+    pub async fn pass_for(&self, room: &str) -> String {
+        let status = self.join_api(room).await;
+        status["pass"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a pass for {room}: {status}"))
+            .to_owned()
+    }
+
     /// A new visitor of `room` with its socket open and its first status read.
     pub async fn visitor_socket(&self, room: &str) -> (Socket, Value) {
         let status = self.join_api(room).await;
