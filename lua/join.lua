@@ -1,8 +1,12 @@
--- Joins the line, passes straight through, or returns the existing place.
+-- Joins the line (or, before the opening, the draw), passes straight through,
+-- or returns the existing place.
 -- ARGV[3]: the visitor; ARGV[4]: joins per minute per client address, or ''
--- for no limit (KEYS[9] is that address's key, its TAT); ARGV[5]: the known
+-- for no limit (KEYS[11] is that address's key, its TAT); ARGV[5]: the known
 -- user, or ''; ARGV[6]: until when the proof-of-work solution holds (ms), or
--- '' for none (KEYS[10] marks it used). Both keys are in the room's slot.
+-- '' for none (KEYS[12] marks it used). Both keys are in the room's slot.
+-- ARGV[7]: the commitment of the seed the node drew ARGV[9] (the draw key,
+-- hex) for ARGV[8] (a new entry id) with, or '': Lua has no HMAC, so the
+-- node makes the key; a node without the room's seed is told 'DRAWSEED'.
 -- Returns the place and, last, the visitor it belongs to (a known user's
 -- place may be another visitor's).
 local room, err = open_room()
@@ -16,21 +20,25 @@ if user ~= '' then
   local held = redis.call('HGET', K_USERS, user)
   local held_record = held and redis.call('HGET', K_VISITORS, held)
   local held_kind = held_record and string.sub(held_record, 1, 1)
-  if held_kind == 'w' or held_kind == 'a' then visitor = held end
+  if held_kind == 'w' or held_kind == 'd' or held_kind == 'a' then visitor = held end
 elseif room.user_required == '1' then
   return redis.error_reply('USERREQUIRED')
 end
 local record = redis.call('HGET', K_VISITORS, visitor)
 local kind = record and string.sub(record, 1, 1)
-if kind == 'w' then
+if kind == 'w' or kind == 'd' then
   mark_present(visitor, now)
 elseif kind ~= 'a' and sold_out(room) then
   -- Sold out: new arrivals are told so, and take nothing.
-  local out = place(room, visitor)
+  local out = place(room, visitor, now)
   out[1] = 'c'
   table.insert(out, visitor)
   return out
 elseif kind ~= 'a' then
+  local pre_queue = not opened(room, now)
+  if pre_queue and (ARGV[7] == '' or ARGV[7] ~= room.draw_commitment) then
+    return redis.error_reply('DRAWSEED')
+  end
   local closes_at = tonumber(room.closes_at or '')
   if queue_method(room) == 'reject' or (closes_at and now >= closes_at) then
     redis.call('HINCRBY', K_ROOM, 'turned_away', 1)
@@ -40,7 +48,7 @@ elseif kind ~= 'a' then
   if pow then
     local refusal
     if ARGV[6] == '' then refusal = 'POWREQUIRED'
-    elseif redis.call('EXISTS', KEYS[10]) == 1 then refusal = 'POWREUSED' end
+    elseif redis.call('EXISTS', KEYS[12]) == 1 then refusal = 'POWREUSED' end
     if refusal then
       redis.call('HINCRBY', K_ROOM, 'turned_away', 1)
       return redis.error_reply(refusal)
@@ -52,20 +60,26 @@ elseif kind ~= 'a' then
     local per_minute = math.max(1, tonumber(ARGV[4]))
     local interval = math.ceil(60000 / per_minute)
     local burst = interval * (per_minute - 1)
-    local tat = math.max(tonumber(redis.call('GET', KEYS[9]) or now), now)
+    local tat = math.max(tonumber(redis.call('GET', KEYS[11]) or now), now)
     if tat - now > burst then
       redis.call('HINCRBY', K_ROOM, 'turned_away', 1)
       return redis.error_reply('RATELIMITED ' .. math.max(1, math.ceil((tat - now - burst) / 1000)))
     end
-    redis.call('SET', KEYS[9], tat + interval, 'PX', tat + interval - now)
+    redis.call('SET', KEYS[11], tat + interval, 'PX', tat + interval - now)
   end
   if pow then
-    redis.call('SET', KEYS[10], '1', 'PX', math.max(1, tonumber(ARGV[6]) - now))
+    redis.call('SET', KEYS[12], '1', 'PX', math.max(1, tonumber(ARGV[6]) - now))
   end
   local tokens = num(room, 'tokens')
   local through = queue_method(room) == 'passthrough'
-    or (tokens > 0 and redis.call('ZCARD', K_LINE) == 0 and under_cap(room))
-  if room.paused ~= '1' and through then
+    or (tokens > 0 and waiting_count() == 0 and under_cap(room))
+  if pre_queue then
+    local key, entry = ARGV[9], ARGV[8]
+    redis.call('ZADD', K_DRAW, 0, key .. ':' .. visitor)
+    redis.call('ZADD', K_ENTRIES, 0, key .. ':' .. entry)
+    redis.call('ZADD', K_SEEN, now, visitor)
+    redis.call('HSET', K_VISITORS, visitor, 'd|' .. key .. '|' .. entry .. '|' .. now)
+  elseif room.paused ~= '1' and through then
     admit(room, visitor, now)
     redis.call('HSET', K_ROOM, 'tokens', math.max(0, tokens - 1),
       'admitted_total', num(room, 'admitted_total') + 1)
@@ -79,6 +93,6 @@ elseif kind ~= 'a' then
   end
 end
 if user ~= '' then redis.call('HSET', K_USERS, user, visitor) end
-local out = place(room, visitor)
+local out = place(room, visitor, now)
 table.insert(out, visitor)
 return out

@@ -9,14 +9,13 @@ local record = redis.call('HGET', K_VISITORS, visitor)
 if not record then return 0 end
 redis.call('HSET', K_VISITORS, visitor, 'l')
 local kind = string.sub(record, 1, 1)
-if kind == 'w' then
-  local seq = string.match(record, '^w|(%d+)|')
-  redis.call('ZREM', K_LINE, visitor)
+if kind == 'w' or kind == 'd' then
+  local order = unqueue(room, visitor, record, now)
   redis.call('ZREM', K_SEEN, visitor)
   local version = num(room, 'version') + 1
   redis.call('HSET', K_ROOM, 'version', version)
   room.version = version
-  publish('left|' .. summary_fields(room) .. '|' .. seq)
+  publish('left|' .. summary_fields(room) .. '|' .. order)
 elseif kind == 'a' then
   revoke(visitor)
 end

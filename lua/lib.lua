@@ -3,8 +3,12 @@
 -- ARGV[1]: how to publish: 'PUBLISH', or 'SPUBLISH' on a cluster (a sharded
 -- channel in the room's own slot); ARGV[2]: the time in ms, or '' for Redis
 -- server time; ARGV[3…]: the operation's own arguments.
-local K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS, K_USERS =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+-- K_DRAW holds the draw's entrants still waiting, K_ENTRIES every entrant
+-- (frozen at the opening); both score 0 with members '<draw key hex>:<visitor>'
+-- and '<draw key hex>:<entry>', so that their order (by member) is the draw's.
+local K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS, K_USERS,
+  K_DRAW, K_ENTRIES =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local PUBLISH = ARGV[1]
 -- wr:{room}:room -> wr:{room}:events
 local CHANNEL = string.sub(K_ROOM, 1, -5) .. 'events'
@@ -130,6 +134,41 @@ local function rate(room)
   return ''
 end
 
+-- Whether the room is open: no opens_at, or it has passed.
+local function opened(room, now)
+  local at = tonumber(room.opens_at or '')
+  return at == nil or now >= at
+end
+
+-- Everyone waiting: the draw's entrants, then the line.
+local function waiting_count()
+  return redis.call('ZCARD', K_DRAW) + redis.call('ZCARD', K_LINE)
+end
+
+-- A drawn visitor's record 'd|<key hex>|<entry>|<joined ms>'.
+local function drawn_record(record)
+  return string.match(record, '^d|(%x+)|(%x+)|(%d+)$')
+end
+
+-- A waiting visitor's place in the order, as events carry it: the join
+-- sequence number, or 'd<first 16 hex of the draw key>-<entry>'.
+local function drawn_order(key, entry)
+  return 'd' .. string.sub(key, 1, 16) .. '-' .. entry
+end
+
+-- Takes a waiting visitor's place out of the draw or the line; returns its
+-- order. Before the opening an entrant who goes is no entrant at all.
+local function unqueue(room, visitor, record, now)
+  if string.sub(record, 1, 1) == 'd' then
+    local key, entry = drawn_record(record)
+    redis.call('ZREM', K_DRAW, key .. ':' .. visitor)
+    if not opened(room, now) then redis.call('ZREM', K_ENTRIES, key .. ':' .. entry) end
+    return drawn_order(key, entry)
+  end
+  redis.call('ZREM', K_LINE, visitor)
+  return string.match(record, '^w|(%d+)|')
+end
+
 local function queue_method(room)
   local method = room.queue_method
   if method == nil or method == '' then return 'fifo' end
@@ -141,11 +180,11 @@ local function sold_out(room)
 end
 
 -- { version, waiting, rate, tick_at, paused, target_url, notice, queue_method,
---   stock_left ('' without a sale), sold_out ('1' or '0') }
+--   stock_left ('' without a sale), sold_out ('1' or '0'), opens_at ('' or ms) }
 local function summary(room)
-  return { tonumber(room.version), redis.call('ZCARD', K_LINE), rate(room), room.last_tick_ran,
+  return { tonumber(room.version), waiting_count(), rate(room), room.last_tick_ran,
     room.paused, room.target_url, room.notice or '', queue_method(room), room.stock_left or '',
-    sold_out(room) and '1' or '0' }
+    sold_out(room) and '1' or '0', room.opens_at or '' }
 end
 
 -- The room's facts in an event: the queue method, stock left, sold out, the
@@ -153,22 +192,31 @@ end
 -- character, '|' included.
 local function facts_field(room)
   return queue_method(room) .. '|' .. (room.stock_left or '') .. '|' .. (sold_out(room) and '1' or '0')
-    .. '|' .. #room.target_url .. '|' .. room.target_url .. (room.notice or '')
+    .. '|' .. (room.opens_at or '') .. '|' .. #room.target_url .. '|' .. room.target_url .. (room.notice or '')
 end
 
--- A visitor's place: { state, a, b, <summary…> }.
-local function place(room, visitor)
+-- A visitor's place: { state, a, b, <summary…> }; waiting ('w') and in
+-- the pre-queue ('p'), a is the order (as events carry it) and b the position.
+local function place(room, visitor, now)
   local record = redis.call('HGET', K_VISITORS, visitor)
+  local kind = record and string.sub(record, 1, 1)
   local out
   if not record then
     out = { 'e', 0, 0 }
-  elseif string.sub(record, 1, 1) == 'w' and sold_out(room) then
+  elseif (kind == 'w' or kind == 'd') and sold_out(room) then
     -- A line closed for a sold-out sale: its places stay, unused.
     out = { 'c', 0, 0 }
-  elseif string.sub(record, 1, 1) == 'w' then
-    local seq = tonumber(string.match(record, '^w|(%d+)|'))
-    out = { 'w', seq, redis.call('ZRANK', K_LINE, visitor) + 1 }
-  elseif string.sub(record, 1, 1) == 'a' then
+  elseif kind == 'd' then
+    local key, entry = drawn_record(record)
+    if opened(room, now) then
+      out = { 'w', drawn_order(key, entry), redis.call('ZRANK', K_DRAW, key .. ':' .. visitor) + 1 }
+    else
+      out = { 'p', drawn_order(key, entry), 0 }
+    end
+  elseif kind == 'w' then
+    local seq = string.match(record, '^w|(%d+)|')
+    out = { 'w', seq, redis.call('ZCARD', K_DRAW) + redis.call('ZRANK', K_LINE, visitor) + 1 }
+  elseif kind == 'a' then
     local admitted_at, expires_at = string.match(record, '^a|(%d+)|(%d+)$')
     out = { 'a', tonumber(admitted_at), tonumber(expires_at) }
   else

@@ -1,6 +1,7 @@
 -- Runs the room's tick if one is due: safe to call from every node at once,
 -- since the stored time of the last tick decides. Work is O(admitted +
--- abandoned), never O(waiting). Returns
+-- abandoned), never O(waiting); the opening is O(1), since each entrant's
+-- place in the draw was fixed when they joined. Returns
 -- { ran (1 or 0), admitted, abandoned, no-shows, waiting, active, next due in ms }.
 local room = load_room()
 if not room then return redis.error_reply('NOROOM') end
@@ -8,14 +9,34 @@ if room.closed == '1' then return redis.error_reply('CLOSED') end
 local now = now_ms()
 local tick_ms = num(room, 'tick_ms')
 local last_tick = num(room, 'last_tick')
-local waiting, active = redis.call('ZCARD', K_LINE), redis.call('ZCARD', K_ACTIVE)
+local waiting, active = waiting_count(), redis.call('ZCARD', K_ACTIVE)
+
+-- The opening is announced once, so that every node reads its pre-queue
+-- sockets' drawn positions; until then the next ask is due at the opening.
+local opens_at = tonumber(room.opens_at or '')
+local announced = false
+if opens_at and room.drawn ~= '1' and now >= opens_at then
+  redis.call('HSET', K_ROOM, 'drawn', '1')
+  if redis.call('ZCARD', K_DRAW) > 0 then
+    local version = num(room, 'version') + 1
+    redis.call('HSET', K_ROOM, 'version', version)
+    room.version = version
+    publish('drawn|' .. summary_fields(room) .. '|')
+    announced = true
+  end
+end
+local next_due = last_tick + tick_ms - now
+if opens_at and room.drawn ~= '1' and now < opens_at then
+  next_due = math.min(next_due, opens_at - now)
+end
+local ran = announced and 1 or 0
 if now < last_tick + tick_ms then
-  return { 0, 0, 0, 0, waiting, active, last_tick + tick_ms - now }
+  return { ran, 0, 0, 0, waiting, active, next_due }
 end
 -- An empty room with a full bucket has nothing to do: no write, no event,
 -- so asking an idle room costs a read (the promoter's heartbeat).
 if waiting == 0 and active == 0 and num(room, 'tokens') >= num(room, 'admit_per_tick') then
-  return { 0, 0, 0, 0, 0, 0, tick_ms }
+  return { ran, 0, 0, 0, 0, 0, tick_ms }
 end
 last_tick = last_tick + math.floor((now - last_tick) / tick_ms) * tick_ms
 expire_passes(now)
@@ -43,9 +64,10 @@ local grace = num(room, 'abandon_after_s') * 1000
 local absent = redis.call('ZRANGEBYSCORE', K_SEEN, '-inf', now - grace)
 local departed, dropped = {}, {}
 for _, visitor in ipairs(absent) do
-  local seq = redis.call('ZSCORE', K_LINE, visitor)
-  if seq then
-    table.insert(departed, seq)
+  local record = redis.call('HGET', K_VISITORS, visitor)
+  local kind = record and string.sub(record, 1, 1)
+  if kind == 'w' or kind == 'd' then
+    table.insert(departed, unqueue(room, visitor, record, now))
     table.insert(dropped, visitor)
   end
 end
@@ -53,7 +75,6 @@ if #absent > 0 then
   chunked('ZREM', K_SEEN, absent)
 end
 if #dropped > 0 then
-  chunked('ZREM', K_LINE, dropped)
   chunked('HDEL', K_VISITORS, dropped)
 end
 
@@ -61,22 +82,50 @@ end
 -- (fifo), on anyone (random), or let the whole line in (passthrough).
 local tokens = num(room, 'admit_per_tick')
 local admitted = {}
-if room.paused ~= '1' and not sold_out(room) then
-  local method = queue_method(room)
-  local n = math.min(tokens, cap_room(room))
-  if method == 'passthrough' then n = redis.call('ZCARD', K_LINE) end
-  if n > 0 then
+-- The draw's entrants come first (they are 'key:visitor', in drawn order),
+-- then the line; `random` picks among the entrants while any wait.
+-- Returns { visitor, order, … } for up to n of them, taken out.
+local function take(n, method)
+  local out = {}
+  local drawn
+  if method == 'random' then
+    drawn = redis.call('ZRANDMEMBER', K_DRAW, n)
+    if #drawn > 0 then chunked('ZREM', K_DRAW, drawn) end
+  else
+    drawn = redis.call('ZPOPMIN', K_DRAW, n)
+  end
+  local step = method == 'random' and 1 or 2
+  for i = 1, #drawn, step do
+    local member = drawn[i]
+    local visitor = string.match(member, ':(.+)$')
+    local key, entry = drawn_record(redis.call('HGET', K_VISITORS, visitor))
+    table.insert(out, visitor)
+    table.insert(out, drawn_order(key, entry))
+  end
+  local rest = n - #out / 2
+  if rest > 0 then
     local head
     if method == 'random' then
       -- Distinct members, each as likely as any other.
-      head = redis.call('ZRANDMEMBER', K_LINE, n, 'WITHSCORES')
+      head = redis.call('ZRANDMEMBER', K_LINE, rest, 'WITHSCORES')
       local chosen = {}
       for i = 1, #head, 2 do table.insert(chosen, head[i]) end
       if #chosen > 0 then chunked('ZREM', K_LINE, chosen) end
     else
       -- ZPOPMIN takes the head without searching the line.
-      head = redis.call('ZPOPMIN', K_LINE, n)
+      head = redis.call('ZPOPMIN', K_LINE, rest)
     end
+    for _, value in ipairs(head) do table.insert(out, value) end
+  end
+  return out
+end
+
+if opened(room, now) and room.paused ~= '1' and not sold_out(room) then
+  local method = queue_method(room)
+  local n = math.min(tokens, cap_room(room))
+  if method == 'passthrough' then n = waiting_count() end
+  if n > 0 then
+    local head = take(n, method)
     local expires_at = now + num(room, 'pass_ttl_s') * 1000
     local pass = 'a|' .. now .. '|' .. expires_at
     -- One command per structure, not one per visitor.
@@ -116,5 +165,6 @@ room.version, room.last_tick_ran, room.achieved_rate = version, tostring(now), t
 
 publish('tick|' .. summary_fields(room) .. '|' ..
   table.concat(admitted, ';') .. '|' .. table.concat(departed, ','))
-return { 1, #admitted, #departed, no_shows, redis.call('ZCARD', K_LINE), redis.call('ZCARD', K_ACTIVE),
-  last_tick + tick_ms - now }
+local due = last_tick + tick_ms - now
+if opens_at and room.drawn ~= '1' and now < opens_at then due = math.min(due, opens_at - now) end
+return { 1, #admitted, #departed, no_shows, waiting_count(), redis.call('ZCARD', K_ACTIVE), due }

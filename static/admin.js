@@ -12,8 +12,8 @@ const REFRESH_MS = 1000;
 const RETRY = { base: REFRESH_MS, max: 15000, cap: 4 };
 // Rooms without a sale are asked again only every few seconds.
 const NO_SALE_RECHECK_MS = 5000;
-const STATS = ['waiting', 'active', 'admitted_total', 'admitted_last_minute', 'oldest_wait_seconds', 'turned_away', 'no_shows'];
-const CONFIG = ['admit_per_tick', 'tick_ms', 'max_active', 'pass_ttl_s', 'abandon_after_s', 'arrival_grace_s', 'paused', 'user_required', 'pow_difficulty', 'notice', 'queue_method', 'close_when_sold_out', 'closes_at'];
+const STATS = ['pre_queue', 'waiting', 'active', 'admitted_total', 'admitted_last_minute', 'oldest_wait_seconds', 'turned_away', 'no_shows'];
+const CONFIG = ['admit_per_tick', 'tick_ms', 'max_active', 'pass_ttl_s', 'abandon_after_s', 'arrival_grace_s', 'paused', 'user_required', 'pow_difficulty', 'notice', 'queue_method', 'close_when_sold_out', 'closes_at', 'opens_at'];
 
 const live = $('live-status');
 const st = {
@@ -117,6 +117,12 @@ function apply(data) {
       if (!isNonNegative(v)) continue;
       const text = name === 'oldest_wait_seconds' ? shortDuration(Math.floor(v)) : String(v);
       cells(r.id, name).forEach((c) => setCell(c, text, v));
+    }
+    if (r.draw && typeof r.draw === 'object') {
+      roomNodes(r.id, 'data-draw', 'entrants').forEach((c) => setCell(c, String(r.draw.entrants), r.draw.entrants));
+      if (typeof r.draw.seed === 'string') {
+        roomNodes(r.id, 'data-draw', 'seed').forEach((c) => { if (c.textContent !== r.draw.seed) c.textContent = r.draw.seed; });
+      }
     }
     if (typeof r.paused === 'boolean') {
       cells(r.id, 'paused').forEach((c) => setPausedCell(c, r.paused, r.closed === true));

@@ -239,6 +239,18 @@ impl From<StoreError> for ApiError {
                 "user_required",
                 "this room admits signed-in users only: come back through the link on the site where you sign in",
             ),
+            StoreError::NoDraw => ApiError::Absent {
+                code: "no_draw",
+                message: "this room has no scheduled opening, so no draw".into(),
+            },
+            StoreError::NotDrawn => ApiError::Conflict {
+                code: "not_drawn",
+                message: "the draw happens at the opening: its order is not revealed before".into(),
+            },
+            StoreError::DrawSeed => {
+                tracing::error!("a join's draw seed was refused twice");
+                ApiError::Internal
+            }
             StoreError::Unexpected(reason) => {
                 tracing::error!(%reason, "unexpected store answer");
                 ApiError::Internal

@@ -310,7 +310,7 @@ pub async fn check_pass(
         // running whose visitor it does not know is from another life of
         // the room.
         PlaceState::Expired => ran_out && expiry == Expiry::Ignored,
-        PlaceState::Waiting { .. } | PlaceState::Left => false,
+        PlaceState::PreQueue { .. } | PlaceState::Waiting { .. } | PlaceState::Left => false,
     };
     if !accepted {
         return Err(PassRefusal::Revoked);

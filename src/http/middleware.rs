@@ -34,6 +34,9 @@ const ROUTES: &[(&str, &[&str])] = &[
     ("/api/rooms/{room}/leave", &["POST"]),
     ("/api/verify", &["GET"]),
     ("/.well-known/jwks.json", &["GET"]),
+    // draw.rs
+    ("/api/rooms/{room}/draw", &["GET"]),
+    ("/api/rooms/{room}/draw/entries", &["GET"]),
     // sockets.rs
     ("/api/rooms/{room}/ws", &["GET"]),
     // admin/api.rs

@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod client_address;
 pub mod cookies;
+pub mod draw;
 pub mod error;
 pub mod extractors;
 pub mod limits;

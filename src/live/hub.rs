@@ -31,6 +31,9 @@ const ROOM_GONE: &str = r#"{"type":"error","code":"room_gone","message":"This wa
 
 /// Store reads in flight at once while resyncing every socket.
 const RESYNC_CONCURRENCY: usize = 32;
+/// Store reads in flight at once while the pre-queue learns its positions:
+/// more, since every entrant is waiting for exactly this.
+const DRAW_CONCURRENCY: usize = 256;
 
 pub struct Hub {
     registry: Arc<Registry>,
@@ -193,6 +196,9 @@ impl Hub {
                 () = shutdown.cancelled() => break,
             };
             match event {
+                Ok(StoreEvent::Room(RoomEvent::Drawn { room, .. })) => {
+                    self.read_drawn(&room, &tasks)
+                }
                 Ok(StoreEvent::Room(event)) => {
                     self.off_the_workers(move |hub| hub.apply(event)).await
                 }
@@ -231,20 +237,35 @@ impl Hub {
         std::mem::replace(&mut *self.resync.lock(), cancel.clone()).cancel();
         let all: Vec<(RoomId, SocketId, VisitorId)> = self
             .registry
-            .each_room(|room, sockets| {
-                sockets
-                    .sockets
-                    .iter_mut()
-                    .map(|(id, socket)| {
-                        socket.view = View::Syncing;
-                        (room.clone(), *id, socket.visitor)
-                    })
-                    .collect::<Vec<_>>()
-            })
+            .each_room(|room, sockets| to_read_again(room, sockets, |_| true))
             .into_iter()
             .flatten()
             .collect();
         tracing::warn!(sockets = all.len(), "resyncing every socket from the store");
+        self.read_again(all, RESYNC_CONCURRENCY, cancel, tasks);
+    }
+
+    /// The room opened: its pre-queue sockets learn their drawn positions,
+    /// read from the store (which fixed the order when they joined).
+    fn read_drawn(self: &Arc<Self>, room: &RoomId, tasks: &Tasks) {
+        let Some(drawn) = self.registry.with_room(room, |sockets| {
+            to_read_again(room, sockets, |view| matches!(view, View::PreQueue { .. }))
+        }) else {
+            return;
+        };
+        tracing::info!(%room, sockets = drawn.len(), "drawn: reading the pre-queue's positions");
+        let cancel = tasks.shutdown_token().child_token();
+        self.read_again(drawn, DRAW_CONCURRENCY, cancel, tasks);
+    }
+
+    /// Reads sockets' places again in a task of its own, `concurrency` at a time.
+    fn read_again(
+        self: &Arc<Self>,
+        all: Vec<(RoomId, SocketId, VisitorId)>,
+        concurrency: usize,
+        cancel: CancellationToken,
+        tasks: &Tasks,
+    ) {
         let hub = self.clone();
         tasks.spawn_job(async move {
             let reads = futures_util::stream::iter(all)
@@ -258,7 +279,7 @@ impl Hub {
                         }
                     }
                 })
-                .buffer_unordered(RESYNC_CONCURRENCY)
+                .buffer_unordered(concurrency)
                 .for_each(|()| async {});
             tokio::select! {
                 () = reads => {}
@@ -266,6 +287,23 @@ impl Hub {
             }
         });
     }
+}
+
+/// Marks the sockets `which` picks as syncing; returns what to read for them.
+fn to_read_again(
+    room: &RoomId,
+    sockets: &mut RoomSockets,
+    which: impl Fn(View) -> bool,
+) -> Vec<(RoomId, SocketId, VisitorId)> {
+    sockets
+        .sockets
+        .iter_mut()
+        .filter(|(_, socket)| which(socket.view))
+        .map(|(id, socket)| {
+            socket.view = View::Syncing;
+            (room.clone(), *id, socket.visitor)
+        })
+        .collect()
 }
 
 /// Whether a sync took, or the replay window had moved past the read.
@@ -289,11 +327,16 @@ fn prepare(room: &RoomId, sockets: &mut RoomSockets, event: RoomEvent) -> Batch 
             sockets.line = line;
             (Movement::tick(line.version, admitted, &departed), true)
         }
-        RoomEvent::Left { seq, line, .. } => {
+        RoomEvent::Left { order, line, .. } => {
             sockets.line.version = line.version;
             sockets.line.waiting = line.waiting;
             // Positions move now; visitors see it with the next tick.
-            (Movement::leaving(line.version, seq), false)
+            (Movement::leaving(line.version, order), false)
+        }
+        // The pre-queue's sockets are read again (`Hub::read_drawn`); the
+        // rest of the room hears of it with the next tick.
+        RoomEvent::Drawn { .. } => {
+            return Batch::new(room.clone(), sockets.line, sockets.facts.clone());
         }
         RoomEvent::Configured { line, facts, .. } => {
             sockets.line.rate_per_s = line.rate_per_s;
@@ -327,10 +370,14 @@ fn tell_waiting(room: &RoomId, sockets: &mut RoomSockets) -> Batch {
     let sequence = sockets.next_sequence();
     let mut batch = Batch::new(room.clone(), sockets.line, sockets.facts.clone());
     for (id, socket) in &sockets.sockets {
-        if let View::Waiting { seq, position, .. } = socket.view {
-            let state = PlaceState::Waiting { seq, position };
-            batch.statuses.push(pending(*id, socket, sequence, state));
-        }
+        let state = match socket.view {
+            View::Waiting {
+                order, position, ..
+            } => PlaceState::Waiting { order, position },
+            View::PreQueue { entry } => PlaceState::PreQueue { entry },
+            View::Syncing | View::Settled => continue,
+        };
+        batch.statuses.push(pending(*id, socket, sequence, state));
     }
     batch
 }
@@ -340,7 +387,7 @@ fn tell_waiting(room: &RoomId, sockets: &mut RoomSockets) -> Batch {
 fn close_waiting(room: &RoomId, sockets: &mut RoomSockets) -> Batch {
     let batch = Batch::new(room.clone(), sockets.line, sockets.facts.clone());
     close(batch, sockets, "sold out", |view| {
-        matches!(view, View::Waiting { .. })
+        matches!(view, View::Waiting { .. } | View::PreQueue { .. })
     })
 }
 
@@ -412,7 +459,7 @@ mod tests {
                 .iter()
                 .map(|(seq, visitor)| Admission {
                     visitor: *visitor,
-                    seq: *seq,
+                    order: crate::words::Order::Joined(*seq),
                     admitted_at: 0,
                     expires_at: 60_000,
                 })

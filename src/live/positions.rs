@@ -6,26 +6,27 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::words::{Admission, Place, PlaceState, VisitorId};
+use crate::words::draw::EntryId;
+use crate::words::{Admission, Order, Place, PlaceState, VisitorId};
 
 /// Position-moving events kept per room, to replay to a socket whose first
 /// read raced with them.
 pub const REPLAY_EVENTS: usize = 64;
 
 /// One position-moving event: who left the head (admitted, in line order)
-/// and which sequence numbers left from anywhere else (sorted).
+/// and which places in the order left from anywhere else (sorted).
 #[derive(Debug, Clone)]
 pub struct Movement {
     pub version: u64,
     pub admitted: Arc<[Admission]>,
-    pub departed: Arc<[u64]>,
+    pub departed: Arc<[Order]>,
     /// Whether `departed` gave up their places (`left`) or were dropped as absent.
     pub by_leaving: bool,
 }
 
 impl Movement {
     /// A tick's movement; `departed` need not be sorted.
-    pub fn tick(version: u64, admitted: Arc<[Admission]>, departed: &[u64]) -> Self {
+    pub fn tick(version: u64, admitted: Arc<[Admission]>, departed: &[Order]) -> Self {
         let mut departed = departed.to_vec();
         departed.sort_unstable();
         Self {
@@ -37,18 +38,18 @@ impl Movement {
     }
 
     /// One waiting visitor giving up the place.
-    pub fn leaving(version: u64, seq: u64) -> Self {
+    pub fn leaving(version: u64, order: Order) -> Self {
         Self {
             version,
             admitted: Arc::new([]),
-            departed: Arc::new([seq]),
+            departed: Arc::new([order]),
             by_leaving: true,
         }
     }
 
-    /// How many of those who moved were ahead of `seq`.
-    fn ahead_of(&self, seq: u64) -> u64 {
-        self.admitted.len() as u64 + self.departed.partition_point(|d| *d < seq) as u64
+    /// How many of those who moved were ahead of `order`.
+    fn ahead_of(&self, order: Order) -> u64 {
+        self.admitted.len() as u64 + self.departed.partition_point(|d| *d < order) as u64
     }
 }
 
@@ -57,9 +58,12 @@ impl Movement {
 pub enum View {
     /// Registered; its place is being read from the store.
     Syncing,
+    /// In the pre-queue: no position moves until the draw, after which the
+    /// place is read again.
+    PreQueue { entry: EntryId },
     /// Waiting at `position`, correct as of room version `version`.
     Waiting {
-        seq: u64,
+        order: Order,
         position: u64,
         version: u64,
     },
@@ -71,11 +75,12 @@ impl View {
     /// The view a place read from the store starts from.
     pub fn of(place: &Place) -> Self {
         match place.state {
-            PlaceState::Waiting { seq, position } => View::Waiting {
-                seq,
+            PlaceState::Waiting { order, position } => View::Waiting {
+                order,
                 position,
                 version: place.line.version,
             },
+            PlaceState::PreQueue { entry } => View::PreQueue { entry },
             _ => View::Settled,
         }
     }
@@ -85,7 +90,7 @@ impl View {
 /// movement's version, or not waiting, is returned as it was (`None`).
 pub fn advance(view: View, visitor: VisitorId, movement: &Movement) -> Option<(View, PlaceState)> {
     let View::Waiting {
-        seq,
+        order,
         position,
         version,
     } = view
@@ -97,7 +102,7 @@ pub fn advance(view: View, visitor: VisitorId, movement: &Movement) -> Option<(V
     }
     let admitted = movement
         .admitted
-        .binary_search_by_key(&seq, |a| a.seq)
+        .binary_search_by_key(&order, |a| a.order)
         .ok()
         .map(|i| &movement.admitted[i])
         .filter(|a| a.visitor == visitor);
@@ -108,7 +113,7 @@ pub fn advance(view: View, visitor: VisitorId, movement: &Movement) -> Option<(V
         };
         return Some((View::Settled, state));
     }
-    if movement.departed.binary_search(&seq).is_ok() {
+    if movement.departed.binary_search(&order).is_ok() {
         let state = if movement.by_leaving {
             PlaceState::Left
         } else {
@@ -117,13 +122,13 @@ pub fn advance(view: View, visitor: VisitorId, movement: &Movement) -> Option<(V
         return Some((View::Settled, state));
     }
     // Never below 1, never up: positions only fall.
-    let position = position.saturating_sub(movement.ahead_of(seq)).max(1);
+    let position = position.saturating_sub(movement.ahead_of(order)).max(1);
     let view = View::Waiting {
-        seq,
+        order,
         position,
         version: movement.version,
     };
-    Some((view, PlaceState::Waiting { seq, position }))
+    Some((view, PlaceState::Waiting { order, position }))
 }
 
 /// A read older than the replay window: read the place again.
@@ -177,13 +182,16 @@ impl Recent {
 /// Places for the tests of this layer.
 #[cfg(test)]
 pub mod fixtures {
-    use crate::words::{LineSummary, Place, PlaceState, VisitorId};
+    use crate::words::{LineSummary, Order, Place, PlaceState, VisitorId};
 
     /// A waiting place read at room version `version`.
     pub fn waiting(visitor: VisitorId, seq: u64, position: u64, version: u64) -> Place {
         Place {
             visitor,
-            state: PlaceState::Waiting { seq, position },
+            state: PlaceState::Waiting {
+                order: Order::Joined(seq),
+                position,
+            },
             line: LineSummary {
                 version,
                 ..LineSummary::default()
@@ -203,11 +211,15 @@ mod tests {
             .iter()
             .map(|(seq, visitor)| Admission {
                 visitor: *visitor,
-                seq: *seq,
+                order: Order::Joined(*seq),
                 admitted_at: 0,
                 expires_at: 60_000,
             })
             .collect()
+    }
+
+    fn joined(seqs: &[u64]) -> Vec<Order> {
+        seqs.iter().map(|seq| Order::Joined(*seq)).collect()
     }
 
     fn position(state: PlaceState) -> Option<u64> {
@@ -228,13 +240,13 @@ mod tests {
             admitted(&[(1, VisitorId(1)), (2, VisitorId(2))]),
             &[],
         ));
-        recent.remember(Movement::tick(3, Arc::new([]), &[12, 7]));
+        recent.remember(Movement::tick(3, Arc::new([]), &joined(&[12, 7])));
         let (view, state) = recent.catch_up(&place(me, 10, 8, 1)).unwrap();
         assert_eq!(position(state), Some(5));
         assert_eq!(
             view,
             View::Waiting {
-                seq: 10,
+                order: Order::Joined(10),
                 position: 5,
                 version: 3
             }
@@ -257,7 +269,7 @@ mod tests {
     fn a_movement_is_applied_once() {
         let me = VisitorId(3);
         let view = View::Waiting {
-            seq: 5,
+            order: Order::Joined(5),
             position: 5,
             version: 1,
         };
@@ -270,7 +282,7 @@ mod tests {
     fn the_visitor_at_the_head_is_admitted_or_dropped() {
         let me = VisitorId(3);
         let view = View::Waiting {
-            seq: 1,
+            order: Order::Joined(1),
             position: 1,
             version: 0,
         };
@@ -279,13 +291,14 @@ mod tests {
         assert_eq!(view, View::Settled);
         assert!(matches!(state, PlaceState::Admitted { .. }));
         let waiting = View::Waiting {
-            seq: 4,
+            order: Order::Joined(4),
             position: 2,
             version: 0,
         };
-        let (_, state) = advance(waiting, me, &Movement::leaving(1, 4)).unwrap();
+        let (_, state) = advance(waiting, me, &Movement::leaving(1, Order::Joined(4))).unwrap();
         assert_eq!(state, PlaceState::Left);
-        let (_, state) = advance(waiting, me, &Movement::tick(1, Arc::new([]), &[4])).unwrap();
+        let (_, state) =
+            advance(waiting, me, &Movement::tick(1, Arc::new([]), &joined(&[4]))).unwrap();
         assert_eq!(state, PlaceState::Expired);
     }
 
@@ -293,7 +306,7 @@ mod tests {
     fn positions_never_rise_and_never_reach_zero() {
         // A visitor whose read position undercounts what moved ahead stays at 1.
         let view = View::Waiting {
-            seq: 50,
+            order: Order::Joined(50),
             position: 2,
             version: 0,
         };
@@ -301,20 +314,20 @@ mod tests {
         let (_, state) = advance(
             view,
             VisitorId(1),
-            &Movement::tick(1, admitted(&many), &[1, 2]),
+            &Movement::tick(1, admitted(&many), &joined(&[1, 2])),
         )
         .unwrap();
         assert_eq!(position(state), Some(1));
         // Movements behind the visitor change nothing.
         let view = View::Waiting {
-            seq: 5,
+            order: Order::Joined(5),
             position: 5,
             version: 0,
         };
         let (_, state) = advance(
             view,
             VisitorId(1),
-            &Movement::tick(1, Arc::new([]), &[6, 9]),
+            &Movement::tick(1, Arc::new([]), &joined(&[6, 9])),
         )
         .unwrap();
         assert_eq!(position(state), Some(5));

@@ -43,7 +43,7 @@ use tracing_actix_web::TracingLogger;
 use crate::http::AppState;
 use crate::http::error::{ApiError, body_configs};
 use crate::http::{
-    admin, cookies, extractors, limits, middleware, ops, pages, sale, sockets, visitor,
+    admin, cookies, draw, extractors, limits, middleware, ops, pages, sale, sockets, visitor,
 };
 use crate::live::tasks::Tasks;
 
@@ -81,6 +81,7 @@ pub fn app(
         .app_data(body_configs::query_config())
         .app_data(body_configs::path_config())
         .configure(visitor::routes)
+        .configure(draw::routes)
         .configure(sockets::routes)
         .configure(admin::api::routes)
         .configure(admin::page::routes)

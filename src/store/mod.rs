@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use tokio::sync::broadcast;
 
 use crate::words::clock::Millis;
+use crate::words::draw::{DrawInfo, DrawKey, EntryId};
 use crate::words::join_limit::JoinLimit;
 use crate::words::pow::Solved;
 use crate::words::sale::{SaleConfig, SaleError, SaleView, Stock};
@@ -46,6 +47,16 @@ pub enum StoreError {
     /// The room takes no new arrivals (`reject`, or past `closes_at`).
     #[error("this room takes no new arrivals")]
     NotAccepting,
+    /// The room has no `opens_at`, so no draw.
+    #[error("this room has no scheduled opening, so no draw")]
+    NoDraw,
+    /// The draw's order is revealed at the opening, not before.
+    #[error("the draw happens at the opening")]
+    NotDrawn,
+    /// A node joined a pre-queue without the room's current draw seed; it
+    /// reads the seed and joins again (never seen past the store).
+    #[error("the room's draw seed changed")]
+    DrawSeed,
     /// The room takes known users only, and the join named none.
     #[error("this room admits signed-in users only")]
     UserRequired,
@@ -116,6 +127,17 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Place, StoreError>;
     /// The visitor's place now; counts as a sign of presence.
     async fn status(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError>;
+    /// The room's draw as anyone may see it; [`StoreError::NoDraw`]
+    /// without `opens_at`.
+    async fn draw(&self, id: &RoomId) -> Result<DrawInfo, StoreError>;
+    /// Up to `limit` entrants after `after`, in drawn order;
+    /// [`StoreError::NotDrawn`] before the opening.
+    async fn draw_entries(
+        &self,
+        id: &RoomId,
+        after: Option<(DrawKey, EntryId)>,
+        limit: usize,
+    ) -> Result<Vec<(DrawKey, EntryId)>, StoreError>;
     /// Gives up the place or the admitted slot.
     async fn leave(&self, id: &RoomId, visitor: VisitorId) -> Result<(), StoreError>;
     /// The visitor's place, read for `/api/verify` (or the sale) checking

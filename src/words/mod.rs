@@ -5,6 +5,7 @@
 
 pub mod clock;
 pub mod credentials;
+pub mod draw;
 pub mod join_limit;
 mod model;
 pub mod pow;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::words::clock::{Millis, Moment};
+use crate::words::draw::{DrawInfo, EntryId};
 
 /// A room's slug: `[a-z0-9-]{1,64}`. Cheap to clone.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -110,6 +111,10 @@ pub struct RoomConfig {
     pub notice: Option<String>,
     #[serde(default)]
     pub queue_method: QueueMethod,
+    /// The scheduled opening: before it joins enter the pre-queue, drawn
+    /// into one random order at the opening (`super::draw`).
+    #[serde(default)]
+    pub opens_at: Option<Moment>,
     /// From then on new arrivals are turned away; those waiting stay.
     #[serde(default)]
     pub closes_at: Option<Moment>,
@@ -230,6 +235,8 @@ pub struct RoomPatch {
     pub notice: Option<Option<String>>,
     pub queue_method: Option<QueueMethod>,
     #[serde(default, deserialize_with = "present")]
+    pub opens_at: Option<Option<Moment>>,
+    #[serde(default, deserialize_with = "present")]
     pub closes_at: Option<Option<Moment>>,
     pub close_when_sold_out: Option<bool>,
 }
@@ -325,6 +332,9 @@ impl RoomPatch {
         if let Some(v) = self.queue_method {
             next.queue_method = v;
         }
+        if let Some(v) = self.opens_at {
+            next.opens_at = v;
+        }
         if let Some(v) = self.closes_at {
             next.closes_at = v;
         }
@@ -353,6 +363,7 @@ impl RoomConfig {
             pow_difficulty: 0,
             notice: None,
             queue_method: QueueMethod::Fifo,
+            opens_at: None,
             closes_at: None,
             close_when_sold_out: true,
         }
@@ -415,6 +426,11 @@ impl RoomConfig {
                 super::pow::MAX_DIFFICULTY
             ));
         }
+        if let (Some(opens), Some(closes)) = (self.opens_at, self.closes_at)
+            && closes <= opens
+        {
+            return Err("closes_at must be after opens_at".into());
+        }
         if self.user_required && self.user_key.is_none() {
             return Err(
                 "user_required needs a user_key: without one no user token can be checked".into(),
@@ -458,6 +474,8 @@ pub struct RoomStats {
     pub turned_away: u64,
     /// Passes reclaimed because no `/api/verify` saw them in `arrival_grace_s`.
     pub no_shows: u64,
+    /// Visitors waiting for the opening (before it; 0 after).
+    pub pre_queue: u64,
 }
 
 /// A room as the operator API shows it: its id, config and stats.
@@ -469,15 +487,41 @@ pub struct RoomInfo {
     /// Whether the room has a `user_key`, which itself is never shown.
     pub user_key_set: bool,
     pub stats: RoomStats,
+    /// The room's draw, with `opens_at`.
+    pub draw: Option<DrawInfo>,
 }
 
 impl RoomInfo {
-    pub fn new(id: RoomId, config: RoomConfig, stats: RoomStats) -> Self {
+    pub fn new(id: RoomId, config: RoomConfig, stats: RoomStats, draw: Option<DrawInfo>) -> Self {
         Self {
             user_key_set: config.user_key.is_some(),
             id,
             config,
             stats,
+            draw,
+        }
+    }
+}
+
+/// Where a waiting visitor stands in the room's order: the drawn
+/// pre-queue first (by draw key), then everyone who joined after the
+/// opening (by join sequence number).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Order {
+    /// Drawn at the opening; `key` is the draw key's first 8 bytes.
+    Drawn {
+        key: u64,
+        entry: EntryId,
+    },
+    Joined(u64),
+}
+
+impl Order {
+    /// The entrant's public id, for those who were in the pre-queue.
+    pub fn entry(self) -> Option<EntryId> {
+        match self {
+            Order::Drawn { entry, .. } => Some(entry),
+            Order::Joined(_) => None,
         }
     }
 }
@@ -485,9 +529,13 @@ impl RoomInfo {
 /// Where a visitor stands in a room.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PlaceState {
-    /// In line with join sequence number `seq`, `position` 1 = next.
+    /// In the pre-queue of a room not yet open: no position until the draw.
+    PreQueue {
+        entry: EntryId,
+    },
+    /// In line at `order`, `position` 1 = next.
     Waiting {
-        seq: u64,
+        order: Order,
         position: u64,
     },
     /// Holding a pass issued at `admitted_at`, valid until `expires_at`.
@@ -518,6 +566,7 @@ pub struct Place {
 pub struct RoomFacts {
     pub target_url: String,
     pub notice: Option<String>,
+    pub opens_at: Option<Moment>,
     pub queue_method: QueueMethod,
     /// Units or seats still free in the room's sale, as of the last tick
     /// that looked; `None` without a sale.
@@ -533,6 +582,7 @@ impl RoomFacts {
         Self {
             target_url: config.target_url.clone(),
             notice: config.notice.clone(),
+            opens_at: config.opens_at,
             queue_method: config.queue_method,
             stock_left,
             sold_out,
@@ -569,8 +619,8 @@ impl LineSummary {
 pub struct Admission {
     pub visitor: VisitorId,
     /// The place in line it was admitted from: admissions leave the head in
-    /// order, so a tick's admissions are sorted by `seq`.
-    pub seq: u64,
+    /// order, so a tick's admissions are sorted by it.
+    pub order: Order,
     pub admitted_at: Millis,
     pub expires_at: Millis,
 }
@@ -579,18 +629,23 @@ pub struct Admission {
 #[derive(Debug, Clone)]
 pub enum RoomEvent {
     /// A tick ran: `admitted` left the head of the line (in order), the
-    /// waiting visitors with sequence numbers `departed` were dropped as
-    /// abandoned.
+    /// waiting visitors at `departed` were dropped as abandoned.
     Tick {
         room: RoomId,
         admitted: Arc<[Admission]>,
-        departed: Arc<[u64]>,
+        departed: Arc<[Order]>,
         line: LineSummary,
     },
     /// A waiting visitor gave up the place.
     Left {
         room: RoomId,
-        seq: u64,
+        order: Order,
+        line: LineSummary,
+    },
+    /// The room opened: its pre-queue's order is revealed, so every entrant
+    /// now has a position (read again from the store).
+    Drawn {
+        room: RoomId,
         line: LineSummary,
     },
     /// The config changed: the rate (and so every ETA) may have.
@@ -619,6 +674,7 @@ impl RoomEvent {
         match self {
             RoomEvent::Tick { room, .. }
             | RoomEvent::Left { room, .. }
+            | RoomEvent::Drawn { room, .. }
             | RoomEvent::Configured { room, .. }
             | RoomEvent::Closed { room } => room,
         }

@@ -43,6 +43,12 @@ pub struct Status<'a> {
     /// Units or seats still free in the room's sale (null: no sale).
     #[serde(default)]
     pub stock_left: Option<u64>,
+    /// The room's scheduled opening (RFC 3339): before it, the pre-queue.
+    #[serde(default)]
+    pub opens_at: Option<String>,
+    /// The visitor's public id in the room's draw (pre-queue entrants).
+    #[serde(default)]
+    pub entry: Option<String>,
 }
 
 fn fifo() -> WireName {
@@ -82,14 +88,22 @@ impl<'a> Status<'a> {
             queue_method: input.facts.queue_method.name(),
             reason: None,
             stock_left: input.facts.stock_left,
+            opens_at: input.facts.opens_at.map(|at| rfc3339(at.0)),
+            entry: None,
         };
         match input.state {
+            // No order exists before the draw: no position, no wait.
+            PlaceState::PreQueue { entry } => status.entry = Some(entry.to_string()),
             // A random line has no order: everyone's expected wait is the
             // line's length at the achieved rate.
-            PlaceState::Waiting { .. } if input.facts.queue_method == QueueMethod::Random => {
+            PlaceState::Waiting { order, .. }
+                if input.facts.queue_method == QueueMethod::Random =>
+            {
+                status.entry = order.entry().map(|entry| entry.to_string());
                 status.eta_seconds = input.line.eta_seconds(input.line.waiting);
             }
-            PlaceState::Waiting { position, .. } => {
+            PlaceState::Waiting { order, position } => {
+                status.entry = order.entry().map(|entry| entry.to_string());
                 status.position = Some(position);
                 status.eta_seconds = input.line.eta_seconds(position);
             }
@@ -128,7 +142,7 @@ fn state<'de, D: Deserializer<'de>>(d: D) -> Result<WireName, D::Error> {
 
 pub fn state_name(state: &PlaceState) -> &'static str {
     match state {
-        PlaceState::Waiting { .. } => "waiting",
+        PlaceState::PreQueue { .. } | PlaceState::Waiting { .. } => "waiting",
         PlaceState::Admitted { .. } => "admitted",
         PlaceState::Expired => "expired",
         PlaceState::Left => "left",
@@ -169,8 +183,11 @@ mod tests {
     fn every_state_name_is_listed() {
         for state in [
             PlaceState::Waiting {
-                seq: 1,
+                order: crate::words::Order::Joined(1),
                 position: 1,
+            },
+            PlaceState::PreQueue {
+                entry: crate::words::draw::EntryId::random(),
             },
             PlaceState::Admitted {
                 admitted_at: 1,
@@ -210,7 +227,7 @@ mod tests {
             Status::build(input, &credentials).to_json()
         };
         let written = write(PlaceState::Waiting {
-            seq: 4,
+            order: crate::words::Order::Joined(4),
             position: 2,
         });
         let read: Status = serde_json::from_str(&written).unwrap();

@@ -102,6 +102,13 @@ macro_rules! conformance_suite {
             passthrough_admits_every_arrival_and_then_the_line,
             random_admits_anyone_waiting_not_the_head,
         );
+        $crate::conformance_suite!(@draw $make;
+            before_the_opening_everyone_waits_unordered_and_nobody_is_admitted,
+            the_opening_reveals_the_order_fixed_at_each_join,
+            the_draw_lists_every_entrant_in_drawn_order,
+            an_opening_stays_once_passed_and_draws_even_while_paused,
+            silent_entrants_leave_the_pre_queue,
+        );
         $crate::conformance_suite!(@sale $make;
             stock_is_claimed_exactly,
             the_per_user_limit_counts_held_and_confirmed_units,
@@ -114,6 +121,15 @@ macro_rules! conformance_suite {
             a_room_created_again_starts_without_its_predecessors_sale,
             a_sold_out_sale_closes_the_line_and_holds_keep_it_open,
         );
+    };
+    (@draw $make:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                let harness: $crate::conformance::Harness = $make().await;
+                $crate::conformance::draw::$name(&harness).await;
+            }
+        )*
     };
     (@sale $make:expr; $($name:ident),* $(,)?) => {
         $(
@@ -135,6 +151,7 @@ macro_rules! conformance_suite {
     };
 }
 
+pub mod draw;
 pub mod sale;
 
 pub mod scenarios {

@@ -79,6 +79,12 @@ pub struct AdminRoomRow {
     pub close_when_sold_out: bool,
     /// RFC 3339, empty for never.
     pub closes_at: String,
+    /// RFC 3339, empty for no scheduled opening.
+    pub opens_at: String,
+    pub pre_queue: u64,
+    /// The draw, with `opens_at`: commitment, seed (empty before the
+    /// opening) and entrants.
+    pub draw: Option<(String, String, u64)>,
 }
 
 impl From<RoomInfo> for AdminRoomRow {
@@ -88,6 +94,7 @@ impl From<RoomInfo> for AdminRoomRow {
             config,
             stats,
             user_key_set,
+            draw,
         } = info;
         Self {
             id: id.to_string(),
@@ -117,6 +124,9 @@ impl From<RoomInfo> for AdminRoomRow {
             queue_method: config.queue_method.name(),
             close_when_sold_out: config.close_when_sold_out,
             closes_at: config.closes_at.map(|at| rfc3339(at.0)).unwrap_or_default(),
+            opens_at: config.opens_at.map(|at| rfc3339(at.0)).unwrap_or_default(),
+            pre_queue: stats.pre_queue,
+            draw: draw.map(|d| (d.commitment, d.seed.unwrap_or_default(), d.entrants)),
         }
     }
 }
@@ -290,6 +300,7 @@ struct ConfigForm {
     queue_method: Option<String>,
     close_when_sold_out: Option<String>,
     closes_at: Option<String>,
+    opens_at: Option<String>,
     paused: Option<String>,
 }
 
@@ -301,6 +312,18 @@ fn number<T: std::str::FromStr>(field: &str, value: &Option<String>) -> Result<O
             .map(Some)
             .map_err(|_| format!("{field} must be a whole number")),
     }
+}
+
+/// An RFC 3339 field: absent, unchanged; empty, none.
+fn moment(field: &str, value: &Option<String>) -> Result<Option<Option<Moment>>, String> {
+    Ok(match value.as_deref().map(str::trim) {
+        None => None,
+        Some("") => Some(None),
+        Some(text) => Some(Some(
+            serde_json::from_value::<Moment>(serde_json::Value::String(text.into()))
+                .map_err(|e| format!("{field}: {e}"))?,
+        )),
+    })
 }
 
 impl ConfigForm {
@@ -341,14 +364,8 @@ impl ConfigForm {
                     QueueMethod::parse(name).ok_or_else(|| format!("no queue method {name:?}"))?,
                 ),
             },
-            closes_at: match self.closes_at.as_deref().map(str::trim) {
-                None => None,
-                Some("") => Some(None),
-                Some(text) => Some(Some(
-                    serde_json::from_value::<Moment>(serde_json::Value::String(text.into()))
-                        .map_err(|e| format!("closes_at: {e}"))?,
-                )),
-            },
+            closes_at: moment("closes_at", &self.closes_at)?,
+            opens_at: moment("opens_at", &self.opens_at)?,
             close_when_sold_out: self.close_when_sold_out.as_deref().map(|c| c == "true"),
             paused: self.paused.as_deref().map(|p| p == "true" || p == "on"),
         })

@@ -9,15 +9,17 @@ use async_trait::async_trait;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::broadcast;
 
+use super::draw_line::DrawLine;
 use super::fenwick::LineIndex;
 use super::sale::MemorySale;
 use crate::store::{JoinOptions, Store, StoreError, Tick, TickReport};
 use crate::words::clock::{Millis, SharedClock};
+use crate::words::draw::{self, DrawInfo, DrawKey, EntryId};
 use crate::words::join_limit::{self, Gcra};
 use crate::words::sale::Stock;
 use crate::words::{
-    Admission, LineSummary, Place, PlaceState, QueueMethod, RoomConfig, RoomEvent, RoomFacts,
-    RoomId, RoomInfo, RoomPatch, RoomStats, StoreEvent, VisitorId,
+    Admission, LineSummary, Order, Place, PlaceState, QueueMethod, RoomConfig, RoomEvent,
+    RoomFacts, RoomId, RoomInfo, RoomPatch, RoomStats, StoreEvent, VisitorId,
 };
 
 /// How far back the achieved admission rate looks.
@@ -86,7 +88,7 @@ impl MemoryStore {
     ) -> Result<Place, StoreError> {
         match self.with_open_room(id, |room, now| {
             touch(room, now);
-            room.place(visitor)
+            room.place(visitor, now)
         }) {
             Err(StoreError::RoomClosed(_)) => Ok(Place {
                 visitor,
@@ -104,10 +106,31 @@ impl MemoryStore {
     }
 }
 
+/// Where a waiting visitor's place is kept.
+#[derive(Debug, Clone, Copy)]
+enum Spot {
+    /// In the line, by join sequence number.
+    Joined(u64),
+    /// In the draw (joined before the opening).
+    Drawn { key: DrawKey, entry: EntryId },
+}
+
+impl Spot {
+    fn order(self) -> Order {
+        match self {
+            Spot::Joined(seq) => Order::Joined(seq),
+            Spot::Drawn { key, entry } => Order::Drawn {
+                key: key.prefix(),
+                entry,
+            },
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 enum VisitorState {
     Waiting {
-        seq: u64,
+        spot: Spot,
         joined_at: Millis,
         last_seen: Millis,
     },
@@ -144,9 +167,14 @@ struct Room {
     /// Visitors with a place or a pass. Expired visitors are forgotten: an
     /// unknown visitor and an expired one are told the same thing.
     visitors: HashMap<VisitorId, VisitorState>,
-    /// (last seen, seq) of every waiting visitor, stalest first, so a tick
-    /// finds the abandoned without walking the line.
-    presence: BTreeSet<(Millis, u64)>,
+    /// (last seen, visitor) of every waiting visitor, stalest first, so a
+    /// tick finds the abandoned without walking the line.
+    presence: BTreeSet<(Millis, VisitorId)>,
+    /// The draw, from the moment the room has an `opens_at`: its entrants
+    /// wait ahead of the line, in drawn order.
+    draw: Option<DrawLine>,
+    /// Whether the opening was announced (`RoomEvent::Drawn`).
+    drawn_announced: bool,
     /// (pass expiry, visitor) of every admitted visitor, soonest first.
     active: BTreeSet<(Millis, VisitorId)>,
     /// (time, admitted) over the rate window, oldest first.
@@ -173,6 +201,7 @@ const MIN_JOIN_LIMITS_PRUNE: usize = 1024;
 
 impl Room {
     fn new(id: RoomId, config: RoomConfig, now: Millis) -> Self {
+        let draw = config.opens_at.map(|_| DrawLine::new());
         Self {
             id,
             tokens: config.admit_per_tick,
@@ -188,6 +217,8 @@ impl Room {
             line: BTreeMap::new(),
             visitors: HashMap::new(),
             presence: BTreeSet::new(),
+            draw,
+            drawn_announced: false,
             active: BTreeSet::new(),
             admissions: VecDeque::new(),
             admitted_total: 0,
@@ -218,20 +249,45 @@ impl Room {
         }
     }
 
-    /// Drops waiting visitors not seen for `abandon_after_s`; returns their seqs.
-    fn sweep_abandoned(&mut self, now: Millis) -> Vec<u64> {
+    /// Whether the room is open: it has no `opens_at`, or that has passed.
+    fn opened(&self, now: Millis) -> bool {
+        self.config.opens_at.is_none_or(|at| now >= at.0)
+    }
+
+    /// Everyone waiting: the draw's entrants and the line.
+    fn waiting(&self) -> u64 {
+        self.draw.as_ref().map_or(0, DrawLine::waiting) + self.line.len() as u64
+    }
+
+    /// Takes a waiting visitor's spot out of the draw or the line.
+    fn unqueue(&mut self, spot: Spot, now: Millis) {
+        match spot {
+            Spot::Joined(seq) => {
+                self.line.remove(&seq);
+                self.index.remove(seq);
+            }
+            Spot::Drawn { key, .. } => {
+                let before_opening = !self.opened(now);
+                if let Some(draw) = &mut self.draw {
+                    draw.remove(&key, before_opening);
+                }
+            }
+        }
+    }
+
+    /// Drops waiting visitors not seen for `abandon_after_s`; returns their places.
+    fn sweep_abandoned(&mut self, now: Millis) -> Vec<Order> {
         let grace = self.config.abandon_after_s * 1000;
         let mut departed = Vec::new();
-        while let Some(&(last_seen, seq)) = self.presence.first() {
+        while let Some(&(last_seen, visitor)) = self.presence.first() {
             if last_seen + grace > now {
                 break;
             }
             self.presence.pop_first();
-            if let Some(visitor) = self.line.remove(&seq) {
-                self.index.remove(seq);
-                self.visitors.remove(&visitor);
+            if let Some(VisitorState::Waiting { spot, .. }) = self.visitors.remove(&visitor) {
+                self.unqueue(spot, now);
+                departed.push(spot.order());
             }
-            departed.push(seq);
         }
         departed
     }
@@ -242,7 +298,7 @@ impl Room {
             .is_none_or(|cap| (self.active.len() as u64) < cap)
     }
 
-    fn admit(&mut self, visitor: VisitorId, seq: u64, now: Millis) -> Admission {
+    fn admit(&mut self, visitor: VisitorId, order: Order, now: Millis) -> Admission {
         let expires_at = now + self.config.pass_ttl_s * 1000;
         let arrival_due = self.config.arrival_grace_s.map(|grace| now + grace * 1000);
         if let Some(due) = arrival_due {
@@ -262,7 +318,7 @@ impl Room {
         self.admitted_total += 1;
         Admission {
             visitor,
-            seq,
+            order,
             admitted_at: now,
             expires_at,
         }
@@ -321,20 +377,24 @@ impl Room {
     fn summary(&self) -> LineSummary {
         LineSummary {
             version: self.version,
-            waiting: self.line.len() as u64,
+            waiting: self.waiting(),
             rate_per_s: self.rate_per_s(),
             paused: self.config.paused,
             tick_at: self.last_tick_ran,
         }
     }
 
-    fn place(&self, visitor: VisitorId) -> Place {
+    fn place(&self, visitor: VisitorId, now: Millis) -> Place {
         let state = match self.visitors.get(&visitor) {
             // A line closed for a sold-out sale: its places stay, unused.
             Some(VisitorState::Waiting { .. }) if self.facts.sold_out => PlaceState::Closed,
-            Some(VisitorState::Waiting { seq, .. }) => PlaceState::Waiting {
-                seq: *seq,
-                position: self.index.rank(*seq),
+            Some(VisitorState::Waiting {
+                spot: Spot::Drawn { entry, .. },
+                ..
+            }) if !self.opened(now) => PlaceState::PreQueue { entry: *entry },
+            Some(VisitorState::Waiting { spot, .. }) => PlaceState::Waiting {
+                order: spot.order(),
+                position: self.position(*spot),
             },
             Some(VisitorState::Admitted {
                 admitted_at,
@@ -355,12 +415,21 @@ impl Room {
         }
     }
 
+    /// 1-based: the draw's entrants first, then the line.
+    fn position(&self, spot: Spot) -> u64 {
+        let draw = self.draw.as_ref();
+        match spot {
+            Spot::Drawn { key, .. } => draw.map_or(1, |draw| draw.rank(&key)),
+            Spot::Joined(seq) => draw.map_or(0, DrawLine::waiting) + self.index.rank(seq),
+        }
+    }
+
     fn mark_present(&mut self, visitor: VisitorId, now: Millis) {
-        if let Some(VisitorState::Waiting { seq, last_seen, .. }) = self.visitors.get_mut(&visitor)
+        if let Some(VisitorState::Waiting { last_seen, .. }) = self.visitors.get_mut(&visitor)
             && *last_seen < now
         {
-            self.presence.remove(&(*last_seen, *seq));
-            self.presence.insert((now, *seq));
+            self.presence.remove(&(*last_seen, visitor));
+            self.presence.insert((now, visitor));
             *last_seen = now;
         }
     }
@@ -385,26 +454,37 @@ impl Room {
             Some(VisitorState::Admitted { .. }) => {}
             // Sold out: new arrivals are told so, and take nothing.
             Some(VisitorState::Left) | None if self.facts.sold_out => {
-                let mut place = self.place(visitor);
+                let mut place = self.place(visitor, now);
                 place.state = PlaceState::Closed;
                 return Ok(place);
             }
             Some(VisitorState::Left) | None => {
                 self.welcome(options, now)?;
-                let pass_through = !self.config.paused
+                let opened = self.opened(now);
+                let pass_through = opened
+                    && !self.config.paused
                     && (self.config.queue_method == QueueMethod::Passthrough
-                        || (self.tokens > 0 && self.line.is_empty() && self.under_cap()));
+                        || (self.tokens > 0 && self.waiting() == 0 && self.under_cap()));
                 if pass_through {
-                    self.admit(visitor, 0, now);
+                    self.admit(visitor, Order::Joined(0), now);
                     self.record_admissions(now, 1);
                 } else {
-                    let seq = self.index.push_waiting();
-                    self.line.insert(seq, visitor);
-                    self.presence.insert((now, seq));
+                    let spot = match &mut self.draw {
+                        Some(draw) if !opened => {
+                            let (key, entry) = draw.enter(visitor);
+                            Spot::Drawn { key, entry }
+                        }
+                        _ => {
+                            let seq = self.index.push_waiting();
+                            self.line.insert(seq, visitor);
+                            Spot::Joined(seq)
+                        }
+                    };
+                    self.presence.insert((now, visitor));
                     self.visitors.insert(
                         visitor,
                         VisitorState::Waiting {
-                            seq,
+                            spot,
                             joined_at: now,
                             last_seen: now,
                         },
@@ -415,13 +495,27 @@ impl Room {
         if let Some(user) = &options.user {
             self.users.insert(user.clone(), visitor);
         }
-        Ok(self.place(visitor))
+        Ok(self.place(visitor, now))
     }
 
-    /// One of those waiting, each as likely as any other (`random`).
-    fn random_waiting(&self) -> Option<u64> {
+    /// One of those waiting, each as likely as any other (`random`); in a
+    /// drawn room, one of the draw's entrants while any wait (as on Redis).
+    fn random_waiting(&self) -> Option<VisitorId> {
+        if let Some(draw) = self.draw.as_ref().filter(|draw| draw.waiting() > 0) {
+            return draw
+                .select(rand::random_range(1..=draw.waiting()))
+                .map(|(_, visitor)| visitor);
+        }
         let waiting = self.line.len() as u64;
-        (waiting > 0).then(|| self.index.select(rand::random_range(1..=waiting)))
+        (waiting > 0).then(|| self.line[&self.index.select(rand::random_range(1..=waiting))])
+    }
+
+    /// The head: the draw's first entrant, else the line's.
+    fn first_waiting(&self) -> Option<VisitorId> {
+        if let Some((_, visitor)) = self.draw.as_ref().and_then(|draw| draw.select(1)) {
+            return Some(visitor);
+        }
+        self.line.first_key_value().map(|(_, visitor)| *visitor)
     }
 
     /// Whether a new arrival may take a place, spending what it uses (its
@@ -524,27 +618,29 @@ impl Room {
     /// Takes back the visitor's pass (the admission whose pass has `exp`
     /// `pass_exp_s`, if given); a waiting place is left alone. Whether a
     /// pass was taken.
-    fn revoke_pass(&mut self, visitor: VisitorId, pass_exp_s: Option<u64>) -> bool {
+    fn revoke_pass(&mut self, visitor: VisitorId, pass_exp_s: Option<u64>, now: Millis) -> bool {
         match self.visitors.get(&visitor) {
             Some(VisitorState::Admitted { expires_at, .. })
                 if pass_exp_s.is_none_or(|exp| exp == *expires_at / 1000) =>
             {
-                self.leave(visitor);
+                self.leave(visitor, now);
                 true
             }
             _ => false,
         }
     }
 
-    /// Removes the visitor's place or slot; returns the seq if they were waiting.
-    fn leave(&mut self, visitor: VisitorId) -> Option<u64> {
+    /// Removes the visitor's place or slot; returns their place in the
+    /// order if they were waiting.
+    fn leave(&mut self, visitor: VisitorId, now: Millis) -> Option<Order> {
         match self.visitors.insert(visitor, VisitorState::Left) {
-            Some(VisitorState::Waiting { seq, last_seen, .. }) => {
-                self.line.remove(&seq);
-                self.index.remove(seq);
-                self.presence.remove(&(last_seen, seq));
+            Some(VisitorState::Waiting {
+                spot, last_seen, ..
+            }) => {
+                self.unqueue(spot, now);
+                self.presence.remove(&(last_seen, visitor));
                 self.version += 1;
-                Some(seq)
+                Some(spot.order())
             }
             Some(VisitorState::Admitted {
                 expires_at,
@@ -566,18 +662,35 @@ impl Room {
         }
     }
 
-    fn tick(&mut self, now: Millis) -> Option<(TickReport, RoomEvent)> {
+    /// The tick, if one is due, and the events it makes: the opening's
+    /// announcement the first time the room is open, then the tick.
+    fn tick(&mut self, now: Millis) -> Option<(TickReport, Vec<RoomEvent>)> {
         let tick_ms = self.config.tick_ms;
-        if now < self.last_tick + tick_ms {
-            return None;
+        let mut events = Vec::new();
+        if self.opening_due(now) {
+            // The order was fixed as each entrant joined: the opening only
+            // says so, and the sockets read their positions.
+            self.drawn_announced = true;
+            if self.waiting() > 0 {
+                self.version += 1;
+                events.push(RoomEvent::Drawn {
+                    room: self.id.clone(),
+                    line: self.summary(),
+                });
+            }
         }
         // An empty room with a full bucket has nothing to do (as on Redis,
         // where this keeps an idle room's heartbeat to a read).
-        if self.line.is_empty()
+        let idle = self.waiting() == 0
             && self.active.is_empty()
-            && self.tokens >= self.config.admit_per_tick
-        {
-            return None;
+            && self.tokens >= self.config.admit_per_tick;
+        if now < self.last_tick + tick_ms || idle {
+            let report = TickReport {
+                waiting: self.waiting(),
+                active: self.active.len() as u64,
+                ..TickReport::default()
+            };
+            return (!events.is_empty()).then_some((report, events));
         }
         // Keep the cadence: a late tick does not shift every later one.
         self.last_tick += (now - self.last_tick) / tick_ms * tick_ms;
@@ -585,23 +698,26 @@ impl Room {
         let no_shows = self.reclaim_no_shows(now);
         self.tokens = self.config.admit_per_tick;
         let mut admitted = Vec::new();
-        if !self.config.paused && !self.facts.sold_out {
+        if self.opened(now) && !self.config.paused && !self.facts.sold_out {
             let method = self.config.queue_method;
             // `passthrough` lets the whole line in, bucket and cap ignored.
             while method == QueueMethod::Passthrough || (self.tokens > 0 && self.under_cap()) {
                 let next = match method {
                     QueueMethod::Random => self.random_waiting(),
-                    _ => self.line.first_key_value().map(|(seq, _)| *seq),
+                    _ => self.first_waiting(),
                 };
-                let Some(seq) = next else {
+                let Some(visitor) = next else {
                     break;
                 };
-                let visitor = self.line.remove(&seq).expect("a waiting seq is in line");
-                if let Some(VisitorState::Waiting { last_seen, .. }) = self.visitors.get(&visitor) {
-                    self.presence.remove(&(*last_seen, seq));
-                }
-                self.index.remove(seq);
-                admitted.push(self.admit(visitor, seq, now));
+                let Some(VisitorState::Waiting {
+                    spot, last_seen, ..
+                }) = self.visitors.get(&visitor).copied()
+                else {
+                    unreachable!("a visitor in line is waiting");
+                };
+                self.presence.remove(&(last_seen, visitor));
+                self.unqueue(spot, now);
+                admitted.push(self.admit(visitor, spot.order(), now));
             }
         }
         self.record_admissions(now, admitted.len() as u64);
@@ -612,23 +728,55 @@ impl Room {
             admitted: admitted.len() as u64,
             abandoned: departed.len() as u64,
             no_shows,
-            waiting: self.line.len() as u64,
+            waiting: self.waiting(),
             active: self.active.len() as u64,
         };
-        let event = RoomEvent::Tick {
+        events.push(RoomEvent::Tick {
             room: self.id.clone(),
             admitted: admitted.into(),
             departed: departed.into(),
             line: self.summary(),
+        });
+        Some((report, events))
+    }
+
+    /// The room has opened and nobody has been told yet.
+    fn opening_due(&self, now: Millis) -> bool {
+        self.draw.is_some() && !self.drawn_announced && self.opened(now)
+    }
+
+    /// When this room next needs its tick asked for: the tick period, or
+    /// sooner for an opening to announce.
+    fn next_due_in_ms(&self, now: Millis) -> Millis {
+        let tick = match (self.last_tick + self.config.tick_ms).saturating_sub(now) {
+            // Due but with nothing to do: ask again a period from now.
+            0 => self.config.tick_ms,
+            wait => wait,
         };
-        Some((report, event))
+        match self.config.opens_at {
+            Some(at) if self.draw.is_some() && !self.drawn_announced => {
+                tick.min(at.0.saturating_sub(now).max(1))
+            }
+            _ => tick,
+        }
+    }
+
+    fn draw_info(&self, now: Millis) -> Option<DrawInfo> {
+        let (draw, opens_at) = (self.draw.as_ref()?, self.config.opens_at?);
+        let opened = self.opened(now);
+        Some(DrawInfo {
+            opens_at,
+            commitment: draw.commitment.clone(),
+            seed: opened.then(|| draw.seed.to_hex()),
+            entrants: draw.entries.len() as u64,
+            drawn_at: opened.then_some(opens_at),
+        })
     }
 
     fn info(&self, now: Millis) -> RoomInfo {
         let oldest_wait_ms = self
-            .line
-            .first_key_value()
-            .and_then(|(_, visitor)| match self.visitors.get(visitor) {
+            .first_waiting()
+            .and_then(|visitor| match self.visitors.get(&visitor) {
                 Some(VisitorState::Waiting { joined_at, .. }) => {
                     Some(now.saturating_sub(*joined_at))
                 }
@@ -639,14 +787,19 @@ impl Room {
             self.id.clone(),
             self.config.clone(),
             RoomStats {
-                waiting: self.line.len() as u64,
+                waiting: self.waiting(),
                 active: self.active.len() as u64,
                 admitted_total: self.admitted_total,
                 admitted_last_minute: self.admitted_since(now.saturating_sub(RATE_WINDOW_MS)),
                 oldest_wait_seconds: oldest_wait_ms / 1000,
                 turned_away: self.turned_away,
                 no_shows: self.no_shows,
+                pre_queue: match &self.draw {
+                    Some(draw) if !self.opened(now) => draw.waiting(),
+                    _ => 0,
+                },
             },
+            self.draw_info(now),
         )
     }
 }
@@ -677,6 +830,12 @@ impl Store for MemoryStore {
             let config = patch
                 .apply_to(&room.config)
                 .map_err(StoreError::InvalidConfig)?;
+            let pre_queue = room.info(now).stats.pre_queue;
+            draw::check_schedule(room.config.opens_at, config.opens_at, now, pre_queue)
+                .map_err(StoreError::InvalidConfig)?;
+            if config.opens_at.is_some() && room.draw.is_none() {
+                room.draw = Some(DrawLine::new());
+            }
             room.tokens = room.tokens.min(config.admit_per_tick);
             room.facts = Arc::new(RoomFacts::of(
                 &config,
@@ -751,6 +910,39 @@ impl Store for MemoryStore {
         self.with_open_room(id, |room, now| room.join(visitor, options, now))?
     }
 
+    async fn draw(&self, id: &RoomId) -> Result<DrawInfo, StoreError> {
+        self.with_open_room(id, |room, now| room.draw_info(now))
+            .map_err(|e| match e {
+                StoreError::RoomClosed(id) => StoreError::RoomNotFound(id),
+                other => other,
+            })?
+            .ok_or(StoreError::NoDraw)
+    }
+
+    async fn draw_entries(
+        &self,
+        id: &RoomId,
+        after: Option<(DrawKey, EntryId)>,
+        limit: usize,
+    ) -> Result<Vec<(DrawKey, EntryId)>, StoreError> {
+        self.with_open_room(id, |room, now| {
+            let draw = room.draw.as_ref().ok_or(StoreError::NoDraw)?;
+            if !room.opened(now) {
+                return Err(StoreError::NotDrawn);
+            }
+            let from = match after {
+                Some((key, _)) => std::ops::Bound::Excluded(key),
+                None => std::ops::Bound::Unbounded,
+            };
+            Ok(draw
+                .entries
+                .range((from, std::ops::Bound::Unbounded))
+                .take(limit)
+                .map(|(key, entry)| (*key, *entry))
+                .collect())
+        })?
+    }
+
     async fn status(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {
         self.place_after(id, visitor, |room, now| room.mark_present(visitor, now))
     }
@@ -765,14 +957,14 @@ impl Store for MemoryStore {
         visitor: VisitorId,
         pass_exp_s: Option<u64>,
     ) -> Result<bool, StoreError> {
-        self.with_open_room(id, |room, _| room.revoke_pass(visitor, pass_exp_s))
+        self.with_open_room(id, |room, now| room.revoke_pass(visitor, pass_exp_s, now))
     }
 
     async fn leave(&self, id: &RoomId, visitor: VisitorId) -> Result<(), StoreError> {
-        let left = self.with_open_room(id, |room, _| {
-            room.leave(visitor).map(|seq| RoomEvent::Left {
+        let left = self.with_open_room(id, |room, now| {
+            room.leave(visitor, now).map(|order| RoomEvent::Left {
                 room: id.clone(),
-                seq,
+                order,
                 line: room.summary(),
             })
         });
@@ -800,19 +992,17 @@ impl Store for MemoryStore {
         }
         let now = self.clock.now_ms();
         room.expire_passes(now);
-        let ran = room.tick(now).map(|(report, event)| {
+        let ran = room.tick(now).map(|(report, events)| {
             // Published under the room's lock so events leave in version order.
-            self.publish(event);
+            for event in events {
+                self.publish(event);
+            }
             report
         });
         Ok(Tick {
             ran,
-            busy: !room.line.is_empty() || !room.active.is_empty(),
-            // Due but with nothing to do: ask again a period from now.
-            next_due_in_ms: match (room.last_tick + room.config.tick_ms).saturating_sub(now) {
-                0 => room.config.tick_ms,
-                wait => wait,
-            },
+            busy: room.waiting() > 0 || !room.active.is_empty(),
+            next_due_in_ms: room.next_due_in_ms(now),
         })
     }
 

@@ -96,3 +96,54 @@ mod tests {
         }
     }
 }
+
+/// Counts over a fixed number of slots, with prefix sums and their inverse.
+#[derive(Debug)]
+pub struct Counts {
+    /// 1-based Fenwick array; `tree[0]` is unused.
+    tree: Vec<i64>,
+}
+
+impl Counts {
+    pub fn new(slots: usize) -> Self {
+        Self {
+            tree: vec![0; slots + 1],
+        }
+    }
+
+    /// Adds `delta` to 0-based `slot`.
+    pub fn add(&mut self, slot: usize, delta: i64) {
+        let mut i = slot + 1;
+        while i < self.tree.len() {
+            self.tree[i] += delta;
+            i += i & i.wrapping_neg();
+        }
+    }
+
+    /// The sum over the slots before 0-based `slot`.
+    pub fn before(&self, slot: usize) -> u64 {
+        let mut i = slot;
+        let mut sum = 0;
+        while i > 0 {
+            sum += self.tree[i];
+            i &= i - 1;
+        }
+        sum as u64
+    }
+
+    /// The 0-based slot holding the `rank`-th counted item (1-based).
+    pub fn find(&self, rank: u64) -> usize {
+        let mut position = 0;
+        let mut left = rank as i64;
+        let mut step = (self.tree.len() - 1).next_power_of_two();
+        while step > 0 {
+            let next = position + step;
+            if next < self.tree.len() && self.tree[next] < left {
+                position = next;
+                left -= self.tree[next];
+            }
+            step /= 2;
+        }
+        position
+    }
+}

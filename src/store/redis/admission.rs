@@ -7,7 +7,7 @@
 //! `redis+cluster://host:port,host:port/` is a cluster (events on sharded
 //! channels, SSUBSCRIBE/SPUBLISH, Redis 7).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,10 +27,11 @@ use super::script_error::ScriptError;
 use crate::store::{JoinOptions, Store, StoreError, Tick, TickReport};
 use crate::words::clock::SharedClock;
 use crate::words::clock::{Millis, Moment};
+use crate::words::draw::{self, DrawInfo, DrawKey, DrawSeed, EntryId};
 use crate::words::sale::Stock;
 use crate::words::{
-    Admission, LineSummary, Place, PlaceState, QueueMethod, RoomConfig, RoomEvent, RoomFacts,
-    RoomId, RoomInfo, RoomPatch, RoomStats, Secret, StoreEvent, VisitorId,
+    Admission, LineSummary, Order, Place, PlaceState, QueueMethod, RoomConfig, RoomEvent,
+    RoomFacts, RoomId, RoomInfo, RoomPatch, RoomStats, Secret, StoreEvent, VisitorId,
 };
 
 const ROOMS_KEY: &str = "wr:rooms";
@@ -62,6 +63,7 @@ struct Scripts {
     arrive: Script,
     revoke_pass: Script,
     announce_stock: Script,
+    draw_entries: Script,
 }
 
 impl Scripts {
@@ -79,6 +81,7 @@ impl Scripts {
             arrive: script!("arrive.lua"),
             revoke_pass: script!("revoke_pass.lua"),
             announce_stock: script!("announce_stock.lua"),
+            draw_entries: script!("draw_entries.lua"),
         }
     }
 }
@@ -128,10 +131,14 @@ pub struct RedisStore {
     /// Tests drive time; in production the scripts read Redis server time.
     clock: Option<SharedClock>,
     events: broadcast::Sender<StoreEvent>,
+    /// The draw seeds of rooms this node joined visitors to, so that it can
+    /// make each entrant's draw key (Lua has no HMAC). The join script
+    /// checks the seed's commitment, so a stale one is only a retry.
+    draw_seeds: Mutex<HashMap<RoomId, Arc<DrawSeed>>>,
 }
 
 /// The keys of one room, in the order every script expects them.
-fn room_keys(room: &RoomId) -> [String; 8] {
+fn room_keys(room: &RoomId) -> [String; 10] {
     [
         "room",
         "line",
@@ -141,6 +148,8 @@ fn room_keys(room: &RoomId) -> [String; 8] {
         "admissions",
         "arrivals",
         "users",
+        "draw",
+        "entries",
     ]
     .map(|k| format!("wr:{{{room}}}:{k}"))
 }
@@ -245,6 +254,7 @@ impl RedisStore {
             scripts: Arc::new(Scripts::load()),
             clock,
             events,
+            draw_seeds: Mutex::new(HashMap::new()),
         })
     }
 
@@ -324,6 +334,9 @@ impl RedisStore {
                 Some(ScriptError::PowRequired) => StoreError::PowRequired,
                 Some(ScriptError::PowReused) => StoreError::PowReused,
                 Some(ScriptError::NotAccepting) => StoreError::NotAccepting,
+                Some(ScriptError::NoDraw) => StoreError::NoDraw,
+                Some(ScriptError::NotDrawn) => StoreError::NotDrawn,
+                Some(ScriptError::DrawSeed) => StoreError::DrawSeed,
                 Some(other) => {
                     StoreError::Unexpected(format!("{other:?} from an admission script"))
                 }
@@ -332,11 +345,101 @@ impl RedisStore {
     }
 
     /// Config and stats, plus the config revision a change must be made against.
-    async fn info_with_revision(&self, room: &RoomId) -> Result<(RoomInfo, String), StoreError> {
+    async fn record(&self, room: &RoomId) -> Result<RoomRecord, StoreError> {
         let flat: Vec<Value> = self.run(&self.scripts.room_info, room, []).await?;
         parse_info(room, flat)
             .ok_or_else(|| StoreError::Unexpected("unexpected room record".into()))
     }
+
+    /// The room's draw seed, read once per room and kept.
+    async fn draw_seed(
+        &self,
+        room: &RoomId,
+        fresh: bool,
+    ) -> Result<Option<Arc<DrawSeed>>, StoreError> {
+        if !fresh && let Some(seed) = self.draw_seeds.lock().get(room) {
+            return Ok(Some(seed.clone()));
+        }
+        let mut connection = self.commands.clone();
+        let seed: Option<String> = connection
+            .hget(&room_keys(room)[0], "draw_seed")
+            .await
+            .map_err(unavailable)?;
+        let seed = seed.and_then(|s| s.parse::<DrawSeed>().ok()).map(Arc::new);
+        if let Some(seed) = &seed {
+            self.draw_seeds.lock().insert(room.clone(), seed.clone());
+        }
+        Ok(seed)
+    }
+
+    async fn join_once(
+        &self,
+        id: &RoomId,
+        visitor: VisitorId,
+        options: &JoinOptions,
+        seed: Option<&DrawSeed>,
+    ) -> Result<Place, StoreError> {
+        // Always both keys (unused ones name nothing), so their places are fixed.
+        let keys = [
+            format!(
+                "wr:{{{id}}}:join-limit:{}",
+                options.limit.as_ref().map_or("", |l| l.client.as_str())
+            ),
+            format!(
+                "wr:{{{id}}}:pow:{}",
+                options.pow.as_ref().map_or("", |p| p.id.as_str())
+            ),
+        ];
+        // Made for every join once the room has a seed: the script uses it
+        // only for a new place before the opening.
+        let (commitment, entry, key) = match seed {
+            Some(seed) => {
+                let entry = EntryId::random();
+                (
+                    seed.commitment(),
+                    entry.to_string(),
+                    seed.key_of(&entry).to_hex(),
+                )
+            }
+            None => Default::default(),
+        };
+        let args = [
+            visitor.to_string(),
+            options
+                .limit
+                .as_ref()
+                .map(|limit| limit.per_minute.to_string())
+                .unwrap_or_default(),
+            options.user.clone().unwrap_or_default(),
+            options
+                .pow
+                .as_ref()
+                .map(|p| p.until.to_string())
+                .unwrap_or_default(),
+            commitment,
+            entry,
+            key,
+        ];
+        let mut reply: Vec<Value> = self
+            .run_with_keys(&self.scripts.join, id, &keys, args)
+            .await?;
+        // The place's owner comes last: a known user's may be another visitor.
+        let owner = reply
+            .pop()
+            .and_then(|v| text(&v))
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| StoreError::Unexpected("a join without its visitor".into()))?;
+        parse_place(owner, reply).ok_or_else(|| StoreError::Unexpected("unexpected place".into()))
+    }
+}
+
+/// A room as `room_info.lua` reads it.
+struct RoomRecord {
+    info: RoomInfo,
+    /// The config revision a change must be made against.
+    revision: String,
+    /// The store's time of the read.
+    now: Millis,
 }
 
 fn config_args(config: &RoomConfig) -> Vec<String> {
@@ -385,10 +488,24 @@ fn config_args(config: &RoomConfig) -> Vec<String> {
                 .map(|at| at.0.to_string())
                 .unwrap_or_default(),
         ),
+        (
+            "opens_at",
+            config
+                .opens_at
+                .map(|at| at.0.to_string())
+                .unwrap_or_default(),
+        ),
     ]
     .into_iter()
     .flat_map(|(field, value)| [field.to_string(), value])
     .collect()
+}
+
+/// A fresh draw seed and its commitment, for the scripts that keep one if
+/// the room gets its first `opens_at`.
+fn seed_args() -> [String; 2] {
+    let seed = DrawSeed::random();
+    [seed.to_hex(), seed.commitment()]
 }
 
 /// A script's reply value as text (shared with the sale's scripts).
@@ -404,8 +521,8 @@ pub(crate) fn number(value: &Value) -> Option<u64> {
     }
 }
 
-fn parse_info(room: &RoomId, flat: Vec<Value>) -> Option<(RoomInfo, String)> {
-    let (fields, stats) = flat.split_at(flat.len().checked_sub(4)?);
+fn parse_info(room: &RoomId, flat: Vec<Value>) -> Option<RoomRecord> {
+    let (fields, stats) = flat.split_at(flat.len().checked_sub(8)?);
     let field = |name: &str| {
         fields
             .chunks(2)
@@ -435,21 +552,55 @@ fn parse_info(room: &RoomId, flat: Vec<Value>) -> Option<(RoomInfo, String)> {
         closes_at: field("closes_at")
             .and_then(|at| at.parse().ok())
             .map(Moment),
+        opens_at: field("opens_at").and_then(|at| at.parse().ok()).map(Moment),
         close_when_sold_out: field("close_when_sold_out").as_deref() != Some("0"),
     };
+    let figures = stats;
     let stats = RoomStats {
-        waiting: number(&stats[0])?,
-        active: number(&stats[1])?,
+        waiting: number(&figures[0])?,
+        active: number(&figures[1])?,
         admitted_total: parse("admitted_total")?,
-        admitted_last_minute: number(&stats[2])?,
-        oldest_wait_seconds: number(&stats[3])? / 1000,
+        admitted_last_minute: number(&figures[2])?,
+        oldest_wait_seconds: number(&figures[3])? / 1000,
         turned_away: field("turned_away")
             .and_then(|n| n.parse().ok())
             .unwrap_or(0),
         no_shows: field("no_shows").and_then(|n| n.parse().ok()).unwrap_or(0),
+        pre_queue: number(&figures[4])?,
     };
-    let info = RoomInfo::new(room.clone(), config, stats);
-    Some((info, field("config_rev")?))
+    let opened = text(&figures[6]).as_deref() == Some("1");
+    let draw = config
+        .opens_at
+        .zip(field("draw_commitment"))
+        .map(|(opens_at, commitment)| DrawInfo {
+            opens_at,
+            commitment,
+            // The seed stays in the store until the opening reveals it.
+            seed: field("draw_seed").filter(|_| opened),
+            entrants: number(&figures[5]).unwrap_or(0),
+            drawn_at: opened.then_some(opens_at),
+        });
+    let info = RoomInfo::new(room.clone(), config, stats, draw);
+    Some(RoomRecord {
+        info,
+        revision: field("config_rev")?,
+        now: number(&figures[7])?,
+    })
+}
+
+/// A place in the order as the scripts write it: the join sequence number,
+/// or `d<first 16 hex of the draw key>-<entry>`.
+fn parse_order(text: &str) -> Option<Order> {
+    match text.strip_prefix('d') {
+        Some(drawn) => {
+            let (key, entry) = drawn.split_once('-')?;
+            Some(Order::Drawn {
+                key: u64::from_str_radix(key, 16).ok()?,
+                entry: entry.parse().ok()?,
+            })
+        }
+        None => text.parse().ok().map(Order::Joined),
+    }
 }
 
 /// The room-wide part the scripts send: version, waiting, rate, tick time, paused.
@@ -464,19 +615,22 @@ fn summary(version: u64, waiting: u64, rate: &str, tick_at: &str, paused: &str) 
 }
 
 /// `{ state, a, b, version, waiting, rate, tick_at, paused, target_url, notice,
-/// queue_method, stock_left, sold_out }` from the scripts.
+/// queue_method, stock_left, sold_out, opens_at }` from the scripts.
 fn parse_place(visitor: VisitorId, reply: Vec<Value>) -> Option<Place> {
-    if reply.len() != 13 {
+    if reply.len() != 14 {
         return None;
     }
-    let (a, b) = (number(&reply[1])?, number(&reply[2])?);
+    let b = number(&reply[2])?;
     let state = match text(&reply[0])?.as_str() {
         "w" => PlaceState::Waiting {
-            seq: a,
+            order: parse_order(&text(&reply[1])?)?,
             position: b,
         },
+        "p" => PlaceState::PreQueue {
+            entry: parse_order(&text(&reply[1])?)?.entry()?,
+        },
         "a" => PlaceState::Admitted {
-            admitted_at: a,
+            admitted_at: number(&reply[1])?,
             expires_at: b,
         },
         "l" => PlaceState::Left,
@@ -501,6 +655,7 @@ fn parse_place(visitor: VisitorId, reply: Vec<Value>) -> Option<Place> {
                 .unwrap_or_default(),
             stock_left: text(&reply[11]).and_then(|n| n.parse().ok()),
             sold_out: text(&reply[12]).as_deref() == Some("1"),
+            opens_at: text(&reply[13]).and_then(|at| at.parse().ok()).map(Moment),
         }),
     })
 }
@@ -527,7 +682,7 @@ fn parse_event(room: RoomId, payload: &str) -> Option<RoomEvent> {
                     let mut fields = a.split(',');
                     Some(Admission {
                         visitor: fields.next()?.parse().ok()?,
-                        seq: fields.next()?.parse().ok()?,
+                        order: parse_order(fields.next()?)?,
                         admitted_at: fields.next()?.parse().ok()?,
                         expires_at: fields.next()?.parse().ok()?,
                     })
@@ -536,8 +691,8 @@ fn parse_event(room: RoomId, payload: &str) -> Option<RoomEvent> {
             let departed = departed
                 .split(',')
                 .filter(|d| !d.is_empty())
-                .map(|d| d.parse().ok())
-                .collect::<Option<Vec<u64>>>()?;
+                .map(parse_order)
+                .collect::<Option<Vec<Order>>>()?;
             Some(RoomEvent::Tick {
                 room,
                 admitted: admitted.into(),
@@ -547,13 +702,15 @@ fn parse_event(room: RoomId, payload: &str) -> Option<RoomEvent> {
         }
         "left" => Some(RoomEvent::Left {
             room,
-            seq: rest.parse().ok()?,
+            order: parse_order(rest)?,
             line,
         }),
+        "drawn" => Some(RoomEvent::Drawn { room, line }),
         "configured" => {
             let (method, rest) = rest.split_once('|')?;
             let (stock_left, rest) = rest.split_once('|')?;
             let (sold_out, rest) = rest.split_once('|')?;
+            let (opens_at, rest) = rest.split_once('|')?;
             let (length, facts) = rest.split_once('|')?;
             let length: usize = length.parse().ok()?;
             let (target_url, notice) = (facts.get(..length)?, facts.get(length..)?);
@@ -566,6 +723,7 @@ fn parse_event(room: RoomId, payload: &str) -> Option<RoomEvent> {
                     queue_method: QueueMethod::parse(method)?,
                     stock_left: stock_left.parse().ok(),
                     sold_out: sold_out == "1",
+                    opens_at: opens_at.parse().ok().map(Moment),
                 }),
             })
         }
@@ -652,7 +810,7 @@ impl Store for RedisStore {
                 &self.scripts.create_room,
                 &id,
                 &sale_keys(&id),
-                config_args(&config),
+                seed_args().into_iter().chain(config_args(&config)),
             )
             .await?;
         self.room(&id).await
@@ -661,11 +819,24 @@ impl Store for RedisStore {
     async fn configure(&self, id: &RoomId, patch: RoomPatch) -> Result<RoomInfo, StoreError> {
         // Optimistic: read, change, write if nobody wrote in between.
         for _ in 0..10 {
-            let (info, revision) = self.info_with_revision(id).await?;
+            let RoomRecord {
+                info,
+                revision,
+                now,
+            } = self.record(id).await?;
             let config = patch
                 .apply_to(&info.config)
                 .map_err(StoreError::InvalidConfig)?;
-            let args = std::iter::once(revision).chain(config_args(&config));
+            draw::check_schedule(
+                info.config.opens_at,
+                config.opens_at,
+                now,
+                info.stats.pre_queue,
+            )
+            .map_err(StoreError::InvalidConfig)?;
+            let args = std::iter::once(revision)
+                .chain(seed_args())
+                .chain(config_args(&config));
             match self.run::<Value>(&self.scripts.configure, id, args).await {
                 Ok(_) => return self.room(id).await,
                 Err(StoreError::Conflict(_)) => continue,
@@ -686,8 +857,8 @@ impl Store for RedisStore {
     }
 
     async fn room(&self, id: &RoomId) -> Result<RoomInfo, StoreError> {
-        match self.info_with_revision(id).await {
-            Ok((info, _)) => Ok(info),
+        match self.record(id).await {
+            Ok(record) => Ok(record.info),
             Err(StoreError::RoomClosed(id)) => Err(StoreError::RoomNotFound(id)),
             Err(error) => Err(error),
         }
@@ -718,42 +889,42 @@ impl Store for RedisStore {
         visitor: VisitorId,
         options: &JoinOptions,
     ) -> Result<Place, StoreError> {
-        // Always both keys (unused ones name nothing), so their places are fixed.
-        let keys = [
-            format!(
-                "wr:{{{id}}}:join-limit:{}",
-                options.limit.as_ref().map_or("", |l| l.client.as_str())
-            ),
-            format!(
-                "wr:{{{id}}}:pow:{}",
-                options.pow.as_ref().map_or("", |p| p.id.as_str())
-            ),
-        ];
-        let args = [
-            visitor.to_string(),
-            options
-                .limit
-                .as_ref()
-                .map(|limit| limit.per_minute.to_string())
-                .unwrap_or_default(),
-            options.user.clone().unwrap_or_default(),
-            options
-                .pow
-                .as_ref()
-                .map(|p| p.until.to_string())
-                .unwrap_or_default(),
-        ];
-        let mut reply: Vec<Value> = self
-            .run_with_keys(&self.scripts.join, id, &keys, args)
+        let seed = self.draw_seeds.lock().get(id).cloned();
+        match self.join_once(id, visitor, options, seed.as_deref()).await {
+            // The room has a draw this node has no (or an old) seed for:
+            // the script changed nothing, so read the seed and join again.
+            Err(StoreError::DrawSeed) => {
+                let seed = self.draw_seed(id, true).await?;
+                self.join_once(id, visitor, options, seed.as_deref()).await
+            }
+            other => other,
+        }
+    }
+
+    async fn draw(&self, id: &RoomId) -> Result<DrawInfo, StoreError> {
+        self.room(id).await?.draw.ok_or(StoreError::NoDraw)
+    }
+
+    async fn draw_entries(
+        &self,
+        id: &RoomId,
+        after: Option<(DrawKey, EntryId)>,
+        limit: usize,
+    ) -> Result<Vec<(DrawKey, EntryId)>, StoreError> {
+        let after = after
+            .map(|(key, entry)| format!("{}:{entry}", key.to_hex()))
+            .unwrap_or_default();
+        let members: Vec<String> = self
+            .run(&self.scripts.draw_entries, id, [after, limit.to_string()])
             .await?;
-        // The place's owner comes last: a known user's may be another visitor.
-        let owner = reply
-            .pop()
-            .and_then(|v| text(&v))
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| StoreError::Unexpected("a join without its visitor".into()))?;
-        let visitor = owner;
-        parse_place(visitor, reply).ok_or_else(|| StoreError::Unexpected("unexpected place".into()))
+        members
+            .iter()
+            .map(|member| {
+                let (key, entry) = member.split_once(':')?;
+                Some((key.parse().ok()?, entry.parse().ok()?))
+            })
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| StoreError::Unexpected("an unreadable draw entry".into()))
     }
 
     async fn status(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {
@@ -913,8 +1084,12 @@ mod tests {
             panic!("a tick")
         };
         assert_eq!(
-            (admitted.len(), admitted[1].seq, &departed[..]),
-            (2, 6, &[9, 2][..])
+            (admitted.len(), admitted[1].order, &departed[..]),
+            (
+                2,
+                Order::Joined(6),
+                &[Order::Joined(9), Order::Joined(2)][..]
+            )
         );
         assert_eq!(
             (line.version, line.waiting, line.rate_per_s, line.tick_at),
@@ -922,7 +1097,7 @@ mod tests {
         );
         let Some(RoomEvent::Configured { facts, line, .. }) = parse_event(
             room.clone(),
-            "configured|4|0|||1|random|3|0|22|https://x.example/?a|bDoors open | at 9",
+            "configured|4|0|||1|random|3|0||22|https://x.example/?a|bDoors open | at 9",
         ) else {
             panic!("a config change")
         };
@@ -942,6 +1117,18 @@ mod tests {
         );
         assert_eq!(facts.queue_method, QueueMethod::Random);
         assert_eq!((facts.stock_left, facts.sold_out), (Some(3), false));
+        let entry: EntryId = "00112233445566778899aabb".parse().unwrap();
+        let Some(RoomEvent::Left { order, .. }) = parse_event(
+            room.clone(),
+            "left|5|3|||0|d00000000000000ff-00112233445566778899aabb",
+        ) else {
+            panic!("a departure from the draw")
+        };
+        assert_eq!(order, Order::Drawn { key: 255, entry });
+        assert!(matches!(
+            parse_event(room.clone(), "drawn|6|3|||0|"),
+            Some(RoomEvent::Drawn { .. })
+        ));
         assert!(parse_event(room, "tick|x").is_none());
         assert_eq!(
             room_of_channel("wr:{spring-sale}:events").unwrap().as_str(),

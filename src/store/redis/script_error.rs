@@ -24,6 +24,10 @@ pub enum ScriptError {
     PowReused,
     /// `reject`, or past `closes_at`.
     NotAccepting,
+    /// The node joined a pre-queue without the room's draw seed (or an old one).
+    DrawSeed,
+    NoDraw,
+    NotDrawn,
     /// The sale sells the other kind (`seats` or `stock`).
     WrongKind(String),
     NoClaim,
@@ -61,6 +65,9 @@ impl ScriptError {
             "POWREQUIRED" => Self::PowRequired,
             "POWREUSED" => Self::PowReused,
             "NOTACCEPTING" => Self::NotAccepting,
+            "DRAWSEED" => Self::DrawSeed,
+            "NODRAW" => Self::NoDraw,
+            "NOTDRAWN" => Self::NotDrawn,
             "WRONGKIND" => Self::WrongKind(detail.to_string()),
             "NOCLAIM" => Self::NoClaim,
             "EXPIRED" => Self::Expired,

@@ -1,0 +1,242 @@
+//! The draw of a scheduled room, as api.md defines it: a secret 32-byte
+//! seed committed to by its SHA-256 before anyone joins, an entry id for
+//! each pre-queue entrant, and the order HMAC-SHA256(seed, entry), lowest
+//! first. Each entrant's key is computed when they join, so the opening
+//! only reveals an order that already exists: it costs the store nothing.
+
+use std::fmt;
+use std::str::FromStr;
+
+use hmac::{Hmac, Mac};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use super::clock::{Millis, Moment};
+
+/// The secret a room's draw is made from, until the opening reveals it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DrawSeed([u8; 32]);
+
+impl DrawSeed {
+    pub fn random() -> Self {
+        Self(rand::random())
+    }
+
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+
+    /// What is published before the first join: lowercase hex SHA-256 of the seed.
+    pub fn commitment(&self) -> String {
+        hex(&Sha256::digest(self.0))
+    }
+
+    /// The seed as the draw reveals it: 64 lowercase hex characters.
+    pub fn to_hex(&self) -> String {
+        hex(&self.0)
+    }
+
+    /// An entrant's place in the drawn order.
+    pub fn key_of(&self, entry: &EntryId) -> DrawKey {
+        draw_key(&self.0, entry.to_string().as_bytes())
+    }
+}
+
+impl FromStr for DrawSeed {
+    type Err = ();
+
+    fn from_str(text: &str) -> Result<Self, ()> {
+        unhex::<32>(text).map(Self)
+    }
+}
+
+/// Never in a log: the seed decides the order until it is revealed.
+impl fmt::Debug for DrawSeed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("DrawSeed([redacted])")
+    }
+}
+
+/// HMAC-SHA256(key = seed, message = entry): the recipe api.md publishes.
+pub fn draw_key(seed: &[u8], entry: &[u8]) -> DrawKey {
+    let mut mac = Hmac::<Sha256>::new_from_slice(seed).expect("HMAC takes a key of any length");
+    mac.update(entry);
+    DrawKey(mac.finalize().into_bytes().into())
+}
+
+/// An entrant's HMAC: entrants are drawn in ascending order of it.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DrawKey(pub [u8; 32]);
+
+impl DrawKey {
+    /// The first 8 bytes, big-endian: orders like the whole key except
+    /// between keys that share them (1 in 2^64), which only positions
+    /// estimated from events compare.
+    pub fn prefix(&self) -> u64 {
+        u64::from_be_bytes(self.0[..8].try_into().expect("8 bytes"))
+    }
+
+    pub fn to_hex(&self) -> String {
+        hex(&self.0)
+    }
+}
+
+impl FromStr for DrawKey {
+    type Err = ();
+
+    fn from_str(text: &str) -> Result<Self, ()> {
+        unhex::<32>(text).map(Self)
+    }
+}
+
+impl fmt::Debug for DrawKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DrawKey({})", &self.to_hex()[..16])
+    }
+}
+
+/// An entrant's public id in the draw: random, so the published list of
+/// entries says nothing about passes or visitors.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EntryId([u8; 12]);
+
+impl EntryId {
+    pub fn random() -> Self {
+        Self(rand::random())
+    }
+}
+
+impl fmt::Display for EntryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&hex(&self.0))
+    }
+}
+
+impl fmt::Debug for EntryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "EntryId({self})")
+    }
+}
+
+impl FromStr for EntryId {
+    type Err = ();
+
+    fn from_str(text: &str) -> Result<Self, ()> {
+        unhex::<12>(text).map(Self)
+    }
+}
+
+impl Serialize for EntryId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// A room's draw as anyone may see it (`GET /api/rooms/{room}/draw`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DrawInfo {
+    pub opens_at: Moment,
+    pub commitment: String,
+    /// Null until the opening.
+    pub seed: Option<String>,
+    /// Everyone in the pre-queue: so far, or at the opening once drawn.
+    pub entrants: u64,
+    /// The opening, once it has passed: the order took effect then.
+    pub drawn_at: Option<Moment>,
+}
+
+/// Whether a room's opening may change from `old` to `new` at `now`, with
+/// `pre_queue` entrants waiting for it: the opening is when the order takes
+/// effect, so once it has passed it stays; a pre-queue keeps its opening
+/// (which may be brought forward, to now or earlier, to open at once).
+pub fn check_schedule(
+    old: Option<Moment>,
+    new: Option<Moment>,
+    now: Millis,
+    pre_queue: u64,
+) -> Result<(), String> {
+    if old == new {
+        return Ok(());
+    }
+    if old.is_some_and(|at| now >= at.0) {
+        return Err("opens_at can't change after the opening: the draw is done".into());
+    }
+    if new.is_none() && pre_queue > 0 {
+        return Err(format!(
+            "opens_at can't be removed while {pre_queue} wait in the pre-queue; set it to now to open at once"
+        ));
+    }
+    Ok(())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use fmt::Write;
+    bytes.iter().fold(String::new(), |mut out, b| {
+        let _ = write!(out, "{b:02x}");
+        out
+    })
+}
+
+fn unhex<const N: usize>(text: &str) -> Result<[u8; N], ()> {
+    if text.len() != 2 * N || !text.is_ascii() {
+        return Err(());
+    }
+    let mut out = [0u8; N];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|_| ())?;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_is_the_published_hmac() {
+        // RFC 4231 test case 2: key "Jefe".
+        let key = draw_key(b"Jefe", b"what do ya want for nothing?");
+        assert_eq!(
+            key.to_hex(),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    #[test]
+    fn seeds_entries_and_keys_round_trip_as_hex() {
+        let seed = DrawSeed::random();
+        assert_eq!(seed.to_hex().parse::<DrawSeed>(), Ok(seed.clone()));
+        assert_eq!(seed.commitment().len(), 64);
+        assert_ne!(seed.commitment(), seed.to_hex());
+        let entry = EntryId::random();
+        assert_eq!(entry.to_string().len(), 24);
+        assert_eq!(entry.to_string().parse::<EntryId>(), Ok(entry));
+        let key = seed.key_of(&entry);
+        assert_eq!(key.to_hex().parse::<DrawKey>(), Ok(key));
+        assert!("zz".repeat(12).parse::<EntryId>().is_err());
+        assert!(format!("{seed:?}").contains("redacted"));
+    }
+
+    #[test]
+    fn an_opening_stays_once_passed_and_a_pre_queue_keeps_one() {
+        let at = |ms| Some(Moment(ms));
+        assert!(check_schedule(None, at(100), 50, 0).is_ok());
+        assert!(check_schedule(at(100), at(200), 50, 9).is_ok());
+        assert!(
+            check_schedule(at(100), at(10), 50, 9).is_ok(),
+            "open at once"
+        );
+        assert!(check_schedule(at(100), None, 50, 0).is_ok());
+        assert!(check_schedule(at(100), None, 50, 1).is_err());
+        assert!(check_schedule(at(100), at(200), 100, 0).is_err());
+        assert!(check_schedule(at(100), at(100), 500, 0).is_ok());
+    }
+
+    #[test]
+    fn the_prefix_orders_like_the_key() {
+        let seed = DrawSeed::random();
+        let mut keys: Vec<DrawKey> = (0..1000).map(|_| seed.key_of(&EntryId::random())).collect();
+        keys.sort();
+        assert!(keys.windows(2).all(|w| w[0].prefix() <= w[1].prefix()));
+    }
+}
