@@ -37,7 +37,11 @@ const el = {
   cont: $('continue'),
   signIn: $('sign-in'),
   notice: $('notice'),
-  stock: $('stock')
+  stock: $('stock'),
+  opening: $('opening'),
+  countdown: $('countdown'),
+  entryLine: $('entry-line'),
+  entry: $('entry')
 };
 
 // A user token from the site that sends its signed-in customers here
@@ -98,6 +102,10 @@ const st = {
   powTries: 0,
   done: false,          // terminal state reached: no more reconnecting
   firstPosition: null,  // first position seen, for the progress bar
+  opensAt: null,        // the scheduled opening (ms), while in the pre-queue
+  countdownTimer: null,
+  inDraw: false,        // was in the pre-queue: the first position is the draw's
+  drawn: false,         // the draw's position has been shown
   // aria-live announcements: the last one said, when, and one waiting its turn
   lastAnnounced: '',
   lastAnnounceAt: 0,
@@ -229,13 +237,72 @@ function handleStatus(s) {
   }
 }
 
+// --- the scheduled opening ------------------------------------------------------
+// Before the opening the visitor is in the pre-queue: no position exists,
+// so the page counts down to the opening instead, and says why arriving
+// early does not matter.
+function two(n) { return (n < 10 ? '0' : '') + n; }
+
+function countdownText(ms) {
+  let left = Math.max(0, Math.ceil(ms / 1000));
+  const d = Math.floor(left / 86400); left -= d * 86400;
+  const h = Math.floor(left / 3600); left -= h * 3600;
+  const m = Math.floor(left / 60);
+  const sec = left - m * 60;
+  const parts = { d: d, h: two(h), m: two(m), s: two(sec) };
+  return d > 0 ? fill(t('countdown_days', '{d} d {h}:{m}:{s}'), parts) : fill(t('countdown_clock', '{h}:{m}:{s}'), parts);
+}
+
+function tickCountdown() {
+  if (st.opensAt === null) return;
+  const left = st.opensAt - Date.now();
+  setText(el.countdown, left > 0 ? countdownText(left) : t('opening_drawing', 'Drawing the order…'));
+}
+
+function showPreQueue(s) {
+  const opensAt = Date.parse(s.opens_at);
+  st.inDraw = true;
+  st.opensAt = isNaN(opensAt) ? null : opensAt;
+  if (el.opening) el.opening.hidden = false;
+  if (typeof s.entry === 'string' && el.entry && el.entryLine) {
+    setText(el.entry, s.entry);
+    el.entryLine.hidden = false;
+  }
+  setText(el.position, t('position_at_opening', 'Drawn at the opening'));
+  tickCountdown();
+  if (st.countdownTimer === null) st.countdownTimer = setInterval(tickCountdown, 1000);
+}
+
+function leavePreQueue() {
+  clearInterval(st.countdownTimer);
+  st.countdownTimer = null;
+  st.opensAt = null;
+  if (el.opening) el.opening.hidden = true;
+}
+
 function onWaiting(s) {
   if (st.done) return;
   showJoinAgain(false);
   setPageState('waiting');
   const paused = s.paused === true;
+  // In the pre-queue: an entry and no position (a random line has none
+  // after the opening either, so there the clock tells them apart).
+  const preQueue = !isCount(s.position) && typeof s.entry === 'string' && typeof s.opens_at === 'string'
+    && (s.queue_method !== 'random' || Date.parse(s.opens_at) > Date.now());
+  if (preQueue && !st.drawn) {
+    showPreQueue(s);
+    if (isCount(s.waiting)) setText(el.waiting, formatCount(s.waiting, lang));
+    setText(el.eta, '–');
+    setMessage('msg_pre_queue', 'pre-queue', 'You are in the draw. Your place in line is decided at the opening.');
+    return;
+  }
   if (isCount(s.position)) {
     const pos = s.position;
+    if (st.countdownTimer !== null || (st.inDraw && !st.drawn)) {
+      leavePreQueue();
+      st.drawn = true;
+      say(fill(t('announce_drawn', 'The draw is done. Your position in line is {n}.'), { n: pos }), true);
+    }
     if (st.firstPosition === null || pos > st.firstPosition) st.firstPosition = pos;
     setText(el.position, String(pos));
     setProgress(st.firstPosition > 0 ? (st.firstPosition - pos) * 100 / st.firstPosition : 0);
@@ -290,6 +357,7 @@ function onFinished(key, state, fallback, canRejoin) {
 
 function stopAll() {
   clearTimeout(st.joinTimer); st.joinTimer = null;
+  leavePreQueue();
   socket.stop();
 }
 

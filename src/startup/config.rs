@@ -40,6 +40,16 @@ pub struct Settings {
     #[arg(long, env = "WAITROOM_DEMO_ROOM")]
     pub demo_room: bool,
 
+    /// Make the demo room a scheduled drop opening this many seconds after
+    /// start: a countdown, a pre-queue and the draw (needs --demo-room).
+    #[arg(
+        long,
+        env = "WAITROOM_DEMO_OPENS_IN",
+        value_name = "SECONDS",
+        requires = "demo_room"
+    )]
+    pub demo_opens_in: Option<u64>,
+
     /// Log format.
     #[arg(long, env = "WAITROOM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -94,6 +104,7 @@ impl Settings {
             admin_token: Some("test-admin-token-of-at-least-32-chars".into()),
             secret: Some("test-secret".into()),
             demo_room: false,
+            demo_opens_in: None,
             log_format: LogFormat::Text,
             max_sockets: None,
             workers: Some(2),

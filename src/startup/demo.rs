@@ -2,6 +2,9 @@
 //! 5 s, with simulated visitors arriving a little slower than that, so a
 //! person who opens the page sees a line that moves; admitted, they reach a
 //! seat sale of waitroom's own (rows A to E, 8 seats each, 4 per visitor).
+//! With an opening (`--demo-opens-in`), the room is a scheduled drop: the
+//! simulated crowd gathers in the pre-queue and is drawn with the person
+//! watching.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,19 +15,25 @@ use tokio_util::sync::CancellationToken;
 use crate::live::promoter::Wakeups;
 use crate::store::SaleStore;
 use crate::store::{Store, StoreError};
+use crate::words::clock::Moment;
 use crate::words::sale::{Inventory, SaleConfig};
-use crate::words::{RoomConfig, RoomId, VisitorId};
+use crate::words::{PlaceState, RoomConfig, RoomId, VisitorId};
 
 pub const DEMO_ROOM: &str = "demo";
 /// Simulated visitors already waiting when the demo starts.
 const INITIAL_LINE: usize = 12;
 
-pub async fn create(store: &dyn Store, sale: &dyn SaleStore) -> Result<RoomId, String> {
+pub async fn create(
+    store: &dyn Store,
+    sale: &dyn SaleStore,
+    opens_at: Option<Moment>,
+) -> Result<RoomId, String> {
     let id = RoomId::parse(DEMO_ROOM).expect("a valid slug");
     let mut config = RoomConfig::new("Demo sale", "/rooms/demo/sale");
     config.admit_per_tick = 2;
     config.tick_ms = 5_000;
     config.pass_ttl_s = 300;
+    config.opens_at = opens_at;
     config.notice = Some(
         "This is a demo: the visitors ahead of you are simulated, and the seats are not real."
             .into(),
@@ -75,7 +84,10 @@ pub async fn simulate_visitors(
                 let mut still_waiting = Vec::with_capacity(crowd.len());
                 for visitor in crowd.drain(..) {
                     if let Ok(place) = store.status(&room, visitor).await
-                        && matches!(place.state, crate::words::PlaceState::Waiting { .. })
+                        && matches!(
+                            place.state,
+                            PlaceState::Waiting { .. } | PlaceState::PreQueue { .. }
+                        )
                     {
                         still_waiting.push(visitor);
                     }

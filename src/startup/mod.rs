@@ -21,7 +21,7 @@ use crate::live::tasks::Tasks;
 use crate::store::memory::MemoryStore;
 use crate::store::redis::RedisStore;
 use crate::store::{SaleStore, Store};
-use crate::words::clock::SharedClock;
+use crate::words::clock::{Moment, SharedClock};
 use crate::words::credentials::{Credentials, random_secret};
 use config::Settings;
 
@@ -214,7 +214,10 @@ impl Application {
         tasks.spawn_service("hub", hub.clone().run(tasks.clone()));
         tasks.spawn_service("promoter", promoter.clone().run(tasks.clone()));
         if settings.demo_room {
-            let room = demo::create(store.as_ref(), sale.as_ref())
+            let opens_at = settings
+                .demo_opens_in
+                .map(|s| Moment((clock.now_ms() / 1000 + s) * 1000));
+            let room = demo::create(store.as_ref(), sale.as_ref(), opens_at)
                 .await
                 .map_err(StartError::Demo)?;
             tasks.spawn_service(

@@ -66,6 +66,22 @@ pub struct Texts {
     /// `{n}` = units or seats left.
     pub stock_left: &'static str,
     pub position_random: &'static str,
+    /// Above the countdown to a scheduled opening.
+    pub opening_label: &'static str,
+    /// Under the countdown: why arriving early gives no advantage.
+    pub opening_explained: &'static str,
+    /// In place of a position before the draw.
+    pub position_at_opening: &'static str,
+    /// Once the countdown reaches zero, until the drawn position arrives.
+    pub opening_drawing: &'static str,
+    /// `{d}` days, `{h}` hours, `{m}` minutes, `{s}` seconds: the countdown.
+    pub countdown_days: &'static str,
+    pub countdown_clock: &'static str,
+    /// Before the visitor's entry id in the draw.
+    pub entry_label: &'static str,
+    pub msg_pre_queue: &'static str,
+    /// `{n}` = the drawn position, said once at the draw.
+    pub announce_drawn: &'static str,
     pub join_again: &'static str,
     pub continue_link: &'static str,
     /// Screen-reader announcement; `{n}` = position.
@@ -118,6 +134,15 @@ pub static EN: Texts = Texts {
     msg_sold_out: "Sold out. Everything on sale has found a buyer; thank you for waiting.",
     stock_left: "{n} left",
     position_random: "Drawn at random",
+    opening_label: "Opens in",
+    opening_explained: "Everyone who arrives before the opening is put in one random order when it opens: arriving earlier gives no advantage. Keep this page open.",
+    position_at_opening: "Drawn at the opening",
+    opening_drawing: "Drawing the order…",
+    countdown_days: "{d} d {h}:{m}:{s}",
+    countdown_clock: "{h}:{m}:{s}",
+    entry_label: "Your entry in the draw",
+    msg_pre_queue: "You are in the draw. Your place in line is decided at the opening.",
+    announce_drawn: "The draw is done. Your position in line is {n}.",
     join_again: "Join again",
     continue_link: "Continue",
     announce_position: "Your position in line is now {n}.",
@@ -169,6 +194,15 @@ pub static KO: Texts = Texts {
     msg_sold_out: "매진되었습니다. 준비된 상품이 모두 판매되었습니다. 기다려 주셔서 감사합니다.",
     stock_left: "{n}개 남음",
     position_random: "무작위 추첨",
+    opening_label: "오픈까지",
+    opening_explained: "오픈 전에 도착한 모든 분은 오픈 순간 하나의 무작위 순서로 정렬됩니다. 일찍 도착해도 유리하지 않습니다. 이 페이지를 열어 두세요.",
+    position_at_opening: "오픈 시 추첨",
+    opening_drawing: "순서를 추첨하는 중…",
+    countdown_days: "{d}일 {h}:{m}:{s}",
+    countdown_clock: "{h}:{m}:{s}",
+    entry_label: "추첨 응모 번호",
+    msg_pre_queue: "추첨에 참여했습니다. 대기 순서는 오픈 시 정해집니다.",
+    announce_drawn: "추첨이 끝났습니다. 대기 순서는 {n}번입니다.",
     join_again: "다시 줄 서기",
     continue_link: "계속",
     announce_position: "현재 내 순서는 {n}번입니다.",
