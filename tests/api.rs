@@ -1838,3 +1838,146 @@ async fn queue_methods_and_closes_at_show_in_every_answer() {
         assert!(message.contains(said), "{change}: {message}");
     }
 }
+
+/// A minute after the tests' start: `support::START_MS` is 2026-01-01T00:00:00Z.
+const OPENING: &str = "2026-01-01T00:01:00Z";
+
+#[tokio::test]
+async fn anyone_can_check_the_draw_from_the_commitment_the_seed_and_the_entries() {
+    let app = TestApp::spawn().await;
+    let room = app
+        .create_room(
+            "drop",
+            // Paused: the draw happens all the same, and the first status
+            // after it is the drawn position itself.
+            json!({"opens_at": OPENING, "admit_per_tick": 3, "abandon_after_s": 86400, "paused": true}),
+        )
+        .await;
+    assert_eq!(room["opens_at"], OPENING);
+    // Published before anyone joins.
+    let before = support::draw::published(&app, "drop").await;
+    let commitment = before["commitment"].as_str().unwrap().to_string();
+    assert_eq!(commitment.len(), 64);
+    assert_eq!(
+        (&before["seed"], &before["entrants"], &before["drawn_at"]),
+        (&Value::Null, &json!(0), &Value::Null)
+    );
+    let too_early = app
+        .http
+        .get(app.url("/api/rooms/drop/draw/entries"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(too_early.status(), 409);
+    assert_eq!(
+        too_early.json::<Value>().await.unwrap()["error"]["code"],
+        "not_drawn"
+    );
+
+    let mut visitors = Vec::new();
+    for _ in 0..12 {
+        let status = app.join_api("drop").await;
+        assert_eq!(
+            (
+                &status["state"],
+                &status["position"],
+                &status["eta_seconds"]
+            ),
+            (&json!("waiting"), &Value::Null, &Value::Null),
+            "no order before the opening"
+        );
+        assert_eq!(status["opens_at"], OPENING);
+        let entry = status["entry"].as_str().unwrap().to_string();
+        let mut socket = app
+            .connect("drop", status["ticket"].as_str().unwrap())
+            .await;
+        assert_eq!(next_status(&mut socket).await["entry"], entry.as_str());
+        visitors.push((entry, socket));
+        app.step(2_000).await;
+    }
+    // Admission is never in the pre-queue, even with tokens to spare.
+    let stats = app
+        .admin(Method::GET, "/api/admin/rooms/drop")
+        .fetch_json()
+        .await["stats"]
+        .clone();
+    assert_eq!(
+        (&stats["pre_queue"], &stats["active"]),
+        (&json!(12), &json!(0))
+    );
+
+    app.step(60_000 - 24_000).await;
+    let order = support::draw::checked_order(&app, "drop", &commitment).await;
+    assert_eq!(order.len(), 12);
+    let mut drawn = Vec::new();
+    for (entry, socket) in &mut visitors {
+        let status = next_status(socket).await;
+        let expected = order.iter().position(|e| e == entry).unwrap() as u64 + 1;
+        assert_eq!(status["position"], expected, "entry {entry}");
+        assert_eq!(status["entry"], entry.as_str());
+        drawn.push(expected);
+    }
+    let draw = support::draw::published(&app, "drop").await;
+    assert_eq!(draw["drawn_at"], OPENING);
+    let late = app.join_api("drop").await;
+    assert_eq!(late["position"], 13, "behind the drawn, in join order");
+    assert_eq!(late["entry"], Value::Null);
+    // Admission follows the draw.
+    app.patch_room("drop", json!({"paused": false})).await;
+    for (_, socket) in &mut visitors {
+        assert_eq!(
+            next_status(socket).await["paused"],
+            false,
+            "no second draw status"
+        );
+    }
+    app.step(5_000).await;
+    for ((_, socket), drawn) in visitors.iter_mut().zip(drawn) {
+        let status = next_status(socket).await;
+        match drawn {
+            1..=3 => assert_eq!(status["state"], "admitted"),
+            _ => assert_eq!(status["position"], drawn - 3),
+        }
+    }
+}
+
+#[tokio::test]
+async fn draw_requests_for_rooms_without_one_and_bad_openings_get_clear_errors() {
+    let app = TestApp::spawn().await;
+    app.create_room("plain", json!({})).await;
+    for path in ["/api/rooms/plain/draw", "/api/rooms/plain/draw/entries"] {
+        let response = app.http.get(app.url(path)).send().await.unwrap();
+        assert_eq!(response.status(), 404, "{path}");
+        assert_eq!(
+            response.json::<Value>().await.unwrap()["error"]["code"],
+            "no_draw"
+        );
+    }
+    let response = app
+        .http
+        .get(app.url("/api/rooms/nowhere/draw"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 404);
+    assert_eq!(
+        response.json::<Value>().await.unwrap()["error"]["code"],
+        "room_not_found"
+    );
+    for bad in [
+        json!({"opens_at": "tomorrow"}),
+        json!({"opens_at": "2026-01-01T00:10:00Z", "closes_at": "2026-01-01T00:05:00Z"}),
+    ] {
+        let response = app.patch_room("plain", bad.clone()).await;
+        assert_eq!(response.status(), 400, "{bad}");
+    }
+    app.patch_room("plain", json!({"opens_at": OPENING})).await;
+    app.join_api("plain").await;
+    let response = app.patch_room("plain", json!({"opens_at": null})).await;
+    assert_eq!(response.status(), 400, "a pre-queue keeps its opening");
+    let message = response.json::<Value>().await.unwrap()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(message.contains("pre-queue"), "{message}");
+}

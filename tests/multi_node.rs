@@ -569,3 +569,92 @@ async fn a_notice_reaches_sockets_on_every_node_when_it_changes() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pre_queue_joined_across_nodes_is_drawn_once_on_every_node() {
+    let nodes = Nodes::start(3).await;
+    // The draw happens while paused; the opening is a minute after the start.
+    nodes.apps[0]
+        .create_room(
+            "drop",
+            json!({"opens_at": "2026-01-01T00:01:00Z", "paused": true, "admit_per_tick": 4,
+                   "abandon_after_s": 86400}),
+        )
+        .await;
+    let commitment = support::draw::published(&nodes.apps[1], "drop").await["commitment"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // 30 entrants join through every node and watch from another.
+    let mut entrants = Vec::new();
+    for i in 0..30 {
+        let status = nodes.apps[i % 3].join_api("drop").await;
+        assert_eq!(status["position"], Value::Null);
+        let entry = status["entry"].as_str().unwrap().to_string();
+        let mut socket = nodes.apps[(i + 1) % 3]
+            .connect("drop", status["ticket"].as_str().unwrap())
+            .await;
+        assert_eq!(next_status(&mut socket).await["entry"], entry.as_str());
+        entrants.push((entry, socket));
+    }
+    nodes.step(60_000).await;
+    let order = support::draw::checked_order(&nodes.apps[2], "drop", &commitment).await;
+    let mut drawn = Vec::new();
+    for (entry, socket) in &mut entrants {
+        let status = next_status(socket).await;
+        let expected = order.iter().position(|e| e == entry).unwrap() as u64 + 1;
+        assert_eq!(status["position"], expected, "entry {entry}, on every node");
+        drawn.push(expected);
+    }
+    // Arrivals after the opening line up behind the drawn, in join order.
+    let mut late = Vec::new();
+    for i in 0..3 {
+        let status = nodes.apps[i].join_api("drop").await;
+        assert_eq!(status["position"], 31 + i as u64);
+        late.push(
+            nodes.apps[(i + 2) % 3]
+                .connect("drop", status["ticket"].as_str().unwrap())
+                .await,
+        );
+    }
+    for socket in &mut late {
+        next_status(socket).await;
+    }
+    assert_eq!(
+        nodes.apps[1]
+            .patch_room("drop", json!({"paused": false}))
+            .await
+            .status(),
+        200
+    );
+    for socket in entrants.iter_mut().map(|(_, s)| s).chain(late.iter_mut()) {
+        // Positioned once: nothing was queued between the draw and this.
+        assert_eq!(next_status(socket).await["paused"], false);
+    }
+    for tick in 1..=9u64 {
+        nodes.step(5_000).await;
+        for ((_, socket), drawn) in entrants.iter_mut().zip(&drawn) {
+            if *drawn + 4 <= tick * 4 {
+                continue; // admitted at an earlier tick
+            }
+            let status = next_status(socket).await;
+            if *drawn <= tick * 4 {
+                assert_eq!(status["state"], "admitted", "drawn {drawn}, tick {tick}");
+            } else {
+                assert_eq!(status["position"], drawn - tick * 4);
+            }
+        }
+        for (i, socket) in late.iter_mut().enumerate() {
+            let place = 31 + i as u64;
+            if place + 4 <= tick * 4 {
+                continue;
+            }
+            let status = next_status(socket).await;
+            if place <= tick * 4 {
+                assert_eq!(status["state"], "admitted", "late {i}, tick {tick}");
+            } else {
+                assert_eq!(status["position"], place - tick * 4);
+            }
+        }
+    }
+}

@@ -232,6 +232,64 @@ mod tests {
         assert!(check_schedule(at(100), at(100), 500, 0).is_ok());
     }
 
+    /// Pearson's statistic of observed counts against one expected count.
+    fn chi_square(observed: &[u64], expected: f64) -> f64 {
+        observed
+            .iter()
+            .map(|o| (*o as f64 - expected).powi(2) / expected)
+            .sum()
+    }
+
+    #[test]
+    fn draws_give_every_entrant_every_position_alike_whenever_they_joined() {
+        // 20,000 draws of a pre-queue of 5, with fixed seeds (SHA-256 of the
+        // draw's number), so the test is the same on every run: it cannot
+        // flake, and the bounds are chi-square quantiles at p = 1e-9, which
+        // a fair draw passes with certainty and a biased one does not.
+        const ENTRANTS: usize = 5;
+        const DRAWS: u64 = 20_000;
+        // In join order: entrant 0 came first.
+        let entries: Vec<EntryId> = (0..ENTRANTS)
+            .map(|i| format!("{:024x}", 0x5eed_0000 + i).parse().unwrap())
+            .collect();
+        let mut positions = [[0u64; ENTRANTS]; ENTRANTS]; // [joined][drawn]
+        for draw in 0..DRAWS {
+            let seed = DrawSeed::from_bytes(Sha256::digest(draw.to_be_bytes()).into());
+            let mut order: Vec<(DrawKey, usize)> = entries
+                .iter()
+                .enumerate()
+                .map(|(joined, entry)| (seed.key_of(entry), joined))
+                .collect();
+            order.sort();
+            for (drawn, (_, joined)) in order.iter().enumerate() {
+                positions[*joined][drawn] += 1;
+            }
+        }
+        let expected = DRAWS as f64 / ENTRANTS as f64;
+        // The first position: each entrant as often as any (4 degrees of freedom).
+        let first: Vec<u64> = positions.iter().map(|row| row[0]).collect();
+        let first_stat = chi_square(&first, expected);
+        assert!(
+            first_stat < 52.5,
+            "first positions {first:?}: chi2 {first_stat}"
+        );
+        // Every position, by join order: when one joined does not predict
+        // where one is drawn (each row uniform, 20 degrees of freedom).
+        let all: Vec<u64> = positions.iter().flatten().copied().collect();
+        let all_stat = chi_square(&all, expected);
+        assert!(
+            all_stat < 85.2,
+            "positions by join order {positions:?}: chi2 {all_stat}"
+        );
+        // And the test has teeth: a draw giving the first to join the first
+        // place 10% more often than fair is caught.
+        let mut biased = positions;
+        biased[0][0] += 400;
+        biased[0][4] -= 400;
+        let biased: Vec<u64> = biased.iter().flatten().copied().collect();
+        assert!(chi_square(&biased, expected) > 85.2);
+    }
+
     #[test]
     fn the_prefix_orders_like_the_key() {
         let seed = DrawSeed::random();

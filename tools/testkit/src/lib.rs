@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod browser;
+pub mod draw;
 pub mod redis;
 
 pub use redis::free_port;
