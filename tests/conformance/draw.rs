@@ -245,3 +245,36 @@ pub async fn silent_entrants_leave_the_pre_queue(h: &Harness) {
         "gone before the opening: no entrant"
     );
 }
+
+pub async fn the_tick_says_to_come_back_at_the_opening(h: &Harness) {
+    let room = scheduled(h, 1).await;
+    // Ticks ten minutes apart: the opening, a minute away, comes first.
+    h.patch(&room, r#"{"tick_ms": 600000, "abandon_after_s": 86400}"#)
+        .await;
+    let (visitor, _) = h.join(&room).await;
+    let tick = h.store.tick(&room).await.unwrap();
+    assert!(tick.busy);
+    assert!(tick.next_due_in_ms <= OPENS_IN_MS, "{tick:?}");
+    open(h, 0, 0);
+    h.store.watch(&room).await.unwrap();
+    let mut events = h.store.subscribe();
+    let tick = h.store.tick(&room).await.unwrap();
+    assert!(tick.ran.is_some(), "the opening is announced between ticks");
+    assert_eq!(
+        tick.ran.unwrap().admitted,
+        0,
+        "and admits nobody out of turn"
+    );
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(10), events.recv())
+            .await
+            .expect("the opening is published")
+            .unwrap();
+        if let StoreEvent::Room(RoomEvent::Drawn { .. }) = event {
+            break;
+        }
+    }
+    assert_eq!(position(h.state(&room, visitor).await), 1);
+    let again = h.store.tick(&room).await.unwrap();
+    assert!(again.ran.is_none(), "announced once");
+}

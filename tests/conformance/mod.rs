@@ -108,6 +108,7 @@ macro_rules! conformance_suite {
             the_draw_lists_every_entrant_in_drawn_order,
             an_opening_stays_once_passed_and_draws_even_while_paused,
             silent_entrants_leave_the_pre_queue,
+            the_tick_says_to_come_back_at_the_opening,
         );
         $crate::conformance_suite!(@sale $make;
             stock_is_claimed_exactly,
