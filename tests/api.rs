@@ -1472,9 +1472,7 @@ async fn revocations_that_name_nothing_are_clear_errors() {
     app.create_room("gate", json!({})).await;
     app.create_room("other", json!({})).await;
     let other_pass = app.pass_for("other").await;
-    let mut forged = app.pass_for("gate").await;
-    forged.pop();
-    forged.push('A');
+    let forged = support::tamper(&app.pass_for("gate").await);
     for (body, code) in [
         (json!({"pass": forged}), "invalid_pass"),
         (json!({"pass": "not-a-jwt"}), "invalid_pass"),
@@ -1623,9 +1621,7 @@ async fn user_tokens_that_fail_are_refused_and_create_no_place() {
     )
     .await;
     let later = support::START_MS + 3_600_000;
-    let mut forged = user_token(USER_KEY, "members", "alice", later);
-    forged.pop();
-    forged.push('A');
+    let forged = support::tamper(&user_token(USER_KEY, "members", "alice", later));
     let oversized = format!("{}.{}", "x".repeat(5000), "y");
     for (body, code) in [
         (json!({}), "user_required"),

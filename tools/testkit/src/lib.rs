@@ -240,3 +240,13 @@ impl FetchJson for reqwest::RequestBuilder {
             .expect("a JSON body")
     }
 }
+
+/// A JWT with one character of its signature changed: always a different
+/// signature (a middle character carries six whole bits; the last one may
+/// carry only padding, so changing it can change nothing).
+pub fn tamper(token: &str) -> String {
+    let at = token.rfind('.').expect("a JWT") + 5;
+    let was = token.as_bytes()[at];
+    let now = if was == b'A' { 'B' } else { 'A' };
+    format!("{}{now}{}", &token[..at], &token[at + 1..])
+}
