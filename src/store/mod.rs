@@ -129,7 +129,9 @@ pub trait Store: Send + Sync + 'static {
     async fn status(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError>;
     /// The room's draw as anyone may see it; [`StoreError::NoDraw`]
     /// without `opens_at`.
-    async fn draw(&self, id: &RoomId) -> Result<DrawInfo, StoreError>;
+    async fn draw(&self, id: &RoomId) -> Result<DrawInfo, StoreError> {
+        self.room(id).await?.draw.ok_or(StoreError::NoDraw)
+    }
     /// Up to `limit` entrants after `after`, in drawn order;
     /// [`StoreError::NotDrawn`] before the opening.
     async fn draw_entries(

@@ -910,15 +910,6 @@ impl Store for MemoryStore {
         self.with_open_room(id, |room, now| room.join(visitor, options, now))?
     }
 
-    async fn draw(&self, id: &RoomId) -> Result<DrawInfo, StoreError> {
-        self.with_open_room(id, |room, now| room.draw_info(now))
-            .map_err(|e| match e {
-                StoreError::RoomClosed(id) => StoreError::RoomNotFound(id),
-                other => other,
-            })?
-            .ok_or(StoreError::NoDraw)
-    }
-
     async fn draw_entries(
         &self,
         id: &RoomId,

@@ -1,7 +1,8 @@
-//! An append-only Fenwick tree over join sequence numbers, so a waiting
-//! visitor's exact position is an O(log n) prefix sum rather than a walk of
-//! the line. Each slot is 1 while that sequence number waits, 0 once it has
-//! been admitted or has left.
+//! Fenwick trees. `LineIndex`: append-only over join sequence numbers, so a
+//! waiting visitor's exact position is an O(log n) prefix sum rather than a
+//! walk of the line; each slot is 1 while that sequence number waits, 0 once
+//! it has been admitted or has left. `Counts`: a fixed number of slots with
+//! any counts (the draw's bucket sizes).
 
 #[derive(Debug, Default)]
 pub struct LineIndex {
@@ -43,18 +44,7 @@ impl LineIndex {
     /// The waiting sequence number at 1-based position `rank` (the inverse
     /// of `rank`), found by descending the tree in O(log n).
     pub fn select(&self, rank: u64) -> u64 {
-        let mut position = 0;
-        let mut left = rank as u32;
-        let mut step = (self.tree.len() - 1).next_power_of_two();
-        while step > 0 {
-            let next = position + step;
-            if next < self.tree.len() && self.tree[next] < left {
-                position = next;
-                left -= self.tree[next];
-            }
-            step /= 2;
-        }
-        position as u64 + 1
+        find(&self.tree, rank as u32) as u64 + 1
     }
 
     fn prefix(&self, mut i: usize) -> u32 {
@@ -97,11 +87,28 @@ mod tests {
     }
 }
 
+/// The 0-based slot of the `rank`-th (1-based) counted item in a 1-based
+/// Fenwick array, found by descending the tree in O(log n).
+fn find(tree: &[u32], rank: u32) -> usize {
+    let mut position = 0;
+    let mut left = rank;
+    let mut step = (tree.len() - 1).next_power_of_two();
+    while step > 0 {
+        let next = position + step;
+        if next < tree.len() && tree[next] < left {
+            position = next;
+            left -= tree[next];
+        }
+        step /= 2;
+    }
+    position
+}
+
 /// Counts over a fixed number of slots, with prefix sums and their inverse.
 #[derive(Debug)]
 pub struct Counts {
     /// 1-based Fenwick array; `tree[0]` is unused.
-    tree: Vec<i64>,
+    tree: Vec<u32>,
 }
 
 impl Counts {
@@ -111,11 +118,11 @@ impl Counts {
         }
     }
 
-    /// Adds `delta` to 0-based `slot`.
-    pub fn add(&mut self, slot: usize, delta: i64) {
+    /// Adds one to 0-based `slot`, or takes one away.
+    pub fn add(&mut self, slot: usize, delta: i32) {
         let mut i = slot + 1;
         while i < self.tree.len() {
-            self.tree[i] += delta;
+            self.tree[i] = self.tree[i].wrapping_add_signed(delta);
             i += i & i.wrapping_neg();
         }
     }
@@ -123,27 +130,16 @@ impl Counts {
     /// The sum over the slots before 0-based `slot`.
     pub fn before(&self, slot: usize) -> u64 {
         let mut i = slot;
-        let mut sum = 0;
+        let mut sum = 0u64;
         while i > 0 {
-            sum += self.tree[i];
+            sum += u64::from(self.tree[i]);
             i &= i - 1;
         }
-        sum as u64
+        sum
     }
 
     /// The 0-based slot holding the `rank`-th counted item (1-based).
     pub fn find(&self, rank: u64) -> usize {
-        let mut position = 0;
-        let mut left = rank as i64;
-        let mut step = (self.tree.len() - 1).next_power_of_two();
-        while step > 0 {
-            let next = position + step;
-            if next < self.tree.len() && self.tree[next] < left {
-                position = next;
-                left -= self.tree[next];
-            }
-            step /= 2;
-        }
-        position
+        find(&self.tree, rank as u32)
     }
 }

@@ -901,10 +901,6 @@ impl Store for RedisStore {
         }
     }
 
-    async fn draw(&self, id: &RoomId) -> Result<DrawInfo, StoreError> {
-        self.room(id).await?.draw.ok_or(StoreError::NoDraw)
-    }
-
     async fn draw_entries(
         &self,
         id: &RoomId,
