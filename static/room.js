@@ -298,7 +298,10 @@ function onWaiting(s) {
   }
   if (isCount(s.position)) {
     const pos = s.position;
-    if (st.countdownTimer !== null || (st.inDraw && !st.drawn)) {
+    // The draw's announcement says the position already: saying it again
+    // (queued behind it, ten seconds later) would only repeat it.
+    const justDrawn = st.countdownTimer !== null || (st.inDraw && !st.drawn);
+    if (justDrawn) {
       leavePreQueue();
       st.drawn = true;
       say(fill(t('announce_drawn', 'The draw is done. Your position in line is {n}.'), { n: pos }), true);
@@ -306,7 +309,7 @@ function onWaiting(s) {
     if (st.firstPosition === null || pos > st.firstPosition) st.firstPosition = pos;
     setText(el.position, String(pos));
     setProgress(st.firstPosition > 0 ? (st.firstPosition - pos) * 100 / st.firstPosition : 0);
-    say(fill(t('announce_position', 'Your position in line is now {n}.'), { n: pos }), false);
+    if (!justDrawn) say(fill(t('announce_position', 'Your position in line is now {n}.'), { n: pos }), false);
   } else if (s.queue_method === 'random') {
     // A random line has no order: the wait is expected, not counted down.
     setText(el.position, t('position_random', 'Drawn at random'));

@@ -9,12 +9,14 @@
 use waitroom_testkit as support;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fantoccini::{Client, Locator};
 use serde_json::{Value, json};
-use support::TestApp;
 use support::browser::Driver;
+use support::{FetchJson, TestApp};
+use waitroom::words::clock::rfc3339;
+use waitroom::words::draw::{DrawSeed, EntryId};
 
 /// How long the browser gets for something that should happen promptly.
 const BROWSER_PATIENCE: Duration = Duration::from_secs(10);
@@ -1187,4 +1189,199 @@ async fn the_waiting_page_counts_the_stock_down_and_ends_at_sold_out() {
     .await;
     assert!(said.starts_with("Sold out"), "{said}");
     screenshot(&browser, "sold-out").await;
+}
+
+/// A countdown's `HH:MM:SS` as seconds; `None` for anything else (such as
+/// the text shown once it is over).
+fn clock_seconds(text: &str) -> Option<u64> {
+    let parts: Vec<&str> = text.split(':').collect();
+    let two_digits = |part: &&str| part.len() == 2 && part.bytes().all(|b| b.is_ascii_digit());
+    if parts.len() != 3 || !parts.iter().all(two_digits) {
+        return None;
+    }
+    parts.iter().try_fold(0, |total, part| {
+        Some(total * 60 + part.parse::<u64>().ok()?)
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn countdown_then_the_drawn_position_then_admission() {
+    const OPENS_IN_S: u64 = 8;
+    const TICK_MS: u64 = 1_000;
+    const ADMIT_PER_TICK: u64 = 2;
+    const OTHERS: usize = 5;
+    let app = TestApp::spawn().await;
+    let driver = Driver::start().await;
+    let browser = driver.browser(390, 844, json!({})).await;
+
+    // The page counts down on the browser's clock (Date.now()), so the
+    // driven server clock is set to the real time first: `opens_at` is then
+    // OPENS_IN_S real seconds away for both. The server clock still moves
+    // only when the test steps it, so the opening and every tick happen when
+    // the test says, however slow the machine; the real clock only has to
+    // bring the browser's countdown to zero, which the test waits for.
+    // The clock starts half a second past a whole second: ticks fall on the
+    // half seconds and the opening (whole seconds on the wire) between two
+    // of them, so the step onto the opening draws the line without
+    // admitting anyone, and the page can show the drawn position first.
+    let real_now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let second = real_now / 1_000 * 1_000;
+    app.clock.set_ms(second + 500);
+    let opens_at = second + OPENS_IN_S * 1_000;
+    app.create_room(
+        "drop",
+        json!({"name": "Midnight drop", "admit_per_tick": ADMIT_PER_TICK, "tick_ms": TICK_MS,
+               "paused": false, "opens_at": rfc3339(opens_at),
+               "target_url": app.url("/demo/target")}),
+    )
+    .await;
+    for _ in 0..OTHERS {
+        let status = app.join_api("drop").await;
+        assert!(
+            status["state"] == "waiting" && status["position"].is_null(),
+            "in the pre-queue, without a position: {status}"
+        );
+    }
+
+    browser.goto(&app.url("/rooms/drop")).await.unwrap();
+    wait_until_live(&browser, "the WebSocket to be live").await;
+    assert!(displayed(&browser, "opening").await, "the countdown card");
+    assert_eq!(
+        attr_of(&browser, "#message", "data-state").await.as_deref(),
+        Some("pre-queue")
+    );
+    assert_eq!(
+        text_of(&browser, "position").await.as_deref(),
+        Some("Drawn at the opening")
+    );
+    let left = eventually("a running countdown", BROWSER_PATIENCE, || async {
+        clock_seconds(&text_of(&browser, "countdown").await?)
+    })
+    .await;
+    assert!(
+        (1..=OPENS_IN_S).contains(&left),
+        "{left} s shown for an opening {OPENS_IN_S} s away"
+    );
+    // The entry shown is the one the server gave this visitor's ticket.
+    let ticket = browser
+        .get_named_cookie("wr_ticket_drop")
+        .await
+        .expect("the page's join set the ticket cookie")
+        .value()
+        .to_string();
+    let mine: Value = app.status_api("drop", &ticket).await.json().await.unwrap();
+    let entry = mine["entry"]
+        .as_str()
+        .expect("a pre-queue entry")
+        .to_string();
+    assert!(
+        entry.len() == 24 && entry.bytes().all(|b| b.is_ascii_hexdigit()),
+        "an entry of 12 bytes in hex: {entry}"
+    );
+    assert!(displayed(&browser, "entry").await, "the entry is shown");
+    assert_eq!(text_of(&browser, "entry").await, Some(entry.clone()));
+    screenshot(&browser, "pre-queue").await;
+
+    eventually(
+        "the countdown to reach the opening",
+        Duration::from_secs(OPENS_IN_S) + BROWSER_PATIENCE,
+        || async {
+            (text_of(&browser, "countdown").await.as_deref() == Some("Drawing the order…"))
+                .then_some(())
+        },
+    )
+    .await;
+    // A tick just before the opening admits nobody; then the opening.
+    app.step(OPENS_IN_S * 1_000 - 1_000).await;
+    app.step(500).await;
+
+    // The drawn order, as anyone can check it: the entries listed in
+    // ascending HMAC-SHA256(seed, entry).
+    let draw = app
+        .http
+        .get(app.url("/api/rooms/drop/draw"))
+        .fetch_json()
+        .await;
+    let seed: DrawSeed = draw["seed"]
+        .as_str()
+        .expect("the seed, revealed at the opening")
+        .parse()
+        .expect("64 hex characters");
+    let listed = app
+        .http
+        .get(app.url("/api/rooms/drop/draw/entries"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.status(), 200, "the entries after the opening");
+    let listed: Vec<String> = listed
+        .text()
+        .await
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    let mut recomputed = listed.clone();
+    recomputed.sort_by_cached_key(|e| seed.key_of(&e.parse::<EntryId>().expect("an entry")));
+    assert_eq!(recomputed, listed, "the entries in drawn order");
+    assert_eq!(listed.len(), OTHERS + 1, "{listed:?}");
+    let drawn = listed
+        .iter()
+        .position(|e| *e == entry)
+        .expect("the browser's entry is drawn") as u64
+        + 1;
+
+    let shown = eventually("the drawn position", BROWSER_PATIENCE, || async {
+        position(&browser).await
+    })
+    .await;
+    assert_eq!(shown, drawn, "line {drawn} of /draw/entries");
+    assert!(
+        !displayed(&browser, "opening").await,
+        "the countdown card goes"
+    );
+    assert_eq!(
+        attr_of(&browser, "#message", "data-state").await.as_deref(),
+        Some("waiting")
+    );
+    // Said at once, in the same update that shows the position; the next
+    // announcement waits at least ten seconds unless it is the admission.
+    assert_eq!(
+        text_of(&browser, "announce").await,
+        Some(format!(
+            "The draw is done. Your position in line is {drawn}."
+        ))
+    );
+    screenshot(&browser, "drawn").await;
+
+    // Ticks admit the line in drawn order, ADMIT_PER_TICK at a time: the
+    // page counts its place down, and on its turn goes on to the target.
+    let turn = drawn.div_ceil(ADMIT_PER_TICK);
+    for tick in 1..turn {
+        app.step(TICK_MS).await;
+        let expected = drawn - tick * ADMIT_PER_TICK;
+        eventually(
+            &format!("position {expected} after tick {tick}"),
+            BROWSER_PATIENCE,
+            || async { (position(&browser).await == Some(expected)).then_some(()) },
+        )
+        .await;
+    }
+    app.step(TICK_MS).await;
+    eventually(
+        &format!("the redirect to the target on tick {turn}"),
+        BROWSER_PATIENCE,
+        || async { (path_of(&browser).await == "/demo/target").then_some(()) },
+    )
+    .await;
+    assert_eq!(
+        attr_of(&browser, "#pass-state", "data-valid")
+            .await
+            .as_deref(),
+        Some("true")
+    );
+    browser.close().await.unwrap();
 }
