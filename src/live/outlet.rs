@@ -176,10 +176,74 @@ enum Outgoing<'a> {
 /// Queues one message if the session's queue has room now: `None` if it
 /// is full. actix-ws's sends wait for room; polling once and giving up is
 /// what turns its bounded queue into a bound on a slow client.
+///
+/// The poll is unconstrained by tokio's cooperative budget: a task that
+/// has done its 128 operations sees every channel as full until it
+/// yields, and a task telling hundreds of sockets in a row (the draw's
+/// positions) would otherwise close all but the first 128 as too slow.
 fn try_send(session: &mut Session, message: Outgoing<'_>) -> Option<Result<(), Closed>> {
     match message {
-        Outgoing::Text(text) => session.text(text).now_or_never(),
-        Outgoing::Ping => session.ping(b"").now_or_never(),
-        Outgoing::Pong(payload) => session.pong(payload).now_or_never(),
+        Outgoing::Text(text) => tokio::task::unconstrained(session.text(text)).now_or_never(),
+        Outgoing::Ping => tokio::task::unconstrained(session.ping(b"")).now_or_never(),
+        Outgoing::Pong(payload) => tokio::task::unconstrained(session.pong(payload)).now_or_never(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use actix_web::FromRequest;
+    use actix_web::http::header;
+    use actix_web::test::TestRequest;
+
+    use super::*;
+
+    /// A session as a WebSocket handshake makes it, with its response
+    /// (whose body drains the session's queue) kept but never read.
+    async fn session() -> (Session, actix_web::HttpResponse) {
+        let (request, mut payload) = TestRequest::default()
+            .insert_header((header::UPGRADE, "websocket"))
+            .insert_header((header::CONNECTION, "upgrade"))
+            .insert_header((header::SEC_WEBSOCKET_VERSION, "13"))
+            .insert_header((header::SEC_WEBSOCKET_KEY, "dGhlIHNhbXBsZSBub25jZQ=="))
+            .to_http_parts();
+        let body = actix_web::web::Payload::from_request(&request, &mut payload)
+            .await
+            .expect("a payload");
+        let (response, session, _messages) = actix_ws::handle(&request, body).expect("handshake");
+        (session, response)
+    }
+
+    /// tokio gives a task a budget of operations per poll and then makes
+    /// every channel look full until it yields; a fan-out task telling
+    /// hundreds of sockets (the draw's) must not read that as slow clients.
+    #[tokio::test]
+    async fn a_task_that_tells_many_sockets_is_not_refused_by_its_budget() {
+        let mut outlets = Vec::new();
+        let mut responses = Vec::new();
+        for _ in 0..500 {
+            let (session, response) = session().await;
+            outlets.push(Outlet::new(session));
+            responses.push(response);
+        }
+        let refused = tokio::spawn(async move {
+            outlets
+                .iter()
+                .filter(|outlet| outlet.send_status(1, "{}".into()).is_err())
+                .count()
+        })
+        .await
+        .unwrap();
+        assert_eq!(refused, 0);
+    }
+
+    #[tokio::test]
+    async fn a_client_that_reads_nothing_is_refused_once_its_queue_is_full() {
+        let (session, _response) = session().await;
+        let outlet = Outlet::new(session);
+        let taken = (1..=100)
+            .take_while(|sequence| outlet.send_status(*sequence, "{}".into()).is_ok())
+            .count();
+        assert_eq!(taken, 32, "actix-ws queues 32 messages per session");
+        assert_eq!(outlet.send_text("x".into()), Err(Refused::Closing));
     }
 }
