@@ -21,7 +21,8 @@ pub fn metrics_handle() -> PrometheusHandle {
     HANDLE
         .get_or_init(|| {
             let seconds = [
-                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                1.0,
             ];
             let recorder = PrometheusBuilder::new()
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &seconds)
@@ -55,6 +56,10 @@ fn describe() {
     metrics::describe_histogram!(
         "waitroom_tick_seconds",
         "time of one room's tick in the store"
+    );
+    metrics::describe_histogram!(
+        "waitroom_memory_store_op_seconds",
+        "time one operation of the memory store holds its room's lock"
     );
 }
 

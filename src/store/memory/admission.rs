@@ -3,10 +3,12 @@
 //! never be separated from the act it guards.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
+use std::time::Instant;
 
 use async_trait::async_trait;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Mutex, MutexGuard, RwLock};
 use tokio::sync::broadcast;
 
 use super::draw_line::DrawLine;
@@ -69,7 +71,7 @@ impl MemoryStore {
         op: impl FnOnce(&mut Room, Millis) -> T,
     ) -> Result<T, StoreError> {
         let handle = self.room_handle(id)?;
-        let mut room = handle.lock();
+        let mut room = HeldRoom::lock(&handle);
         if room.closed {
             return Err(StoreError::RoomClosed(id.clone()));
         }
@@ -103,6 +105,44 @@ impl MemoryStore {
     fn publish(&self, event: RoomEvent) {
         // No subscriber is not an error: nobody is connected yet.
         let _ = self.events.send(StoreEvent::Room(event));
+    }
+}
+
+/// A room's lock held for one operation. Every other caller of the room
+/// waits that long, so the time it is held is the operation's cost to the
+/// room; it is recorded in `waitroom_memory_store_op_seconds`.
+struct HeldRoom<'a> {
+    room: MutexGuard<'a, Room>,
+    since: Instant,
+}
+
+impl<'a> HeldRoom<'a> {
+    fn lock(handle: &'a Mutex<Room>) -> Self {
+        let room = handle.lock();
+        Self {
+            room,
+            since: Instant::now(),
+        }
+    }
+}
+
+impl Deref for HeldRoom<'_> {
+    type Target = Room;
+    fn deref(&self) -> &Room {
+        &self.room
+    }
+}
+
+impl DerefMut for HeldRoom<'_> {
+    fn deref_mut(&mut self) -> &mut Room {
+        &mut self.room
+    }
+}
+
+impl Drop for HeldRoom<'_> {
+    fn drop(&mut self) {
+        metrics::histogram!("waitroom_memory_store_op_seconds")
+            .record(self.since.elapsed().as_secs_f64());
     }
 }
 
@@ -856,7 +896,7 @@ impl Store for MemoryStore {
 
     async fn close_room(&self, id: &RoomId) -> Result<(), StoreError> {
         let handle = self.room_handle(id)?;
-        let mut room = handle.lock();
+        let mut room = HeldRoom::lock(&handle);
         if room.closed {
             return Err(StoreError::RoomNotFound(id.clone()));
         }
@@ -881,7 +921,7 @@ impl Store for MemoryStore {
         let mut infos: Vec<RoomInfo> = handles
             .iter()
             .filter_map(|handle| {
-                let mut room = handle.lock();
+                let mut room = HeldRoom::lock(handle);
                 (!room.closed).then(|| {
                     room.expire_passes(now);
                     room.info(now)
@@ -977,7 +1017,7 @@ impl Store for MemoryStore {
 
     async fn tick(&self, id: &RoomId) -> Result<Tick, StoreError> {
         let handle = self.room_handle(id)?;
-        let mut room = handle.lock();
+        let mut room = HeldRoom::lock(&handle);
         if room.closed {
             return Err(StoreError::RoomClosed(id.clone()));
         }

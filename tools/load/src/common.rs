@@ -270,9 +270,13 @@ pub struct Scrape {
 /// Reads `/metrics` on a fresh connection (so it holds no descriptor after),
 /// waiting at most 3 s: a node at its open-files limit cannot accept it.
 pub async fn scrape(node: &Node) -> Result<Scrape, String> {
+    Ok(parse_metrics(&metrics_text(node).await?))
+}
+
+/// A node's `/metrics` text, read as `scrape` reads it.
+pub async fn metrics_text(node: &Node) -> Result<String, String> {
     let http = http_client(0);
-    let text = http
-        .get(format!("{}/metrics", node.base))
+    http.get(format!("{}/metrics", node.base))
         .timeout(Duration::from_secs(3))
         .send()
         .await
@@ -280,8 +284,24 @@ pub async fn scrape(node: &Node) -> Result<Scrape, String> {
         .map_err(|e| format!("{}/metrics: {}", node.base, error_kind(&e)))?
         .text()
         .await
-        .map_err(|e| format!("{}/metrics: {}", node.base, error_kind(&e)))?;
-    Ok(parse_metrics(&text))
+        .map_err(|e| format!("{}/metrics: {}", node.base, error_kind(&e)))
+}
+
+/// The cumulative buckets of histogram `name` (without labels) in a
+/// `/metrics` text: (upper bound in seconds, count); `+Inf` is infinity.
+pub fn histogram_buckets(text: &str, name: &str) -> Vec<(f64, u64)> {
+    let prefix = format!("{name}_bucket{{le=\"");
+    text.lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix(&prefix)?;
+            let (le, count) = rest.split_once("\"} ")?;
+            let le = match le {
+                "+Inf" => f64::INFINITY,
+                finite => finite.parse().ok()?,
+            };
+            Some((le, count.trim().parse::<f64>().ok()? as u64))
+        })
+        .collect()
 }
 
 pub fn parse_metrics(text: &str) -> Scrape {
@@ -505,5 +525,15 @@ mod tests {
         assert_eq!(s.ticks_asked_total, None);
         let s = parse_metrics("waitroom_ticks_asked_total 7\n");
         assert_eq!(s.ticks_asked_total, Some(7));
+    }
+
+    #[test]
+    fn histogram_buckets_are_read() {
+        let text = "# TYPE t histogram\nt_bucket{le=\"0.001\"} 3\nt_bucket{le=\"+Inf\"} 4\nt_sum 0.5\nt_count 4\ntt_bucket{le=\"1\"} 9\n";
+        assert_eq!(
+            histogram_buckets(text, "t"),
+            vec![(0.001, 3), (f64::INFINITY, 4)]
+        );
+        assert!(histogram_buckets(text, "u").is_empty());
     }
 }

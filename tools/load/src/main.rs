@@ -6,6 +6,9 @@
 //! `claims` mode: claims per second on a sale behind the gate, and a check
 //! that exactly the stock was sold.
 //! `idle` mode: what many rooms, nearly all empty, cost Redis and each node.
+//! `opening` mode: a scheduled room's opening with a large pre-queue: the
+//! longest store operation, joins around it, and when each socket has its
+//! drawn position.
 //!
 //! It only talks to loopback addresses, and every run is bounded in count
 //! and time and stops by itself.
@@ -20,6 +23,7 @@ mod claims;
 mod common;
 mod idle;
 mod join;
+mod opening;
 mod sockets;
 
 use std::process::ExitCode;
@@ -56,6 +60,11 @@ enum Mode {
     /// Creates many rooms (a few of them busy), waits out the start-up
     /// burst, then measures Redis commands/s and CPU and each node's CPU.
     Idle(IdleArgs),
+    /// Pre-queues V visitors in a room that opens later (S of them on
+    /// WebSockets), then opens it and measures the longest store
+    /// operation, joins around the opening, and when each socket had its
+    /// drawn position.
+    Opening(OpeningArgs),
 }
 
 #[derive(Debug, Args)]
@@ -230,6 +239,50 @@ struct IdleArgs {
     ceiling_requests: u64,
 }
 
+#[derive(Debug, Args)]
+struct OpeningArgs {
+    #[command(flatten)]
+    target: Target,
+    /// Visitors to pre-queue (visitor i on node i mod n; at most 1,000,000).
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=MAX_VISITORS))]
+    visitors: u64,
+    /// How many of them (the first ones) hold a WebSocket.
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(0..=MAX_SOCKETS))]
+    sockets: u64,
+    /// Local source addresses 127.0.0.1 … 127.0.0.K to spread the sockets over.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=254))]
+    source_ips: u8,
+    /// Room config: visitors admitted per 1,000 ms tick once open.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    admit_per_tick: u32,
+    /// Concurrent keep-alive connections for the pre-queue's joins.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    join_concurrency: u16,
+    /// WebSocket handshakes in flight at once.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    open_concurrency: u16,
+    /// Seconds from moving the opening to the opening (rounded up to a whole second).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=60))]
+    lead: u64,
+    /// Seconds measured after the opening.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=MAX_DURATION_S))]
+    after: u64,
+    /// New visitors joining per second throughout, timed (0: none).
+    #[arg(long, default_value = "200", value_parser = parse_probe_rate)]
+    probe_rate: f64,
+    /// The nodes' Redis (loopback only): its slow log gives the longest
+    /// command. Without it, the memory store's histogram does.
+    #[arg(long)]
+    redis_url: Option<String>,
+}
+
+fn parse_probe_rate(raw: &str) -> Result<f64, String> {
+    if raw.trim() == "0" {
+        return Ok(0.0);
+    }
+    parse_rate(raw)
+}
+
 fn parse_rate(raw: &str) -> Result<f64, String> {
     let number = raw.trim().trim_end_matches("/s");
     match number.parse::<f64>() {
@@ -259,6 +312,7 @@ async fn main() -> ExitCode {
         Mode::Sockets(args) => run_sockets(args, cli.json, open_files_limit).await,
         Mode::Claims(args) => run_claims(args, cli.json).await,
         Mode::Idle(args) => run_idle(args, cli.json).await,
+        Mode::Opening(args) => run_opening(args, cli.json).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -382,6 +436,30 @@ async fn run_idle(args: IdleArgs, json: bool) -> Result<(), String> {
     .await
 }
 
+async fn run_opening(args: OpeningArgs, json: bool) -> Result<(), String> {
+    let nodes = common::parse_nodes(&args.target.url)?;
+    if args.sockets > args.visitors {
+        return Err("--sockets may not exceed --visitors".into());
+    }
+    opening::run(opening::OpeningRun {
+        nodes: &nodes,
+        room: &args.target.room,
+        admin_token: admin_token(&args.target)?,
+        visitors: args.visitors,
+        sockets: args.sockets,
+        source_ips: args.source_ips,
+        admit_per_tick: args.admit_per_tick,
+        join_concurrency: args.join_concurrency as usize,
+        open_concurrency: args.open_concurrency as usize,
+        lead: Duration::from_secs(args.lead),
+        after: Duration::from_secs(args.after),
+        probe_rate: args.probe_rate,
+        redis_url: args.redis_url.as_deref(),
+        json,
+    })
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -412,6 +490,9 @@ mod tests {
         assert!(Cli::try_parse_from(["w", "idle", "--rooms", "100001"]).is_err());
         assert!(Cli::try_parse_from(["w", "idle", "--window", "601"]).is_err());
         assert!(Cli::try_parse_from(["w", "idle", "--warmup", "601"]).is_err());
+        assert!(Cli::try_parse_from(["w", "opening", "--visitors", "1000001"]).is_err());
+        assert!(Cli::try_parse_from(["w", "opening", "--after", "301"]).is_err());
+        assert!(Cli::try_parse_from(["w", "opening", "--probe-rate", "0"]).is_ok());
     }
 
     #[test]

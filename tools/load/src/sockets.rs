@@ -145,7 +145,17 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
     drop(http);
 
     let joined_at = Instant::now();
-    let (tickets, join_errors) = join_visitors(nodes, room, requested, join_concurrency).await;
+    let (tickets, join_errors) = join_visitors(
+        nodes,
+        room,
+        Visitors {
+            count: requested,
+            keep: requested,
+            concurrency: join_concurrency,
+            limit: JOIN_PHASE_LIMIT,
+        },
+    )
+    .await;
     let join_s = joined_at.elapsed().as_secs_f64();
     let joined = tickets.iter().filter(|t| t.is_some()).count() as u64;
     say(
@@ -177,11 +187,7 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let (opened_tx, mut opened_rx) = mpsc::unbounded_channel::<bool>();
     let permits = Arc::new(Semaphore::new(open_concurrency));
-    let config = WebSocketConfig::default()
-        .read_buffer_size(4 * 1024)
-        .write_buffer_size(0)
-        .max_message_size(Some(64 * 1024))
-        .max_frame_size(Some(64 * 1024));
+    let config = client_config();
     let open_started = Instant::now();
     let mut tasks = Vec::new();
     for (i, ticket) in tickets.into_iter().enumerate() {
@@ -491,23 +497,41 @@ fn report_scrape(json: bool, node: &Node, scrape: Result<Scrape, String>) -> Opt
 }
 
 /// The `k`th local source address: 127.0.0.(k+1), or ::1 for an IPv6 node.
-fn source_address(destination: SocketAddr, k: usize) -> IpAddr {
+pub fn source_address(destination: SocketAddr, k: usize) -> IpAddr {
     match destination {
         SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::new(127, 0, 0, (k + 1) as u8)),
         SocketAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
     }
 }
 
-/// Joins `n` new visitors (visitor i on node i mod nodes) from
-/// `concurrency` keep-alive workers; returns each one's ticket.
-async fn join_visitors(
+/// Which visitors `join_visitors` joins, and how.
+pub struct Visitors {
+    /// New visitors to join (visitor i on node i mod nodes).
+    pub count: u64,
+    /// Tickets kept: those of the first `keep` visitors (a million tickets
+    /// would cost the tool hundreds of MiB).
+    pub keep: u64,
+    /// Keep-alive workers joining at once.
+    pub concurrency: usize,
+    /// The longest the joins may take; the rest count as not sent.
+    pub limit: Duration,
+}
+
+/// Joins new visitors from keep-alive workers; returns the first
+/// `keep` visitors' tickets and the errors of all of them.
+pub async fn join_visitors(
     nodes: &[Node],
     room: &RoomId,
-    n: u64,
-    concurrency: usize,
+    visitors: Visitors,
 ) -> (Vec<Option<String>>, ErrorKinds) {
+    let Visitors {
+        count: n,
+        keep,
+        concurrency,
+        limit,
+    } = visitors;
     let next = Arc::new(AtomicU64::new(0));
-    let deadline = Instant::now() + JOIN_PHASE_LIMIT;
+    let deadline = Instant::now() + limit;
     let urls: Arc<[String]> = nodes
         .iter()
         .map(|node| format!("{}/api/rooms/{room}/join", node.base))
@@ -522,8 +546,12 @@ async fn join_visitors(
             let mut errors = ErrorKinds::new();
             loop {
                 let index = next.fetch_add(1, Ordering::Relaxed);
-                if index >= n || Instant::now() >= deadline {
+                if index >= n {
                     break;
+                }
+                if Instant::now() >= deadline {
+                    common::count(&mut errors, "not sent: join phase time limit");
+                    continue;
                 }
                 let url = &urls[index as usize % urls.len()];
                 let outcome = match http.post(url).send().await {
@@ -537,21 +565,32 @@ async fn join_visitors(
                     Err(error) => Err(common::error_kind(&error)),
                 };
                 match outcome {
-                    Ok(ticket) => tickets.push((index as usize, ticket)),
+                    Ok(ticket) if index < keep => tickets.push((index as usize, ticket)),
+                    Ok(_) => {}
                     Err(kind) => common::count(&mut errors, kind),
                 }
             }
             (tickets, errors)
         }));
     }
-    common::gather_indexed(workers, n as usize).await
+    common::gather_indexed(workers, keep as usize).await
 }
 
-struct SocketSpec {
-    node: usize,
-    addr: SocketAddr,
-    source: IpAddr,
-    url: String,
+/// A small client socket: a status is a few hundred bytes.
+pub fn client_config() -> WebSocketConfig {
+    WebSocketConfig::default()
+        .read_buffer_size(4 * 1024)
+        .write_buffer_size(0)
+        .max_message_size(Some(64 * 1024))
+        .max_frame_size(Some(64 * 1024))
+}
+
+/// Where one socket connects, from where, with which ticket.
+pub struct SocketSpec {
+    pub node: usize,
+    pub addr: SocketAddr,
+    pub source: IpAddr,
+    pub url: String,
 }
 
 /// Loopback connections in TIME_WAIT (an earlier run's) above which a
@@ -563,11 +602,11 @@ struct SocketSpec {
 /// 2–5% of handshakes failed). Small runs (the test suite's) do not wait.
 const TIME_WAIT_PATIENCE: usize = 5_000;
 /// Sockets from which a run counts as large.
-const LARGE_RUN: u64 = 5_000;
+pub const LARGE_RUN: u64 = 5_000;
 /// TIME_WAIT lasts 60 s on Linux.
 const TIME_WAIT_LONGEST_WAIT: Duration = Duration::from_secs(70);
 
-async fn wait_for_time_waits(json: bool) {
+pub async fn wait_for_time_waits(json: bool) {
     let started = Instant::now();
     let mut told = false;
     while let Some(waiting) = loopback_time_waits().filter(|n| *n > TIME_WAIT_PATIENCE) {
@@ -623,7 +662,7 @@ fn loopback_time_waits() -> Option<usize> {
     Some(count)
 }
 
-async fn open_socket(
+pub async fn open_socket(
     spec: &SocketSpec,
     config: WebSocketConfig,
 ) -> Result<WebSocketStream<TcpStream>, String> {

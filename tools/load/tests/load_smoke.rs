@@ -344,3 +344,73 @@ fn the_tool_refuses_any_address_that_is_not_loopback() {
     assert!(!status.success());
     assert!(stderr.contains("loopback"), "{stderr}");
 }
+
+/// Asserts an `opening` run drew every pre-queued socket once, after the opening.
+fn assert_every_socket_drawn(s: &Value, visitors: u64, sockets: u64) {
+    assert_eq!(s["mode"], "opening", "{s}");
+    assert_eq!(s["joined"], visitors, "{s}");
+    assert_eq!(s["seed_revealed"], true, "{s}");
+    // The timed joins before the opening entered the pre-queue too.
+    assert!(s["entrants"].as_u64().unwrap() >= visitors, "{s}");
+    assert_eq!(s["opened"], sockets, "{s}");
+    // More sockets than tokio's per-task budget of 128: every one of them
+    // is told its position, none is closed as too slow.
+    assert_eq!(s["positioned"], sockets, "{s}");
+    assert_eq!(s["distinct_positions"], sockets, "{s}");
+    assert_eq!(s["positioned_before_opening"], 0, "{s}");
+    assert_eq!(s["lost_position"], 0, "{s}");
+    assert_eq!(s["socket_errors"], serde_json::json!({}), "{s}");
+    assert!(s["probe_joins"].as_u64().unwrap() > 0, "{s}");
+    assert_eq!(s["probe_failed"], 0, "{s}");
+    assert!(s["positioning"]["max_ms"].as_f64().is_some(), "{s}");
+}
+
+fn opening_args<'a>(url: &'a str, room: &'a str) -> Vec<&'a str> {
+    vec![
+        "--json",
+        "opening",
+        "--url",
+        url,
+        "--room",
+        room,
+        "--admin-token",
+        ADMIN_TOKEN,
+        "--visitors",
+        "2000",
+        "--sockets",
+        "300",
+        "--lead",
+        "1",
+        "--after",
+        "2",
+        "--probe-rate",
+        "50",
+    ]
+}
+
+#[test]
+fn opening_mode_positions_every_socket_and_reads_the_memory_stores_longest_operation() {
+    let server = start_server();
+    let s = summary(&opening_args(&server.url, "smoke-opening"));
+    assert_every_socket_drawn(&s, 2000, 300);
+    let ops = s["memory_store_op_buckets"].as_array().unwrap();
+    assert!(!ops.is_empty(), "the window saw store operations: {s}");
+    assert_eq!(s["redis_slow_commands"], Value::Null, "{s}");
+}
+
+#[test]
+fn opening_mode_on_redis_reads_its_slow_log() {
+    let redis = waitroom_testkit::redis::RedisServer::start();
+    let redis_url = redis.url();
+    let server = start_server_with(&["--redis-url", &redis_url]);
+    let mut args = opening_args(&server.url, "smoke-opening-redis");
+    args.extend(["--redis-url", &redis_url]);
+    let s = summary(&args);
+    assert_every_socket_drawn(&s, 2000, 300);
+    assert!(s["redis_slow_commands"].as_u64().is_some(), "{s}");
+    assert!(s["redis_slowest"].is_array(), "{s}");
+    assert!(
+        s["memory_store_op_buckets"].as_array().unwrap().is_empty(),
+        "no memory store on a Redis node: {s}"
+    );
+}

@@ -1,0 +1,731 @@
+//! `opening` mode: a scheduled room's opening with a large pre-queue.
+//!
+//! Creates a room that opens in an hour, joins V visitors into its
+//! pre-queue (the first S of them hold a WebSocket), then moves the opening
+//! to a few seconds from now and measures, around it:
+//! - the longest single store operation: on the memory store the node's
+//!   `waitroom_memory_store_op_seconds` histogram (how long an operation
+//!   holds its room's lock), on Redis its `SLOWLOG` (every command or script
+//!   over 1 ms, with its duration inside Redis);
+//! - the latency of joins sent at a steady rate throughout;
+//! - when each socket first got its drawn position, against `opens_at`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use serde::Serialize;
+use serde_json::json;
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio_tungstenite::tungstenite::Message;
+use waitroom::words::clock::{Millis, Moment, rfc3339_ms};
+use waitroom::words::status::Status;
+use waitroom::words::{RoomConfig, RoomId};
+
+use super::common::{self, ErrorKinds, Latency, Node, create_room, epoch_micros, say};
+use super::idle::loopback_redis;
+use super::sockets::{self, SocketSpec, Visitors};
+
+/// The longest the pre-queue's joins may take.
+const JOIN_PHASE_LIMIT: Duration = Duration::from_secs(600);
+/// The longest the sockets may take to open.
+const OPEN_PHASE_LIMIT: Duration = Duration::from_secs(120);
+/// How far ahead the room's first `opens_at` lies: after every join.
+const FIRST_OPENING: Duration = Duration::from_secs(3_600);
+/// Redis logs every command slower than this (µs) while the tool measures.
+const SLOWLOG_THRESHOLD_US: u64 = 1_000;
+/// Slow commands Redis keeps while the tool measures.
+const SLOWLOG_LENGTH: u64 = 100_000;
+/// Joins before and after `opens_at` reported as "around the opening".
+const AROUND_OPENING: Duration = Duration::from_secs(2);
+
+pub struct OpeningRun<'a> {
+    pub nodes: &'a [Node],
+    pub room: &'a RoomId,
+    pub admin_token: &'a str,
+    pub visitors: u64,
+    pub sockets: u64,
+    pub source_ips: u8,
+    pub admit_per_tick: u32,
+    pub join_concurrency: usize,
+    pub open_concurrency: usize,
+    /// Seconds from moving the opening to the opening itself.
+    pub lead: Duration,
+    /// Seconds measured after the opening.
+    pub after: Duration,
+    /// Joins per second sent throughout the window (0: none).
+    pub probe_rate: f64,
+    pub redis_url: Option<&'a str>,
+    pub json: bool,
+}
+
+/// What one socket saw.
+#[derive(Debug, Default)]
+struct SocketOutcome {
+    open_error: Option<String>,
+    /// When it first had a position (epoch µs), and the position.
+    positioned: Option<(u64, u64)>,
+    /// It got a status without a position after it had one.
+    lost_position: bool,
+    /// Why it ended before the run stopped it, if it did.
+    ended: Option<String>,
+}
+
+/// One join sent during the window.
+#[derive(Debug, Clone, Copy)]
+struct Probe {
+    sent_us: u64,
+    took_us: u64,
+    ok: bool,
+}
+
+/// One of Redis's slow log entries.
+#[derive(Debug, Clone, Serialize)]
+struct SlowCommand {
+    at_s: u64,
+    duration_us: u64,
+    command: String,
+}
+
+pub async fn run(run: OpeningRun<'_>) -> Result<(), String> {
+    let OpeningRun {
+        nodes,
+        room,
+        admin_token,
+        visitors,
+        sockets: socket_count,
+        source_ips,
+        admit_per_tick,
+        join_concurrency,
+        open_concurrency,
+        lead,
+        after,
+        probe_rate,
+        redis_url,
+        json,
+    } = run;
+    let mut redis = match redis_url {
+        Some(url) => {
+            loopback_redis(url)?;
+            let client = redis::Client::open(url).map_err(|e| format!("--redis-url: {e}"))?;
+            Some(
+                client
+                    .get_multiplexed_async_connection()
+                    .await
+                    .map_err(|e| format!("--redis-url: {e}"))?,
+            )
+        }
+        None => None,
+    };
+
+    // A room that opens in an hour: every join until then is pre-queued.
+    let http = common::http_client(1);
+    let first_opening = Moment(epoch_micros() / 1000 + FIRST_OPENING.as_millis() as Millis);
+    let config = RoomConfig {
+        admit_per_tick,
+        tick_ms: 1_000,
+        max_active: None,
+        pass_ttl_s: 600,
+        abandon_after_s: 86_400,
+        opens_at: Some(first_opening),
+        ..common::room_config(room)
+    };
+    for node in nodes {
+        // On a shared Redis the first node creates it; the others find it.
+        create_room(&http, node, admin_token, room, &config).await?;
+    }
+    let draw = read_draw(&http, &nodes[0], room).await?;
+    if draw["seed"].is_string() {
+        return Err(format!("room {room} has opened already: give a new --room"));
+    }
+    say(
+        json,
+        format!(
+            "room {room}: pre-queue of {} so far, commitment {}",
+            draw["entrants"], draw["commitment"]
+        ),
+    );
+
+    let joined_at = Instant::now();
+    let (tickets, join_errors) = sockets::join_visitors(
+        nodes,
+        room,
+        Visitors {
+            count: visitors,
+            keep: socket_count,
+            concurrency: join_concurrency,
+            limit: JOIN_PHASE_LIMIT,
+        },
+    )
+    .await;
+    let join_s = joined_at.elapsed().as_secs_f64();
+    let join_failed: u64 = join_errors.values().sum();
+    let entrants = read_draw(&http, &nodes[0], room).await?["entrants"]
+        .as_u64()
+        .unwrap_or(0);
+    say(
+        json,
+        format!(
+            "joined {} of {visitors} visitors in {join_s:.1} s ({:.0}/s); the pre-queue holds {entrants}",
+            visitors - join_failed,
+            (visitors - join_failed) as f64 / join_s.max(0.001)
+        ),
+    );
+    for (kind, n) in &join_errors {
+        say(json, format!("  {n} × {kind}"));
+    }
+
+    if socket_count >= sockets::LARGE_RUN {
+        sockets::wait_for_time_waits(json).await;
+    }
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (opened_tx, mut opened_rx) = mpsc::unbounded_channel::<bool>();
+    let permits = Arc::new(Semaphore::new(open_concurrency));
+    let open_started = Instant::now();
+    let mut tasks = Vec::new();
+    for (i, ticket) in tickets.into_iter().enumerate() {
+        let Some(ticket) = ticket else { continue };
+        let node_index = i % nodes.len();
+        let node = &nodes[node_index];
+        let spec = SocketSpec {
+            node: node_index,
+            addr: node.addr,
+            source: sockets::source_address(node.addr, (i / nodes.len()) % source_ips as usize),
+            url: format!(
+                "ws://{}/api/rooms/{room}/ws?ticket={}",
+                node.authority,
+                common::query_escape(&ticket)
+            ),
+        };
+        tasks.push(tokio::spawn(watch_position(
+            spec,
+            permits.clone(),
+            opened_tx.clone(),
+            stop_rx.clone(),
+        )));
+    }
+    drop(opened_tx);
+    let (mut opened, mut open_failed) = (0u64, 0u64);
+    let open_deadline = tokio::time::Instant::now() + OPEN_PHASE_LIMIT;
+    while opened + open_failed < tasks.len() as u64 {
+        match tokio::time::timeout_at(open_deadline, opened_rx.recv()).await {
+            Ok(Some(true)) => opened += 1,
+            Ok(Some(false)) => open_failed += 1,
+            Ok(None) | Err(_) => break,
+        }
+    }
+    say(
+        json,
+        format!(
+            "opened {opened} sockets in {:.1} s ({open_failed} failed)",
+            open_started.elapsed().as_secs_f64()
+        ),
+    );
+
+    // The window: slow log and histograms from here, joins at a steady
+    // rate throughout, the opening `lead` from now.
+    if let Some(redis) = redis.as_mut() {
+        reset_slowlog(redis).await?;
+    }
+    let metrics_before = read_metrics(nodes).await;
+    let (probe_stop_tx, probe_stop_rx) = watch::channel(false);
+    let prober = (probe_rate > 0.0).then(|| {
+        tokio::spawn(probe_joins(
+            nodes.to_vec(),
+            room.clone(),
+            probe_rate,
+            probe_stop_rx,
+        ))
+    });
+    let opens_at_ms = (epoch_micros() / 1000 + lead.as_millis() as u64).div_ceil(1000) * 1000;
+    let patched = http
+        .patch(format!("{}/api/admin/rooms/{room}", nodes[0].base))
+        .bearer_auth(admin_token)
+        .json(&json!({ "opens_at": Moment(opens_at_ms) }))
+        .send()
+        .await
+        .map_err(|e| format!("moving the opening: {}", common::error_kind(&e)))?;
+    if !patched.status().is_success() {
+        let status = patched.status();
+        let text = patched.text().await.unwrap_or_default();
+        return Err(format!("moving the opening answered {status}: {text}"));
+    }
+    say(
+        json,
+        format!(
+            "the room opens at {} ({opens_at_ms} ms); measuring until {} s after",
+            rfc3339_ms(opens_at_ms),
+            after.as_secs()
+        ),
+    );
+    let window_end_us = (opens_at_ms + after.as_millis() as u64) * 1000;
+    tokio::time::sleep(Duration::from_micros(
+        window_end_us.saturating_sub(epoch_micros()),
+    ))
+    .await;
+    let _ = probe_stop_tx.send(true);
+    let probes = match prober {
+        Some(task) => task.await.unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let metrics_after = read_metrics(nodes).await;
+    let slow = match redis.as_mut() {
+        Some(redis) => Some(read_slowlog(redis).await?),
+        None => None,
+    };
+    let draw = read_draw(&http, &nodes[0], room).await?;
+    let _ = stop_tx.send(true);
+
+    let mut outcomes = Vec::with_capacity(tasks.len());
+    let mut socket_errors = ErrorKinds::new();
+    let collect_deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    for task in tasks {
+        match tokio::time::timeout_at(collect_deadline, task).await {
+            Ok(Ok(outcome)) => outcomes.push(outcome),
+            Ok(Err(error)) => common::count(&mut socket_errors, format!("task failed: {error}")),
+            Err(_) => common::count(&mut socket_errors, "task did not stop"),
+        }
+    }
+
+    // The report.
+    let opens_at_us = opens_at_ms * 1000;
+    let mut positions = BTreeSet::new();
+    let mut positioned_after_us = Vec::new();
+    let (mut positioned_early, mut lost) = (0u64, 0u64);
+    for outcome in &outcomes {
+        if let Some(error) = &outcome.open_error {
+            common::count(&mut socket_errors, format!("not opened: {error}"));
+        }
+        if let Some(why) = &outcome.ended {
+            common::count(&mut socket_errors, format!("closed early: {why}"));
+        }
+        if let Some((at_us, position)) = outcome.positioned {
+            positions.insert(position);
+            match at_us.checked_sub(opens_at_us) {
+                Some(after_us) => positioned_after_us.push(after_us),
+                None => positioned_early += 1,
+            }
+        }
+        lost += outcome.lost_position as u64;
+    }
+    let positioned = positioned_after_us.len() as u64;
+    let positioning = Latency::from_micros(positioned_after_us);
+    say(
+        json,
+        format!(
+            "draw: {} entrants, seed {}",
+            draw["entrants"],
+            if draw["seed"].is_string() {
+                "revealed"
+            } else {
+                "NOT revealed"
+            }
+        ),
+    );
+    say(
+        json,
+        format!(
+            "sockets: {opened} open, {positioned} got a drawn position after opens_at ({} distinct, {positioned_early} before it, {lost} lost it again)",
+            positions.len()
+        ),
+    );
+    if let Some(positioning) = &positioning {
+        say(
+            json,
+            format!("  opens_at → drawn position on the socket: {positioning}"),
+        );
+    }
+    for (kind, n) in &socket_errors {
+        say(json, format!("  {n} × {kind}"));
+    }
+
+    let around = |p: &&Probe| {
+        p.sent_us + AROUND_OPENING.as_micros() as u64 >= opens_at_us
+            && p.sent_us <= opens_at_us + AROUND_OPENING.as_micros() as u64
+    };
+    let probe_failed = probes.iter().filter(|p| !p.ok).count();
+    let probe_latency = Latency::from_micros(probes.iter().map(|p| p.took_us).collect());
+    let probe_around =
+        Latency::from_micros(probes.iter().filter(around).map(|p| p.took_us).collect());
+    if let Some(latency) = &probe_latency {
+        say(
+            json,
+            format!(
+                "joins during the window: {} sent, {probe_failed} failed; {latency}",
+                probes.len()
+            ),
+        );
+    }
+    if let Some(latency) = &probe_around {
+        say(
+            json,
+            format!(
+                "  sent within {} s of opens_at: {} joins, {latency}",
+                AROUND_OPENING.as_secs(),
+                latency.count
+            ),
+        );
+    }
+
+    let op_buckets = bucket_delta(
+        &metrics_before,
+        &metrics_after,
+        "waitroom_memory_store_op_seconds",
+    );
+    let tick_buckets = bucket_delta(&metrics_before, &metrics_after, "waitroom_tick_seconds");
+    for (what, buckets) in [
+        ("memory-store operations", &op_buckets),
+        ("ticks (the node's call to the store)", &tick_buckets),
+    ] {
+        if let Some(line) = describe_buckets(buckets) {
+            say(json, format!("{what} during the window: {line}"));
+        }
+    }
+    if let Some(slow) = &slow {
+        let longest = slow.iter().max_by_key(|s| s.duration_us);
+        say(
+            json,
+            format!(
+                "redis: {} commands over {} ms during the window, {} over 10 ms; longest {}",
+                slow.len(),
+                SLOWLOG_THRESHOLD_US / 1000,
+                slow.iter().filter(|s| s.duration_us > 10_000).count(),
+                longest.map_or("none".into(), |s| format!(
+                    "{:.2} ms ({}) at {}",
+                    s.duration_us as f64 / 1000.0,
+                    s.command,
+                    rfc3339_ms(s.at_s * 1000)
+                ))
+            ),
+        );
+    }
+
+    if json {
+        let mut slowest = slow.clone().unwrap_or_default();
+        slowest.sort_by_key(|s| std::cmp::Reverse(s.duration_us));
+        slowest.truncate(20);
+        let summary = json!({
+            "mode": "opening",
+            "nodes": nodes.iter().map(|n| &n.base).collect::<Vec<_>>(),
+            "room": room,
+            "visitors": visitors,
+            "joined": visitors - join_failed,
+            "join_errors": join_errors,
+            "join_s": join_s,
+            "entrants": draw["entrants"],
+            "seed_revealed": draw["seed"].is_string(),
+            "opens_at_ms": opens_at_ms,
+            "sockets": socket_count,
+            "opened": opened,
+            "positioned": positioned,
+            "distinct_positions": positions.len(),
+            "positioned_before_opening": positioned_early,
+            "lost_position": lost,
+            "socket_errors": socket_errors,
+            "positioning": positioning,
+            "probe_joins": probes.len(),
+            "probe_failed": probe_failed,
+            "probe_latency": probe_latency,
+            "probe_latency_around_opening": probe_around,
+            "memory_store_op_buckets": op_buckets,
+            "tick_buckets": tick_buckets,
+            "redis_slow_commands": slow.as_ref().map(Vec::len),
+            "redis_slowest": slow.as_ref().map(|_| slowest),
+        });
+        println!("{summary}");
+    }
+    Ok(())
+}
+
+async fn read_draw(
+    http: &reqwest::Client,
+    node: &Node,
+    room: &RoomId,
+) -> Result<serde_json::Value, String> {
+    let response = http
+        .get(format!("{}/api/rooms/{room}/draw", node.base))
+        .send()
+        .await
+        .map_err(|e| format!("reading the draw: {}", common::error_kind(&e)))?;
+    if response.status() != 200 {
+        return Err(format!("reading the draw answered {}", response.status()));
+    }
+    response
+        .json()
+        .await
+        .map_err(|e| format!("reading the draw: {}", common::error_kind(&e)))
+}
+
+/// Opens one socket, then notes when it first carries a position.
+async fn watch_position(
+    spec: SocketSpec,
+    permits: Arc<Semaphore>,
+    opened: mpsc::UnboundedSender<bool>,
+    mut stop: watch::Receiver<bool>,
+) -> SocketOutcome {
+    let mut outcome = SocketOutcome::default();
+    let permit = permits.acquire_owned().await;
+    let open = tokio::time::timeout(
+        Duration::from_secs(20),
+        sockets::open_socket(&spec, sockets::client_config()),
+    )
+    .await;
+    drop(permit);
+    let mut ws = match open {
+        Ok(Ok(ws)) => ws,
+        Ok(Err(error)) => {
+            outcome.open_error = Some(error);
+            let _ = opened.send(false);
+            return outcome;
+        }
+        Err(_) => {
+            outcome.open_error = Some("timed out".into());
+            let _ = opened.send(false);
+            return outcome;
+        }
+    };
+    let _ = opened.send(true);
+    loop {
+        tokio::select! {
+            biased;
+            _ = stop.changed() => break,
+            message = ws.next() => match message {
+                Some(Ok(Message::Text(text))) => {
+                    let at_us = epoch_micros();
+                    let Ok(status) = serde_json::from_str::<Status>(&text) else { continue };
+                    match (status.position, outcome.positioned) {
+                        (Some(position), None) => outcome.positioned = Some((at_us, position)),
+                        (None, Some(_)) if status.state == "waiting" => outcome.lost_position = true,
+                        _ => {}
+                    }
+                }
+                Some(Ok(Message::Close(frame))) => {
+                    outcome.ended = Some(match frame {
+                        Some(frame) => format!("close {} {}", u16::from(frame.code), frame.reason),
+                        None => "close without a code".into(),
+                    });
+                    break;
+                }
+                Some(Ok(_)) => {}
+                Some(Err(error)) => {
+                    outcome.ended = Some(format!("error: {error}"));
+                    break;
+                }
+                None => {
+                    outcome.ended = Some("connection ended".into());
+                    break;
+                }
+            },
+        }
+    }
+    outcome
+}
+
+/// New visitors joining at `rate` per second, round-robin over the nodes,
+/// each join as the page sends it, until told to stop.
+async fn probe_joins(
+    nodes: Vec<Node>,
+    room: RoomId,
+    rate: f64,
+    mut stop: watch::Receiver<bool>,
+) -> Vec<Probe> {
+    let http = common::http_client(64);
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Probe>();
+    let mut interval = tokio::time::interval(Duration::from_secs_f64(1.0 / rate));
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut sent = 0usize;
+    loop {
+        tokio::select! {
+            biased;
+            _ = stop.changed() => break,
+            _ = interval.tick() => {
+                let url = format!("{}/api/rooms/{room}/join", nodes[sent % nodes.len()].base);
+                sent += 1;
+                let (http, done) = (http.clone(), done_tx.clone());
+                tokio::spawn(async move {
+                    let sent_us = epoch_micros();
+                    let started = Instant::now();
+                    let ok = http
+                        .post(url)
+                        .header("content-type", "application/json")
+                        .body("{}")
+                        .send()
+                        .await
+                        .is_ok_and(|r| r.status() == 200);
+                    let _ = done.send(Probe {
+                        sent_us,
+                        took_us: started.elapsed().as_micros() as u64,
+                        ok,
+                    });
+                });
+            }
+        }
+    }
+    drop(done_tx);
+    let mut probes = Vec::with_capacity(sent);
+    while let Some(probe) = done_rx.recv().await {
+        probes.push(probe);
+    }
+    probes
+}
+
+/// Each node's `/metrics` text (empty where it could not be read).
+async fn read_metrics(nodes: &[Node]) -> Vec<String> {
+    let mut texts = Vec::new();
+    for node in nodes {
+        texts.push(common::metrics_text(node).await.unwrap_or_default());
+    }
+    texts
+}
+
+/// How many observations of histogram `name` fell in each bucket between
+/// two scrapes of every node: (upper bound in seconds, count), only the
+/// buckets that got any; `+Inf` reads as infinity.
+fn bucket_delta(before: &[String], after: &[String], name: &str) -> Vec<(f64, u64)> {
+    let mut delta: BTreeMap<u64, (f64, i128)> = BTreeMap::new();
+    for (texts, sign) in [(after, 1i128), (before, -1i128)] {
+        for text in texts {
+            for (le, count) in common::histogram_buckets(text, name) {
+                let slot = delta.entry(le.to_bits()).or_insert((le, 0));
+                slot.1 += sign * count as i128;
+            }
+        }
+    }
+    // Cumulative counts to per-bucket counts, in order of the bound.
+    let mut cumulative: Vec<(f64, i128)> = delta.into_values().collect();
+    cumulative.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut previous = 0i128;
+    let mut buckets = Vec::new();
+    for (le, count) in cumulative {
+        let own = count - previous;
+        previous = count;
+        if own > 0 {
+            buckets.push((le, own as u64));
+        }
+    }
+    buckets
+}
+
+/// "N observations; the longest ≤ X ms; M over 1 ms".
+fn describe_buckets(buckets: &[(f64, u64)]) -> Option<String> {
+    let total: u64 = buckets.iter().map(|b| b.1).sum();
+    let longest = buckets.last()?.0;
+    let over_1ms: u64 = buckets.iter().filter(|b| b.0 > 0.001).map(|b| b.1).sum();
+    Some(format!(
+        "{total} observed, the longest {}; {over_1ms} over 1 ms",
+        if longest.is_finite() {
+            format!("≤ {} ms", longest * 1000.0)
+        } else {
+            "over the largest bucket".into()
+        }
+    ))
+}
+
+async fn reset_slowlog(redis: &mut redis::aio::MultiplexedConnection) -> Result<(), String> {
+    let set = |name: &'static str, value: u64| {
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(name)
+            .arg(value)
+            .to_owned()
+    };
+    for command in [
+        set("slowlog-log-slower-than", SLOWLOG_THRESHOLD_US),
+        set("slowlog-max-len", SLOWLOG_LENGTH),
+        redis::cmd("SLOWLOG").arg("RESET").to_owned(),
+    ] {
+        command
+            .query_async::<()>(redis)
+            .await
+            .map_err(|e| format!("redis slow log: {e}"))?;
+    }
+    Ok(())
+}
+
+async fn read_slowlog(
+    redis: &mut redis::aio::MultiplexedConnection,
+) -> Result<Vec<SlowCommand>, String> {
+    let entries: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(SLOWLOG_LENGTH)
+        .query_async(redis)
+        .await
+        .map_err(|e| format!("redis SLOWLOG GET: {e}"))?;
+    Ok(entries.iter().filter_map(slow_command).collect())
+}
+
+/// One `SLOWLOG GET` entry: id, unix time, duration (µs), arguments, …
+fn slow_command(entry: &redis::Value) -> Option<SlowCommand> {
+    let redis::Value::Array(fields) = entry else {
+        return None;
+    };
+    let number = |value: &redis::Value| match value {
+        redis::Value::Int(n) => u64::try_from(*n).ok(),
+        _ => None,
+    };
+    let command = match fields.get(3)? {
+        redis::Value::Array(args) => args
+            .iter()
+            .take(4)
+            .map(|arg| match arg {
+                redis::Value::BulkString(bytes) => {
+                    let text = String::from_utf8_lossy(bytes);
+                    text.chars().take(24).collect::<String>()
+                }
+                other => format!("{other:?}"),
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+        _ => String::new(),
+    };
+    Some(SlowCommand {
+        at_s: number(fields.get(1)?)?,
+        duration_us: number(fields.get(2)?)?,
+        command,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_deltas_are_per_bucket_and_across_nodes() {
+        let scrape = |a: u64, b: u64, inf: u64| {
+            format!(
+                "x_bucket{{le=\"0.001\"}} {a}\nx_bucket{{le=\"0.01\"}} {b}\nx_bucket{{le=\"+Inf\"}} {inf}\nx_sum 1\n"
+            )
+        };
+        let before = vec![scrape(5, 5, 5), scrape(1, 1, 1)];
+        let after = vec![scrape(9, 10, 10), scrape(1, 1, 2)];
+        let delta = bucket_delta(&before, &after, "x");
+        assert_eq!(delta, vec![(0.001, 4), (0.01, 1), (f64::INFINITY, 1)]);
+        let line = describe_buckets(&delta).unwrap();
+        assert!(line.contains("6 observed"), "{line}");
+        assert!(line.contains("over the largest bucket"), "{line}");
+        assert_eq!(
+            describe_buckets(&delta[..2]).unwrap(),
+            "5 observed, the longest ≤ 10 ms; 1 over 1 ms"
+        );
+    }
+
+    #[test]
+    fn slow_log_entries_are_read() {
+        use redis::Value::{Array, BulkString, Int};
+        let entry = Array(vec![
+            Int(7),
+            Int(1_700_000_000),
+            Int(12_345),
+            Array(vec![
+                BulkString(b"EVALSHA".to_vec()),
+                BulkString(b"0123456789abcdef0123456789abcdef01234567".to_vec()),
+                BulkString(b"12".to_vec()),
+            ]),
+        ]);
+        let slow = slow_command(&entry).unwrap();
+        assert_eq!(slow.duration_us, 12_345);
+        assert_eq!(slow.at_s, 1_700_000_000);
+        assert_eq!(slow.command, "EVALSHA 0123456789abcdef01234567 12");
+    }
+}
