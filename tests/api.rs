@@ -625,6 +625,46 @@ async fn a_reconnect_keeps_the_place_and_absence_loses_it() {
 }
 
 #[tokio::test]
+async fn every_socket_holder_stays_present_when_they_fill_more_than_one_batch() {
+    let app = TestApp::spawn().await;
+    app.create_room(
+        "crowded",
+        json!({"admit_per_tick": 1, "abandon_after_s": 20, "paused": true}),
+    )
+    .await;
+    let holders = waitroom::live::promoter::PRESENCE_BATCH + 1;
+    let mut tickets = Vec::new();
+    for _ in 0..holders {
+        tickets.push(
+            app.join_api("crowded").await["ticket"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    let mut sockets = Vec::new();
+    for ticket in &tickets {
+        let mut socket = app.connect("crowded", ticket).await;
+        next_status(&mut socket).await;
+        sockets.push(socket);
+    }
+    // 25 s: past abandon_after_s for anyone the refresh left out.
+    for _ in 0..5 {
+        app.step(5_000).await;
+    }
+    // Whoever the refresh left out would be gone, and the last to join
+    // would stand nearer the front.
+    let last: Value = app
+        .status_api("crowded", tickets.last().unwrap())
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(last["state"], "waiting", "{last}");
+    assert_eq!(last["position"], holders as u64, "{last}");
+}
+
+#[tokio::test]
 async fn operations_endpoints_answer() {
     let app = TestApp::spawn().await;
     app.create_room("ops", json!({})).await;
