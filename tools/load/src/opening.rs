@@ -10,7 +10,7 @@
 //! - the latency of joins sent at a steady rate throughout;
 //! - when each socket first got its drawn position, against `opens_at`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -64,12 +64,21 @@ pub struct OpeningRun<'a> {
 #[derive(Debug, Default)]
 struct SocketOutcome {
     open_error: Option<String>,
-    /// When it first had a position (epoch µs), and the position.
-    positioned: Option<(u64, u64)>,
+    /// When it was first told where it stands after the draw (epoch µs).
+    told: Option<(u64, Told)>,
     /// It got a status without a position after it had one.
     lost_position: bool,
     /// Why it ended before the run stopped it, if it did.
     ended: Option<String>,
+}
+
+/// Where a socket first stood after the draw.
+#[derive(Debug, Clone, Copy)]
+enum Told {
+    /// Waiting at this position, counted against the line of this tick.
+    Position { position: u64, tick_at_ms: Millis },
+    /// Admitted by the tick that opened the room, before any position.
+    Admitted,
 }
 
 /// One join sent during the window.
@@ -290,9 +299,12 @@ pub async fn run(run: OpeningRun<'_>) -> Result<(), String> {
 
     // The report.
     let opens_at_us = opens_at_ms * 1000;
-    let mut positions = BTreeSet::new();
+    // Positions read against the same tick's line are distinct; the reads
+    // take long enough that later ones may follow a tick, so they are
+    // grouped by it.
+    let mut positions: BTreeMap<(Millis, u64), u64> = BTreeMap::new();
     let mut positioned_after_us = Vec::new();
-    let (mut positioned_early, mut lost) = (0u64, 0u64);
+    let (mut positioned_early, mut admitted_first, mut lost) = (0u64, 0u64, 0u64);
     for outcome in &outcomes {
         if let Some(error) = &outcome.open_error {
             common::count(&mut socket_errors, format!("not opened: {error}"));
@@ -300,8 +312,14 @@ pub async fn run(run: OpeningRun<'_>) -> Result<(), String> {
         if let Some(why) = &outcome.ended {
             common::count(&mut socket_errors, format!("closed early: {why}"));
         }
-        if let Some((at_us, position)) = outcome.positioned {
-            positions.insert(position);
+        if let Some((at_us, told)) = outcome.told {
+            match told {
+                Told::Position {
+                    position,
+                    tick_at_ms,
+                } => *positions.entry((tick_at_ms, position)).or_default() += 1,
+                Told::Admitted => admitted_first += 1,
+            }
             match at_us.checked_sub(opens_at_us) {
                 Some(after_us) => positioned_after_us.push(after_us),
                 None => positioned_early += 1,
@@ -309,6 +327,7 @@ pub async fn run(run: OpeningRun<'_>) -> Result<(), String> {
         }
         lost += outcome.lost_position as u64;
     }
+    let duplicates: u64 = positions.values().map(|n| n - 1).sum();
     let positioned = positioned_after_us.len() as u64;
     let positioning = Latency::from_micros(positioned_after_us);
     say(
@@ -326,14 +345,15 @@ pub async fn run(run: OpeningRun<'_>) -> Result<(), String> {
     say(
         json,
         format!(
-            "sockets: {opened} open, {positioned} got a drawn position after opens_at ({} distinct, {positioned_early} before it, {lost} lost it again)",
-            positions.len()
+            "sockets: {opened} open, {positioned} told where they stand after opens_at \
+             ({admitted_first} of them admitted at once, {duplicates} positions told twice against one tick's line, \
+             {positioned_early} told before opens_at, {lost} lost a position again)"
         ),
     );
     if let Some(positioning) = &positioning {
         say(
             json,
-            format!("  opens_at → drawn position on the socket: {positioning}"),
+            format!("  opens_at → drawn place on the socket: {positioning}"),
         );
     }
     for (kind, n) in &socket_errors {
@@ -419,7 +439,8 @@ pub async fn run(run: OpeningRun<'_>) -> Result<(), String> {
             "sockets": socket_count,
             "opened": opened,
             "positioned": positioned,
-            "distinct_positions": positions.len(),
+            "admitted_first": admitted_first,
+            "duplicate_positions": duplicates,
             "positioned_before_opening": positioned_early,
             "lost_position": lost,
             "socket_errors": socket_errors,
@@ -494,10 +515,20 @@ async fn watch_position(
                 Some(Ok(Message::Text(text))) => {
                     let at_us = epoch_micros();
                     let Ok(status) = serde_json::from_str::<Status>(&text) else { continue };
-                    match (status.position, outcome.positioned) {
-                        (Some(position), None) => outcome.positioned = Some((at_us, position)),
-                        (None, Some(_)) if status.state == "waiting" => outcome.lost_position = true,
-                        _ => {}
+                    let told = match (status.state.as_ref(), status.position) {
+                        ("waiting", Some(position)) => Some(Told::Position {
+                            position,
+                            tick_at_ms: status.tick_at_ms.unwrap_or(0),
+                        }),
+                        ("waiting", None) => {
+                            // Still pre-queued, or (once told) a position lost.
+                            outcome.lost_position |= outcome.told.is_some();
+                            None
+                        }
+                        _ => Some(Told::Admitted),
+                    };
+                    if outcome.told.is_none() {
+                        outcome.told = told.map(|told| (at_us, told));
                     }
                 }
                 Some(Ok(Message::Close(frame))) => {
