@@ -6,6 +6,8 @@
 //! `claims` mode: claims per second on a sale behind the gate, and a check
 //! that exactly the stock was sold.
 //! `idle` mode: what many rooms, nearly all empty, cost Redis and each node.
+//! `floor-server` (hidden): the same status frames as a node's, written
+//! to loopback connections with nothing of waitroom in the way.
 //!
 //! It only talks to loopback addresses, and every run is bounded in count
 //! and time and stops by itself.
@@ -18,6 +20,7 @@
 
 mod claims;
 mod common;
+mod floor;
 mod idle;
 mod join;
 mod sockets;
@@ -56,6 +59,9 @@ enum Mode {
     /// Creates many rooms (a few of them busy), waits out the start-up
     /// burst, then measures Redis commands/s and CPU and each node's CPU.
     Idle(IdleArgs),
+    /// The floor server `sockets --floor` runs as its child (internal).
+    #[command(hide = true)]
+    FloorServer(floor::ServerArgs),
 }
 
 #[derive(Debug, Args)]
@@ -259,6 +265,7 @@ async fn main() -> ExitCode {
         Mode::Sockets(args) => run_sockets(args, cli.json, open_files_limit).await,
         Mode::Claims(args) => run_claims(args, cli.json).await,
         Mode::Idle(args) => run_idle(args, cli.json).await,
+        Mode::FloorServer(args) => floor::serve(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
