@@ -33,6 +33,7 @@
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::process::Stdio;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -40,7 +41,9 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::net::{TcpSocket, TcpStream};
+use tokio::process::{Child, ChildStdout};
 use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use waitroom::startup::LISTEN_BACKLOG;
@@ -52,6 +55,9 @@ use super::common::{self, Latency, epoch_micros};
 
 /// The first line a floor server prints: this, a space, its address.
 const LISTENING: &str = "listening";
+/// The longest a floor server may take to say where it listens, and to
+/// report once told to stop.
+const CHILD_PATIENCE: Duration = Duration::from_secs(10);
 /// The longest a handshake may take (the sockets mode's own limit).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(20);
 /// The longest request head a handshake may send.
@@ -535,6 +541,100 @@ fn tell_parent(line: &str) {
     println!("{line}");
 }
 
+/// A running floor server, seen from the tool.
+pub struct FloorServer {
+    child: Child,
+    lines: Lines<BufReader<ChildStdout>>,
+    pub addr: SocketAddr,
+}
+
+/// What a floor server is started with.
+pub struct FloorPlan<'a> {
+    pub listen: IpAddr,
+    pub room: &'a RoomId,
+    pub tick_ms: u64,
+    pub admit_per_tick: u32,
+    pub waiting: u64,
+    pub workers: u16,
+    pub lifetime: Duration,
+}
+
+impl FloorServer {
+    /// Starts this tool as a floor server and waits for its address.
+    pub async fn start(plan: &FloorPlan<'_>) -> Result<Self, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("floor server: {e}"))?;
+        let mut child = tokio::process::Command::new(exe)
+            .arg("floor-server")
+            .args(["--listen", &plan.listen.to_string()])
+            .args(["--room", plan.room.as_str()])
+            .args(["--tick-ms", &plan.tick_ms.to_string()])
+            .args(["--admit-per-tick", &plan.admit_per_tick.to_string()])
+            .args(["--waiting", &plan.waiting.to_string()])
+            .args(["--workers", &plan.workers.to_string()])
+            .args(["--lifetime-s", &plan.lifetime.as_secs().max(1).to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("floor server: {e}"))?;
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let mut lines = BufReader::new(stdout).lines();
+        let first = tokio::time::timeout(CHILD_PATIENCE, lines.next_line()).await;
+        let addr = match first {
+            Ok(Ok(Some(line))) => line
+                .strip_prefix(LISTENING)
+                .and_then(|a| a.trim().parse::<SocketAddr>().ok())
+                .ok_or_else(|| format!("floor server said {line:?}"))?,
+            Ok(Ok(None)) => return Err("floor server ended before listening".into()),
+            Ok(Err(e)) => return Err(format!("floor server: {e}")),
+            Err(_) => return Err("floor server did not listen in time".into()),
+        };
+        Ok(Self { child, lines, addr })
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Tells the floor server to stop (its standard input closes) and reads
+    /// its report.
+    pub async fn stop(mut self) -> Result<FloorReport, String> {
+        drop(self.child.stdin.take());
+        let report = match tokio::time::timeout(CHILD_PATIENCE, self.lines.next_line()).await {
+            Ok(Ok(Some(line))) => serde_json::from_str::<FloorReport>(&line)
+                .map_err(|e| format!("floor server report {line:?}: {e}")),
+            Ok(Ok(None)) => Err("floor server ended without a report".into()),
+            Ok(Err(e)) => Err(format!("floor server: {e}")),
+            Err(_) => Err("floor server did not report in time".into()),
+        };
+        if tokio::time::timeout(CHILD_PATIENCE, self.child.wait())
+            .await
+            .is_err()
+        {
+            let _ = self.child.kill().await;
+        }
+        report
+    }
+}
+
+/// The real figures divided by the floor's.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Ratios {
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+pub fn ratios(real: &Latency, floor: &Latency) -> Option<Ratios> {
+    let ratio = |r: f64, f: f64| (f > 0.0).then(|| r / f);
+    Some(Ratios {
+        p50: ratio(real.p50_ms, floor.p50_ms)?,
+        p99: ratio(real.p99_ms, floor.p99_ms)?,
+        max: ratio(real.max_ms, floor.max_ms)?,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -607,6 +707,16 @@ mod tests {
         let head = b"GET / HTTP/1.1\r\nsec-websocket-key:  k \r\n";
         assert_eq!(websocket_key(head), Some("k"));
         assert_eq!(websocket_key(b"GET / HTTP/1.1\r\nHost: x"), None);
+    }
+
+    #[test]
+    fn ratios_need_a_floor_above_zero() {
+        let floor = Latency::from_micros(vec![1_000, 2_000, 4_000]).unwrap();
+        let real = Latency::from_micros(vec![1_500, 3_000, 5_000]).unwrap();
+        let r = ratios(&real, &floor).unwrap();
+        assert_eq!((r.p50, r.p99, r.max), (1.5, 1.25, 1.25));
+        let zero = Latency::from_micros(vec![0]).unwrap();
+        assert_eq!(ratios(&real, &zero), None);
     }
 
     #[test]
