@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use waitroom::words::{RoomConfig, RoomId};
 
 /// The most requests one join run sends, whatever `--count` says.
@@ -176,7 +176,7 @@ pub async fn gather_indexed<T>(
 }
 
 /// p50, p99 and max of a set of durations.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct Latency {
     pub count: usize,
     pub p50_ms: f64,

@@ -9,6 +9,9 @@
 //! `opening` mode: a scheduled room's opening with a large pre-queue: the
 //! longest store operation, joins around it, and when each socket has its
 //! drawn position.
+//! `sockets --floor` first measures the same fan-out with nothing of
+//! waitroom in the way (a floor server: this tool again, as a child
+//! process), and reports tick→socket latency as a ratio to it.
 //!
 //! It only talks to loopback addresses, and every run is bounded in count
 //! and time and stops by itself.
@@ -21,6 +24,7 @@
 
 mod claims;
 mod common;
+mod floor;
 mod idle;
 mod join;
 mod opening;
@@ -65,6 +69,9 @@ enum Mode {
     /// operation, joins around the opening, and when each socket had its
     /// drawn position.
     Opening(OpeningArgs),
+    /// The floor server `sockets --floor` runs as its child (internal).
+    #[command(hide = true)]
+    FloorServer(floor::ServerArgs),
 }
 
 #[derive(Debug, Args)]
@@ -163,6 +170,19 @@ struct SocketsArgs {
     /// How many processes meet at `--barrier-dir` (this one included).
     #[arg(long, requires = "barrier_dir", value_parser = clap::value_parser!(u32).range(1..=64))]
     barrier_parties: Option<u32>,
+    /// First measure the floor: the same number of sockets, held as long,
+    /// to a floor server per node (a child process on the node's loopback
+    /// address) that writes each tick the same status frames to every
+    /// connection with nothing of waitroom in the way; then run as usual
+    /// and report tick→socket latency as a ratio to the floor's. With
+    /// --barrier-dir, the processes meet for the floor too, and each
+    /// reports the figures over all of their sockets at the end.
+    #[arg(long)]
+    floor: bool,
+    /// Writer threads in each floor server (default: one per core, as many
+    /// as a node's HTTP workers by default; give the nodes' --workers if set).
+    #[arg(long, requires = "floor", value_parser = clap::value_parser!(u16).range(1..=256))]
+    floor_workers: Option<u16>,
 }
 
 #[derive(Debug, Args)]
@@ -313,6 +333,7 @@ async fn main() -> ExitCode {
         Mode::Claims(args) => run_claims(args, cli.json).await,
         Mode::Idle(args) => run_idle(args, cli.json).await,
         Mode::Opening(args) => run_opening(args, cli.json).await,
+        Mode::FloorServer(args) => floor::serve(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -386,6 +407,11 @@ async fn run_sockets(args: SocketsArgs, json: bool, open_files_limit: u64) -> Re
         open_files_limit,
         server_pids: &args.server_pid,
         barrier: args.barrier_dir.zip(args.barrier_parties),
+        floor_workers: args.floor.then(|| {
+            args.floor_workers.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(1, |n| n.get().min(256) as u16)
+            })
+        }),
         json,
     })
     .await
@@ -487,6 +513,8 @@ mod tests {
         assert!(Cli::try_parse_from(["w", "claims", "--visitors", "1000001"]).is_err());
         assert!(Cli::try_parse_from(["w", "claims", "--duration", "301"]).is_err());
         assert!(Cli::try_parse_from(["w", "sockets", "--barrier-dir", "/tmp/x"]).is_err());
+        assert!(Cli::try_parse_from(["w", "sockets", "--floor-workers", "2"]).is_err());
+        assert!(Cli::try_parse_from(["w", "sockets", "--floor", "--floor-workers", "0"]).is_err());
         assert!(Cli::try_parse_from(["w", "idle", "--rooms", "100001"]).is_err());
         assert!(Cli::try_parse_from(["w", "idle", "--window", "601"]).is_err());
         assert!(Cli::try_parse_from(["w", "idle", "--warmup", "601"]).is_err());

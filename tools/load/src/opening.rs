@@ -515,7 +515,7 @@ async fn watch_position(
                 Some(Ok(Message::Text(text))) => {
                     let at_us = epoch_micros();
                     let Ok(status) = serde_json::from_str::<Status>(&text) else { continue };
-                    let told = match (status.state.as_ref(), status.position) {
+                    let told = match (status.state, status.position) {
                         ("waiting", Some(position)) => Some(Told::Position {
                             position,
                             tick_at_ms: status.tick_at_ms.unwrap_or(0),

@@ -2,9 +2,14 @@
 //! nodes and over local source addresses), and measures, for every tick that
 //! runs while they are held, how long each socket waited for its status, and
 //! which sockets never got one.
+//!
+//! With `--floor` it first does the same against a floor server per node
+//! (see `floor`): the same number of sockets, source addresses, ticks and
+//! hold, measured by the same code, so the two latencies compare as a ratio.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -22,6 +27,7 @@ use waitroom::words::status::Status;
 use waitroom::words::{RoomConfig, RoomId};
 
 use super::common::{self, ErrorKinds, Latency, Node, Scrape, create_room, epoch_micros, say};
+use super::floor::{self, FloorPlan, FloorServer};
 
 /// The longest the join phase may take.
 const JOIN_PHASE_LIMIT: Duration = Duration::from_secs(120);
@@ -33,6 +39,8 @@ const OPEN_TIMEOUT: Duration = Duration::from_secs(20);
 const OWN_DESCRIPTORS: u64 = 16;
 /// The longest a process waits at `--barrier-dir` for the others.
 const BARRIER_LIMIT: Duration = Duration::from_secs(300);
+/// The longest the sockets' tasks may take to stop and hand in what they saw.
+const COLLECT_LIMIT: Duration = Duration::from_secs(30);
 /// Per-tick lines printed at most (the summary covers every tick).
 const TICK_LINES: usize = 12;
 
@@ -53,7 +61,10 @@ pub struct SocketsRun<'a> {
     pub server_pids: &'a [u32],
     /// A directory and a number of processes: the hold starts once that
     /// many processes have their sockets open.
-    pub barrier: Option<(std::path::PathBuf, u32)>,
+    pub barrier: Option<(PathBuf, u32)>,
+    /// Measure the floor first (see `floor`), with this many writer
+    /// threads in each floor server.
+    pub floor_workers: Option<u16>,
     pub json: bool,
 }
 
@@ -101,6 +112,7 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
         open_files_limit,
         server_pids,
         barrier,
+        floor_workers,
         json,
     } = run;
     // One descriptor per socket, plus about a dozen of the tool's own.
@@ -144,6 +156,29 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
     }
     drop(http);
 
+    // The floor first, with the same sockets, ticks and hold, before any
+    // visitor joins (the nodes are idle meanwhile).
+    let floor = match floor_workers {
+        Some(workers) => Some(
+            floor_phase(FloorPhase {
+                nodes,
+                room,
+                requested,
+                source_ips,
+                hold,
+                drain,
+                admit_per_tick,
+                tick_ms,
+                open_concurrency,
+                barrier: barrier.as_ref(),
+                workers,
+                json,
+            })
+            .await?,
+        ),
+        None => None,
+    };
+
     let joined_at = Instant::now();
     let (tickets, join_errors) = join_visitors(
         nodes,
@@ -183,18 +218,12 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
         wait_for_time_waits(json).await;
     }
 
-    // Open every socket, at most `open_concurrency` handshakes at a time.
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let (opened_tx, mut opened_rx) = mpsc::unbounded_channel::<bool>();
-    let permits = Arc::new(Semaphore::new(open_concurrency));
-    let config = client_config();
-    let open_started = Instant::now();
-    let mut tasks = Vec::new();
+    let mut specs = Vec::new();
     for (i, ticket) in tickets.into_iter().enumerate() {
         let Some(ticket) = ticket else { continue };
         let node_index = i % nodes.len();
         let node = &nodes[node_index];
-        let spec = SocketSpec {
+        specs.push(SocketSpec {
             node: node_index,
             addr: node.addr,
             source: source_address(node.addr, (i / nodes.len()) % source_ips as usize),
@@ -203,104 +232,47 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
                 node.authority,
                 common::query_escape(&ticket)
             ),
-        };
-        tasks.push(tokio::spawn(hold_socket(
-            spec,
-            config,
-            permits.clone(),
-            opened_tx.clone(),
-            stop_rx.clone(),
-        )));
+        });
     }
-    drop(opened_tx);
-    let (mut opened, mut open_failed) = (0u64, 0u64);
-    let open_deadline = tokio::time::Instant::now() + OPEN_PHASE_LIMIT;
-    while opened + open_failed < tasks.len() as u64 {
-        match tokio::time::timeout_at(open_deadline, opened_rx.recv()).await {
-            Ok(Some(true)) => opened += 1,
-            Ok(Some(false)) => open_failed += 1,
-            Ok(None) | Err(_) => break,
-        }
-    }
-    let open_s = open_started.elapsed().as_secs_f64();
-    say(
+    let plan = HoldPlan {
+        label: "",
+        nodes: nodes.len(),
+        open_concurrency,
+        hold,
+        drain,
+        barrier: barrier.clone(),
+        server_pids,
+        reset_on_stop: false,
         json,
-        format!("opened {opened} sockets in {open_s:.2} s ({open_failed} failed)"),
-    );
-    if let Some((dir, parties)) = &barrier {
-        let waited = Instant::now();
-        match meet(dir, *parties).await {
-            Ok(ready) => say(
-                json,
-                format!(
-                    "{ready} of {parties} processes ready at {} after {:.2} s",
-                    dir.display(),
-                    waited.elapsed().as_secs_f64()
-                ),
-            ),
-            Err(error) => say(json, format!("warning: barrier: {error}")),
-        }
-    }
-    let all_open = Instant::now();
-    let cpu_start = common::cpu_mark(server_pids);
-    let all_open_us = epoch_micros();
-    say(
-        json,
-        format!("holding {opened} sockets {} s", hold.as_secs()),
-    );
-
+    };
     // Memory while every socket is held: half-way through the hold, so a
     // few ticks have gone out and the figure includes their buffers.
-    tokio::time::sleep_until((all_open + hold / 2).into()).await;
-    let tool_open_fds = std::fs::read_dir("/proc/self/fd")
-        .map(|d| d.count() as u64)
-        .ok();
-    for (node, slot) in nodes.iter().zip(memory.iter_mut()) {
-        slot.held = report_scrape(json, node, common::scrape(node).await);
-    }
-    tokio::time::sleep_until((all_open + hold).into()).await;
-    let hold_end_us = epoch_micros();
-    let held_s = all_open.elapsed().as_secs_f64();
-    let hold_cpu = match (cpu_start, common::cpu_mark(server_pids)) {
-        (Some(start), Some(end)) => Some(end.since(&start)),
-        _ => None,
+    let scrape_all = async {
+        let mut held = Vec::new();
+        for node in nodes {
+            held.push(report_scrape(json, node, common::scrape(node).await));
+        }
+        held
     };
-    // Ticks that ran during the hold may still be on their way: give them
-    // `drain` to arrive before stopping.
-    tokio::time::sleep(drain).await;
-    let _ = stop_tx.send(true);
-
-    let mut outcomes = Vec::with_capacity(tasks.len());
-    let mut open_errors = ErrorKinds::new();
-    let collect_deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    for task in tasks {
-        match tokio::time::timeout_at(collect_deadline, task).await {
-            Ok(Ok(outcome)) => outcomes.push(outcome),
-            Ok(Err(error)) => common::count(&mut open_errors, format!("task failed: {error}")),
-            Err(_) => common::count(&mut open_errors, "task did not stop"),
-        }
+    let (phase, held) = open_and_hold(specs, &plan, scrape_all).await;
+    for (slot, held) in memory.iter_mut().zip(held) {
+        slot.held = held;
     }
-    let mut closed_early = ErrorKinds::new();
-    for outcome in &outcomes {
-        if let Some(error) = &outcome.open_error {
-            common::count(&mut open_errors, error.clone());
-        }
-        if let Some(why) = &outcome.ended {
-            common::count(&mut closed_early, why.clone());
-        }
-    }
-    let open_latency = Latency::from_micros(
-        outcomes
-            .iter()
-            .filter(|o| o.open_error.is_none())
-            .map(|o| o.open_us)
-            .collect(),
-    );
+    let Phase {
+        opened,
+        open_s,
+        held_s,
+        hold_cpu,
+        open_errors,
+        closed_early,
+        open_latency,
+        ticks,
+        latency,
+        tool_open_fds,
+        ..
+    } = phase;
     // Not opened within the open phase, for whatever reason (joins included).
     let failed = requested - opened;
-
-    let window = (all_open_us / 1000 + 1, hold_end_us / 1000);
-    let ticks = analyze(&outcomes, nodes.len(), window);
 
     let delta: i128 = memory
         .iter()
@@ -381,47 +353,44 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
             format!("this tool held {fds} descriptors (limit {open_files_limit})"),
         );
     }
-    for line in ticks.per_tick.iter().take(TICK_LINES) {
-        say(
-            json,
-            format!(
-                "  tick {} on node {}: {} of {} sockets got it, last after {:.1} ms",
-                line.tick_at_ms,
-                line.node,
-                line.received,
-                line.expected,
-                line.max_us as f64 / 1000.0
-            ),
-        );
-    }
-    if ticks.per_tick.len() > TICK_LINES {
-        say(
-            json,
-            format!("  … {} more ticks", ticks.per_tick.len() - TICK_LINES),
-        );
-    }
-    let latency = Latency::from_micros(ticks.delays_us.clone());
-    say(
+    report_ticks(
         json,
-        format!(
-            "ticks measured: {}; tick→socket latency over {} deliveries: {}; missed updates: {}",
-            ticks.per_tick.len(),
-            ticks.delays_us.len(),
-            latency
-                .map(|l| l.to_string())
-                .unwrap_or_else(|| "none".into()),
-            ticks.missed
-        ),
+        "",
+        &ticks,
+        latency.as_ref(),
+        hold_cpu.as_ref(),
+        tick_ms,
     );
-    if let Some(cpu) = hold_cpu {
-        say(json, format!("during the hold, {cpu}"));
-    }
-    if let Some((min, max)) = ticks.interval_ms {
+
+    let floor_ratio = floor.as_ref().and_then(|floor| {
+        let ratios = floor::ratios(latency.as_ref()?, floor.phase.latency.as_ref()?);
         say(
             json,
-            format!("interval between ticks: min {min} ms, max {max} ms (room tick_ms {tick_ms})"),
+            compare_line("", latency.as_ref()?, floor.phase.latency.as_ref()?, ratios),
+        );
+        ratios
+    });
+    if floor.is_some() && floor_ratio.is_none() {
+        say(
+            json,
+            "no ratio to the floor: a phase measured no tick (or the floor's p99 was 0)",
         );
     }
+    // Several processes at one barrier: every one of them reports the
+    // figures over all of their sockets.
+    let combined = match (&floor, &barrier) {
+        (Some(floor), Some((dir, parties))) => {
+            combine(
+                dir,
+                *parties,
+                &floor.phase.ticks.delays_us,
+                &ticks.delays_us,
+                json,
+            )
+            .await
+        }
+        _ => None,
+    };
 
     if json {
         let summary = json!({
@@ -454,10 +423,522 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
             "tool_open_files_limit": open_files_limit,
             "tool_open_fds_held": tool_open_fds,
             "hold_cpu": hold_cpu,
+            "floor": floor.as_ref().map(|f| f.summary(requested)),
+            "floor_ratio": floor_ratio,
+            "floor_target_ratio": floor.as_ref().map(|_| FLOOR_TARGET),
+            "combined": combined,
         });
         println!("{summary}");
     }
     Ok(())
+}
+
+/// The issue's target for tick→socket p99 over the floor's.
+const FLOOR_TARGET: f64 = 1.25;
+
+/// `tick→socket p99 X ms, floor p99 Y ms, ratio R`, with p50 and max.
+fn compare_line(
+    label: &str,
+    real: &Latency,
+    floor: &Latency,
+    ratios: Option<floor::Ratios>,
+) -> String {
+    let ratio = |r: Option<f64>| r.map_or("none".into(), |r| format!("{r:.2}"));
+    let verdict = match ratios {
+        Some(r) if r.p99 <= FLOOR_TARGET => "met",
+        Some(_) => "missed",
+        None => "unknown",
+    };
+    format!(
+        "{label}tick→socket p99 {:.2} ms, floor p99 {:.2} ms, ratio {} (target ≤ {FLOOR_TARGET}: {verdict}); \
+         p50 {:.2} / {:.2} ms, ratio {}; max {:.2} / {:.2} ms, ratio {}",
+        real.p99_ms,
+        floor.p99_ms,
+        ratio(ratios.map(|r| r.p99)),
+        real.p50_ms,
+        floor.p50_ms,
+        ratio(ratios.map(|r| r.p50)),
+        real.max_ms,
+        floor.max_ms,
+        ratio(ratios.map(|r| r.max)),
+    )
+}
+
+/// The per-tick lines, the latency over every delivery, the hold's CPU and
+/// the interval between ticks, for one phase.
+fn report_ticks(
+    json: bool,
+    label: &str,
+    ticks: &TickAnalysis,
+    latency: Option<&Latency>,
+    hold_cpu: Option<&common::CpuUse>,
+    tick_ms: u64,
+) {
+    for line in ticks.per_tick.iter().take(TICK_LINES) {
+        say(
+            json,
+            format!(
+                "{label}  tick {} on node {}: {} of {} sockets got it, last after {:.1} ms",
+                line.tick_at_ms,
+                line.node,
+                line.received,
+                line.expected,
+                line.max_us as f64 / 1000.0
+            ),
+        );
+    }
+    if ticks.per_tick.len() > TICK_LINES {
+        say(
+            json,
+            format!(
+                "{label}  … {} more ticks",
+                ticks.per_tick.len() - TICK_LINES
+            ),
+        );
+    }
+    say(
+        json,
+        format!(
+            "{label}ticks measured: {}; tick→socket latency over {} deliveries: {}; missed updates: {}",
+            ticks.per_tick.len(),
+            ticks.delays_us.len(),
+            latency.map_or_else(|| "none".into(), |l| l.to_string()),
+            ticks.missed
+        ),
+    );
+    if let Some(cpu) = hold_cpu {
+        say(json, format!("{label}during the hold, {cpu}"));
+    }
+    if let Some((min, max)) = ticks.interval_ms {
+        say(
+            json,
+            format!(
+                "{label}interval between ticks: min {min} ms, max {max} ms (room tick_ms {tick_ms})"
+            ),
+        );
+    }
+}
+
+/// How a phase opens and holds its sockets.
+struct HoldPlan<'a> {
+    /// Prefixes the phase's lines (`"floor: "`, or nothing).
+    label: &'static str,
+    nodes: usize,
+    open_concurrency: usize,
+    hold: Duration,
+    drain: Duration,
+    barrier: Option<(PathBuf, u32)>,
+    server_pids: &'a [u32],
+    /// Reset every connection when the phase ends, so that it leaves no
+    /// TIME_WAIT behind for the next phase's `bind` to search past.
+    reset_on_stop: bool,
+    json: bool,
+}
+
+/// What one phase's sockets saw.
+struct Phase {
+    opened: u64,
+    open_s: f64,
+    held_s: f64,
+    hold_cpu: Option<common::CpuUse>,
+    open_errors: ErrorKinds,
+    closed_early: ErrorKinds,
+    open_latency: Option<Latency>,
+    ticks: TickAnalysis,
+    latency: Option<Latency>,
+    tool_open_fds: Option<u64>,
+}
+
+/// Opens every socket of `specs` (at most `open_concurrency` handshakes at
+/// a time), meets the other processes at the barrier if there is one, holds
+/// them all for `hold` (running `mid_hold` half-way through), lets the
+/// ticks of the hold drain, stops, and analyzes what every socket got.
+async fn open_and_hold<F: Future>(
+    specs: Vec<SocketSpec>,
+    plan: &HoldPlan<'_>,
+    mid_hold: F,
+) -> (Phase, F::Output) {
+    let (json, label) = (plan.json, plan.label);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (opened_tx, mut opened_rx) = mpsc::unbounded_channel::<bool>();
+    let permits = Arc::new(Semaphore::new(plan.open_concurrency));
+    let config = client_config();
+    let open_started = Instant::now();
+    let mut tasks = Vec::new();
+    for spec in specs {
+        tasks.push(tokio::spawn(hold_socket(
+            spec,
+            config,
+            permits.clone(),
+            opened_tx.clone(),
+            stop_rx.clone(),
+            plan.reset_on_stop,
+        )));
+    }
+    drop(opened_tx);
+    let (mut opened, mut open_failed) = (0u64, 0u64);
+    let open_deadline = tokio::time::Instant::now() + OPEN_PHASE_LIMIT;
+    while opened + open_failed < tasks.len() as u64 {
+        match tokio::time::timeout_at(open_deadline, opened_rx.recv()).await {
+            Ok(Some(true)) => opened += 1,
+            Ok(Some(false)) => open_failed += 1,
+            Ok(None) | Err(_) => break,
+        }
+    }
+    let open_s = open_started.elapsed().as_secs_f64();
+    say(
+        json,
+        format!("{label}opened {opened} sockets in {open_s:.2} s ({open_failed} failed)"),
+    );
+    if let Some((dir, parties)) = &plan.barrier {
+        let waited = Instant::now();
+        match meet(dir, *parties).await {
+            Ok(ready) => say(
+                json,
+                format!(
+                    "{label}{ready} of {parties} processes ready at {} after {:.2} s",
+                    dir.display(),
+                    waited.elapsed().as_secs_f64()
+                ),
+            ),
+            Err(error) => say(json, format!("{label}warning: barrier: {error}")),
+        }
+    }
+    let all_open = Instant::now();
+    let cpu_start = common::cpu_mark(plan.server_pids);
+    let all_open_us = epoch_micros();
+    say(
+        json,
+        format!("{label}holding {opened} sockets {} s", plan.hold.as_secs()),
+    );
+
+    tokio::time::sleep_until((all_open + plan.hold / 2).into()).await;
+    let tool_open_fds = std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count() as u64)
+        .ok();
+    let mid = mid_hold.await;
+    tokio::time::sleep_until((all_open + plan.hold).into()).await;
+    let hold_end_us = epoch_micros();
+    let held_s = all_open.elapsed().as_secs_f64();
+    let hold_cpu = match (cpu_start, common::cpu_mark(plan.server_pids)) {
+        (Some(start), Some(end)) => Some(end.since(&start)),
+        _ => None,
+    };
+    // Ticks that ran during the hold may still be on their way: give them
+    // `drain` to arrive before stopping.
+    tokio::time::sleep(plan.drain).await;
+    let _ = stop_tx.send(true);
+
+    let mut outcomes = Vec::with_capacity(tasks.len());
+    let mut open_errors = ErrorKinds::new();
+    let collect_deadline = tokio::time::Instant::now() + COLLECT_LIMIT;
+    for task in tasks {
+        match tokio::time::timeout_at(collect_deadline, task).await {
+            Ok(Ok(outcome)) => outcomes.push(outcome),
+            Ok(Err(error)) => common::count(&mut open_errors, format!("task failed: {error}")),
+            Err(_) => common::count(&mut open_errors, "task did not stop"),
+        }
+    }
+    let mut closed_early = ErrorKinds::new();
+    for outcome in &outcomes {
+        if let Some(error) = &outcome.open_error {
+            common::count(&mut open_errors, error.clone());
+        }
+        if let Some(why) = &outcome.ended {
+            common::count(&mut closed_early, why.clone());
+        }
+    }
+    let open_latency = Latency::from_micros(
+        outcomes
+            .iter()
+            .filter(|o| o.open_error.is_none())
+            .map(|o| o.open_us)
+            .collect(),
+    );
+    let window = (all_open_us / 1000 + 1, hold_end_us / 1000);
+    let ticks = analyze(&outcomes, plan.nodes, window);
+    let latency = Latency::from_micros(ticks.delays_us.clone());
+    let phase = Phase {
+        opened,
+        open_s,
+        held_s,
+        hold_cpu,
+        open_errors,
+        closed_early,
+        open_latency,
+        ticks,
+        latency,
+        tool_open_fds,
+    };
+    (phase, mid)
+}
+
+/// What the floor phase is run with.
+struct FloorPhase<'a> {
+    nodes: &'a [Node],
+    room: &'a RoomId,
+    requested: u64,
+    source_ips: u8,
+    hold: Duration,
+    drain: Duration,
+    admit_per_tick: u32,
+    tick_ms: u64,
+    open_concurrency: usize,
+    barrier: Option<&'a (PathBuf, u32)>,
+    workers: u16,
+    json: bool,
+}
+
+/// The floor phase's figures.
+struct FloorFigures {
+    servers: Vec<SocketAddr>,
+    workers: u16,
+    phase: Phase,
+    reports: Vec<floor::FloorReport>,
+}
+
+impl FloorFigures {
+    fn summary(&self, requested: u64) -> serde_json::Value {
+        let phase = &self.phase;
+        json!({
+            "servers": self.servers,
+            "workers": self.workers,
+            "opened": phase.opened,
+            "failed": requested - phase.opened,
+            "open_errors": phase.open_errors,
+            "open_s": phase.open_s,
+            "open_latency": phase.open_latency,
+            "closed_early": phase.closed_early.values().sum::<u64>(),
+            "closed_early_reasons": phase.closed_early,
+            "held_s": phase.held_s,
+            "ticks_measured": phase.ticks.per_tick.len(),
+            "deliveries": phase.ticks.delays_us.len(),
+            "missed_updates": phase.ticks.missed,
+            "tick_latency": phase.latency,
+            "tick_interval_ms": phase.ticks.interval_ms.map(|(min, max)| json!({"min": min, "max": max})),
+            "hold_cpu": phase.hold_cpu,
+            "server_reports": self.reports,
+        })
+    }
+}
+
+/// The floor: one floor server per node (on the node's loopback address),
+/// the same sockets spread over them and over the same source addresses
+/// as the real phase's, held as long, with the same ticks; then the floor
+/// servers stop.
+async fn floor_phase(floor: FloorPhase<'_>) -> Result<FloorFigures, String> {
+    let json = floor.json;
+    let label = "floor: ";
+    // Everything the phase may take, and a minute to spare: a floor server
+    // left behind by a tool that died stops by itself.
+    let lifetime = OPEN_PHASE_LIMIT
+        + BARRIER_LIMIT
+        + floor.hold
+        + floor.drain
+        + COLLECT_LIMIT
+        + Duration::from_secs(60);
+    if floor.requested >= LARGE_RUN {
+        wait_for_time_waits(json).await;
+    }
+    let mut servers = Vec::new();
+    for node in floor.nodes {
+        let server = FloorServer::start(&FloorPlan {
+            listen: node.addr.ip(),
+            room: floor.room,
+            tick_ms: floor.tick_ms,
+            admit_per_tick: floor.admit_per_tick,
+            waiting: floor.requested,
+            workers: floor.workers,
+            lifetime,
+        })
+        .await?;
+        say(
+            json,
+            format!(
+                "{label}floor server for {} listening at {} (pid {}, {} writer threads, a tick every {} ms)",
+                node.base,
+                server.addr,
+                server.pid().map_or("unknown".into(), |p| p.to_string()),
+                floor.workers,
+                floor.tick_ms
+            ),
+        );
+        servers.push(server);
+    }
+    let k = servers.len();
+    let specs = (0..floor.requested as usize)
+        .map(|i| {
+            let addr = servers[i % k].addr;
+            SocketSpec {
+                node: i % k,
+                addr,
+                source: source_address(addr, (i / k) % floor.source_ips as usize),
+                url: format!("ws://{addr}/floor"),
+            }
+        })
+        .collect();
+    let pids: Vec<u32> = servers.iter().filter_map(FloorServer::pid).collect();
+    let plan = HoldPlan {
+        label,
+        nodes: k,
+        open_concurrency: floor.open_concurrency,
+        hold: floor.hold,
+        drain: floor.drain,
+        barrier: floor
+            .barrier
+            .map(|(dir, parties)| (dir.join("floor"), *parties)),
+        server_pids: &pids,
+        reset_on_stop: true,
+        json,
+    };
+    let (phase, ()) = open_and_hold(specs, &plan, async {}).await;
+    let addrs = servers.iter().map(|s| s.addr).collect();
+    let mut reports = Vec::new();
+    for server in servers {
+        let addr = server.addr;
+        match server.stop().await {
+            Ok(report) => reports.push(report),
+            Err(error) => say(json, format!("{label}warning: {addr}: {error}")),
+        }
+    }
+
+    say(
+        json,
+        format!(
+            "{label}sockets: {} requested, {} opened, {} failed, {} closed early by the other end; held {:.1} s",
+            floor.requested,
+            phase.opened,
+            floor.requested - phase.opened,
+            phase.closed_early.values().sum::<u64>(),
+            phase.held_s
+        ),
+    );
+    if let Some(open_latency) = phase.open_latency {
+        say(
+            json,
+            format!("{label}  connect + handshake per socket: {open_latency}"),
+        );
+    }
+    for (kind, n) in &phase.open_errors {
+        say(json, format!("{label}  not opened: {n} × {kind}"));
+    }
+    for (kind, n) in &phase.closed_early {
+        say(json, format!("{label}  closed early: {n} × {kind}"));
+    }
+    for report in &reports {
+        say(
+            json,
+            format!(
+                "{label}floor server: {} connections ({} handshakes failed), {} ticks, {} frames written, \
+                 {} waited for room, {} skipped; one tick written in {} (slowest of {} threads)",
+                report.connections,
+                report.handshake_failures,
+                report.ticks,
+                report.written,
+                report.waited_for_room,
+                report.skipped_busy,
+                report
+                    .tick_write
+                    .map_or_else(|| "none".into(), |l| l.to_string()),
+                report.workers,
+            ),
+        );
+    }
+    report_ticks(
+        json,
+        label,
+        &phase.ticks,
+        phase.latency.as_ref(),
+        phase.hold_cpu.as_ref(),
+        floor.tick_ms,
+    );
+    Ok(FloorFigures {
+        servers: addrs,
+        workers: floor.workers,
+        phase,
+        reports,
+    })
+}
+
+/// The figures over every process that met at one barrier.
+#[derive(Debug, Serialize)]
+struct Combined {
+    processes: usize,
+    tick_latency: Option<Latency>,
+    floor_tick_latency: Option<Latency>,
+    ratio: Option<floor::Ratios>,
+}
+
+/// Writes this process's deliveries of both phases into the barrier's
+/// directory, waits for the other processes to do the same, and reports
+/// the latency over all of them.
+async fn combine(
+    dir: &Path,
+    parties: u32,
+    floor_us: &[u64],
+    real_us: &[u64],
+    json: bool,
+) -> Option<Combined> {
+    let pid = std::process::id();
+    for (phase, delays) in [("floor", floor_us), ("real", real_us)] {
+        let path = dir.join(format!("delays-{phase}-{pid}"));
+        if let Err(error) = std::fs::write(&path, encode_delays(delays)) {
+            say(json, format!("warning: {}: {error}", path.display()));
+            return None;
+        }
+    }
+    if let Err(error) = meet(&dir.join("done"), parties).await {
+        say(json, format!("warning: barrier: {error}"));
+    }
+    let read = |phase: &str| -> (usize, Vec<u64>) {
+        let prefix = format!("delays-{phase}-");
+        let mut files = 0;
+        let mut all = Vec::new();
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            if entry.file_name().to_string_lossy().starts_with(&prefix)
+                && let Ok(bytes) = std::fs::read(entry.path())
+            {
+                files += 1;
+                all.extend(decode_delays(&bytes));
+            }
+        }
+        (files, all)
+    };
+    let (processes, real) = read("real");
+    let (_, floor) = read("floor");
+    let tick_latency = Latency::from_micros(real);
+    let floor_tick_latency = Latency::from_micros(floor);
+    let ratio = floor::ratios(tick_latency.as_ref()?, floor_tick_latency.as_ref()?);
+    let label = format!("all {processes} processes: ");
+    say(
+        json,
+        compare_line(
+            &label,
+            tick_latency.as_ref()?,
+            floor_tick_latency.as_ref()?,
+            ratio,
+        ),
+    );
+    Some(Combined {
+        processes,
+        tick_latency,
+        floor_tick_latency,
+        ratio,
+    })
+}
+
+/// Delays as little-endian u32 microseconds (at most about 71 minutes).
+fn encode_delays(delays: &[u64]) -> Vec<u8> {
+    delays
+        .iter()
+        .flat_map(|&d| (d.min(u32::MAX as u64) as u32).to_le_bytes())
+        .collect()
+}
+
+fn decode_delays(bytes: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    bytes
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as u64)
 }
 
 /// Marks this process ready in `dir` and waits until `parties` processes
@@ -689,13 +1170,15 @@ pub async fn open_socket(
 }
 
 /// Opens one socket, reports whether it opened, then records every status
-/// until told to stop.
+/// until told to stop (then, with `reset_on_stop`, drops it with a reset
+/// rather than a FIN, so no TIME_WAIT outlives it).
 async fn hold_socket(
     spec: SocketSpec,
     config: WebSocketConfig,
     permits: Arc<Semaphore>,
     opened: mpsc::UnboundedSender<bool>,
     mut stop: watch::Receiver<bool>,
+    reset_on_stop: bool,
 ) -> SocketOutcome {
     let mut outcome = SocketOutcome {
         node: spec.node,
@@ -724,7 +1207,12 @@ async fn hold_socket(
     loop {
         tokio::select! {
             biased;
-            _ = stop.changed() => break,
+            _ = stop.changed() => {
+                if reset_on_stop {
+                    let _ = ws.get_ref().set_zero_linger();
+                }
+                break;
+            }
             message = ws.next() => {
                 let at_us = epoch_micros();
                 match message {
@@ -898,5 +1386,33 @@ mod tests {
         assert_eq!(analysis.interval_ms, Some((1000, 1000)));
         let max = analysis.per_tick.iter().map(|l| l.max_us).max();
         assert_eq!(max, Some(5000));
+    }
+
+    #[test]
+    fn delays_survive_the_file_between_processes() {
+        let delays = [0, 1, 250_000, u32::MAX as u64, u32::MAX as u64 + 5];
+        let back: Vec<u64> = decode_delays(&encode_delays(&delays)).collect();
+        assert_eq!(back, [0, 1, 250_000, u32::MAX as u64, u32::MAX as u64]);
+    }
+
+    #[test]
+    fn the_comparison_names_both_p99s_and_the_verdict() {
+        let floor = Latency::from_micros(vec![100_000]).unwrap();
+        let real = Latency::from_micros(vec![120_000]).unwrap();
+        let line = compare_line("", &real, &floor, floor::ratios(&real, &floor));
+        assert!(
+            line.starts_with(
+                "tick→socket p99 120.00 ms, floor p99 100.00 ms, ratio 1.20 (target ≤ 1.25: met)"
+            ),
+            "{line}"
+        );
+        let line = compare_line("x: ", &floor, &real, floor::ratios(&floor, &real));
+        assert!(line.contains("ratio 0.83"), "{line}");
+        let slow = Latency::from_micros(vec![130_000]).unwrap();
+        let line = compare_line("", &slow, &floor, floor::ratios(&slow, &floor));
+        assert!(
+            line.contains("ratio 1.30 (target ≤ 1.25: missed)"),
+            "{line}"
+        );
     }
 }

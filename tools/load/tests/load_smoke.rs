@@ -221,6 +221,59 @@ fn sockets_mode_opens_every_socket_and_misses_no_tick() {
 }
 
 #[test]
+fn sockets_mode_with_the_floor_reports_both_and_their_ratio() {
+    let server = start_server();
+    let args = [
+        "--json",
+        "sockets",
+        "--url",
+        &server.url,
+        "--room",
+        "smoke-floor",
+        "--admin-token",
+        ADMIN_TOKEN,
+        "--sockets",
+        "50",
+        "--hold",
+        "3",
+        "--floor",
+    ];
+    let (status, stdout, stderr) = load_tool(&args);
+    assert!(status.success(), "{args:?} failed: {stderr}");
+    let s: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("not one JSON line ({e}): {stdout}\n{stderr}"));
+    let floor = &s["floor"];
+    assert_eq!(floor["opened"], 50, "{s}");
+    assert_eq!(floor["failed"], 0, "{s}");
+    assert_eq!(floor["closed_early"], 0, "{s}");
+    assert_eq!(floor["missed_updates"], 0, "{s}");
+    assert!(floor["deliveries"].as_u64().unwrap() >= 50, "{s}");
+    assert!(
+        floor["tick_latency"]["p99_ms"].as_f64().unwrap() > 0.0,
+        "{s}"
+    );
+    let report = &floor["server_reports"][0];
+    assert_eq!(report["connections"], 50, "{s}");
+    assert_eq!(report["handshake_failures"], 0, "{s}");
+    assert!(report["written"].as_u64().unwrap() >= 50, "{s}");
+    // Then the real phase, as without the floor.
+    assert_eq!(s["opened"], 50, "{s}");
+    assert_eq!(s["missed_updates"], 0, "{s}");
+    assert!(s["floor_ratio"]["p99"].as_f64().unwrap() > 0.0, "{s}");
+    assert!(s["floor_ratio"]["p50"].as_f64().unwrap() > 0.0, "{s}");
+    assert_eq!(s["floor_target_ratio"], 1.25, "{s}");
+    assert_eq!(
+        s["combined"],
+        Value::Null,
+        "no barrier, nothing to combine: {s}"
+    );
+    assert!(
+        stderr.contains("floor p99") && stderr.contains("ratio"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn claims_mode_sells_exactly_the_stock_and_refuses_the_rest() {
     let server = start_server();
     let s = summary(&[
