@@ -68,10 +68,11 @@ impl MemoryStore {
     fn with_open_room<T>(
         &self,
         id: &RoomId,
+        name: &'static str,
         op: impl FnOnce(&mut Room, Millis) -> T,
     ) -> Result<T, StoreError> {
         let handle = self.room_handle(id)?;
-        let mut room = HeldRoom::lock(&handle);
+        let mut room = HeldRoom::lock(&handle, name);
         if room.closed {
             return Err(StoreError::RoomClosed(id.clone()));
         }
@@ -85,10 +86,11 @@ impl MemoryStore {
     fn place_after(
         &self,
         id: &RoomId,
+        name: &'static str,
         visitor: VisitorId,
         touch: impl FnOnce(&mut Room, Millis),
     ) -> Result<Place, StoreError> {
-        match self.with_open_room(id, |room, now| {
+        match self.with_open_room(id, name, |room, now| {
             touch(room, now);
             room.place(visitor, now)
         }) {
@@ -110,17 +112,19 @@ impl MemoryStore {
 
 /// A room's lock held for one operation. Every other caller of the room
 /// waits that long, so the time it is held is the operation's cost to the
-/// room; it is recorded in `waitroom_memory_store_op_seconds`.
+/// room; it is recorded in `waitroom_memory_store_op_seconds`, by `op`.
 struct HeldRoom<'a> {
     room: MutexGuard<'a, Room>,
+    op: &'static str,
     since: Instant,
 }
 
 impl<'a> HeldRoom<'a> {
-    fn lock(handle: &'a Mutex<Room>) -> Self {
+    fn lock(handle: &'a Mutex<Room>, op: &'static str) -> Self {
         let room = handle.lock();
         Self {
             room,
+            op,
             since: Instant::now(),
         }
     }
@@ -141,7 +145,7 @@ impl DerefMut for HeldRoom<'_> {
 
 impl Drop for HeldRoom<'_> {
     fn drop(&mut self) {
-        metrics::histogram!("waitroom_memory_store_op_seconds")
+        metrics::histogram!("waitroom_memory_store_op_seconds", "op" => self.op)
             .record(self.since.elapsed().as_secs_f64());
     }
 }
@@ -866,7 +870,7 @@ impl Store for MemoryStore {
     }
 
     async fn configure(&self, id: &RoomId, patch: RoomPatch) -> Result<RoomInfo, StoreError> {
-        let (info, event) = self.with_open_room(id, |room, now| {
+        let (info, event) = self.with_open_room(id, "configure", |room, now| {
             let config = patch
                 .apply_to(&room.config)
                 .map_err(StoreError::InvalidConfig)?;
@@ -896,7 +900,7 @@ impl Store for MemoryStore {
 
     async fn close_room(&self, id: &RoomId) -> Result<(), StoreError> {
         let handle = self.room_handle(id)?;
-        let mut room = HeldRoom::lock(&handle);
+        let mut room = HeldRoom::lock(&handle, "close_room");
         if room.closed {
             return Err(StoreError::RoomNotFound(id.clone()));
         }
@@ -908,7 +912,7 @@ impl Store for MemoryStore {
     }
 
     async fn room(&self, id: &RoomId) -> Result<RoomInfo, StoreError> {
-        self.with_open_room(id, |room, now| room.info(now))
+        self.with_open_room(id, "room", |room, now| room.info(now))
             .map_err(|e| match e {
                 StoreError::RoomClosed(id) => StoreError::RoomNotFound(id),
                 other => other,
@@ -921,7 +925,7 @@ impl Store for MemoryStore {
         let mut infos: Vec<RoomInfo> = handles
             .iter()
             .filter_map(|handle| {
-                let mut room = HeldRoom::lock(handle);
+                let mut room = HeldRoom::lock(handle, "rooms");
                 (!room.closed).then(|| {
                     room.expire_passes(now);
                     room.info(now)
@@ -947,7 +951,7 @@ impl Store for MemoryStore {
         visitor: VisitorId,
         options: &JoinOptions,
     ) -> Result<Place, StoreError> {
-        self.with_open_room(id, |room, now| room.join(visitor, options, now))?
+        self.with_open_room(id, "join", |room, now| room.join(visitor, options, now))?
     }
 
     async fn draw_entries(
@@ -956,7 +960,7 @@ impl Store for MemoryStore {
         after: Option<(DrawKey, EntryId)>,
         limit: usize,
     ) -> Result<Vec<(DrawKey, EntryId)>, StoreError> {
-        self.with_open_room(id, |room, now| {
+        self.with_open_room(id, "draw_entries", |room, now| {
             let draw = room.draw.as_ref().ok_or(StoreError::NoDraw)?;
             if !room.opened(now) {
                 return Err(StoreError::NotDrawn);
@@ -975,11 +979,13 @@ impl Store for MemoryStore {
     }
 
     async fn status(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {
-        self.place_after(id, visitor, |room, now| room.mark_present(visitor, now))
+        self.place_after(id, "status", visitor, |room, now| {
+            room.mark_present(visitor, now)
+        })
     }
 
     async fn arrive(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {
-        self.place_after(id, visitor, |room, _| room.arrive(visitor))
+        self.place_after(id, "arrive", visitor, |room, _| room.arrive(visitor))
     }
 
     async fn revoke_pass(
@@ -988,11 +994,13 @@ impl Store for MemoryStore {
         visitor: VisitorId,
         pass_exp_s: Option<u64>,
     ) -> Result<bool, StoreError> {
-        self.with_open_room(id, |room, now| room.revoke_pass(visitor, pass_exp_s, now))
+        self.with_open_room(id, "revoke_pass", |room, now| {
+            room.revoke_pass(visitor, pass_exp_s, now)
+        })
     }
 
     async fn leave(&self, id: &RoomId, visitor: VisitorId) -> Result<(), StoreError> {
-        let left = self.with_open_room(id, |room, now| {
+        let left = self.with_open_room(id, "leave", |room, now| {
             room.leave(visitor, now).map(|order| RoomEvent::Left {
                 room: id.clone(),
                 order,
@@ -1008,7 +1016,7 @@ impl Store for MemoryStore {
     }
 
     async fn touch(&self, id: &RoomId, visitors: &[VisitorId]) -> Result<(), StoreError> {
-        self.with_open_room(id, |room, now| {
+        self.with_open_room(id, "touch", |room, now| {
             for visitor in visitors {
                 room.mark_present(*visitor, now);
             }
@@ -1017,7 +1025,7 @@ impl Store for MemoryStore {
 
     async fn tick(&self, id: &RoomId) -> Result<Tick, StoreError> {
         let handle = self.room_handle(id)?;
-        let mut room = HeldRoom::lock(&handle);
+        let mut room = HeldRoom::lock(&handle, "tick");
         if room.closed {
             return Err(StoreError::RoomClosed(id.clone()));
         }
@@ -1038,7 +1046,7 @@ impl Store for MemoryStore {
     }
 
     async fn announce_stock(&self, id: &RoomId, stock: Stock) -> Result<(), StoreError> {
-        let event = self.with_open_room(id, |room, _| {
+        let event = self.with_open_room(id, "announce_stock", |room, _| {
             let facts = RoomFacts::of(
                 &room.config,
                 Some(stock.left),

@@ -287,19 +287,31 @@ pub async fn metrics_text(node: &Node) -> Result<String, String> {
         .map_err(|e| format!("{}/metrics: {}", node.base, error_kind(&e)))
 }
 
-/// The cumulative buckets of histogram `name` (without labels) in a
-/// `/metrics` text: (upper bound in seconds, count); `+Inf` is infinity.
-pub fn histogram_buckets(text: &str, name: &str) -> Vec<(f64, u64)> {
-    let prefix = format!("{name}_bucket{{le=\"");
+/// The cumulative buckets of histogram `name` in a `/metrics` text:
+/// (its other labels as written, like `op="join"`, or empty; upper bound
+/// in seconds; count); `+Inf` is infinity.
+pub fn histogram_buckets(text: &str, name: &str) -> Vec<(String, f64, u64)> {
+    let prefix = format!("{name}_bucket{{");
     text.lines()
         .filter_map(|line| {
-            let rest = line.strip_prefix(&prefix)?;
-            let (le, count) = rest.split_once("\"} ")?;
-            let le = match le {
+            let (labels, count) = line.strip_prefix(&prefix)?.split_once("} ")?;
+            let mut le = None;
+            let mut others = Vec::new();
+            for label in labels.split(',') {
+                match label.strip_prefix("le=") {
+                    Some(bound) => le = Some(bound.trim_matches('"')),
+                    None => others.push(label),
+                }
+            }
+            let le = match le? {
                 "+Inf" => f64::INFINITY,
                 finite => finite.parse().ok()?,
             };
-            Some((le, count.trim().parse::<f64>().ok()? as u64))
+            Some((
+                others.join(","),
+                le,
+                count.trim().parse::<f64>().ok()? as u64,
+            ))
         })
         .collect()
 }
@@ -529,10 +541,14 @@ mod tests {
 
     #[test]
     fn histogram_buckets_are_read() {
-        let text = "# TYPE t histogram\nt_bucket{le=\"0.001\"} 3\nt_bucket{le=\"+Inf\"} 4\nt_sum 0.5\nt_count 4\ntt_bucket{le=\"1\"} 9\n";
+        let text = "# TYPE t histogram\nt_bucket{le=\"0.001\"} 3\nt_bucket{le=\"+Inf\"} 4\nt_sum 0.5\nt_count 4\ntt_bucket{le=\"1\"} 9\nt_bucket{op=\"join\",le=\"0.5\"} 2\n";
         assert_eq!(
             histogram_buckets(text, "t"),
-            vec![(0.001, 3), (f64::INFINITY, 4)]
+            vec![
+                (String::new(), 0.001, 3),
+                (String::new(), f64::INFINITY, 4),
+                ("op=\"join\"".to_string(), 0.5, 2)
+            ]
         );
         assert!(histogram_buckets(text, "u").is_empty());
     }

@@ -398,8 +398,14 @@ pub async fn run(run: OpeningRun<'_>) -> Result<(), String> {
         ("memory-store operations", &op_buckets),
         ("ticks (the node's call to the store)", &tick_buckets),
     ] {
-        if let Some(line) = describe_buckets(buckets) {
-            say(json, format!("{what} during the window: {line}"));
+        let Some(line) = buckets.get("").and_then(|all| describe_buckets(all)) else {
+            continue;
+        };
+        say(json, format!("{what} during the window: {line}"));
+        for (labels, by_label) in buckets.iter().filter(|(labels, _)| !labels.is_empty()) {
+            if let Some(line) = describe_buckets(by_label) {
+                say(json, format!("  {labels}: {line}"));
+            }
         }
     }
     if let Some(slow) = &slow {
@@ -610,32 +616,52 @@ async fn read_metrics(nodes: &[Node]) -> Vec<String> {
     texts
 }
 
+/// Per-bucket counts of a histogram: (upper bound in seconds, count), only
+/// the buckets that got any, in order.
+type Buckets = Vec<(f64, u64)>;
+
 /// How many observations of histogram `name` fell in each bucket between
-/// two scrapes of every node: (upper bound in seconds, count), only the
-/// buckets that got any; `+Inf` reads as infinity.
-fn bucket_delta(before: &[String], after: &[String], name: &str) -> Vec<(f64, u64)> {
-    let mut delta: BTreeMap<u64, (f64, i128)> = BTreeMap::new();
+/// two scrapes of every node, for each set of its other labels (`op="join"`)
+/// and over all of them (`""`).
+fn bucket_delta(before: &[String], after: &[String], name: &str) -> BTreeMap<String, Buckets> {
+    let mut cumulative: BTreeMap<String, BTreeMap<u64, (f64, i128)>> = BTreeMap::new();
     for (texts, sign) in [(after, 1i128), (before, -1i128)] {
         for text in texts {
-            for (le, count) in common::histogram_buckets(text, name) {
-                let slot = delta.entry(le.to_bits()).or_insert((le, 0));
-                slot.1 += sign * count as i128;
+            for (labels, le, count) in common::histogram_buckets(text, name) {
+                let keys = match labels.is_empty() {
+                    true => vec![labels],
+                    false => vec![labels, String::new()],
+                };
+                for key in keys {
+                    let slot = cumulative
+                        .entry(key)
+                        .or_default()
+                        .entry(le.to_bits())
+                        .or_insert((le, 0));
+                    slot.1 += sign * count as i128;
+                }
             }
         }
     }
-    // Cumulative counts to per-bucket counts, in order of the bound.
-    let mut cumulative: Vec<(f64, i128)> = delta.into_values().collect();
-    cumulative.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut previous = 0i128;
-    let mut buckets = Vec::new();
-    for (le, count) in cumulative {
-        let own = count - previous;
-        previous = count;
-        if own > 0 {
-            buckets.push((le, own as u64));
-        }
-    }
-    buckets
+    cumulative
+        .into_iter()
+        .map(|(labels, by_bound)| {
+            // Cumulative counts to per-bucket counts, in order of the bound.
+            let mut bounds: Vec<(f64, i128)> = by_bound.into_values().collect();
+            bounds.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let mut previous = 0i128;
+            let mut buckets = Vec::new();
+            for (le, count) in bounds {
+                let own = count - previous;
+                previous = count;
+                if own > 0 {
+                    buckets.push((le, own as u64));
+                }
+            }
+            (labels, buckets)
+        })
+        .filter(|(_, buckets)| !buckets.is_empty())
+        .collect()
 }
 
 /// "N observations; the longest ≤ X ms; M over 1 ms".
@@ -730,7 +756,7 @@ mod tests {
         };
         let before = vec![scrape(5, 5, 5), scrape(1, 1, 1)];
         let after = vec![scrape(9, 10, 10), scrape(1, 1, 2)];
-        let delta = bucket_delta(&before, &after, "x");
+        let delta = bucket_delta(&before, &after, "x")[""].clone();
         assert_eq!(delta, vec![(0.001, 4), (0.01, 1), (f64::INFINITY, 1)]);
         let line = describe_buckets(&delta).unwrap();
         assert!(line.contains("6 observed"), "{line}");
@@ -739,6 +765,20 @@ mod tests {
             describe_buckets(&delta[..2]).unwrap(),
             "5 observed, the longest ≤ 10 ms; 1 over 1 ms"
         );
+    }
+
+    #[test]
+    fn histogram_deltas_are_kept_by_label_too() {
+        let scrape = |join: u64, tick: u64| {
+            format!(
+                "x_bucket{{op=\"join\",le=\"0.001\"}} {join}\nx_bucket{{op=\"join\",le=\"+Inf\"}} {join}\n\
+                 x_bucket{{op=\"tick\",le=\"0.001\"}} 0\nx_bucket{{op=\"tick\",le=\"+Inf\"}} {tick}\n"
+            )
+        };
+        let delta = bucket_delta(&[scrape(1, 1)], &[scrape(4, 2)], "x");
+        assert_eq!(delta["op=\"join\""], vec![(0.001, 3)]);
+        assert_eq!(delta["op=\"tick\""], vec![(f64::INFINITY, 1)]);
+        assert_eq!(delta[""], vec![(0.001, 3), (f64::INFINITY, 1)]);
     }
 
     #[test]

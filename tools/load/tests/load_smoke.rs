@@ -446,8 +446,9 @@ fn opening_mode_positions_every_socket_and_reads_the_memory_stores_longest_opera
     let server = start_server();
     let s = summary(&opening_args(&server.url, "smoke-opening"));
     assert_every_socket_drawn(&s, 2000, 300);
-    let ops = s["memory_store_op_buckets"].as_array().unwrap();
-    assert!(!ops.is_empty(), "the window saw store operations: {s}");
+    let ops = s["memory_store_op_buckets"].as_object().unwrap();
+    assert!(ops.contains_key(""), "the window saw store operations: {s}");
+    assert!(ops.contains_key("op=\"join\""), "joins among them: {s}");
     assert_eq!(s["redis_slow_commands"], Value::Null, "{s}");
 }
 
@@ -463,7 +464,7 @@ fn opening_mode_on_redis_reads_its_slow_log() {
     assert!(s["redis_slow_commands"].as_u64().is_some(), "{s}");
     assert!(s["redis_slowest"].is_array(), "{s}");
     assert!(
-        s["memory_store_op_buckets"].as_array().unwrap().is_empty(),
+        s["memory_store_op_buckets"].as_object().unwrap().is_empty(),
         "no memory store on a Redis node: {s}"
     );
 }
