@@ -37,6 +37,8 @@ const FIRST_OPENING: Duration = Duration::from_secs(3_600);
 const SLOWLOG_THRESHOLD_US: u64 = 1_000;
 /// Slow commands Redis keeps while the tool measures.
 const SLOWLOG_LENGTH: u64 = 100_000;
+/// How often Redis's run-queue wait is sampled.
+const RUN_QUEUE_SAMPLE: Duration = Duration::from_millis(50);
 /// Joins before and after `opens_at` reported as "around the opening".
 const AROUND_OPENING: Duration = Duration::from_secs(2);
 
@@ -234,8 +236,15 @@ pub async fn run(run: OpeningRun<'_>) -> Result<(), String> {
 
     // The window: slow log and histograms from here, joins at a steady
     // rate throughout, the opening `lead` from now.
+    let (sampler_stop_tx, sampler_stop_rx) = watch::channel(false);
+    let mut sampler = None;
     if let Some(redis) = redis.as_mut() {
         reset_slowlog(redis).await?;
+        // Redis shares this machine's cores: a command is slow in its slow
+        // log also while Redis waits for a CPU in the middle of it.
+        sampler = redis_pid(redis)
+            .await
+            .map(|pid| tokio::spawn(sample_run_queue(pid, sampler_stop_rx)));
     }
     let metrics_before = read_metrics(nodes).await;
     let (probe_stop_tx, probe_stop_rx) = watch::channel(false);
@@ -279,6 +288,14 @@ pub async fn run(run: OpeningRun<'_>) -> Result<(), String> {
         None => Vec::new(),
     };
     let metrics_after = read_metrics(nodes).await;
+    let _ = sampler_stop_tx.send(true);
+    let run_queue = match sampler {
+        Some(task) => task
+            .await
+            .ok()
+            .and_then(|samples| RunQueue::of(&samples, opens_at_ms)),
+        None => None,
+    };
     let slow = match redis.as_mut() {
         Some(redis) => Some(read_slowlog(redis).await?),
         None => None,
@@ -427,7 +444,33 @@ pub async fn run(run: OpeningRun<'_>) -> Result<(), String> {
         );
     }
 
+    if let Some(run_queue) = &run_queue {
+        say(
+            json,
+            format!(
+                "redis's thread over the window: ran {:.0} ms, waited {:.0} ms for a CPU; the longest wait in one {} ms sample {:.1} ms, at {:+} ms from opens_at",
+                run_queue.ran_ms,
+                run_queue.waited_ms,
+                RUN_QUEUE_SAMPLE.as_millis(),
+                run_queue.longest_wait_ms,
+                run_queue.longest_wait_at_ms
+            ),
+        );
+    }
+
     if json {
+        // The slowest joins, sent at ms from opens_at: when the wait was.
+        let mut slowest_probes: Vec<(i64, f64)> = probes
+            .iter()
+            .map(|p| {
+                (
+                    (p.sent_us as i64 - opens_at_us as i64) / 1000,
+                    p.took_us as f64 / 1000.0,
+                )
+            })
+            .collect();
+        slowest_probes.sort_by(|a, b| b.1.total_cmp(&a.1));
+        slowest_probes.truncate(20);
         let mut slowest = slow.clone().unwrap_or_default();
         slowest.sort_by_key(|s| std::cmp::Reverse(s.duration_us));
         slowest.truncate(20);
@@ -455,9 +498,11 @@ pub async fn run(run: OpeningRun<'_>) -> Result<(), String> {
             "probe_failed": probe_failed,
             "probe_latency": probe_latency,
             "probe_latency_around_opening": probe_around,
+            "probe_slowest_sent_ms_from_opening_and_took_ms": slowest_probes,
             "memory_store_op_buckets": op_buckets,
             "tick_buckets": tick_buckets,
             "redis_slow_commands": slow.as_ref().map(Vec::len),
+            "redis_run_queue": run_queue,
             "redis_slowest": slow.as_ref().map(|_| slowest),
         });
         println!("{summary}");
@@ -679,6 +724,74 @@ fn describe_buckets(buckets: &[(f64, u64)]) -> Option<String> {
     ))
 }
 
+/// Redis's process id, from its INFO (it runs on this machine: loopback).
+async fn redis_pid(redis: &mut redis::aio::MultiplexedConnection) -> Option<u32> {
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(redis)
+        .await
+        .ok()?;
+    info.lines()
+        .find_map(|line| line.strip_prefix("process_id:"))
+        .and_then(|pid| pid.trim().parse().ok())
+}
+
+/// One sample of a thread's `/proc/PID/schedstat`: when (epoch µs), its
+/// time on a CPU and its time waiting for one (ns, since it started).
+#[derive(Debug, Clone, Copy)]
+struct SchedSample {
+    at_us: u64,
+    ran_ns: u64,
+    waited_ns: u64,
+}
+
+/// Samples `pid`'s main thread until told to stop (Linux; none elsewhere).
+async fn sample_run_queue(pid: u32, mut stop: watch::Receiver<bool>) -> Vec<SchedSample> {
+    let path = format!("/proc/{pid}/schedstat");
+    let mut samples = Vec::new();
+    let mut every = tokio::time::interval(RUN_QUEUE_SAMPLE);
+    loop {
+        tokio::select! {
+            biased;
+            _ = stop.changed() => break,
+            _ = every.tick() => {
+                let Ok(text) = std::fs::read_to_string(&path) else { break };
+                let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
+                let (Some(Some(ran_ns)), Some(Some(waited_ns))) = (fields.next(), fields.next()) else {
+                    break;
+                };
+                samples.push(SchedSample { at_us: epoch_micros(), ran_ns, waited_ns });
+            }
+        }
+    }
+    samples
+}
+
+/// What a thread's samples say about the window.
+#[derive(Debug, Clone, Copy, Serialize)]
+struct RunQueue {
+    ran_ms: f64,
+    waited_ms: f64,
+    /// The most it waited within one sample, and that sample's end in ms from `opens_at`.
+    longest_wait_ms: f64,
+    longest_wait_at_ms: i64,
+}
+
+impl RunQueue {
+    fn of(samples: &[SchedSample], opens_at_ms: u64) -> Option<Self> {
+        let (first, last) = (samples.first()?, samples.last()?);
+        let longest = samples
+            .windows(2)
+            .max_by_key(|pair| pair[1].waited_ns - pair[0].waited_ns)?;
+        Some(Self {
+            ran_ms: (last.ran_ns - first.ran_ns) as f64 / 1e6,
+            waited_ms: (last.waited_ns - first.waited_ns) as f64 / 1e6,
+            longest_wait_ms: (longest[1].waited_ns - longest[0].waited_ns) as f64 / 1e6,
+            longest_wait_at_ms: longest[1].at_us as i64 / 1000 - opens_at_ms as i64,
+        })
+    }
+}
+
 async fn reset_slowlog(redis: &mut redis::aio::MultiplexedConnection) -> Result<(), String> {
     let set = |name: &'static str, value: u64| {
         redis::cmd("CONFIG")
@@ -779,6 +892,27 @@ mod tests {
         assert_eq!(delta["op=\"join\""], vec![(0.001, 3)]);
         assert_eq!(delta["op=\"tick\""], vec![(f64::INFINITY, 1)]);
         assert_eq!(delta[""], vec![(0.001, 3), (f64::INFINITY, 1)]);
+    }
+
+    #[test]
+    fn the_longest_run_queue_wait_is_found_between_samples() {
+        let sample = |at_ms: u64, ran_ms: u64, waited_ms: u64| SchedSample {
+            at_us: at_ms * 1000,
+            ran_ns: ran_ms * 1_000_000,
+            waited_ns: waited_ms * 1_000_000,
+        };
+        let samples = [
+            sample(1_000, 10, 1),
+            sample(1_050, 20, 2),
+            sample(1_100, 30, 9),
+            sample(1_150, 40, 10),
+        ];
+        let run_queue = RunQueue::of(&samples, 1_080).unwrap();
+        assert_eq!(run_queue.ran_ms, 30.0);
+        assert_eq!(run_queue.waited_ms, 9.0);
+        assert_eq!(run_queue.longest_wait_ms, 7.0);
+        assert_eq!(run_queue.longest_wait_at_ms, 20);
+        assert!(RunQueue::of(&samples[..1], 0).is_none());
     }
 
     #[test]

@@ -463,6 +463,9 @@ fn opening_mode_on_redis_reads_its_slow_log() {
     assert_every_socket_drawn(&s, 2000, 300);
     assert!(s["redis_slow_commands"].as_u64().is_some(), "{s}");
     assert!(s["redis_slowest"].is_array(), "{s}");
+    // Redis runs here: its thread's run-queue wait is sampled over the window.
+    assert!(s["redis_run_queue"]["ran_ms"].as_f64().unwrap() > 0.0, "{s}");
+    assert!(s["redis_run_queue"]["waited_ms"].as_f64().is_some(), "{s}");
     assert!(
         s["memory_store_op_buckets"].as_object().unwrap().is_empty(),
         "no memory store on a Redis node: {s}"
