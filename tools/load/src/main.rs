@@ -297,14 +297,14 @@ struct DropArgs {
     /// Units on sale (per_user_limit 1): fewer than --visitors to sell out.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(0..=1_000_000_000))]
     stock: u64,
-    /// Room config: visitors admitted per tick. The default against 5,000
-    /// arrivals a second builds a line of about 15,000 (one socket each,
-    /// within one process's 20,000 descriptors) that drains 4.3 s after
-    /// the last arrival.
-    #[arg(long, default_value_t = 3_500, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    /// Room config: visitors admitted per tick. The defaults (3,500 a
+    /// second against 5,000 arriving) build a line of about 13,000 by the
+    /// last arrival (one socket each, within one process's 20,000
+    /// descriptors) that drains about 4 s later.
+    #[arg(long, default_value_t = 1_750, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     admit_per_tick: u32,
     /// Room config: tick interval in ms.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(100..=60_000))]
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(100..=60_000))]
     tick_ms: u64,
     /// Room config: the most visitors holding a pass at once (default: no
     /// cap). A pass holds its slot until it expires (--pass-ttl-s).
