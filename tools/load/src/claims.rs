@@ -49,6 +49,45 @@ struct ErrorDetail {
     code: String,
 }
 
+/// The code of an error answer's body, if it is one.
+pub fn error_code(body: &[u8]) -> Option<String> {
+    serde_json::from_slice::<ErrorBody>(body)
+        .ok()
+        .map(|b| b.error.code)
+}
+
+/// Puts `sale` on `room` through `node` (replacing any sale it had).
+pub async fn put_sale(
+    http: &reqwest::Client,
+    node: &Node,
+    admin_token: &str,
+    room: &RoomId,
+    sale: &SaleRequest,
+) -> Result<(), String> {
+    let response = http
+        .put(format!("{}/api/admin/rooms/{room}/sale", node.base))
+        .bearer_auth(admin_token)
+        .json(sale)
+        .send()
+        .await
+        .map_err(|e| {
+            format!(
+                "{}: putting the sale: {}",
+                node.base,
+                common::error_kind(&e)
+            )
+        })?;
+    let status = response.status();
+    if status != 200 {
+        let text = response.text().await.unwrap_or_default();
+        return Err(format!(
+            "{}: putting the sale answered {status}: {text}",
+            node.base
+        ));
+    }
+    Ok(())
+}
+
 /// One store's sale: the nodes that share it and the claims sent to them.
 #[derive(Debug, Serialize)]
 struct Store {
@@ -143,27 +182,7 @@ pub async fn run(run: ClaimsRun<'_>) -> Result<(), String> {
         hold_ttl_s: Some(3600),
     };
     for node in store_nodes.iter().map(|&i| &nodes[i]) {
-        let response = http
-            .put(format!("{}/api/admin/rooms/{room}/sale", node.base))
-            .bearer_auth(admin_token)
-            .json(&sale)
-            .send()
-            .await
-            .map_err(|e| {
-                format!(
-                    "{}: putting the sale: {}",
-                    node.base,
-                    common::error_kind(&e)
-                )
-            })?;
-        let status = response.status();
-        if status != 200 {
-            let text = response.text().await.unwrap_or_default();
-            return Err(format!(
-                "{}: putting the sale answered {status}: {text}",
-                node.base
-            ));
-        }
+        put_sale(&http, node, admin_token, room, &sale).await?;
         say(
             json,
             format!(

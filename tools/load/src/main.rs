@@ -12,6 +12,9 @@
 //! `sockets --floor` first measures the same fan-out with nothing of
 //! waitroom in the way (a floor server: this tool again, as a child
 //! process), and reports tick→socket latency as a ratio to it.
+//! `drop` mode: a drop as it happens: visitors arriving at a steady rate
+//! through the waiting page's own sequence (join, socket, admission, verify,
+//! claim), and what each of them saw.
 //!
 //! It only talks to loopback addresses, and every run is bounded in count
 //! and time and stops by itself.
@@ -24,6 +27,7 @@
 
 mod claims;
 mod common;
+mod drop;
 mod floor;
 mod idle;
 mod join;
@@ -72,6 +76,10 @@ enum Mode {
     /// The floor server `sockets --floor` runs as its child (internal).
     #[command(hide = true)]
     FloorServer(floor::ServerArgs),
+    /// A drop as it happens: V visitors arriving over T seconds, each doing
+    /// what the waiting page does (join with its body, socket, admission,
+    /// verify, one claim on the room's sale), and what each of them saw.
+    Drop(DropArgs),
 }
 
 #[derive(Debug, Args)]
@@ -296,6 +304,58 @@ struct OpeningArgs {
     redis_url: Option<String>,
 }
 
+#[derive(Debug, Args)]
+struct DropArgs {
+    #[command(flatten)]
+    target: Target,
+    /// Visitors arriving (visitor i on node i mod n; at most 1,000,000).
+    #[arg(long, default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..=MAX_VISITORS))]
+    visitors: u64,
+    /// Seconds over which they arrive, at a steady rate (at most 300).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=MAX_DURATION_S))]
+    arrive_over: u64,
+    /// Units on sale (per_user_limit 1): fewer than --visitors to sell out.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(0..=1_000_000_000))]
+    stock: u64,
+    /// Room config: visitors admitted per tick. The defaults (3,500 a
+    /// second against 5,000 arriving) build a line of about 13,000 by the
+    /// last arrival (one socket each, within one process's 20,000
+    /// descriptors) that drains about 4 s later.
+    #[arg(long, default_value_t = 1_750, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    admit_per_tick: u32,
+    /// Room config: tick interval in ms.
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(100..=60_000))]
+    tick_ms: u64,
+    /// Room config: the most visitors holding a pass at once (default: no
+    /// cap). A pass holds its slot until it expires (--pass-ttl-s).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    max_active: Option<u64>,
+    /// Room config: how long a pass lasts, in seconds.
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=604_800))]
+    pass_ttl_s: u64,
+    /// Seconds from the first arrival until every visitor still busy gives
+    /// up (at most 300); more than --arrive-over.
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(2..=MAX_DURATION_S))]
+    duration: u64,
+    /// Local source addresses 127.0.0.1 … 127.0.0.K to spread the sockets
+    /// over (one source address has ~28k ephemeral ports, and every visitor
+    /// in line opens a socket).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u8).range(1..=254))]
+    source_ips: u8,
+    /// HTTP requests (joins, polls, verifies, claims) in flight at once,
+    /// over keep-alive connections; a visitor waiting for one is late, and
+    /// its times say so.
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    http_concurrency: u16,
+    /// WebSocket handshakes in flight at once.
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    open_concurrency: u16,
+    /// PID(s) of the server process(es) on this machine, comma-separated:
+    /// the run then reports their CPU use.
+    #[arg(long, value_delimiter = ',')]
+    server_pid: Vec<u32>,
+}
+
 fn parse_probe_rate(raw: &str) -> Result<f64, String> {
     if raw.trim() == "0" {
         return Ok(0.0);
@@ -334,6 +394,7 @@ async fn main() -> ExitCode {
         Mode::Idle(args) => run_idle(args, cli.json).await,
         Mode::Opening(args) => run_opening(args, cli.json).await,
         Mode::FloorServer(args) => floor::serve(args).await,
+        Mode::Drop(args) => run_drop(args, cli.json, open_files_limit).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -486,6 +547,36 @@ async fn run_opening(args: OpeningArgs, json: bool) -> Result<(), String> {
     .await
 }
 
+async fn run_drop(args: DropArgs, json: bool, open_files_limit: u64) -> Result<(), String> {
+    let nodes = common::parse_nodes(&args.target.url)?;
+    if args.duration <= args.arrive_over {
+        return Err(format!(
+            "--duration {} s must be longer than --arrive-over {} s (the line needs time to drain)",
+            args.duration, args.arrive_over
+        ));
+    }
+    drop::run(drop::DropRun {
+        nodes: &nodes,
+        room: &args.target.room,
+        admin_token: admin_token(&args.target)?,
+        visitors: args.visitors,
+        arrive_over: Duration::from_secs(args.arrive_over),
+        stock: args.stock,
+        admit_per_tick: args.admit_per_tick,
+        tick_ms: args.tick_ms,
+        max_active: args.max_active,
+        pass_ttl_s: args.pass_ttl_s,
+        duration: Duration::from_secs(args.duration),
+        source_ips: args.source_ips,
+        http_concurrency: args.http_concurrency as usize,
+        open_concurrency: args.open_concurrency as usize,
+        open_files_limit,
+        server_pids: &args.server_pid,
+        json,
+    })
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -521,6 +612,10 @@ mod tests {
         assert!(Cli::try_parse_from(["w", "opening", "--visitors", "1000001"]).is_err());
         assert!(Cli::try_parse_from(["w", "opening", "--after", "301"]).is_err());
         assert!(Cli::try_parse_from(["w", "opening", "--probe-rate", "0"]).is_ok());
+        assert!(Cli::try_parse_from(["w", "drop", "--visitors", "1000001"]).is_err());
+        assert!(Cli::try_parse_from(["w", "drop", "--duration", "301"]).is_err());
+        assert!(Cli::try_parse_from(["w", "drop", "--arrive-over", "301"]).is_err());
+        assert!(Cli::try_parse_from(["w", "drop", "--max-active", "0"]).is_err());
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The load tool against the real server binary, small: a few hundred joins,
-//! a few hundred sockets and a few hundred claims, read back from the tool's
-//! `--json` summary.
+//! a few hundred sockets, a few hundred claims and a drop of a few hundred
+//! visitors, read back from the tool's `--json` summary.
 //!
 //! The server is another package of the workspace, so Cargo gives this test
 //! no `CARGO_BIN_EXE_waitroom`: it runs the `waitroom` binary that sits
@@ -464,10 +464,107 @@ fn opening_mode_on_redis_reads_its_slow_log() {
     assert!(s["redis_slow_commands"].as_u64().is_some(), "{s}");
     assert!(s["redis_slowest"].is_array(), "{s}");
     // Redis runs here: its thread's run-queue wait is sampled over the window.
-    assert!(s["redis_run_queue"]["ran_ms"].as_f64().unwrap() > 0.0, "{s}");
+    assert!(
+        s["redis_run_queue"]["ran_ms"].as_f64().unwrap() > 0.0,
+        "{s}"
+    );
     assert!(s["redis_run_queue"]["waited_ms"].as_f64().is_some(), "{s}");
     assert!(
         s["memory_store_op_buckets"].as_object().unwrap().is_empty(),
         "no memory store on a Redis node: {s}"
     );
+}
+
+fn drop_args<'a>(url: &'a str, room: &'a str, stock: &'a str) -> Vec<&'a str> {
+    vec![
+        "--json",
+        "drop",
+        "--url",
+        url,
+        "--room",
+        room,
+        "--admin-token",
+        ADMIN_TOKEN,
+        "--visitors",
+        "300",
+        "--arrive-over",
+        "2",
+        "--stock",
+        stock,
+        // 50 a second against 150 arriving: a line forms, and drains
+        // about 4 s after the last arrival.
+        "--admit-per-tick",
+        "25",
+        "--tick-ms",
+        "500",
+        "--duration",
+        "30",
+        "--source-ips",
+        "2",
+    ]
+}
+
+/// Asserts a `drop` run of 300 visitors took every one of them through the
+/// page's sequence, and sold exactly `sold`.
+fn assert_every_visitor_through(s: &Value, sold: u64) {
+    assert_eq!(s["mode"], "drop", "{s}");
+    assert_eq!(s["visitors"], 300, "{s}");
+    assert_eq!(s["joined"], 300, "{s}");
+    assert_eq!(s["done"], 300, "{s}");
+    assert_eq!(s["admitted"], 300, "{s}");
+    assert_eq!(s["verified"], 300, "{s}");
+    assert_eq!(s["claims_answered"], 300, "{s}");
+    assert_eq!(s["created"], sold, "{s}");
+    if sold < 300 {
+        assert_eq!(s["refused"]["sold_out"], 300 - sold, "{s}");
+    } else {
+        assert_eq!(s["refused"], serde_json::json!({}), "{s}");
+    }
+    assert_eq!(s["sequences_once_each"], true, "{s}");
+    assert_eq!(s["stock_left"], s["stock_left_expected"], "{s}");
+    assert_eq!(s["gave_up"], serde_json::json!({}), "{s}");
+    assert_eq!(s["failed"], serde_json::json!({}), "{s}");
+    assert_eq!(s["finished"], serde_json::json!({}), "{s}");
+    assert_eq!(s["error_kinds"], serde_json::json!({}), "{s}");
+    // A line formed, and its visitors saw it move on their sockets.
+    assert!(s["positioned"].as_u64().unwrap() > 0, "{s}");
+    assert!(s["sockets_opened"].as_u64().unwrap() > 0, "{s}");
+    assert!(s["position_updates"]["total"].as_u64().unwrap() > 0, "{s}");
+    assert_eq!(s["positions_rose"], 0, "{s}");
+    assert!(s["first_position"]["max_ms"].as_f64().is_some(), "{s}");
+    assert_eq!(s["waited"]["count"], 300, "{s}");
+    assert_eq!(s["verify"]["count"], 300, "{s}");
+    assert_eq!(s["claim"]["count"], 300, "{s}");
+    assert_eq!(s["room_admitted_total"], 300, "{s}");
+    assert_eq!(s["check_passed"], true, "{s}");
+}
+
+#[test]
+fn drop_mode_takes_every_visitor_through_the_page_and_sells_the_stock_once() {
+    let server = start_server();
+    let s = summary(&drop_args(&server.url, "smoke-drop", "200"));
+    assert_every_visitor_through(&s, 200);
+}
+
+#[test]
+fn drop_mode_over_two_redis_nodes_is_one_drop() {
+    let redis = waitroom_testkit::redis::RedisServer::start();
+    let redis_url = redis.url();
+    let nodes = [
+        start_server_with(&["--redis-url", &redis_url]),
+        start_server_with(&["--redis-url", &redis_url]),
+    ];
+    let urls = format!("{},{}", nodes[0].url, nodes[1].url);
+    let s = summary(&drop_args(&urls, "smoke-drop-redis", "1000"));
+    assert_eq!(s["nodes"].as_array().unwrap().len(), 2, "{s}");
+    assert_every_visitor_through(&s, 300);
+}
+
+#[test]
+fn drop_mode_refuses_nodes_that_do_not_share_a_store() {
+    let nodes = [start_server(), start_server()];
+    let urls = format!("{},{}", nodes[0].url, nodes[1].url);
+    let (status, _, stderr) = load_tool(&drop_args(&urls, "smoke-drop-apart", "10"));
+    assert!(!status.success());
+    assert!(stderr.contains("store of its own"), "{stderr}");
 }
