@@ -197,7 +197,8 @@ end
 
 -- A visitor's place: { state, a, b, <summary…> }; waiting ('w') and in
 -- the pre-queue ('p'), a is the order (as events carry it) and b the position.
-local function place(room, visitor, now)
+-- `shared`: the room's summary when the caller read it already for many.
+local function place(room, visitor, now, shared)
   local record = redis.call('HGET', K_VISITORS, visitor)
   local kind = record and string.sub(record, 1, 1)
   local out
@@ -222,7 +223,7 @@ local function place(room, visitor, now)
   else
     out = { 'l', 0, 0 }
   end
-  for _, value in ipairs(summary(room)) do table.insert(out, value) end
+  for _, value in ipairs(shared or summary(room)) do table.insert(out, value) end
   return out
 end
 

@@ -4,6 +4,7 @@
 //! and sends outside the lock. After lost events it reads every socket's
 //! place again, in the background, while it goes on applying new events.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures_util::StreamExt;
@@ -29,11 +30,16 @@ const STORE_DOWN: &str = r#"{"type":"error","code":"store_unavailable","message"
 /// Redis restarted without persistence), before `closed`.
 const ROOM_GONE: &str = r#"{"type":"error","code":"room_gone","message":"This waiting room no longer exists on the server; it may be set up again shortly."}"#;
 
-/// Store reads in flight at once while resyncing every socket.
-const RESYNC_CONCURRENCY: usize = 32;
-/// Store reads in flight at once while the pre-queue learns its positions:
+/// Sockets whose places one store call reads when a node reads them all:
+/// one Lua script on Redis reads the room once for all of them, where a
+/// read per socket cost Redis (sharing its cores) most of a second at a
+/// 19,000-socket opening.
+const PLACES_BATCH: usize = 100;
+/// Batches in flight at once while resyncing every socket.
+const RESYNC_CONCURRENCY: usize = 1;
+/// Batches in flight at once while the pre-queue learns its positions:
 /// more, since every entrant is waiting for exactly this.
-const DRAW_CONCURRENCY: usize = 256;
+const DRAW_CONCURRENCY: usize = 4;
 
 pub struct Hub {
     registry: Arc<Registry>,
@@ -86,6 +92,23 @@ impl Hub {
                 return Ok(());
             }
         }
+    }
+
+    /// Reads a batch of one room's sockets' places in one store call and
+    /// syncs each; one that events raced past is read again on its own.
+    async fn load_batch(
+        &self,
+        room: &RoomId,
+        sockets: &[(SocketId, VisitorId)],
+    ) -> Result<(), StoreError> {
+        let visitors: Vec<VisitorId> = sockets.iter().map(|(_, visitor)| *visitor).collect();
+        let places = self.store.places(room, &visitors).await?;
+        for (&(id, visitor), place) in sockets.iter().zip(&places) {
+            if self.sync(room, id, place) == Synced::Stale {
+                self.load(room, id, visitor).await?;
+            }
+        }
+        Ok(())
     }
 
     /// Sets a socket's view from a store read, caught up with what happened
@@ -258,7 +281,8 @@ impl Hub {
         self.read_again(drawn, DRAW_CONCURRENCY, cancel, tasks);
     }
 
-    /// Reads sockets' places again in a task of its own, `concurrency` at a time.
+    /// Reads sockets' places again in a task of its own, in batches of
+    /// `PLACES_BATCH` per room, `concurrency` batches at a time.
     fn read_again(
         self: &Arc<Self>,
         all: Vec<(RoomId, SocketId, VisitorId)>,
@@ -268,11 +292,11 @@ impl Hub {
     ) {
         let hub = self.clone();
         tasks.spawn_job(async move {
-            let reads = futures_util::stream::iter(all)
-                .map(|(room, id, visitor)| {
+            let reads = futures_util::stream::iter(in_batches(all))
+                .map(|(room, sockets)| {
                     let hub = hub.clone();
                     async move {
-                        match hub.load(&room, id, visitor).await {
+                        match hub.load_batch(&room, &sockets).await {
                             Ok(()) => {}
                             Err(StoreError::RoomNotFound(_)) => hub.room_lost(&room),
                             Err(error) => tracing::warn!(%room, %error, "resync failed"),
@@ -287,6 +311,25 @@ impl Hub {
             }
         });
     }
+}
+
+/// Sockets to read, grouped by room into batches of at most `PLACES_BATCH`.
+fn in_batches(
+    all: Vec<(RoomId, SocketId, VisitorId)>,
+) -> Vec<(RoomId, Vec<(SocketId, VisitorId)>)> {
+    let mut by_room: HashMap<RoomId, Vec<(SocketId, VisitorId)>> = HashMap::new();
+    for (room, id, visitor) in all {
+        by_room.entry(room).or_default().push((id, visitor));
+    }
+    by_room
+        .into_iter()
+        .flat_map(|(room, sockets)| {
+            sockets
+                .chunks(PLACES_BATCH)
+                .map(|batch| (room.clone(), batch.to_vec()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// Marks the sockets `which` picks as syncing; returns what to read for them.

@@ -127,6 +127,16 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Place, StoreError>;
     /// The visitor's place now; counts as a sign of presence.
     async fn status(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError>;
+    /// Several visitors' places, in their order, each read as `status`
+    /// reads one, in one atomic step: what a node reads for a batch of its
+    /// sockets when it must read them all (the draw's positions, a resync).
+    async fn places(&self, id: &RoomId, visitors: &[VisitorId]) -> Result<Vec<Place>, StoreError> {
+        let mut places = Vec::with_capacity(visitors.len());
+        for visitor in visitors {
+            places.push(self.status(id, *visitor).await?);
+        }
+        Ok(places)
+    }
     /// The room's draw as anyone may see it; [`StoreError::NoDraw`]
     /// without `opens_at`.
     async fn draw(&self, id: &RoomId) -> Result<DrawInfo, StoreError> {

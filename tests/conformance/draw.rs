@@ -278,3 +278,26 @@ pub async fn the_tick_says_to_come_back_at_the_opening(h: &Harness) {
     let again = h.store.tick(&room).await.unwrap();
     assert!(again.ran.is_none(), "announced once");
 }
+
+pub async fn places_tell_the_drawn_positions(h: &Harness) {
+    let room = scheduled(h, 1).await;
+    h.patch(&room, r#"{"abandon_after_s": 86400}"#).await;
+    let mut visitors = Vec::new();
+    for _ in 0..5 {
+        visitors.push(h.join(&room).await.0);
+    }
+    let before = h.store.places(&room, &visitors).await.unwrap();
+    assert!(
+        before
+            .iter()
+            .all(|p| matches!(p.state, PlaceState::PreQueue { .. }))
+    );
+    open(h, 0, 1);
+    let places = h.store.places(&room, &visitors).await.unwrap();
+    let mut positions: Vec<u64> = places.iter().map(|p| position(p.state)).collect();
+    for (visitor, from_batch) in visitors.iter().zip(&positions) {
+        assert_eq!(position(h.state(&room, *visitor).await), *from_batch);
+    }
+    positions.sort();
+    assert_eq!(positions, vec![1, 2, 3, 4, 5]);
+}

@@ -101,6 +101,7 @@ macro_rules! conformance_suite {
             closes_at_turns_away_arrivals_after_it,
             passthrough_admits_every_arrival_and_then_the_line,
             random_admits_anyone_waiting_not_the_head,
+            places_read_many_as_status_reads_each,
         );
         $crate::conformance_suite!(@draw $make;
             before_the_opening_everyone_waits_unordered_and_nobody_is_admitted,
@@ -109,6 +110,7 @@ macro_rules! conformance_suite {
             an_opening_stays_once_passed_and_draws_even_while_paused,
             silent_entrants_leave_the_pre_queue,
             the_tick_says_to_come_back_at_the_opening,
+            places_tell_the_drawn_positions,
         );
         $crate::conformance_suite!(@sale $make;
             stock_is_claimed_exactly,
@@ -406,6 +408,57 @@ pub mod scenarios {
             h.store.tick(&room).await.unwrap();
         }
         assert_eq!(position(h.state(&room, polling).await), 1);
+    }
+
+    pub async fn places_read_many_as_status_reads_each(h: &Harness) {
+        let room = h.room("r", 1, None).await;
+        h.patch(&room, r#"{"abandon_after_s": 20}"#).await;
+        let (admitted, state) = h.join(&room).await;
+        assert!(is_admitted(state));
+        let mut waiting = Vec::new();
+        for _ in 0..3 {
+            waiting.push(h.join(&room).await.0);
+        }
+        let (left, _) = h.join(&room).await;
+        h.store.leave(&room, left).await.unwrap();
+        let unknown = VisitorId::random();
+        let mut asked = vec![admitted, unknown, left];
+        asked.extend(waiting.iter().rev());
+        let places = h.store.places(&room, &asked).await.unwrap();
+        assert_eq!(places.len(), asked.len());
+        for (visitor, place) in asked.iter().zip(&places) {
+            let one = h.store.status(&room, *visitor).await.unwrap();
+            assert_eq!(place.visitor, *visitor);
+            assert_eq!(format!("{:?}", place.state), format!("{:?}", one.state));
+            assert_eq!(place.line, one.line);
+            assert_eq!(place.facts, one.facts);
+        }
+        assert_eq!(position(places[3].state), 3, "in the order asked");
+        assert_eq!(position(places[5].state), 1);
+        assert!(h.store.places(&room, &[]).await.unwrap().is_empty());
+
+        // Read in a batch, the first two stay present; the third is not asked.
+        h.patch(&room, r#"{"paused": true}"#).await;
+        for _ in 0..3 {
+            h.clock.advance_ms(10_000);
+            h.store.places(&room, &waiting[..2]).await.unwrap();
+            h.store.tick(&room).await.unwrap();
+        }
+        assert_eq!(position(h.state(&room, waiting[1]).await), 2);
+        assert!(matches!(
+            h.state(&room, waiting[2]).await,
+            PlaceState::Expired
+        ));
+
+        h.store.close_room(&room).await.unwrap();
+        let closed = h.store.places(&room, &waiting).await.unwrap();
+        assert!(closed.iter().all(|p| matches!(p.state, PlaceState::Closed)));
+        assert!(matches!(
+            h.store
+                .places(&RoomId::parse("nowhere").unwrap(), &waiting)
+                .await,
+            Err(StoreError::RoomNotFound(_))
+        ));
     }
 
     pub async fn paused_rooms_admit_nobody(h: &Harness) {

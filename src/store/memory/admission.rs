@@ -94,12 +94,7 @@ impl MemoryStore {
             touch(room, now);
             room.place(visitor, now)
         }) {
-            Err(StoreError::RoomClosed(_)) => Ok(Place {
-                visitor,
-                state: PlaceState::Closed,
-                line: LineSummary::default(),
-                facts: Arc::default(),
-            }),
+            Err(StoreError::RoomClosed(_)) => Ok(closed_place(visitor)),
             other => other,
         }
     }
@@ -107,6 +102,16 @@ impl MemoryStore {
     fn publish(&self, event: RoomEvent) {
         // No subscriber is not an error: nobody is connected yet.
         let _ = self.events.send(StoreEvent::Room(event));
+    }
+}
+
+/// What a closed room's visitors are told.
+fn closed_place(visitor: VisitorId) -> Place {
+    Place {
+        visitor,
+        state: PlaceState::Closed,
+        line: LineSummary::default(),
+        facts: Arc::default(),
     }
 }
 
@@ -982,6 +987,24 @@ impl Store for MemoryStore {
         self.place_after(id, "status", visitor, |room, now| {
             room.mark_present(visitor, now)
         })
+    }
+
+    async fn places(&self, id: &RoomId, visitors: &[VisitorId]) -> Result<Vec<Place>, StoreError> {
+        let read = self.with_open_room(id, "places", |room, now| {
+            visitors
+                .iter()
+                .map(|visitor| {
+                    room.mark_present(*visitor, now);
+                    room.place(*visitor, now)
+                })
+                .collect()
+        });
+        match read {
+            Err(StoreError::RoomClosed(_)) => {
+                Ok(visitors.iter().copied().map(closed_place).collect())
+            }
+            other => other,
+        }
     }
 
     async fn arrive(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {

@@ -57,6 +57,7 @@ struct Scripts {
     room_info: Script,
     join: Script,
     status: Script,
+    places: Script,
     leave: Script,
     touch: Script,
     tick: Script,
@@ -75,6 +76,7 @@ impl Scripts {
             room_info: script!("room_info.lua"),
             join: script!("join.lua"),
             status: script!("status.lua"),
+            places: script!("places.lua"),
             leave: script!("leave.lua"),
             touch: script!("touch.lua"),
             tick: script!("tick.lua"),
@@ -928,6 +930,34 @@ impl Store for RedisStore {
             .run(&self.scripts.status, id, [visitor.to_string()])
             .await?;
         parse_place(visitor, reply).ok_or_else(|| StoreError::Unexpected("unexpected place".into()))
+    }
+
+    async fn places(&self, id: &RoomId, visitors: &[VisitorId]) -> Result<Vec<Place>, StoreError> {
+        if visitors.is_empty() {
+            return Ok(Vec::new());
+        }
+        let reply: Vec<Vec<Value>> = self
+            .run(
+                &self.scripts.places,
+                id,
+                visitors.iter().map(VisitorId::to_string),
+            )
+            .await?;
+        if reply.len() != visitors.len() {
+            return Err(StoreError::Unexpected(format!(
+                "{} places for {} visitors",
+                reply.len(),
+                visitors.len()
+            )));
+        }
+        visitors
+            .iter()
+            .zip(reply)
+            .map(|(visitor, place)| {
+                parse_place(*visitor, place)
+                    .ok_or_else(|| StoreError::Unexpected("unexpected place".into()))
+            })
+            .collect()
     }
 
     async fn leave(&self, id: &RoomId, visitor: VisitorId) -> Result<(), StoreError> {
