@@ -14,13 +14,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
 use serde::Serialize;
 use serde_json::json;
 use tokio::sync::{Semaphore, mpsc, watch};
-use tokio_tungstenite::tungstenite::Message;
 use waitroom::words::clock::{Millis, Moment, rfc3339_ms};
-use waitroom::words::status::Status;
 use waitroom::words::{RoomConfig, RoomId};
 
 use super::common::{self, ErrorKinds, Latency, Node, create_room, epoch_micros, say};
@@ -529,7 +526,7 @@ async fn read_draw(
         .map_err(|e| format!("reading the draw: {}", common::error_kind(&e)))
 }
 
-/// Opens one socket, then notes when it first carries a position.
+/// Opens one socket, then notes when it is first told where it stands.
 async fn watch_position(
     spec: SocketSpec,
     permits: Arc<Semaphore>,
@@ -537,70 +534,33 @@ async fn watch_position(
     mut stop: watch::Receiver<bool>,
 ) -> SocketOutcome {
     let mut outcome = SocketOutcome::default();
-    let permit = permits.acquire_owned().await;
-    let open = tokio::time::timeout(
-        Duration::from_secs(20),
-        sockets::open_socket(&spec, sockets::client_config()),
-    )
-    .await;
-    drop(permit);
+    let (open, _) = sockets::open_counted(&spec, sockets::client_config(), &permits, &opened).await;
     let mut ws = match open {
-        Ok(Ok(ws)) => ws,
-        Ok(Err(error)) => {
+        Ok(ws) => ws,
+        Err(error) => {
             outcome.open_error = Some(error);
-            let _ = opened.send(false);
-            return outcome;
-        }
-        Err(_) => {
-            outcome.open_error = Some("timed out".into());
-            let _ = opened.send(false);
             return outcome;
         }
     };
-    let _ = opened.send(true);
-    loop {
-        tokio::select! {
-            biased;
-            _ = stop.changed() => break,
-            message = ws.next() => match message {
-                Some(Ok(Message::Text(text))) => {
-                    let at_us = epoch_micros();
-                    let Ok(status) = serde_json::from_str::<Status>(&text) else { continue };
-                    let told = match (status.state, status.position) {
-                        ("waiting", Some(position)) => Some(Told::Position {
-                            position,
-                            tick_at_ms: status.tick_at_ms.unwrap_or(0),
-                        }),
-                        ("waiting", None) => {
-                            // Still pre-queued, or (once told) a position lost.
-                            outcome.lost_position |= outcome.told.is_some();
-                            None
-                        }
-                        _ => Some(Told::Admitted),
-                    };
-                    if outcome.told.is_none() {
-                        outcome.told = told.map(|told| (at_us, told));
-                    }
-                }
-                Some(Ok(Message::Close(frame))) => {
-                    outcome.ended = Some(match frame {
-                        Some(frame) => format!("close {} {}", u16::from(frame.code), frame.reason),
-                        None => "close without a code".into(),
-                    });
-                    break;
-                }
-                Some(Ok(_)) => {}
-                Some(Err(error)) => {
-                    outcome.ended = Some(format!("error: {error}"));
-                    break;
-                }
-                None => {
-                    outcome.ended = Some("connection ended".into());
-                    break;
-                }
-            },
+    let (first, lost) = (&mut outcome.told, &mut outcome.lost_position);
+    outcome.ended = sockets::read_statuses(&mut ws, &mut stop, false, |status, at_us| {
+        let told = match (status.state, status.position) {
+            ("waiting", Some(position)) => Some(Told::Position {
+                position,
+                tick_at_ms: status.tick_at_ms.unwrap_or(0),
+            }),
+            ("waiting", None) => {
+                // Still pre-queued, or (once told) a position lost.
+                *lost |= first.is_some();
+                None
+            }
+            _ => Some(Told::Admitted),
+        };
+        if first.is_none() {
+            *first = told.map(|told| (at_us, told));
         }
-    }
+    })
+    .await;
     outcome
 }
 

@@ -1169,9 +1169,71 @@ pub async fn open_socket(
     Ok(ws)
 }
 
+/// Opens one socket once a permit allows, within `OPEN_TIMEOUT`, and says
+/// on `opened` whether it opened; how long opening took once permitted.
+pub async fn open_counted(
+    spec: &SocketSpec,
+    config: WebSocketConfig,
+    permits: &Semaphore,
+    opened: &mpsc::UnboundedSender<bool>,
+) -> (Result<WebSocketStream<TcpStream>, String>, u64) {
+    let permit = permits.acquire().await;
+    let started = Instant::now();
+    let open = tokio::time::timeout(OPEN_TIMEOUT, open_socket(spec, config)).await;
+    let open_us = started.elapsed().as_micros() as u64;
+    drop(permit);
+    let ws = match open {
+        Ok(result) => result,
+        Err(_) => Err(format!("timed out after {} s", OPEN_TIMEOUT.as_secs())),
+    };
+    let _ = opened.send(ws.is_ok());
+    (ws, open_us)
+}
+
+/// Hands every Status the socket receives to `on_status` with when it
+/// arrived (epoch µs), until told to stop (`None`; with `reset_on_stop` the
+/// connection is then dropped with a reset) or the socket ends (why).
+pub async fn read_statuses(
+    ws: &mut WebSocketStream<TcpStream>,
+    stop: &mut watch::Receiver<bool>,
+    reset_on_stop: bool,
+    mut on_status: impl FnMut(Status<'_>, u64),
+) -> Option<String> {
+    loop {
+        tokio::select! {
+            biased;
+            _ = stop.changed() => {
+                if reset_on_stop {
+                    let _ = ws.get_ref().set_zero_linger();
+                }
+                return None;
+            }
+            message = ws.next() => {
+                let at_us = epoch_micros();
+                match message {
+                    Some(Ok(Message::Text(text))) => {
+                        // Other messages (a pong, an error) do not read as a Status.
+                        if let Ok(status) = serde_json::from_str::<Status>(&text) {
+                            on_status(status, at_us);
+                        }
+                    }
+                    Some(Ok(Message::Close(frame))) => {
+                        return Some(match frame {
+                            Some(frame) => format!("close {} {}", u16::from(frame.code), frame.reason),
+                            None => "close without a code".into(),
+                        });
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(error)) => return Some(format!("error: {error}")),
+                    None => return Some("connection ended".into()),
+                }
+            }
+        }
+    }
+}
+
 /// Opens one socket, reports whether it opened, then records every status
-/// until told to stop (then, with `reset_on_stop`, drops it with a reset
-/// rather than a FIN, so no TIME_WAIT outlives it).
+/// until told to stop.
 async fn hold_socket(
     spec: SocketSpec,
     config: WebSocketConfig,
@@ -1184,68 +1246,25 @@ async fn hold_socket(
         node: spec.node,
         ..SocketOutcome::default()
     };
-    let permit = permits.acquire_owned().await;
-    let started = Instant::now();
-    let open = tokio::time::timeout(OPEN_TIMEOUT, open_socket(&spec, config)).await;
-    outcome.open_us = started.elapsed().as_micros() as u64;
-    drop(permit);
+    let (open, open_us) = open_counted(&spec, config, &permits, &opened).await;
+    outcome.open_us = open_us;
     let mut ws = match open {
-        Ok(Ok(ws)) => ws,
-        Ok(Err(error)) => {
+        Ok(ws) => ws,
+        Err(error) => {
             outcome.open_error = Some(error);
-            let _ = opened.send(false);
-            return outcome;
-        }
-        Err(_) => {
-            outcome.open_error = Some(format!("timed out after {} s", OPEN_TIMEOUT.as_secs()));
-            let _ = opened.send(false);
             return outcome;
         }
     };
-    let _ = opened.send(true);
     drop(spec);
-    loop {
-        tokio::select! {
-            biased;
-            _ = stop.changed() => {
-                if reset_on_stop {
-                    let _ = ws.get_ref().set_zero_linger();
-                }
-                break;
-            }
-            message = ws.next() => {
-                let at_us = epoch_micros();
-                match message {
-                    Some(Ok(Message::Text(text))) => {
-                        // Other messages (a pong, an error) do not read as a Status.
-                        if let Ok(status) = serde_json::from_str::<Status>(&text) {
-                            outcome.statuses.push(Received {
-                                tick_at_ms: status.tick_at_ms,
-                                at_us,
-                                waiting: status.state == "waiting",
-                            });
-                        }
-                    }
-                    Some(Ok(Message::Close(frame))) => {
-                        outcome.ended = Some(match frame {
-                            Some(frame) => format!("close {} {}", u16::from(frame.code), frame.reason),
-                            None => "close without a code".into(),
-                        });
-                        break;
-                    }
-                    Some(Ok(_)) => {}
-                    Some(Err(error)) => {
-                        outcome.ended = Some(format!("error: {error}"));
-                        break;
-                    }
-                    None => {
-                        outcome.ended = Some("connection ended".into());
-                        break;
-                    }
-                }
-            }
-        }
-    }
+    let statuses = &mut outcome.statuses;
+    outcome.ended = read_statuses(&mut ws, &mut stop, reset_on_stop, |status, at_us| {
+        statuses.push(Received {
+            tick_at_ms: status.tick_at_ms,
+            at_us,
+            waiting: status.state == "waiting",
+        })
+    })
+    .await;
     outcome
 }
 
