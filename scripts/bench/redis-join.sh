@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Usage: scripts/bench/redis-join.sh NODES C (after cargo build --release --workspace).
+# HTTP joins/s (the page's body) on NODES nodes sharing one Redis, between two
+# redis-benchmark runs of the join script itself (EVALSHA, C connections) on the same Redis.
+# Figures go to stdout and stderr; the tool's JSON to $OUT (default /tmp).
+set -eu
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp}
+NODES=$1 C=$2 RPORT=16400 PORT=18500 N=300000
+ulimit -n 20000
+cpu() { awk '{print ($14+$15)/100}' /proc/$1/stat; }
+redis-server --port $RPORT --bind 127.0.0.1 --save "" --appendonly no --daemonize no >/dev/null &
+rpid=$!; pids=(); urls=()
+for i in $(seq 0 $((NODES-1))); do
+  RUST_LOG=warn target/release/waitroom --listen 127.0.0.1:$((PORT+i)) --admin-token TTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTT --secret S \
+    --redis-url redis://127.0.0.1:$RPORT/ >/dev/null 2>&1 &
+  pids+=($!); urls+=(http://127.0.0.1:$((PORT+i)))
+done
+for u in "${urls[@]}"; do until curl -sf $u/healthz >/dev/null; do sleep 0.2; done; done
+curl -sf -X POST -H 'Authorization: Bearer TTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTT' -H 'Content-Type: application/json' \
+  -d '{"id":"rb","name":"redis-benchmark","target_url":"/","paused":true,"abandon_after_s":86400}' \
+  "${urls[0]}/api/admin/rooms" >/dev/null
+sha=$( (cat lua/lib.lua; echo; cat lua/join.lua) | redis-cli -p $RPORT -x SCRIPT LOAD)
+rb() {
+  local c0=$(cpu $rpid) t0=$(date +%s.%N) line
+  line=$(redis-benchmark -p $RPORT -n $N -c $C -r 100000000000 --csv EVALSHA $sha 12 \
+    'wr:{rb}:room' 'wr:{rb}:line' 'wr:{rb}:seen' 'wr:{rb}:visitors' 'wr:{rb}:active' 'wr:{rb}:admissions' \
+    'wr:{rb}:arrivals' 'wr:{rb}:users' 'wr:{rb}:draw' 'wr:{rb}:entries' 'wr:{rb}:join-limit:' 'wr:{rb}:pow:' \
+    PUBLISH "" 0000__rand_int__ "" "" "" "" "" "" | tail -1)
+  echo "redis-benchmark: $line; redis-server $(awk -v a=$c0 -v b=$(cpu $rpid) -v t=$t0 -v u=$(date +%s.%N) \
+    'BEGIN{printf "%.2f", (b-a)/(u-t)}') cores" >&2
+  echo "$line" | cut -d, -f2 | tr -d '"'
+}
+echo "start $(date -u +%H:%M:%S) $(cat /proc/loadavg); $(git log --oneline -1 | cut -c1-8); redis line: $(redis-cli -p $RPORT zcard 'wr:{rb}:line')" >&2
+before=$(rb)
+c0=$(cpu $rpid); t0=$(date +%s.%N)
+target/release/waitroom-load --json join --url "$(IFS=,; echo "${urls[*]}")" --room bench \
+  --admin-token TTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTT --create-room --concurrency $C --duration 10 \
+  --server-pid "$(IFS=,; echo "${pids[*]}")" > $OUT/rj-$NODES-$C.json 2>$OUT/rj-$NODES-$C.log
+joins=$(jq .join.per_s $OUT/rj-$NODES-$C.json)
+echo "redis-server during the joins: $(awk -v a=$c0 -v b=$(cpu $rpid) -v t=$t0 -v u=$(date +%s.%N) \
+  'BEGIN{printf "%.2f", (b-a)/(u-t)}') cores" >&2
+after=$(rb)
+echo "joins: $(jq -c '.join | {per_s, latency, errors}' $OUT/rj-$NODES-$C.json 2>/dev/null)" >&2
+awk -v j=$joins -v b=$before -v a=$after 'BEGIN{printf "%d node(s), c=%d: %.0f joins/s; redis-benchmark %.0f before, %.0f after; joins/s ÷ their mean = %.3f\n", '$NODES', '$C', j, b, a, 2*j/(a+b)}'
+echo "end $(date -u +%H:%M:%S) $(cat /proc/loadavg)" >&2
+kill "${pids[@]}" $rpid; wait
