@@ -9,6 +9,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::thread::ThreadId;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -93,6 +94,10 @@ impl Scripts {
 enum Connection {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    /// An actix worker's own connection to a single server: forgotten on a
+    /// connection-level error, so that the worker's next call makes a fresh
+    /// one (as the shared one reconnects) instead of failing again.
+    Worker(ConnectionManager, Arc<WorkerConnections>),
 }
 
 impl ConnectionLike for Connection {
@@ -100,6 +105,17 @@ impl ConnectionLike for Connection {
         match self {
             Connection::Single(c) => c.req_packed_command(cmd),
             Connection::Cluster(c) => c.req_packed_command(cmd),
+            Connection::Worker(c, workers) => {
+                let workers = workers.clone();
+                let answer = c.req_packed_command(cmd);
+                Box::pin(async move {
+                    let answer = answer.await;
+                    if let Err(error) = &answer {
+                        workers.forget_after(error);
+                    }
+                    answer
+                })
+            }
         }
     }
 
@@ -112,12 +128,23 @@ impl ConnectionLike for Connection {
         match self {
             Connection::Single(c) => c.req_packed_commands(cmd, offset, count),
             Connection::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+            Connection::Worker(c, workers) => {
+                let workers = workers.clone();
+                let answer = c.req_packed_commands(cmd, offset, count);
+                Box::pin(async move {
+                    let answer = answer.await;
+                    if let Err(error) = &answer {
+                        workers.forget_after(error);
+                    }
+                    answer
+                })
+            }
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
-            Connection::Single(c) => c.get_db(),
+            Connection::Single(c) | Connection::Worker(c, _) => c.get_db(),
             Connection::Cluster(c) => c.get_db(),
         }
     }
@@ -125,6 +152,9 @@ impl ConnectionLike for Connection {
 
 pub struct RedisStore {
     commands: Connection,
+    /// On a single Redis, each actix worker's own connection (see
+    /// [`RedisStore::connection`]).
+    per_worker: Option<Arc<WorkerConnections>>,
     /// Receives room events; on a cluster, subscribed room by room.
     subscriber: Connection,
     /// Rooms whose sharded channel this node subscribed to (cluster only).
@@ -137,6 +167,35 @@ pub struct RedisStore {
     /// make each entrant's draw key (Lua has no HMAC). The join script
     /// checks the seed's commitment, so a stale one is only a retry.
     draw_seeds: Mutex<HashMap<RoomId, Arc<DrawSeed>>>,
+}
+
+/// Connections made on the threads that answer HTTP, one per thread, driven
+/// by that thread's own runtime. With one shared connection a join's answer
+/// crossed from its actix worker to the multiplexer's task on another
+/// thread and back: those wake-ups were the biggest part of a node's CPU per
+/// Redis join (BENCHMARKS.md, issue 14, item 3). Each reconnects by itself
+/// (RESP3 tells it of a disconnect); one that failed a call is dropped and
+/// made again on the worker's next call, so after an outage longer than its
+/// reconnect attempts, each worker fails at most one call, as the shared
+/// connection fails at most one for the whole node.
+struct WorkerConnections {
+    client: redis::Client,
+    config: ConnectionManagerConfig,
+    by_thread: Mutex<HashMap<ThreadId, Arc<tokio::sync::OnceCell<ConnectionManager>>>>,
+}
+
+impl WorkerConnections {
+    /// Forgets this thread's connection after an error of the connection
+    /// itself (not a script's refusal).
+    fn forget_after(&self, error: &RedisError) {
+        if error.is_io_error()
+            || error.is_connection_dropped()
+            || error.is_connection_refusal()
+            || error.is_timeout()
+        {
+            self.by_thread.lock().remove(&std::thread::current().id());
+        }
+    }
 }
 
 /// The keys of one room, in the order every script expects them.
@@ -196,7 +255,7 @@ impl RedisStore {
     /// `None` in production (Redis server time decides), a driven clock in tests.
     pub async fn connect(url: &str, clock: Option<SharedClock>) -> Result<Self, StoreError> {
         let (push_tx, push_rx) = mpsc::unbounded_channel();
-        let (commands, subscriber) = match cluster_seeds(url) {
+        let (commands, subscriber, per_worker) = match cluster_seeds(url) {
             Some(seeds) => {
                 let builder = || {
                     ClusterClient::builder(seeds.clone())
@@ -218,6 +277,7 @@ impl RedisStore {
                 (
                     Connection::Cluster(commands.map_err(unavailable)?),
                     Connection::Cluster(subscriber.map_err(unavailable)?),
+                    None,
                 )
             }
             None => {
@@ -228,6 +288,7 @@ impl RedisStore {
                     .set_connection_timeout(Some(RESPONSE_TIMEOUT))
                     .set_number_of_retries(2)
                     .set_max_delay(Duration::from_millis(500));
+                let config_for_workers = config.clone();
                 let commands = client
                     .get_connection_manager_with_config(config.clone())
                     .await
@@ -244,13 +305,23 @@ impl RedisStore {
                     .psubscribe(EVENTS_PATTERN)
                     .await
                     .map_err(unavailable)?;
-                (Connection::Single(commands), Connection::Single(subscriber))
+                let per_worker = Arc::new(WorkerConnections {
+                    client,
+                    config: config_for_workers,
+                    by_thread: Mutex::new(HashMap::new()),
+                });
+                (
+                    Connection::Single(commands),
+                    Connection::Single(subscriber),
+                    Some(per_worker),
+                )
             }
         };
         let events = broadcast::channel(EVENT_BUFFER).0;
         tokio::spawn(forward_events(push_rx, subscriber.clone(), events.clone()));
         Ok(Self {
             commands,
+            per_worker,
             subscriber,
             watched: Mutex::new(HashSet::new()),
             scripts: Arc::new(Scripts::load()),
@@ -262,7 +333,7 @@ impl RedisStore {
 
     fn publish_command(&self) -> &'static str {
         match self.commands {
-            Connection::Single(_) => "PUBLISH",
+            Connection::Single(_) | Connection::Worker(..) => "PUBLISH",
             Connection::Cluster(_) => "SPUBLISH",
         }
     }
@@ -283,8 +354,39 @@ impl RedisStore {
         for arg in args {
             invocation.arg(arg);
         }
-        let mut connection = self.commands.clone();
+        let mut connection = self.connection().await;
         invocation.invoke_async(&mut connection).await
+    }
+
+    /// The connection for a call from this thread: on an actix worker (a
+    /// current-thread runtime) its own, made on first use; elsewhere (the
+    /// promoter, the hub, a cluster) the shared one.
+    async fn connection(&self) -> Connection {
+        let on_worker = tokio::runtime::Handle::try_current().is_ok_and(|handle| {
+            handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
+        });
+        if let (Some(workers), true) = (&self.per_worker, on_worker) {
+            let cell = workers
+                .by_thread
+                .lock()
+                .entry(std::thread::current().id())
+                .or_default()
+                .clone();
+            let made = cell
+                .get_or_try_init(|| {
+                    workers
+                        .client
+                        .get_connection_manager_with_config(workers.config.clone())
+                })
+                .await;
+            match made {
+                Ok(connection) => return Connection::Worker(connection.clone(), workers.clone()),
+                Err(error) => {
+                    tracing::warn!(%error, "no connection of this worker's own; using the shared one")
+                }
+            }
+        }
+        self.commands.clone()
     }
 
     fn now_arg(&self) -> String {
@@ -320,7 +422,7 @@ impl RedisStore {
         for arg in args {
             invocation.arg(arg);
         }
-        let mut connection = self.commands.clone();
+        let mut connection = self.connection().await;
         invocation
             .invoke_async(&mut connection)
             .await
@@ -362,7 +464,7 @@ impl RedisStore {
         if !fresh && let Some(seed) = self.draw_seeds.lock().get(room) {
             return Ok(Some(seed.clone()));
         }
-        let mut connection = self.commands.clone();
+        let mut connection = self.connection().await;
         let seed: Option<String> = connection
             .hget(&room_keys(room)[0], "draw_seed")
             .await
@@ -800,7 +902,7 @@ impl Store for RedisStore {
     /// `NOROOM`; an open room is never missing from the list.
     async fn create_room(&self, id: RoomId, config: RoomConfig) -> Result<RoomInfo, StoreError> {
         config.validate().map_err(StoreError::InvalidConfig)?;
-        let mut connection = self.commands.clone();
+        let mut connection = self.connection().await;
         let _: () = connection
             .sadd(ROOMS_KEY, id.as_str())
             .await
@@ -850,7 +952,7 @@ impl Store for RedisStore {
 
     async fn close_room(&self, id: &RoomId) -> Result<(), StoreError> {
         let _: Value = self.run(&self.scripts.close_room, id, []).await?;
-        let mut connection = self.commands.clone();
+        let mut connection = self.connection().await;
         let _: () = connection
             .srem(ROOMS_KEY, id.as_str())
             .await
@@ -880,7 +982,7 @@ impl Store for RedisStore {
     }
 
     async fn room_ids(&self) -> Result<Vec<RoomId>, StoreError> {
-        let mut connection = self.commands.clone();
+        let mut connection = self.connection().await;
         let ids: Vec<String> = connection.smembers(ROOMS_KEY).await.map_err(unavailable)?;
         Ok(ids.iter().filter_map(|id| RoomId::parse(id)).collect())
     }
@@ -1060,7 +1162,7 @@ impl Store for RedisStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        let mut connection = self.commands.clone();
+        let mut connection = self.connection().await;
         let _: String = redis::cmd("PING")
             .query_async(&mut connection)
             .await
@@ -1069,7 +1171,7 @@ impl Store for RedisStore {
     }
 
     async fn end_admin_session(&self, id: &str, until: Millis) -> Result<(), StoreError> {
-        let mut connection = self.commands.clone();
+        let mut connection = self.connection().await;
         let _: () = redis::cmd("SET")
             .arg(ended_session_key(id))
             .arg(1)
@@ -1082,7 +1184,7 @@ impl Store for RedisStore {
     }
 
     async fn admin_session_ended(&self, id: &str) -> Result<bool, StoreError> {
-        let mut connection = self.commands.clone();
+        let mut connection = self.connection().await;
         connection
             .exists(ended_session_key(id))
             .await
