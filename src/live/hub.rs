@@ -527,6 +527,38 @@ mod tests {
     }
 
     #[test]
+    fn reads_go_by_room_in_batches_of_at_most_the_batch_size() {
+        let other = RoomId::parse("other").unwrap();
+        let mut all: Vec<(RoomId, SocketId, VisitorId)> = (0..PLACES_BATCH as u64 * 2 + 7)
+            .map(|id| (room(), id, VisitorId::random()))
+            .collect();
+        all.extend((0..3).map(|id| (other.clone(), 1_000 + id, VisitorId::random())));
+        let batches = in_batches(all.clone());
+        let mut sizes: Vec<(String, usize)> = batches
+            .iter()
+            .map(|(room, sockets)| (room.to_string(), sockets.len()))
+            .collect();
+        sizes.sort();
+        assert_eq!(
+            sizes,
+            vec![
+                ("other".to_string(), 3),
+                ("r".to_string(), 7),
+                ("r".to_string(), PLACES_BATCH),
+                ("r".to_string(), PLACES_BATCH),
+            ]
+        );
+        let mut read: Vec<SocketId> = batches
+            .iter()
+            .flat_map(|(_, sockets)| sockets.iter().map(|(id, _)| *id))
+            .collect();
+        read.sort();
+        let mut asked: Vec<SocketId> = all.iter().map(|(_, id, _)| *id).collect();
+        asked.sort();
+        assert_eq!(read, asked, "every socket once");
+    }
+
+    #[test]
     fn a_socket_hears_its_place_then_every_tick_once() {
         let hub = hub();
         let me = VisitorId::random();
