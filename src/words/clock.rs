@@ -67,10 +67,13 @@ pub fn rfc3339_ms(at: Millis) -> String {
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
+/// RFC 3339 in UTC, to the second, with milliseconds only when there are
+/// any (`2026-06-01T09:00:00Z`, `2026-06-01T09:00:00.500Z`): a moment set
+/// to the millisecond is written back as it was set.
 pub fn rfc3339(at: Millis) -> String {
     chrono::DateTime::from_timestamp_millis(at as i64)
         .unwrap_or_default()
-        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
 }
 
 /// A moment in a room's config (`closes_at`): milliseconds inside, RFC 3339
@@ -118,5 +121,12 @@ mod tests {
     #[test]
     fn times_are_rfc3339_utc() {
         assert_eq!(rfc3339(1_767_225_600_000), "2026-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_767_225_600_500), "2026-01-01T00:00:00.500Z");
+        let set: Moment = serde_json::from_str(r#""2026-01-01T00:00:00.250Z""#).unwrap();
+        assert_eq!(
+            serde_json::to_string(&set).unwrap(),
+            r#""2026-01-01T00:00:00.250Z""#,
+            "a moment set to the millisecond is written back as it was set"
+        );
     }
 }
