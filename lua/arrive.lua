@@ -3,7 +3,7 @@
 -- no-show. ARGV[3]: the visitor.
 local room = load_room()
 if not room then return redis.error_reply('NOROOM') end
-if room.closed == '1' then return { 'c', 0, 0, 0, 0, '', '', '0', '', '', 'fifo', '', '0', '' } end
+if room.closed == '1' then return closed_place() end
 local now = now_ms()
 expire_passes(now)
 redis.call('ZREM', K_ARRIVALS, ARGV[3])

@@ -227,6 +227,11 @@ local function place(room, visitor, now, shared)
   return out
 end
 
+-- What a closed room's visitors are told, in place()'s shape.
+local function closed_place()
+  return { 'c', 0, 0, 0, 0, '', '', '0', '', '', 'fifo', '', '0', '' }
+end
+
 local function summary_fields(room)
   local s = summary(room)
   return s[1] .. '|' .. s[2] .. '|' .. s[3] .. '|' .. s[4] .. '|' .. s[5]

@@ -6,7 +6,7 @@ if not room then return redis.error_reply('NOROOM') end
 local out = {}
 if room.closed == '1' then
   for _ = 3, #ARGV do
-    table.insert(out, { 'c', 0, 0, 0, 0, '', '', '0', '', '', 'fifo', '', '0', '' })
+    table.insert(out, closed_place())
   end
   return out
 end

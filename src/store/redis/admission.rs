@@ -105,17 +105,7 @@ impl ConnectionLike for Connection {
         match self {
             Connection::Single(c) => c.req_packed_command(cmd),
             Connection::Cluster(c) => c.req_packed_command(cmd),
-            Connection::Worker(c, workers) => {
-                let workers = workers.clone();
-                let answer = c.req_packed_command(cmd);
-                Box::pin(async move {
-                    let answer = answer.await;
-                    if let Err(error) = &answer {
-                        workers.forget_after(error);
-                    }
-                    answer
-                })
-            }
+            Connection::Worker(c, workers) => workers.watch(c.req_packed_command(cmd)),
         }
     }
 
@@ -129,15 +119,7 @@ impl ConnectionLike for Connection {
             Connection::Single(c) => c.req_packed_commands(cmd, offset, count),
             Connection::Cluster(c) => c.req_packed_commands(cmd, offset, count),
             Connection::Worker(c, workers) => {
-                let workers = workers.clone();
-                let answer = c.req_packed_commands(cmd, offset, count);
-                Box::pin(async move {
-                    let answer = answer.await;
-                    if let Err(error) = &answer {
-                        workers.forget_after(error);
-                    }
-                    answer
-                })
+                workers.watch(c.req_packed_commands(cmd, offset, count))
             }
         }
     }
@@ -185,16 +167,25 @@ struct WorkerConnections {
 }
 
 impl WorkerConnections {
-    /// Forgets this thread's connection after an error of the connection
-    /// itself (not a script's refusal).
-    fn forget_after(&self, error: &RedisError) {
-        if error.is_io_error()
-            || error.is_connection_dropped()
-            || error.is_connection_refusal()
-            || error.is_timeout()
-        {
-            self.by_thread.lock().remove(&std::thread::current().id());
-        }
+    /// `answer`, forgetting this thread's connection if it fails with an
+    /// error of the connection itself (not a script's refusal).
+    fn watch<'a, T: Send + 'a>(self: &Arc<Self>, answer: RedisFuture<'a, T>) -> RedisFuture<'a, T> {
+        let workers = self.clone();
+        Box::pin(async move {
+            let answer = answer.await;
+            if let Err(error) = &answer
+                && (error.is_io_error()
+                    || error.is_connection_dropped()
+                    || error.is_connection_refusal()
+                    || error.is_timeout())
+            {
+                workers
+                    .by_thread
+                    .lock()
+                    .remove(&std::thread::current().id());
+            }
+            answer
+        })
     }
 }
 
@@ -381,8 +372,10 @@ impl RedisStore {
                 .await;
             match made {
                 Ok(connection) => return Connection::Worker(connection.clone(), workers.clone()),
+                // Redis is down: the shared connection fails too, and the
+                // request reports that; a warning per request would flood.
                 Err(error) => {
-                    tracing::warn!(%error, "no connection of this worker's own; using the shared one")
+                    tracing::debug!(%error, "no connection of this worker's own; using the shared one")
                 }
             }
         }
