@@ -13,6 +13,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::extractors::Ticket;
 use crate::live::frame_guard::FrameGuard;
+use crate::live::home::Home;
 use crate::live::outlet::Outlet;
 use crate::live::socket::{MAX_MESSAGE_BYTES, SocketLoop};
 
@@ -43,7 +44,7 @@ async fn connect(
             format!("WebSocket handshake failed: {error}"),
         )
     })?;
-    let outlet = Arc::new(Outlet::new(session.clone()));
+    let outlet = Arc::new(Outlet::new(session.clone(), Home::here(&state.tasks)));
     let registration = state
         .hub
         .connect(

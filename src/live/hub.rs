@@ -13,7 +13,7 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use super::fanout::{Batch, Pending, broadcast as tell};
-use super::outlet::{Outlet, Refused, close_reason};
+use super::outlet::{Outlet, close_reason};
 use super::positions::{Movement, View};
 use super::registry::{Registration, Registry, RoomSockets, SocketId};
 use super::tasks::Tasks;
@@ -163,24 +163,7 @@ impl Hub {
     }
 
     fn deliver(&self, batch: Batch) {
-        let room = batch.room.clone();
-        let refused = batch.deliver(&self.credentials);
-        self.forget(&room, refused);
-    }
-
-    /// Forgets the sockets that refused a message: too slow to read (their
-    /// loop then closes them with 1013, so the client reconnects) or closing.
-    fn forget(&self, room: &RoomId, refused: Vec<(SocketId, Refused)>) {
-        if refused.is_empty() {
-            return;
-        }
-        let slow = refused
-            .iter()
-            .filter(|(_, why)| *why == Refused::TooSlow)
-            .count();
-        metrics::counter!("waitroom_sockets_dropped_slow_total").increment(slow as u64);
-        let ids: Vec<SocketId> = refused.into_iter().map(|(id, _)| id).collect();
-        self.registry.remove(room, &ids);
+        batch.deliver(&self.credentials, &self.registry);
     }
 
     /// Tells a room's sockets that the store lost the room, then closes them.
@@ -192,7 +175,7 @@ impl Hub {
         };
         tracing::warn!(%room, sockets = outlets.len(), "the store lost a room its sockets were in");
         let refused = tell(ROOM_GONE, &outlets);
-        self.forget(room, refused);
+        self.registry.forget(room, refused);
         self.deliver(batch);
     }
 
@@ -203,13 +186,14 @@ impl Hub {
             .each_room(|room, sockets| (room.clone(), sockets.outlets()));
         for (room, outlets) in rooms {
             let refused = tell(text, &outlets);
-            self.forget(&room, refused);
+            self.registry.forget(&room, refused);
         }
     }
 
-    /// Applies the store's events until shutdown. A fan-out runs on a
-    /// blocking thread (it may write to thousands of sockets), one event at
-    /// a time, so that every socket hears a room's events in order.
+    /// Applies the store's events until shutdown. An event's statuses are
+    /// decided on a blocking thread (a room may have thousands of sockets),
+    /// one event at a time, so that every socket hears a room's events in
+    /// order; they are then sent from the sockets' homes.
     pub async fn run(self: Arc<Self>, tasks: Tasks) {
         let mut events = self.store.subscribe();
         let shutdown = tasks.shutdown_token();

@@ -1,10 +1,11 @@
 //! Live visitors on this node: the registry of sockets, positions derived
-//! from events, the fan-out, the hub that applies the store's events, each
+//! from events, the fan-out and the worker threads it runs on (homes), the hub that applies the store's events, each
 //! socket's loop (actix-ws), the promoter that ticks the rooms, and the
 //! tracked tasks they all run in.
 
 pub mod fanout;
 pub mod frame_guard;
+pub mod home;
 pub mod hub;
 pub mod outlet;
 pub mod positions;

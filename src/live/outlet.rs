@@ -4,13 +4,20 @@
 //! read, so its socket is asked to close with 1013 (the client reconnects
 //! and resumes) instead of growing memory.
 
+use std::sync::Arc;
+
 use actix_ws::{CloseCode, CloseReason, Closed, Session};
 use futures_util::FutureExt;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+use super::home::Home;
+
 pub struct Outlet {
     inner: Mutex<Inner>,
+    /// The worker thread the socket lives on, where its statuses are best
+    /// sent from (none in unit tests).
+    home: Option<Arc<Home>>,
     /// Wakes the socket's loop once a close is asked for.
     closing_asked: Notify,
 }
@@ -51,27 +58,33 @@ pub fn close_reason(code: CloseCode, description: &str) -> CloseReason {
 }
 
 impl Outlet {
-    pub fn new(session: Session) -> Self {
-        Self::with_wire(Wire::Session(session))
+    pub fn new(session: Session, home: Arc<Home>) -> Self {
+        Self::with_wire(Wire::Session(session), Some(home))
     }
 
     #[cfg(test)]
     pub fn recording(capacity: usize) -> Self {
-        Self::with_wire(Wire::Recording {
+        let wire = Wire::Recording {
             sent: Vec::new(),
             capacity,
-        })
+        };
+        Self::with_wire(wire, None)
     }
 
-    fn with_wire(wire: Wire) -> Self {
+    fn with_wire(wire: Wire, home: Option<Arc<Home>>) -> Self {
         Self {
             inner: Mutex::new(Inner {
                 wire,
                 last_sequence: 0,
                 closing: None,
             }),
+            home,
             closing_asked: Notify::new(),
         }
+    }
+
+    pub fn home(&self) -> Option<&Arc<Home>> {
+        self.home.as_ref()
     }
 
     /// Sends a status numbered `sequence` by its room. Statuses are encoded
@@ -222,7 +235,7 @@ mod tests {
         let mut responses = Vec::new();
         for _ in 0..500 {
             let (session, response) = session().await;
-            outlets.push(Outlet::new(session));
+            outlets.push(Outlet::with_wire(Wire::Session(session), None));
             responses.push(response);
         }
         let refused = tokio::spawn(async move {
@@ -239,7 +252,7 @@ mod tests {
     #[tokio::test]
     async fn a_client_that_reads_nothing_is_refused_once_its_queue_is_full() {
         let (session, _response) = session().await;
-        let outlet = Outlet::new(session);
+        let outlet = Outlet::with_wire(Wire::Session(session), None);
         let taken = (1..=100)
             .take_while(|sequence| outlet.send_status(*sequence, "{}".into()).is_ok())
             .count();

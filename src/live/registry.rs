@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 
 use actix_ws::CloseCode;
 
-use super::outlet::{Outlet, close_reason};
+use super::outlet::{Outlet, Refused, close_reason};
 use super::positions::{Recent, View};
 use crate::words::{LineSummary, RoomFacts, RoomId, VisitorId};
 
@@ -141,6 +141,21 @@ impl Registry {
         drop(rooms);
         self.opened(-(removed as isize));
         removed
+    }
+
+    /// Forgets the sockets that refused a message: too slow to read (their
+    /// loop then closes them with 1013, so the client reconnects) or closing.
+    pub fn forget(&self, room: &RoomId, refused: Vec<(SocketId, Refused)>) {
+        if refused.is_empty() {
+            return;
+        }
+        let slow = refused
+            .iter()
+            .filter(|(_, why)| *why == Refused::TooSlow)
+            .count();
+        metrics::counter!("waitroom_sockets_dropped_slow_total").increment(slow as u64);
+        let ids: Vec<SocketId> = refused.into_iter().map(|(id, _)| id).collect();
+        self.remove(room, &ids);
     }
 
     /// Sockets registered on this node now.

@@ -16,7 +16,7 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::future::poll_fn;
+use std::future::{Future, poll_fn};
 use std::io;
 use std::pin::{Pin, pin};
 use std::rc::Rc;
@@ -33,11 +33,12 @@ use actix_service::{
     map_config,
 };
 use actix_web::dev::{AppConfig, Server, ServiceResponse};
-use actix_web::web::{Bytes, BytesMut};
+use actix_web::web::{Buf, Bytes, BytesMut};
 use actix_web::{App, Error, HttpResponse, web};
 use futures_util::Stream;
 use socket2::SockRef;
 use tokio::net::TcpStream;
+use tokio::time::Sleep;
 use tracing_actix_web::TracingLogger;
 
 use crate::http::AppState;
@@ -183,61 +184,128 @@ async fn relay(io: TcpStream, mut payload: PipeWriter, body: BoxBody) {
     // Statuses are single small frames: send each at once.
     let _ = io.set_nodelay(true);
     let mut body = pin!(body);
-    let mut client_done = false;
-    loop {
-        let wants_more = poll_fn(|cx| payload.wants_more(cx));
-        tokio::select! {
-            chunk = poll_fn(|cx| body.as_mut().poll_next(cx)) => match chunk {
-                Some(Ok(bytes)) => {
-                    let written = tokio::time::timeout(WRITE_TIMEOUT, write_all(&io, &bytes)).await;
-                    if !matches!(written, Ok(Ok(()))) {
-                        return;
-                    }
+    let mut relay = Relay::default();
+    let ended = poll_fn(|cx| relay.poll(cx, &io, &mut payload, body.as_mut())).await;
+    if ended == Ended::Closed {
+        linger(&io).await;
+    }
+}
+
+/// How a relay ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Ended {
+    /// The session closed: its close frame was the last chunk written.
+    Closed,
+    /// The connection failed, or the client stopped reading for too long.
+    Broken,
+}
+
+/// A relay's state between wake-ups. Written as a poll function rather
+/// than a `select!` loop: a tick wakes tens of thousands of relays at once,
+/// and this way a wake-up that finds a frame writes it with no future made
+/// or registered beyond the connection's own two readiness slots.
+#[derive(Default)]
+struct Relay {
+    /// The rest of a chunk the connection did not take yet.
+    unwritten: Bytes,
+    /// Running while a write waits for the client to read.
+    stalled: Option<Pin<Box<Sleep>>>,
+    /// The client ended its side, or actix-ws stopped reading.
+    reading_done: bool,
+}
+
+impl Relay {
+    fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+        io: &TcpStream,
+        payload: &mut PipeWriter,
+        body: Pin<&mut BoxBody>,
+    ) -> Poll<Ended> {
+        if !self.reading_done && self.poll_read(cx, io, payload).is_ready() {
+            return Poll::Ready(Ended::Broken);
+        }
+        self.poll_write(cx, io, body)
+    }
+
+    /// Feeds what the client sent to actix-ws; ready only if the connection failed.
+    fn poll_read(
+        &mut self,
+        cx: &mut Context<'_>,
+        io: &TcpStream,
+        payload: &mut PipeWriter,
+    ) -> Poll<()> {
+        loop {
+            match payload.wants_more(cx) {
+                Poll::Pending => return Poll::Pending,
+                // actix-ws has stopped reading: wait for the body to end.
+                Poll::Ready(false) => {
+                    self.reading_done = true;
+                    return Poll::Pending;
                 }
-                // The session closed (its close frame was the last chunk).
-                Some(Err(_)) | None => break,
-            },
-            readable = async {
-                if wants_more.await {
-                    io.readable().await
-                } else {
-                    // actix-ws has stopped reading: wait for the body to end.
-                    std::future::pending().await
-                }
-            }, if !client_done => {
-                if readable.is_err() {
+                Poll::Ready(true) => {}
+            }
+            match io.poll_read_ready(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(_)) => {
                     payload.fail(PayloadError::Incomplete(None));
-                    return;
+                    return Poll::Ready(());
                 }
-                let mut buf = BytesMut::with_capacity(READ_CHUNK);
-                match io.try_read_buf(&mut buf) {
-                    Ok(0) => {
-                        payload.end();
-                        client_done = true;
-                    }
-                    Ok(_) => payload.push(buf.freeze()),
-                    Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(error) => {
-                        payload.fail(PayloadError::Io(error));
-                        return;
-                    }
+                Poll::Ready(Ok(())) => {}
+            }
+            let mut buf = BytesMut::with_capacity(READ_CHUNK);
+            match io.try_read_buf(&mut buf) {
+                Ok(0) => {
+                    payload.end();
+                    self.reading_done = true;
+                    return Poll::Pending;
+                }
+                Ok(_) => payload.push(buf.freeze()),
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                Err(error) => {
+                    payload.fail(PayloadError::Io(error));
+                    return Poll::Ready(());
                 }
             }
         }
     }
-    linger(&io).await;
-}
 
-async fn write_all(io: &TcpStream, mut bytes: &[u8]) -> io::Result<()> {
-    while !bytes.is_empty() {
-        io.writable().await?;
-        match io.try_write(bytes) {
-            Ok(written) => bytes = &bytes[written..],
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
-            Err(error) => return Err(error),
+    /// Writes what actix-ws sends until it has nothing more for now.
+    fn poll_write(
+        &mut self,
+        cx: &mut Context<'_>,
+        io: &TcpStream,
+        mut body: Pin<&mut BoxBody>,
+    ) -> Poll<Ended> {
+        loop {
+            while !self.unwritten.is_empty() {
+                match io.poll_write_ready(cx) {
+                    Poll::Pending => return self.poll_stalled(cx),
+                    Poll::Ready(Err(_)) => return Poll::Ready(Ended::Broken),
+                    Poll::Ready(Ok(())) => {}
+                }
+                match io.try_write(&self.unwritten) {
+                    Ok(written) => self.unwritten.advance(written),
+                    Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(_) => return Poll::Ready(Ended::Broken),
+                }
+            }
+            self.stalled = None;
+            match body.as_mut().poll_next(cx) {
+                Poll::Ready(Some(Ok(bytes))) => self.unwritten = bytes,
+                Poll::Ready(Some(Err(_)) | None) => return Poll::Ready(Ended::Closed),
+                Poll::Pending => return Poll::Pending,
+            }
         }
     }
-    Ok(())
+
+    /// Gives up on a client that has not read for [`WRITE_TIMEOUT`].
+    fn poll_stalled(&mut self, cx: &mut Context<'_>) -> Poll<Ended> {
+        let stalled = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(WRITE_TIMEOUT)));
+        stalled.as_mut().poll(cx).map(|()| Ended::Broken)
+    }
 }
 
 /// Ends our side and waits (briefly) for the client to end its own, so that
