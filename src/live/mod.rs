@@ -1,7 +1,7 @@
 //! Live visitors on this node: the registry of sockets, positions derived
-//! from events, the fan-out and the worker threads it runs on (homes), the hub that applies the store's events, each
-//! socket's loop (actix-ws), the promoter that ticks the rooms, and the
-//! tracked tasks they all run in.
+//! from events, the fan-out and the worker threads it runs on (homes), the
+//! hub that applies the store's events, each socket's loop (actix-ws), the
+//! promoter that ticks the rooms, and the tracked tasks they all run in.
 
 pub mod fanout;
 pub mod frame_guard;
