@@ -2,18 +2,20 @@
 //! checked by its extractor, the node's socket cap and the handshake headers
 //! before anything else, and the socket is registered and given its place
 //! before the `101`, so every refusal is a plain HTTP error with its JSON
-//! body. actix-ws then carries the socket; its loop is `live::socket`.
+//! body. actix-ws then carries the socket (statuses take its lane, see
+//! `live::lane`); its loop is `live::socket`.
 
 use std::sync::Arc;
 
 use actix_web::dev::Payload as RawPayload;
-use actix_web::{FromRequest, HttpRequest, HttpResponse, get, web};
+use actix_web::{FromRequest, HttpMessage, HttpRequest, HttpResponse, get, web};
 
 use super::AppState;
 use super::error::ApiError;
 use super::extractors::Ticket;
 use crate::live::frame_guard::FrameGuard;
 use crate::live::home::Home;
+use crate::live::lane::Lane;
 use crate::live::outlet::Outlet;
 use crate::live::socket::{MAX_MESSAGE_BYTES, SocketLoop};
 
@@ -44,7 +46,10 @@ async fn connect(
             format!("WebSocket handshake failed: {error}"),
         )
     })?;
-    let outlet = Arc::new(Outlet::new(session.clone(), Home::here(&state.tasks)));
+    // The relay under the socket offers its lane (none when the request
+    // did not come through it).
+    let lane = req.extensions().get::<Arc<Lane>>().cloned();
+    let outlet = Arc::new(Outlet::new(session.clone(), Home::here(&state.tasks), lane));
     let registration = state
         .hub
         .connect(

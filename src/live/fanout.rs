@@ -1,9 +1,8 @@
 //! Fan-out: turning what the hub decided under the registry's lock into
 //! messages on sockets, after the lock is released. Each status is encoded
 //! (and an admitted visitor's pass signed) and sent on its socket's home
-//! worker (see [`super::home`]), a turn of statuses at a time, so the
-//! sockets' relays write while the rest are encoded and HTTP requests on
-//! the same worker wait one turn at most.
+//! worker (see [`super::home`]), a turn of statuses at a time, so that HTTP
+//! requests on the same worker wait one turn at most.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,8 +19,7 @@ use crate::words::{LineSummary, PlaceState, RoomFacts, RoomId, VisitorId};
 /// Fewest statuses worth sending from their homes; fewer (one socket's
 /// first status, a small room's tick) are sent from the calling thread.
 const AT_HOME_FROM: usize = 256;
-/// Statuses a home encodes and sends before it lets the relays it woke
-/// write them, and its other tasks run.
+/// Statuses a home encodes and sends before it lets its other tasks run.
 const STATUSES_PER_TURN: usize = 128;
 /// One socket's status, decided and numbered under the lock.
 pub struct Pending {

@@ -1,10 +1,12 @@
 //! A socket's home: the actix worker thread that accepted it, and a queue of
-//! fan-out work that runs there. A socket's frames are written by its
-//! relay task on that thread; a status sent from any other thread wakes it
-//! from outside, which costs a locked queue push and an `eventfd` write per
-//! socket (19,000 of each per tick at 19,000 sockets). A tick's statuses
-//! are therefore handed to each home in one job, and encoded and sent
-//! there: waking a relay is then a push on the thread's own run queue.
+//! fan-out work that runs there. A tick's statuses are handed to each home
+//! in one job and encoded and written there, so a tick's work is spread
+//! over the workers (one per core) without threads of its own, and each
+//! socket is written by the thread that serves the rest of its connection.
+//! A message that has to go through actix-ws (a socket without a lane)
+//! then wakes its relay on the same thread, a push on the thread's own run
+//! queue; from any other thread it costs a locked queue push and an
+//! `eventfd` write per socket.
 
 use std::cell::RefCell;
 use std::future::Future;

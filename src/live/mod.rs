@@ -7,6 +7,7 @@ pub mod fanout;
 pub mod frame_guard;
 pub mod home;
 pub mod hub;
+pub mod lane;
 pub mod outlet;
 pub mod positions;
 pub mod promoter;

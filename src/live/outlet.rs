@@ -1,8 +1,10 @@
-//! The send side of one visitor's socket (an actix-ws `Session`), shared by
-//! the hub's fan-outs and the socket's own loop. A send never waits: the
-//! session's queue is bounded, and a client that lets it fill is too slow to
-//! read, so its socket is asked to close with 1013 (the client reconnects
-//! and resumes) instead of growing memory.
+//! The send side of one visitor's socket, shared by the hub's fan-outs and
+//! the socket's own loop: text messages go into the socket's lane (see
+//! [`super::lane`]) when the connection has one, control frames through
+//! its actix-ws `Session`. A send never waits: both queues are bounded, and
+//! a client that lets one fill is too slow to read, so its socket is asked
+//! to close with 1013 (the client reconnects and resumes) instead of
+//! growing memory.
 
 use std::sync::Arc;
 
@@ -12,6 +14,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use super::home::Home;
+use super::lane::Lane;
 
 pub struct Outlet {
     inner: Mutex<Inner>,
@@ -24,6 +27,9 @@ pub struct Outlet {
 
 struct Inner {
     wire: Wire,
+    /// Where text messages go, when the socket has a lane (see
+    /// [`super::lane`]); else they go through the session.
+    lane: Option<Arc<Lane>>,
     /// The newest status this socket was sent (see [`Outlet::send_status`]).
     last_sequence: u64,
     /// Set once: nothing more is sent, and the loop closes with this reason.
@@ -58,8 +64,10 @@ pub fn close_reason(code: CloseCode, description: &str) -> CloseReason {
 }
 
 impl Outlet {
-    pub fn new(session: Session, home: Arc<Home>) -> Self {
-        Self::with_wire(Wire::Session(session), Some(home))
+    pub fn new(session: Session, home: Arc<Home>, lane: Option<Arc<Lane>>) -> Self {
+        let outlet = Self::with_wire(Wire::Session(session), Some(home));
+        outlet.inner.lock().lane = lane;
+        outlet
     }
 
     #[cfg(test)]
@@ -75,6 +83,7 @@ impl Outlet {
         Self {
             inner: Mutex::new(Inner {
                 wire,
+                lane: None,
                 last_sequence: 0,
                 closing: None,
             }),
@@ -137,10 +146,15 @@ impl Outlet {
         if inner.closing.is_some() {
             return Err(Refused::Closing);
         }
-        let sent = match &mut inner.wire {
-            Wire::Session(session) => try_send(session, message),
+        let sent = match (&mut inner.wire, &inner.lane, message) {
+            (_, Some(lane), Outgoing::Text(text)) => match lane.send_text(&text) {
+                Ok(()) => Some(Ok(())),
+                Err(Refused::TooSlow) => None,
+                Err(Refused::Closing) => Some(Err(Closed)),
+            },
+            (Wire::Session(session), _, message) => try_send(session, message),
             #[cfg(test)]
-            Wire::Recording { sent, capacity } => {
+            (Wire::Recording { sent, capacity }, _, message) => {
                 if sent.len() == *capacity {
                     None
                 } else {

@@ -8,8 +8,10 @@
 //! connection: a relay task feeds actix-ws's request payload from it and
 //! drains actix-ws's response body into it, and the HTTP/1 dispatcher ends,
 //! with the two 8 KiB buffers it keeps for every connection for the
-//! connection's life. actix-ws (and so every frame, ping and close) is
-//! unchanged; only the bytes under it take a shorter road. Any other answer
+//! connection's life. The connection's lane (`live::lane`), offered to the
+//! route in the request's extensions, lets the fan-out write status frames
+//! straight onto it; actix-ws keeps the handshake, what the client sends,
+//! and every control frame. Any other answer
 //! to an upgrade request (a refusal, an `h2c` upgrade of a plain GET) is
 //! written whole, and the connection closed.
 
@@ -20,6 +22,7 @@ use std::future::{Future, poll_fn};
 use std::io;
 use std::pin::{Pin, pin};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -27,13 +30,13 @@ use actix_codec::Framed;
 use actix_http::body::{BoxBody, MessageBody, to_bytes};
 use actix_http::error::PayloadError;
 use actix_http::h1;
-use actix_http::{HttpService, Request, StatusCode};
+use actix_http::{HttpMessage, HttpService, Request, StatusCode};
 use actix_service::{
     IntoServiceFactory, Service, ServiceFactory, ServiceFactoryExt, fn_factory, fn_service,
     map_config,
 };
 use actix_web::dev::{AppConfig, Server, ServiceResponse};
-use actix_web::web::{Buf, Bytes, BytesMut};
+use actix_web::web::{Bytes, BytesMut};
 use actix_web::{App, Error, HttpResponse, web};
 use futures_util::Stream;
 use socket2::SockRef;
@@ -46,6 +49,7 @@ use crate::http::error::{ApiError, body_configs};
 use crate::http::{
     admin, cookies, draw, extractors, limits, middleware, ops, pages, sale, sockets, visitor,
 };
+use crate::live::lane::Lane;
 use crate::live::tasks::Tasks;
 
 /// How long a relay waits on a client that does not read what is written.
@@ -152,6 +156,8 @@ where
     let (mut payload_sender, payload) = pipe();
     let payload: actix_http::BoxedPayloadStream = Box::pin(payload);
     let (request, _) = request.replace_payload(actix_http::Payload::from(payload));
+    let lane = Lane::new();
+    request.extensions_mut().insert(lane.clone());
     let response: HttpResponse = match app.call(request).await {
         Ok(response) => response.map_into_boxed_body().into_parts().1,
         Err(error) => error.error_response(),
@@ -172,20 +178,23 @@ where
     if !parts.read_buf.is_empty() {
         payload_sender.push(Bytes::copy_from_slice(&parts.read_buf));
     }
-    tasks.spawn_local(relay(parts.io, payload_sender, body));
+    let io = Arc::new(parts.io);
+    lane.attach(io.clone());
+    tasks.spawn_local(relay(io, lane, payload_sender, body));
     Ok(())
 }
 
 /// Moves bytes between a bare connection and actix-ws until the socket
 /// ends: what the client sends feeds the request payload (read only while
 /// actix-ws wants more), what the session sends is drained from the
-/// response body and written.
-async fn relay(io: TcpStream, mut payload: PipeWriter, body: BoxBody) {
+/// response body into the socket's lane, whose waiting bytes it writes.
+async fn relay(io: Arc<TcpStream>, lane: Arc<Lane>, mut payload: PipeWriter, body: BoxBody) {
     // Statuses are single small frames: send each at once.
     let _ = io.set_nodelay(true);
     let mut body = pin!(body);
     let mut relay = Relay::default();
-    let ended = poll_fn(|cx| relay.poll(cx, &io, &mut payload, body.as_mut())).await;
+    let ended = poll_fn(|cx| relay.poll(cx, &io, &lane, &mut payload, body.as_mut())).await;
+    lane.close();
     if ended == Ended::Closed {
         linger(&io).await;
     }
@@ -201,14 +210,11 @@ enum Ended {
 }
 
 /// A relay's state between wake-ups. Written as a poll function rather
-/// than a `select!` loop: a tick wakes tens of thousands of relays at once,
-/// and this way a wake-up that finds a frame writes it with no future made
-/// or registered beyond the connection's own two readiness slots.
+/// than a `select!` loop, so that a wake-up makes no future and registers
+/// nothing beyond the connection's own two readiness slots.
 #[derive(Default)]
 struct Relay {
-    /// The rest of a chunk the connection did not take yet.
-    unwritten: Bytes,
-    /// Running while a write waits for the client to read.
+    /// Running while bytes wait for the client to read.
     stalled: Option<Pin<Box<Sleep>>>,
     /// The client ended its side, or actix-ws stopped reading.
     reading_done: bool,
@@ -219,13 +225,14 @@ impl Relay {
         &mut self,
         cx: &mut Context<'_>,
         io: &TcpStream,
+        lane: &Lane,
         payload: &mut PipeWriter,
         body: Pin<&mut BoxBody>,
     ) -> Poll<Ended> {
         if !self.reading_done && self.poll_read(cx, io, payload).is_ready() {
             return Poll::Ready(Ended::Broken);
         }
-        self.poll_write(cx, io, body)
+        self.poll_write(cx, lane, body)
     }
 
     /// Feeds what the client sent to actix-ws; ready only if the connection failed.
@@ -270,29 +277,23 @@ impl Relay {
         }
     }
 
-    /// Writes what actix-ws sends until it has nothing more for now.
+    /// Writes what waits in the lane, then what actix-ws sends, until
+    /// neither has more for now. actix-ws is not drained while bytes wait,
+    /// so its own bounded queue holds back a client that does not read.
     fn poll_write(
         &mut self,
         cx: &mut Context<'_>,
-        io: &TcpStream,
+        lane: &Lane,
         mut body: Pin<&mut BoxBody>,
     ) -> Poll<Ended> {
         loop {
-            while !self.unwritten.is_empty() {
-                match io.poll_write_ready(cx) {
-                    Poll::Pending => return self.poll_stalled(cx),
-                    Poll::Ready(Err(_)) => return Poll::Ready(Ended::Broken),
-                    Poll::Ready(Ok(())) => {}
-                }
-                match io.try_write(&self.unwritten) {
-                    Ok(written) => self.unwritten.advance(written),
-                    Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(_) => return Poll::Ready(Ended::Broken),
-                }
+            match lane.poll_flush(cx) {
+                Poll::Pending => return self.poll_stalled(cx),
+                Poll::Ready(Err(_)) => return Poll::Ready(Ended::Broken),
+                Poll::Ready(Ok(())) => self.stalled = None,
             }
-            self.stalled = None;
             match body.as_mut().poll_next(cx) {
-                Poll::Ready(Some(Ok(bytes))) => self.unwritten = bytes,
+                Poll::Ready(Some(Ok(bytes))) => lane.push(bytes),
                 Poll::Ready(Some(Err(_)) | None) => return Poll::Ready(Ended::Closed),
                 Poll::Pending => return Poll::Pending,
             }

@@ -1,0 +1,196 @@
+//! A socket's outgoing lane: the one queue of bytes in front of its
+//! connection. Two writers share it. The fan-out puts each status (and any
+//! text we send) here as a whole WebSocket frame, written at once when
+//! nothing waits before it. The connection's relay puts here what actix-ws
+//! sends (pings, pongs, the close frame) and writes whatever had to wait.
+//!
+//! Why not actix-ws's own send for statuses: at a tick every socket gets
+//! one, and through actix-ws each costs a channel send, a wake-up of the
+//! relay's task and its poll before the write; on 2 cores that made the
+//! fan-out 1.5–1.7× the cost of writing the same frames straight to the
+//! same connections (BENCHMARKS.md, issue 14). actix-ws still carries the
+//! handshake, everything the client sends, and every control frame.
+//!
+//! Frames are encoded by actix-http's own WebSocket `Parser`.
+
+use std::collections::VecDeque;
+use std::io;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use actix_http::ws::{OpCode, Parser};
+use bytes::{Buf, Bytes, BytesMut};
+use parking_lot::Mutex;
+use tokio::net::TcpStream;
+
+use super::outlet::Refused;
+
+/// Frames the fan-out may leave waiting on a client that does not read
+/// (actix-ws bounds its own queue at the same number).
+const QUEUED_FRAMES_LIMIT: usize = 32;
+
+#[derive(Default)]
+pub struct Lane {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// The connection, once the handshake's answer is written.
+    io: Option<Arc<TcpStream>>,
+    /// Bytes waiting, oldest first; the front may be a frame's rest.
+    queued: VecDeque<Bytes>,
+    /// Woken when the fan-out leaves bytes waiting.
+    relay: Option<Waker>,
+    /// The relay ended: nothing more is taken.
+    closed: bool,
+}
+
+impl Lane {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Sends one text message as a frame: written now if nothing waits
+    /// before it and the connection takes it, else queued for the relay.
+    pub fn send_text(&self, text: &str) -> Result<(), Refused> {
+        let mut frame = BytesMut::with_capacity(text.len() + 4);
+        Parser::write_message(&mut frame, text, OpCode::Text, true, false);
+        let mut state = self.state.lock();
+        if state.closed {
+            return Err(Refused::Closing);
+        }
+        if state.queued.len() >= QUEUED_FRAMES_LIMIT {
+            return Err(Refused::TooSlow);
+        }
+        let mut frame = frame.freeze();
+        if state.queued.is_empty()
+            && let Some(io) = &state.io
+        {
+            match io.try_write(&frame) {
+                Ok(written) if written == frame.len() => return Ok(()),
+                Ok(written) => frame.advance(written),
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                // The relay finds the same error on its next write.
+                Err(_) => {}
+            }
+        }
+        state.queued.push_back(frame);
+        if let Some(relay) = &state.relay {
+            relay.wake_by_ref();
+        }
+        Ok(())
+    }
+
+    /// The relay's part: starts writing to `io` once the handshake's answer
+    /// is out; what was sent meanwhile goes first.
+    pub fn attach(&self, io: Arc<TcpStream>) {
+        self.state.lock().io = Some(io);
+    }
+
+    /// The relay's part: queues a chunk from actix-ws (bounded by actix-ws's
+    /// own queue, which the relay stops draining while bytes wait here).
+    pub fn push(&self, chunk: Bytes) {
+        self.state.lock().queued.push_back(chunk);
+    }
+
+    /// The relay's part: writes what waits. Ready once nothing does (or the
+    /// connection failed); pending while the connection is full.
+    pub fn poll_flush(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut state = self.state.lock();
+        if !state
+            .relay
+            .as_ref()
+            .is_some_and(|w| w.will_wake(cx.waker()))
+        {
+            state.relay = Some(cx.waker().clone());
+        }
+        let Some(io) = state.io.clone() else {
+            return Poll::Ready(Ok(()));
+        };
+        while let Some(front) = state.queued.front_mut() {
+            std::task::ready!(io.poll_write_ready(cx))?;
+            match io.try_write(front) {
+                Ok(written) if written == front.len() => {
+                    state.queued.pop_front();
+                }
+                Ok(written) => front.advance(written),
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                Err(error) => return Poll::Ready(Err(error)),
+            }
+        }
+        if state.queued.capacity() > QUEUED_FRAMES_LIMIT {
+            // A socket that is mostly idle keeps no big queue.
+            state.queued = VecDeque::new();
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// The relay's part: the connection is done with; later sends are refused.
+    pub fn close(&self) {
+        let mut state = self.state.lock();
+        state.closed = true;
+        state.queued.clear();
+        state.relay = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::poll_fn;
+
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    async fn connected() -> (Arc<TcpStream>, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap());
+        let (client, server) = tokio::join!(client, listener.accept());
+        (Arc::new(server.unwrap().0), client.unwrap())
+    }
+
+    /// Reads one unmasked server frame of a short text.
+    async fn read_text(client: &mut TcpStream) -> String {
+        let mut header = [0u8; 2];
+        client.read_exact(&mut header).await.unwrap();
+        assert_eq!(header[0], 0x81, "a final text frame");
+        let mut payload = vec![0u8; usize::from(header[1])];
+        client.read_exact(&mut payload).await.unwrap();
+        String::from_utf8(payload).unwrap()
+    }
+
+    #[tokio::test]
+    async fn frames_sent_before_the_connection_wait_and_go_first_in_order() {
+        let (io, mut client) = connected().await;
+        let lane = Lane::new();
+        lane.send_text("one").unwrap();
+        lane.attach(io);
+        lane.send_text("two").unwrap();
+        lane.push(Bytes::from_static(b"\x81\x05three"));
+        poll_fn(|cx| lane.poll_flush(cx)).await.unwrap();
+        lane.send_text("four").unwrap();
+        for expected in ["one", "two", "three", "four"] {
+            assert_eq!(read_text(&mut client).await, expected);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_client_that_reads_nothing_is_refused_once_frames_wait() {
+        let (io, _client) = connected().await;
+        let lane = Lane::new();
+        lane.attach(io);
+        let big = "x".repeat(60_000);
+        let taken = (0..10_000)
+            .take_while(|_| lane.send_text(&big).is_ok())
+            .count();
+        assert!(
+            taken > QUEUED_FRAMES_LIMIT,
+            "the kernel's buffers take some"
+        );
+        assert_eq!(lane.send_text("x"), Err(Refused::TooSlow));
+        lane.close();
+        assert_eq!(lane.send_text("x"), Err(Refused::Closing));
+    }
+}
