@@ -13,6 +13,7 @@
 //!
 //! Frames are encoded by actix-http's own WebSocket `Parser`.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io;
 use std::sync::Arc;
@@ -28,6 +29,10 @@ use super::outlet::Refused;
 /// Frames the fan-out may leave waiting on a client that does not read
 /// (actix-ws bounds its own queue at the same number).
 const QUEUED_FRAMES_LIMIT: usize = 32;
+
+thread_local! {
+    static FRAME: RefCell<BytesMut> = RefCell::new(BytesMut::new());
+}
 
 #[derive(Default)]
 pub struct Lane {
@@ -54,8 +59,6 @@ impl Lane {
     /// Sends one text message as a frame: written now if nothing waits
     /// before it and the connection takes it, else queued for the relay.
     pub fn send_text(&self, text: &str) -> Result<(), Refused> {
-        let mut frame = BytesMut::with_capacity(text.len() + 4);
-        Parser::write_message(&mut frame, text, OpCode::Text, true, false);
         let mut state = self.state.lock();
         if state.closed {
             return Err(Refused::Closing);
@@ -63,22 +66,29 @@ impl Lane {
         if state.queued.len() >= QUEUED_FRAMES_LIMIT {
             return Err(Refused::TooSlow);
         }
-        let mut frame = frame.freeze();
-        if state.queued.is_empty()
-            && let Some(io) = &state.io
-        {
-            match io.try_write(&frame) {
-                Ok(written) if written == frame.len() => return Ok(()),
-                Ok(written) => frame.advance(written),
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
-                // The relay finds the same error on its next write.
-                Err(_) => {}
+        FRAME.with_borrow_mut(|frame| {
+            // Encoded in this thread's buffer: most frames are written at
+            // once, and only what has to wait is copied.
+            frame.clear();
+            Parser::write_message(frame, text, OpCode::Text, true, false);
+            let mut unwritten = &frame[..];
+            if state.queued.is_empty()
+                && let Some(io) = &state.io
+            {
+                match io.try_write(unwritten) {
+                    Ok(written) => unwritten = &unwritten[written..],
+                    Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                    // The relay finds the same error on its next write.
+                    Err(_) => {}
+                }
             }
-        }
-        state.queued.push_back(frame);
-        if let Some(relay) = &state.relay {
-            relay.wake_by_ref();
-        }
+            if !unwritten.is_empty() {
+                state.queued.push_back(Bytes::copy_from_slice(unwritten));
+                if let Some(relay) = &state.relay {
+                    relay.wake_by_ref();
+                }
+            }
+        });
         Ok(())
     }
 

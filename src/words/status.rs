@@ -125,7 +125,11 @@ impl<'a> Status<'a> {
     }
 
     pub fn to_json(&self) -> String {
-        serde_json::to_string(self).expect("a Status always serializes")
+        // Room for a waiting visitor's status at once (about 400 bytes),
+        // where `to_string` would grow its buffer from 128 twice.
+        let mut json = Vec::with_capacity(512);
+        serde_json::to_writer(&mut json, self).expect("a Status always serializes");
+        String::from_utf8(json).expect("serde_json writes UTF-8")
     }
 }
 
