@@ -21,6 +21,7 @@ use crate::words::{LineSummary, PlaceState, RoomFacts, RoomId, VisitorId};
 const AT_HOME_FROM: usize = 256;
 /// Statuses a home encodes and sends before it lets its other tasks run.
 const STATUSES_PER_TURN: usize = 128;
+
 /// One socket's status, decided and numbered under the lock.
 pub struct Pending {
     pub id: SocketId,

@@ -11,9 +11,9 @@
 //! connection's life. The connection's lane (`live::lane`), offered to the
 //! route in the request's extensions, lets the fan-out write status frames
 //! straight onto it; actix-ws keeps the handshake, what the client sends,
-//! and every control frame. Any other answer
-//! to an upgrade request (a refusal, an `h2c` upgrade of a plain GET) is
-//! written whole, and the connection closed.
+//! and every control frame. Any other answer to an upgrade request (a
+//! refusal, an `h2c` upgrade of a plain GET) is written whole, and the
+//! connection closed.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -170,6 +170,7 @@ where
         return Ok(());
     }
     let Ok(framed) = h1::SendResponse::new(framed, head).await else {
+        lane.close();
         return Ok(());
     };
     let parts = framed.into_parts();
