@@ -108,30 +108,29 @@ impl Lane {
     /// connection failed); pending while the connection is full.
     pub fn poll_flush(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut state = self.state.lock();
-        if !state
-            .relay
-            .as_ref()
-            .is_some_and(|w| w.will_wake(cx.waker()))
-        {
-            state.relay = Some(cx.waker().clone());
+        let State {
+            io, queued, relay, ..
+        } = &mut *state;
+        if !relay.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            *relay = Some(cx.waker().clone());
         }
-        let Some(io) = state.io.clone() else {
+        let Some(io) = io else {
             return Poll::Ready(Ok(()));
         };
-        while let Some(front) = state.queued.front_mut() {
+        while let Some(front) = queued.front_mut() {
             std::task::ready!(io.poll_write_ready(cx))?;
             match io.try_write(front) {
                 Ok(written) if written == front.len() => {
-                    state.queued.pop_front();
+                    queued.pop_front();
                 }
                 Ok(written) => front.advance(written),
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
                 Err(error) => return Poll::Ready(Err(error)),
             }
         }
-        if state.queued.capacity() > QUEUED_FRAMES_LIMIT {
+        if queued.capacity() > QUEUED_FRAMES_LIMIT {
             // A socket that is mostly idle keeps no big queue.
-            state.queued = VecDeque::new();
+            *queued = VecDeque::new();
         }
         Poll::Ready(Ok(()))
     }

@@ -243,6 +243,12 @@ impl Visit {
     fn error(&mut self, kind: impl Into<String>) {
         common::count(&mut self.errors, kind);
     }
+
+    /// Counts why the visit failed at `stage`, and ends it there.
+    fn failed(&mut self, stage: Stage, kind: impl Into<String>) -> End {
+        self.error(kind);
+        End::Failed(stage)
+    }
 }
 
 /// The page's backoff (`backoff()` in `static/lib-api.js`): 1 s doubling to
@@ -441,12 +447,10 @@ async fn visit_page(shared: &Shared, index: u64, arrival: Instant, visit: &mut V
             progress.verified.fetch_add(1, Ordering::Relaxed);
         }
         Ok(answer) => {
-            visit.error(format!("verify: {}", http_kind(&answer)));
-            return End::Failed(Stage::Verifying);
+            return visit.failed(Stage::Verifying, format!("verify: {}", http_kind(&answer)));
         }
         Err(kind) => {
-            visit.error(format!("verify: {kind}"));
-            return End::Failed(Stage::Verifying);
+            return visit.failed(Stage::Verifying, format!("verify: {kind}"));
         }
     }
 
@@ -469,8 +473,7 @@ async fn visit_page(shared: &Shared, index: u64, arrival: Instant, visit: &mut V
                     sequence: claim.sequence,
                 },
                 Err(_) => {
-                    visit.error("claim: 201 without a readable claim");
-                    return End::Failed(Stage::Claiming);
+                    return visit.failed(Stage::Claiming, "claim: 201 without a readable claim");
                 }
             }
         }
@@ -478,12 +481,10 @@ async fn visit_page(shared: &Shared, index: u64, arrival: Instant, visit: &mut V
             error_code(&answer.body).unwrap_or_else(|| "409 without a code".into()),
         ),
         Ok(answer) => {
-            visit.error(format!("claim: {}", http_kind(&answer)));
-            return End::Failed(Stage::Claiming);
+            return visit.failed(Stage::Claiming, format!("claim: {}", http_kind(&answer)));
         }
         Err(kind) => {
-            visit.error(format!("claim: {kind}"));
-            return End::Failed(Stage::Claiming);
+            return visit.failed(Stage::Claiming, format!("claim: {kind}"));
         }
     };
     visit.claimed = Some(claimed);

@@ -62,6 +62,17 @@ fn start_server() -> Server {
     start_server_with(&[])
 }
 
+/// A fresh Redis (dropped last, after the nodes) and two nodes sharing it.
+fn two_nodes_on_one_redis() -> (waitroom_testkit::redis::RedisServer, [Server; 2]) {
+    let redis = waitroom_testkit::redis::RedisServer::start();
+    let redis_url = redis.url();
+    let nodes = [
+        start_server_with(&["--redis-url", &redis_url]),
+        start_server_with(&["--redis-url", &redis_url]),
+    ];
+    (redis, nodes)
+}
+
 fn start_server_with(extra: &[&str]) -> Server {
     let port = free_port();
     let child = Command::new(server_binary())
@@ -312,12 +323,8 @@ fn claims_mode_sells_exactly_the_stock_and_refuses_the_rest() {
 
 #[test]
 fn idle_mode_measures_redis_and_every_node_over_its_window() {
-    let redis = waitroom_testkit::redis::RedisServer::start();
+    let (redis, nodes) = two_nodes_on_one_redis();
     let redis_url = redis.url();
-    let nodes = [
-        start_server_with(&["--redis-url", &redis_url]),
-        start_server_with(&["--redis-url", &redis_url]),
-    ];
     let urls = format!("{},{}", nodes[0].url, nodes[1].url);
     let pids = format!("{},{}", nodes[0].child.id(), nodes[1].child.id());
     let s = summary(&[
@@ -548,12 +555,7 @@ fn drop_mode_takes_every_visitor_through_the_page_and_sells_the_stock_once() {
 
 #[test]
 fn drop_mode_over_two_redis_nodes_is_one_drop() {
-    let redis = waitroom_testkit::redis::RedisServer::start();
-    let redis_url = redis.url();
-    let nodes = [
-        start_server_with(&["--redis-url", &redis_url]),
-        start_server_with(&["--redis-url", &redis_url]),
-    ];
+    let (_redis, nodes) = two_nodes_on_one_redis();
     let urls = format!("{},{}", nodes[0].url, nodes[1].url);
     let s = summary(&drop_args(&urls, "smoke-drop-redis", "1000"));
     assert_eq!(s["nodes"].as_array().unwrap().len(), 2, "{s}");
