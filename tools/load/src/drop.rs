@@ -251,6 +251,11 @@ impl Visit {
     }
 }
 
+/// The status a join or a poll answered with, if the body reads as one.
+fn status_of(body: &[u8]) -> Option<Status<'_>> {
+    serde_json::from_str(std::str::from_utf8(body).ok()?).ok()
+}
+
 /// The page's backoff (`backoff()` in `static/lib-api.js`): 1 s doubling to
 /// 30 s, times a jitter in 0.8..1.2 drawn from `seed`.
 fn backoff(attempt: u32, seed: u64) -> Duration {
@@ -512,10 +517,7 @@ async fn join(
         let wait = match shared.send(request).await {
             Ok(answer) if answer.status == 200 => {
                 let at = Instant::now();
-                match std::str::from_utf8(&answer.body)
-                    .ok()
-                    .and_then(|text| serde_json::from_str::<Status>(text).ok())
-                {
+                match status_of(&answer.body) {
                     Some(status) => {
                         let ticket = status.ticket.to_string();
                         let mut seen = Seen::of(&status);
@@ -610,10 +612,7 @@ async fn wait_in_line(
             match shared.send(poll).await {
                 Ok(answer) if answer.status == 200 => {
                     let at = Instant::now();
-                    match std::str::from_utf8(&answer.body)
-                        .ok()
-                        .and_then(|text| serde_json::from_str::<Status>(text).ok())
-                    {
+                    match status_of(&answer.body) {
                         Some(status) => {
                             if let Some(settled) = visit.saw(Seen::of(&status), arrival, at) {
                                 return settled;

@@ -26,8 +26,6 @@ use super::sockets::{self, SocketSpec, Visitors};
 
 /// The longest the pre-queue's joins may take.
 const JOIN_PHASE_LIMIT: Duration = Duration::from_secs(600);
-/// The longest the sockets may take to open.
-const OPEN_PHASE_LIMIT: Duration = Duration::from_secs(120);
 /// How far ahead the room's first `opens_at` lies: after every join.
 const FIRST_OPENING: Duration = Duration::from_secs(3_600);
 /// Redis logs every command slower than this (µs) while the tool measures.
@@ -214,15 +212,7 @@ pub async fn run(run: OpeningRun<'_>) -> Result<(), String> {
         )));
     }
     drop(opened_tx);
-    let (mut opened, mut open_failed) = (0u64, 0u64);
-    let open_deadline = tokio::time::Instant::now() + OPEN_PHASE_LIMIT;
-    while opened + open_failed < tasks.len() as u64 {
-        match tokio::time::timeout_at(open_deadline, opened_rx.recv()).await {
-            Ok(Some(true)) => opened += 1,
-            Ok(Some(false)) => open_failed += 1,
-            Ok(None) | Err(_) => break,
-        }
-    }
+    let (opened, open_failed) = sockets::count_opened(&mut opened_rx, tasks.len()).await;
     say(
         json,
         format!(

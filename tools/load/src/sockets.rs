@@ -549,6 +549,24 @@ struct Phase {
     tool_open_fds: Option<u64>,
 }
 
+/// Counts the sockets that opened and those that failed, as their tasks
+/// report, until all `sockets` have or [`OPEN_PHASE_LIMIT`] is up.
+pub async fn count_opened(
+    reports: &mut mpsc::UnboundedReceiver<bool>,
+    sockets: usize,
+) -> (u64, u64) {
+    let (mut opened, mut failed) = (0u64, 0u64);
+    let deadline = tokio::time::Instant::now() + OPEN_PHASE_LIMIT;
+    while opened + failed < sockets as u64 {
+        match tokio::time::timeout_at(deadline, reports.recv()).await {
+            Ok(Some(true)) => opened += 1,
+            Ok(Some(false)) => failed += 1,
+            Ok(None) | Err(_) => break,
+        }
+    }
+    (opened, failed)
+}
+
 /// Opens every socket of `specs` (at most `open_concurrency` handshakes at
 /// a time), meets the other processes at the barrier if there is one, holds
 /// them all for `hold` (running `mid_hold` half-way through), lets the
@@ -576,15 +594,7 @@ async fn open_and_hold<F: Future>(
         )));
     }
     drop(opened_tx);
-    let (mut opened, mut open_failed) = (0u64, 0u64);
-    let open_deadline = tokio::time::Instant::now() + OPEN_PHASE_LIMIT;
-    while opened + open_failed < tasks.len() as u64 {
-        match tokio::time::timeout_at(open_deadline, opened_rx.recv()).await {
-            Ok(Some(true)) => opened += 1,
-            Ok(Some(false)) => open_failed += 1,
-            Ok(None) | Err(_) => break,
-        }
-    }
+    let (opened, open_failed) = count_opened(&mut opened_rx, tasks.len()).await;
     let open_s = open_started.elapsed().as_secs_f64();
     say(
         json,
