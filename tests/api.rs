@@ -778,6 +778,17 @@ async fn a_node_full_of_sockets_refuses_more_with_a_503_and_frees_places_as_they
 /// Writes raw bytes on a new connection and reads until `until` appears in
 /// what came back (or the connection ends), returning all of it as text.
 async fn raw_exchange(port: u16, request: &[u8], until: &str) -> String {
+    let answer = raw_exchange_within(port, request, until, std::time::Duration::from_secs(10));
+    String::from_utf8_lossy(&answer.await).into_owned()
+}
+
+/// [`raw_exchange`]'s bytes as they came, waiting up to `limit` for `until`.
+async fn raw_exchange_within(
+    port: u16,
+    request: &[u8],
+    until: &str,
+    limit: std::time::Duration,
+) -> Vec<u8> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
@@ -793,10 +804,53 @@ async fn raw_exchange(port: u16, request: &[u8], until: &str) -> String {
             }
         }
     };
-    tokio::time::timeout(std::time::Duration::from_secs(10), read)
+    tokio::time::timeout(limit, read)
         .await
         .expect("an answer in time");
-    String::from_utf8_lossy(&received).into_owned()
+    received
+}
+
+/// The handshake of a WebSocket to `room` with `ticket`, as raw bytes.
+fn raw_handshake(room: &str, ticket: &str) -> Vec<u8> {
+    format!(
+        "GET /api/rooms/{room}/ws?ticket={ticket} HTTP/1.1\r\nHost: x\r\n\
+         Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    )
+    .into_bytes()
+}
+
+#[tokio::test]
+async fn a_quiet_socket_is_pinged_and_let_go_when_it_never_answers() {
+    let app = TestApp::spawn().await;
+    // Paused, with a tick an hour apart: after its first status the socket
+    // hears nothing, so its heartbeat pings it (every 10 s, from the
+    // second beat: the first finds the first status sent).
+    app.create_room("quiet", json!({"paused": true, "tick_ms": 3_600_000}))
+        .await;
+    let status = app.join_api("quiet").await;
+    let ticket = status["ticket"].as_str().unwrap();
+    // A client that reads but never answers a ping: its pings go
+    // unanswered, and 30 s after the first it is closed (1001).
+    let answer = raw_exchange_within(
+        app.port,
+        &raw_handshake("quiet", ticket),
+        "no answer to pings",
+        std::time::Duration::from_secs(65),
+    )
+    .await;
+    let shown = String::from_utf8_lossy(&answer);
+    assert!(shown.starts_with("HTTP/1.1 101"), "{shown}");
+    // A ping frame: FIN and opcode 9, an empty payload.
+    assert!(
+        answer.windows(2).any(|frame| frame == [0x89, 0x00]),
+        "{shown}"
+    );
+    // A close frame with code 1001 and the reason, at the end.
+    let reason = b"no answer to pings";
+    assert!(answer.ends_with(reason), "{shown}");
+    let code = &answer[answer.len() - reason.len() - 2..answer.len() - reason.len()];
+    assert_eq!(code, 1001u16.to_be_bytes(), "{shown}");
 }
 
 #[tokio::test]
@@ -833,12 +887,7 @@ async fn a_frame_sent_right_behind_the_handshake_is_answered() {
     let ticket = status["ticket"].as_str().unwrap();
     // The handshake and a ping in one write: the ping reaches the server
     // with the request, before the socket leaves the HTTP dispatcher.
-    let mut request = format!(
-        "GET /api/rooms/eager/ws?ticket={ticket} HTTP/1.1\r\nHost: x\r\n\
-         Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
-         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
-    )
-    .into_bytes();
+    let mut request = raw_handshake("eager", ticket);
     let ping = br#"{"type":"ping"}"#;
     // A masked text frame; a zero mask leaves the payload as it is.
     request.extend_from_slice(&[0x81, 0x80 | ping.len() as u8, 0, 0, 0, 0]);
@@ -910,12 +959,10 @@ async fn a_frame_declaring_more_than_the_limit_is_refused_at_its_header() {
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", app.port))
         .await
         .unwrap();
-    let handshake = format!(
-        "GET /api/rooms/huge/ws?ticket={ticket} HTTP/1.1\r\nHost: x\r\n\
-         Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
-         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
-    );
-    stream.write_all(handshake.as_bytes()).await.unwrap();
+    stream
+        .write_all(&raw_handshake("huge", ticket))
+        .await
+        .unwrap();
     let mut received = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
     while !String::from_utf8_lossy(&received).contains(r#""type":"status""#) {

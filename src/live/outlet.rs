@@ -32,6 +32,9 @@ struct Inner {
     lane: Option<Arc<Lane>>,
     /// The newest status this socket was sent (see [`Outlet::send_status`]).
     last_sequence: u64,
+    /// Text messages offered so far: the socket's heartbeat pings only a
+    /// socket that was sent none since its last beat.
+    texts_sent: u64,
     /// Set once: nothing more is sent, and the loop closes with this reason.
     closing: Option<CloseReason>,
 }
@@ -85,6 +88,7 @@ impl Outlet {
                 wire,
                 lane: None,
                 last_sequence: 0,
+                texts_sent: 0,
                 closing: None,
             }),
             home,
@@ -122,6 +126,11 @@ impl Outlet {
         self.push(&mut self.inner.lock(), Outgoing::Pong(payload))
     }
 
+    /// How many text messages (statuses among them) the socket was offered.
+    pub fn texts_sent(&self) -> u64 {
+        self.inner.lock().texts_sent
+    }
+
     /// Asks the socket's loop to close with `reason`, after what is queued.
     /// The first reason given wins.
     pub fn close(&self, reason: CloseReason) {
@@ -145,6 +154,9 @@ impl Outlet {
     fn push(&self, inner: &mut Inner, message: Outgoing<'_>) -> Result<(), Refused> {
         if inner.closing.is_some() {
             return Err(Refused::Closing);
+        }
+        if matches!(message, Outgoing::Text(_)) {
+            inner.texts_sent += 1;
         }
         let sent = match (&mut inner.wire, &inner.lane, message) {
             (_, Some(lane), Outgoing::Text(text)) => match lane.send_text(&text) {

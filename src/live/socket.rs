@@ -1,15 +1,17 @@
 //! One visitor's socket loop, as actix-ws sessions are written: it reads the
-//! client's messages, answers pings, pings in turn and watches for silence,
-//! ends when the hub or shutdown asks, and closes with a code on anything it
-//! will not take. It holds the socket's registration, so the hub forgets the
-//! socket however the loop ends.
+//! client's messages, answers pings, pings a quiet socket in turn and gives
+//! up on one that does not answer (see [`Heartbeat`]), ends when the hub or
+//! shutdown asks, and closes with a code on anything it will not take. It
+//! holds the socket's registration, so the hub forgets the socket however
+//! the loop ends.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use actix_ws::{AggregatedMessage, AggregatedMessageStream, CloseCode, CloseReason, Session};
 use serde::Deserialize;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::outlet::{Outlet, close_reason};
@@ -18,7 +20,9 @@ use super::registry::Registration;
 /// The largest message a client may send (frames and fragmented messages alike).
 pub const MAX_MESSAGE_BYTES: usize = 4 * 1024;
 const PING_EVERY: Duration = Duration::from_secs(10);
-const SILENCE_LIMIT: Duration = Duration::from_secs(30);
+/// How long a ping may go unanswered, and (set on the connection by the
+/// relay as `TCP_USER_TIMEOUT`) how long what we sent may go unacknowledged.
+pub const SILENCE_LIMIT: Duration = Duration::from_secs(30);
 /// How long a closing socket may take to send its close frame.
 const CLOSE_LINGER: Duration = Duration::from_secs(2);
 
@@ -48,9 +52,9 @@ impl SocketLoop {
             oversized,
             shutdown,
         } = self;
-        let mut heartbeat = tokio::time::interval(PING_EVERY);
-        heartbeat.tick().await;
-        let mut last_heard = Instant::now();
+        let mut beats = tokio::time::interval(PING_EVERY);
+        beats.tick().await;
+        let mut heartbeat = Heartbeat::default();
         let ending: Option<Option<CloseReason>> = loop {
             tokio::select! {
                 message = messages.recv() => {
@@ -67,7 +71,7 @@ impl SocketLoop {
                             break Some(Some(close_reason(CloseCode::Protocol, "protocol error")));
                         }
                     };
-                    last_heard = Instant::now();
+                    heartbeat.heard();
                     // A refused answer means the socket is closing: the
                     // outlet's close wakes this loop.
                     let _ = match message {
@@ -82,12 +86,15 @@ impl SocketLoop {
                     };
                 }
                 reason = outlet.closing() => break Some(Some(reason)),
-                _ = heartbeat.tick() => {
-                    if last_heard.elapsed() > SILENCE_LIMIT {
+                _ = beats.tick() => match heartbeat.beat(Instant::now(), outlet.texts_sent()) {
+                    Beat::Busy => {}
+                    Beat::Ping => {
+                        let _ = outlet.send_ping();
+                    }
+                    Beat::GiveUp => {
                         break Some(Some(close_reason(CloseCode::Away, "no answer to pings")));
                     }
-                    let _ = outlet.send_ping();
-                }
+                },
                 () = shutdown.cancelled() => {
                     break Some(Some(close_reason(CloseCode::Away, "server shutting down")));
                 }
@@ -100,6 +107,57 @@ impl SocketLoop {
         if let Some(reason) = ending {
             let _ = tokio::time::timeout(CLOSE_LINGER, session.close(reason)).await;
         }
+    }
+}
+
+/// Decides at each beat (every `PING_EVERY`) whether to ping the client
+/// and when to give up on it.
+///
+/// A socket that was sent something since the last beat is not pinged:
+/// the kernel ends its connection if what we sent goes unacknowledged for
+/// `SILENCE_LIMIT` (the relay sets `TCP_USER_TIMEOUT`), which is what a
+/// pong would have told us, since browsers answer pings below the page.
+/// Pinging every socket of a busy room cost the node about as much CPU as
+/// its statuses (BENCHMARKS.md, issue 14 item 4). A quiet socket is pinged
+/// at every beat, and closed once a ping has gone unanswered for
+/// `SILENCE_LIMIT`.
+#[derive(Debug, Default)]
+struct Heartbeat {
+    /// When the oldest ping nothing was heard after was sent.
+    unanswered_since: Option<Instant>,
+    /// The outlet's text count at the last beat.
+    texts_at_last_beat: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Beat {
+    /// Messages are flowing to the client: no ping needed.
+    Busy,
+    Ping,
+    /// A ping went unanswered for `SILENCE_LIMIT`.
+    GiveUp,
+}
+
+impl Heartbeat {
+    /// Anything the client sent (a pong, a message) answers every ping.
+    fn heard(&mut self) {
+        self.unanswered_since = None;
+    }
+
+    fn beat(&mut self, now: Instant, texts_sent: u64) -> Beat {
+        if self
+            .unanswered_since
+            .is_some_and(|since| now.duration_since(since) >= SILENCE_LIMIT)
+        {
+            return Beat::GiveUp;
+        }
+        let busy = texts_sent != self.texts_at_last_beat;
+        self.texts_at_last_beat = texts_sent;
+        if busy {
+            return Beat::Busy;
+        }
+        self.unanswered_since.get_or_insert(now);
+        Beat::Ping
     }
 }
 
@@ -117,4 +175,78 @@ fn reply(text: &str) -> String {
 
 fn error_message(code: &str, message: &str) -> String {
     serde_json::json!({"type": "error", "code": code, "message": message}).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Beats every `PING_EVERY` from `start`, with the outlet's text count
+    /// at each; returns what each beat decided.
+    fn beats(heartbeat: &mut Heartbeat, start: Instant, texts: &[u64]) -> Vec<Beat> {
+        texts
+            .iter()
+            .enumerate()
+            .map(|(i, &sent)| heartbeat.beat(start + PING_EVERY * (i as u32 + 1), sent))
+            .collect()
+    }
+
+    #[test]
+    fn a_socket_that_is_sent_statuses_is_not_pinged_nor_given_up() {
+        let mut heartbeat = Heartbeat::default();
+        let texts: Vec<u64> = (1..=30).map(|beat| beat * 10).collect();
+        let decided = beats(&mut heartbeat, Instant::now(), &texts);
+        assert!(
+            decided.iter().all(|beat| *beat == Beat::Busy),
+            "{decided:?}"
+        );
+    }
+
+    #[test]
+    fn a_quiet_socket_is_pinged_every_beat_and_given_up_after_the_silence_limit() {
+        let mut heartbeat = Heartbeat::default();
+        let decided = beats(&mut heartbeat, Instant::now(), &[0; 5]);
+        // Pinged at 10, 20 and 30 s; the first ping is 30 s old at 40 s.
+        assert_eq!(
+            decided,
+            [
+                Beat::Ping,
+                Beat::Ping,
+                Beat::Ping,
+                Beat::GiveUp,
+                Beat::GiveUp
+            ]
+        );
+    }
+
+    #[test]
+    fn an_answer_resets_the_silence() {
+        let start = Instant::now();
+        let mut heartbeat = Heartbeat::default();
+        assert_eq!(beats(&mut heartbeat, start, &[0, 0, 0]), [Beat::Ping; 3]);
+        heartbeat.heard();
+        let later = start + PING_EVERY * 3;
+        assert_eq!(
+            beats(&mut heartbeat, later, &[0, 0, 0, 0]),
+            [Beat::Ping, Beat::Ping, Beat::Ping, Beat::GiveUp]
+        );
+    }
+
+    #[test]
+    fn an_unanswered_ping_is_given_up_on_even_once_statuses_flow() {
+        let mut heartbeat = Heartbeat::default();
+        // Quiet at the first beat (pinged at 10 s), then sent a status
+        // every beat: the ping still needs its answer by 40 s.
+        let decided = beats(&mut heartbeat, Instant::now(), &[0, 1, 2, 3, 4]);
+        assert_eq!(
+            decided,
+            [
+                Beat::Ping,
+                Beat::Busy,
+                Beat::Busy,
+                Beat::GiveUp,
+                Beat::GiveUp
+            ]
+        );
+    }
 }

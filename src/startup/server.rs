@@ -50,6 +50,7 @@ use crate::http::{
     admin, cookies, draw, extractors, limits, middleware, ops, pages, sale, sockets, visitor,
 };
 use crate::live::lane::Lane;
+use crate::live::socket::SILENCE_LIMIT;
 use crate::live::tasks::Tasks;
 
 /// How long a relay waits on a client that does not read what is written.
@@ -190,8 +191,7 @@ where
 /// actix-ws wants more), what the session sends is drained from the
 /// response body into the socket's lane, whose waiting bytes it writes.
 async fn relay(io: Arc<TcpStream>, lane: Arc<Lane>, mut payload: PipeWriter, body: BoxBody) {
-    // Statuses are single small frames: send each at once.
-    let _ = io.set_nodelay(true);
+    tune_for_websocket(&io);
     let mut body = pin!(body);
     let mut relay = Relay::default();
     let ended = poll_fn(|cx| relay.poll(cx, &io, &lane, &mut payload, body.as_mut())).await;
@@ -199,6 +199,15 @@ async fn relay(io: Arc<TcpStream>, lane: Arc<Lane>, mut payload: PipeWriter, bod
     if ended == Ended::Closed {
         linger(&io).await;
     }
+}
+
+/// Statuses are single small frames: each is sent at once (no Nagle). And
+/// the kernel ends a connection whose sent bytes go unacknowledged for
+/// `SILENCE_LIMIT`: that is how a socket the fan-out keeps busy is found
+/// dead, since its heartbeat pings only quiet sockets (`live::socket`).
+fn tune_for_websocket(io: &TcpStream) {
+    let _ = io.set_nodelay(true);
+    let _ = SockRef::from(io).set_tcp_user_timeout(Some(SILENCE_LIMIT));
 }
 
 /// How a relay ended.
@@ -453,4 +462,22 @@ pub fn serve_metrics(state: web::Data<AppState>, address: &str) -> io::Result<(S
     .listen(listener)?
     .run();
     Ok((server, port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_websocket_connection_sends_at_once_and_has_the_silence_limit_as_its_user_timeout() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap());
+        let (client, accepted) = tokio::join!(client, listener.accept());
+        let (server, _) = accepted.unwrap();
+        tune_for_websocket(&server);
+        let socket = SockRef::from(&server);
+        assert_eq!(socket.tcp_user_timeout().unwrap(), Some(SILENCE_LIMIT));
+        assert!(server.nodelay().unwrap());
+        drop(client);
+    }
 }
