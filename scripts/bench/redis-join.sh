@@ -2,13 +2,21 @@
 # Usage: scripts/bench/redis-join.sh NODES C (after cargo build --release --workspace).
 # HTTP joins/s (the page's body) on NODES nodes sharing one Redis, between two
 # redis-benchmark runs of the join script itself (EVALSHA, C connections) on the same Redis.
-# Figures go to stdout and stderr; the tool's JSON to $OUT (default /tmp).
+# The joins are sent twice, 10 s each: by waitroom-load's join mode (reqwest), then
+# by wrk (scripts/bench/join.lua, one single-threaded wrk per node, C connections
+# in all), a client that leaves more of the 2 cores to Redis and the nodes.
+# Figures go to stdout and stderr; the tool's JSON and wrk's output to $OUT (default /tmp).
 set -eu
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp}
 NODES=$1 C=$2 RPORT=16400 PORT=18500 N=300000
 ulimit -n 20000
 cpu() { awk '{print ($14+$15)/100}' /proc/$1/stat; }
+# CPU seconds of several processes, and of the whole machine (busy, of all cores).
+cpus() { local t=0; for p in "$@"; do t=$(awk -v t=$t -v c=$(cpu $p) 'BEGIN{print t+c}'); done; echo $t; }
+busy() { awk '/^cpu /{print ($2+$3+$4+$7+$8)/100}' /proc/stat; }
+rate() { awk -v a=$1 -v b=$2 -v t=$3 -v u=$4 'BEGIN{printf "%.2f", (b-a)/(u-t)}'; }
+command -v wrk >/dev/null || apt-get install -y wrk >/dev/null
 redis-server --port $RPORT --bind 127.0.0.1 --save "" --appendonly no --daemonize no >/dev/null &
 rpid=$!; pids=(); urls=()
 for i in $(seq 0 $((NODES-1))); do
@@ -38,10 +46,23 @@ target/release/waitroom-load --json join --url "$(IFS=,; echo "${urls[*]}")" --r
   --admin-token TTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTT --create-room --concurrency $C --duration 10 \
   --server-pid "$(IFS=,; echo "${pids[*]}")" > $OUT/rj-$NODES-$C.json 2>$OUT/rj-$NODES-$C.log
 joins=$(jq .join.per_s $OUT/rj-$NODES-$C.json)
-echo "redis-server during the joins: $(awk -v a=$c0 -v b=$(cpu $rpid) -v t=$t0 -v u=$(date +%s.%N) \
-  'BEGIN{printf "%.2f", (b-a)/(u-t)}') cores" >&2
+echo "redis-server during the tool's joins: $(rate $c0 $(cpu $rpid) $t0 $(date +%s.%N)) cores" >&2
+echo "joins (waitroom-load): $(jq -c '.join | {per_s, latency, errors}' $OUT/rj-$NODES-$C.json 2>/dev/null)" >&2
+c0=$(cpu $rpid); n0=$(cpus "${pids[@]}"); m0=$(busy); t0=$(date +%s.%N); wrks=()
+for i in $(seq 0 $((NODES-1))); do
+  wrk -t1 -c$(( (C + i) / NODES )) -d10s --latency -s scripts/bench/join.lua \
+    "${urls[$i]}/api/rooms/bench/join" > $OUT/rj-wrk-$NODES-$C-$i.log &
+  wrks+=($!)
+done
+wait "${wrks[@]}"
+t1=$(date +%s.%N)
+echo "during wrk's joins: redis-server $(rate $c0 $(cpu $rpid) $t0 $t1), node(s) $(rate $n0 $(cpus "${pids[@]}") $t0 $t1), machine $(rate $m0 $(busy) $t0 $t1) cores busy" >&2
+wrk_joins=$(cat $OUT/rj-wrk-$NODES-$C-*.log | awk '/Requests\/sec/{s+=$2} END{print s}')
+grep -h '    99%\|Non-2xx\|Socket errors' $OUT/rj-wrk-$NODES-$C-*.log | sed 's/^ */wrk: /' >&2
 after=$(rb)
-echo "joins: $(jq -c '.join | {per_s, latency, errors}' $OUT/rj-$NODES-$C.json 2>/dev/null)" >&2
-awk -v j=$joins -v b=$before -v a=$after 'BEGIN{printf "%d node(s), c=%d: %.0f joins/s; redis-benchmark %.0f before, %.0f after; joins/s ÷ their mean = %.3f\n", '$NODES', '$C', j, b, a, 2*j/(a+b)}'
+for client in "waitroom-load $joins" "wrk $wrk_joins"; do
+  set -- $client
+  awk -v j=$2 -v b=$before -v a=$after 'BEGIN{printf "%d node(s), c=%d, %s: %.0f joins/s; redis-benchmark %.0f before, %.0f after; joins/s ÷ their mean = %.3f\n", '$NODES', '$C', "'$1'", j, b, a, 2*j/(a+b)}'
+done
 echo "end $(date -u +%H:%M:%S) $(cat /proc/loadavg)" >&2
 kill "${pids[@]}" $rpid; wait
