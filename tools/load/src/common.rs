@@ -14,6 +14,8 @@ pub const MAX_COUNT: u64 = 10_000_000;
 pub const MAX_DURATION_S: u64 = 300;
 /// The longest sockets may be held.
 pub const MAX_HOLD_S: u64 = 600;
+/// The longest `idle --warmup`: past the first heartbeat wave's start.
+pub const MAX_WARMUP_S: u64 = 1_200;
 /// The most sockets one run opens (the open-files limit usually stops it
 /// well before this).
 pub const MAX_SOCKETS: u64 = 200_000;

@@ -40,7 +40,9 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use waitroom::words::RoomId;
 
-use common::{MAX_COUNT, MAX_DURATION_S, MAX_HOLD_S, MAX_ROOMS, MAX_SOCKETS, MAX_VISITORS};
+use common::{
+    MAX_COUNT, MAX_DURATION_S, MAX_HOLD_S, MAX_ROOMS, MAX_SOCKETS, MAX_VISITORS, MAX_WARMUP_S,
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -255,8 +257,10 @@ struct IdleArgs {
     #[arg(long, value_delimiter = ',')]
     server_pid: Vec<u32>,
     /// Seconds to wait before the window (each node asks every room once at
-    /// start; empty rooms then settle to one ask per 60–120 s). At most 600.
-    #[arg(long, default_value_t = 150, value_parser = clap::value_parser!(u64).range(0..=MAX_HOLD_S))]
+    /// start; an empty room is then asked again after a pause of 0.5–1 times
+    /// the heartbeat's period, 1,333 s for 10,000 rooms). At most 1,200, so
+    /// a window can hold the first heartbeat wave (667–1,333 s).
+    #[arg(long, default_value_t = 150, value_parser = clap::value_parser!(u64).range(0..=MAX_WARMUP_S))]
     warmup: u64,
     /// Seconds measured (at most 600).
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=MAX_HOLD_S))]
