@@ -35,8 +35,7 @@ rb() {
     'wr:{rb}:room' 'wr:{rb}:line' 'wr:{rb}:seen' 'wr:{rb}:visitors' 'wr:{rb}:active' 'wr:{rb}:admissions' \
     'wr:{rb}:arrivals' 'wr:{rb}:users' 'wr:{rb}:draw' 'wr:{rb}:entries' 'wr:{rb}:join-limit:' 'wr:{rb}:pow:' \
     PUBLISH "" 0000__rand_int__ "" "" "" "" "" "" | tail -1)
-  echo "redis-benchmark: $line; redis-server $(awk -v a=$c0 -v b=$(cpu $rpid) -v t=$t0 -v u=$(date +%s.%N) \
-    'BEGIN{printf "%.2f", (b-a)/(u-t)}') cores" >&2
+  echo "redis-benchmark: $line; redis-server $(rate $c0 $(cpu $rpid) $t0 $(date +%s.%N)) cores" >&2
   echo "$line" | cut -d, -f2 | tr -d '"'
 }
 echo "start $(date -u +%H:%M:%S) $(cat /proc/loadavg); $(git log --oneline -1 | cut -c1-8); redis line: $(redis-cli -p $RPORT zcard 'wr:{rb}:line')" >&2
