@@ -15,12 +15,11 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reqwest::header::{AUTHORIZATION, COOKIE, LOCATION};
 use serde_json::json;
 use support::TestApp;
-use support::redis::free_port;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -66,19 +65,20 @@ struct Nginx {
 }
 
 impl Nginx {
-    /// Runs `http_block` (what goes in `http { … }`, with `listen 80;`) on a free port.
+    /// Runs `http_block` (what goes in `http { … }`, with `listen 80;`) on a
+    /// free port (another, when nginx finds it taken).
     fn start(http_block: &str) -> Self {
         assert!(
             std::path::Path::new(NGINX).exists(),
             "{NGINX} is needed for this test: apt-get install nginx (./scripts/test installs it)"
         );
-        let dir = std::env::temp_dir().join(format!(
-            "waitroom-nginx-{}-{}",
-            std::process::id(),
-            free_port()
-        ));
+        support::ports::start_on_free_port("nginx", |port| Self::start_on(http_block, port))
+    }
+
+    fn start_on(http_block: &str, port: u16) -> Result<Self, String> {
+        let dir =
+            std::env::temp_dir().join(format!("waitroom-nginx-{}-{port}", std::process::id()));
         std::fs::create_dir_all(dir.join("logs")).unwrap();
-        let port = free_port();
         let http_block = replaced(
             http_block,
             "listen 80;",
@@ -104,7 +104,7 @@ impl Nginx {
         );
         let config_path = dir.join("nginx.conf");
         std::fs::write(&config_path, config).unwrap();
-        let child = Command::new(NGINX)
+        let mut child = Command::new(NGINX)
             .arg("-p")
             .arg(&dir)
             .arg("-e")
@@ -116,29 +116,13 @@ impl Nginx {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap_or_else(|e| panic!("{NGINX} did not start: {e}"));
-        let mut nginx = Self { port, dir, child };
-        nginx.wait_until_listening();
-        nginx
-    }
-
-    fn wait_until_listening(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!(
-                    "nginx exited with {status}:\n{}",
-                    std::fs::read_to_string(self.dir.join("logs/error.log")).unwrap_or_default()
-                );
+        match support::ports::wait_until_listening(&mut child, port, Duration::from_secs(10)) {
+            Ok(()) => Ok(Self { port, dir, child }),
+            Err(reason) => {
+                let log = std::fs::read_to_string(dir.join("logs/error.log")).unwrap_or_default();
+                let _ = std::fs::remove_dir_all(&dir);
+                Err(format!("{reason}:\n{log}"))
             }
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "nginx did not listen on {}",
-                self.port
-            );
-            std::thread::sleep(Duration::from_millis(50));
         }
     }
 

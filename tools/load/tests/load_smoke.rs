@@ -10,12 +10,12 @@
 //! runs whatever server binary was last built there.
 
 use std::io::Read;
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use waitroom_testkit::ports::spawn_listening;
 
 const ADMIN_TOKEN: &str = "load-smoke-admin-token-of-32-chars-or-more";
 /// Every tool run here is bounded by its own flags; this only catches a hang.
@@ -32,14 +32,6 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The server binary: `WAITROOM_BIN`, or `waitroom` beside the load tool.
@@ -74,31 +66,26 @@ fn two_nodes_on_one_redis() -> (waitroom_testkit::redis::RedisServer, [Server; 2
 }
 
 fn start_server_with(extra: &[&str]) -> Server {
-    let port = free_port();
-    let child = Command::new(server_binary())
-        .args([
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--admin-token",
-            ADMIN_TOKEN,
-            "--secret",
-            "load-smoke-secret",
-        ])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the server starts");
-    let server = Server {
+    let (child, port) = spawn_listening("the server", Duration::from_secs(30), |port| {
+        let mut command = Command::new(server_binary());
+        command
+            .args([
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--admin-token",
+                ADMIN_TOKEN,
+                "--secret",
+                "load-smoke-secret",
+            ])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        command
+    });
+    Server {
         child,
         url: format!("http://127.0.0.1:{port}"),
-    };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the server did not listen");
-        std::thread::sleep(Duration::from_millis(20));
     }
-    server
 }
 
 /// Runs the load tool; returns its exit status, stdout and stderr.

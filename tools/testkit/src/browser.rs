@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use fantoccini::{Client, ClientBuilder};
 use serde_json::{Value, json};
 
-use crate::redis::free_port;
+use crate::ports::spawn_listening;
 
 const DEFAULT_CHROMIUM: &str = "/usr/bin/chromium";
 const DEFAULT_CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -68,15 +68,21 @@ impl Driver {
     pub async fn start() -> Self {
         let chromedriver = tool("WAITROOM_CHROMEDRIVER", DEFAULT_CHROMEDRIVER);
         tool("WAITROOM_CHROMIUM", DEFAULT_CHROMIUM);
-        let port = free_port();
-        let child = Command::new(&chromedriver)
-            .arg(format!("--port={port}"))
-            .arg("--allowed-ips=127.0.0.1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("could not start {}: {e}", chromedriver.display()));
+        // Listening is not ready: it answers /status once it is.
+        let (child, port) = tokio::task::spawn_blocking(move || {
+            spawn_listening("chromedriver", Duration::from_secs(20), |port| {
+                let mut command = Command::new(&chromedriver);
+                command
+                    .arg(format!("--port={port}"))
+                    .arg("--allowed-ips=127.0.0.1")
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null());
+                command
+            })
+        })
+        .await
+        .expect("chromedriver starts");
         let driver = Self {
             child,
             port,

@@ -6,9 +6,10 @@
 
 pub mod browser;
 pub mod draw;
+pub mod ports;
 pub mod redis;
 
-pub use redis::free_port;
+pub use ports::free_port;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -4,6 +4,9 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub use crate::ports::free_port;
+use crate::ports::{free_cluster_port, start_on_ports};
+
 pub struct RedisServer {
     pub port: u16,
     pub dir: std::path::PathBuf,
@@ -11,14 +14,8 @@ pub struct RedisServer {
     args: Vec<String>,
 }
 
-/// A port nothing listens on right now.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+/// How long a server may take to answer after it was started.
+const STARTUP: Duration = Duration::from_secs(10);
 
 impl RedisServer {
     /// Starts a server without persistence.
@@ -28,27 +25,35 @@ impl RedisServer {
 
     /// Starts a server with extra arguments (say `--appendonly yes`).
     pub fn start_with(extra: &[&str]) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "waitroom-redis-{}-{}",
-            std::process::id(),
-            rand_suffix()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut server = Self {
-            port: free_port(),
-            dir,
-            child: None,
-            args: extra.iter().map(|a| a.to_string()).collect(),
-        };
-        server.launch();
-        server
+        Self::start_on(free_port, "redis", extra)
+    }
+
+    /// Starts one on a port from `choose` (a fresh one for each attempt).
+    fn start_on(choose: fn() -> u16, kind: &str, extra: &[&str]) -> Self {
+        start_on_ports("redis-server", choose, |port| {
+            let dir = temp_dir(kind);
+            let mut server = Self {
+                port,
+                dir,
+                child: None,
+                args: extra.iter().map(|a| a.to_string()).collect(),
+            };
+            server.launch().map(|()| server)
+        })
     }
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
-    fn launch(&mut self) {
+    /// The server's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Starts the process and waits until it answers; `Err` when it exits
+    /// first (its port was taken) or never answers.
+    fn launch(&mut self) -> Result<(), String> {
         let child = Command::new("redis-server")
             .args([
                 "--port",
@@ -65,22 +70,53 @@ impl RedisServer {
             .expect(
                 "redis-server is needed for these tests: run ./scripts/test, which installs it",
             );
+        let pid = child.id();
         self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + STARTUP;
         loop {
-            let client = redis::Client::open(self.url()).unwrap();
-            if let Ok(mut connection) = client.get_connection()
-                && redis::cmd("PING").query::<String>(&mut connection).is_ok()
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
             {
-                return;
+                self.child = None;
+                return Err(format!("redis-server exited with {status}"));
             }
-            assert!(
-                Instant::now() < deadline,
-                "redis-server did not start on port {}",
-                self.port
-            );
+            // Answered by this very process (not another that holds the
+            // port), with its data loaded.
+            if self.server_pid() == Some(pid) && self.loaded() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                self.stop();
+                return Err(format!("redis-server did not answer within {STARTUP:?}"));
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// The `process_id` of whatever Redis answers on this port.
+    fn server_pid(&self) -> Option<u32> {
+        self.info("server")?
+            .lines()
+            .find_map(|line| line.strip_prefix("process_id:"))
+            .and_then(|pid| pid.trim().parse().ok())
+    }
+
+    /// A section of `INFO` (answered while loading, too).
+    fn info(&self, section: &str) -> Option<String> {
+        let client = redis::Client::open(self.url()).ok()?;
+        let mut connection = client
+            .get_connection_with_timeout(Duration::from_secs(1))
+            .ok()?;
+        redis::cmd("INFO").arg(section).query(&mut connection).ok()
+    }
+
+    /// Whether the server finished loading its data (it answers `LOADING`
+    /// to every command but a few until then).
+    fn loaded(&self) -> bool {
+        self.info("persistence")
+            .is_some_and(|info| info.lines().any(|line| line.trim() == "loading:0"))
     }
 
     /// Stops the server (SIGKILL: as abrupt as a crash).
@@ -91,11 +127,30 @@ impl RedisServer {
         }
     }
 
-    /// Starts it again on the same port and directory.
+    /// Starts it again on the same port and directory (the port it just
+    /// left; tried again for a moment if the kernel still holds it).
     pub fn restart(&mut self) {
         self.stop();
-        self.launch();
+        let deadline = Instant::now() + STARTUP;
+        while let Err(reason) = self.launch() {
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not start again on port {}: {reason}",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
+}
+
+fn temp_dir(kind: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "waitroom-{kind}-{}-{}",
+        std::process::id(),
+        rand_suffix()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 fn rand_suffix() -> u64 {
@@ -111,48 +166,51 @@ impl Drop for RedisServer {
     }
 }
 
-/// A local Redis Cluster of three masters, no replicas, for one test.
+/// A local Redis Cluster of three masters, with replicas or without, for
+/// one test. Failures are detected within a second (`cluster-node-timeout`),
+/// and a replica takes over however long it was cut off, so a test can kill
+/// a master and see a replica promoted in a few seconds.
 pub struct RedisCluster {
+    /// The masters as created first, then their replicas.
     nodes: Vec<RedisServer>,
 }
 
-/// A port whose cluster bus port (+10000) is free too.
-fn free_cluster_port() -> u16 {
-    loop {
-        let port = free_port();
-        if port < 55_000 && std::net::TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
-            return port;
-        }
-    }
+/// One line of `CLUSTER NODES`.
+struct ClusterNode {
+    id: String,
+    port: u16,
+    master: bool,
+    failed: bool,
+    /// The master's id, for a replica.
+    replica_of: Option<String>,
+    slots: Vec<(u16, u16)>,
 }
 
 impl RedisCluster {
     pub fn start() -> Self {
-        let nodes: Vec<RedisServer> = (0..3)
+        Self::start_with_replicas(0)
+    }
+
+    /// Three masters with `replicas` replicas each.
+    pub fn start_with_replicas(replicas: usize) -> Self {
+        let nodes: Vec<RedisServer> = (0..3 * (1 + replicas))
             .map(|_| {
-                let dir = std::env::temp_dir().join(format!(
-                    "waitroom-cluster-{}-{}",
-                    std::process::id(),
-                    rand_suffix()
-                ));
-                std::fs::create_dir_all(&dir).unwrap();
-                let mut node = RedisServer {
-                    port: free_cluster_port(),
-                    dir,
-                    child: None,
-                    args: [
+                RedisServer::start_on(
+                    free_cluster_port,
+                    "cluster",
+                    &[
                         "--cluster-enabled",
                         "yes",
+                        "--cluster-node-timeout",
+                        "1000",
+                        "--cluster-replica-validity-factor",
+                        "0",
                         "--save",
                         "",
                         "--appendonly",
                         "no",
-                    ]
-                    .map(String::from)
-                    .to_vec(),
-                };
-                node.launch();
-                node
+                    ],
+                )
             })
             .collect();
         let addresses: Vec<String> = nodes
@@ -163,7 +221,7 @@ impl RedisCluster {
             .arg("--cluster")
             .arg("create")
             .args(&addresses)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
@@ -171,25 +229,18 @@ impl RedisCluster {
                 "redis-cli is needed for the cluster tests: run ./scripts/test, which installs it",
             );
         assert!(created.success(), "redis-cli --cluster create failed");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        for node in &nodes {
-            let client = redis::Client::open(node.url()).unwrap();
-            let mut connection = client.get_connection().unwrap();
-            loop {
-                let info: String = redis::cmd("CLUSTER")
-                    .arg("INFO")
-                    .query(&mut connection)
-                    .unwrap();
-                if info.contains("cluster_state:ok") {
-                    break;
-                }
+        let cluster = Self { nodes };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for node in 0..cluster.nodes.len() {
+            while !cluster.node_sees_everyone_ok(node) {
                 assert!(Instant::now() < deadline, "the cluster did not come up");
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
-        Self { nodes }
+        cluster
     }
 
+    /// The URL of the cluster, every node a seed.
     pub fn url(&self) -> String {
         let hosts: Vec<String> = self
             .nodes
@@ -197,5 +248,219 @@ impl RedisCluster {
             .map(|n| format!("127.0.0.1:{}", n.port))
             .collect();
         format!("redis+cluster://{}/", hosts.join(","))
+    }
+
+    pub fn node(&self, index: usize) -> &RedisServer {
+        &self.nodes[index]
+    }
+
+    /// The node (an index into the cluster's nodes) that serves `key` now.
+    pub fn master_of(&self, key: &str) -> usize {
+        let slot = self.slot_of(key);
+        let nodes = self.cluster_nodes();
+        let master = nodes
+            .iter()
+            .find(|n| {
+                n.master && !n.failed && n.slots.iter().any(|&(a, b)| (a..=b).contains(&slot))
+            })
+            .unwrap_or_else(|| panic!("no master serves slot {slot}"));
+        self.index_of(master.port)
+    }
+
+    /// The replicas of a master, as the cluster sees them now.
+    pub fn replicas_of(&self, master: usize) -> Vec<usize> {
+        let nodes = self.cluster_nodes();
+        let port = self.nodes[master].port;
+        let id = &nodes.iter().find(|n| n.port == port).unwrap().id;
+        nodes
+            .iter()
+            .filter(|n| n.replica_of.as_ref() == Some(id))
+            .map(|n| self.index_of(n.port))
+            .collect()
+    }
+
+    /// Kills a node (SIGKILL, as a crash).
+    pub fn kill(&mut self, node: usize) {
+        self.nodes[node].stop();
+    }
+
+    /// Stalls a node (SIGSTOP): it holds its connections and answers nothing.
+    pub fn pause(&self, node: usize) {
+        self.signal(node, "-STOP");
+    }
+
+    /// Lets a stalled node go on (SIGCONT).
+    pub fn resume(&self, node: usize) {
+        self.signal(node, "-CONT");
+    }
+
+    fn signal(&self, node: usize, signal: &str) {
+        let pid = self.nodes[node].pid().expect("the node runs");
+        let sent = Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill {signal} {pid}");
+    }
+
+    /// Cuts a master's links to its replicas (`CLIENT KILL TYPE replica`):
+    /// what it writes until they reconnect reaches none of them.
+    pub fn cut_replica_links(&self, master: usize) {
+        let mut connection = self.connect(master);
+        let _: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("replica")
+            .query(&mut connection)
+            .expect("CLIENT KILL TYPE replica");
+    }
+
+    /// Waits until a node other than `old` serves `key` and every live node
+    /// sees the cluster whole again; the new master.
+    pub fn wait_for_failover(&self, key: &str, old: usize, within: Duration) -> usize {
+        let deadline = Instant::now() + within;
+        loop {
+            let live: Vec<usize> = (0..self.nodes.len())
+                .filter(|&i| self.nodes[i].pid().is_some())
+                .collect();
+            if let Some(&asked) = live.first() {
+                let slot = self.slot_of_via(asked, key);
+                let promoted = self.cluster_nodes_of(asked).into_iter().find(|n| {
+                    n.master
+                        && !n.failed
+                        && n.port != self.nodes[old].port
+                        && n.slots.iter().any(|&(a, b)| (a..=b).contains(&slot))
+                });
+                if let Some(promoted) = promoted
+                    && live.iter().all(|&i| self.node_sees_cluster_ok(i))
+                {
+                    return self.index_of(promoted.port);
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no replica took over {key}'s slot within {within:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn index_of(&self, port: u16) -> usize {
+        self.nodes.iter().position(|n| n.port == port).unwrap()
+    }
+
+    fn connect(&self, node: usize) -> redis::Connection {
+        redis::Client::open(self.nodes[node].url())
+            .unwrap()
+            .get_connection_with_timeout(Duration::from_secs(1))
+            .unwrap_or_else(|e| panic!("cluster node {node}: {e}"))
+    }
+
+    /// A live node to ask.
+    fn any_live(&self) -> usize {
+        (0..self.nodes.len())
+            .find(|&i| self.nodes[i].pid().is_some())
+            .expect("a cluster node runs")
+    }
+
+    fn slot_of(&self, key: &str) -> u16 {
+        self.slot_of_via(self.any_live(), key)
+    }
+
+    fn slot_of_via(&self, node: usize, key: &str) -> u16 {
+        redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut self.connect(node))
+            .unwrap()
+    }
+
+    fn cluster_nodes(&self) -> Vec<ClusterNode> {
+        self.cluster_nodes_of(self.any_live())
+    }
+
+    fn cluster_nodes_of(&self, node: usize) -> Vec<ClusterNode> {
+        let text: String = redis::cmd("CLUSTER")
+            .arg("NODES")
+            .query(&mut self.connect(node))
+            .unwrap();
+        text.lines().filter_map(parse_cluster_node).collect()
+    }
+
+    fn node_sees_cluster_ok(&self, node: usize) -> bool {
+        let Ok(info) = redis::cmd("CLUSTER")
+            .arg("INFO")
+            .query::<String>(&mut self.connect(node))
+        else {
+            return false;
+        };
+        info.contains("cluster_state:ok")
+    }
+
+    /// The cluster is ok on `node`, and it knows every node, none failing.
+    fn node_sees_everyone_ok(&self, node: usize) -> bool {
+        self.node_sees_cluster_ok(node) && {
+            let nodes = self.cluster_nodes_of(node);
+            nodes.len() == self.nodes.len() && nodes.iter().all(|n| !n.failed)
+        }
+    }
+}
+
+/// `<id> <ip:port@bus> <flags> <master> <ping> <pong> <epoch> <link> <slots…>`
+fn parse_cluster_node(line: &str) -> Option<ClusterNode> {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    let port = fields
+        .get(1)?
+        .split(['@', ','])
+        .next()?
+        .rsplit(':')
+        .next()?
+        .parse()
+        .ok()?;
+    let flags = fields.get(2)?;
+    let slots = fields
+        .iter()
+        .skip(8)
+        .filter(|range| !range.starts_with('['))
+        .filter_map(|range| match range.split_once('-') {
+            Some((a, b)) => Some((a.parse().ok()?, b.parse().ok()?)),
+            None => range.parse().ok().map(|s| (s, s)),
+        })
+        .collect();
+    Some(ClusterNode {
+        id: fields[0].to_owned(),
+        port,
+        master: flags.contains("master"),
+        failed: flags.contains("fail") || flags.contains("noaddr"),
+        replica_of: (fields.get(3)? != &"-").then(|| fields[3].to_owned()),
+        slots,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU16, Ordering};
+
+    static TAKEN: AtomicU16 = AtomicU16::new(0);
+
+    /// The taken port first, then fresh ones.
+    fn taken_then_free() -> u16 {
+        match TAKEN.swap(0, Ordering::SeqCst) {
+            0 => free_port(),
+            port => port,
+        }
+    }
+
+    #[test]
+    fn redis_starts_on_another_port_when_its_port_was_taken_meanwhile() {
+        // Another process's listener on the port chosen first (as in the CI
+        // failure: chosen free, then taken before redis-server bound it).
+        let intruder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let taken = intruder.local_addr().unwrap().port();
+        TAKEN.store(taken, Ordering::SeqCst);
+        let server = RedisServer::start_on(taken_then_free, "redis", &["--save", ""]);
+        assert_ne!(server.port, taken);
+        assert_eq!(server.server_pid(), server.pid(), "our own server answers");
     }
 }
