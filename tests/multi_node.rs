@@ -319,6 +319,50 @@ async fn redis_going_away_is_a_503_and_nothing_is_lost_when_it_returns() {
     assert_eq!(next_status(&mut waiting[1].1).await["position"], 1);
 }
 
+/// A status call on a connection of its own: a node's HTTP workers take
+/// new connections in turn, so consecutive calls reach every worker.
+async fn status_on_a_new_connection(app: &TestApp, ticket: &str) -> reqwest::StatusCode {
+    reqwest::Client::new()
+        .get(app.url("/api/rooms/back/status"))
+        .bearer_auth(ticket)
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_first_call_on_every_worker_after_redis_returns_succeeds() {
+    let redis = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut nodes = Nodes::start_on(redis, 1).await;
+    let app = &nodes.apps[0];
+    app.create_room("back", json!({"paused": true})).await;
+    let ticket = app.join_api("back").await["ticket"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let calls = 4 * Settings::for_tests().workers.unwrap();
+    for _ in 0..calls {
+        assert_eq!(status_on_a_new_connection(app, &ticket).await, 200);
+    }
+
+    // Redis restarts while nobody calls the node (only its promoter and hub
+    // do). The outage outlasts every connection's reconnect attempts (a few
+    // hundred milliseconds), as a real restart does: this is the outage's
+    // length, not a wait for something to happen.
+    nodes.redis.stop();
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    nodes.redis.restart();
+
+    for call in 0..calls {
+        assert_eq!(
+            status_on_a_new_connection(app, &ticket).await,
+            200,
+            "call {call} after Redis returned"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_room_the_store_lost_tells_its_sockets_and_closes_them() {
     let nodes = Nodes::start(2).await;

@@ -102,10 +102,13 @@ enum Connection {
 
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        let send = move |mut c: ConnectionManager| async move { c.send_packed_command(cmd).await };
         match self {
-            Connection::Single(c) => c.req_packed_command(cmd),
+            Connection::Single(c) => Box::pin(again_if_it_never_ran(c, send)),
             Connection::Cluster(c) => c.req_packed_command(cmd),
-            Connection::Worker(c, workers) => workers.watch(c.req_packed_command(cmd)),
+            Connection::Worker(c, workers) => {
+                workers.watch(Box::pin(again_if_it_never_ran(c, send)))
+            }
         }
     }
 
@@ -115,11 +118,14 @@ impl ConnectionLike for Connection {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
+        let send = move |mut c: ConnectionManager| async move {
+            c.send_packed_commands(cmd, offset, count).await
+        };
         match self {
-            Connection::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Connection::Single(c) => Box::pin(again_if_it_never_ran(c, send)),
             Connection::Cluster(c) => c.req_packed_commands(cmd, offset, count),
             Connection::Worker(c, workers) => {
-                workers.watch(c.req_packed_commands(cmd, offset, count))
+                workers.watch(Box::pin(again_if_it_never_ran(c, send)))
             }
         }
     }
@@ -128,6 +134,44 @@ impl ConnectionLike for Connection {
         match self {
             Connection::Single(c) | Connection::Worker(c, _) => c.get_db(),
             Connection::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// Sends a request, and again when an attempt is known not to have run:
+/// - it could not even connect. A manager whose reconnect attempts ran out
+///   while Redis was away keeps that failure as its connection until a call
+///   finds it: that call, the first after Redis returns, fails without
+///   having reached Redis (and sets the manager reconnecting), so it is sent
+///   once more, whatever it does;
+/// - Redis answered that it is still loading its data after a restart (it
+///   ran nothing): sent again after a pause, for up to a second.
+///
+/// A connection that broke while a request was out is not retried: the
+/// request may have run.
+async fn again_if_it_never_ran<T, Sent>(
+    connection: &ConnectionManager,
+    send: impl Fn(ConnectionManager) -> Sent,
+) -> Result<T, RedisError>
+where
+    Sent: Future<Output = Result<T, RedisError>>,
+{
+    const LOADING_PAUSE: Duration = Duration::from_millis(100);
+    const LOADING_ATTEMPTS: usize = 10;
+    let mut reconnected = false;
+    let mut loading = 0;
+    loop {
+        match send(connection.clone()).await {
+            Err(error) if error.is_connection_refusal() && !reconnected => reconnected = true,
+            Err(error)
+                if error.kind()
+                    == redis::ErrorKind::Server(redis::ServerErrorKind::BusyLoading)
+                    && loading < LOADING_ATTEMPTS =>
+            {
+                loading += 1;
+                tokio::time::sleep(LOADING_PAUSE).await;
+            }
+            answer => return answer,
         }
     }
 }
@@ -156,10 +200,10 @@ pub struct RedisStore {
 /// crossed from its actix worker to the multiplexer's task on another
 /// thread and back: those wake-ups were the biggest part of a node's CPU per
 /// Redis join (BENCHMARKS.md, issue 14, item 3). Each reconnects by itself
-/// (RESP3 tells it of a disconnect); one that failed a call is dropped and
-/// made again on the worker's next call, so after an outage longer than its
-/// reconnect attempts, each worker fails at most one call, as the shared
-/// connection fails at most one for the whole node.
+/// (RESP3 tells it of a disconnect), and a call that finds its reconnect
+/// attempts spent is sent again ([`again_if_it_never_ran`]), so the first
+/// call after Redis returns succeeds; one that failed a call is dropped and
+/// made again on the worker's next call.
 struct WorkerConnections {
     client: redis::Client,
     config: ConnectionManagerConfig,
