@@ -342,3 +342,125 @@ async fn tickets_and_passes_in_the_address_never_reach_the_logs() {
         "X-Forwarded-For from an untrusted peer is not believed:\n{logs}"
     );
 }
+
+/// Sends `request` on a connection of its own and reads until the server
+/// closes it: the whole answer. Fails if no answer, or no close, comes.
+async fn answer_then_close(port: u16, request: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    stream.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut answer)).await;
+    let shown = String::from_utf8_lossy(&answer).into_owned();
+    match read {
+        Ok(Ok(_)) => shown,
+        // A reset after the whole answer still closes the connection.
+        Ok(Err(error)) if error.kind() == std::io::ErrorKind::ConnectionReset => shown,
+        Ok(Err(error)) => panic!("the connection failed: {error}; read {shown:?}"),
+        Err(_) => panic!("no answer, or the connection was left open; read {shown:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_upgrade_header_on_a_route_that_reads_a_body_is_answered_and_closed() {
+    let app = spawn().await;
+    app.create_room("upgrades", json!({})).await;
+    app.admin(Method::PUT, "/api/admin/rooms/upgrades/sale")
+        .json(&json!({"stock": 5}))
+        .send()
+        .await
+        .unwrap();
+    let pass = app.pass_for("upgrades").await;
+    let token = app.admin_token.clone();
+    let upgrade = "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+                   Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==";
+    let with_body = |head: &str, content_type: &str, body: &str| {
+        format!(
+            "{head} HTTP/1.1\r\nHost: x\r\n{upgrade}\r\nContent-Type: {content_type}\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let cases = [
+        (
+            "join, with its body",
+            with_body("POST /api/rooms/upgrades/join", "application/json", "{}"),
+        ),
+        (
+            "join, without a body",
+            format!("POST /api/rooms/upgrades/join HTTP/1.1\r\nHost: x\r\n{upgrade}\r\n\r\n"),
+        ),
+        (
+            "the admin login form",
+            with_body(
+                "POST /admin/login",
+                "application/x-www-form-urlencoded",
+                "token=x&csrf=y",
+            ),
+        ),
+        (
+            "an admin JSON route",
+            with_body(
+                "PATCH /api/admin/rooms/upgrades",
+                "application/json",
+                r#"{"paused":true}"#,
+            )
+            .replace(
+                "Host: x\r\n",
+                &format!("Host: x\r\nAuthorization: Bearer {token}\r\n"),
+            ),
+        ),
+        (
+            "a sale claim",
+            with_body(
+                "POST /api/rooms/upgrades/sale/claims",
+                "application/json",
+                r#"{"quantity":1}"#,
+            )
+            .replace(
+                "Host: x\r\n",
+                &format!("Host: x\r\nAuthorization: Bearer {pass}\r\n"),
+            ),
+        ),
+    ];
+    for (what, request) in cases {
+        let answer = answer_then_close(app.port, request.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{what}: {answer}");
+        assert!(
+            answer.contains(r#""code":"upgrade_refused""#),
+            "{what}: {answer}"
+        );
+        assert!(
+            answer.contains("nosniff"),
+            "{what}: the usual headers: {answer}"
+        );
+    }
+    // A GET is answered as if the header were not there.
+    let page = answer_then_close(
+        app.port,
+        format!("GET /rooms/upgrades HTTP/1.1\r\nHost: x\r\n{upgrade}\r\n\r\n").as_bytes(),
+    )
+    .await;
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    // Nothing was changed by the refused requests.
+    let room = app
+        .admin(Method::GET, "/api/admin/rooms/upgrades")
+        .send()
+        .await
+        .unwrap();
+    let room: Value = room.json().await.unwrap();
+    assert_eq!(room["paused"], false, "{room}");
+    let sale: Value = app
+        .http
+        .get(app.url("/api/rooms/upgrades/sale"))
+        .bearer_auth(&pass)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(sale["stock_left"], 5, "{sale}");
+}

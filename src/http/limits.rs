@@ -1,16 +1,18 @@
 //! What one request may cost the node: a request body must arrive within a
 //! bounded time (the headers already must, within 5 s), so a client that
 //! trickles a body a byte at a time cannot hold a connection, and its file,
-//! for as long as it likes.
+//! for as long as it likes; and a request that asks to switch protocols
+//! has no body, since nothing would ever read it.
 
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use actix_http::BoxedPayloadStream;
-use actix_web::body::MessageBody;
+use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
 use actix_web::error::PayloadError;
+use actix_web::http::Method;
 use actix_web::http::header::{self, HeaderMap};
 use actix_web::middleware::Next;
 use actix_web::web::Bytes;
@@ -43,6 +45,34 @@ pub async fn body_deadline(
         req.set_payload(Payload::from(guarded));
     }
     next.call(req).await
+}
+
+/// Marks a request that asked to switch protocols (`Connection: upgrade`
+/// with `Upgrade`). The server hands such a request to the application
+/// together with its connection (`startup::server`), and feeds its body
+/// from the connection only after a `101`, which only the WebSocket route
+/// gives: a route that read the body first would wait forever.
+#[derive(Debug, Clone, Copy)]
+pub struct AsksToUpgrade;
+
+/// Refuses, with 400 `upgrade_refused`, a request that asks to switch
+/// protocols and would need its body read: any method but `GET`, or a
+/// declared body. Other upgrade requests go on, the header ignored; only
+/// the WebSocket route switches.
+pub async fn refuse_upgrade_with_body(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, Error> {
+    let asks_to_upgrade = req.extensions().contains::<AsksToUpgrade>();
+    if asks_to_upgrade && (req.method() != Method::GET || declares_body(req.headers())) {
+        let refusal = ApiError::bad_request(
+            "upgrade_refused",
+            "only GET /api/rooms/{room}/ws switches protocols; send this request without `Upgrade`",
+        );
+        // An answer, not an error, so the outer middleware add their headers.
+        return Ok(req.error_response(refusal).map_into_right_body());
+    }
+    Ok(next.call(req).await?.map_into_left_body())
 }
 
 fn declares_body(headers: &HeaderMap) -> bool {

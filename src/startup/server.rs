@@ -13,7 +13,9 @@
 //! straight onto it; actix-ws keeps the handshake, what the client sends,
 //! and every control frame. Any other answer to an upgrade request (a
 //! refusal, an `h2c` upgrade of a plain GET) is written whole, and the
-//! connection closed.
+//! connection closed. The request's body is fed only after a `101`, so an
+//! upgrade request that has one (or is not a GET) is refused at once
+//! (`http::limits::refuse_upgrade_with_body`) rather than left waiting.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -30,7 +32,7 @@ use actix_codec::Framed;
 use actix_http::body::{BoxBody, MessageBody, to_bytes};
 use actix_http::error::PayloadError;
 use actix_http::h1;
-use actix_http::{HttpMessage, HttpService, Request, StatusCode};
+use actix_http::{ConnectionType, HttpMessage, HttpService, Request, StatusCode};
 use actix_service::{
     IntoServiceFactory, Service, ServiceFactory, ServiceFactoryExt, fn_factory, fn_service,
     map_config,
@@ -46,6 +48,7 @@ use tracing_actix_web::TracingLogger;
 
 use crate::http::AppState;
 use crate::http::error::{ApiError, body_configs};
+use crate::http::limits::AsksToUpgrade;
 use crate::http::{
     admin, cookies, draw, extractors, limits, middleware, ops, pages, sale, sockets, visitor,
 };
@@ -74,6 +77,9 @@ pub fn app(
 > {
     App::new()
         .wrap(actix_web::middleware::from_fn(limits::body_deadline))
+        .wrap(actix_web::middleware::from_fn(
+            limits::refuse_upgrade_with_body,
+        ))
         .wrap(actix_web::middleware::from_fn(
             extractors::refresh_admin_session,
         ))
@@ -159,13 +165,15 @@ where
     let (request, _) = request.replace_payload(actix_http::Payload::from(payload));
     let lane = Lane::new();
     request.extensions_mut().insert(lane.clone());
+    request.extensions_mut().insert(AsksToUpgrade);
     let response: HttpResponse = match app.call(request).await {
         Ok(response) => response.map_into_boxed_body().into_parts().1,
         Err(error) => error.error_response(),
     };
     let response: actix_http::Response<BoxBody> = response.into();
-    let (head, body) = response.into_parts();
+    let (mut head, body) = response.into_parts();
     if head.status() != StatusCode::SWITCHING_PROTOCOLS {
+        head.head_mut().set_connection_type(ConnectionType::Close);
         let body = to_bytes(body).await.unwrap_or_default();
         let _ = h1::SendResponse::new(framed, head.set_body(body)).await;
         return Ok(());
