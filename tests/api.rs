@@ -820,6 +820,143 @@ fn raw_handshake(room: &str, ticket: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// What a flooding client saw of a socket it broke the protocol on.
+#[derive(Debug)]
+struct Flooded {
+    /// The code of the server's close frame.
+    close_code: Option<u16>,
+    /// Bytes the client wrote after its violation before the server cut
+    /// the connection.
+    written_after: usize,
+}
+
+/// The most a flooding client may write past its violation: what the
+/// server may read after refusing (64 KiB), plus what the two kernels hold
+/// (the server's receive buffer, which reads of a few KiB leave at its
+/// default, and the client's small send buffer, 64 KiB to spare). Here
+/// clients wrote 48–80 KiB; a server that kept reading took all 256 MiB.
+fn flood_allowance() -> usize {
+    let rmem = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_rmem").expect("Linux's /proc");
+    let default_receive_buffer: usize = rmem
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .expect("tcp_rmem's default");
+    64 * 1024 + default_receive_buffer + 64 * 1024
+}
+
+/// Opens a socket over raw TCP (with a small send buffer, so what the
+/// client has written is close to what reached the server), waits for its
+/// first status, sends `violation`, then writes `flood` over and over as
+/// fast as the server takes it until the connection fails (or 256 MiB
+/// went, which only a server that keeps reading takes).
+async fn violate_then_flood(app: &TestApp, room: &str, violation: &[u8], flood: &[u8]) -> Flooded {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    app.create_room(room, json!({"paused": true})).await;
+    let status = app.join_api(room).await;
+    let ticket = status["ticket"].as_str().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_send_buffer_size(4096).unwrap();
+    let mut stream = socket
+        .connect(([127, 0, 0, 1], app.port).into())
+        .await
+        .unwrap();
+    stream
+        .write_all(&raw_handshake(room, ticket))
+        .await
+        .unwrap();
+    let mut received = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    while !String::from_utf8_lossy(&received).contains(r#""type":"status""#) {
+        let n = tokio::time::timeout(PATIENCE, stream.read(&mut chunk))
+            .await
+            .expect("the handshake's answer in time")
+            .unwrap();
+        assert!(n > 0, "the server hung up during the handshake");
+        received.extend_from_slice(&chunk[..n]);
+    }
+    stream.write_all(violation).await.unwrap();
+    let flood = flood.repeat((16 * 1024 / flood.len()).max(1));
+    let mut written_after = 0usize;
+    let (mut reader, mut writer) = stream.split();
+    let flooding = async {
+        let (mut reading, mut writing) = (true, true);
+        // Until the server has cut the connection, and everything it sent
+        // before that (its close frame) is read.
+        while reading || writing {
+            tokio::select! {
+                read = reader.read(&mut chunk), if reading => match read {
+                    Ok(0) | Err(_) => reading = false,
+                    Ok(n) => received.extend_from_slice(&chunk[..n]),
+                },
+                written = writer.write(&flood), if writing => match written {
+                    Ok(n) => {
+                        written_after += n;
+                        writing = written_after < 256 << 20;
+                    }
+                    Err(_) => writing = false,
+                },
+            }
+        }
+    };
+    tokio::time::timeout(PATIENCE, flooding)
+        .await
+        .expect("the server cuts the connection in time");
+    Flooded {
+        close_code: close_code_in(&received),
+        written_after,
+    }
+}
+
+/// The code of the first close frame among the server's frames in
+/// `received` (the handshake's answer, then unmasked frames).
+fn close_code_in(received: &[u8]) -> Option<u16> {
+    let head_end = received.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let mut frames = &received[head_end..];
+    while frames.len() >= 2 {
+        let (length, start) = match frames[1] & 0x7f {
+            126 => (usize::from(u16::from_be_bytes([frames[2], frames[3]])), 4),
+            127 => return None,
+            short => (usize::from(short), 2),
+        };
+        if frames[0] & 0x0f == 0x8 {
+            let payload = frames.get(start..start + 2)?;
+            return Some(u16::from_be_bytes([payload[0], payload[1]]));
+        }
+        frames = frames.get(start + length..)?;
+    }
+    None
+}
+
+#[tokio::test]
+async fn a_client_that_breaks_the_protocol_then_floods_is_cut_off_at_once() {
+    let app = TestApp::spawn().await;
+    // A masked text frame declaring 1 GiB, its "data" the flood.
+    let mut huge = vec![0x81, 0x80 | 127];
+    huge.extend_from_slice(&(1u64 << 30).to_be_bytes());
+    huge.extend_from_slice(&[0, 0, 0, 0]);
+    // A masked binary frame of three bytes, then well-formed pings.
+    let binary = [0x82, 0x83, 0, 0, 0, 0, 1, 2, 3];
+    let ping = br#"{"type":"ping"}"#;
+    let mut pings = vec![0x81, 0x80 | ping.len() as u8, 0, 0, 0, 0];
+    pings.extend_from_slice(ping);
+    // A text frame the client did not mask.
+    let unmasked = [0x81, 0x02, b'h', b'i'];
+    let allowance = flood_allowance();
+    for (room, violation, flood, code) in [
+        ("flood-huge", &huge[..], &[0u8][..], 1009),
+        ("flood-binary", &binary[..], &pings[..], 1003),
+        ("flood-unmasked", &unmasked[..], &[0u8][..], 1002),
+    ] {
+        let flooded = violate_then_flood(&app, room, violation, flood).await;
+        assert_eq!(flooded.close_code, Some(code), "{room}: {flooded:?}");
+        assert!(
+            flooded.written_after <= allowance,
+            "{room}: the server kept reading after its refusal: {flooded:?}, allowed {allowance}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_quiet_socket_is_pinged_and_let_go_when_it_never_answers() {
     let app = TestApp::spawn().await;
@@ -984,6 +1121,7 @@ async fn a_frame_declaring_more_than_the_limit_is_refused_at_its_header() {
     let data = vec![b'x'; 64 * 1024];
     let close_1009 = [0x88u8, 0x03, 0xF1];
     let mut sent = 0usize;
+    let mut writing = true;
     let (mut reader, mut writer) = stream.split();
     let found = tokio::time::timeout(PATIENCE, async {
         loop {
@@ -995,9 +1133,13 @@ async fn a_frame_declaring_more_than_the_limit_is_refused_at_its_header() {
                     Ok(0) | Err(_) => return received.windows(3).any(|w| w == close_1009),
                     Ok(n) => received.extend_from_slice(&chunk[..n]),
                 },
-                written = writer.write(&data), if sent < 64 * 1024 * 1024 => match written {
-                    Ok(n) => sent += n,
-                    Err(_) => return received.windows(3).any(|w| w == close_1009),
+                written = writer.write(&data), if writing => match written {
+                    Ok(n) => {
+                        sent += n;
+                        writing = sent < 64 * 1024 * 1024;
+                    }
+                    // Cut off: what the server sent before is still to read.
+                    Err(_) => writing = false,
                 },
             }
         }
@@ -1014,7 +1156,7 @@ async fn a_frame_declaring_more_than_the_limit_is_refused_at_its_header() {
     let grown = resident_bytes().saturating_sub(before);
     assert!(
         grown < 16 * 1024 * 1024,
-        "the server buffered the frame: resident memory grew by {grown} bytes after {sent} sent"
+        "the server buffered the frame: resident memory grew by {grown} bytes"
     );
 }
 

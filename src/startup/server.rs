@@ -60,6 +60,13 @@ use crate::live::tasks::Tasks;
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a closing connection waits for the client to finish its side.
 const CLOSE_LINGER: Duration = Duration::from_secs(2);
+/// How much a closing connection reads while it waits. A client that goes
+/// on sending past it (say, the data of a frame refused for its declared
+/// length) is cut off with a reset: with what the relay may have read
+/// ahead for actix-ws ([`PIPE_LIMIT`] and a chunk), no connection is read
+/// more than 64 KiB past its refusal.
+const CLOSE_LINGER_BYTES: usize = 32 * 1024;
+const _: () = assert!(PIPE_LIMIT + READ_CHUNK + CLOSE_LINGER_BYTES <= 64 * 1024);
 /// Bytes read from a socket at a time; clients send little (pings).
 const READ_CHUNK: usize = 1024;
 
@@ -207,6 +214,8 @@ async fn relay(io: Arc<TcpStream>, lane: Arc<Lane>, mut payload: PipeWriter, bod
     if ended == Ended::Closed {
         linger(&io).await;
     }
+    // The lane gave up its handle on close: the connection ends here.
+    drop(io);
 }
 
 /// Statuses are single small frames: each is sent at once (no Nagle). And
@@ -327,25 +336,29 @@ impl Relay {
     }
 }
 
-/// Ends our side and waits (briefly) for the client to end its own, so that
-/// unread bytes do not reset the connection under the close frame.
-async fn linger(io: &TcpStream) {
+/// Ends our side and waits (briefly, and for [`CLOSE_LINGER_BYTES`] at
+/// most) for the client to end its own, so that unread bytes do not reset
+/// the connection under the close frame. Returns the bytes it read.
+async fn linger(io: &TcpStream) -> usize {
     let _ = SockRef::from(io).shutdown(std::net::Shutdown::Write);
+    let mut read = 0;
     let drain = async {
         let mut discard = [0u8; 512];
-        loop {
+        while read < CLOSE_LINGER_BYTES {
             if io.readable().await.is_err() {
                 return;
             }
-            match io.try_read(&mut discard) {
+            let room = discard.len().min(CLOSE_LINGER_BYTES - read);
+            match io.try_read(&mut discard[..room]) {
                 Ok(0) => return,
-                Ok(_) => {}
+                Ok(n) => read += n,
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
                 Err(_) => return,
             }
         }
     };
     let _ = tokio::time::timeout(CLOSE_LINGER, drain).await;
+    read
 }
 
 /// Bytes read from a relayed connection and not yet taken by actix-ws.
@@ -487,5 +500,50 @@ mod tests {
         assert_eq!(socket.tcp_user_timeout().unwrap(), Some(SILENCE_LIMIT));
         assert!(server.nodelay().unwrap());
         drop(client);
+    }
+
+    async fn connected() -> (TcpStream, TcpStream) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap());
+        let (client, accepted) = tokio::join!(client, listener.accept());
+        (accepted.unwrap().0, client.unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_closing_connection_reads_its_budget_at_most_from_a_client_that_keeps_sending() {
+        use tokio::io::AsyncWriteExt;
+        let (server, mut client) = connected().await;
+        let flood = tokio::spawn(async move {
+            let data = vec![0u8; 16 * 1024];
+            let mut written = 0usize;
+            // Until the server's reset fails a write.
+            while client.write_all(&data).await.is_ok() {
+                written += data.len();
+            }
+            written
+        });
+        let read = linger(&server).await;
+        assert_eq!(read, CLOSE_LINGER_BYTES);
+        drop(server);
+        let written = tokio::time::timeout(Duration::from_secs(10), flood)
+            .await
+            .expect("the client's writes fail once the connection is cut")
+            .unwrap();
+        assert!(written >= read, "{written}");
+    }
+
+    #[tokio::test]
+    async fn a_closing_connection_ends_when_the_client_ends_its_side() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (server, mut client) = connected().await;
+        client.write_all(b"the client's close frame").await.unwrap();
+        client.shutdown().await.unwrap();
+        let read = tokio::time::timeout(Duration::from_secs(10), linger(&server))
+            .await
+            .expect("no wait once the client has ended its side");
+        assert_eq!(read, b"the client's close frame".len());
+        let mut rest = Vec::new();
+        client.read_to_end(&mut rest).await.unwrap();
+        assert!(rest.is_empty(), "our side was ended cleanly");
     }
 }
