@@ -2013,6 +2013,64 @@ async fn a_join_with_proof_of_work_counts_once_and_bad_ones_are_refused() {
     );
 }
 
+/// `payload` (a solution, base64 of ALTCHA's JSON) with its salt rewritten.
+fn with_salt(payload: &str, edit: impl Fn(&str) -> String) -> String {
+    use base64::Engine;
+    let engine = base64::engine::general_purpose::STANDARD;
+    let mut json: Value = serde_json::from_slice(&engine.decode(payload).unwrap()).unwrap();
+    json["salt"] = edit(json["salt"].as_str().unwrap()).into();
+    engine.encode(json.to_string())
+}
+
+#[tokio::test]
+async fn proof_of_work_made_easy_is_refused() {
+    let app = TestApp::spawn().await;
+    app.create_room("steep", json!({"paused": true, "pow_difficulty": 1}))
+        .await;
+    let refused_why = |answer: reqwest::Response| async move {
+        let status = answer.status();
+        let body: Value = answer.json().await.unwrap();
+        assert_eq!(status, 403, "{body}");
+        assert_eq!(body["error"]["code"], "pow_invalid", "{body}");
+        body["error"]["message"].as_str().unwrap().to_string()
+    };
+
+    // Solved while the room asked for 1; the room now asks for 2.
+    let easy = solve_challenge(&app, "steep").await;
+    app.patch_room("steep", json!({"pow_difficulty": 2})).await;
+    let why = refused_why(join_as(&app, "steep", json!({"pow": easy})).await).await;
+    assert!(why.contains("easier than the room asks"), "{why}");
+    let fair = solve_challenge(&app, "steep").await;
+    let joined = join_as(&app, "steep", json!({"pow": fair})).await;
+    assert_eq!(joined.status(), 200, "a challenge at the room's difficulty");
+
+    // A second expiry after the real one, without its `&` (which ALTCHA's
+    // crate ignores while verifying) or before it (the crate keeps the last).
+    let far = "99999999999";
+    let overridden = solve_challenge(&app, "steep").await;
+    let repeated = with_salt(&overridden, |salt| {
+        let (base, query) = salt.split_once('?').unwrap();
+        format!("{base}?expires={far}&{query}")
+    });
+    let why = refused_why(join_as(&app, "steep", json!({"pow": repeated})).await).await;
+    assert!(why.contains("repeats a parameter"), "{why}");
+    app.clock.advance_ms(5 * 60_000 + 1_000);
+    let extended = with_salt(&overridden, |salt| format!("{salt}expires={far}"));
+    refused_why(join_as(&app, "steep", json!({"pow": extended})).await).await;
+    // And as it came: expired.
+    let why = refused_why(join_as(&app, "steep", json!({"pow": overridden})).await).await;
+    assert!(why.contains("expired"), "{why}");
+
+    let room = app
+        .admin(Method::GET, "/api/admin/rooms/steep")
+        .fetch_json()
+        .await;
+    assert_eq!(
+        room["stats"]["waiting"], 1,
+        "only the fair solution made a place"
+    );
+}
+
 #[tokio::test]
 async fn queue_methods_and_closes_at_show_in_every_answer() {
     let app = TestApp::spawn().await;
