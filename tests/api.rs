@@ -2072,6 +2072,100 @@ async fn proof_of_work_made_easy_is_refused() {
 }
 
 #[tokio::test]
+async fn made_up_room_ids_never_reach_the_metrics() {
+    let app = TestApp::spawn().await;
+    // A real room, so its refusals show the metric is still written.
+    app.create_room("real", json!({"pow_difficulty": 1})).await;
+    let pass = {
+        app.create_room("open", json!({})).await;
+        app.pass_for("open").await
+    };
+    let ticket = app.join_api("open").await["ticket"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for n in 0..20 {
+        let made_up = format!("madeup{n}");
+        for path in [
+            format!("/rooms/{made_up}"),
+            format!("/rooms/{made_up}/sale"),
+            format!("/api/rooms/{made_up}/status"),
+            format!("/api/rooms/{made_up}/challenge"),
+            format!("/api/rooms/{made_up}/draw"),
+            format!("/api/rooms/{made_up}/draw/entries"),
+            format!("/api/rooms/{made_up}/sale"),
+            format!("/api/rooms/{made_up}/ws?ticket={ticket}"),
+            format!("/api/verify?room={made_up}"),
+        ] {
+            // Answered whatever the answer (the sale page is a page even
+            // for a room it cannot find).
+            app.http
+                .get(app.url(&path))
+                .bearer_auth(&pass)
+                .send()
+                .await
+                .unwrap();
+        }
+        let handshake = reqwest::Client::new()
+            .get(app.url(&format!("/api/rooms/{made_up}/ws?ticket={ticket}")))
+            .header("Connection", "Upgrade")
+            .header("Upgrade", "websocket")
+            .header("Sec-WebSocket-Version", "13")
+            .header("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+            .send()
+            .await
+            .unwrap();
+        assert!(handshake.status().is_client_error());
+        for body in [
+            json!({}),
+            json!({"pow": "not a solution"}),
+            json!({"pow": 7}),
+            json!({"user": 7}),
+            json!({"user": "not.a.token"}),
+        ] {
+            let answer = join_as(&app, &made_up, body.clone()).await;
+            assert_eq!(answer.status(), 404, "{made_up} {body}");
+        }
+        let claim = app
+            .http
+            .post(app.url(&format!("/api/rooms/{made_up}/sale/claims")))
+            .bearer_auth(&pass)
+            .json(&json!({"quantity": 1}))
+            .send()
+            .await
+            .unwrap();
+        assert!(claim.status().is_client_error());
+    }
+    let refused = join_as(&app, "real", json!({"pow": "not a solution"})).await;
+    assert_eq!(refused.status(), 403);
+    let metrics = app
+        .http
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        !metrics.contains("madeup"),
+        "made-up room ids became labels:\n{}",
+        metrics
+            .lines()
+            .filter(|line| line.contains("madeup"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(
+        metrics
+            .lines()
+            .any(|line| line.starts_with("waitroom_turned_away_total{")
+                && line.contains("room=\"real\"")),
+        "a real room's refusals are still counted"
+    );
+}
+
+#[tokio::test]
 async fn queue_methods_and_closes_at_show_in_every_answer() {
     let app = TestApp::spawn().await;
     app.create_room("drop", json!({"paused": true, "queue_method": "random"}))

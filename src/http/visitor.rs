@@ -91,7 +91,9 @@ async fn join(
     answer
 }
 
-/// The refusals `waitroom_turned_away_total` counts, by code.
+/// The refusals `waitroom_turned_away_total` counts, by code: each of a
+/// room the store knows (it decided them, or was asked whether the room
+/// exists first), so the metric's labels are bounded by the rooms.
 const TURNED_AWAY: &[&str] = &[
     "room_not_accepting",
     "rate_limited",
@@ -126,21 +128,27 @@ async fn join_room(
     };
     let pow = match fields.get("pow") {
         None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::String(payload)) => Some(
-            pow::check(
-                state.credentials.pow_key(),
-                payload,
-                &room,
-                state.clock.now_ms(),
-            )
-            .map_err(pow_invalid)?,
-        ),
-        Some(_) => return Err(pow_invalid("pow must be the solution as a string")),
+        Some(serde_json::Value::String(payload)) => match pow::check(
+            state.credentials.pow_key(),
+            payload,
+            &room,
+            state.clock.now_ms(),
+        ) {
+            Ok(solved) => Some(solved),
+            Err(why) => return Err(unless_no_such_room(&state, &room, pow_invalid(why)).await),
+        },
+        Some(_) => {
+            let refusal = pow_invalid("pow must be the solution as a string");
+            return Err(unless_no_such_room(&state, &room, refusal).await);
+        }
     };
     let user = match fields.get("user") {
         None | Some(serde_json::Value::Null) => None,
         Some(serde_json::Value::String(token)) => known_user(&state, &room, token).await?,
-        Some(_) => return Err(invalid_user_token("user must be the token as a string")),
+        Some(_) => {
+            let refusal = invalid_user_token("user must be the token as a string");
+            return Err(unless_no_such_room(&state, &room, refusal).await);
+        }
     };
     let existing = match bearer(&req) {
         Some(ticket) => Some((
@@ -204,6 +212,17 @@ async fn challenge(Room(room): Room, state: web::Data<AppState>) -> Result<HttpR
     Ok(HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "no-store"))
         .json(challenge))
+}
+
+/// A refusal decided before the store was asked, for a room that may not
+/// exist: there, the answer is the 404, and `waitroom_turned_away_total`
+/// gets no label for a made-up id (every refusal it counts is then of a
+/// room the store knows).
+async fn unless_no_such_room(state: &AppState, room: &RoomId, refusal: ApiError) -> ApiError {
+    match state.store.room(room).await {
+        Ok(_) => refusal,
+        Err(error) => error.into(),
+    }
 }
 
 fn pow_invalid(why: &str) -> ApiError {
