@@ -1508,8 +1508,14 @@ async fn cookies_carry_secure_when_the_server_is_reached_over_https() {
 /// An app whose joins are limited to `per_minute` new places per client
 /// address, believing `X-Forwarded-For` only from `trusted`.
 async fn limited_app(per_minute: u32, trusted: &[&str]) -> TestApp {
+    limited_app_by(per_minute, trusted, 64).await
+}
+
+/// `limited_app`, with IPv6 addresses counted per network of `ipv6_prefix` bits.
+async fn limited_app_by(per_minute: u32, trusted: &[&str], ipv6_prefix: u8) -> TestApp {
     let mut settings = waitroom::startup::config::Settings::for_tests();
     settings.join_rate_per_ip = Some(per_minute);
+    settings.join_rate_ipv6_prefix = ipv6_prefix;
     settings.trusted_proxies = trusted
         .iter()
         .map(|entry| waitroom::http::client_address::parse_trusted_proxy(entry).unwrap())
@@ -1599,6 +1605,83 @@ async fn only_a_trusted_proxy_names_the_client() {
         429,
         "…which is one client"
     );
+}
+
+#[tokio::test]
+async fn an_ipv4_address_counts_once_however_written_and_ipv6_per_network() {
+    // One new place a minute per client; the test client is the trusted
+    // proxy, so each X-Forwarded-For it sends is a client.
+    let app = limited_app(1, &["127.0.0.0/8"]).await;
+    app.create_room("drop", json!({"paused": true})).await;
+    let joins = |clients: &'static [&'static str]| {
+        let app = &app;
+        async move {
+            let mut statuses = Vec::new();
+            for client in clients {
+                statuses.push(join_from(app, "drop", client).await.status().as_u16());
+            }
+            statuses
+        }
+    };
+    assert_eq!(
+        joins(&["203.0.113.1", "::ffff:203.0.113.1"]).await,
+        [200, 429],
+        "IPv4-mapped is the same address"
+    );
+    assert_eq!(
+        joins(&["::ffff:203.0.113.2", "203.0.113.2"]).await,
+        [200, 429]
+    );
+    assert_eq!(
+        joins(&["2001:db8:1:2::1", "2001:db8:1:2:ffff::9", "2001:db8:1:3::1"]).await,
+        [200, 429, 200],
+        "one budget per /64, another /64 has its own"
+    );
+
+    // Per /48: the two /64s above share one budget; per /128 each address has its own.
+    let wide = limited_app_by(1, &["127.0.0.0/8"], 48).await;
+    wide.create_room("drop", json!({"paused": true})).await;
+    let mut statuses = Vec::new();
+    for client in ["2001:db8:1:2::1", "2001:db8:1:3::1", "2001:db8:2::1"] {
+        statuses.push(join_from(&wide, "drop", client).await.status().as_u16());
+    }
+    assert_eq!(statuses, [200, 429, 200]);
+    let narrow = limited_app_by(1, &["127.0.0.0/8"], 128).await;
+    narrow.create_room("drop", json!({"paused": true})).await;
+    let mut statuses = Vec::new();
+    for client in ["2001:db8:1:2::1", "2001:db8:1:2::2", "2001:db8:1:2::1"] {
+        statuses.push(join_from(&narrow, "drop", client).await.status().as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 429]);
+}
+
+#[tokio::test]
+async fn guessing_the_admin_token_from_many_addresses_of_one_network_is_shut_out() {
+    let app = limited_app(1, &["127.0.0.0/8"]).await;
+    let guess = |client: String| {
+        app.http
+            .get(app.url("/api/admin/rooms"))
+            .header("X-Forwarded-For", client)
+            .bearer_auth("a-wrong-guess")
+            .send()
+    };
+    let mut statuses = Vec::new();
+    for n in 1..=11 {
+        statuses.push(
+            guess(format!("2001:db8:7:7::{n:x}"))
+                .await
+                .unwrap()
+                .status()
+                .as_u16(),
+        );
+    }
+    assert_eq!(&statuses[..10], [401; 10]);
+    assert_eq!(
+        statuses[10], 429,
+        "a new address of the same /64 is the same guesser"
+    );
+    let mapped = guess("::ffff:192.0.2.1".into()).await.unwrap().status();
+    assert_eq!(mapped, 401, "another client is not shut out");
 }
 
 async fn verify_status(app: &TestApp, room: &str, pass: &str) -> u16 {

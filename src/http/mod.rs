@@ -38,7 +38,7 @@ pub struct AppState {
     pub credentials: Arc<Credentials>,
     pub clock: SharedClock,
     pub admin_token: String,
-    /// Wrong admin tokens, counted per client address.
+    /// Wrong admin tokens, counted per client block (see `client_block`).
     pub login_guard: login_guard::LoginGuard,
     /// Every task of the application: sockets are spawned through it, and
     /// readiness reports a background task that died.
@@ -58,4 +58,7 @@ pub struct AppState {
     pub trusted_proxies: client_address::TrustedProxies,
     /// New places a client address may take per minute in a room, if limited.
     pub join_rate_per_ip: Option<u32>,
+    /// The IPv6 prefix whose addresses count as one client, for the join
+    /// limit and the login limit.
+    pub join_rate_ipv6_prefix: u8,
 }

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::AppState;
 use super::error::ApiError;
 use super::extractors::{
-    Expiry, Leaver, PASS_COOKIE, PassRefusal, Room, Ticket, bearer, check_pass, client_address,
+    Expiry, Leaver, PASS_COOKIE, PassRefusal, Room, Ticket, bearer, check_pass, client_block,
     presented_pass, ticket_cookie_name, ticket_error,
 };
 use super::limits::read_body;
@@ -176,7 +176,7 @@ async fn join_room(
     });
     let options = JoinOptions {
         limit: state.join_rate_per_ip.map(|per_minute| JoinLimit {
-            client: client_address(&req).to_string(),
+            client: client_block(&req).to_string(),
             per_minute,
         }),
         user,

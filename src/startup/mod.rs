@@ -248,6 +248,7 @@ impl Application {
             socket_limit: settings.max_sockets.unwrap_or_else(default_socket_limit),
             trusted_proxies: TrustedProxies::new(settings.trusted_proxies.clone()),
             join_rate_per_ip: settings.join_rate_per_ip,
+            join_rate_ipv6_prefix: settings.join_rate_ipv6_prefix,
         });
         let listener = listen(&settings.listen).map_err(|source| StartError::Listen {
             address: settings.listen.clone(),
