@@ -225,6 +225,54 @@ async fn a_body_that_is_not_json_on_a_json_route_is_415() {
 }
 
 #[tokio::test]
+async fn a_join_takes_json_or_nothing() {
+    let app = spawn().await;
+    app.create_room("typed-join", json!({"paused": true})).await;
+    let join = || app.http.post(app.url("/api/rooms/typed-join/join"));
+    for (content_type, body) in [
+        (Some("text/plain"), "{}"),
+        (Some("application/x-www-form-urlencoded"), "{}"),
+        (Some("text/plain"), "not json"),
+        (None, "{}"),
+    ] {
+        let request = match content_type {
+            Some(content_type) => join().header("Content-Type", content_type),
+            None => join(),
+        };
+        let (status, code, _) = error_of(request.body(body).send().await.unwrap()).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (415, "unsupported_media_type"),
+            "{content_type:?} {body:?}"
+        );
+    }
+    // The README's `curl -X POST …/join`: no body, no Content-Type.
+    let bare = join().send().await.unwrap();
+    assert_eq!(bare.status(), 200);
+    for content_type in ["application/json", "application/json; charset=utf-8"] {
+        let typed = join()
+            .header("Content-Type", content_type)
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(typed.status(), 200, "{content_type}");
+    }
+    let room: Value = app
+        .admin(Method::GET, "/api/admin/rooms/typed-join")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        room["stats"]["waiting"], 3,
+        "only the accepted joins made places"
+    );
+}
+
+#[tokio::test]
 async fn pages_and_api_answers_carry_the_security_headers() {
     let app = spawn().await;
     app.create_room("headers", json!({})).await;

@@ -16,7 +16,7 @@ use actix_web::http::Method;
 use actix_web::http::header::{self, HeaderMap};
 use actix_web::middleware::Next;
 use actix_web::web::Bytes;
-use actix_web::{Error, HttpMessage, web};
+use actix_web::{Error, HttpMessage, HttpRequest, mime, web};
 use futures_util::Stream;
 use std::future::Future;
 use tokio::time::Sleep;
@@ -84,8 +84,18 @@ fn declares_body(headers: &HeaderMap) -> bool {
 }
 
 /// Reads a whole request body of at most [`JSON_LIMIT`] bytes, for routes
-/// that take a body of their own shape (an empty one included).
-pub async fn read_body(body: web::Payload) -> Result<Bytes, ApiError> {
+/// that take a JSON body or none: a declared body in another media type
+/// (or none named) is 415, as on the other JSON routes, while a request
+/// without a body needs no `Content-Type`.
+pub async fn read_json_or_nothing(
+    req: &HttpRequest,
+    body: web::Payload,
+) -> Result<Bytes, ApiError> {
+    if declares_body(req.headers()) && !names_json(req) {
+        return Err(ApiError::UnsupportedMediaType(
+            "send the body as Content-Type: application/json, or send none",
+        ));
+    }
     match body.to_bytes_limited(JSON_LIMIT).await {
         Ok(Ok(bytes)) => Ok(bytes),
         Ok(Err(error))
@@ -101,6 +111,15 @@ pub async fn read_body(body: web::Payload) -> Result<Bytes, ApiError> {
         )),
         Err(_) => Err(ApiError::PayloadTooLarge { limit: JSON_LIMIT }),
     }
+}
+
+/// Whether the request's media type is JSON, as actix's `Json` reads it
+/// (`…/json` or `…+json`).
+fn names_json(req: &HttpRequest) -> bool {
+    matches!(
+        req.mime_type(),
+        Ok(Some(mime)) if mime.subtype() == mime::JSON || mime.suffix() == Some(mime::JSON)
+    )
 }
 
 /// The error a body that missed its deadline ends with.

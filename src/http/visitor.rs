@@ -14,7 +14,7 @@ use super::extractors::{
     Expiry, Leaver, PASS_COOKIE, PassRefusal, Room, Ticket, bearer, check_pass, client_block,
     presented_pass, ticket_cookie_name, ticket_error,
 };
-use super::limits::read_body;
+use super::limits::read_json_or_nothing;
 use crate::store::JoinOptions;
 use crate::words::credentials::{CredentialError, read_user_token};
 use crate::words::join_limit::JoinLimit;
@@ -110,7 +110,7 @@ async fn join_room(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
     let started = Instant::now();
-    let body = read_body(body).await?;
+    let body = read_json_or_nothing(&req, body).await?;
     // Read whole (the page sends `{}`), so the connection stays open for
     // the visitor's next request; fields this version does not know are
     // ignored, as a newer page may send them.
