@@ -1867,6 +1867,16 @@ fn user_token(key: &str, room: &str, sub: &str, exp_ms: u64) -> String {
     .unwrap()
 }
 
+/// A user token with a header and claims of the test's choosing.
+fn user_token_with(header: jsonwebtoken::Header, claims: Value) -> String {
+    jsonwebtoken::encode(
+        &header,
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(USER_KEY.as_bytes()),
+    )
+    .unwrap()
+}
+
 async fn join_as(app: &TestApp, room: &str, body: Value) -> reqwest::Response {
     // A fresh client each time: another device, no cookies.
     reqwest::Client::new()
@@ -1935,6 +1945,20 @@ async fn user_tokens_that_fail_are_refused_and_create_no_place() {
     let later = support::START_MS + 3_600_000;
     let forged = support::tamper(&user_token(USER_KEY, "members", "alice", later));
     let oversized = format!("{}.{}", "x".repeat(5000), "y");
+    let hs256 = || jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
+    // Good from ten minutes on only.
+    let not_yet = user_token_with(
+        hs256(),
+        json!({"sub": "alice", "room": "members", "exp": later / 1000, "nbf": support::START_MS / 1000 + 600}),
+    );
+    // Names an extension the token must not be read without.
+    let critical = user_token_with(
+        jsonwebtoken::Header {
+            crit: Some(vec!["exp".into()]),
+            ..hs256()
+        },
+        json!({"sub": "alice", "room": "members", "exp": later / 1000}),
+    );
     for (body, code) in [
         (json!({}), "user_required"),
         (json!({"user": null}), "user_required"),
@@ -1951,6 +1975,8 @@ async fn user_tokens_that_fail_are_refused_and_create_no_place() {
             "invalid_user_token",
         ),
         (json!({"user": forged}), "invalid_user_token"),
+        (json!({"user": not_yet}), "invalid_user_token"),
+        (json!({"user": critical}), "invalid_user_token"),
         (json!({"user": "not a token"}), "invalid_user_token"),
         (json!({"user": oversized}), "invalid_user_token"),
         (json!({"user": 42}), "invalid_user_token"),
@@ -1965,6 +1991,9 @@ async fn user_tokens_that_fail_are_refused_and_create_no_place() {
         .fetch_json()
         .await;
     assert_eq!(room["stats"]["waiting"], 0, "no refused join made a place");
+    app.clock.advance_ms(600_000);
+    let now_valid = join_as(&app, "members", json!({"user": not_yet})).await;
+    assert_eq!(now_valid.status(), 200, "valid from its nbf on");
 
     for (change, field) in [
         (json!({"user_key": "short"}), "user_key"),

@@ -189,7 +189,9 @@ pub fn pass_error(error: CredentialError) -> ApiError {
         CredentialError::WrongRoom => {
             ApiError::unauthorized("invalid_pass", "the pass is not for this room")
         }
-        CredentialError::Invalid => ApiError::unauthorized("invalid_pass", "the pass is not valid"),
+        CredentialError::Invalid | CredentialError::NotYetValid => {
+            ApiError::unauthorized("invalid_pass", "the pass is not valid")
+        }
     }
 }
 

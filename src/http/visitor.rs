@@ -255,8 +255,10 @@ async fn known_user(
             invalid_user_token(match error {
                 CredentialError::WrongRoom => "it is for another room",
                 CredentialError::Expired => "it has expired; sign in again",
+                CredentialError::NotYetValid => "it is not valid yet (its nbf is ahead)",
                 CredentialError::Invalid => {
-                    "it is malformed, too long, or not signed with this room's key"
+                    "it is malformed, too long, not signed with this room's key, \
+                     or names critical header parameters (crit) we do not understand"
                 }
             })
         })
