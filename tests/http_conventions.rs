@@ -331,6 +331,40 @@ async fn pages_and_api_answers_carry_the_security_headers() {
 }
 
 #[tokio::test]
+async fn a_flood_of_bad_requests_writes_a_line_not_a_line_each() {
+    let app = spawn().await;
+    let lines_about = |target: &str| {
+        logged()
+            .lines()
+            .filter(|line| line.contains("Error encountered") && line.contains(target))
+            .count()
+    };
+    for _ in 0..50 {
+        let bad = app.http.get(app.url("/flooded-path")).send().await.unwrap();
+        assert_eq!(bad.status(), 404);
+        let malformed = app
+            .admin(Method::PATCH, "/api/admin/rooms/flooded")
+            .header("Content-Type", "application/json")
+            .body("{not json")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(malformed.status(), 400);
+    }
+    // Each line is written before its answer is sent.
+    assert_eq!(lines_about("http.target=/flooded-path"), 1, "{}", logged());
+    assert_eq!(lines_about("http.target=/api/admin/rooms/flooded"), 1);
+    // The next window's first line says how many were left out.
+    app.clock.advance_ms(waitroom::http::refusal_log::WINDOW_MS);
+    app.http.get(app.url("/flooded-path")).send().await.unwrap();
+    let summary = logged()
+        .lines()
+        .filter(|line| line.contains("http.target=/flooded-path") && line.contains("left_out=49"))
+        .count();
+    assert_eq!(summary, 1, "{}", logged());
+}
+
+#[tokio::test]
 async fn tickets_and_passes_in_the_address_never_reach_the_logs() {
     let app = spawn().await;
     app.create_room("quiet", json!({})).await;

@@ -486,7 +486,12 @@ impl Operator {
             if constant_time_eq(token, &state.admin_token) {
                 return Ok(Operator);
             }
-            tracing::warn!(%address, "a wrong admin token");
+            if let Some(left_out) = state
+                .refusal_log
+                .admit("invalid_admin_token", state.clock.now_ms())
+            {
+                tracing::warn!(%address, left_out, "a wrong admin token");
+            }
             state.login_guard.failed(block).map_err(too_many_attempts)?;
             return Err(ApiError::unauthorized(
                 "invalid_admin_token",

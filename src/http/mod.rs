@@ -13,6 +13,7 @@ pub mod login_guard;
 pub mod middleware;
 pub mod ops;
 pub mod pages;
+pub mod refusal_log;
 pub mod sale;
 pub mod sockets;
 pub mod visitor;
@@ -40,6 +41,9 @@ pub struct AppState {
     pub admin_token: String,
     /// Wrong admin tokens, counted per client block (see `client_block`).
     pub login_guard: login_guard::LoginGuard,
+    /// Which lines about refused requests are written (a flood of bad
+    /// requests writes a line per kind and window, not one each).
+    pub refusal_log: refusal_log::RefusalLog,
     /// Every task of the application: sockets are spawned through it, and
     /// readiness reports a background task that died.
     pub tasks: Tasks,

@@ -240,6 +240,7 @@ impl Application {
             clock: clock.clone(),
             admin_token,
             login_guard: Default::default(),
+            refusal_log: Default::default(),
             tasks: tasks.clone(),
             metrics: ops::metrics_handle(),
             metrics_elsewhere: settings.metrics_listen.is_some(),

@@ -228,7 +228,12 @@ async fn login(
         return shut_out(wait);
     }
     if !constant_time_eq(form.token.trim(), &state.admin_token) {
-        tracing::warn!(%address, "admin login with a wrong token");
+        if let Some(left_out) = state
+            .refusal_log
+            .admit("wrong_admin_login", state.clock.now_ms())
+        {
+            tracing::warn!(%address, left_out, "admin login with a wrong token");
+        }
         if let Err(wait) = state.login_guard.failed(block) {
             return shut_out(wait);
         }
