@@ -820,6 +820,32 @@ fn raw_handshake(room: &str, ticket: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// Sends a WebSocket handshake to `room` with `ticket` on a raw
+/// connection and reads until the socket's first status has come; returns
+/// what it read (the answer's head, then frames).
+async fn handshake_until_status(
+    stream: &mut tokio::net::TcpStream,
+    room: &str,
+    ticket: &str,
+) -> Vec<u8> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream
+        .write_all(&raw_handshake(room, ticket))
+        .await
+        .unwrap();
+    let mut received = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    while !String::from_utf8_lossy(&received).contains(r#""type":"status""#) {
+        let n = tokio::time::timeout(PATIENCE, stream.read(&mut chunk))
+            .await
+            .expect("the handshake's answer in time")
+            .unwrap();
+        assert!(n > 0, "the server hung up during the handshake");
+        received.extend_from_slice(&chunk[..n]);
+    }
+    received
+}
+
 /// What a flooding client saw of a socket it broke the protocol on.
 #[derive(Debug)]
 struct Flooded {
@@ -861,20 +887,8 @@ async fn violate_then_flood(app: &TestApp, room: &str, violation: &[u8], flood: 
         .connect(([127, 0, 0, 1], app.port).into())
         .await
         .unwrap();
-    stream
-        .write_all(&raw_handshake(room, ticket))
-        .await
-        .unwrap();
-    let mut received = Vec::new();
+    let mut received = handshake_until_status(&mut stream, room, ticket).await;
     let mut chunk = vec![0u8; 64 * 1024];
-    while !String::from_utf8_lossy(&received).contains(r#""type":"status""#) {
-        let n = tokio::time::timeout(PATIENCE, stream.read(&mut chunk))
-            .await
-            .expect("the handshake's answer in time")
-            .unwrap();
-        assert!(n > 0, "the server hung up during the handshake");
-        received.extend_from_slice(&chunk[..n]);
-    }
     stream.write_all(violation).await.unwrap();
     let flood = flood.repeat((16 * 1024 / flood.len()).max(1));
     let mut written_after = 0usize;
@@ -1096,21 +1110,10 @@ async fn a_frame_declaring_more_than_the_limit_is_refused_at_its_header() {
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", app.port))
         .await
         .unwrap();
-    stream
-        .write_all(&raw_handshake("huge", ticket))
-        .await
-        .unwrap();
+    handshake_until_status(&mut stream, "huge", ticket).await;
+    // Only what comes after the first status is searched for the close.
     let mut received = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
-    while !String::from_utf8_lossy(&received).contains(r#""type":"status""#) {
-        let n = tokio::time::timeout(PATIENCE, stream.read(&mut chunk))
-            .await
-            .expect("the handshake's answer in time")
-            .unwrap();
-        assert!(n > 0, "the server hung up during the handshake");
-        received.extend_from_slice(&chunk[..n]);
-    }
-    received.clear();
     let before = resident_bytes();
     // A masked text frame declaring 2^40 bytes, then as much data as the
     // server will take, up to 64 MiB.

@@ -13,7 +13,7 @@ use waitroom_testkit as support;
 
 use reqwest::{Method, Response};
 use serde_json::{Value, json};
-use support::{PATIENCE, TestApp};
+use support::{FetchJson, PATIENCE, TestApp};
 
 /// Everything this test binary logged.
 static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
@@ -258,14 +258,10 @@ async fn a_join_takes_json_or_nothing() {
             .unwrap();
         assert_eq!(typed.status(), 200, "{content_type}");
     }
-    let room: Value = app
+    let room = app
         .admin(Method::GET, "/api/admin/rooms/typed-join")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .fetch_json()
+        .await;
     assert_eq!(
         room["stats"]["waiting"], 3,
         "only the accepted joins made places"
@@ -529,20 +525,14 @@ async fn an_upgrade_header_on_a_route_that_reads_a_body_is_answered_and_closed()
     // Nothing was changed by the refused requests.
     let room = app
         .admin(Method::GET, "/api/admin/rooms/upgrades")
-        .send()
-        .await
-        .unwrap();
-    let room: Value = room.json().await.unwrap();
+        .fetch_json()
+        .await;
     assert_eq!(room["paused"], false, "{room}");
-    let sale: Value = app
+    let sale = app
         .http
         .get(app.url("/api/rooms/upgrades/sale"))
         .bearer_auth(&pass)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .fetch_json()
+        .await;
     assert_eq!(sale["stock_left"], 5, "{sale}");
 }
