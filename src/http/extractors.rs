@@ -488,7 +488,7 @@ impl Operator {
             }
             if let Some(left_out) = state
                 .refusal_log
-                .admit("invalid_admin_token", state.clock.now_ms())
+                .admit("wrong_admin_token", state.clock.now_ms())
             {
                 tracing::warn!(%address, left_out, "a wrong admin token");
             }

@@ -5,7 +5,8 @@
 //! - [`security_headers`]: CSP, framing, referrer and sniffing headers;
 //! - [`RedactedRootSpan`]: the request's log span, with the query string's
 //!   values (tickets, passes, user tokens) redacted and the peer address as
-//!   the client.
+//!   the client, and the line an error answer writes (a client error's
+//!   through the rate limit of `http::refusal_log`).
 
 use std::sync::LazyLock;
 
