@@ -240,6 +240,7 @@ impl Application {
             clock: clock.clone(),
             admin_token,
             login_guard: Default::default(),
+            refusal_log: Default::default(),
             tasks: tasks.clone(),
             metrics: ops::metrics_handle(),
             metrics_elsewhere: settings.metrics_listen.is_some(),
@@ -248,6 +249,7 @@ impl Application {
             socket_limit: settings.max_sockets.unwrap_or_else(default_socket_limit),
             trusted_proxies: TrustedProxies::new(settings.trusted_proxies.clone()),
             join_rate_per_ip: settings.join_rate_per_ip,
+            join_rate_ipv6_prefix: settings.join_rate_ipv6_prefix,
         });
         let listener = listen(&settings.listen).map_err(|source| StartError::Listen {
             address: settings.listen.clone(),

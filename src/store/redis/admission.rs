@@ -226,6 +226,7 @@ impl RedisStore {
                 Some(ScriptError::UserRequired) => StoreError::UserRequired,
                 Some(ScriptError::PowRequired) => StoreError::PowRequired,
                 Some(ScriptError::PowReused) => StoreError::PowReused,
+                Some(ScriptError::PowTooEasy) => StoreError::PowTooEasy,
                 Some(ScriptError::NotAccepting) => StoreError::NotAccepting,
                 Some(ScriptError::NoDraw) => StoreError::NoDraw,
                 Some(ScriptError::NotDrawn) => StoreError::NotDrawn,
@@ -312,6 +313,11 @@ impl RedisStore {
             commitment,
             entry,
             key,
+            options
+                .pow
+                .as_ref()
+                .map(|p| p.difficulty.to_string())
+                .unwrap_or_default(),
         ];
         let mut reply: Vec<Value> = self
             .run_with_keys(&self.scripts.join, id, &keys, args)
