@@ -6,9 +6,11 @@
 -- K_DRAW holds the draw's entrants still waiting, K_ENTRIES every entrant
 -- (frozen at the opening); both score 0 with members '<draw key hex>:<visitor>'
 -- and '<draw key hex>:<entry>', so that their order (by member) is the draw's.
+-- K_USERS maps known users to the visitor holding their place, K_USER_OF back.
 local K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS, K_USERS,
-  K_DRAW, K_ENTRIES =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+  K_DRAW, K_ENTRIES, K_USER_OF =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10],
+  KEYS[11]
 local PUBLISH = ARGV[1]
 -- wr:{room}:room -> wr:{room}:events
 local CHANNEL = string.sub(K_ROOM, 1, -5) .. 'events'

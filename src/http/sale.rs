@@ -81,7 +81,12 @@ async fn hold(
                 })?,
         ),
     };
-    let claim = state.sale.claim(&room, visitor, &want, key).await?;
+    // A known user's limit counts every visit and device of theirs.
+    let user = state.store.user_of(&room, visitor).await?;
+    let claim = state
+        .sale
+        .claim_as(&room, visitor, user.as_deref(), &want, key)
+        .await?;
     tracing::info!(%room, %visitor, claim = %claim.claim_id, sequence = claim.sequence, units = claim.quantity, "held");
     Ok(HttpResponse::Created().json(claim_json(&room, &claim)))
 }

@@ -150,6 +150,9 @@ pub trait Store: Send + Sync + 'static {
         after: Option<(DrawKey, EntryId)>,
         limit: usize,
     ) -> Result<Vec<(DrawKey, EntryId)>, StoreError>;
+    /// The user (a user token's `sub`) whose place this visitor holds, if
+    /// the visitor joined with one: their sale's limit counts per user.
+    async fn user_of(&self, id: &RoomId, visitor: VisitorId) -> Result<Option<String>, StoreError>;
     /// Gives up the place or the admitted slot.
     async fn leave(&self, id: &RoomId, visitor: VisitorId) -> Result<(), StoreError>;
     /// The visitor's place, read for `/api/verify` (or the sale) checking

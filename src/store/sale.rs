@@ -25,6 +25,20 @@ pub trait SaleStore: Send + Sync + 'static {
         visitor: VisitorId,
         want: &Want,
         idempotency_key: Option<&str>,
+    ) -> Result<Claim, SaleError> {
+        self.claim_as(room, visitor, None, want, idempotency_key)
+            .await
+    }
+    /// `claim` by a visitor whose place is `user`'s (their pass came from a
+    /// user token): the limit counts that user's units of every visit and
+    /// device (`Buyer`), in the same atomic step.
+    async fn claim_as(
+        &self,
+        room: &RoomId,
+        visitor: VisitorId,
+        user: Option<&str>,
+        want: &Want,
+        idempotency_key: Option<&str>,
     ) -> Result<Claim, SaleError>;
     async fn confirm(
         &self,

@@ -124,6 +124,7 @@ macro_rules! conformance_suite {
             releasing_gives_back_and_only_the_owner_may,
             a_room_created_again_starts_without_its_predecessors_sale,
             a_sold_out_sale_closes_the_line_and_holds_keep_it_open,
+            a_known_users_limit_counts_every_visit_and_device,
         );
     };
     (@draw $make:expr; $($name:ident),* $(,)?) => {

@@ -1,6 +1,6 @@
 //! Sale scenarios every store must pass, on a driven clock.
 
-use waitroom::store::StoreError;
+use waitroom::store::{JoinOptions, StoreError};
 use waitroom::words::sale::{ClaimState, SaleError, SaleRequest, SeatState, Want};
 use waitroom::words::{RoomConfig, RoomId, VisitorId};
 
@@ -385,4 +385,89 @@ pub async fn a_sold_out_sale_closes_the_line_and_holds_keep_it_open(h: &Harness)
         matches!(place.state, PlaceState::Waiting { .. }),
         "a room that does not close for a sold-out sale keeps its line"
     );
+}
+
+pub async fn a_known_users_limit_counts_every_visit_and_device(h: &Harness) {
+    let room = h.room("shop", 100, None).await;
+    sale(h, r#"{"stock": 10, "per_user_limit": 2}"#).await;
+    let as_user = |user: &str| JoinOptions {
+        user: Some(user.into()),
+        ..JoinOptions::default()
+    };
+    // What the sale route does: the user whose place the pass's visitor holds.
+    let claim = |visitor: VisitorId, units: u64| async move {
+        let user = h.store.user_of(&room_id(), visitor).await.unwrap();
+        h.sale
+            .claim_as(
+                &room_id(),
+                visitor,
+                user.as_deref(),
+                &Want::Quantity(units),
+                None,
+            )
+            .await
+    };
+
+    let first_visit = VisitorId::random();
+    h.store
+        .join_with(&room, first_visit, &as_user("alice"))
+        .await
+        .unwrap();
+    assert_eq!(
+        h.store
+            .user_of(&room, first_visit)
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("alice")
+    );
+    let bought = claim(first_visit, 2).await.unwrap();
+    h.sale
+        .confirm(&room, first_visit, &bought.claim_id)
+        .await
+        .unwrap();
+    h.store.leave(&room, first_visit).await.unwrap();
+
+    let second_visit = VisitorId::random();
+    let place = h
+        .store
+        .join_with(&room, second_visit, &as_user("alice"))
+        .await
+        .unwrap();
+    assert_eq!(place.visitor, second_visit, "a new visit: a new visitor");
+    assert!(
+        matches!(
+            claim(second_visit, 1).await,
+            Err(SaleError::LimitReached(2))
+        ),
+        "the limit counts the user's units of every visit"
+    );
+
+    // Another user, and a visitor without one, count alone.
+    let bob = VisitorId::random();
+    h.store
+        .join_with(&room, bob, &as_user("bob"))
+        .await
+        .unwrap();
+    let held = claim(bob, 2).await.unwrap();
+    let anonymous = VisitorId::random();
+    h.store.join(&room, anonymous).await.unwrap();
+    assert_eq!(h.store.user_of(&room, anonymous).await.unwrap(), None);
+    claim(anonymous, 2).await.unwrap();
+    // A hold given back gives the user's units back.
+    h.sale.release(&room, bob, &held.claim_id).await.unwrap();
+    let other_device = h
+        .store
+        .join_with(&room, VisitorId::random(), &as_user("bob"))
+        .await
+        .unwrap();
+    assert_eq!(
+        other_device.visitor, bob,
+        "bob's place, from another device"
+    );
+    claim(bob, 2).await.unwrap();
+}
+
+fn room_id() -> RoomId {
+    RoomId::parse("shop").unwrap()
 }

@@ -239,6 +239,8 @@ struct Room {
     no_shows: u64,
     /// Known users (a user token's `sub`) → the visitor holding their place.
     users: HashMap<String, VisitorId>,
+    /// And back: the user whose place a visitor holds.
+    user_of: HashMap<VisitorId, String>,
     /// Proof-of-work solutions used, until they expire.
     used_pow: HashMap<String, Millis>,
     used_pow_prune_at: usize,
@@ -277,6 +279,7 @@ impl Room {
             arrivals: BTreeSet::new(),
             no_shows: 0,
             users: HashMap::new(),
+            user_of: HashMap::new(),
             used_pow: HashMap::new(),
             used_pow_prune_at: MIN_JOIN_LIMITS_PRUNE,
         }
@@ -543,6 +546,7 @@ impl Room {
         }
         if let Some(user) = &options.user {
             self.users.insert(user.clone(), visitor);
+            self.user_of.insert(visitor, user.clone());
         }
         Ok(self.place(visitor, now))
     }
@@ -1020,6 +1024,10 @@ impl Store for MemoryStore {
         self.with_open_room(id, "revoke_pass", |room, now| {
             room.revoke_pass(visitor, pass_exp_s, now)
         })
+    }
+
+    async fn user_of(&self, id: &RoomId, visitor: VisitorId) -> Result<Option<String>, StoreError> {
+        self.with_open_room(id, "user_of", |room, _| room.user_of.get(&visitor).cloned())
     }
 
     async fn leave(&self, id: &RoomId, visitor: VisitorId) -> Result<(), StoreError> {

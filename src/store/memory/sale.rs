@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use crate::store::SaleStore;
 use crate::words::clock::{Millis, SharedClock};
 use crate::words::sale::{
-    Claim, ClaimState, Inventory, SaleConfig, SaleError, SaleView, SeatState, Stock, Want,
+    Buyer, Claim, ClaimState, Inventory, SaleConfig, SaleError, SaleView, SeatState, Stock, Want,
     new_claim_id,
 };
 use crate::words::{RoomId, VisitorId};
@@ -31,8 +31,10 @@ struct Sale {
     claims: HashMap<String, Claim>,
     /// (expiry, claim id) of every hold, soonest first.
     holds: BTreeSet<(Millis, String)>,
-    /// Units each visitor holds or bought.
-    units: HashMap<VisitorId, u64>,
+    /// Units each buyer (a visitor, or a known user) holds or bought.
+    units: HashMap<Buyer, u64>,
+    /// Whose limit each claim counts against.
+    buyers: HashMap<String, Buyer>,
     idempotency: HashMap<(VisitorId, String), String>,
     next_sequence: u64,
     orders: Vec<String>,
@@ -51,6 +53,7 @@ impl Sale {
             claims: HashMap::new(),
             holds: BTreeSet::new(),
             units: HashMap::new(),
+            buyers: HashMap::new(),
             idempotency: HashMap::new(),
             next_sequence: 0,
             orders: Vec::new(),
@@ -65,7 +68,11 @@ impl Sale {
         claim.state = to;
         self.holds
             .remove(&(claim.hold_expires_at, claim_id.to_string()));
-        if let Some(units) = self.units.get_mut(&claim.visitor) {
+        if let Some(units) = self
+            .buyers
+            .get(claim_id)
+            .and_then(|buyer| self.units.get_mut(buyer))
+        {
             *units = units.saturating_sub(claim.quantity);
         }
         if claim.seats.is_empty() {
@@ -117,6 +124,7 @@ impl Sale {
     fn claim(
         &mut self,
         visitor: VisitorId,
+        buyer: Buyer,
         want: &Want,
         key: Option<&str>,
         now: Millis,
@@ -142,7 +150,7 @@ impl Sale {
             }
             _ => {}
         }
-        let held = self.units.get(&visitor).copied().unwrap_or(0);
+        let held = self.units.get(&buyer).copied().unwrap_or(0);
         if held + want.units() > self.config.per_user_limit as u64 {
             return Err(SaleError::LimitReached(self.config.per_user_limit));
         }
@@ -177,7 +185,8 @@ impl Sale {
             hold_expires_at: now + self.config.hold_ttl_s * 1000,
             confirmed_at: None,
         };
-        *self.units.entry(visitor).or_default() += claim.quantity;
+        *self.units.entry(buyer.clone()).or_default() += claim.quantity;
+        self.buyers.insert(claim_id.clone(), buyer);
         self.holds.insert((claim.hold_expires_at, claim_id.clone()));
         if let Some(key) = key {
             self.idempotency
@@ -255,14 +264,16 @@ impl SaleStore for MemorySale {
         })
     }
 
-    async fn claim(
+    async fn claim_as(
         &self,
         room: &RoomId,
         visitor: VisitorId,
+        user: Option<&str>,
         want: &Want,
         key: Option<&str>,
     ) -> Result<Claim, SaleError> {
-        self.with_sale(room, |sale, now| sale.claim(visitor, want, key, now))
+        let buyer = Buyer::of(visitor, user);
+        self.with_sale(room, |sale, now| sale.claim(visitor, buyer, want, key, now))
     }
 
     async fn confirm(

@@ -11,7 +11,7 @@ use super::admission::{RedisStore, number, text};
 use super::script_error::ScriptError;
 use crate::store::SaleStore;
 use crate::words::sale::{
-    Claim, ClaimState, Inventory, SaleConfig, SaleError, SaleView, SeatState, Stock, Want,
+    Buyer, Claim, ClaimState, Inventory, SaleConfig, SaleError, SaleView, SeatState, Stock, Want,
     new_claim_id,
 };
 use crate::words::{RoomId, VisitorId};
@@ -189,10 +189,11 @@ impl SaleStore for RedisStore {
         })
     }
 
-    async fn claim(
+    async fn claim_as(
         &self,
         room: &RoomId,
         visitor: VisitorId,
+        user: Option<&str>,
         want: &Want,
         key: Option<&str>,
     ) -> Result<Claim, SaleError> {
@@ -206,6 +207,7 @@ impl SaleStore for RedisStore {
             new_claim_id(),
             wants.to_string(),
             want.units().to_string(),
+            Buyer::of(visitor, user).key(),
         ]
         .into_iter()
         .chain(seats);
