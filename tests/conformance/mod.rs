@@ -103,6 +103,7 @@ macro_rules! conformance_suite {
             random_admits_anyone_waiting_not_the_head,
             places_read_many_as_status_reads_each,
             every_config_change_is_in_force_at_once_up_and_down,
+            those_who_left_are_told_so_then_forgotten,
         );
         $crate::conformance_suite!(@draw $make;
             before_the_opening_everyone_waits_unordered_and_nobody_is_admitted,
@@ -910,6 +911,74 @@ pub mod scenarios {
             user: Some(user.into()),
             ..JoinOptions::default()
         }
+    }
+
+    /// A place or pass given up is gone from the store at once; `left` is
+    /// told for `abandon_after_s` (for a pass, while it would have run),
+    /// then the visitor is one the room never knew (`expired`), and coming
+    /// back means the back of the line either way.
+    pub async fn those_who_left_are_told_so_then_forgotten(h: &Harness) {
+        let room = h.room("r", 1, None).await;
+        h.patch(&room, r#"{"abandon_after_s": 20, "pass_ttl_s": 60}"#)
+            .await;
+        let (holder, state) = h.join(&room).await;
+        assert!(is_admitted(state));
+        h.patch(&room, r#"{"paused": true}"#).await;
+        let (ahead, _) = h.join(&room).await;
+        let (leaver, _) = h.join(&room).await;
+        let alice = VisitorId::random();
+        h.store
+            .join_with(&room, alice, &as_user("alice"))
+            .await
+            .unwrap();
+        h.store.leave(&room, leaver).await.unwrap();
+        h.store.leave(&room, holder).await.unwrap();
+        h.store.leave(&room, alice).await.unwrap();
+        assert_eq!(h.store.user_of(&room, alice).await.unwrap(), None);
+        for gone in [leaver, holder, alice] {
+            assert!(matches!(h.state(&room, gone).await, PlaceState::Left));
+        }
+
+        h.clock.advance_ms(19_999);
+        h.store.touch(&room, &[ahead]).await.unwrap();
+        assert!(matches!(h.state(&room, leaver).await, PlaceState::Left));
+        h.clock.advance_ms(1);
+        h.store.tick(&room).await.unwrap();
+        assert!(
+            matches!(h.state(&room, leaver).await, PlaceState::Expired),
+            "forgotten after abandon_after_s"
+        );
+        assert!(
+            matches!(h.state(&room, holder).await, PlaceState::Left),
+            "a pass given up: told so while it would have run"
+        );
+        assert_eq!(
+            position(h.store.join(&room, leaver).await.unwrap().state),
+            2,
+            "back, at the back of the line"
+        );
+        let again = h
+            .store
+            .join_with(&room, VisitorId::random(), &as_user("alice"))
+            .await
+            .unwrap();
+        assert_ne!(again.visitor, alice, "alice's place went with her");
+        assert_eq!(position(again.state), 3);
+
+        h.clock.advance_ms(40_000); // 60 s after admission
+        h.store
+            .touch(&room, &[ahead, leaver, again.visitor])
+            .await
+            .unwrap();
+        assert!(matches!(h.state(&room, holder).await, PlaceState::Expired));
+        assert!(matches!(
+            h.store.revoke_pass(&room, holder, None).await,
+            Ok(false)
+        ));
+        assert_eq!(
+            position(h.store.join(&room, holder).await.unwrap().state),
+            4
+        );
     }
 
     pub async fn a_known_user_holds_one_place_from_any_device(h: &Harness) {

@@ -77,7 +77,7 @@ impl MemoryStore {
             return Err(StoreError::RoomClosed(id.clone()));
         }
         let now = self.clock.now_ms();
-        room.expire_passes(now);
+        room.expire(now, FORGOTTEN_PER_OPERATION);
         Ok(op(&mut room, now))
     }
 
@@ -190,7 +190,6 @@ enum VisitorState {
         /// (`arrival_grace_s`); `None` once seen, or with no grace.
         arrival_due: Option<Millis>,
     },
-    Left,
 }
 
 struct Room {
@@ -216,6 +215,11 @@ struct Room {
     /// Visitors with a place or a pass. Expired visitors are forgotten: an
     /// unknown visitor and an expired one are told the same thing.
     visitors: HashMap<VisitorId, VisitorState>,
+    /// Visitors who gave up their place or pass (or had it taken back), no
+    /// longer in `visitors`: until when they are told `left`. Forgotten
+    /// then, a bounded number per operation, soonest first by `departures`.
+    departed: HashMap<VisitorId, Millis>,
+    departures: BTreeSet<(Millis, VisitorId)>,
     /// (last seen, visitor) of every waiting visitor, stalest first, so a
     /// tick finds the abandoned without walking the line.
     presence: BTreeSet<(Millis, VisitorId)>,
@@ -249,6 +253,12 @@ struct Room {
 /// The per-address map is pruned when it reaches this size, or twice its
 /// size after the last pruning.
 const MIN_JOIN_LIMITS_PRUNE: usize = 1024;
+/// Departed visitors forgotten per operation on the room at most, and per
+/// tick: each is forgotten once, so no operation does more than a bounded
+/// amount of it, and the ticks (which an idle room still gets, once per
+/// heartbeat) keep up with any rate of leaving.
+const FORGOTTEN_PER_OPERATION: usize = 64;
+const FORGOTTEN_PER_TICK: usize = 4_096;
 
 impl Room {
     fn new(id: RoomId, config: RoomConfig, now: Millis) -> Self {
@@ -267,6 +277,8 @@ impl Room {
             index: LineIndex::new(),
             line: BTreeMap::new(),
             visitors: HashMap::new(),
+            departed: HashMap::new(),
+            departures: BTreeSet::new(),
             presence: BTreeSet::new(),
             draw,
             drawn_announced: false,
@@ -285,6 +297,23 @@ impl Room {
         }
     }
 
+    /// What time alone ends: passes run out, and departed visitors are
+    /// forgotten (up to `at_most` of them).
+    fn expire(&mut self, now: Millis, at_most: usize) {
+        self.expire_passes(now);
+        for _ in 0..at_most {
+            match self.departures.first() {
+                Some(&(until, visitor)) if until <= now => {
+                    self.departures.pop_first();
+                    if self.departed.get(&visitor) == Some(&until) {
+                        self.departed.remove(&visitor);
+                    }
+                }
+                _ => break,
+            }
+        }
+    }
+
     fn expire_passes(&mut self, now: Millis) {
         while let Some(&(expires_at, visitor)) = self.active.first() {
             if expires_at > now {
@@ -294,11 +323,31 @@ impl Room {
             if let Some(VisitorState::Admitted {
                 arrival_due: Some(due),
                 ..
-            }) = self.visitors.remove(&visitor)
+            }) = self.forget(visitor)
             {
                 self.arrivals.remove(&(due, visitor));
             }
         }
+    }
+
+    /// Drops everything the room keeps of a visitor (their user's place
+    /// included, if it was theirs); returns the state they were in.
+    fn forget(&mut self, visitor: VisitorId) -> Option<VisitorState> {
+        if let Some(user) = self.user_of.remove(&visitor)
+            && self.users.get(&user) == Some(&visitor)
+        {
+            self.users.remove(&user);
+        }
+        self.visitors.remove(&visitor)
+    }
+
+    /// Forgets a visitor who gave up their place or pass, who is told
+    /// `left` until `until` (at least `abandon_after_s` from now).
+    fn depart(&mut self, visitor: VisitorId, until: Millis, now: Millis) {
+        let until = until.max(now + self.config.abandon_after_s * 1000);
+        self.forget(visitor);
+        self.departed.insert(visitor, until);
+        self.departures.insert((until, visitor));
     }
 
     /// Whether the room is open: it has no `opens_at`, or that has passed.
@@ -336,7 +385,7 @@ impl Room {
                 break;
             }
             self.presence.pop_first();
-            if let Some(VisitorState::Waiting { spot, .. }) = self.visitors.remove(&visitor) {
+            if let Some(VisitorState::Waiting { spot, .. }) = self.forget(visitor) {
                 self.unqueue(spot, now);
                 departed.push(spot.order());
             }
@@ -456,7 +505,13 @@ impl Room {
                 admitted_at: *admitted_at,
                 expires_at: *expires_at,
             },
-            Some(VisitorState::Left) => PlaceState::Left,
+            None if self
+                .departed
+                .get(&visitor)
+                .is_some_and(|until| *until > now) =>
+            {
+                PlaceState::Left
+            }
             None => PlaceState::Expired,
         };
         Place {
@@ -505,12 +560,12 @@ impl Room {
             Some(VisitorState::Waiting { .. }) => self.mark_present(visitor, now),
             Some(VisitorState::Admitted { .. }) => {}
             // Sold out: new arrivals are told so, and take nothing.
-            Some(VisitorState::Left) | None if self.facts.sold_out => {
+            None if self.facts.sold_out => {
                 let mut place = self.place(visitor, now);
                 place.state = PlaceState::Closed;
                 return Ok(place);
             }
-            Some(VisitorState::Left) | None => {
+            None => {
                 self.welcome(options, now)?;
                 let opened = self.opened(now);
                 let pass_through = opened
@@ -644,15 +699,15 @@ impl Room {
                 break;
             }
             self.arrivals.pop_first();
-            if let Some(VisitorState::Admitted {
+            if let Some(&VisitorState::Admitted {
                 expires_at,
                 arrival_due: Some(pending),
                 ..
             }) = self.visitors.get(&visitor)
-                && *pending == due
+                && pending == due
             {
-                self.active.remove(&(*expires_at, visitor));
-                self.visitors.insert(visitor, VisitorState::Left);
+                self.active.remove(&(expires_at, visitor));
+                self.depart(visitor, expires_at, now);
                 self.no_shows += 1;
             }
         }
@@ -683,33 +738,31 @@ impl Room {
         }
     }
 
-    /// Removes the visitor's place or slot; returns their place in the
-    /// order if they were waiting.
+    /// Removes the visitor's place or slot, at once; they are told `left`
+    /// for a while (`depart`). Returns their place in the order if they
+    /// were waiting.
     fn leave(&mut self, visitor: VisitorId, now: Millis) -> Option<Order> {
-        match self.visitors.insert(visitor, VisitorState::Left) {
-            Some(VisitorState::Waiting {
+        match self.visitors.get(&visitor).copied()? {
+            VisitorState::Waiting {
                 spot, last_seen, ..
-            }) => {
+            } => {
                 self.unqueue(spot, now);
                 self.presence.remove(&(last_seen, visitor));
+                self.depart(visitor, now, now);
                 self.version += 1;
                 Some(spot.order())
             }
-            Some(VisitorState::Admitted {
+            VisitorState::Admitted {
                 expires_at,
                 arrival_due,
                 ..
-            }) => {
+            } => {
                 self.active.remove(&(expires_at, visitor));
                 if let Some(due) = arrival_due {
                     self.arrivals.remove(&(due, visitor));
                 }
-                None
-            }
-            Some(VisitorState::Left) => None,
-            None => {
-                // Never here, or already expired: nothing to give up.
-                self.visitors.remove(&visitor);
+                // Told `left` while the pass would have run.
+                self.depart(visitor, expires_at, now);
                 None
             }
         }
@@ -936,7 +989,7 @@ impl Store for MemoryStore {
             .filter_map(|handle| {
                 let mut room = HeldRoom::lock(handle, "rooms");
                 (!room.closed).then(|| {
-                    room.expire_passes(now);
+                    room.expire(now, FORGOTTEN_PER_OPERATION);
                     room.info(now)
                 })
             })
@@ -1061,7 +1114,7 @@ impl Store for MemoryStore {
             return Err(StoreError::RoomClosed(id.clone()));
         }
         let now = self.clock.now_ms();
-        room.expire_passes(now);
+        room.expire(now, FORGOTTEN_PER_TICK);
         let ran = room.tick(now).map(|(report, events)| {
             // Published under the room's lock so events leave in version order.
             for event in events {
@@ -1122,5 +1175,88 @@ impl Store for MemoryStore {
             .lock()
             .get(id)
             .is_some_and(|until| *until > now))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::words::clock::ManualClock;
+
+    fn as_user(user: &str) -> JoinOptions {
+        JoinOptions {
+            user: Some(user.into()),
+            ..JoinOptions::default()
+        }
+    }
+
+    /// Issue 24, item 18: a visitor who left, was abandoned, ran out or was
+    /// reclaimed leaves nothing behind in the room, and no operation does
+    /// more than a bounded amount of the forgetting.
+    #[tokio::test]
+    async fn nothing_of_a_visitor_stays_once_they_are_gone() {
+        let clock = ManualClock::new(1_767_225_600_000);
+        let store = MemoryStore::new(Arc::new(clock.clone()));
+        let id = RoomId::parse("r").unwrap();
+        let mut config = RoomConfig::new("R", "/x");
+        config.admit_per_tick = 2;
+        config.abandon_after_s = 20;
+        config.pass_ttl_s = 60;
+        config.arrival_grace_s = Some(5);
+        store.create_room(id.clone(), config).await.unwrap();
+        let visitors: Vec<VisitorId> = (0..6).map(|_| VisitorId::random()).collect();
+        for (n, visitor) in visitors.iter().enumerate() {
+            let user = format!("user-{n}");
+            store
+                .join_with(&id, *visitor, &as_user(&user))
+                .await
+                .unwrap();
+        }
+        let room = store.room_handle(&id).unwrap();
+        store.leave(&id, visitors[2]).await.unwrap(); // waiting
+        store.leave(&id, visitors[0]).await.unwrap(); // admitted
+        {
+            let room = room.lock();
+            for gone in [visitors[0], visitors[2]] {
+                assert!(!room.visitors.contains_key(&gone), "gone at once");
+                assert!(!room.user_of.contains_key(&gone));
+            }
+            assert_eq!(room.users.len(), 4);
+            assert_eq!(room.departed.len(), 2, "told `left` for a while");
+        }
+        // 20 s on: #1's pass is reclaimed unseen, #3 is abandoned, #4 and #5
+        // (still polling) are admitted; 60 s later every pass has run out.
+        clock.advance_ms(15_000);
+        store.touch(&id, &visitors[4..]).await.unwrap();
+        clock.advance_ms(5_000);
+        store.tick(&id).await.unwrap();
+        clock.advance_ms(60_000);
+        store.tick(&id).await.unwrap();
+        let room = room.lock();
+        assert!(room.visitors.is_empty(), "{:?}", room.visitors);
+        assert!(room.departed.is_empty() && room.departures.is_empty());
+        assert!(room.users.is_empty() && room.user_of.is_empty());
+        assert!(room.presence.is_empty() && room.active.is_empty() && room.arrivals.is_empty());
+    }
+
+    #[test]
+    fn an_operation_forgets_a_bounded_number_of_departed_visitors() {
+        let now = 1_000_000;
+        let mut room = Room::new(RoomId::parse("r").unwrap(), RoomConfig::new("R", "/x"), now);
+        for _ in 0..FORGOTTEN_PER_OPERATION + FORGOTTEN_PER_TICK + 10 {
+            room.depart(VisitorId::random(), now, now);
+        }
+        let later = now + room.config.abandon_after_s * 1000;
+        room.expire(later - 1, FORGOTTEN_PER_TICK);
+        assert_eq!(
+            room.departed.len(),
+            FORGOTTEN_PER_OPERATION + FORGOTTEN_PER_TICK + 10
+        );
+        room.expire(later, FORGOTTEN_PER_OPERATION);
+        assert_eq!(room.departed.len(), FORGOTTEN_PER_TICK + 10);
+        room.expire(later, FORGOTTEN_PER_TICK);
+        assert_eq!(room.departed.len(), 10);
+        room.expire(later, FORGOTTEN_PER_TICK);
+        assert!(room.departed.is_empty() && room.departures.is_empty());
     }
 }
