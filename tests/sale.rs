@@ -766,6 +766,62 @@ async fn a_users_limit_holds_across_visits_on_redis() {
     a_users_limit_holds_across_visits(&redis_nodes(&redis).await).await;
 }
 
+/// Issue 24, item 18: a pass taken back (revoked by the operator, given up
+/// with `leave`, by pass or by ticket) gives its holds back to stock at once.
+async fn a_pass_taken_back_gives_its_holds_back(nodes: &[TestApp]) {
+    let node = |i: usize| &nodes[i % nodes.len()];
+    let room = "revocable";
+    node(0)
+        .create_room(room, json!({"admit_per_tick": 1_000}))
+        .await;
+    put_sale(node(0), room, json!({"seats": ["A1", "A2"]})).await;
+    let hold_a1 = |i: usize, pass: String| async move {
+        claim(node(i), room, &pass, json!({"seats": ["A1"]})).await
+    };
+
+    let (_, revoked) = admitted(node(0), room).await;
+    assert_eq!(hold_a1(0, revoked.clone()).await.0, 201);
+    let (_, next) = admitted(node(1), room).await;
+    assert_eq!(
+        hold_a1(1, next.clone()).await.1["error"]["code"],
+        "seat_taken"
+    );
+    let revoke = node(1)
+        .admin(
+            Method::POST,
+            &format!("/api/admin/rooms/{room}/passes/revoke"),
+        )
+        .json(&json!({"pass": revoked}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoke.status(), 204);
+    assert_eq!(
+        hold_a1(1, next.clone()).await.0,
+        201,
+        "the revoked pass's hold went back with it"
+    );
+
+    leave(node(0), room, &next).await; // the pass as Bearer
+    let (ticket, third) = admitted(node(0), room).await;
+    assert_eq!(hold_a1(0, third).await.0, 201, "given up with leave");
+
+    leave(node(1), room, &ticket).await; // the ticket: the pass goes too
+    let (_, fourth) = admitted(node(1), room).await;
+    assert_eq!(hold_a1(0, fourth).await.0, 201, "left with the ticket");
+}
+
+#[tokio::test]
+async fn a_pass_taken_back_gives_its_holds_back_on_memory() {
+    a_pass_taken_back_gives_its_holds_back(&memory_node().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pass_taken_back_gives_its_holds_back_on_redis() {
+    let redis = RedisServer::start();
+    a_pass_taken_back_gives_its_holds_back(&redis_nodes(&redis).await).await;
+}
+
 /// The `Set-Cookie` headers of an answer.
 fn set_cookies(response: &reqwest::Response) -> Vec<String> {
     response

@@ -52,6 +52,9 @@ pub trait SaleStore: Send + Sync + 'static {
         visitor: VisitorId,
         claim_id: &str,
     ) -> Result<(), SaleError>;
+    /// Gives every hold of the visitor back to stock (their pass was taken
+    /// back, so they can no longer confirm it); how many. Orders stay.
+    async fn release_holds_of(&self, room: &RoomId, visitor: VisitorId) -> Result<u64, SaleError>;
     /// The visitor's held and confirmed claims.
     async fn claims_of(&self, room: &RoomId, visitor: VisitorId) -> Result<Vec<Claim>, SaleError>;
     /// Confirmed claims in order of confirmation.

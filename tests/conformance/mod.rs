@@ -126,6 +126,7 @@ macro_rules! conformance_suite {
             a_room_created_again_starts_without_its_predecessors_sale,
             a_sold_out_sale_closes_the_line_and_holds_keep_it_open,
             a_known_users_limit_counts_every_visit_and_device,
+            a_pass_taken_back_gives_its_holds_back,
         );
     };
     (@draw $make:expr; $($name:ident),* $(,)?) => {

@@ -1,6 +1,6 @@
 //! Sale scenarios every store must pass, on a driven clock.
 
-use waitroom::store::{JoinOptions, StoreError};
+use waitroom::store::{JoinOptions, StoreError, give_up, take_back_pass};
 use waitroom::words::sale::{ClaimState, SaleError, SaleRequest, SeatState, Want};
 use waitroom::words::{RoomConfig, RoomId, VisitorId};
 
@@ -466,6 +466,89 @@ pub async fn a_known_users_limit_counts_every_visit_and_device(h: &Harness) {
         "bob's place, from another device"
     );
     claim(bob, 2).await.unwrap();
+}
+
+pub async fn a_pass_taken_back_gives_its_holds_back(h: &Harness) {
+    use waitroom::words::PlaceState;
+    let room = h.room("shop", 100, None).await;
+    sale(
+        h,
+        r#"{"seats": ["A1", "A2", "A3", "A4", "A5"], "per_user_limit": 3}"#,
+    )
+    .await;
+    let (store, sales) = (h.store.as_ref(), h.sale.as_ref());
+    let (revoked, state) = h.join(&room).await;
+    let PlaceState::Admitted { expires_at, .. } = state else {
+        panic!("admitted, got {state:?}")
+    };
+    let bought = h
+        .sale
+        .claim(&room, revoked, &seats(&["A1"]), None)
+        .await
+        .unwrap();
+    h.sale
+        .confirm(&room, revoked, &bought.claim_id)
+        .await
+        .unwrap();
+    let held = h
+        .sale
+        .claim(&room, revoked, &seats(&["A2", "A3"]), None)
+        .await
+        .unwrap();
+
+    // Another admission's pass takes nothing, holds included.
+    assert!(
+        !take_back_pass(store, sales, &room, revoked, Some(expires_at / 1000 + 1))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        h.sale.sale(&room).await.unwrap().seats["A2"],
+        SeatState::Held
+    );
+
+    assert!(
+        take_back_pass(store, sales, &room, revoked, Some(expires_at / 1000))
+            .await
+            .unwrap()
+    );
+    let view = h.sale.sale(&room).await.unwrap();
+    assert_eq!(
+        (view.seats["A1"], view.seats["A2"], view.seats["A3"]),
+        (SeatState::Sold, SeatState::Free, SeatState::Free),
+        "the holds went back with the pass; the order stays"
+    );
+    assert!(matches!(
+        h.sale.confirm(&room, revoked, &held.claim_id).await,
+        Err(SaleError::Released)
+    ));
+    let mine = h.sale.claims_of(&room, revoked).await.unwrap();
+    let mine: Vec<(&str, ClaimState)> = mine
+        .iter()
+        .map(|c| (c.claim_id.as_str(), c.state))
+        .collect();
+    assert_eq!(mine, [(bought.claim_id.as_str(), ClaimState::Confirmed)]);
+
+    // Leaving gives them back the same way, and someone else may take them.
+    let (leaver, _) = h.join(&room).await;
+    h.sale
+        .claim(&room, leaver, &seats(&["A2"]), None)
+        .await
+        .unwrap();
+    give_up(store, sales, &room, leaver).await.unwrap();
+    let (next, _) = h.join(&room).await;
+    h.sale
+        .claim(&room, next, &seats(&["A2", "A3"]), None)
+        .await
+        .unwrap();
+    // A room without a sale gives nothing back, and that is no error.
+    let bare = h.room("bare", 100, None).await;
+    let (visitor, _) = h.join(&bare).await;
+    assert!(
+        take_back_pass(store, sales, &bare, visitor, None)
+            .await
+            .unwrap()
+    );
 }
 
 fn room_id() -> RoomId {

@@ -29,6 +29,8 @@ struct Sale {
     /// Seat → the claim holding or owning it (absent: free).
     seats: BTreeMap<String, Option<String>>,
     claims: HashMap<String, Claim>,
+    /// Each visitor's claims, in the order made.
+    mine: HashMap<VisitorId, Vec<String>>,
     /// (expiry, claim id) of every hold, soonest first.
     holds: BTreeSet<(Millis, String)>,
     /// Units each buyer (a visitor, or a known user) holds or bought.
@@ -51,6 +53,7 @@ impl Sale {
             stock_left,
             seats,
             claims: HashMap::new(),
+            mine: HashMap::new(),
             holds: BTreeSet::new(),
             units: HashMap::new(),
             buyers: HashMap::new(),
@@ -192,8 +195,18 @@ impl Sale {
             self.idempotency
                 .insert((visitor, key.to_string()), claim_id.clone());
         }
+        self.mine.entry(visitor).or_default().push(claim_id.clone());
         self.claims.insert(claim_id, claim.clone());
         Ok(claim)
+    }
+
+    /// The visitor's claims, in the order made.
+    fn claims_of(&self, visitor: VisitorId) -> impl Iterator<Item = &Claim> {
+        self.mine
+            .get(&visitor)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.claims.get(id))
     }
 
     fn own_claim(&mut self, visitor: VisitorId, claim_id: &str) -> Result<&mut Claim, SaleError> {
@@ -318,19 +331,27 @@ impl SaleStore for MemorySale {
         })
     }
 
+    async fn release_holds_of(&self, room: &RoomId, visitor: VisitorId) -> Result<u64, SaleError> {
+        self.with_sale(room, |sale, _| {
+            let held: Vec<String> = sale
+                .claims_of(visitor)
+                .filter(|c| c.state == ClaimState::Held)
+                .map(|c| c.claim_id.clone())
+                .collect();
+            for claim_id in &held {
+                sale.give_back(claim_id, ClaimState::Released);
+            }
+            Ok(held.len() as u64)
+        })
+    }
+
     async fn claims_of(&self, room: &RoomId, visitor: VisitorId) -> Result<Vec<Claim>, SaleError> {
         self.with_sale(room, |sale, _| {
-            let mut mine: Vec<Claim> = sale
-                .claims
-                .values()
-                .filter(|c| {
-                    c.visitor == visitor
-                        && matches!(c.state, ClaimState::Held | ClaimState::Confirmed)
-                })
+            Ok(sale
+                .claims_of(visitor)
+                .filter(|c| matches!(c.state, ClaimState::Held | ClaimState::Confirmed))
                 .cloned()
-                .collect();
-            mine.sort_by_key(|c| c.sequence);
-            Ok(mine)
+                .collect())
         })
     }
 

@@ -35,6 +35,7 @@ static CLAIM: LazyLock<Script> = sale_script!("sale_claim.lua");
 static CONFIRM: LazyLock<Script> = sale_script!("sale_confirm.lua");
 static RELEASE: LazyLock<Script> = sale_script!("sale_release.lua");
 static MINE: LazyLock<Script> = sale_script!("sale_mine.lua");
+static RELEASE_HOLDS: LazyLock<Script> = sale_script!("sale_release_holds.lua");
 static ORDERS: LazyLock<Script> = sale_script!("sale_orders.lua");
 
 /// The room's sale keys, in the order `lua/sale_lib.lua` names them;
@@ -244,6 +245,12 @@ impl SaleStore for RedisStore {
             .await
             .map_err(sale_error)?;
         Ok(())
+    }
+
+    async fn release_holds_of(&self, room: &RoomId, visitor: VisitorId) -> Result<u64, SaleError> {
+        self.eval(&RELEASE_HOLDS, &sale_keys(room), [visitor.to_string()])
+            .await
+            .map_err(sale_error)
     }
 
     async fn claims_of(&self, room: &RoomId, visitor: VisitorId) -> Result<Vec<Claim>, SaleError> {
