@@ -235,6 +235,7 @@ impl Application {
         let state = web::Data::new(AppState {
             store: store.clone(),
             sale: sale.clone(),
+            sale_views: Default::default(),
             hub: hub.clone(),
             wakeups,
             credentials: credentials.clone(),
