@@ -783,25 +783,17 @@ async fn config_changes_reach_every_node_by_the_next_tick_at_the_new_setting() {
     }
 
     // queue_method reject and closes_at turn arrivals away on every node at once.
+    let join_answer = |node: &TestApp| {
+        let join = node.http.post(node.url("/api/rooms/live/join"));
+        async move { join.send().await.unwrap().status() }
+    };
     a.patch_room("live", json!({"queue_method": "reject"}))
         .await;
-    let refused = b
-        .http
-        .post(b.url("/api/rooms/live/join"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(refused.status(), 403);
+    assert_eq!(join_answer(b).await, 403);
     let now = waitroom::words::clock::rfc3339(nodes.clock.now_ms());
     b.patch_room("live", json!({"queue_method": "fifo", "closes_at": now}))
         .await;
-    let refused = a
-        .http
-        .post(a.url("/api/rooms/live/join"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(refused.status(), 403);
+    assert_eq!(join_answer(a).await, 403);
     let later = waitroom::words::clock::rfc3339(nodes.clock.now_ms() + 60_000);
     a.patch_room("live", json!({"closes_at": later})).await;
     b.join_api("live").await; // 200: arrivals taken again

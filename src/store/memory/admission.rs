@@ -1181,58 +1181,44 @@ impl Store for MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::words::clock::ManualClock;
-
-    fn as_user(user: &str) -> JoinOptions {
-        JoinOptions {
-            user: Some(user.into()),
-            ..JoinOptions::default()
-        }
-    }
 
     /// Issue 24, item 18: a visitor who left, was abandoned, ran out or was
-    /// reclaimed leaves nothing behind in the room, and no operation does
-    /// more than a bounded amount of the forgetting.
-    #[tokio::test]
-    async fn nothing_of_a_visitor_stays_once_they_are_gone() {
-        let clock = ManualClock::new(1_767_225_600_000);
-        let store = MemoryStore::new(Arc::new(clock.clone()));
-        let id = RoomId::parse("r").unwrap();
+    /// reclaimed leaves nothing behind in the room.
+    #[test]
+    fn nothing_of_a_visitor_stays_once_they_are_gone() {
+        let at = |s: u64| 1_767_225_600_000 + s * 1000;
         let mut config = RoomConfig::new("R", "/x");
-        config.admit_per_tick = 2;
-        config.abandon_after_s = 20;
-        config.pass_ttl_s = 60;
-        config.arrival_grace_s = Some(5);
-        store.create_room(id.clone(), config).await.unwrap();
-        let visitors: Vec<VisitorId> = (0..6).map(|_| VisitorId::random()).collect();
-        for (n, visitor) in visitors.iter().enumerate() {
-            let user = format!("user-{n}");
-            store
-                .join_with(&id, *visitor, &as_user(&user))
-                .await
-                .unwrap();
+        (config.admit_per_tick, config.abandon_after_s) = (2, 20);
+        (config.pass_ttl_s, config.arrival_grace_s) = (60, Some(5));
+        let mut room = Room::new(RoomId::parse("r").unwrap(), config, at(0));
+        let joined: Vec<VisitorId> = (0..6)
+            .map(|n| {
+                let visitor = VisitorId::random();
+                let known = JoinOptions {
+                    user: Some(format!("user-{n}")),
+                    ..JoinOptions::default()
+                };
+                room.join(visitor, &known, at(0)).unwrap();
+                visitor
+            })
+            .collect();
+        room.leave(joined[2], at(0)); // waiting
+        room.leave(joined[0], at(0)); // admitted
+        assert!(
+            [joined[0], joined[2]]
+                .iter()
+                .all(|gone| !room.visitors.contains_key(gone) && !room.user_of.contains_key(gone)),
+            "gone at once"
+        );
+        assert_eq!((room.users.len(), room.departed.len()), (4, 2));
+        // #1's pass is reclaimed unseen, #3 is abandoned, #4 and #5 (still
+        // polling) are admitted at 20 s; every pass has run out at 80 s.
+        room.mark_present(joined[4], at(15));
+        room.mark_present(joined[5], at(15));
+        for now in [at(20), at(80)] {
+            room.expire(now, FORGOTTEN_PER_TICK);
+            room.tick(now);
         }
-        let room = store.room_handle(&id).unwrap();
-        store.leave(&id, visitors[2]).await.unwrap(); // waiting
-        store.leave(&id, visitors[0]).await.unwrap(); // admitted
-        {
-            let room = room.lock();
-            for gone in [visitors[0], visitors[2]] {
-                assert!(!room.visitors.contains_key(&gone), "gone at once");
-                assert!(!room.user_of.contains_key(&gone));
-            }
-            assert_eq!(room.users.len(), 4);
-            assert_eq!(room.departed.len(), 2, "told `left` for a while");
-        }
-        // 20 s on: #1's pass is reclaimed unseen, #3 is abandoned, #4 and #5
-        // (still polling) are admitted; 60 s later every pass has run out.
-        clock.advance_ms(15_000);
-        store.touch(&id, &visitors[4..]).await.unwrap();
-        clock.advance_ms(5_000);
-        store.tick(&id).await.unwrap();
-        clock.advance_ms(60_000);
-        store.tick(&id).await.unwrap();
-        let room = room.lock();
         assert!(room.visitors.is_empty(), "{:?}", room.visitors);
         assert!(room.departed.is_empty() && room.departures.is_empty());
         assert!(room.users.is_empty() && room.user_of.is_empty());
