@@ -1,9 +1,9 @@
 -- Joins the line (or, before the opening, the draw), passes straight through,
 -- or returns the existing place.
 -- ARGV[3]: the visitor; ARGV[4]: joins per minute per client address, or ''
--- for no limit (KEYS[11] is that address's key, its TAT); ARGV[5]: the known
+-- for no limit (KEYS[12] is that address's key, its TAT); ARGV[5]: the known
 -- user, or ''; ARGV[6]: until when the proof-of-work solution holds (ms), or
--- '' for none (KEYS[12] marks it used), and ARGV[10] the difficulty its
+-- '' for none (KEYS[13] marks it used), and ARGV[10] the difficulty its
 -- challenge was made at. Both keys are in the room's slot.
 -- ARGV[7]: the commitment of the seed the node drew ARGV[9] (the draw key,
 -- hex) for ARGV[8] (a new entry id) with, or '': Lua has no HMAC, so the
@@ -50,7 +50,7 @@ elseif kind ~= 'a' then
     local refusal
     if ARGV[6] == '' then refusal = 'POWREQUIRED'
     elseif tonumber(ARGV[10]) < tonumber(room.pow_difficulty) then refusal = 'POWTOOEASY'
-    elseif redis.call('EXISTS', KEYS[12]) == 1 then refusal = 'POWREUSED' end
+    elseif redis.call('EXISTS', KEYS[13]) == 1 then refusal = 'POWREUSED' end
     if refusal then
       redis.call('HINCRBY', K_ROOM, 'turned_away', 1)
       return redis.error_reply(refusal)
@@ -62,15 +62,15 @@ elseif kind ~= 'a' then
     local per_minute = math.max(1, tonumber(ARGV[4]))
     local interval = math.ceil(60000 / per_minute)
     local burst = interval * (per_minute - 1)
-    local tat = math.max(tonumber(redis.call('GET', KEYS[11]) or now), now)
+    local tat = math.max(tonumber(redis.call('GET', KEYS[12]) or now), now)
     if tat - now > burst then
       redis.call('HINCRBY', K_ROOM, 'turned_away', 1)
       return redis.error_reply('RATELIMITED ' .. math.max(1, math.ceil((tat - now - burst) / 1000)))
     end
-    redis.call('SET', KEYS[11], tat + interval, 'PX', tat + interval - now)
+    redis.call('SET', KEYS[12], tat + interval, 'PX', tat + interval - now)
   end
   if pow then
-    redis.call('SET', KEYS[12], '1', 'PX', math.max(1, tonumber(ARGV[6]) - now))
+    redis.call('SET', KEYS[13], '1', 'PX', math.max(1, tonumber(ARGV[6]) - now))
   end
   local tokens = num(room, 'tokens')
   local through = queue_method(room) == 'passthrough'
@@ -94,7 +94,10 @@ elseif kind ~= 'a' then
     redis.call('HSET', K_VISITORS, visitor, 'w|' .. seq .. '|' .. now)
   end
 end
-if user ~= '' then redis.call('HSET', K_USERS, user, visitor) end
+if user ~= '' then
+  redis.call('HSET', K_USERS, user, visitor)
+  redis.call('HSET', K_USER_OF, visitor, user)
+end
 local out = place(room, visitor, now)
 table.insert(out, visitor)
 return out

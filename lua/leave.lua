@@ -1,4 +1,5 @@
--- Gives up a place or an admitted slot. ARGV[3]: the visitor.
+-- Gives up a place or an admitted slot, forgetting the visitor at once (see
+-- depart). ARGV[3]: the visitor.
 local room = load_room()
 if not room then return redis.error_reply('NOROOM') end
 if room.closed == '1' then return 0 end
@@ -7,16 +8,19 @@ expire_passes(now)
 local visitor = ARGV[3]
 local record = redis.call('HGET', K_VISITORS, visitor)
 if not record then return 0 end
-redis.call('HSET', K_VISITORS, visitor, 'l')
 local kind = string.sub(record, 1, 1)
 if kind == 'w' or kind == 'd' then
   local order = unqueue(room, visitor, record, now)
   redis.call('ZREM', K_SEEN, visitor)
+  depart(room, visitor, now, now)
   local version = num(room, 'version') + 1
   redis.call('HSET', K_ROOM, 'version', version)
   room.version = version
   publish('left|' .. summary_fields(room) .. '|' .. order)
 elseif kind == 'a' then
-  revoke(visitor)
+  revoke(room, visitor, record, now)
+else
+  -- A record kept as 'l' by an older version: forgotten now.
+  depart(room, visitor, now, now)
 end
 return 1

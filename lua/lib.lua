@@ -6,9 +6,11 @@
 -- K_DRAW holds the draw's entrants still waiting, K_ENTRIES every entrant
 -- (frozen at the opening); both score 0 with members '<draw key hex>:<visitor>'
 -- and '<draw key hex>:<entry>', so that their order (by member) is the draw's.
+-- K_USERS maps known users to the visitor holding their place, K_USER_OF back.
 local K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS, K_USERS,
-  K_DRAW, K_ENTRIES =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+  K_DRAW, K_ENTRIES, K_USER_OF =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10],
+  KEYS[11]
 local PUBLISH = ARGV[1]
 -- wr:{room}:room -> wr:{room}:events
 local CHANNEL = string.sub(K_ROOM, 1, -5) .. 'events'
@@ -51,6 +53,19 @@ local function chunked(command, key, members)
   end
 end
 
+-- The user mappings of visitors the room forgets (a user's place goes with
+-- its visitor); nothing to do in a room nobody joined as a known user.
+local function forget_users(visitors)
+  if redis.call('EXISTS', K_USER_OF) == 0 then return end
+  for _, visitor in ipairs(visitors) do
+    local user = redis.call('HGET', K_USER_OF, visitor)
+    if user then
+      if redis.call('HGET', K_USERS, user) == visitor then redis.call('HDEL', K_USERS, user) end
+      redis.call('HDEL', K_USER_OF, visitor)
+    end
+  end
+end
+
 -- Passes past their expiry free their slot: the visitor is forgotten.
 local function expire_passes(now)
   local gone = redis.call('ZRANGEBYSCORE', K_ACTIVE, '-inf', now)
@@ -58,7 +73,24 @@ local function expire_passes(now)
     chunked('ZREM', K_ACTIVE, gone)
     chunked('HDEL', K_VISITORS, gone)
     chunked('ZREM', K_ARRIVALS, gone)
+    forget_users(gone)
   end
+end
+
+-- A visitor who gave up a place or a pass is forgotten at once; a key of
+-- their own ('wr:{room}:left:<visitor>', holding until when) says `left`
+-- until then (at least abandon_after_s), and Redis drops it by itself. The
+-- scripts name it without declaring it: its hash tag keeps it in the room's
+-- Cluster slot.
+local function left_key(visitor)
+  return string.sub(K_ROOM, 1, -5) .. 'left:' .. visitor
+end
+
+local function depart(room, visitor, now, left_until)
+  left_until = math.max(left_until, now + num(room, 'abandon_after_s') * 1000)
+  redis.call('HDEL', K_VISITORS, visitor)
+  forget_users({ visitor })
+  redis.call('SET', left_key(visitor), left_until, 'PX', left_until - now)
 end
 
 -- The room's arrival grace in ms, or nil when passes are never reclaimed.
@@ -67,11 +99,13 @@ local function arrival_grace_ms(room)
   return grace and grace * 1000
 end
 
--- Takes back an admitted visitor's slot; their pass is refused from now on.
-local function revoke(visitor)
-  redis.call('HSET', K_VISITORS, visitor, 'l')
+-- Takes back an admitted visitor's slot (`record` is theirs); their pass is
+-- refused from now on, and they are told `left` while it would have run.
+local function revoke(room, visitor, record, now)
+  local expires_at = tonumber(string.match(record, '^a|%d+|(%d+)$'))
   redis.call('ZREM', K_ACTIVE, visitor)
   redis.call('ZREM', K_ARRIVALS, visitor)
+  depart(room, visitor, now, expires_at)
 end
 
 local function under_cap(room)
@@ -203,7 +237,8 @@ local function place(room, visitor, now, shared)
   local kind = record and string.sub(record, 1, 1)
   local out
   if not record then
-    out = { 'e', 0, 0 }
+    local departed_until = tonumber(redis.call('GET', left_key(visitor)) or '')
+    out = { (departed_until and departed_until > now) and 'l' or 'e', 0, 0 }
   elseif (kind == 'w' or kind == 'd') and sold_out(room) then
     -- A line closed for a sold-out sale: its places stay, unused.
     out = { 'c', 0, 0 }

@@ -3,12 +3,13 @@
 -- back, or '' for whichever they hold. Returns 1 if a pass was taken back.
 local room, err = open_room()
 if not room then return err end
-expire_passes(now_ms())
+local now = now_ms()
+expire_passes(now)
 local visitor = ARGV[3]
 local record = redis.call('HGET', K_VISITORS, visitor)
 if not record then return 0 end
 local expires_at = string.match(record, '^a|%d+|(%d+)$')
 if not expires_at then return 0 end
 if ARGV[4] ~= '' and math.floor(tonumber(expires_at) / 1000) ~= tonumber(ARGV[4]) then return 0 end
-revoke(visitor)
+revoke(room, visitor, record, now)
 return 1

@@ -1,11 +1,13 @@
 -- One claim, all or nothing: the per-user limit, the stock or every seat, the
 -- hold. ARGV[2]: visitor; ARGV[3]: idempotency key or ''; ARGV[4]: new claim id;
--- ARGV[5]: 'quantity' or 'seats'; ARGV[6]: quantity; ARGV[7…]: seats.
+-- ARGV[5]: 'quantity' or 'seats'; ARGV[6]: quantity; ARGV[7]: the buyer whose
+-- units the limit counts (the visitor, or 'u:<user>'); ARGV[8…]: seats.
 local missing = require_sale()
 if missing then return missing end
 local now = now_ms()
 expire_holds(now)
 local visitor, key, id, wants, quantity = ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
+local buyer = ARGV[7]
 if key ~= '' then
   local first = redis.call('HGET', K_IDEMPOTENCY, visitor .. '|' .. key)
   if first then return claim_reply(first, load_claim(first)) end
@@ -15,11 +17,11 @@ local kind, stock_left, limit, ttl = sale[1], tonumber(sale[2]), tonumber(sale[3
 if kind == 'seats' and wants == 'quantity' then return redis.error_reply('WRONGKIND seats') end
 if kind == 'stock' and wants == 'seats' then return redis.error_reply('WRONGKIND stock') end
 local seats = {}
-for i = 7, #ARGV do table.insert(seats, ARGV[i]) end
+for i = 8, #ARGV do table.insert(seats, ARGV[i]) end
 for _, seat in ipairs(seats) do
   if redis.call('HEXISTS', K_SEATS, seat) == 0 then return redis.error_reply('UNKNOWNSEAT ' .. seat) end
 end
-local held = tonumber(redis.call('HGET', K_UNITS, visitor) or '0')
+local held = tonumber(redis.call('HGET', K_UNITS, buyer) or '0')
 if held + quantity > limit then return redis.error_reply('LIMIT ' .. limit) end
 if wants == 'quantity' then
   if stock_left < quantity then return redis.error_reply('SOLDOUT') end
@@ -31,10 +33,11 @@ else
   for _, seat in ipairs(seats) do redis.call('HSET', K_SEATS, seat, 'h:' .. id) end
 end
 local claim = { visitor = visitor, state = 'held', quantity = quantity, seats = table.concat(seats, ','),
-  sequence = redis.call('HINCRBY', K_SALE, 'next_sequence', 1), expires = now + ttl * 1000, confirmed = '' }
+  sequence = redis.call('HINCRBY', K_SALE, 'next_sequence', 1), expires = now + ttl * 1000, confirmed = '',
+  buyer = buyer }
 save_claim(id, claim)
 redis.call('ZADD', K_HOLDS, claim.expires, id)
-redis.call('HINCRBY', K_UNITS, visitor, quantity)
+redis.call('HINCRBY', K_UNITS, buyer, quantity)
 local mine = redis.call('HGET', K_MINE, visitor)
 redis.call('HSET', K_MINE, visitor, mine and (mine .. ',' .. id) or id)
 if key ~= '' then redis.call('HSET', K_IDEMPOTENCY, visitor .. '|' .. key, id) end

@@ -17,19 +17,24 @@ local function split(text, separator)
   return parts
 end
 
--- A claim: "visitor|state|quantity|seat,seat|sequence|hold_expires_at|confirmed_at".
+-- A claim: "visitor|state|quantity|seat,seat|sequence|hold_expires_at|confirmed_at|buyer",
+-- the buyer being whose units the per-user limit counts it in (K_UNITS): the
+-- visitor, or 'u:<user>' for a known user's (claims made before it was kept
+-- have none: their visitor's).
 local function load_claim(id)
   local record = redis.call('HGET', K_CLAIMS, id)
   if not record then return nil end
   local f = {}
   for field in string.gmatch(record .. '|', '([^|]*)|') do table.insert(f, field) end
+  local buyer = f[8]
+  if buyer == nil or buyer == '' then buyer = f[1] end
   return { visitor = f[1], state = f[2], quantity = tonumber(f[3]), seats = f[4],
-    sequence = tonumber(f[5]), expires = tonumber(f[6]), confirmed = f[7] }
+    sequence = tonumber(f[5]), expires = tonumber(f[6]), confirmed = f[7], buyer = buyer }
 end
 
 local function save_claim(id, c)
   redis.call('HSET', K_CLAIMS, id, c.visitor .. '|' .. c.state .. '|' .. c.quantity .. '|' .. c.seats
-    .. '|' .. c.sequence .. '|' .. c.expires .. '|' .. c.confirmed)
+    .. '|' .. c.sequence .. '|' .. c.expires .. '|' .. c.confirmed .. '|' .. c.buyer)
 end
 
 local function claim_reply(id, c)
@@ -41,7 +46,7 @@ local function give_back(id, c, to_state)
   c.state = to_state
   save_claim(id, c)
   redis.call('ZREM', K_HOLDS, id)
-  redis.call('HINCRBY', K_UNITS, c.visitor, -c.quantity)
+  redis.call('HINCRBY', K_UNITS, c.buyer, -c.quantity)
   if c.seats == '' then
     redis.call('HINCRBY', K_SALE, 'stock_left', c.quantity)
   else

@@ -36,6 +36,11 @@ end
 -- An empty room with a full bucket has nothing to do: no write, no event,
 -- so asking an idle room costs a read (the promoter's heartbeat).
 if waiting == 0 and active == 0 and num(room, 'tokens') >= num(room, 'admit_per_tick') then
+  -- Nobody waits, so the presence set holds only visitors admitted since,
+  -- kept there until absent (see below): dropped once, then this is a read.
+  if redis.call('ZCARD', K_SEEN) > 0 then
+    redis.call('ZREMRANGEBYSCORE', K_SEEN, '-inf', now - num(room, 'abandon_after_s') * 1000)
+  end
   return { ran, 0, 0, 0, 0, 0, tick_ms }
 end
 last_tick = last_tick + math.floor((now - last_tick) / tick_ms) * tick_ms
@@ -48,7 +53,7 @@ if arrival_grace_ms(room) then
   for _, visitor in ipairs(due) do
     local record = redis.call('HGET', K_VISITORS, visitor)
     if record and string.sub(record, 1, 1) == 'a' then
-      revoke(visitor)
+      revoke(room, visitor, record, now)
       no_shows = no_shows + 1
     end
   end
@@ -76,6 +81,7 @@ if #absent > 0 then
 end
 if #dropped > 0 then
   chunked('HDEL', K_VISITORS, dropped)
+  forget_users(dropped)
 end
 
 -- Refill the bucket (never above one tick's worth) and spend it on the head

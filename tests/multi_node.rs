@@ -13,7 +13,7 @@ use support::redis::RedisServer;
 use support::{FetchJson, Socket, TestApp, close_code, next_json, next_status};
 use waitroom::startup::Stores;
 use waitroom::startup::config::Settings;
-use waitroom::words::clock::ManualClock;
+use waitroom::words::clock::{Clock, ManualClock};
 
 struct Nodes {
     redis: RedisServer,
@@ -54,6 +54,27 @@ impl Nodes {
             .fetch_json()
             .await["stats"]
             .clone()
+    }
+}
+
+/// Waits for `check` to find what it looks for; `what` names it if it never does.
+async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    // Generous: a node that does its part does it at once, one that does
+    // not would take the 300 s tick the test starts with.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if let Some(found) = check().await {
+            return found;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "gave up waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
 
@@ -701,4 +722,123 @@ async fn a_pre_queue_joined_across_nodes_is_drawn_once_on_every_node() {
             }
         }
     }
+}
+
+/// Every config change reaches every node and is in force by the next tick
+/// at the new setting. The nodes' promoters run on their own here (real
+/// time; the store's clock moves only when the test says), so a node that
+/// kept sleeping out a 300 s tick would make these waits give up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn config_changes_reach_every_node_by_the_next_tick_at_the_new_setting() {
+    let nodes = Nodes::start(2).await;
+    let [a, b] = &nodes.apps[..] else {
+        unreachable!()
+    };
+    a.create_room(
+        "live",
+        json!({"admit_per_tick": 1, "tick_ms": 300_000, "abandon_after_s": 86_400}),
+    )
+    .await;
+    let mut tickets = Vec::new();
+    for i in 0..20 {
+        let status = nodes.apps[i % 2].join_api("live").await;
+        tickets.push(status["ticket"].as_str().unwrap().to_string());
+    }
+    let asked = |app: &TestApp| app.handle.promoter.ticks_asked();
+    eventually("both promoters to ask the room", || async {
+        (asked(a) > 0 && asked(b) > 0).then_some(())
+    })
+    .await;
+    let (a_before, b_before) = (asked(a), asked(b));
+    let admitted = || async {
+        nodes.stats("live").await["admitted_total"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(admitted().await, 1, "the first passed straight through");
+
+    // tick_ms down, changed on A: both nodes ask again at once.
+    assert_eq!(
+        a.patch_room("live", json!({"tick_ms": 200})).await.status(),
+        200
+    );
+    nodes.clock.advance_ms(200);
+    eventually("the next tick at 200 ms", || async {
+        (admitted().await == 2).then_some(())
+    })
+    .await;
+    eventually("node B to ask again after a change made on A", || async {
+        (asked(b) > b_before && asked(a) > a_before).then_some(())
+    })
+    .await;
+
+    // Every change from here, on either node, is in force by the next tick
+    // (one tick per 200 ms the store's clock moves).
+    let ticked_at = |at: u64| {
+        let ticket = tickets.last().unwrap().clone();
+        async move {
+            let status: Value = b.status_api("live", &ticket).await.json().await.unwrap();
+            (status["tick_at_ms"].as_u64() >= Some(at)).then_some(())
+        }
+    };
+    let steps: [(&TestApp, Value, u64, &str); 8] = [
+        (b, json!({"admit_per_tick": 3}), 3, "admit_per_tick up"),
+        (a, json!({"admit_per_tick": 2}), 2, "admit_per_tick down"),
+        (
+            b,
+            json!({"max_active": 7}),
+            0,
+            "max_active down to those active",
+        ),
+        (a, json!({"max_active": 9}), 2, "max_active up"),
+        (b, json!({"paused": true}), 0, "paused"),
+        (
+            a,
+            json!({"paused": false, "max_active": null}),
+            2,
+            "unpaused",
+        ),
+        (b, json!({"queue_method": "passthrough"}), 9, "passthrough"),
+        (
+            a,
+            json!({"tick_ms": 300_000, "queue_method": "fifo"}),
+            0,
+            "tick_ms up",
+        ),
+    ];
+    let mut total = admitted().await;
+    for (node, change, expected, what) in steps {
+        assert_eq!(node.patch_room("live", change).await.status(), 200);
+        nodes.clock.advance_ms(200);
+        let now = nodes.clock.now_ms();
+        if what == "tick_ms up" {
+            // Not due at the new setting: no tick; the line goes on at it.
+            assert_eq!(nodes.apps[0].join_api("live").await["state"], "waiting");
+            nodes.step(0).await;
+            assert_eq!(admitted().await, total, "{what}");
+            nodes.step(300_000).await;
+            assert_eq!(admitted().await, total + 1, "{what}: due at its new period");
+            break;
+        }
+        eventually(what, || ticked_at(now)).await;
+        let after = admitted().await;
+        assert_eq!(after - total, expected, "{what}: the next tick follows it");
+        total = after;
+    }
+
+    // queue_method reject and closes_at turn arrivals away on every node at once.
+    let join_answer = |node: &TestApp| {
+        let join = node.http.post(node.url("/api/rooms/live/join"));
+        async move { join.send().await.unwrap().status() }
+    };
+    a.patch_room("live", json!({"queue_method": "reject"}))
+        .await;
+    assert_eq!(join_answer(b).await, 403);
+    let now = waitroom::words::clock::rfc3339(nodes.clock.now_ms());
+    b.patch_room("live", json!({"queue_method": "fifo", "closes_at": now}))
+        .await;
+    assert_eq!(join_answer(a).await, 403);
+    let later = waitroom::words::clock::rfc3339(nodes.clock.now_ms() + 60_000);
+    a.patch_room("live", json!({"closes_at": later})).await;
+    b.join_api("live").await; // 200: arrivals taken again
 }

@@ -12,9 +12,9 @@ use waitroom::live::promoter::{
 use waitroom::live::tasks::Tasks;
 use waitroom::store::Store;
 use waitroom::store::memory::MemoryStore;
-use waitroom::words::clock::ManualClock;
+use waitroom::words::clock::{Clock, ManualClock, Moment, rfc3339};
 use waitroom::words::credentials::Credentials;
-use waitroom::words::{RoomConfig, RoomId, VisitorId};
+use waitroom::words::{RoomConfig, RoomEvent, RoomId, RoomPatch, StoreEvent, VisitorId};
 
 const TICK_MS: u64 = 1_000;
 const MS: Duration = Duration::from_millis(1);
@@ -48,12 +48,28 @@ impl Node {
     }
 
     async fn room(&self, id: &str) -> RoomId {
+        self.room_with(id, |_| {}).await
+    }
+
+    /// A room admitting one per `TICK_MS`, with `change` made to its config.
+    async fn room_with(&self, id: &str, change: impl FnOnce(&mut RoomConfig)) -> RoomId {
         let id = RoomId::parse(id).unwrap();
         let mut config = RoomConfig::new("Room", "/buy");
         config.admit_per_tick = 1;
         config.tick_ms = TICK_MS;
+        change(&mut config);
         self.store.create_room(id.clone(), config).await.unwrap();
         id
+    }
+
+    /// An operator's change, as `PATCH` makes it.
+    async fn configure(&self, room: &RoomId, patch: serde_json::Value) {
+        let patch: RoomPatch = serde_json::from_value(patch).unwrap();
+        self.store.configure(room, patch).await.unwrap();
+    }
+
+    async fn admitted(&self, room: &RoomId) -> u64 {
+        self.store.room(room).await.unwrap().stats.admitted_total
     }
 
     fn start(&self) {
@@ -164,5 +180,161 @@ async fn a_join_wakes_an_empty_room_which_is_then_asked_once_per_tick() {
         drop.stats.waiting, 0,
         "the five waiting were admitted, one a tick"
     );
+    node.tasks.shut_down(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shorter_tick_is_in_force_by_the_next_tick_at_the_new_setting() {
+    let node = Node::new();
+    let room = node
+        .room_with("slow", |config| {
+            config.tick_ms = 300_000;
+            config.abandon_after_s = 86_400; // nobody here polls
+        })
+        .await;
+    node.start();
+    for _ in 0..4 {
+        node.join(&room).await; // one passes straight through, three wait
+    }
+    node.pass(1_000).await;
+    assert_eq!(node.admitted(&room).await, 1);
+
+    node.configure(&room, serde_json::json!({"tick_ms": 200}))
+        .await;
+    node.pass(200).await;
+    assert_eq!(
+        node.admitted(&room).await,
+        2,
+        "admitted 200 ms after the change, not after the 300 s the promoter was sleeping out"
+    );
+    node.pass(200).await;
+    assert_eq!(
+        node.admitted(&room).await,
+        3,
+        "and every 200 ms from then on"
+    );
+
+    node.configure(&room, serde_json::json!({"tick_ms": 300_000}))
+        .await;
+    node.pass(10_000).await;
+    assert_eq!(
+        node.admitted(&room).await,
+        3,
+        "a longer tick: nobody until its new interval has passed"
+    );
+    node.pass(300_000).await;
+    assert_eq!(node.admitted(&room).await, 4);
+    node.tasks.shut_down(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_opening_moved_closer_draws_at_the_new_time() {
+    let node = Node::new();
+    let opens_at = node.clock.now_ms() + 3_600_000;
+    let room = node
+        .room_with("drop", |config| {
+            config.tick_ms = 300_000;
+            config.opens_at = Some(Moment(opens_at));
+        })
+        .await;
+    let mut events = node.store.subscribe();
+    node.start();
+    for _ in 0..3 {
+        node.join(&room).await;
+    }
+    node.pass(1_000).await;
+    let soon = node.clock.now_ms() + 2_000;
+    node.configure(&room, serde_json::json!({"opens_at": rfc3339(soon)}))
+        .await;
+    node.pass(2_000).await;
+    let drawn = std::iter::from_fn(|| events.try_recv().ok())
+        .any(|event| matches!(event, StoreEvent::Room(RoomEvent::Drawn { .. })));
+    assert!(
+        drawn,
+        "the pre-queue is drawn at the new opening, not when the old tick interval ends"
+    );
+
+    // Moved further away: nothing happens at the time it had before.
+    let later = node
+        .room_with("later", |config| {
+            config.opens_at = Some(Moment(node.clock.now_ms() + 2_000));
+        })
+        .await;
+    node.join(&later).await;
+    let far = node.clock.now_ms() + 3_600_000;
+    node.configure(&later, serde_json::json!({"opens_at": rfc3339(far)}))
+        .await;
+    node.pass(5_000).await;
+    assert_eq!(node.store.room(&later).await.unwrap().stats.pre_queue, 1);
+    assert!(
+        !std::iter::from_fn(|| events.try_recv().ok())
+            .any(|event| matches!(event, StoreEvent::Room(RoomEvent::Drawn { room, .. }) if room == later)),
+        "not drawn at the opening it had before"
+    );
+    node.tasks.shut_down(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_change_is_in_force_by_the_next_tick_up_and_down() {
+    let node = Node::new();
+    let room = node.room("live").await;
+    node.start();
+    for _ in 0..30 {
+        node.join(&room).await; // one passes straight through, the rest wait
+    }
+    tokio::time::sleep(MS).await;
+    let mut admitted = node.admitted(&room).await;
+    // (the change, joins made after it, admitted by the next tick, what)
+    let steps: [(serde_json::Value, usize, u64, &str); 9] = [
+        (
+            serde_json::json!({"admit_per_tick": 3}),
+            0,
+            3,
+            "admit_per_tick up",
+        ),
+        (
+            serde_json::json!({"admit_per_tick": 2}),
+            0,
+            2,
+            "admit_per_tick down",
+        ),
+        (
+            serde_json::json!({"max_active": 7}),
+            0,
+            1,
+            "max_active down to one above those active",
+        ),
+        (serde_json::json!({"max_active": 20}), 0, 2, "max_active up"),
+        (serde_json::json!({"paused": true}), 0, 0, "paused"),
+        (serde_json::json!({"paused": false}), 0, 2, "unpaused"),
+        (
+            serde_json::json!({"max_active": null, "queue_method": "passthrough"}),
+            0,
+            19,
+            "passthrough: the whole line",
+        ),
+        (
+            serde_json::json!({"queue_method": "fifo"}),
+            5,
+            2,
+            "fifo again: the bucket's rate",
+        ),
+        (
+            serde_json::json!({"queue_method": "reject"}),
+            0,
+            2,
+            "reject: those waiting keep their places",
+        ),
+    ];
+    for (patch, joins, expected, what) in steps {
+        node.configure(&room, patch).await;
+        for _ in 0..joins {
+            node.join(&room).await;
+        }
+        node.pass(TICK_MS).await;
+        let now = node.admitted(&room).await;
+        assert_eq!(now - admitted, expected, "{what}: the next tick follows it");
+        admitted = now;
+    }
     node.tasks.shut_down(Duration::from_secs(1)).await;
 }

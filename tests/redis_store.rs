@@ -27,3 +27,82 @@ async fn redis_harness() -> conformance::Harness {
 }
 
 conformance_suite!(redis_harness);
+
+/// Issue 24, item 18: a visitor who left, was abandoned, ran out or was
+/// reclaimed leaves nothing behind in Redis: given up, their record goes at
+/// once and a key that says `left` expires by itself; the rest goes with
+/// the ticks.
+#[tokio::test]
+async fn nothing_of_a_visitor_stays_once_they_are_gone() {
+    use waitroom::store::{JoinOptions, Store};
+    use waitroom::words::{RoomConfig, RoomId, VisitorId};
+
+    let server = RedisServer::start();
+    let clock = ManualClock::new(1_767_225_600_000);
+    let store = RedisStore::connect(&server.url(), Some(Arc::new(clock.clone())))
+        .await
+        .unwrap();
+    let mut redis = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let id = RoomId::parse("r").unwrap();
+    let mut config = RoomConfig::new("R", "/x");
+    config.admit_per_tick = 2;
+    config.abandon_after_s = 20;
+    config.pass_ttl_s = 60;
+    config.arrival_grace_s = Some(5);
+    store.create_room(id.clone(), config).await.unwrap();
+    let visitors: Vec<VisitorId> = (0..6).map(|_| VisitorId::random()).collect();
+    for (n, visitor) in visitors.iter().enumerate() {
+        let user = JoinOptions {
+            user: Some(format!("user-{n}")),
+            ..JoinOptions::default()
+        };
+        store.join_with(&id, *visitor, &user).await.unwrap();
+    }
+    store.leave(&id, visitors[2]).await.unwrap(); // waiting
+    store.leave(&id, visitors[0]).await.unwrap(); // admitted
+    for (gone, told_left_ms) in [(visitors[2], 20_000), (visitors[0], 60_000)] {
+        let kept: bool = redis::cmd("HEXISTS")
+            .arg("wr:{r}:visitors")
+            .arg(gone.to_string())
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+        assert!(!kept, "gone from the room at once");
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(format!("wr:{{r}}:left:{gone}"))
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+        assert!(
+            (1..=told_left_ms).contains(&ttl),
+            "`left` is told for a while, then Redis drops it: {ttl}"
+        );
+    }
+    // 20 s on: #1's pass is reclaimed unseen, #3 is abandoned, #4 and #5
+    // (still polling) are admitted; their sockets stay open a while, and
+    // 60 s later every pass has run out; 20 s more, the room is idle.
+    clock.advance_ms(15_000);
+    store.touch(&id, &visitors[4..]).await.unwrap();
+    clock.advance_ms(5_000);
+    store.tick(&id).await.unwrap();
+    clock.advance_ms(50_000);
+    store.touch(&id, &visitors[4..]).await.unwrap();
+    clock.advance_ms(10_000);
+    store.tick(&id).await.unwrap();
+    clock.advance_ms(20_000);
+    store.tick(&id).await.unwrap();
+    for key in [
+        "visitors", "users", "user-of", "seen", "active", "arrivals", "line",
+    ] {
+        let exists: bool = redis::cmd("EXISTS")
+            .arg(format!("wr:{{r}}:{key}"))
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+        assert!(!exists, "wr:{{r}}:{key} still holds someone");
+    }
+}

@@ -690,6 +690,138 @@ async fn the_sale_takes_only_the_passes_verify_takes_on_three_redis_nodes() {
     assert_eq!(length, 0);
 }
 
+const USER_KEY: &str = "the-shop-s-user-key-0123456789abcdef";
+
+/// A signed-in user of the room's site joins (a device of their own, no
+/// cookies): their `Status`.
+async fn join_as_user(node: &TestApp, room: &str, user: &str) -> Value {
+    let token = jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &json!({"sub": user, "room": room, "exp": support::START_MS / 1000 + 3_600}),
+        &jsonwebtoken::EncodingKey::from_secret(USER_KEY.as_bytes()),
+    )
+    .unwrap();
+    reqwest::Client::new()
+        .post(node.url(&format!("/api/rooms/{room}/join")))
+        .json(&json!({"user": token}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// Issue 24, item 15: where the pass came from a user token, the
+/// per-user limit counts that user's claims of every visit and device.
+async fn a_users_limit_holds_across_visits(nodes: &[TestApp]) {
+    let node = |i: usize| &nodes[i % nodes.len()];
+    let room = "members";
+    node(0)
+        .create_room(room, json!({"admit_per_tick": 1_000, "user_key": USER_KEY}))
+        .await;
+    put_sale(node(0), room, json!({"stock": 10, "per_user_limit": 2})).await;
+
+    let first = join_as_user(node(0), room, "alice").await;
+    assert_eq!(first["state"], "admitted");
+    let pass = first["pass"].as_str().unwrap();
+    let (status, bought) = claim(node(0), room, pass, json!({"quantity": 2})).await;
+    assert_eq!(status, 201, "{bought}");
+    let id = bought["claim_id"].as_str().unwrap();
+    assert_eq!(on_claim(node(0), Method::POST, room, id, pass).await.0, 200);
+    leave(node(0), room, first["ticket"].as_str().unwrap()).await;
+
+    let again = join_as_user(node(1), room, "alice").await;
+    assert_eq!(again["state"], "admitted");
+    assert_ne!(
+        again["ticket"], first["ticket"],
+        "a new visit, a new visitor"
+    );
+    let (status, code, _) = claim_code(node(1), room, again["pass"].as_str().unwrap()).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (409, "limit_reached"),
+        "she bought her limit on her first visit"
+    );
+
+    let bob = join_as_user(node(1), room, "bob").await;
+    let (status, _) = claim(
+        node(0),
+        room,
+        bob["pass"].as_str().unwrap(),
+        json!({"quantity": 2}),
+    )
+    .await;
+    assert_eq!(status, 201, "another user's limit is his own");
+}
+
+#[tokio::test]
+async fn a_users_limit_holds_across_visits_on_memory() {
+    a_users_limit_holds_across_visits(&memory_node().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_users_limit_holds_across_visits_on_redis() {
+    let redis = RedisServer::start();
+    a_users_limit_holds_across_visits(&redis_nodes(&redis).await).await;
+}
+
+/// Issue 24, item 18: a pass taken back (revoked by the operator, given up
+/// with `leave`, by pass or by ticket) gives its holds back to stock at once.
+async fn a_pass_taken_back_gives_its_holds_back(nodes: &[TestApp]) {
+    let node = |i: usize| &nodes[i % nodes.len()];
+    let room = "revocable";
+    node(0)
+        .create_room(room, json!({"admit_per_tick": 1_000}))
+        .await;
+    put_sale(node(0), room, json!({"seats": ["A1", "A2"]})).await;
+    let hold_a1 = |i: usize, pass: String| async move {
+        claim(node(i), room, &pass, json!({"seats": ["A1"]})).await
+    };
+
+    let (_, revoked) = admitted(node(0), room).await;
+    assert_eq!(hold_a1(0, revoked.clone()).await.0, 201);
+    let (_, next) = admitted(node(1), room).await;
+    assert_eq!(
+        hold_a1(1, next.clone()).await.1["error"]["code"],
+        "seat_taken"
+    );
+    let revoke = node(1)
+        .admin(
+            Method::POST,
+            &format!("/api/admin/rooms/{room}/passes/revoke"),
+        )
+        .json(&json!({"pass": revoked}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoke.status(), 204);
+    assert_eq!(
+        hold_a1(1, next.clone()).await.0,
+        201,
+        "the revoked pass's hold went back with it"
+    );
+
+    leave(node(0), room, &next).await; // the pass as Bearer
+    let (ticket, third) = admitted(node(0), room).await;
+    assert_eq!(hold_a1(0, third).await.0, 201, "given up with leave");
+
+    leave(node(1), room, &ticket).await; // the ticket: the pass goes too
+    let (_, fourth) = admitted(node(1), room).await;
+    assert_eq!(hold_a1(0, fourth).await.0, 201, "left with the ticket");
+}
+
+#[tokio::test]
+async fn a_pass_taken_back_gives_its_holds_back_on_memory() {
+    a_pass_taken_back_gives_its_holds_back(&memory_node().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pass_taken_back_gives_its_holds_back_on_redis() {
+    let redis = RedisServer::start();
+    a_pass_taken_back_gives_its_holds_back(&redis_nodes(&redis).await).await;
+}
+
 /// The `Set-Cookie` headers of an answer.
 fn set_cookies(response: &reqwest::Response) -> Vec<String> {
     response

@@ -15,6 +15,7 @@ pub mod ops;
 pub mod pages;
 pub mod refusal_log;
 pub mod sale;
+pub mod sale_views;
 pub mod sockets;
 pub mod visitor;
 
@@ -33,6 +34,8 @@ use crate::words::credentials::Credentials;
 pub struct AppState {
     pub store: Arc<dyn Store>,
     pub sale: Arc<dyn SaleStore>,
+    /// The public sale view, read at most once a second per room.
+    pub sale_views: sale_views::SaleViews,
     pub hub: Arc<Hub>,
     /// Rooms used on this node, for the promoter to tick.
     pub wakeups: Arc<Wakeups>,

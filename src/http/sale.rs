@@ -18,7 +18,7 @@ use crate::http::pages::render;
 use crate::store::set_up_sale;
 use crate::words::RoomId;
 use crate::words::clock::rfc3339_ms;
-use crate::words::sale::{Claim, SaleRequest, Want};
+use crate::words::sale::{Claim, ClaimState, SaleRequest, SeatState, Want};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(show)
@@ -43,12 +43,26 @@ async fn show(
     holder: Option<PassHolder>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
-    let view = state.sale.sale(&room).await?;
+    let view = state
+        .sale_views
+        .get(state.sale.as_ref(), state.clock.as_ref(), &room)
+        .await?;
     let mine = match holder {
         Some(PassHolder(pass)) => state.sale.claims_of(&room, pass.visitor).await?,
         None => Vec::new(),
     };
-    let mut body = serde_json::to_value(&view).expect("a sale always serializes");
+    let mut body = serde_json::to_value(&*view).expect("a sale always serializes");
+    // The view may be a second old; the visitor's own claims are read now,
+    // and their seats shown as they are.
+    for claim in &mine {
+        let shown = match claim.state {
+            ClaimState::Confirmed => SeatState::Sold,
+            _ => SeatState::Held,
+        };
+        for seat in &claim.seats {
+            body["seats"][seat] = serde_json::to_value(shown).expect("a seat state serializes");
+        }
+    }
     body["mine"] = mine.iter().map(|c| claim_json(&room, c)).collect();
     // The page counts holds down against the server's clock, not the device's.
     body["server_time"] = rfc3339_ms(state.clock.now_ms()).into();
@@ -81,7 +95,12 @@ async fn hold(
                 })?,
         ),
     };
-    let claim = state.sale.claim(&room, visitor, &want, key).await?;
+    // A known user's limit counts every visit and device of theirs.
+    let user = state.store.user_of(&room, visitor).await?;
+    let claim = state
+        .sale
+        .claim_as(&room, visitor, user.as_deref(), &want, key)
+        .await?;
     tracing::info!(%room, %visitor, claim = %claim.claim_id, sequence = claim.sequence, units = claim.quantity, "held");
     Ok(HttpResponse::Created().json(claim_json(&room, &claim)))
 }

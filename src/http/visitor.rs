@@ -15,7 +15,7 @@ use super::extractors::{
     presented_pass, ticket_cookie_name, ticket_error,
 };
 use super::limits::read_json_or_nothing;
-use crate::store::JoinOptions;
+use crate::store::{self, JoinOptions};
 use crate::words::credentials::{CredentialError, read_user_token};
 use crate::words::join_limit::JoinLimit;
 use crate::words::pow;
@@ -282,16 +282,28 @@ async fn status_route(
 #[post("/api/rooms/{room}/leave")]
 async fn leave(leaver: Leaver, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     match leaver {
-        Leaver::Visitor(ticket) => state.store.leave(&ticket.room, ticket.visitor).await?,
+        Leaver::Visitor(ticket) => {
+            store::give_up(
+                state.store.as_ref(),
+                state.sale.as_ref(),
+                &ticket.room,
+                ticket.visitor,
+            )
+            .await?
+        }
         Leaver::PassHolder {
             room,
             visitor,
             pass_exp_s,
         } => {
-            let taken = state
-                .store
-                .revoke_pass(&room, visitor, Some(pass_exp_s))
-                .await?;
+            let taken = store::take_back_pass(
+                state.store.as_ref(),
+                state.sale.as_ref(),
+                &room,
+                visitor,
+                Some(pass_exp_s),
+            )
+            .await?;
             tracing::debug!(%room, %visitor, taken, "pass given up");
         }
     }

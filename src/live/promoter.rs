@@ -7,7 +7,11 @@
 //! tick is due (one call per tick); an empty room only once per
 //! [`IDLE_HEARTBEAT`]. A join, a status read, a socket or an operator's
 //! change on this node wakes its room at once ([`Wakeups`]), so an empty
-//! room that fills is ticked on time without anyone polling it.
+//! room that fills is ticked on time without anyone polling it. A config
+//! change made on any node reaches every node as the store's `Configured`
+//! event, and each asks that room again at once, ticking or not: a shorter
+//! `tick_ms` or an opening moved closer is in force by the next tick at the
+//! new setting, not after the interval the promoter was sleeping out.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -16,6 +20,7 @@ use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::Notify;
+use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::time::Instant;
 use tokio_util::time::DelayQueue;
 use tokio_util::time::delay_queue::Key;
@@ -23,8 +28,8 @@ use tokio_util::time::delay_queue::Key;
 use super::hub::Hub;
 use super::tasks::Tasks;
 use crate::store::{SaleStore, Store, StoreError, Tick, TickReport};
-use crate::words::RoomId;
 use crate::words::sale::{SaleError, Stock};
+use crate::words::{RoomEvent, RoomId, StoreEvent};
 
 /// How long an empty room goes unasked, at the least. Nothing depends on it
 /// but a room whose visitors reached the store through no node's promoter
@@ -74,6 +79,11 @@ impl Wakeups {
 
     fn take(&self) -> Vec<RoomId> {
         self.pending.lock().drain().collect()
+    }
+
+    /// The rooms being ticked at their own cadence.
+    fn ticking_rooms(&self) -> Vec<RoomId> {
+        self.ticking.read().iter().cloned().collect()
     }
 
     fn set_ticking(&self, room: &RoomId, ticking: bool) {
@@ -130,6 +140,20 @@ impl Schedule {
         self.keys.remove(&room);
         Some(room)
     }
+}
+
+/// The store's next event; never, once the store has stopped sending them.
+async fn next_event(
+    events: &mut Option<broadcast::Receiver<StoreEvent>>,
+) -> Result<StoreEvent, RecvError> {
+    let Some(receiver) = events else {
+        return std::future::pending().await;
+    };
+    let event = receiver.recv().await;
+    if matches!(event, Err(RecvError::Closed)) {
+        *events = None;
+    }
+    event
 }
 
 /// When to ask an empty room again, `rooms` being how many this node knows:
@@ -299,8 +323,28 @@ impl Promoter {
         Ok(())
     }
 
+    /// What the store's events mean for the schedule: a room whose config
+    /// changed (on any node) is asked again at once, whatever it was
+    /// sleeping out, and the store then says when its next tick is due at
+    /// the new setting. When events may have been missed (this node fell
+    /// behind, or the store was away), every ticking room is asked again.
+    fn follow(&self, event: Result<StoreEvent, RecvError>, schedule: &mut Schedule) {
+        match event {
+            Ok(StoreEvent::Room(RoomEvent::Configured { room, .. })) => {
+                schedule.no_later_than(room, Duration::ZERO);
+            }
+            Ok(StoreEvent::Resumed) | Err(RecvError::Lagged(_)) => {
+                for room in self.wakeups.ticking_rooms() {
+                    schedule.no_later_than(room, Duration::ZERO);
+                }
+            }
+            Ok(_) | Err(RecvError::Closed) => {}
+        }
+    }
+
     pub async fn run(self, tasks: Tasks) {
         let shutdown = tasks.shutdown_token();
+        let mut events = Some(self.store.subscribe());
         let mut schedule = Schedule::default();
         let mut refresh = tokio::time::interval(ROOMS_REFRESH);
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -350,6 +394,7 @@ impl Promoter {
                         tracing::warn!(%error, "could not read the rooms");
                     }
                 }
+                event = next_event(&mut events) => self.follow(event, &mut schedule),
                 _ = presence.tick() => self.refresh_presence().await,
                 () = shutdown.cancelled() => break,
             }

@@ -79,6 +79,12 @@ pub struct Settings {
     #[arg(long, env = "WAITROOM_BODY_TIMEOUT_MS", default_value_t = 10_000)]
     pub body_timeout_ms: u64,
 
+    /// How long an answer may wait for its client to read any of it, in
+    /// milliseconds; a client that reads nothing for that long (a stalled
+    /// reader of a long `/draw/entries`, say) is disconnected.
+    #[arg(long, env = "WAITROOM_WRITE_TIMEOUT_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..))]
+    pub write_timeout_ms: u64,
+
     /// Joins that create a new place, per minute per client address in a
     /// room (a minute's worth may come at once); past it, 429 `rate_limited`.
     /// Off unless set: many real visitors share one address behind carrier
@@ -123,6 +129,7 @@ impl Settings {
             metrics_listen: None,
             secure_cookies: false,
             body_timeout_ms: 10_000,
+            write_timeout_ms: 30_000,
             join_rate_per_ip: None,
             join_rate_ipv6_prefix: DEFAULT_IPV6_PREFIX,
             trusted_proxies: Vec::new(),

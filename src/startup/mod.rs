@@ -5,6 +5,7 @@ pub mod config;
 pub mod demo;
 mod server;
 pub mod telemetry;
+mod write_guard;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -234,6 +235,7 @@ impl Application {
         let state = web::Data::new(AppState {
             store: store.clone(),
             sale: sale.clone(),
+            sale_views: Default::default(),
             hub: hub.clone(),
             wakeups,
             credentials: credentials.clone(),
@@ -266,7 +268,7 @@ impl Application {
             None => None,
         };
         let server =
-            server::serve(state, listener, settings.workers, SHUTDOWN_GRACE).map_err(|source| {
+            server::serve(state, listener, &settings, SHUTDOWN_GRACE).map_err(|source| {
                 StartError::Listen {
                     address: settings.listen.clone(),
                     source,

@@ -30,9 +30,9 @@ use std::time::Duration;
 
 use actix_codec::Framed;
 use actix_http::body::{BoxBody, MessageBody, to_bytes};
-use actix_http::error::PayloadError;
+use actix_http::error::{DispatchError, PayloadError};
 use actix_http::h1;
-use actix_http::{ConnectionType, HttpMessage, HttpService, Request, StatusCode};
+use actix_http::{ConnectionType, HttpMessage, HttpService, Protocol, Request, StatusCode};
 use actix_service::{
     IntoServiceFactory, Service, ServiceFactory, ServiceFactoryExt, fn_factory, fn_service,
     map_config,
@@ -46,6 +46,8 @@ use tokio::net::TcpStream;
 use tokio::time::Sleep;
 use tracing_actix_web::TracingLogger;
 
+use super::config::Settings;
+use super::write_guard::WriteGuard;
 use crate::http::AppState;
 use crate::http::error::{ApiError, body_configs};
 use crate::http::limits::AsksToUpgrade;
@@ -114,13 +116,16 @@ async fn not_found() -> Result<HttpResponse, ApiError> {
     Err(ApiError::NotFound("no such endpoint".into()))
 }
 
-/// Serves the application on `listener` until stopped.
+/// Serves the application on `listener` until stopped; every connection's
+/// writes have `--write-timeout-ms` (`super::write_guard`).
 pub fn serve(
     state: web::Data<AppState>,
     listener: std::net::TcpListener,
-    workers: Option<usize>,
+    settings: &Settings,
     shutdown_grace: Duration,
 ) -> io::Result<Server> {
+    let workers = settings.workers;
+    let write_timeout = Duration::from_millis(settings.write_timeout_ms);
     let mut server = actix_server::Server::build()
         .disable_signals()
         .shutdown_timeout(shutdown_grace.as_secs())
@@ -131,7 +136,7 @@ pub fn serve(
     let server = server
         .listen("waitroom", listener, move || {
             let upgrade_state = state.clone();
-            HttpService::build()
+            let http = HttpService::build()
                 .upgrade(fn_factory(move || {
                     let tasks = upgrade_state.tasks.clone();
                     let app = app(upgrade_state.clone())
@@ -149,8 +154,13 @@ pub fn serve(
                         .into_factory()
                         .map_err(|error| error.error_response()),
                     |_| AppConfig::default(),
-                ))
-                .tcp()
+                ));
+            fn_service(move |io: TcpStream| {
+                let peer = io.peer_addr().ok();
+                let io = WriteGuard::new(io, write_timeout);
+                std::future::ready(Ok::<_, DispatchError>((io, Protocol::Http1, peer)))
+            })
+            .and_then(http)
         })?
         .run();
     Ok(server)
@@ -161,7 +171,7 @@ pub fn serve(
 async fn upgrade_connection<S, B>(
     app: Rc<S>,
     tasks: Tasks,
-    (request, framed): (Request, Framed<TcpStream, h1::Codec>),
+    (request, framed): (Request, Framed<WriteGuard, h1::Codec>),
 ) -> Result<(), Infallible>
 where
     S: Service<Request, Response = ServiceResponse<B>, Error = Error>,
@@ -195,7 +205,7 @@ where
     if !parts.read_buf.is_empty() {
         payload_sender.push(Bytes::copy_from_slice(&parts.read_buf));
     }
-    let io = Arc::new(parts.io);
+    let io = Arc::new(parts.io.into_inner());
     lane.attach(io.clone());
     tasks.spawn_local(relay(io, lane, payload_sender, body));
     Ok(())

@@ -154,6 +154,9 @@ pub trait Store: Send + Sync + 'static {
         after: Option<(DrawKey, EntryId)>,
         limit: usize,
     ) -> Result<Vec<(DrawKey, EntryId)>, StoreError>;
+    /// The user (a user token's `sub`) whose place this visitor holds, if
+    /// the visitor joined with one: their sale's limit counts per user.
+    async fn user_of(&self, id: &RoomId, visitor: VisitorId) -> Result<Option<String>, StoreError>;
     /// Gives up the place or the admitted slot.
     async fn leave(&self, id: &RoomId, visitor: VisitorId) -> Result<(), StoreError>;
     /// The visitor's place, read for `/api/verify` (or the sale) checking
@@ -196,6 +199,53 @@ pub trait Store: Send + Sync + 'static {
     async fn end_admin_session(&self, id: &str, until: Millis) -> Result<(), StoreError>;
     /// Was this operator session ended?
     async fn admin_session_ended(&self, id: &str) -> Result<bool, StoreError>;
+}
+
+/// Gives up a visitor's place or pass (`Store::leave`), then their holds:
+/// with the pass gone they could never confirm them, so the stock goes back
+/// at once instead of when the holds expire.
+pub async fn give_up(
+    rooms: &dyn Store,
+    sales: &dyn SaleStore,
+    room: &RoomId,
+    visitor: VisitorId,
+) -> Result<(), StoreError> {
+    rooms.leave(room, visitor).await?;
+    release_holds(sales, room, visitor).await
+}
+
+/// Takes back a visitor's pass (`Store::revoke_pass`) and, if one was
+/// taken, their holds with it. Whether a pass was taken.
+pub async fn take_back_pass(
+    rooms: &dyn Store,
+    sales: &dyn SaleStore,
+    room: &RoomId,
+    visitor: VisitorId,
+    pass_exp_s: Option<u64>,
+) -> Result<bool, StoreError> {
+    let taken = rooms.revoke_pass(room, visitor, pass_exp_s).await?;
+    if taken {
+        release_holds(sales, room, visitor).await?;
+    }
+    Ok(taken)
+}
+
+/// A claim made while the pass was being taken back may still land after
+/// this: it holds only until its own expiry.
+async fn release_holds(
+    sales: &dyn SaleStore,
+    room: &RoomId,
+    visitor: VisitorId,
+) -> Result<(), StoreError> {
+    match sales.release_holds_of(room, visitor).await {
+        Ok(0) | Err(SaleError::NoSale) => Ok(()),
+        Ok(released) => {
+            tracing::info!(%room, %visitor, released, "holds given back with the pass");
+            Ok(())
+        }
+        Err(SaleError::Unavailable(reason)) => Err(StoreError::Unavailable(reason)),
+        Err(other) => Err(StoreError::Unexpected(other.to_string())),
+    }
 }
 
 /// Why a sale could not be set up.

@@ -25,6 +25,20 @@ pub trait SaleStore: Send + Sync + 'static {
         visitor: VisitorId,
         want: &Want,
         idempotency_key: Option<&str>,
+    ) -> Result<Claim, SaleError> {
+        self.claim_as(room, visitor, None, want, idempotency_key)
+            .await
+    }
+    /// `claim` by a visitor whose place is `user`'s (their pass came from a
+    /// user token): the limit counts that user's units of every visit and
+    /// device (`Buyer`), in the same atomic step.
+    async fn claim_as(
+        &self,
+        room: &RoomId,
+        visitor: VisitorId,
+        user: Option<&str>,
+        want: &Want,
+        idempotency_key: Option<&str>,
     ) -> Result<Claim, SaleError>;
     async fn confirm(
         &self,
@@ -38,6 +52,9 @@ pub trait SaleStore: Send + Sync + 'static {
         visitor: VisitorId,
         claim_id: &str,
     ) -> Result<(), SaleError>;
+    /// Gives every hold of the visitor back to stock (their pass was taken
+    /// back, so they can no longer confirm it); how many. Orders stay.
+    async fn release_holds_of(&self, room: &RoomId, visitor: VisitorId) -> Result<u64, SaleError>;
     /// The visitor's held and confirmed claims.
     async fn claims_of(&self, room: &RoomId, visitor: VisitorId) -> Result<Vec<Claim>, SaleError>;
     /// Confirmed claims in order of confirmation.

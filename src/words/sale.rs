@@ -25,7 +25,8 @@ pub enum Inventory {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SaleConfig {
     pub inventory: Inventory,
-    /// Units (held and confirmed) one visitor may have.
+    /// Units (held and confirmed) one visitor may have, or one user (see
+    /// [`Buyer`]).
     pub per_user_limit: u32,
     pub hold_ttl_s: u64,
 }
@@ -175,6 +176,34 @@ impl ClaimState {
             "expired" => ClaimState::Expired,
             _ => return None,
         })
+    }
+}
+
+/// Whose units the per-user limit adds up: one visitor's, or, where the
+/// pass came from a user token, one user's across every visit and device.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Buyer {
+    Visitor(VisitorId),
+    /// A user token's `sub`.
+    User(String),
+}
+
+impl Buyer {
+    /// The user's, when the visitor's place is a known user's.
+    pub fn of(visitor: VisitorId, user: Option<&str>) -> Self {
+        match user {
+            Some(user) => Buyer::User(user.to_string()),
+            None => Buyer::Visitor(visitor),
+        }
+    }
+
+    /// As a store keys it: the visitor id (16 hex digits), or `u:` and the
+    /// user's id, so the two never meet.
+    pub fn key(&self) -> String {
+        match self {
+            Buyer::Visitor(visitor) => visitor.to_string(),
+            Buyer::User(user) => format!("u:{user}"),
+        }
     }
 }
 

@@ -103,6 +103,8 @@ macro_rules! conformance_suite {
             passthrough_admits_every_arrival_and_then_the_line,
             random_admits_anyone_waiting_not_the_head,
             places_read_many_as_status_reads_each,
+            every_config_change_is_in_force_at_once_up_and_down,
+            those_who_left_are_told_so_then_forgotten,
         );
         $crate::conformance_suite!(@draw $make;
             before_the_opening_everyone_waits_unordered_and_nobody_is_admitted,
@@ -124,6 +126,8 @@ macro_rules! conformance_suite {
             releasing_gives_back_and_only_the_owner_may,
             a_room_created_again_starts_without_its_predecessors_sale,
             a_sold_out_sale_closes_the_line_and_holds_keep_it_open,
+            a_known_users_limit_counts_every_visit_and_device,
+            a_pass_taken_back_gives_its_holds_back,
         );
     };
     (@draw $make:expr; $($name:ident),* $(,)?) => {
@@ -617,6 +621,130 @@ pub mod scenarios {
         assert_eq!(config.closes_at.map(|at| at.0), Some(1_767_225_610_000));
     }
 
+    /// What a changed setting means for the store's own rules, at once:
+    /// the promoter's part (asking again at once) is in tests/promoter.rs.
+    pub async fn every_config_change_is_in_force_at_once_up_and_down(h: &Harness) {
+        use waitroom::words::clock::{Clock, rfc3339};
+        let room = h.room("r", 5, None).await;
+        h.patch(&room, r#"{"admit_per_tick": 2}"#).await;
+        let through: Vec<bool> = [
+            h.join(&room).await,
+            h.join(&room).await,
+            h.join(&room).await,
+        ]
+        .into_iter()
+        .map(|(_, state)| is_admitted(state))
+        .collect();
+        assert_eq!(
+            through,
+            [true, true, false],
+            "admit_per_tick down: the bucket keeps no tokens above the new rate"
+        );
+        h.patch(&room, r#"{"admit_per_tick": 4}"#).await;
+        assert_eq!(h.tick(&room).await, 1, "up: the next tick refills to it");
+        let mut admitted = 0;
+        for _ in 0..4 {
+            admitted += u64::from(is_admitted(h.join(&room).await.1));
+        }
+        assert_eq!(admitted, 3, "the tick's 4 tokens less the one it spent");
+
+        // 6 hold a pass; one waits.
+        h.patch(&room, r#"{"max_active": 3}"#).await;
+        assert_eq!(
+            h.tick(&room).await,
+            0,
+            "max_active down: nobody while above it"
+        );
+        h.patch(&room, r#"{"max_active": null}"#).await;
+        assert_eq!(
+            h.tick(&room).await,
+            1,
+            "max_active up: the next tick admits"
+        );
+
+        h.patch(&room, r#"{"paused": true}"#).await;
+        assert!(
+            !is_admitted(h.join(&room).await.1),
+            "paused: no pass-through, tokens or not"
+        );
+        assert_eq!(h.tick(&room).await, 0, "paused: no admission");
+        h.patch(&room, r#"{"paused": false}"#).await;
+        assert_eq!(h.tick(&room).await, 1, "unpaused: the next tick admits");
+
+        h.patch(&room, r#"{"queue_method": "reject"}"#).await;
+        assert!(matches!(
+            h.store.join(&room, VisitorId::random()).await,
+            Err(StoreError::NotAccepting)
+        ));
+        h.patch(&room, r#"{"queue_method": "passthrough"}"#).await;
+        assert!(is_admitted(h.join(&room).await.1), "passthrough: at once");
+        h.patch(&room, r#"{"queue_method": "fifo"}"#).await;
+        let mut admitted = 0;
+        for _ in 0..3 {
+            admitted += u64::from(is_admitted(h.join(&room).await.1));
+        }
+        assert_eq!(
+            admitted, 2,
+            "fifo again: the bucket's 2 tokens, then the line"
+        );
+
+        let now = rfc3339(h.clock.now_ms());
+        h.patch(&room, &format!(r#"{{"closes_at": "{now}"}}"#))
+            .await;
+        assert!(
+            matches!(
+                h.store.join(&room, VisitorId::random()).await,
+                Err(StoreError::NotAccepting)
+            ),
+            "closes_at moved to now: closed at once"
+        );
+        let later = rfc3339(h.clock.now_ms() + 3_600_000);
+        h.patch(&room, &format!(r#"{{"closes_at": "{later}"}}"#))
+            .await;
+        h.join(&room).await;
+
+        // tick_ms: due at once at a shorter period, not before a longer one.
+        h.tick(&room).await;
+        h.patch(&room, r#"{"tick_ms": 1000}"#).await;
+        h.clock.advance_ms(1_000);
+        assert!(
+            h.store.tick(&room).await.unwrap().ran.is_some(),
+            "tick_ms down"
+        );
+        h.patch(&room, r#"{"tick_ms": 60000}"#).await;
+        h.clock.advance_ms(5_000);
+        let tick = h.store.tick(&room).await.unwrap();
+        assert!(tick.ran.is_none(), "tick_ms up: not before the new period");
+        assert_eq!(tick.next_due_in_ms, 55_000);
+
+        // opens_at moved to now: open at once; moved later: not at the old time.
+        let soon = rfc3339(h.clock.now_ms() + 60_000);
+        let drop = h.room("drop", 1, None).await;
+        h.patch(&drop, &format!(r#"{{"opens_at": "{soon}"}}"#))
+            .await;
+        let (entrant, state) = h.join(&drop).await;
+        assert!(matches!(state, PlaceState::PreQueue { .. }));
+        let now = rfc3339(h.clock.now_ms());
+        h.patch(&drop, &format!(r#"{{"opens_at": "{now}"}}"#)).await;
+        assert_eq!(
+            position(h.state(&drop, entrant).await),
+            1,
+            "opens_at down: open now"
+        );
+        let late = h.room("late", 1, None).await;
+        h.patch(&late, &format!(r#"{{"opens_at": "{soon}"}}"#))
+            .await;
+        let (entrant, _) = h.join(&late).await;
+        let far = rfc3339(h.clock.now_ms() + 3_600_000);
+        h.patch(&late, &format!(r#"{{"opens_at": "{far}"}}"#)).await;
+        h.clock.advance_ms(60_000);
+        h.store.touch(&late, &[entrant]).await.unwrap();
+        assert!(
+            matches!(h.state(&late, entrant).await, PlaceState::PreQueue { .. }),
+            "opens_at up: still before the opening"
+        );
+    }
+
     pub async fn passthrough_admits_every_arrival_and_then_the_line(h: &Harness) {
         let room = h.room("r", 1, Some(1)).await;
         h.join(&room).await; // through: the one token, the one slot
@@ -785,6 +913,74 @@ pub mod scenarios {
             user: Some(user.into()),
             ..JoinOptions::default()
         }
+    }
+
+    /// A place or pass given up is gone from the store at once; `left` is
+    /// told for `abandon_after_s` (for a pass, while it would have run),
+    /// then the visitor is one the room never knew (`expired`), and coming
+    /// back means the back of the line either way.
+    pub async fn those_who_left_are_told_so_then_forgotten(h: &Harness) {
+        let room = h.room("r", 1, None).await;
+        h.patch(&room, r#"{"abandon_after_s": 20, "pass_ttl_s": 60}"#)
+            .await;
+        let (holder, state) = h.join(&room).await;
+        assert!(is_admitted(state));
+        h.patch(&room, r#"{"paused": true}"#).await;
+        let (ahead, _) = h.join(&room).await;
+        let (leaver, _) = h.join(&room).await;
+        let alice = VisitorId::random();
+        h.store
+            .join_with(&room, alice, &as_user("alice"))
+            .await
+            .unwrap();
+        h.store.leave(&room, leaver).await.unwrap();
+        h.store.leave(&room, holder).await.unwrap();
+        h.store.leave(&room, alice).await.unwrap();
+        assert_eq!(h.store.user_of(&room, alice).await.unwrap(), None);
+        for gone in [leaver, holder, alice] {
+            assert!(matches!(h.state(&room, gone).await, PlaceState::Left));
+        }
+
+        h.clock.advance_ms(19_999);
+        h.store.touch(&room, &[ahead]).await.unwrap();
+        assert!(matches!(h.state(&room, leaver).await, PlaceState::Left));
+        h.clock.advance_ms(1);
+        h.store.tick(&room).await.unwrap();
+        assert!(
+            matches!(h.state(&room, leaver).await, PlaceState::Expired),
+            "forgotten after abandon_after_s"
+        );
+        assert!(
+            matches!(h.state(&room, holder).await, PlaceState::Left),
+            "a pass given up: told so while it would have run"
+        );
+        assert_eq!(
+            position(h.store.join(&room, leaver).await.unwrap().state),
+            2,
+            "back, at the back of the line"
+        );
+        let again = h
+            .store
+            .join_with(&room, VisitorId::random(), &as_user("alice"))
+            .await
+            .unwrap();
+        assert_ne!(again.visitor, alice, "alice's place went with her");
+        assert_eq!(position(again.state), 3);
+
+        h.clock.advance_ms(40_000); // 60 s after admission
+        h.store
+            .touch(&room, &[ahead, leaver, again.visitor])
+            .await
+            .unwrap();
+        assert!(matches!(h.state(&room, holder).await, PlaceState::Expired));
+        assert!(matches!(
+            h.store.revoke_pass(&room, holder, None).await,
+            Ok(false)
+        ));
+        assert_eq!(
+            position(h.store.join(&room, holder).await.unwrap().state),
+            4
+        );
     }
 
     pub async fn a_known_user_holds_one_place_from_any_device(h: &Harness) {

@@ -1,6 +1,6 @@
 //! Sale scenarios every store must pass, on a driven clock.
 
-use waitroom::store::StoreError;
+use waitroom::store::{JoinOptions, StoreError, give_up, take_back_pass};
 use waitroom::words::sale::{ClaimState, SaleError, SaleRequest, SeatState, Want};
 use waitroom::words::{RoomConfig, RoomId, VisitorId};
 
@@ -385,4 +385,172 @@ pub async fn a_sold_out_sale_closes_the_line_and_holds_keep_it_open(h: &Harness)
         matches!(place.state, PlaceState::Waiting { .. }),
         "a room that does not close for a sold-out sale keeps its line"
     );
+}
+
+pub async fn a_known_users_limit_counts_every_visit_and_device(h: &Harness) {
+    let room = h.room("shop", 100, None).await;
+    sale(h, r#"{"stock": 10, "per_user_limit": 2}"#).await;
+    let as_user = |user: &str| JoinOptions {
+        user: Some(user.into()),
+        ..JoinOptions::default()
+    };
+    // What the sale route does: the user whose place the pass's visitor holds.
+    let claim = |visitor: VisitorId, units: u64| async move {
+        let user = h.store.user_of(&room_id(), visitor).await.unwrap();
+        h.sale
+            .claim_as(
+                &room_id(),
+                visitor,
+                user.as_deref(),
+                &Want::Quantity(units),
+                None,
+            )
+            .await
+    };
+
+    let first_visit = VisitorId::random();
+    h.store
+        .join_with(&room, first_visit, &as_user("alice"))
+        .await
+        .unwrap();
+    assert_eq!(
+        h.store
+            .user_of(&room, first_visit)
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("alice")
+    );
+    let bought = claim(first_visit, 2).await.unwrap();
+    h.sale
+        .confirm(&room, first_visit, &bought.claim_id)
+        .await
+        .unwrap();
+    h.store.leave(&room, first_visit).await.unwrap();
+
+    let second_visit = VisitorId::random();
+    let place = h
+        .store
+        .join_with(&room, second_visit, &as_user("alice"))
+        .await
+        .unwrap();
+    assert_eq!(place.visitor, second_visit, "a new visit: a new visitor");
+    assert!(
+        matches!(
+            claim(second_visit, 1).await,
+            Err(SaleError::LimitReached(2))
+        ),
+        "the limit counts the user's units of every visit"
+    );
+
+    // Another user, and a visitor without one, count alone.
+    let bob = VisitorId::random();
+    h.store
+        .join_with(&room, bob, &as_user("bob"))
+        .await
+        .unwrap();
+    let held = claim(bob, 2).await.unwrap();
+    let anonymous = VisitorId::random();
+    h.store.join(&room, anonymous).await.unwrap();
+    assert_eq!(h.store.user_of(&room, anonymous).await.unwrap(), None);
+    claim(anonymous, 2).await.unwrap();
+    // A hold given back gives the user's units back.
+    h.sale.release(&room, bob, &held.claim_id).await.unwrap();
+    let other_device = h
+        .store
+        .join_with(&room, VisitorId::random(), &as_user("bob"))
+        .await
+        .unwrap();
+    assert_eq!(
+        other_device.visitor, bob,
+        "bob's place, from another device"
+    );
+    claim(bob, 2).await.unwrap();
+}
+
+pub async fn a_pass_taken_back_gives_its_holds_back(h: &Harness) {
+    use waitroom::words::PlaceState;
+    let room = h.room("shop", 100, None).await;
+    sale(
+        h,
+        r#"{"seats": ["A1", "A2", "A3", "A4", "A5"], "per_user_limit": 3}"#,
+    )
+    .await;
+    let (store, sales) = (h.store.as_ref(), h.sale.as_ref());
+    let (revoked, state) = h.join(&room).await;
+    let PlaceState::Admitted { expires_at, .. } = state else {
+        panic!("admitted, got {state:?}")
+    };
+    let bought = h
+        .sale
+        .claim(&room, revoked, &seats(&["A1"]), None)
+        .await
+        .unwrap();
+    h.sale
+        .confirm(&room, revoked, &bought.claim_id)
+        .await
+        .unwrap();
+    let held = h
+        .sale
+        .claim(&room, revoked, &seats(&["A2", "A3"]), None)
+        .await
+        .unwrap();
+
+    // Another admission's pass takes nothing, holds included.
+    assert!(
+        !take_back_pass(store, sales, &room, revoked, Some(expires_at / 1000 + 1))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        h.sale.sale(&room).await.unwrap().seats["A2"],
+        SeatState::Held
+    );
+
+    assert!(
+        take_back_pass(store, sales, &room, revoked, Some(expires_at / 1000))
+            .await
+            .unwrap()
+    );
+    let view = h.sale.sale(&room).await.unwrap();
+    assert_eq!(
+        (view.seats["A1"], view.seats["A2"], view.seats["A3"]),
+        (SeatState::Sold, SeatState::Free, SeatState::Free),
+        "the holds went back with the pass; the order stays"
+    );
+    assert!(matches!(
+        h.sale.confirm(&room, revoked, &held.claim_id).await,
+        Err(SaleError::Released)
+    ));
+    let mine = h.sale.claims_of(&room, revoked).await.unwrap();
+    let mine: Vec<(&str, ClaimState)> = mine
+        .iter()
+        .map(|c| (c.claim_id.as_str(), c.state))
+        .collect();
+    assert_eq!(mine, [(bought.claim_id.as_str(), ClaimState::Confirmed)]);
+
+    // Leaving gives them back the same way, and someone else may take them.
+    let (leaver, _) = h.join(&room).await;
+    h.sale
+        .claim(&room, leaver, &seats(&["A2"]), None)
+        .await
+        .unwrap();
+    give_up(store, sales, &room, leaver).await.unwrap();
+    let (next, _) = h.join(&room).await;
+    h.sale
+        .claim(&room, next, &seats(&["A2", "A3"]), None)
+        .await
+        .unwrap();
+    // A room without a sale gives nothing back, and that is no error.
+    let bare = h.room("bare", 100, None).await;
+    let (visitor, _) = h.join(&bare).await;
+    assert!(
+        take_back_pass(store, sales, &bare, visitor, None)
+            .await
+            .unwrap()
+    );
+}
+
+fn room_id() -> RoomId {
+    RoomId::parse("shop").unwrap()
 }

@@ -7,6 +7,7 @@ use serde_json::json;
 use crate::http::AppState;
 use crate::http::error::ApiError;
 use crate::http::extractors::{Operator, Room};
+use crate::store;
 use crate::words::credentials::CredentialError;
 use crate::words::{RoomConfig, RoomId, RoomPatch, VisitorId};
 
@@ -148,7 +149,14 @@ async fn revoke_pass(
             ));
         }
     };
-    let taken = state.store.revoke_pass(&room, visitor, pass_exp_s).await?;
+    let taken = store::take_back_pass(
+        state.store.as_ref(),
+        state.sale.as_ref(),
+        &room,
+        visitor,
+        pass_exp_s,
+    )
+    .await?;
     tracing::info!(%room, %visitor, taken, "pass revoked by the operator");
     Ok(HttpResponse::NoContent().finish())
 }

@@ -77,7 +77,7 @@ impl MemoryStore {
             return Err(StoreError::RoomClosed(id.clone()));
         }
         let now = self.clock.now_ms();
-        room.expire_passes(now);
+        room.expire(now, FORGOTTEN_PER_OPERATION);
         Ok(op(&mut room, now))
     }
 
@@ -190,7 +190,6 @@ enum VisitorState {
         /// (`arrival_grace_s`); `None` once seen, or with no grace.
         arrival_due: Option<Millis>,
     },
-    Left,
 }
 
 struct Room {
@@ -216,6 +215,11 @@ struct Room {
     /// Visitors with a place or a pass. Expired visitors are forgotten: an
     /// unknown visitor and an expired one are told the same thing.
     visitors: HashMap<VisitorId, VisitorState>,
+    /// Visitors who gave up their place or pass (or had it taken back), no
+    /// longer in `visitors`: until when they are told `left`. Forgotten
+    /// then, a bounded number per operation, soonest first by `departures`.
+    departed: HashMap<VisitorId, Millis>,
+    departures: BTreeSet<(Millis, VisitorId)>,
     /// (last seen, visitor) of every waiting visitor, stalest first, so a
     /// tick finds the abandoned without walking the line.
     presence: BTreeSet<(Millis, VisitorId)>,
@@ -239,6 +243,8 @@ struct Room {
     no_shows: u64,
     /// Known users (a user token's `sub`) → the visitor holding their place.
     users: HashMap<String, VisitorId>,
+    /// And back: the user whose place a visitor holds.
+    user_of: HashMap<VisitorId, String>,
     /// Proof-of-work solutions used, until they expire.
     used_pow: HashMap<String, Millis>,
     used_pow_prune_at: usize,
@@ -247,6 +253,12 @@ struct Room {
 /// The per-address map is pruned when it reaches this size, or twice its
 /// size after the last pruning.
 const MIN_JOIN_LIMITS_PRUNE: usize = 1024;
+/// Departed visitors forgotten per operation on the room at most, and per
+/// tick: each is forgotten once, so no operation does more than a bounded
+/// amount of it, and the ticks (which an idle room still gets, once per
+/// heartbeat) keep up with any rate of leaving.
+const FORGOTTEN_PER_OPERATION: usize = 64;
+const FORGOTTEN_PER_TICK: usize = 4_096;
 
 impl Room {
     fn new(id: RoomId, config: RoomConfig, now: Millis) -> Self {
@@ -265,6 +277,8 @@ impl Room {
             index: LineIndex::new(),
             line: BTreeMap::new(),
             visitors: HashMap::new(),
+            departed: HashMap::new(),
+            departures: BTreeSet::new(),
             presence: BTreeSet::new(),
             draw,
             drawn_announced: false,
@@ -277,8 +291,26 @@ impl Room {
             arrivals: BTreeSet::new(),
             no_shows: 0,
             users: HashMap::new(),
+            user_of: HashMap::new(),
             used_pow: HashMap::new(),
             used_pow_prune_at: MIN_JOIN_LIMITS_PRUNE,
+        }
+    }
+
+    /// What time alone ends: passes run out, and departed visitors are
+    /// forgotten (up to `at_most` of them).
+    fn expire(&mut self, now: Millis, at_most: usize) {
+        self.expire_passes(now);
+        for _ in 0..at_most {
+            match self.departures.first() {
+                Some(&(until, visitor)) if until <= now => {
+                    self.departures.pop_first();
+                    if self.departed.get(&visitor) == Some(&until) {
+                        self.departed.remove(&visitor);
+                    }
+                }
+                _ => break,
+            }
         }
     }
 
@@ -291,11 +323,31 @@ impl Room {
             if let Some(VisitorState::Admitted {
                 arrival_due: Some(due),
                 ..
-            }) = self.visitors.remove(&visitor)
+            }) = self.forget(visitor)
             {
                 self.arrivals.remove(&(due, visitor));
             }
         }
+    }
+
+    /// Drops everything the room keeps of a visitor (their user's place
+    /// included, if it was theirs); returns the state they were in.
+    fn forget(&mut self, visitor: VisitorId) -> Option<VisitorState> {
+        if let Some(user) = self.user_of.remove(&visitor)
+            && self.users.get(&user) == Some(&visitor)
+        {
+            self.users.remove(&user);
+        }
+        self.visitors.remove(&visitor)
+    }
+
+    /// Forgets a visitor who gave up their place or pass, who is told
+    /// `left` until `until` (at least `abandon_after_s` from now).
+    fn depart(&mut self, visitor: VisitorId, until: Millis, now: Millis) {
+        let until = until.max(now + self.config.abandon_after_s * 1000);
+        self.forget(visitor);
+        self.departed.insert(visitor, until);
+        self.departures.insert((until, visitor));
     }
 
     /// Whether the room is open: it has no `opens_at`, or that has passed.
@@ -333,7 +385,7 @@ impl Room {
                 break;
             }
             self.presence.pop_first();
-            if let Some(VisitorState::Waiting { spot, .. }) = self.visitors.remove(&visitor) {
+            if let Some(VisitorState::Waiting { spot, .. }) = self.forget(visitor) {
                 self.unqueue(spot, now);
                 departed.push(spot.order());
             }
@@ -453,7 +505,13 @@ impl Room {
                 admitted_at: *admitted_at,
                 expires_at: *expires_at,
             },
-            Some(VisitorState::Left) => PlaceState::Left,
+            None if self
+                .departed
+                .get(&visitor)
+                .is_some_and(|until| *until > now) =>
+            {
+                PlaceState::Left
+            }
             None => PlaceState::Expired,
         };
         Place {
@@ -502,12 +560,12 @@ impl Room {
             Some(VisitorState::Waiting { .. }) => self.mark_present(visitor, now),
             Some(VisitorState::Admitted { .. }) => {}
             // Sold out: new arrivals are told so, and take nothing.
-            Some(VisitorState::Left) | None if self.facts.sold_out => {
+            None if self.facts.sold_out => {
                 let mut place = self.place(visitor, now);
                 place.state = PlaceState::Closed;
                 return Ok(place);
             }
-            Some(VisitorState::Left) | None => {
+            None => {
                 self.welcome(options, now)?;
                 let opened = self.opened(now);
                 let pass_through = opened
@@ -543,6 +601,7 @@ impl Room {
         }
         if let Some(user) = &options.user {
             self.users.insert(user.clone(), visitor);
+            self.user_of.insert(visitor, user.clone());
         }
         Ok(self.place(visitor, now))
     }
@@ -643,15 +702,15 @@ impl Room {
                 break;
             }
             self.arrivals.pop_first();
-            if let Some(VisitorState::Admitted {
+            if let Some(&VisitorState::Admitted {
                 expires_at,
                 arrival_due: Some(pending),
                 ..
             }) = self.visitors.get(&visitor)
-                && *pending == due
+                && pending == due
             {
-                self.active.remove(&(*expires_at, visitor));
-                self.visitors.insert(visitor, VisitorState::Left);
+                self.active.remove(&(expires_at, visitor));
+                self.depart(visitor, expires_at, now);
                 self.no_shows += 1;
             }
         }
@@ -682,33 +741,31 @@ impl Room {
         }
     }
 
-    /// Removes the visitor's place or slot; returns their place in the
-    /// order if they were waiting.
+    /// Removes the visitor's place or slot, at once; they are told `left`
+    /// for a while (`depart`). Returns their place in the order if they
+    /// were waiting.
     fn leave(&mut self, visitor: VisitorId, now: Millis) -> Option<Order> {
-        match self.visitors.insert(visitor, VisitorState::Left) {
-            Some(VisitorState::Waiting {
+        match self.visitors.get(&visitor).copied()? {
+            VisitorState::Waiting {
                 spot, last_seen, ..
-            }) => {
+            } => {
                 self.unqueue(spot, now);
                 self.presence.remove(&(last_seen, visitor));
+                self.depart(visitor, now, now);
                 self.version += 1;
                 Some(spot.order())
             }
-            Some(VisitorState::Admitted {
+            VisitorState::Admitted {
                 expires_at,
                 arrival_due,
                 ..
-            }) => {
+            } => {
                 self.active.remove(&(expires_at, visitor));
                 if let Some(due) = arrival_due {
                     self.arrivals.remove(&(due, visitor));
                 }
-                None
-            }
-            Some(VisitorState::Left) => None,
-            None => {
-                // Never here, or already expired: nothing to give up.
-                self.visitors.remove(&visitor);
+                // Told `left` while the pass would have run.
+                self.depart(visitor, expires_at, now);
                 None
             }
         }
@@ -935,7 +992,7 @@ impl Store for MemoryStore {
             .filter_map(|handle| {
                 let mut room = HeldRoom::lock(handle, "rooms");
                 (!room.closed).then(|| {
-                    room.expire_passes(now);
+                    room.expire(now, FORGOTTEN_PER_OPERATION);
                     room.info(now)
                 })
             })
@@ -1025,6 +1082,10 @@ impl Store for MemoryStore {
         })
     }
 
+    async fn user_of(&self, id: &RoomId, visitor: VisitorId) -> Result<Option<String>, StoreError> {
+        self.with_open_room(id, "user_of", |room, _| room.user_of.get(&visitor).cloned())
+    }
+
     async fn leave(&self, id: &RoomId, visitor: VisitorId) -> Result<(), StoreError> {
         let left = self.with_open_room(id, "leave", |room, now| {
             room.leave(visitor, now).map(|order| RoomEvent::Left {
@@ -1056,7 +1117,7 @@ impl Store for MemoryStore {
             return Err(StoreError::RoomClosed(id.clone()));
         }
         let now = self.clock.now_ms();
-        room.expire_passes(now);
+        room.expire(now, FORGOTTEN_PER_TICK);
         let ran = room.tick(now).map(|(report, events)| {
             // Published under the room's lock so events leave in version order.
             for event in events {
@@ -1117,5 +1178,74 @@ impl Store for MemoryStore {
             .lock()
             .get(id)
             .is_some_and(|until| *until > now))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 24, item 18: a visitor who left, was abandoned, ran out or was
+    /// reclaimed leaves nothing behind in the room.
+    #[test]
+    fn nothing_of_a_visitor_stays_once_they_are_gone() {
+        let at = |s: u64| 1_767_225_600_000 + s * 1000;
+        let mut config = RoomConfig::new("R", "/x");
+        (config.admit_per_tick, config.abandon_after_s) = (2, 20);
+        (config.pass_ttl_s, config.arrival_grace_s) = (60, Some(5));
+        let mut room = Room::new(RoomId::parse("r").unwrap(), config, at(0));
+        let joined: Vec<VisitorId> = (0..6)
+            .map(|n| {
+                let visitor = VisitorId::random();
+                let known = JoinOptions {
+                    user: Some(format!("user-{n}")),
+                    ..JoinOptions::default()
+                };
+                room.join(visitor, &known, at(0)).unwrap();
+                visitor
+            })
+            .collect();
+        room.leave(joined[2], at(0)); // waiting
+        room.leave(joined[0], at(0)); // admitted
+        assert!(
+            [joined[0], joined[2]]
+                .iter()
+                .all(|gone| !room.visitors.contains_key(gone) && !room.user_of.contains_key(gone)),
+            "gone at once"
+        );
+        assert_eq!((room.users.len(), room.departed.len()), (4, 2));
+        // #1's pass is reclaimed unseen, #3 is abandoned, #4 and #5 (still
+        // polling) are admitted at 20 s; every pass has run out at 80 s.
+        room.mark_present(joined[4], at(15));
+        room.mark_present(joined[5], at(15));
+        for now in [at(20), at(80)] {
+            room.expire(now, FORGOTTEN_PER_TICK);
+            room.tick(now);
+        }
+        assert!(room.visitors.is_empty(), "{:?}", room.visitors);
+        assert!(room.departed.is_empty() && room.departures.is_empty());
+        assert!(room.users.is_empty() && room.user_of.is_empty());
+        assert!(room.presence.is_empty() && room.active.is_empty() && room.arrivals.is_empty());
+    }
+
+    #[test]
+    fn an_operation_forgets_a_bounded_number_of_departed_visitors() {
+        let now = 1_000_000;
+        let mut room = Room::new(RoomId::parse("r").unwrap(), RoomConfig::new("R", "/x"), now);
+        for _ in 0..FORGOTTEN_PER_OPERATION + FORGOTTEN_PER_TICK + 10 {
+            room.depart(VisitorId::random(), now, now);
+        }
+        let later = now + room.config.abandon_after_s * 1000;
+        room.expire(later - 1, FORGOTTEN_PER_TICK);
+        assert_eq!(
+            room.departed.len(),
+            FORGOTTEN_PER_OPERATION + FORGOTTEN_PER_TICK + 10
+        );
+        room.expire(later, FORGOTTEN_PER_OPERATION);
+        assert_eq!(room.departed.len(), FORGOTTEN_PER_TICK + 10);
+        room.expire(later, FORGOTTEN_PER_TICK);
+        assert_eq!(room.departed.len(), 10);
+        room.expire(later, FORGOTTEN_PER_TICK);
+        assert!(room.departed.is_empty() && room.departures.is_empty());
     }
 }

@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use crate::store::SaleStore;
 use crate::words::clock::{Millis, SharedClock};
 use crate::words::sale::{
-    Claim, ClaimState, Inventory, SaleConfig, SaleError, SaleView, SeatState, Stock, Want,
+    Buyer, Claim, ClaimState, Inventory, SaleConfig, SaleError, SaleView, SeatState, Stock, Want,
     new_claim_id,
 };
 use crate::words::{RoomId, VisitorId};
@@ -29,10 +29,14 @@ struct Sale {
     /// Seat → the claim holding or owning it (absent: free).
     seats: BTreeMap<String, Option<String>>,
     claims: HashMap<String, Claim>,
+    /// Each visitor's claims, in the order made.
+    mine: HashMap<VisitorId, Vec<String>>,
     /// (expiry, claim id) of every hold, soonest first.
     holds: BTreeSet<(Millis, String)>,
-    /// Units each visitor holds or bought.
-    units: HashMap<VisitorId, u64>,
+    /// Units each buyer (a visitor, or a known user) holds or bought.
+    units: HashMap<Buyer, u64>,
+    /// Whose limit each claim counts against.
+    buyers: HashMap<String, Buyer>,
     idempotency: HashMap<(VisitorId, String), String>,
     next_sequence: u64,
     orders: Vec<String>,
@@ -49,8 +53,10 @@ impl Sale {
             stock_left,
             seats,
             claims: HashMap::new(),
+            mine: HashMap::new(),
             holds: BTreeSet::new(),
             units: HashMap::new(),
+            buyers: HashMap::new(),
             idempotency: HashMap::new(),
             next_sequence: 0,
             orders: Vec::new(),
@@ -65,7 +71,11 @@ impl Sale {
         claim.state = to;
         self.holds
             .remove(&(claim.hold_expires_at, claim_id.to_string()));
-        if let Some(units) = self.units.get_mut(&claim.visitor) {
+        if let Some(units) = self
+            .buyers
+            .get(claim_id)
+            .and_then(|buyer| self.units.get_mut(buyer))
+        {
             *units = units.saturating_sub(claim.quantity);
         }
         if claim.seats.is_empty() {
@@ -117,6 +127,7 @@ impl Sale {
     fn claim(
         &mut self,
         visitor: VisitorId,
+        buyer: Buyer,
         want: &Want,
         key: Option<&str>,
         now: Millis,
@@ -142,7 +153,7 @@ impl Sale {
             }
             _ => {}
         }
-        let held = self.units.get(&visitor).copied().unwrap_or(0);
+        let held = self.units.get(&buyer).copied().unwrap_or(0);
         if held + want.units() > self.config.per_user_limit as u64 {
             return Err(SaleError::LimitReached(self.config.per_user_limit));
         }
@@ -177,14 +188,25 @@ impl Sale {
             hold_expires_at: now + self.config.hold_ttl_s * 1000,
             confirmed_at: None,
         };
-        *self.units.entry(visitor).or_default() += claim.quantity;
+        *self.units.entry(buyer.clone()).or_default() += claim.quantity;
+        self.buyers.insert(claim_id.clone(), buyer);
         self.holds.insert((claim.hold_expires_at, claim_id.clone()));
         if let Some(key) = key {
             self.idempotency
                 .insert((visitor, key.to_string()), claim_id.clone());
         }
+        self.mine.entry(visitor).or_default().push(claim_id.clone());
         self.claims.insert(claim_id, claim.clone());
         Ok(claim)
+    }
+
+    /// The visitor's claims, in the order made.
+    fn claims_of(&self, visitor: VisitorId) -> impl Iterator<Item = &Claim> {
+        self.mine
+            .get(&visitor)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.claims.get(id))
     }
 
     fn own_claim(&mut self, visitor: VisitorId, claim_id: &str) -> Result<&mut Claim, SaleError> {
@@ -255,14 +277,16 @@ impl SaleStore for MemorySale {
         })
     }
 
-    async fn claim(
+    async fn claim_as(
         &self,
         room: &RoomId,
         visitor: VisitorId,
+        user: Option<&str>,
         want: &Want,
         key: Option<&str>,
     ) -> Result<Claim, SaleError> {
-        self.with_sale(room, |sale, now| sale.claim(visitor, want, key, now))
+        let buyer = Buyer::of(visitor, user);
+        self.with_sale(room, |sale, now| sale.claim(visitor, buyer, want, key, now))
     }
 
     async fn confirm(
@@ -307,19 +331,27 @@ impl SaleStore for MemorySale {
         })
     }
 
+    async fn release_holds_of(&self, room: &RoomId, visitor: VisitorId) -> Result<u64, SaleError> {
+        self.with_sale(room, |sale, _| {
+            let held: Vec<String> = sale
+                .claims_of(visitor)
+                .filter(|c| c.state == ClaimState::Held)
+                .map(|c| c.claim_id.clone())
+                .collect();
+            for claim_id in &held {
+                sale.give_back(claim_id, ClaimState::Released);
+            }
+            Ok(held.len() as u64)
+        })
+    }
+
     async fn claims_of(&self, room: &RoomId, visitor: VisitorId) -> Result<Vec<Claim>, SaleError> {
         self.with_sale(room, |sale, _| {
-            let mut mine: Vec<Claim> = sale
-                .claims
-                .values()
-                .filter(|c| {
-                    c.visitor == visitor
-                        && matches!(c.state, ClaimState::Held | ClaimState::Confirmed)
-                })
+            Ok(sale
+                .claims_of(visitor)
+                .filter(|c| matches!(c.state, ClaimState::Held | ClaimState::Confirmed))
                 .cloned()
-                .collect();
-            mine.sort_by_key(|c| c.sequence);
-            Ok(mine)
+                .collect())
         })
     }
 

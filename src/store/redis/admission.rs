@@ -95,7 +95,7 @@ pub struct RedisStore {
 }
 
 /// The keys of one room, in the order every script expects them.
-fn room_keys(room: &RoomId) -> [String; 10] {
+fn room_keys(room: &RoomId) -> [String; 11] {
     [
         "room",
         "line",
@@ -107,6 +107,7 @@ fn room_keys(room: &RoomId) -> [String; 10] {
         "users",
         "draw",
         "entries",
+        "user-of",
     ]
     .map(|k| format!("wr:{{{room}}}:{k}"))
 }
@@ -844,6 +845,14 @@ impl Store for RedisStore {
                     .ok_or_else(|| StoreError::Unexpected("unexpected place".into()))
             })
             .collect()
+    }
+
+    async fn user_of(&self, id: &RoomId, visitor: VisitorId) -> Result<Option<String>, StoreError> {
+        let mut connection = self.connection().await;
+        connection
+            .hget(&room_keys(id)[10], visitor.to_string())
+            .await
+            .map_err(unavailable)
     }
 
     async fn leave(&self, id: &RoomId, visitor: VisitorId) -> Result<(), StoreError> {

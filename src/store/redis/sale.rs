@@ -11,7 +11,7 @@ use super::admission::{RedisStore, number, text};
 use super::script_error::ScriptError;
 use crate::store::SaleStore;
 use crate::words::sale::{
-    Claim, ClaimState, Inventory, SaleConfig, SaleError, SaleView, SeatState, Stock, Want,
+    Buyer, Claim, ClaimState, Inventory, SaleConfig, SaleError, SaleView, SeatState, Stock, Want,
     new_claim_id,
 };
 use crate::words::{RoomId, VisitorId};
@@ -35,6 +35,7 @@ static CLAIM: LazyLock<Script> = sale_script!("sale_claim.lua");
 static CONFIRM: LazyLock<Script> = sale_script!("sale_confirm.lua");
 static RELEASE: LazyLock<Script> = sale_script!("sale_release.lua");
 static MINE: LazyLock<Script> = sale_script!("sale_mine.lua");
+static RELEASE_HOLDS: LazyLock<Script> = sale_script!("sale_release_holds.lua");
 static ORDERS: LazyLock<Script> = sale_script!("sale_orders.lua");
 
 /// The room's sale keys, in the order `lua/sale_lib.lua` names them;
@@ -189,10 +190,11 @@ impl SaleStore for RedisStore {
         })
     }
 
-    async fn claim(
+    async fn claim_as(
         &self,
         room: &RoomId,
         visitor: VisitorId,
+        user: Option<&str>,
         want: &Want,
         key: Option<&str>,
     ) -> Result<Claim, SaleError> {
@@ -206,6 +208,7 @@ impl SaleStore for RedisStore {
             new_claim_id(),
             wants.to_string(),
             want.units().to_string(),
+            Buyer::of(visitor, user).key(),
         ]
         .into_iter()
         .chain(seats);
@@ -242,6 +245,12 @@ impl SaleStore for RedisStore {
             .await
             .map_err(sale_error)?;
         Ok(())
+    }
+
+    async fn release_holds_of(&self, room: &RoomId, visitor: VisitorId) -> Result<u64, SaleError> {
+        self.eval(&RELEASE_HOLDS, &sale_keys(room), [visitor.to_string()])
+            .await
+            .map_err(sale_error)
     }
 
     async fn claims_of(&self, room: &RoomId, visitor: VisitorId) -> Result<Vec<Claim>, SaleError> {
