@@ -1,11 +1,12 @@
-//! The store fails over and the service goes on: a Redis Cluster master
-//! killed in the middle of a sale, with nodes that follow the promoted
-//! replica by themselves.
+//! The store fails over and the service goes on: a Redis Cluster master or
+//! a Sentinel-managed master killed or stalled in the middle of a sale, with
+//! nodes that follow the promoted replica by themselves.
 //!
-//! Each test starts its own cluster (three masters with replicas, failure
+//! Each test starts its own store (a cluster of three masters with a
+//! replica each, or a master with two replicas and three sentinels; failure
 //! detected within a second), two `waitroom` processes on it (real time,
 //! as operators run them), and buyers who claim and confirm while the
-//! room's master is killed.
+//! room's master fails.
 
 use waitroom_testkit as support;
 
@@ -16,7 +17,7 @@ use futures_util::future::join_all;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use support::node::{ADMIN_TOKEN, Node};
-use support::redis::RedisCluster;
+use support::redis::{RedisCluster, RedisSentinels};
 
 /// How long the tests wait for the nodes to come back: generous, since a
 /// test waits and does not time; the measured time is printed.
@@ -188,48 +189,88 @@ enum Failure {
     Stalled,
 }
 
-/// A room on the same master as `room`'s, so that its events ride the
-/// failover too.
-fn room_on_the_master_of(cluster: &RedisCluster, room: &str) -> String {
-    let master = cluster.master_of(&format!("wr:{{{room}}}:room"));
-    (0..)
-        .map(|i| format!("line-{i}"))
-        .find(|line| cluster.master_of(&format!("wr:{{{line}}}:room")) == master)
-        .unwrap()
+/// The store under test, and how its master fails over.
+enum Backing {
+    Cluster(RedisCluster),
+    Sentinels(RedisSentinels),
 }
 
-/// Two nodes on a cluster of three masters with a replica each; 64 buyers
-/// claim and confirm (about 100 a second) and visitors join on both nodes
-/// while the room's master fails; a visitor waits on a socket in another
-/// room of that master. Every node must follow the promoted replica by
-/// itself: sales and joins succeed again on both nodes, and the socket
-/// hears its admission.
-async fn fail_over_mid_sale(failure: Failure) {
-    let mut cluster = tokio::task::spawn_blocking(|| RedisCluster::start_with_replicas(1))
-        .await
-        .unwrap();
+impl Backing {
+    fn name(&self) -> &'static str {
+        match self {
+            Backing::Cluster(_) => "cluster",
+            Backing::Sentinels(_) => "sentinel",
+        }
+    }
+
+    fn url(&self) -> String {
+        match self {
+            Backing::Cluster(cluster) => cluster.url(),
+            Backing::Sentinels(sentinels) => sentinels.url(),
+        }
+    }
+
+    /// The server that holds `room` now.
+    fn master_of(&self, room: &str) -> usize {
+        match self {
+            Backing::Cluster(cluster) => cluster.master_of(&format!("wr:{{{room}}}:room")),
+            Backing::Sentinels(sentinels) => sentinels.master(),
+        }
+    }
+
+    fn fail(&mut self, server: usize, failure: Failure) {
+        match (self, failure) {
+            (Backing::Cluster(cluster), Failure::Killed) => cluster.kill(server),
+            (Backing::Cluster(cluster), Failure::Stalled) => cluster.pause(server),
+            (Backing::Sentinels(sentinels), Failure::Killed) => sentinels.kill(server),
+            (Backing::Sentinels(sentinels), Failure::Stalled) => sentinels.pause(server),
+        }
+    }
+
+    /// Waits until another server holds `room`; that server.
+    fn wait_for_failover(&self, room: &str, old: usize) -> usize {
+        match self {
+            Backing::Cluster(cluster) => {
+                cluster.wait_for_failover(&format!("wr:{{{room}}}:room"), old, RECOVERY_PATIENCE)
+            }
+            Backing::Sentinels(sentinels) => sentinels.wait_for_failover(old, RECOVERY_PATIENCE),
+        }
+    }
+
+    /// A room on the same master as `room`, so that its events ride the
+    /// failover too.
+    fn room_beside(&self, room: &str) -> String {
+        let master = self.master_of(room);
+        (0..)
+            .map(|i| format!("line-{i}"))
+            .find(|line| self.master_of(line) == master)
+            .unwrap()
+    }
+}
+
+/// Two nodes on `backing`; 64 buyers claim and confirm (about 100 a
+/// second) and visitors join on both nodes while the room's master fails;
+/// a visitor waits on a socket in another room of that master. Every node
+/// must follow the promoted replica by itself: sales and joins succeed
+/// again on both nodes, and the socket hears its admission.
+async fn fail_over_mid_sale(mut backing: Backing, failure: Failure) {
     let room = "failover";
-    let nodes = nodes_on(&cluster.url(), 2);
+    let name = backing.name();
+    let nodes = nodes_on(&backing.url(), 2);
     let passes = open_sale(&nodes, room).await;
-    let line = room_on_the_master_of(&cluster, room);
+    let line = backing.room_beside(room);
     let mut waiting = waiting_visitor(&nodes, &line).await;
     let stop = AtomicBool::new(false);
 
-    let key = format!("wr:{{{room}}}:room");
     let load = keep_buying(&nodes, room, &passes, &stop);
     let failover = async {
         // The sale is going on before the master fails.
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let master = cluster.master_of(&key);
+        let master = backing.master_of(room);
         let failed_at = Instant::now();
-        match failure {
-            Failure::Killed => cluster.kill(master),
-            Failure::Stalled => cluster.pause(master),
-        }
-        let cluster = &cluster;
-        let promoted = tokio::task::block_in_place(|| {
-            cluster.wait_for_failover(&key, master, RECOVERY_PATIENCE)
-        });
+        backing.fail(master, failure);
+        let backing = &backing;
+        let promoted = tokio::task::block_in_place(|| backing.wait_for_failover(room, master));
         let promoted_at = Instant::now();
         // The nodes have this long to follow the new master.
         tokio::time::sleep(RECOVERY_PATIENCE).await;
@@ -249,7 +290,7 @@ async fn fail_over_mid_sale(failure: Failure) {
     let before = count("sale", true, failed_at - Duration::from_secs(2), failed_at);
     assert!(before > 0, "buyers bought before the failover");
     println!(
-        "{failure:?}: replica {promoted} took over from master {master} {:.1} s after it failed; \
+        "{name} {failure:?}: replica {promoted} took over from master {master} {:.1} s after it failed; \
          purchases: {before} before, {} after the promotion; calls failed: {} sales, {} joins",
         (promoted_at - failed_at).as_secs_f64(),
         count("sale", true, promoted_at, end),
@@ -265,7 +306,7 @@ async fn fail_over_mid_sale(failure: Failure) {
                 )
             });
             println!(
-                "{failure:?}: every {kind} sent to node {node} succeeded from {:.1} s after the promotion ({:.1} s after the failure)",
+                "{name} {failure:?}: every {kind} sent to node {node} succeeded from {:.1} s after the promotion ({:.1} s after the failure)",
                 back.saturating_duration_since(promoted_at).as_secs_f64(),
                 back.saturating_duration_since(failed_at).as_secs_f64(),
             );
@@ -314,12 +355,38 @@ async fn waiting_visitor(nodes: &[Node], line: &str) -> support::Socket {
     socket
 }
 
+async fn cluster() -> Backing {
+    Backing::Cluster(
+        tokio::task::spawn_blocking(|| RedisCluster::start_with_replicas(1))
+            .await
+            .unwrap(),
+    )
+}
+
+async fn sentinels() -> Backing {
+    Backing::Sentinels(
+        tokio::task::spawn_blocking(RedisSentinels::start)
+            .await
+            .unwrap(),
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cluster_master_killed_mid_sale_is_followed_by_every_node() {
-    fail_over_mid_sale(Failure::Killed).await;
+    fail_over_mid_sale(cluster().await, Failure::Killed).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cluster_master_stalled_mid_sale_is_followed_by_every_node() {
-    fail_over_mid_sale(Failure::Stalled).await;
+    fail_over_mid_sale(cluster().await, Failure::Stalled).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sentinel_master_killed_mid_sale_is_followed_by_every_node() {
+    fail_over_mid_sale(sentinels().await, Failure::Killed).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sentinel_master_stalled_mid_sale_is_followed_by_every_node() {
+    fail_over_mid_sale(sentinels().await, Failure::Stalled).await;
 }

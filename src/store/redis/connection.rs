@@ -702,21 +702,37 @@ impl FollowedServer {
         }
     }
 
-    /// Asks the Sentinels where the master is; when it moved, connects
-    /// there and tells the hub to read its sockets' places again.
+    /// Asks the Sentinels where the master is, again and again for a while
+    /// (a failover takes them a few seconds); once it moved, connects there
+    /// and tells the hub to read its sockets' places again.
     async fn follow_the_master(&self) -> Result<(), RedisError> {
-        let (client, address) = Self::master_client(&self.endpoint, self.sentinel.as_ref()).await?;
-        if address == self.current.read().address {
-            return Ok(());
+        let deadline = Instant::now() + FOLLOW_FOR;
+        loop {
+            // redis-rs checks the master it is told of (ROLE): a stalled one
+            // would hold the question until its timeout, past the promotion.
+            let asked = tokio::time::timeout(
+                VIEW_TIMEOUT,
+                Self::master_client(&self.endpoint, self.sentinel.as_ref()),
+            )
+            .await;
+            if let Ok(Ok((client, address))) = asked
+                && address != self.current.read().address
+            {
+                let connections =
+                    Self::connections_to((client, address.clone()), &self.pushes).await?;
+                *self.current.write() = Arc::new(connections);
+                tracing::warn!(
+                    master = address.as_deref().unwrap_or_default(),
+                    "the Sentinels name a new master; following it"
+                );
+                let _ = self.events.send(StoreEvent::Resumed);
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Ok(());
+            }
+            tokio::time::sleep(FOLLOW_EVERY).await;
         }
-        let connections = Self::connections_to((client, address.clone()), &self.pushes).await?;
-        *self.current.write() = Arc::new(connections);
-        tracing::warn!(
-            master = address.as_deref().unwrap_or_default(),
-            "the Sentinels name a new master; following it"
-        );
-        let _ = self.events.send(StoreEvent::Resumed);
-        Ok(())
     }
 }
 

@@ -465,6 +465,206 @@ fn parse_cluster_node(line: &str) -> Option<ClusterNode> {
     })
 }
 
+/// A master with two replicas, watched by three Redis Sentinels (Debian's
+/// `redis-sentinel`), for one test: a master that fails is replaced within
+/// a few seconds (`down-after-milliseconds` 1000).
+pub struct RedisSentinels {
+    /// The servers: the first master, then its replicas.
+    pub servers: Vec<RedisServer>,
+    sentinels: Vec<SentinelProcess>,
+}
+
+/// The name the sentinels know the master by.
+pub const SENTINEL_MASTER: &str = "mymaster";
+
+struct SentinelProcess {
+    port: u16,
+    dir: std::path::PathBuf,
+    child: Child,
+}
+
+impl Drop for SentinelProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl RedisSentinels {
+    pub fn start() -> Self {
+        let master = RedisServer::start();
+        let replica_of = [
+            "--replicaof".to_owned(),
+            "127.0.0.1".to_owned(),
+            master.port.to_string(),
+        ];
+        let replicas = (0..2).map(|_| {
+            let mut args = vec!["--save", "", "--appendonly", "no"];
+            args.extend(replica_of.iter().map(String::as_str));
+            RedisServer::start_with(&args)
+        });
+        let servers: Vec<RedisServer> = std::iter::once(master).chain(replicas).collect();
+        let master_port = servers[0].port;
+        let sentinels = (0..3)
+            .map(|_| {
+                start_on_ports("redis-sentinel", free_port, |port| {
+                    SentinelProcess::start(port, master_port)
+                })
+            })
+            .collect();
+        let deployment = Self { servers, sentinels };
+        // Each sentinel knows the two others and both replicas, and each
+        // replica has its first copy of the master's data.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let ready = deployment.sentinels.iter().all(|s| {
+                sentinel_master_info(s.port).is_some_and(|info| {
+                    info.get("num-other-sentinels").map(String::as_str) == Some("2")
+                        && info.get("num-slaves").map(String::as_str) == Some("2")
+                })
+            }) && deployment.servers[1..].iter().all(|r| {
+                r.info("replication").is_some_and(|info| {
+                    info.contains("master_link_status:up")
+                        && info.contains("master_sync_in_progress:0")
+                })
+            });
+            if ready {
+                return deployment;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the sentinels did not find each other and the replicas"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// `redis+sentinel://` naming every sentinel and the master.
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = self
+            .sentinels
+            .iter()
+            .map(|s| format!("127.0.0.1:{}", s.port))
+            .collect();
+        format!("redis+sentinel://{}/{SENTINEL_MASTER}", hosts.join(","))
+    }
+
+    /// The server the sentinels name as master now.
+    pub fn master(&self) -> usize {
+        let port = self.master_port().expect("a sentinel answers");
+        self.servers
+            .iter()
+            .position(|s| s.port == port)
+            .expect("the master is one of ours")
+    }
+
+    fn master_port(&self) -> Option<u16> {
+        self.sentinels.iter().find_map(|s| {
+            let mut connection = redis::Client::open(format!("redis://127.0.0.1:{}/", s.port))
+                .ok()?
+                .get_connection_with_timeout(Duration::from_secs(1))
+                .ok()?;
+            let (_, port): (String, u16) = redis::cmd("SENTINEL")
+                .arg("get-master-addr-by-name")
+                .arg(SENTINEL_MASTER)
+                .query(&mut connection)
+                .ok()?;
+            Some(port)
+        })
+    }
+
+    /// Kills a server (SIGKILL).
+    pub fn kill(&mut self, server: usize) {
+        self.servers[server].stop();
+    }
+
+    /// Stalls a server (SIGSTOP).
+    pub fn pause(&self, server: usize) {
+        let pid = self.servers[server].pid().expect("the server runs");
+        let sent = Command::new("kill")
+            .args(["-STOP", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    }
+
+    /// Waits until the sentinels name a master other than `old`, and it
+    /// answers as a master; the new master.
+    pub fn wait_for_failover(&self, old: usize, within: Duration) -> usize {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(port) = self.master_port()
+                && port != self.servers[old].port
+                && let Some(new) = self.servers.iter().position(|s| s.port == port)
+                && self.servers[new]
+                    .info("replication")
+                    .is_some_and(|info| info.contains("role:master"))
+            {
+                return new;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the sentinels named no new master within {within:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl SentinelProcess {
+    fn start(port: u16, master_port: u16) -> Result<Self, String> {
+        let dir = temp_dir("sentinel");
+        let config = dir.join("sentinel.conf");
+        std::fs::write(
+            &config,
+            format!(
+                "port {port}\nbind 127.0.0.1\ndir {dir}\n\
+                 sentinel monitor {SENTINEL_MASTER} 127.0.0.1 {master_port} 2\n\
+                 sentinel down-after-milliseconds {SENTINEL_MASTER} 1000\n\
+                 sentinel failover-timeout {SENTINEL_MASTER} 5000\n\
+                 sentinel parallel-syncs {SENTINEL_MASTER} 2\n",
+                dir = dir.display()
+            ),
+        )
+        .unwrap();
+        let mut child = Command::new("redis-sentinel")
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect(
+                "redis-sentinel is needed for these tests: run ./scripts/test, which installs it",
+            );
+        match crate::ports::wait_until_listening(&mut child, port, STARTUP) {
+            Ok(()) => Ok(Self { port, dir, child }),
+            Err(reason) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                Err(reason)
+            }
+        }
+    }
+}
+
+/// `SENTINEL MASTER <name>` as field → value.
+fn sentinel_master_info(port: u16) -> Option<std::collections::HashMap<String, String>> {
+    let mut connection = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .ok()?
+        .get_connection_with_timeout(Duration::from_secs(1))
+        .ok()?;
+    let fields: Vec<String> = redis::cmd("SENTINEL")
+        .arg("MASTER")
+        .arg(SENTINEL_MASTER)
+        .query(&mut connection)
+        .ok()?;
+    Some(
+        fields
+            .chunks(2)
+            .filter_map(|pair| Some((pair.first()?.clone(), pair.get(1)?.clone())))
+            .collect(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
