@@ -121,6 +121,7 @@ fn every_flag_is_documented_with_its_environment_variable() {
         "--redis-url",
         "--admin-token",
         "--secret",
+        "--previous-secret",
         "--demo-room",
         "--log-format",
         "--join-rate-per-ip",
@@ -133,6 +134,7 @@ fn every_flag_is_documented_with_its_environment_variable() {
         "WAITROOM_REDIS_URL",
         "WAITROOM_ADMIN_TOKEN",
         "WAITROOM_SECRET",
+        "WAITROOM_PREVIOUS_SECRET",
         "WAITROOM_DEMO_ROOM",
         "WAITROOM_JOIN_RATE_PER_IP",
         "WAITROOM_TRUSTED_PROXIES",
@@ -237,6 +239,32 @@ fn a_trusted_proxy_that_is_not_an_address_stops_the_start() {
     let said = String::from_utf8_lossy(&output.stderr);
     assert!(
         said.contains("\"proxy.example\" is neither an IP address nor a network"),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_previous_secret_needs_a_current_one_that_differs() {
+    let start = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_waitroom"))
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("NO_COLOR", "1")
+            .env_remove("WAITROOM_SECRET")
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{args:?} must not start a node");
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    };
+    let said = start(&["--previous-secret", "old"]);
+    assert!(said.contains("--secret"), "{said}");
+    let said = start(&["--secret", "same", "--previous-secret", "same"]);
+    assert!(
+        said.contains("--previous-secret is the same as --secret"),
         "{said}"
     );
 }

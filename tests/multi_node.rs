@@ -702,3 +702,117 @@ async fn a_pre_queue_joined_across_nodes_is_drawn_once_on_every_node() {
         }
     }
 }
+
+/// The `kid` in a JWT's header.
+fn kid_of(token: &str) -> String {
+    jsonwebtoken::decode_header(token)
+        .unwrap()
+        .kid
+        .expect("a kid")
+}
+
+async fn jwks_kids(app: &TestApp) -> Vec<String> {
+    let jwks = app
+        .http
+        .get(app.url("/.well-known/jwks.json"))
+        .fetch_json()
+        .await;
+    jwks["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|key| key["kid"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_key_rotation_keeps_what_the_previous_secret_signed() {
+    let redis = RedisServer::start();
+    let clock = ManualClock::new(support::START_MS);
+    let node = |secret: &str, previous: Option<&str>| {
+        let mut settings = Settings::for_tests();
+        settings.secret = Some(secret.into());
+        settings.previous_secret = previous.map(String::from);
+        let (url, clock) = (redis.url(), clock.clone());
+        async move {
+            let stores = Stores::redis(&url, Some(Arc::new(clock.clone())))
+                .await
+                .expect("the node connects to Redis");
+            TestApp::spawn_with(settings, stores, clock).await
+        }
+    };
+    let before = node("secret-a", None).await;
+    let rotating = node("secret-b", Some("secret-a")).await;
+    let after = node("secret-b", None).await;
+    before
+        .create_room("turn", json!({"admit_per_tick": 1, "max_active": 1}))
+        .await;
+    let admitted = before.join_api("turn").await;
+    let pass = admitted["pass"].as_str().unwrap().to_string();
+    let waiting = before.join_api("turn").await;
+    assert_eq!(waiting["position"], 1);
+    let old_ticket = waiting["ticket"].as_str().unwrap().to_string();
+    let verify = |app: &TestApp, pass: &str| {
+        let request = app
+            .http
+            .get(app.url("/api/verify?room=turn"))
+            .bearer_auth(pass);
+        async move { request.send().await.unwrap() }
+    };
+
+    assert_eq!(verify(&rotating, &pass).await.status(), 204);
+    let refused = verify(&after, &pass).await;
+    assert_eq!(refused.status(), 401, "without the previous secret");
+    assert_eq!(
+        refused.json::<Value>().await.unwrap()["error"]["code"],
+        "invalid_pass"
+    );
+
+    let renewed: Value = rotating
+        .status_api("turn", &old_ticket)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(renewed["position"], 1, "the old ticket keeps its place");
+    let new_ticket = renewed["ticket"].as_str().unwrap();
+    assert_ne!(new_ticket, old_ticket, "renewed under the current secret");
+    assert_eq!(after.status_api("turn", &old_ticket).await.status(), 401);
+    assert_eq!(
+        after.status_api("turn", new_ticket).await.status(),
+        200,
+        "the renewed ticket outlives the rotation"
+    );
+
+    let before_kids = jwks_kids(&before).await;
+    let after_kids = jwks_kids(&after).await;
+    assert_eq!(kid_of(&pass), before_kids[0]);
+    assert_ne!(before_kids, after_kids);
+    assert_eq!(
+        jwks_kids(&rotating).await,
+        [after_kids[0].clone(), before_kids[0].clone()],
+        "the JWKS lists both keys while the previous one is configured"
+    );
+
+    // The next admission's pass, read through the rotating node: the new key.
+    let left = before
+        .http
+        .post(before.url("/api/rooms/turn/leave"))
+        .bearer_auth(&pass)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(left.status(), 204);
+    clock.advance_ms(5_000);
+    rotating.handle.step().await;
+    let next: Value = rotating
+        .status_api("turn", new_ticket)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(next["state"], "admitted");
+    let new_pass = next["pass"].as_str().unwrap();
+    assert_eq!(kid_of(new_pass), after_kids[0], "new passes carry B's kid");
+    assert_eq!(verify(&after, new_pass).await.status(), 204);
+}

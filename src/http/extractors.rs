@@ -80,6 +80,8 @@ impl FromRequest for Room {
 pub struct Ticket {
     pub room: RoomId,
     pub visitor: VisitorId,
+    /// The ticket to hand back: the one presented, or its renewal under
+    /// the current secret if the previous one signed it.
     pub ticket: String,
 }
 
@@ -116,14 +118,15 @@ impl Ticket {
                     "send your ticket as a Bearer token or cookie",
                 )
             })?;
-        let visitor = state(req)
+        let state = state(req);
+        let (visitor, ticket) = state
             .credentials
-            .read_ticket(&room, &presented)
+            .renew_ticket(&room, &presented, state.clock.now_ms())
             .map_err(ticket_error)?;
         Ok(Ticket {
             room,
             visitor,
-            ticket: presented,
+            ticket,
         })
     }
 }
@@ -497,7 +500,7 @@ impl Operator {
                 .get(CSRF_HEADER)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("");
-            if !constant_time_eq(sent, &state.credentials.csrf_for_session(&session)) {
+            if !state.credentials.csrf_matches(&session, sent) {
                 return Err(ApiError::unauthorized(
                     "invalid_csrf_token",
                     "missing or wrong X-CSRF-Token",
@@ -544,8 +547,7 @@ impl<T: CsrfProtected + DeserializeOwned + 'static> FromRequest for OperatorForm
             let Some(session) = admin_session(&req).await? else {
                 return Err(refused("Your session expired; log in again."));
             };
-            let expected = state(&req).credentials.csrf_for_session(&session);
-            if !constant_time_eq(form.csrf(), &expected) {
+            if !state(&req).credentials.csrf_matches(&session, form.csrf()) {
                 return Err(refused("The form expired; please try again."));
             }
             Ok(OperatorForm(form, session))

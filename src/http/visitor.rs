@@ -128,7 +128,7 @@ async fn join_room(
         None | Some(serde_json::Value::Null) => None,
         Some(serde_json::Value::String(payload)) => Some(
             pow::check(
-                state.credentials.pow_key(),
+                &state.credentials.pow_keys(),
                 payload,
                 &room,
                 state.clock.now_ms(),
@@ -142,29 +142,21 @@ async fn join_room(
         Some(serde_json::Value::String(token)) => known_user(&state, &room, token).await?,
         Some(_) => return Err(invalid_user_token("user must be the token as a string")),
     };
+    let now = state.clock.now_ms();
     let existing = match bearer(&req) {
-        Some(ticket) => Some((
+        Some(ticket) => Some(
             state
                 .credentials
-                .read_ticket(&room, ticket)
+                .renew_ticket(&room, ticket, now)
                 .map_err(ticket_error)?,
-            ticket.to_string(),
-        )),
-        None => req.cookie(&ticket_cookie_name(&room)).and_then(|c| {
-            Some((
-                state.credentials.read_ticket(&room, c.value()).ok()?,
-                c.value().to_string(),
-            ))
-        }),
+        ),
+        None => req
+            .cookie(&ticket_cookie_name(&room))
+            .and_then(|c| state.credentials.renew_ticket(&room, c.value(), now).ok()),
     };
     let (visitor, ticket) = existing.unwrap_or_else(|| {
         let visitor = VisitorId::random();
-        (
-            visitor,
-            state
-                .credentials
-                .issue_ticket(&room, visitor, state.clock.now_ms()),
-        )
+        (visitor, state.credentials.issue_ticket(&room, visitor, now))
     });
     let options = JoinOptions {
         limit: state.join_rate_per_ip.map(|per_minute| JoinLimit {
@@ -181,9 +173,7 @@ async fn join_room(
     let ticket = if place.visitor == visitor {
         ticket
     } else {
-        state
-            .credentials
-            .issue_ticket(&room, place.visitor, state.clock.now_ms())
+        state.credentials.issue_ticket(&room, place.visitor, now)
     };
     metrics::histogram!("waitroom_join_seconds").record(started.elapsed().as_secs_f64());
     tracing::debug!(%room, %visitor, state = status::state_name(&place.state), "join");

@@ -36,6 +36,18 @@ pub struct Settings {
     #[arg(long, env = "WAITROOM_SECRET", hide_env_values = true)]
     pub secret: Option<String>,
 
+    /// During a key rotation, the secret the deployment used before
+    /// `--secret`: what it signed (passes, tickets, operator sessions,
+    /// challenges) still verifies until it expires; everything new is
+    /// signed with `--secret`, and the JWKS lists both public keys.
+    #[arg(
+        long,
+        env = "WAITROOM_PREVIOUS_SECRET",
+        hide_env_values = true,
+        requires = "secret"
+    )]
+    pub previous_secret: Option<String>,
+
     /// Create room `demo` (2 visitors per 5 s tick) with simulated visitors, so a line forms.
     #[arg(long, env = "WAITROOM_DEMO_ROOM")]
     pub demo_room: bool,
@@ -103,6 +115,7 @@ impl Settings {
             redis_url: None,
             admin_token: Some("test-admin-token-of-at-least-32-chars".into()),
             secret: Some("test-secret".into()),
+            previous_secret: None,
             demo_room: false,
             demo_opens_in: None,
             log_format: LogFormat::Text,

@@ -54,6 +54,10 @@ pub enum StartError {
         "the admin token must be at least {min} characters (it has {given}); leave it out to have a strong one generated"
     )]
     WeakAdminToken { min: usize, given: usize },
+    #[error(
+        "--previous-secret is the same as --secret; give the secret being replaced, or leave it out"
+    )]
+    PreviousSecretIsCurrent,
     #[error("could not write the generated admin token to {path}: {source}; give --admin-token")]
     AdminTokenFile {
         path: String,
@@ -193,6 +197,9 @@ impl Application {
             tracing::warn!("no --secret given: generated one for this process; tickets and passes will not survive a restart or verify on other nodes");
             random_secret()
         });
+        if settings.previous_secret.as_ref() == Some(&secret) {
+            return Err(StartError::PreviousSecretIsCurrent);
+        }
         if let Some(token) = &settings.admin_token
             && token.chars().count() < config::MIN_ADMIN_TOKEN_CHARS
         {
@@ -205,7 +212,10 @@ impl Application {
             Some(token) => token,
             None => generate_admin_token()?,
         };
-        let credentials = Arc::new(Credentials::from_secret(&secret));
+        let credentials = Arc::new(Credentials::rotating(
+            &secret,
+            settings.previous_secret.as_deref(),
+        ));
         let tasks = Tasks::new();
         let hub = Arc::new(Hub::new(store.clone(), credentials.clone()));
         let wakeups = Arc::new(Wakeups::default());

@@ -64,8 +64,14 @@ pub struct Solved {
 }
 
 /// Checks a join's `pow`: base64 of the ALTCHA payload JSON, signed by
-/// us, solved, for this room, not expired.
-pub fn check(key: &str, payload: &str, room: &RoomId, now: Millis) -> Result<Solved, &'static str> {
+/// us (with any of `keys`: the current secret's, and the previous one's
+/// during a rotation), solved, for this room, not expired.
+pub fn check(
+    keys: &[&str],
+    payload: &str,
+    room: &RoomId,
+    now: Millis,
+) -> Result<Solved, &'static str> {
     if payload.len() > MAX_PAYLOAD_BYTES {
         return Err("the solution is too long");
     }
@@ -75,8 +81,12 @@ pub fn check(key: &str, payload: &str, room: &RoomId, now: Millis) -> Result<Sol
     let solution: Payload =
         serde_json::from_slice(&json).map_err(|_| "the solution is not an ALTCHA payload")?;
     // Expiry on our clock (the crate would read the system's).
-    verify_solution(&solution, key, false)
-        .map_err(|_| "the solution does not solve a challenge of ours")?;
+    if !keys
+        .iter()
+        .any(|key| verify_solution(&solution, key, false).is_ok())
+    {
+        return Err("the solution does not solve a challenge of ours");
+    }
     let (base, query) = solution
         .salt
         .split_once('?')
@@ -139,12 +149,24 @@ mod tests {
         let challenge = challenge(KEY, &drop, 1, NOW);
         assert_eq!(challenge.maxnumber, 50_000);
         let payload = solve(&challenge);
-        let solved = check(KEY, &payload, &drop, NOW).unwrap();
+        let solved = check(&[KEY], &payload, &drop, NOW).unwrap();
         assert_eq!(solved.until, (NOW + CHALLENGE_TTL_MS) / 1000 * 1000);
         assert_eq!(solved.id, challenge.signature);
-        assert!(check(KEY, &payload, &room("other"), NOW).is_err());
-        assert!(check(KEY, &payload, &drop, solved.until).is_err());
-        assert!(check("another-key", &payload, &drop, NOW).is_err());
+        assert!(check(&[KEY], &payload, &room("other"), NOW).is_err());
+        assert!(check(&[KEY], &payload, &drop, solved.until).is_err());
+        assert!(check(&["another-key"], &payload, &drop, NOW).is_err());
+    }
+
+    #[test]
+    fn a_challenge_of_the_previous_key_holds_while_that_key_is_given() {
+        let drop = room("drop");
+        let payload = solve(&challenge("old-key", &drop, 1, NOW));
+        assert!(check(&[KEY, "old-key"], &payload, &drop, NOW).is_ok());
+        assert_eq!(
+            check(&[KEY], &payload, &drop, NOW),
+            Err("the solution does not solve a challenge of ours"),
+            "once the previous key is dropped"
+        );
     }
 
     #[test]
@@ -153,7 +175,7 @@ mod tests {
         let drop = room("drop");
         for _ in 0..16 {
             let challenge = challenge(KEY, &drop, 1, NOW);
-            assert!(check(KEY, &solve(&challenge), &drop, NOW).is_ok());
+            assert!(check(&[KEY], &solve(&challenge), &drop, NOW).is_ok());
         }
     }
 
@@ -161,14 +183,14 @@ mod tests {
     fn garbage_is_refused_without_a_panic() {
         let drop = room("drop");
         for payload in ["", "!!!", "bm90IGpzb24=", &"A".repeat(5000)] {
-            assert!(check(KEY, payload, &drop, NOW).is_err(), "{payload}");
+            assert!(check(&[KEY], payload, &drop, NOW).is_err(), "{payload}");
         }
         let challenge = challenge(KEY, &drop, 1, NOW);
         let wrong = serde_json::json!({
             "algorithm": "SHA-256", "challenge": challenge.challenge, "number": 50_001,
             "salt": challenge.salt, "signature": challenge.signature,
         });
-        assert!(check(KEY, &STANDARD.encode(wrong.to_string()), &drop, NOW).is_err());
+        assert!(check(&[KEY], &STANDARD.encode(wrong.to_string()), &drop, NOW).is_err());
     }
 
     #[test]
