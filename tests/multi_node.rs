@@ -816,3 +816,151 @@ async fn a_key_rotation_keeps_what_the_previous_secret_signed() {
     assert_eq!(kid_of(new_pass), after_kids[0], "new passes carry B's kid");
     assert_eq!(verify(&after, new_pass).await.status(), 204);
 }
+
+/// Statuses on `socket` until one that `wanted` takes (earlier ones may
+/// still tell of the moment before).
+async fn status_until(socket: &mut Socket, wanted: impl Fn(&Value) -> bool) -> Value {
+    loop {
+        let status = next_status(socket).await;
+        if wanted(&status) {
+            return status;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn while_redis_is_away_verify_goes_by_signature_and_no_arrival_is_reclaimed() {
+    use waitroom::words::VisitorId;
+    use waitroom::words::credentials::Credentials;
+
+    let redis = RedisServer::start_with(&[
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--save",
+        "",
+    ]);
+    let mut nodes = Nodes::start_on(redis, 2).await;
+    let (a, b) = (&nodes.apps[0], &nodes.apps[1]);
+    a.create_room(
+        "grace",
+        json!({"max_active": 3, "admit_per_tick": 2, "arrival_grace_s": 30, "tick_ms": 1000,
+               "pass_ttl_s": 3600, "abandon_after_s": 3600}),
+    )
+    .await;
+    let arrives = a.pass_for("grace").await;
+    let never = a.pass_for("grace").await;
+    let mut line = Vec::new();
+    for expected in 1..=2 {
+        let status = a.join_api("grace").await;
+        assert_eq!(status["position"], expected);
+        let mut socket = b.connect("grace", status["ticket"].as_str().unwrap()).await;
+        next_status(&mut socket).await;
+        line.push(socket);
+    }
+    let room = waitroom::words::RoomId::parse("grace").unwrap();
+    let now = support::START_MS;
+    let expired = Credentials::from_secret("test-secret").issue_pass(
+        &room,
+        VisitorId::random(),
+        now - 60_000,
+        now - 1_000,
+    );
+    let verify = |app: &TestApp, pass: &str| {
+        let request = app
+            .http
+            .get(app.url("/api/verify?room=grace"))
+            .bearer_auth(pass);
+        async move {
+            let response = request.send().await.unwrap();
+            let how = response
+                .headers()
+                .get("x-waitroom-verified")
+                .map(|v| v.to_str().unwrap().to_string());
+            let status = response.status().as_u16();
+            let code = match status {
+                204 => None,
+                _ => response.json::<Value>().await.unwrap()["error"]["code"]
+                    .as_str()
+                    .map(String::from),
+            };
+            (status, how.or(code))
+        }
+    };
+
+    nodes.clock.advance_ms(10_000);
+    nodes.redis.stop();
+    for socket in line.iter_mut() {
+        // Node B has noted the loss by the time its sockets hear of it.
+        assert_eq!(next_json(socket).await["code"], "store_unavailable");
+    }
+    assert_eq!(
+        verify(a, &arrives).await,
+        (204, Some("signature".into())),
+        "an admitted visitor keeps their access"
+    );
+    assert_eq!(
+        verify(a, &support::tamper(&arrives)).await,
+        (401, Some("invalid_pass".into()))
+    );
+    assert_eq!(
+        verify(a, &expired).await,
+        (401, Some("pass_expired".into()))
+    );
+    let join = a
+        .http
+        .post(a.url("/api/rooms/grace/join"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(join.status(), 503);
+    assert_eq!(
+        join.json::<Value>().await.unwrap()["error"]["code"],
+        "store_unavailable"
+    );
+
+    // Back at 40 s, past the grace the passes were admitted with.
+    nodes.clock.advance_ms(30_000);
+    nodes.redis.restart();
+    b.handle.step().await;
+    // The tick at 40 s (node B's, or node A's own) admits the head into the
+    // cap's one free slot; had it reclaimed the two passes, both in line.
+    let head = status_until(&mut line[0], |s| s["state"] != "waiting").await;
+    assert_eq!(head["state"], "admitted");
+    let head_pass = head["pass"].as_str().unwrap();
+    let second = status_until(&mut line[1], |s| s["position"] != 2).await;
+    assert_eq!(
+        (second["state"].as_str(), second["position"].as_u64()),
+        (Some("waiting"), Some(1)),
+        "no pass was reclaimed: the arrival grace is counted from the return"
+    );
+    // A node started now has no connection that saw the outage.
+    let fresh = TestApp::spawn_on(
+        Stores::redis(&nodes.redis.url(), Some(Arc::new(nodes.clock.clone())))
+            .await
+            .unwrap(),
+        nodes.clock.clone(),
+    )
+    .await;
+    assert_eq!(fresh_stats(&fresh).await["no_shows"], 0);
+    assert_eq!(verify(&fresh, &arrives).await, (204, None));
+    assert_eq!(verify(&fresh, head_pass).await, (204, None));
+
+    nodes.step(30_000).await; // a whole grace after the return
+    let second = status_until(&mut line[1], |s| s["state"] != "waiting").await;
+    assert_eq!(second["state"], "admitted", "the no-show's slot");
+    assert_eq!(fresh_stats(&fresh).await["no_shows"], 1);
+    assert_eq!(
+        verify(&fresh, &never).await,
+        (401, Some("pass_revoked".into()))
+    );
+    assert_eq!(verify(&fresh, &arrives).await, (204, None), "seen: kept");
+}
+
+async fn fresh_stats(app: &TestApp) -> Value {
+    app.admin(Method::GET, "/api/admin/rooms/grace")
+        .fetch_json()
+        .await["stats"]
+        .clone()
+}

@@ -269,7 +269,8 @@ fn revoked() -> ApiError {
 }
 
 /// The one check of a pass, for `/api/verify`, the sale and the sale page
-/// alike, so a pass means the same thing everywhere: the signature, the
+/// alike (a proxy's question through `check_pass_for_proxy`), so a pass
+/// means the same thing everywhere: the signature, the
 /// room and (with `Expiry::Enforced`) the expiry, then the store: the
 /// visitor's place in that room must be the very admission the pass was
 /// issued for (`Admitted` with the same expiry). So a pass given up with
@@ -287,9 +288,59 @@ pub async fn check_pass(
     pass: &str,
     expiry: Expiry,
 ) -> Result<Pass, PassRefusal> {
-    let now = state.clock.now_ms();
+    let pass = read_signed_pass(state, room, pass, expiry)?;
+    confirm_with_store(state, &pass, expiry).await?;
+    Ok(pass)
+}
+
+/// How a proxy's question about a pass was answered.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verified {
+    /// Every check of `check_pass`, the store's included.
+    Fully,
+    /// The store could not be reached: by signature, room and expiry alone.
+    BySignatureAlone,
+}
+
+/// The check a proxy's question gets (`/api/verify`, and any gate that
+/// answers for the protected site): `check_pass`, except that while the
+/// store is unreachable a pass is judged by its signature, room and expiry
+/// alone, so admitted visitors keep their access during the outage (a
+/// revocation made meanwhile cannot be seen). A forged, another room's or
+/// expired pass is refused all the same. The arrival it could not record is
+/// noted, so that the room's arrival grace is counted again from the
+/// store's return.
+pub async fn check_pass_for_proxy(
+    state: &AppState,
+    room: &RoomId,
+    pass: &str,
+) -> Result<(Pass, Verified), PassRefusal> {
+    let pass = read_signed_pass(state, room, pass, Expiry::Enforced)?;
+    match confirm_with_store(state, &pass, Expiry::Enforced).await {
+        Ok(()) => Ok((pass, Verified::Fully)),
+        Err(PassRefusal::Store(StoreError::Unavailable(reason))) => {
+            state.hub.arrival_gaps().failed_in(room);
+            metrics::counter!("waitroom_verified_by_signature_total").increment(1);
+            tracing::debug!(%room, %reason, "store unreachable: pass verified by its signature alone");
+            Ok((pass, Verified::BySignatureAlone))
+        }
+        Err(refusal) => Err(refusal),
+    }
+}
+
+/// What a pass says, if it is ours (current secret, or the previous one
+/// during a rotation), for this room, and (with `Expiry::Enforced`)
+/// unexpired: no store involved.
+fn read_signed_pass(
+    state: &AppState,
+    room: &RoomId,
+    pass: &str,
+    expiry: Expiry,
+) -> Result<Pass, PassRefusal> {
     let claims = match expiry {
-        Expiry::Enforced => state.credentials.read_pass(pass, Some(room), now),
+        Expiry::Enforced => state
+            .credentials
+            .read_pass(pass, Some(room), state.clock.now_ms()),
         Expiry::Ignored => state.credentials.pass_holder(pass, room),
     }
     .map_err(PassRefusal::Credential)?;
@@ -297,17 +348,32 @@ pub async fn check_pass(
         .sub
         .parse()
         .map_err(|_| PassRefusal::Credential(CredentialError::Invalid))?;
+    Ok(Pass {
+        room: room.clone(),
+        visitor,
+        claims,
+    })
+}
+
+/// The store's half of `check_pass`: the visitor still holds the very
+/// admission the pass was issued for.
+async fn confirm_with_store(
+    state: &AppState,
+    pass: &Pass,
+    expiry: Expiry,
+) -> Result<(), PassRefusal> {
+    let room = &pass.room;
     // Read through `arrive`: a pass checked here has reached the protected
     // site, so it is not reclaimed as a no-show (`arrival_grace_s`).
-    let place = match state.store.arrive(room, visitor).await {
+    let place = match state.store.arrive(room, pass.visitor).await {
         Ok(place) => place.state,
         Err(StoreError::RoomNotFound(room)) => return Err(PassRefusal::RoomNotFound(room)),
         Err(StoreError::RoomClosed(room)) => return Err(PassRefusal::RoomClosed(room)),
         Err(error) => return Err(PassRefusal::Store(error)),
     };
-    let ran_out = claims.exp * 1000 <= now;
+    let ran_out = pass.claims.exp * 1000 <= state.clock.now_ms();
     let accepted = match place {
-        PlaceState::Admitted { expires_at, .. } => expires_at / 1000 == claims.exp,
+        PlaceState::Admitted { expires_at, .. } => expires_at / 1000 == pass.claims.exp,
         PlaceState::Closed => return Err(PassRefusal::RoomClosed(room.clone())),
         // The store forgets a visitor whose pass ran out; a pass still
         // running whose visitor it does not know is from another life of
@@ -315,14 +381,11 @@ pub async fn check_pass(
         PlaceState::Expired => ran_out && expiry == Expiry::Ignored,
         PlaceState::PreQueue { .. } | PlaceState::Waiting { .. } | PlaceState::Left => false,
     };
-    if !accepted {
-        return Err(PassRefusal::Revoked);
+    if accepted {
+        Ok(())
+    } else {
+        Err(PassRefusal::Revoked)
     }
-    Ok(Pass {
-        room: room.clone(),
-        visitor,
-        claims,
-    })
 }
 
 /// A pass for the path's room, valid now (see `check_pass`).

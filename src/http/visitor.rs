@@ -11,8 +11,8 @@ use serde::Deserialize;
 use super::AppState;
 use super::error::ApiError;
 use super::extractors::{
-    Expiry, Leaver, PASS_COOKIE, PassRefusal, Room, Ticket, bearer, check_pass, client_address,
-    presented_pass, ticket_cookie_name, ticket_error,
+    Leaver, PASS_COOKIE, PassRefusal, Room, Ticket, Verified, bearer, check_pass_for_proxy,
+    client_address, presented_pass, ticket_cookie_name, ticket_error,
 };
 use super::limits::read_body;
 use crate::store::JoinOptions;
@@ -310,7 +310,9 @@ fn room_to_verify(req: &HttpRequest, query: Option<String>) -> Result<RoomId, Ap
 
 /// For the protected site or its proxy: 204 if the pass is valid now for the
 /// named room, 401 if not (`check_pass`: the same check as the sale's, so a
-/// pass given up with `leave` or of a closed room stops verifying at once).
+/// pass given up with `leave` or of a closed room stops verifying at once;
+/// while the store is unreachable, by signature, room and expiry alone,
+/// answered with `X-Waitroom-Verified: signature`).
 #[get("/api/verify")]
 async fn verify(
     req: HttpRequest,
@@ -324,12 +326,15 @@ async fn verify(
             "send the pass as a Bearer token or wr_pass cookie",
         )
     })?;
-    let pass = check_pass(&state, &room, &pass, Expiry::Enforced)
+    let (pass, verified) = check_pass_for_proxy(&state, &room, &pass)
         .await
         .map_err(PassRefusal::into_verify_error)?;
-    Ok(HttpResponse::NoContent()
-        .insert_header(("X-Waitroom-Visitor", pass.claims.sub))
-        .finish())
+    let mut answer = HttpResponse::NoContent();
+    answer.insert_header(("X-Waitroom-Visitor", pass.claims.sub));
+    if verified == Verified::BySignatureAlone {
+        answer.insert_header(("X-Waitroom-Verified", "signature"));
+    }
+    Ok(answer.finish())
 }
 
 #[get("/.well-known/jwks.json")]

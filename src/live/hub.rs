@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+use super::arrival_gaps::ArrivalGaps;
 use super::fanout::{Batch, Pending, broadcast as tell};
 use super::outlet::{Outlet, close_reason};
 use super::positions::{Movement, View};
@@ -47,6 +48,8 @@ pub struct Hub {
     store: Arc<dyn Store>,
     /// Cancels the resync under way, when a newer one starts.
     resync: Mutex<CancellationToken>,
+    /// Told when the store is lost, so that arrivals are resumed after.
+    arrival_gaps: Arc<ArrivalGaps>,
 }
 
 impl Hub {
@@ -56,7 +59,13 @@ impl Hub {
             credentials,
             store,
             resync: Mutex::new(CancellationToken::new()),
+            arrival_gaps: Arc::default(),
         }
+    }
+
+    /// The arrivals this node could not record (the promoter resumes them).
+    pub fn arrival_gaps(&self) -> &Arc<ArrivalGaps> {
+        &self.arrival_gaps
     }
 
     pub fn registry(&self) -> &Arc<Registry> {
@@ -210,6 +219,9 @@ impl Hub {
                     self.off_the_workers(move |hub| hub.apply(event)).await
                 }
                 Ok(StoreEvent::Interrupted) => {
+                    // Noted before the sockets are told, so that whoever
+                    // heard of the loss from a socket can count on it.
+                    self.arrival_gaps.store_lost();
                     self.off_the_workers(|hub| hub.tell_everyone(STORE_DOWN))
                         .await
                 }

@@ -8,6 +8,7 @@ pub mod browser;
 pub mod draw;
 pub mod ports;
 pub mod redis;
+pub mod unreachable;
 
 pub use ports::free_port;
 
