@@ -208,7 +208,7 @@ async fn a_socket_moves_to_another_node_when_its_node_dies() {
     assert_eq!(next_status(&mut on_b).await["position"], 4);
 
     b.handle.shutdown().await;
-    assert_eq!(close_code(&mut on_b).await, 1001);
+    assert_eq!(close_code(&mut on_b).await, 1012, "reconnect elsewhere");
     let mut on_c = c.connect("hop", ticket).await;
     assert_eq!(
         next_status(&mut on_c).await["position"],

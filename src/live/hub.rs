@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::arrival_gaps::ArrivalGaps;
 use super::fanout::{Batch, Pending, broadcast as tell};
-use super::outlet::{Outlet, close_reason};
+use super::outlet::{Outlet, SERVICE_RESTART, close_reason};
 use super::positions::{Movement, View};
 use super::registry::{Registration, Registry, RoomSockets, SocketId};
 use super::tasks::Tasks;
@@ -186,6 +186,17 @@ impl Hub {
         let refused = tell(ROOM_GONE, &outlets);
         self.registry.forget(room, refused);
         self.deliver(batch);
+    }
+
+    /// Closes every socket with 1012 "service restart": the node is going
+    /// away, and the client should reconnect (to another node) and carry on
+    /// with its ticket.
+    pub fn close_every_socket_for_restart(&self) {
+        let rooms = self.registry.each_room(|_, sockets| sockets.outlets());
+        let reason = close_reason(CloseCode::Restart, SERVICE_RESTART);
+        for (_, outlet) in rooms.into_iter().flatten() {
+            outlet.close(reason.clone());
+        }
     }
 
     /// Sends every socket the same message.

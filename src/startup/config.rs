@@ -97,6 +97,13 @@ pub struct Settings {
     #[arg(long, env = "WAITROOM_JOIN_RATE_PER_IP", value_parser = clap::value_parser!(u32).range(1..=60_000))]
     pub join_rate_per_ip: Option<u32>,
 
+    /// Seconds a node keeps serving after SIGTERM or SIGINT, with `/readyz`
+    /// answering 503 so that a load balancer takes it out, before it stops
+    /// accepting connections, tells every socket to reconnect (close 1012)
+    /// and finishes the requests in flight.
+    #[arg(long, env = "WAITROOM_DRAIN_S", default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub drain_s: u64,
+
     /// Proxies whose `X-Forwarded-For` names the client, comma-separated
     /// addresses or networks (`10.0.0.0/8,192.0.2.7`); absent, the client
     /// is the peer address, whatever the header says.
@@ -126,6 +133,7 @@ impl Settings {
             body_timeout_ms: 10_000,
             join_rate_per_ip: None,
             trusted_proxies: Vec::new(),
+            drain_s: 5,
         }
     }
 }

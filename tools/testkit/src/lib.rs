@@ -6,6 +6,7 @@
 
 pub mod browser;
 pub mod draw;
+pub mod node;
 pub mod ports;
 pub mod redis;
 pub mod unreachable;
