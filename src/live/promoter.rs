@@ -240,13 +240,11 @@ impl Promoter {
     async fn tick(&self, room: &RoomId) -> Result<Tick, StoreError> {
         let gaps = self.hub.arrival_gaps();
         if let Some(due) = gaps.due(room) {
-            let seen = due.seen;
-            match self.store.resume_arrivals(room, seen).await {
+            match self.store.resume_arrivals(room, due.seen).await {
                 Ok(resumptions) => {
                     gaps.resumed(room, due, resumptions);
-                    if seen.is_none_or(|seen| resumptions == seen + 1) {
-                        tracing::info!(%room, "arrival grace counted again from the store's return");
-                    }
+                    // By this node or by another, after the same outage.
+                    tracing::info!(%room, resumptions, "arrival grace counted from the store's return");
                 }
                 Err(error) => {
                     if !matches!(
