@@ -15,6 +15,18 @@ use waitroom::startup::Stores;
 use waitroom::startup::config::Settings;
 use waitroom::words::clock::ManualClock;
 
+/// A Redis that keeps every write across a restart (`--appendonly yes`).
+fn persistent_redis() -> RedisServer {
+    RedisServer::start_with(&[
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--save",
+        "",
+    ])
+}
+
 struct Nodes {
     redis: RedisServer,
     clock: ManualClock,
@@ -227,14 +239,7 @@ async fn a_socket_moves_to_another_node_when_its_node_dies() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redis_going_away_is_a_503_and_nothing_is_lost_when_it_returns() {
-    let redis = RedisServer::start_with(&[
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--save",
-        "",
-    ]);
+    let redis = persistent_redis();
     let mut nodes = Nodes::start_on(redis, 2).await;
     let a = &nodes.apps[0];
     a.create_room(
@@ -833,14 +838,7 @@ async fn while_redis_is_away_verify_goes_by_signature_and_no_arrival_is_reclaime
     use waitroom::words::VisitorId;
     use waitroom::words::credentials::Credentials;
 
-    let redis = RedisServer::start_with(&[
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--save",
-        "",
-    ]);
+    let redis = persistent_redis();
     let mut nodes = Nodes::start_on(redis, 2).await;
     let (a, b) = (&nodes.apps[0], &nodes.apps[1]);
     // Ticks every 20 s: the nodes' own promoters then wait out the test
