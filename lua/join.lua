@@ -3,7 +3,8 @@
 -- ARGV[3]: the visitor; ARGV[4]: joins per minute per client address, or ''
 -- for no limit (KEYS[11] is that address's key, its TAT); ARGV[5]: the known
 -- user, or ''; ARGV[6]: until when the proof-of-work solution holds (ms), or
--- '' for none (KEYS[12] marks it used). Both keys are in the room's slot.
+-- '' for none (KEYS[12] marks it used), and ARGV[10] the difficulty its
+-- challenge was made at. Both keys are in the room's slot.
 -- ARGV[7]: the commitment of the seed the node drew ARGV[9] (the draw key,
 -- hex) for ARGV[8] (a new entry id) with, or '': Lua has no HMAC, so the
 -- node makes the key; a node without the room's seed is told 'DRAWSEED'.
@@ -48,6 +49,7 @@ elseif kind ~= 'a' then
   if pow then
     local refusal
     if ARGV[6] == '' then refusal = 'POWREQUIRED'
+    elseif tonumber(ARGV[10]) < tonumber(room.pow_difficulty) then refusal = 'POWTOOEASY'
     elseif redis.call('EXISTS', KEYS[12]) == 1 then refusal = 'POWREUSED' end
     if refusal then
       redis.call('HINCRBY', K_ROOM, 'turned_away', 1)

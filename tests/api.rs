@@ -820,6 +820,157 @@ fn raw_handshake(room: &str, ticket: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// Sends a WebSocket handshake to `room` with `ticket` on a raw
+/// connection and reads until the socket's first status has come; returns
+/// what it read (the answer's head, then frames).
+async fn handshake_until_status(
+    stream: &mut tokio::net::TcpStream,
+    room: &str,
+    ticket: &str,
+) -> Vec<u8> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream
+        .write_all(&raw_handshake(room, ticket))
+        .await
+        .unwrap();
+    let mut received = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    while !String::from_utf8_lossy(&received).contains(r#""type":"status""#) {
+        let n = tokio::time::timeout(PATIENCE, stream.read(&mut chunk))
+            .await
+            .expect("the handshake's answer in time")
+            .unwrap();
+        assert!(n > 0, "the server hung up during the handshake");
+        received.extend_from_slice(&chunk[..n]);
+    }
+    received
+}
+
+/// What a flooding client saw of a socket it broke the protocol on.
+#[derive(Debug)]
+struct Flooded {
+    /// The code of the server's close frame.
+    close_code: Option<u16>,
+    /// Bytes the client wrote after its violation before the server cut
+    /// the connection.
+    written_after: usize,
+}
+
+/// The most a flooding client may write past its violation: what the
+/// server may read after refusing (64 KiB), plus what the two kernels hold
+/// (the server's receive buffer, which reads of a few KiB leave at its
+/// default, and the client's small send buffer, 64 KiB to spare). Here
+/// clients wrote 48–80 KiB; a server that kept reading took all 256 MiB.
+fn flood_allowance() -> usize {
+    let rmem = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_rmem").expect("Linux's /proc");
+    let default_receive_buffer: usize = rmem
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .expect("tcp_rmem's default");
+    64 * 1024 + default_receive_buffer + 64 * 1024
+}
+
+/// Opens a socket over raw TCP (with a small send buffer, so what the
+/// client has written is close to what reached the server), waits for its
+/// first status, sends `violation`, then writes `flood` over and over as
+/// fast as the server takes it until the connection fails (or 256 MiB
+/// went, which only a server that keeps reading takes).
+async fn violate_then_flood(app: &TestApp, room: &str, violation: &[u8], flood: &[u8]) -> Flooded {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    app.create_room(room, json!({"paused": true})).await;
+    let status = app.join_api(room).await;
+    let ticket = status["ticket"].as_str().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_send_buffer_size(4096).unwrap();
+    let mut stream = socket
+        .connect(([127, 0, 0, 1], app.port).into())
+        .await
+        .unwrap();
+    let mut received = handshake_until_status(&mut stream, room, ticket).await;
+    let mut chunk = vec![0u8; 64 * 1024];
+    stream.write_all(violation).await.unwrap();
+    let flood = flood.repeat((16 * 1024 / flood.len()).max(1));
+    let mut written_after = 0usize;
+    let (mut reader, mut writer) = stream.split();
+    let flooding = async {
+        let (mut reading, mut writing) = (true, true);
+        // Until the server has cut the connection, and everything it sent
+        // before that (its close frame) is read.
+        while reading || writing {
+            tokio::select! {
+                read = reader.read(&mut chunk), if reading => match read {
+                    Ok(0) | Err(_) => reading = false,
+                    Ok(n) => received.extend_from_slice(&chunk[..n]),
+                },
+                written = writer.write(&flood), if writing => match written {
+                    Ok(n) => {
+                        written_after += n;
+                        writing = written_after < 256 << 20;
+                    }
+                    Err(_) => writing = false,
+                },
+            }
+        }
+    };
+    tokio::time::timeout(PATIENCE, flooding)
+        .await
+        .expect("the server cuts the connection in time");
+    Flooded {
+        close_code: close_code_in(&received),
+        written_after,
+    }
+}
+
+/// The code of the first close frame among the server's frames in
+/// `received` (the handshake's answer, then unmasked frames).
+fn close_code_in(received: &[u8]) -> Option<u16> {
+    let head_end = received.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let mut frames = &received[head_end..];
+    while frames.len() >= 2 {
+        let (length, start) = match frames[1] & 0x7f {
+            126 => (usize::from(u16::from_be_bytes([frames[2], frames[3]])), 4),
+            127 => return None,
+            short => (usize::from(short), 2),
+        };
+        if frames[0] & 0x0f == 0x8 {
+            let payload = frames.get(start..start + 2)?;
+            return Some(u16::from_be_bytes([payload[0], payload[1]]));
+        }
+        frames = frames.get(start + length..)?;
+    }
+    None
+}
+
+#[tokio::test]
+async fn a_client_that_breaks_the_protocol_then_floods_is_cut_off_at_once() {
+    let app = TestApp::spawn().await;
+    // A masked text frame declaring 1 GiB, its "data" the flood.
+    let mut huge = vec![0x81, 0x80 | 127];
+    huge.extend_from_slice(&(1u64 << 30).to_be_bytes());
+    huge.extend_from_slice(&[0, 0, 0, 0]);
+    // A masked binary frame of three bytes, then well-formed pings.
+    let binary = [0x82, 0x83, 0, 0, 0, 0, 1, 2, 3];
+    let ping = br#"{"type":"ping"}"#;
+    let mut pings = vec![0x81, 0x80 | ping.len() as u8, 0, 0, 0, 0];
+    pings.extend_from_slice(ping);
+    // A text frame the client did not mask.
+    let unmasked = [0x81, 0x02, b'h', b'i'];
+    let allowance = flood_allowance();
+    for (room, violation, flood, code) in [
+        ("flood-huge", &huge[..], &[0u8][..], 1009),
+        ("flood-binary", &binary[..], &pings[..], 1003),
+        ("flood-unmasked", &unmasked[..], &[0u8][..], 1002),
+    ] {
+        let flooded = violate_then_flood(&app, room, violation, flood).await;
+        assert_eq!(flooded.close_code, Some(code), "{room}: {flooded:?}");
+        assert!(
+            flooded.written_after <= allowance,
+            "{room}: the server kept reading after its refusal: {flooded:?}, allowed {allowance}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_quiet_socket_is_pinged_and_let_go_when_it_never_answers() {
     let app = TestApp::spawn().await;
@@ -959,21 +1110,10 @@ async fn a_frame_declaring_more_than_the_limit_is_refused_at_its_header() {
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", app.port))
         .await
         .unwrap();
-    stream
-        .write_all(&raw_handshake("huge", ticket))
-        .await
-        .unwrap();
+    handshake_until_status(&mut stream, "huge", ticket).await;
+    // Only what comes after the first status is searched for the close.
     let mut received = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
-    while !String::from_utf8_lossy(&received).contains(r#""type":"status""#) {
-        let n = tokio::time::timeout(PATIENCE, stream.read(&mut chunk))
-            .await
-            .expect("the handshake's answer in time")
-            .unwrap();
-        assert!(n > 0, "the server hung up during the handshake");
-        received.extend_from_slice(&chunk[..n]);
-    }
-    received.clear();
     let before = resident_bytes();
     // A masked text frame declaring 2^40 bytes, then as much data as the
     // server will take, up to 64 MiB.
@@ -984,6 +1124,7 @@ async fn a_frame_declaring_more_than_the_limit_is_refused_at_its_header() {
     let data = vec![b'x'; 64 * 1024];
     let close_1009 = [0x88u8, 0x03, 0xF1];
     let mut sent = 0usize;
+    let mut writing = true;
     let (mut reader, mut writer) = stream.split();
     let found = tokio::time::timeout(PATIENCE, async {
         loop {
@@ -995,9 +1136,13 @@ async fn a_frame_declaring_more_than_the_limit_is_refused_at_its_header() {
                     Ok(0) | Err(_) => return received.windows(3).any(|w| w == close_1009),
                     Ok(n) => received.extend_from_slice(&chunk[..n]),
                 },
-                written = writer.write(&data), if sent < 64 * 1024 * 1024 => match written {
-                    Ok(n) => sent += n,
-                    Err(_) => return received.windows(3).any(|w| w == close_1009),
+                written = writer.write(&data), if writing => match written {
+                    Ok(n) => {
+                        sent += n;
+                        writing = sent < 64 * 1024 * 1024;
+                    }
+                    // Cut off: what the server sent before is still to read.
+                    Err(_) => writing = false,
                 },
             }
         }
@@ -1014,7 +1159,7 @@ async fn a_frame_declaring_more_than_the_limit_is_refused_at_its_header() {
     let grown = resident_bytes().saturating_sub(before);
     assert!(
         grown < 16 * 1024 * 1024,
-        "the server buffered the frame: resident memory grew by {grown} bytes after {sent} sent"
+        "the server buffered the frame: resident memory grew by {grown} bytes"
     );
 }
 
@@ -1366,8 +1511,14 @@ async fn cookies_carry_secure_when_the_server_is_reached_over_https() {
 /// An app whose joins are limited to `per_minute` new places per client
 /// address, believing `X-Forwarded-For` only from `trusted`.
 async fn limited_app(per_minute: u32, trusted: &[&str]) -> TestApp {
+    limited_app_by(per_minute, trusted, 64).await
+}
+
+/// `limited_app`, with IPv6 addresses counted per network of `ipv6_prefix` bits.
+async fn limited_app_by(per_minute: u32, trusted: &[&str], ipv6_prefix: u8) -> TestApp {
     let mut settings = waitroom::startup::config::Settings::for_tests();
     settings.join_rate_per_ip = Some(per_minute);
+    settings.join_rate_ipv6_prefix = ipv6_prefix;
     settings.trusted_proxies = trusted
         .iter()
         .map(|entry| waitroom::http::client_address::parse_trusted_proxy(entry).unwrap())
@@ -1457,6 +1608,83 @@ async fn only_a_trusted_proxy_names_the_client() {
         429,
         "…which is one client"
     );
+}
+
+#[tokio::test]
+async fn an_ipv4_address_counts_once_however_written_and_ipv6_per_network() {
+    // One new place a minute per client; the test client is the trusted
+    // proxy, so each X-Forwarded-For it sends is a client.
+    let app = limited_app(1, &["127.0.0.0/8"]).await;
+    app.create_room("drop", json!({"paused": true})).await;
+    let joins = |clients: &'static [&'static str]| {
+        let app = &app;
+        async move {
+            let mut statuses = Vec::new();
+            for client in clients {
+                statuses.push(join_from(app, "drop", client).await.status().as_u16());
+            }
+            statuses
+        }
+    };
+    assert_eq!(
+        joins(&["203.0.113.1", "::ffff:203.0.113.1"]).await,
+        [200, 429],
+        "IPv4-mapped is the same address"
+    );
+    assert_eq!(
+        joins(&["::ffff:203.0.113.2", "203.0.113.2"]).await,
+        [200, 429]
+    );
+    assert_eq!(
+        joins(&["2001:db8:1:2::1", "2001:db8:1:2:ffff::9", "2001:db8:1:3::1"]).await,
+        [200, 429, 200],
+        "one budget per /64, another /64 has its own"
+    );
+
+    // Per /48: the two /64s above share one budget; per /128 each address has its own.
+    let wide = limited_app_by(1, &["127.0.0.0/8"], 48).await;
+    wide.create_room("drop", json!({"paused": true})).await;
+    let mut statuses = Vec::new();
+    for client in ["2001:db8:1:2::1", "2001:db8:1:3::1", "2001:db8:2::1"] {
+        statuses.push(join_from(&wide, "drop", client).await.status().as_u16());
+    }
+    assert_eq!(statuses, [200, 429, 200]);
+    let narrow = limited_app_by(1, &["127.0.0.0/8"], 128).await;
+    narrow.create_room("drop", json!({"paused": true})).await;
+    let mut statuses = Vec::new();
+    for client in ["2001:db8:1:2::1", "2001:db8:1:2::2", "2001:db8:1:2::1"] {
+        statuses.push(join_from(&narrow, "drop", client).await.status().as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 429]);
+}
+
+#[tokio::test]
+async fn guessing_the_admin_token_from_many_addresses_of_one_network_is_shut_out() {
+    let app = limited_app(1, &["127.0.0.0/8"]).await;
+    let guess = |client: String| {
+        app.http
+            .get(app.url("/api/admin/rooms"))
+            .header("X-Forwarded-For", client)
+            .bearer_auth("a-wrong-guess")
+            .send()
+    };
+    let mut statuses = Vec::new();
+    for n in 1..=11 {
+        statuses.push(
+            guess(format!("2001:db8:7:7::{n:x}"))
+                .await
+                .unwrap()
+                .status()
+                .as_u16(),
+        );
+    }
+    assert_eq!(&statuses[..10], [401; 10]);
+    assert_eq!(
+        statuses[10], 429,
+        "a new address of the same /64 is the same guesser"
+    );
+    let mapped = guess("::ffff:192.0.2.1".into()).await.unwrap().status();
+    assert_eq!(mapped, 401, "another client is not shut out");
 }
 
 async fn verify_status(app: &TestApp, room: &str, pass: &str) -> u16 {
@@ -1642,6 +1870,16 @@ fn user_token(key: &str, room: &str, sub: &str, exp_ms: u64) -> String {
     .unwrap()
 }
 
+/// A user token with a header and claims of the test's choosing.
+fn user_token_with(header: jsonwebtoken::Header, claims: Value) -> String {
+    jsonwebtoken::encode(
+        &header,
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(USER_KEY.as_bytes()),
+    )
+    .unwrap()
+}
+
 async fn join_as(app: &TestApp, room: &str, body: Value) -> reqwest::Response {
     // A fresh client each time: another device, no cookies.
     reqwest::Client::new()
@@ -1710,6 +1948,20 @@ async fn user_tokens_that_fail_are_refused_and_create_no_place() {
     let later = support::START_MS + 3_600_000;
     let forged = support::tamper(&user_token(USER_KEY, "members", "alice", later));
     let oversized = format!("{}.{}", "x".repeat(5000), "y");
+    let hs256 = || jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
+    // Good from ten minutes on only.
+    let not_yet = user_token_with(
+        hs256(),
+        json!({"sub": "alice", "room": "members", "exp": later / 1000, "nbf": support::START_MS / 1000 + 600}),
+    );
+    // Names an extension the token must not be read without.
+    let critical = user_token_with(
+        jsonwebtoken::Header {
+            crit: Some(vec!["exp".into()]),
+            ..hs256()
+        },
+        json!({"sub": "alice", "room": "members", "exp": later / 1000}),
+    );
     for (body, code) in [
         (json!({}), "user_required"),
         (json!({"user": null}), "user_required"),
@@ -1726,6 +1978,8 @@ async fn user_tokens_that_fail_are_refused_and_create_no_place() {
             "invalid_user_token",
         ),
         (json!({"user": forged}), "invalid_user_token"),
+        (json!({"user": not_yet}), "invalid_user_token"),
+        (json!({"user": critical}), "invalid_user_token"),
         (json!({"user": "not a token"}), "invalid_user_token"),
         (json!({"user": oversized}), "invalid_user_token"),
         (json!({"user": 42}), "invalid_user_token"),
@@ -1740,6 +1994,9 @@ async fn user_tokens_that_fail_are_refused_and_create_no_place() {
         .fetch_json()
         .await;
     assert_eq!(room["stats"]["waiting"], 0, "no refused join made a place");
+    app.clock.advance_ms(600_000);
+    let now_valid = join_as(&app, "members", json!({"user": not_yet})).await;
+    assert_eq!(now_valid.status(), 200, "valid from its nbf on");
 
     for (change, field) in [
         (json!({"user_key": "short"}), "user_key"),
@@ -1868,6 +2125,158 @@ async fn a_join_with_proof_of_work_counts_once_and_bad_ones_are_refused() {
             .await
             .status(),
         400
+    );
+}
+
+/// `payload` (a solution, base64 of ALTCHA's JSON) with its salt rewritten.
+fn with_salt(payload: &str, edit: impl Fn(&str) -> String) -> String {
+    use base64::Engine;
+    let engine = base64::engine::general_purpose::STANDARD;
+    let mut json: Value = serde_json::from_slice(&engine.decode(payload).unwrap()).unwrap();
+    json["salt"] = edit(json["salt"].as_str().unwrap()).into();
+    engine.encode(json.to_string())
+}
+
+#[tokio::test]
+async fn proof_of_work_made_easy_is_refused() {
+    let app = TestApp::spawn().await;
+    app.create_room("steep", json!({"paused": true, "pow_difficulty": 1}))
+        .await;
+    let refused_why = |answer: reqwest::Response| async move {
+        let status = answer.status();
+        let body: Value = answer.json().await.unwrap();
+        assert_eq!(status, 403, "{body}");
+        assert_eq!(body["error"]["code"], "pow_invalid", "{body}");
+        body["error"]["message"].as_str().unwrap().to_string()
+    };
+
+    // Solved while the room asked for 1; the room now asks for 2.
+    let easy = solve_challenge(&app, "steep").await;
+    app.patch_room("steep", json!({"pow_difficulty": 2})).await;
+    let why = refused_why(join_as(&app, "steep", json!({"pow": easy})).await).await;
+    assert!(why.contains("easier than the room asks"), "{why}");
+    let fair = solve_challenge(&app, "steep").await;
+    let joined = join_as(&app, "steep", json!({"pow": fair})).await;
+    assert_eq!(joined.status(), 200, "a challenge at the room's difficulty");
+
+    // A second expiry after the real one, without its `&` (which ALTCHA's
+    // crate ignores while verifying) or before it (the crate keeps the last).
+    let far = "99999999999";
+    let overridden = solve_challenge(&app, "steep").await;
+    let repeated = with_salt(&overridden, |salt| {
+        let (base, query) = salt.split_once('?').unwrap();
+        format!("{base}?expires={far}&{query}")
+    });
+    let why = refused_why(join_as(&app, "steep", json!({"pow": repeated})).await).await;
+    assert!(why.contains("repeats a parameter"), "{why}");
+    app.clock.advance_ms(5 * 60_000 + 1_000);
+    let extended = with_salt(&overridden, |salt| format!("{salt}expires={far}"));
+    refused_why(join_as(&app, "steep", json!({"pow": extended})).await).await;
+    // And as it came: expired.
+    let why = refused_why(join_as(&app, "steep", json!({"pow": overridden})).await).await;
+    assert!(why.contains("expired"), "{why}");
+
+    let room = app
+        .admin(Method::GET, "/api/admin/rooms/steep")
+        .fetch_json()
+        .await;
+    assert_eq!(
+        room["stats"]["waiting"], 1,
+        "only the fair solution made a place"
+    );
+}
+
+#[tokio::test]
+async fn made_up_room_ids_never_reach_the_metrics() {
+    let app = TestApp::spawn().await;
+    // A real room, so its refusals show the metric is still written.
+    app.create_room("real", json!({"pow_difficulty": 1})).await;
+    let pass = {
+        app.create_room("open", json!({})).await;
+        app.pass_for("open").await
+    };
+    let ticket = app.join_api("open").await["ticket"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for n in 0..20 {
+        let made_up = format!("madeup{n}");
+        for path in [
+            format!("/rooms/{made_up}"),
+            format!("/rooms/{made_up}/sale"),
+            format!("/api/rooms/{made_up}/status"),
+            format!("/api/rooms/{made_up}/challenge"),
+            format!("/api/rooms/{made_up}/draw"),
+            format!("/api/rooms/{made_up}/draw/entries"),
+            format!("/api/rooms/{made_up}/sale"),
+            format!("/api/rooms/{made_up}/ws?ticket={ticket}"),
+            format!("/api/verify?room={made_up}"),
+        ] {
+            // Answered whatever the answer (the sale page is a page even
+            // for a room it cannot find).
+            app.http
+                .get(app.url(&path))
+                .bearer_auth(&pass)
+                .send()
+                .await
+                .unwrap();
+        }
+        let handshake = reqwest::Client::new()
+            .get(app.url(&format!("/api/rooms/{made_up}/ws?ticket={ticket}")))
+            .header("Connection", "Upgrade")
+            .header("Upgrade", "websocket")
+            .header("Sec-WebSocket-Version", "13")
+            .header("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+            .send()
+            .await
+            .unwrap();
+        assert!(handshake.status().is_client_error());
+        for body in [
+            json!({}),
+            json!({"pow": "not a solution"}),
+            json!({"pow": 7}),
+            json!({"user": 7}),
+            json!({"user": "not.a.token"}),
+        ] {
+            let answer = join_as(&app, &made_up, body.clone()).await;
+            assert_eq!(answer.status(), 404, "{made_up} {body}");
+        }
+        let claim = app
+            .http
+            .post(app.url(&format!("/api/rooms/{made_up}/sale/claims")))
+            .bearer_auth(&pass)
+            .json(&json!({"quantity": 1}))
+            .send()
+            .await
+            .unwrap();
+        assert!(claim.status().is_client_error());
+    }
+    let refused = join_as(&app, "real", json!({"pow": "not a solution"})).await;
+    assert_eq!(refused.status(), 403);
+    let metrics = app
+        .http
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        !metrics.contains("madeup"),
+        "made-up room ids became labels:\n{}",
+        metrics
+            .lines()
+            .filter(|line| line.contains("madeup"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(
+        metrics
+            .lines()
+            .any(|line| line.starts_with("waitroom_turned_away_total{")
+                && line.contains("room=\"real\"")),
+        "a real room's refusals are still counted"
     );
 }
 

@@ -6,33 +6,14 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::node::NodeProcess;
+use support::node::{ADMIN_TOKEN, Node};
 use support::{FetchJson, close_code, next_status};
 
-/// The binary, told to listen on `port`, its output dropped.
-fn waitroom_on(port: u16) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_waitroom"));
-    command
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    command
-}
-
-const ADMIN_TOKEN: &str = "an-admin-token-of-at-least-32-chars";
-
-/// A node of the binary (`configure` adds to its flags) with a paused room
-/// `queue` and one visitor waiting there with a socket open: the node, its
-/// base URL, the visitor's ticket and socket.
-async fn node_with_a_waiting_socket(
-    configure: impl Fn(&mut Command) + Send + 'static,
-) -> (NodeProcess, String, String, support::Socket) {
-    let node = NodeProcess::start(move |port| {
-        let mut command = waitroom_on(port);
-        command.args(["--admin-token", ADMIN_TOKEN, "--secret", "s"]);
-        configure(&mut command);
-        command
-    });
+/// A node of the binary with `args` and a paused room `queue`, one visitor
+/// waiting there with a socket open: the node, its base URL, the visitor's
+/// ticket and socket.
+async fn node_with_a_waiting_socket(args: &[&str]) -> (Node, String, String, support::Socket) {
+    let node = Node::start(env!("CARGO_BIN_EXE_waitroom"), args);
     let port = node.port;
     let base = node.url("");
     let http = reqwest::Client::new();
@@ -60,21 +41,18 @@ async fn node_with_a_waiting_socket(
 
 #[tokio::test]
 async fn sigint_closes_every_socket_then_exits_zero() {
-    let (mut server, base, _, mut socket) = node_with_a_waiting_socket(|command| {
-        command.args(["--demo-room", "--drain-s", "0"]);
-    })
-    .await;
+    let (mut server, base, _, mut socket) =
+        node_with_a_waiting_socket(&["--demo-room", "--drain-s", "0"]).await;
     let demo = reqwest::get(format!("{base}/rooms/demo")).await.unwrap();
     assert_eq!(demo.status(), 200, "--demo-room creates the demo room");
 
-    server.signal("INT");
+    server.signal("-INT");
     assert_eq!(
         close_code(&mut socket).await,
         1012,
         "sockets hear 'service restart'"
     );
-    let exit = server.exit().await;
-    assert!(exit.success(), "exit status {exit:?}");
+    assert_eq!(server.wait(Duration::from_secs(30)), Some(0), "exit status");
 }
 
 #[test]
@@ -109,6 +87,7 @@ fn every_flag_is_documented_with_its_environment_variable() {
         "--admin-token",
         "--secret",
         "--previous-secret",
+        "--drain-s",
         "--demo-room",
         "--log-format",
         "--join-rate-per-ip",
@@ -122,6 +101,7 @@ fn every_flag_is_documented_with_its_environment_variable() {
         "WAITROOM_ADMIN_TOKEN",
         "WAITROOM_SECRET",
         "WAITROOM_PREVIOUS_SECRET",
+        "WAITROOM_DRAIN_S",
         "WAITROOM_DEMO_ROOM",
         "WAITROOM_JOIN_RATE_PER_IP",
         "WAITROOM_TRUSTED_PROXIES",
@@ -156,10 +136,10 @@ async fn a_generated_admin_token_goes_to_a_private_file_not_to_the_log() {
     let tmp = std::env::temp_dir().join(format!("waitroom-token-test-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
     let tmpdir = tmp.clone();
-    let server = NodeProcess::start(move |port| {
-        let mut command = waitroom_on(port);
+    let server = Node::start_with(move |port| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_waitroom"));
         command
-            .args(["--secret", "s"])
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--secret", "s"])
             .env("TMPDIR", &tmpdir)
             .env("NO_COLOR", "1")
             .stdout(Stdio::piped())
@@ -242,11 +222,9 @@ async fn sigterm_drains_then_refuses_connections_closes_sockets_with_1012_and_fi
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpStream;
 
-    let (mut server, base, ticket, mut socket) = node_with_a_waiting_socket(|command| {
-        // Long enough for the checks made while it lasts.
-        command.env("WAITROOM_DRAIN_S", "3");
-    })
-    .await;
+    // Long enough for the checks made while it lasts.
+    let (mut server, base, ticket, mut socket) =
+        node_with_a_waiting_socket(&["--drain-s", "3"]).await;
     let port = server.port;
     let http = reqwest::Client::new();
     // A join whose body is still on its way when the signal comes.
@@ -259,7 +237,7 @@ async fn sigterm_drains_then_refuses_connections_closes_sockets_with_1012_and_fi
         .await
         .unwrap();
 
-    server.signal("TERM");
+    server.signal("-TERM");
     // The signal is handled on the server's own time: the first readiness
     // answered after it is 503.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -313,6 +291,5 @@ async fn sigterm_drains_then_refuses_connections_closes_sockets_with_1012_and_fi
         "the request in flight is finished: {answer}"
     );
     assert!(answer.contains(r#""state":"waiting""#), "{answer}");
-    let exit = server.exit().await;
-    assert!(exit.success(), "exit status {exit:?}");
+    assert_eq!(server.wait(Duration::from_secs(30)), Some(0), "exit status");
 }

@@ -13,7 +13,7 @@ use waitroom_testkit as support;
 
 use reqwest::{Method, Response};
 use serde_json::{Value, json};
-use support::{PATIENCE, TestApp};
+use support::{FetchJson, PATIENCE, TestApp};
 
 /// Everything this test binary logged.
 static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
@@ -225,6 +225,50 @@ async fn a_body_that_is_not_json_on_a_json_route_is_415() {
 }
 
 #[tokio::test]
+async fn a_join_takes_json_or_nothing() {
+    let app = spawn().await;
+    app.create_room("typed-join", json!({"paused": true})).await;
+    let join = || app.http.post(app.url("/api/rooms/typed-join/join"));
+    for (content_type, body) in [
+        (Some("text/plain"), "{}"),
+        (Some("application/x-www-form-urlencoded"), "{}"),
+        (Some("text/plain"), "not json"),
+        (None, "{}"),
+    ] {
+        let request = match content_type {
+            Some(content_type) => join().header("Content-Type", content_type),
+            None => join(),
+        };
+        let (status, code, _) = error_of(request.body(body).send().await.unwrap()).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (415, "unsupported_media_type"),
+            "{content_type:?} {body:?}"
+        );
+    }
+    // The README's `curl -X POST …/join`: no body, no Content-Type.
+    let bare = join().send().await.unwrap();
+    assert_eq!(bare.status(), 200);
+    for content_type in ["application/json", "application/json; charset=utf-8"] {
+        let typed = join()
+            .header("Content-Type", content_type)
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(typed.status(), 200, "{content_type}");
+    }
+    let room = app
+        .admin(Method::GET, "/api/admin/rooms/typed-join")
+        .fetch_json()
+        .await;
+    assert_eq!(
+        room["stats"]["waiting"], 3,
+        "only the accepted joins made places"
+    );
+}
+
+#[tokio::test]
 async fn pages_and_api_answers_carry_the_security_headers() {
     let app = spawn().await;
     app.create_room("headers", json!({})).await;
@@ -280,6 +324,40 @@ async fn pages_and_api_answers_carry_the_security_headers() {
             "{path}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_flood_of_bad_requests_writes_a_line_not_a_line_each() {
+    let app = spawn().await;
+    let lines_about = |target: &str| {
+        logged()
+            .lines()
+            .filter(|line| line.contains("Error encountered") && line.contains(target))
+            .count()
+    };
+    for _ in 0..50 {
+        let bad = app.http.get(app.url("/flooded-path")).send().await.unwrap();
+        assert_eq!(bad.status(), 404);
+        let malformed = app
+            .admin(Method::PATCH, "/api/admin/rooms/flooded")
+            .header("Content-Type", "application/json")
+            .body("{not json")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(malformed.status(), 400);
+    }
+    // Each line is written before its answer is sent.
+    assert_eq!(lines_about("http.target=/flooded-path"), 1, "{}", logged());
+    assert_eq!(lines_about("http.target=/api/admin/rooms/flooded"), 1);
+    // The next window's first line says how many were left out.
+    app.clock.advance_ms(waitroom::http::refusal_log::WINDOW_MS);
+    app.http.get(app.url("/flooded-path")).send().await.unwrap();
+    let summary = logged()
+        .lines()
+        .filter(|line| line.contains("http.target=/flooded-path") && line.contains("left_out=49"))
+        .count();
+    assert_eq!(summary, 1, "{}", logged());
 }
 
 #[tokio::test]
@@ -341,4 +419,120 @@ async fn tickets_and_passes_in_the_address_never_reach_the_logs() {
         !logs.contains("203.0.113.9"),
         "X-Forwarded-For from an untrusted peer is not believed:\n{logs}"
     );
+}
+
+/// Sends `request` on a connection of its own and reads until the server
+/// closes it: the whole answer. Fails if no answer, or no close, comes.
+async fn answer_then_close(port: u16, request: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    stream.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut answer)).await;
+    let shown = String::from_utf8_lossy(&answer).into_owned();
+    match read {
+        Ok(Ok(_)) => shown,
+        // A reset after the whole answer still closes the connection.
+        Ok(Err(error)) if error.kind() == std::io::ErrorKind::ConnectionReset => shown,
+        Ok(Err(error)) => panic!("the connection failed: {error}; read {shown:?}"),
+        Err(_) => panic!("no answer, or the connection was left open; read {shown:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_upgrade_header_on_a_route_that_reads_a_body_is_answered_and_closed() {
+    let app = spawn().await;
+    app.create_room("upgrades", json!({})).await;
+    app.admin(Method::PUT, "/api/admin/rooms/upgrades/sale")
+        .json(&json!({"stock": 5}))
+        .send()
+        .await
+        .unwrap();
+    let pass = app.pass_for("upgrades").await;
+    let token = app.admin_token.clone();
+    let upgrade = "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+                   Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==";
+    let with_body = |head: &str, content_type: &str, body: &str| {
+        format!(
+            "{head} HTTP/1.1\r\nHost: x\r\n{upgrade}\r\nContent-Type: {content_type}\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let cases = [
+        (
+            "join, with its body",
+            with_body("POST /api/rooms/upgrades/join", "application/json", "{}"),
+        ),
+        (
+            "join, without a body",
+            format!("POST /api/rooms/upgrades/join HTTP/1.1\r\nHost: x\r\n{upgrade}\r\n\r\n"),
+        ),
+        (
+            "the admin login form",
+            with_body(
+                "POST /admin/login",
+                "application/x-www-form-urlencoded",
+                "token=x&csrf=y",
+            ),
+        ),
+        (
+            "an admin JSON route",
+            with_body(
+                "PATCH /api/admin/rooms/upgrades",
+                "application/json",
+                r#"{"paused":true}"#,
+            )
+            .replace(
+                "Host: x\r\n",
+                &format!("Host: x\r\nAuthorization: Bearer {token}\r\n"),
+            ),
+        ),
+        (
+            "a sale claim",
+            with_body(
+                "POST /api/rooms/upgrades/sale/claims",
+                "application/json",
+                r#"{"quantity":1}"#,
+            )
+            .replace(
+                "Host: x\r\n",
+                &format!("Host: x\r\nAuthorization: Bearer {pass}\r\n"),
+            ),
+        ),
+    ];
+    for (what, request) in cases {
+        let answer = answer_then_close(app.port, request.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{what}: {answer}");
+        assert!(
+            answer.contains(r#""code":"upgrade_refused""#),
+            "{what}: {answer}"
+        );
+        assert!(
+            answer.contains("nosniff"),
+            "{what}: the usual headers: {answer}"
+        );
+    }
+    // A GET is answered as if the header were not there.
+    let page = answer_then_close(
+        app.port,
+        format!("GET /rooms/upgrades HTTP/1.1\r\nHost: x\r\n{upgrade}\r\n\r\n").as_bytes(),
+    )
+    .await;
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    // Nothing was changed by the refused requests.
+    let room = app
+        .admin(Method::GET, "/api/admin/rooms/upgrades")
+        .fetch_json()
+        .await;
+    assert_eq!(room["paused"], false, "{room}");
+    let sale = app
+        .http
+        .get(app.url("/api/rooms/upgrades/sale"))
+        .bearer_auth(&pass)
+        .fetch_json()
+        .await;
+    assert_eq!(sale["stock_left"], 5, "{sale}");
 }

@@ -23,6 +23,7 @@ use std::time::Duration;
 use reqwest::header::{AUTHORIZATION, COOKIE, LOCATION};
 use serde_json::json;
 use support::TestApp;
+use support::node::{ADMIN_TOKEN, Node};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -291,28 +292,13 @@ async fn the_readme_nginx_block_lets_through_only_valid_passes_of_its_room() {
     );
 }
 
-const ADMIN_TOKEN: &str = "an-admin-token-of-at-least-32-chars";
-
 /// A node of the rolling deployment: the real binary on the shared Redis,
 /// drained for a second when it is stopped.
-fn node(redis_url: String) -> support::node::NodeProcess {
-    support::node::NodeProcess::start(move |port| {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_waitroom"));
-        command
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--redis-url", &redis_url, "--secret", "rolling"])
-            .args([
-                "--admin-token",
-                ADMIN_TOKEN,
-                "--drain-s",
-                "1",
-                "--workers",
-                "1",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        command
-    })
+fn node(redis_url: &str) -> Node {
+    Node::start(
+        env!("CARGO_BIN_EXE_waitroom"),
+        &["--redis-url", redis_url, "--drain-s", "1", "--workers", "1"],
+    )
 }
 
 /// What the visitors saw that they should not have.
@@ -484,7 +470,7 @@ async fn a_rolling_restart_behind_nginx_loses_no_place_nor_admission_and_answers
     let redis = support::redis::RedisServer::start();
     let mut nodes = Vec::new();
     for _ in 0..3 {
-        let mut node = node(redis.url());
+        let mut node = node(&redis.url());
         node.wait_until("/readyz").await;
         nodes.push(node);
     }
@@ -564,9 +550,9 @@ async fn a_rolling_restart_behind_nginx_loses_no_place_nor_admission_and_answers
     // One node after the other: stop it, wait for it to exit, start it
     // again, wait until it is ready.
     for (i, node) in nodes.iter_mut().enumerate() {
-        node.signal("TERM");
-        let exit = node.exit().await;
-        assert!(exit.success(), "node {i} exited with {exit}");
+        node.signal("-TERM");
+        let exit = tokio::task::block_in_place(|| node.wait(Duration::from_secs(30)));
+        assert_eq!(exit, Some(0), "node {i}'s exit");
         node.restart();
         node.wait_until("/readyz").await;
     }

@@ -26,7 +26,9 @@ impl TrustedProxies {
     /// not a trusted proxy. An entry that is not an address stops the walk
     /// at the last trusted hop, so garbage never picks the client.
     pub fn client(&self, peer: IpAddr, forwarded_for: &[&str]) -> IpAddr {
-        let mut client = peer;
+        // An IPv4 peer of a dual-stack listener comes IPv4-mapped; it is
+        // the IPv4 address that the trusted networks name.
+        let mut client = peer.to_canonical();
         let hops = forwarded_for
             .iter()
             .flat_map(|header| header.split(','))
@@ -50,6 +52,7 @@ fn parse_hop(hop: &str) -> Option<IpAddr> {
     IpAddr::from_str(hop)
         .ok()
         .or_else(|| SocketAddr::from_str(hop).ok().map(|s| s.ip()))
+        .map(|address| address.to_canonical())
 }
 
 /// One `--trusted-proxies` entry: an address (`10.0.0.7`) or a network
@@ -108,6 +111,20 @@ mod tests {
         assert_eq!(
             lb.client(ip("10.1.2.3"), &["[2001:db8::1]:443"]),
             ip("2001:db8::1")
+        );
+    }
+
+    #[test]
+    fn ipv4_mapped_addresses_are_read_as_ipv4() {
+        let lb = proxies(&["10.0.0.0/8"]);
+        assert_eq!(
+            lb.client(ip("::ffff:10.1.2.3"), &["::ffff:203.0.113.7"]),
+            ip("203.0.113.7"),
+            "a mapped peer is the trusted proxy, and the client it names is IPv4"
+        );
+        assert_eq!(
+            TrustedProxies::default().client(ip("::ffff:198.51.100.9"), &[]),
+            ip("198.51.100.9")
         );
     }
 

@@ -235,6 +235,10 @@ impl From<StoreError> for ApiError {
                 code: "pow_invalid",
                 message: "this solution was used already; solve a new challenge".into(),
             },
+            StoreError::PowTooEasy => ApiError::Forbidden {
+                code: "pow_invalid",
+                message: "this solution's challenge is easier than the room asks for now; solve a new challenge".into(),
+            },
             StoreError::UserRequired => ApiError::unauthorized(
                 "user_required",
                 "this room admits signed-in users only: come back through the link on the site where you sign in",

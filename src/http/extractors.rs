@@ -15,6 +15,7 @@ use actix_web::http::{Method, header};
 use actix_web::middleware::Next;
 use actix_web::{FromRequest, HttpMessage, HttpRequest, web};
 use futures_util::future::LocalBoxFuture;
+use ipnet::IpNet;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
@@ -22,6 +23,7 @@ use super::AppState;
 use super::error::ApiError;
 use crate::store::StoreError;
 use crate::words::credentials::{AdminSession, CredentialError, PassClaims, constant_time_eq};
+use crate::words::join_limit;
 use crate::words::{PlaceState, RoomId, VisitorId};
 
 pub const ADMIN_SESSION_COOKIE: &str = "wr_admin";
@@ -190,7 +192,9 @@ pub fn pass_error(error: CredentialError) -> ApiError {
         CredentialError::WrongRoom => {
             ApiError::unauthorized("invalid_pass", "the pass is not for this room")
         }
-        CredentialError::Invalid => ApiError::unauthorized("invalid_pass", "the pass is not valid"),
+        CredentialError::Invalid | CredentialError::NotYetValid => {
+            ApiError::unauthorized("invalid_pass", "the pass is not valid")
+        }
     }
 }
 
@@ -515,6 +519,13 @@ pub fn client_address(req: &HttpRequest) -> IpAddr {
     state(req).trusted_proxies.client(peer, &forwarded_for)
 }
 
+/// The block of addresses a request's client counts in, for the join and
+/// login limits: its IPv4 address, or its IPv6 network of
+/// `--join-rate-ipv6-prefix` bits (see `words::join_limit::client_block`).
+pub fn client_block(req: &HttpRequest) -> IpNet {
+    join_limit::client_block(client_address(req), state(req).join_rate_ipv6_prefix)
+}
+
 fn too_many_attempts(wait: Duration) -> ApiError {
     ApiError::TooManyAttempts {
         retry_after_s: wait.as_secs().max(1),
@@ -533,18 +544,21 @@ impl Operator {
         let state = state(req);
         if let Some(token) = bearer(req) {
             let address = client_address(req);
+            let block = client_block(req);
             state
                 .login_guard
-                .may_try(address)
+                .may_try(block)
                 .map_err(too_many_attempts)?;
             if constant_time_eq(token, &state.admin_token) {
                 return Ok(Operator);
             }
-            tracing::warn!(%address, "a wrong admin token");
-            state
-                .login_guard
-                .failed(address)
-                .map_err(too_many_attempts)?;
+            if let Some(left_out) = state
+                .refusal_log
+                .admit("wrong_admin_token", state.clock.now_ms())
+            {
+                tracing::warn!(%address, left_out, "a wrong admin token");
+            }
+            state.login_guard.failed(block).map_err(too_many_attempts)?;
             return Err(ApiError::unauthorized(
                 "invalid_admin_token",
                 "the admin token is not valid",

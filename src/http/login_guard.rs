@@ -1,26 +1,28 @@
-//! Failed operator logins, limited per client address (the peer address):
-//! past the limit, every login attempt from that address, the right token
-//! included, is refused with 429 until the limit has room again, so
-//! guessing the admin token at full speed gets nowhere. The counting is
-//! governor's; this module only remembers which addresses are shut out.
+//! Failed operator logins, limited per client block (an IPv4 address, or
+//! an IPv6 network: `words::join_limit::client_block`): past the limit,
+//! every login attempt from that block, the right token included, is
+//! refused with 429 until the limit has room again, so guessing the admin
+//! token at full speed gets nowhere, from one address or from every
+//! address of a /64. The counting is governor's; this module only
+//! remembers which blocks are shut out.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use ipnet::IpNet;
 use parking_lot::Mutex;
 
-/// Wrong tokens an address may try per minute.
+/// Wrong tokens a client block may try per minute.
 const FAILURES_PER_MINUTE: u32 = 10;
 
 pub struct LoginGuard {
-    failures: DefaultKeyedRateLimiter<IpAddr>,
+    failures: DefaultKeyedRateLimiter<IpNet>,
     clock: DefaultClock,
-    /// Addresses past the limit, and until when.
-    shut_out: Mutex<HashMap<IpAddr, Instant>>,
+    /// Blocks past the limit, and until when.
+    shut_out: Mutex<HashMap<IpNet, Instant>>,
 }
 
 impl Default for LoginGuard {
@@ -35,29 +37,29 @@ impl Default for LoginGuard {
 }
 
 impl LoginGuard {
-    /// Whether `address` may try a login now; if not, how long until it may.
-    pub fn may_try(&self, address: IpAddr) -> Result<(), Duration> {
+    /// Whether `block` may try a login now; if not, how long until it may.
+    pub fn may_try(&self, block: IpNet) -> Result<(), Duration> {
         let mut shut_out = self.shut_out.lock();
-        match shut_out.get(&address) {
+        match shut_out.get(&block) {
             Some(until) if *until > Instant::now() => Err(*until - Instant::now()),
             Some(_) => {
-                shut_out.remove(&address);
+                shut_out.remove(&block);
                 Ok(())
             }
             None => Ok(()),
         }
     }
 
-    /// Counts a failed login from `address`; past the limit the address is
+    /// Counts a failed login from `block`; past the limit the block is
     /// shut out, and the answer says for how long.
-    pub fn failed(&self, address: IpAddr) -> Result<(), Duration> {
-        match self.failures.check_key(&address) {
+    pub fn failed(&self, block: IpNet) -> Result<(), Duration> {
+        match self.failures.check_key(&block) {
             Ok(()) => Ok(()),
             Err(not_until) => {
                 let wait = not_until.wait_time_from(self.clock.now());
                 let mut shut_out = self.shut_out.lock();
-                shut_out.insert(address, Instant::now() + wait);
-                // Forget addresses that stopped trying, so the map stays small.
+                shut_out.insert(block, Instant::now() + wait);
+                // Forget blocks that stopped trying, so the map stays small.
                 if shut_out.len() > 10_000 {
                     let now = Instant::now();
                     shut_out.retain(|_, until| *until > now);
@@ -76,8 +78,8 @@ mod tests {
     #[test]
     fn an_address_past_the_limit_is_shut_out_and_others_are_not() {
         let guard = LoginGuard::default();
-        let guesser: IpAddr = "192.0.2.1".parse().unwrap();
-        let operator: IpAddr = "192.0.2.2".parse().unwrap();
+        let guesser: IpNet = "192.0.2.1/32".parse().unwrap();
+        let operator: IpNet = "192.0.2.2/32".parse().unwrap();
         for _ in 0..FAILURES_PER_MINUTE {
             assert!(guard.may_try(guesser).is_ok());
             assert!(guard.failed(guesser).is_ok());

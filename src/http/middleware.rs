@@ -5,7 +5,8 @@
 //! - [`security_headers`]: CSP, framing, referrer and sniffing headers;
 //! - [`RedactedRootSpan`]: the request's log span, with the query string's
 //!   values (tickets, passes, user tokens) redacted and the peer address as
-//!   the client.
+//!   the client, and the line an error answer writes (a client error's
+//!   through the rate limit of `http::refusal_log`).
 
 use std::sync::LazyLock;
 
@@ -14,11 +15,12 @@ use actix_web::dev::{ResourceDef, ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::{Method, StatusCode};
 use actix_web::middleware::{DefaultHeaders, Next};
-use actix_web::{Error, HttpMessage, ResponseError};
+use actix_web::{Error, HttpMessage, ResponseError, web};
 use serde_json::json;
 use tracing::Span;
 use tracing_actix_web::{DefaultRootSpanBuilder, RequestId, RootSpanBuilder};
 
+use crate::http::AppState;
 use crate::http::error::ApiError;
 
 /// Every route of the application and the methods it answers (`HEAD` is
@@ -237,7 +239,48 @@ impl RootSpanBuilder for RedactedRootSpan {
 
     fn on_request_end<B: MessageBody>(span: Span, outcome: &Result<ServiceResponse<B>, Error>) {
         DefaultRootSpanBuilder::on_request_end(span, outcome);
+        log_error_answer(outcome);
     }
+}
+
+/// The event tracing-actix-web writes for an error answer (its
+/// `emit_event_on_error`, turned off in Cargo.toml), with client errors
+/// passed through the application's `RefusalLog` (`http::refusal_log`): a flood of bad
+/// requests writes one line per kind and window. Server errors are all
+/// written.
+fn log_error_answer<B>(outcome: &Result<ServiceResponse<B>, Error>) {
+    let (error, status, request) = match outcome {
+        Ok(response) => match response.response().error() {
+            Some(error) => (error, response.status(), Some(response.request())),
+            None => return,
+        },
+        Err(error) => (error, error.as_response_error().status_code(), None),
+    };
+    let details = error.as_response_error();
+    if !status.is_client_error() {
+        tracing::error!(
+            "Error encountered while processing the incoming HTTP request: {details:?}"
+        );
+        return;
+    }
+    let kind = error
+        .as_error::<ApiError>()
+        .map(ApiError::code)
+        .or_else(|| status.canonical_reason())
+        .unwrap_or("client_error");
+    let state = request.and_then(|request| request.app_data::<web::Data<AppState>>());
+    let left_out = match state {
+        Some(state) => match state.refusal_log.admit(kind, state.clock.now_ms()) {
+            Some(left_out) => left_out,
+            None => return,
+        },
+        None => 0,
+    };
+    tracing::warn!(
+        code = kind,
+        left_out,
+        "Error encountered while processing the incoming HTTP request: {details:?}"
+    );
 }
 
 /// `path?query` with every value of the query replaced by `[redacted]`.

@@ -13,6 +13,7 @@ pub mod login_guard;
 pub mod middleware;
 pub mod ops;
 pub mod pages;
+pub mod refusal_log;
 pub mod sale;
 pub mod sockets;
 pub mod visitor;
@@ -39,8 +40,11 @@ pub struct AppState {
     pub credentials: Arc<Credentials>,
     pub clock: SharedClock,
     pub admin_token: String,
-    /// Wrong admin tokens, counted per client address.
+    /// Wrong admin tokens, counted per client block (see `client_block`).
     pub login_guard: login_guard::LoginGuard,
+    /// Which lines about refused requests are written (a flood of bad
+    /// requests writes a line per kind and window, not one each).
+    pub refusal_log: refusal_log::RefusalLog,
     /// Every task of the application: sockets are spawned through it, and
     /// readiness reports a background task that died.
     pub tasks: Tasks,
@@ -62,4 +66,7 @@ pub struct AppState {
     /// Set once the node is shutting down: `/readyz` answers 503 from then
     /// on, so that load balancers send new visitors elsewhere.
     pub draining: Arc<AtomicBool>,
+    /// The IPv6 prefix whose addresses count as one client, for the join
+    /// limit and the login limit.
+    pub join_rate_ipv6_prefix: u8,
 }

@@ -12,9 +12,9 @@ use super::AppState;
 use super::error::ApiError;
 use super::extractors::{
     Leaver, PASS_COOKIE, PassRefusal, Room, Ticket, Verified, bearer, check_pass_for_proxy,
-    client_address, presented_pass, ticket_cookie_name, ticket_error,
+    client_block, presented_pass, ticket_cookie_name, ticket_error,
 };
-use super::limits::read_body;
+use super::limits::read_json_or_nothing;
 use crate::store::JoinOptions;
 use crate::words::credentials::{CredentialError, read_user_token};
 use crate::words::join_limit::JoinLimit;
@@ -91,7 +91,9 @@ async fn join(
     answer
 }
 
-/// The refusals `waitroom_turned_away_total` counts, by code.
+/// The refusals `waitroom_turned_away_total` counts, by code: each of a
+/// room the store knows (it decided them, or was asked whether the room
+/// exists first), so the metric's labels are bounded by the rooms.
 const TURNED_AWAY: &[&str] = &[
     "room_not_accepting",
     "rate_limited",
@@ -108,7 +110,7 @@ async fn join_room(
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
     let started = Instant::now();
-    let body = read_body(body).await?;
+    let body = read_json_or_nothing(&req, body).await?;
     // Read whole (the page sends `{}`), so the connection stays open for
     // the visitor's next request; fields this version does not know are
     // ignored, as a newer page may send them.
@@ -126,21 +128,27 @@ async fn join_room(
     };
     let pow = match fields.get("pow") {
         None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::String(payload)) => Some(
-            pow::check(
-                &state.credentials.pow_keys(),
-                payload,
-                &room,
-                state.clock.now_ms(),
-            )
-            .map_err(pow_invalid)?,
-        ),
-        Some(_) => return Err(pow_invalid("pow must be the solution as a string")),
+        Some(serde_json::Value::String(payload)) => match pow::check(
+            &state.credentials.pow_keys(),
+            payload,
+            &room,
+            state.clock.now_ms(),
+        ) {
+            Ok(solved) => Some(solved),
+            Err(why) => return Err(unless_no_such_room(&state, &room, pow_invalid(why)).await),
+        },
+        Some(_) => {
+            let refusal = pow_invalid("pow must be the solution as a string");
+            return Err(unless_no_such_room(&state, &room, refusal).await);
+        }
     };
     let user = match fields.get("user") {
         None | Some(serde_json::Value::Null) => None,
         Some(serde_json::Value::String(token)) => known_user(&state, &room, token).await?,
-        Some(_) => return Err(invalid_user_token("user must be the token as a string")),
+        Some(_) => {
+            let refusal = invalid_user_token("user must be the token as a string");
+            return Err(unless_no_such_room(&state, &room, refusal).await);
+        }
     };
     let now = state.clock.now_ms();
     let existing = match bearer(&req) {
@@ -160,7 +168,7 @@ async fn join_room(
     });
     let options = JoinOptions {
         limit: state.join_rate_per_ip.map(|per_minute| JoinLimit {
-            client: client_address(&req).to_string(),
+            client: client_block(&req).to_string(),
             per_minute,
         }),
         user,
@@ -196,6 +204,17 @@ async fn challenge(Room(room): Room, state: web::Data<AppState>) -> Result<HttpR
         .json(challenge))
 }
 
+/// A refusal decided before the store was asked, for a room that may not
+/// exist: there, the answer is the 404, and `waitroom_turned_away_total`
+/// gets no label for a made-up id (every refusal it counts is then of a
+/// room the store knows).
+async fn unless_no_such_room(state: &AppState, room: &RoomId, refusal: ApiError) -> ApiError {
+    match state.store.room(room).await {
+        Ok(_) => refusal,
+        Err(error) => error.into(),
+    }
+}
+
 fn pow_invalid(why: &str) -> ApiError {
     ApiError::Forbidden {
         code: "pow_invalid",
@@ -226,8 +245,10 @@ async fn known_user(
             invalid_user_token(match error {
                 CredentialError::WrongRoom => "it is for another room",
                 CredentialError::Expired => "it has expired; sign in again",
+                CredentialError::NotYetValid => "it is not valid yet (its nbf is ahead)",
                 CredentialError::Invalid => {
-                    "it is malformed, too long, or not signed with this room's key"
+                    "it is malformed, too long, not signed with this room's key, \
+                     or names critical header parameters (crit) we do not understand"
                 }
             })
         })

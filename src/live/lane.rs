@@ -135,10 +135,12 @@ impl Lane {
         Poll::Ready(Ok(()))
     }
 
-    /// The relay's part: the connection is done with; later sends are refused.
+    /// The relay's part: the connection is done with; later sends are
+    /// refused, and the lane lets go of it, so the relay's drop closes it.
     pub fn close(&self) {
         let mut state = self.state.lock();
         state.closed = true;
+        state.io = None;
         state.queued.clear();
         state.relay = None;
     }

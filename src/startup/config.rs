@@ -4,6 +4,7 @@ use clap::{Parser, ValueEnum};
 use ipnet::IpNet;
 
 use crate::http::client_address::parse_trusted_proxy;
+use crate::words::join_limit::{DEFAULT_IPV6_PREFIX, IPV6_PREFIXES};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum LogFormat {
@@ -103,6 +104,16 @@ pub struct Settings {
     /// and finishes the requests in flight.
     #[arg(long, env = "WAITROOM_DRAIN_S", default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub drain_s: u64,
+    /// The IPv6 network whose addresses share one join budget (and one
+    /// admin login limit), as a prefix length from 32 to 128: a subscriber
+    /// picks from a whole /64 or more. IPv4 addresses count one by one.
+    #[arg(
+        long,
+        env = "WAITROOM_JOIN_RATE_IPV6_PREFIX",
+        default_value_t = DEFAULT_IPV6_PREFIX,
+        value_parser = clap::value_parser!(u8).range(*IPV6_PREFIXES.start() as i64..=*IPV6_PREFIXES.end() as i64)
+    )]
+    pub join_rate_ipv6_prefix: u8,
 
     /// Proxies whose `X-Forwarded-For` names the client, comma-separated
     /// addresses or networks (`10.0.0.0/8,192.0.2.7`); absent, the client
@@ -132,8 +143,40 @@ impl Settings {
             secure_cookies: false,
             body_timeout_ms: 10_000,
             join_rate_per_ip: None,
+            join_rate_ipv6_prefix: DEFAULT_IPV6_PREFIX,
             trusted_proxies: Vec::new(),
             drain_s: 5,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ipv6_prefix(args: &[&str]) -> Result<u8, String> {
+        let args = ["waitroom"].iter().chain(args);
+        Settings::try_parse_from(args)
+            .map(|settings| settings.join_rate_ipv6_prefix)
+            .map_err(|error| error.to_string())
+    }
+
+    #[test]
+    fn the_ipv6_prefix_is_64_unless_set_within_32_to_128() {
+        assert_eq!(ipv6_prefix(&[]), Ok(64));
+        for set in ["32", "48", "128"] {
+            assert_eq!(
+                ipv6_prefix(&["--join-rate-ipv6-prefix", set]),
+                Ok(set.parse().unwrap())
+            );
+        }
+        for refused in ["31", "129", "0", "-1", "/64", "x"] {
+            let flag = format!("--join-rate-ipv6-prefix={refused}");
+            let error = ipv6_prefix(&[&flag]).unwrap_err();
+            assert!(
+                error.contains("--join-rate-ipv6-prefix"),
+                "{refused}: {error}"
+            );
         }
     }
 }

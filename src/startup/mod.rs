@@ -301,6 +301,7 @@ impl Application {
             clock: clock.clone(),
             admin_token,
             login_guard: Default::default(),
+            refusal_log: Default::default(),
             tasks: tasks.clone(),
             metrics: ops::metrics_handle(),
             metrics_elsewhere: settings.metrics_listen.is_some(),
@@ -310,6 +311,7 @@ impl Application {
             trusted_proxies: TrustedProxies::new(settings.trusted_proxies.clone()),
             join_rate_per_ip: settings.join_rate_per_ip,
             draining: draining.clone(),
+            join_rate_ipv6_prefix: settings.join_rate_ipv6_prefix,
         });
         let (listener, listening) = listen(&settings.listen)
             .and_then(|listener| Ok((listener.try_clone()?, listener)))

@@ -13,7 +13,9 @@
 //! straight onto it; actix-ws keeps the handshake, what the client sends,
 //! and every control frame. Any other answer to an upgrade request (a
 //! refusal, an `h2c` upgrade of a plain GET) is written whole, and the
-//! connection closed.
+//! connection closed. The request's body is fed only after a `101`, so an
+//! upgrade request that has one (or is not a GET) is refused at once
+//! (`http::limits::refuse_upgrade_with_body`) rather than left waiting.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -30,7 +32,7 @@ use actix_codec::Framed;
 use actix_http::body::{BoxBody, MessageBody, to_bytes};
 use actix_http::error::PayloadError;
 use actix_http::h1;
-use actix_http::{HttpMessage, HttpService, Request, StatusCode};
+use actix_http::{ConnectionType, HttpMessage, HttpService, Request, StatusCode};
 use actix_service::{
     IntoServiceFactory, Service, ServiceFactory, ServiceFactoryExt, fn_factory, fn_service,
     map_config,
@@ -46,6 +48,7 @@ use tracing_actix_web::TracingLogger;
 
 use crate::http::AppState;
 use crate::http::error::{ApiError, body_configs};
+use crate::http::limits::AsksToUpgrade;
 use crate::http::{
     admin, cookies, draw, extractors, limits, middleware, ops, pages, sale, sockets, visitor,
 };
@@ -57,6 +60,13 @@ use crate::live::tasks::Tasks;
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a closing connection waits for the client to finish its side.
 const CLOSE_LINGER: Duration = Duration::from_secs(2);
+/// How much a closing connection reads while it waits. A client that goes
+/// on sending past it (say, the data of a frame refused for its declared
+/// length) is cut off with a reset: with what the relay may have read
+/// ahead for actix-ws ([`PIPE_LIMIT`] and a chunk), no connection is read
+/// more than 64 KiB past its refusal.
+const CLOSE_LINGER_BYTES: usize = 32 * 1024;
+const _: () = assert!(PIPE_LIMIT + READ_CHUNK + CLOSE_LINGER_BYTES <= 64 * 1024);
 /// Bytes read from a socket at a time; clients send little (pings).
 const READ_CHUNK: usize = 1024;
 
@@ -74,6 +84,9 @@ pub fn app(
 > {
     App::new()
         .wrap(actix_web::middleware::from_fn(limits::body_deadline))
+        .wrap(actix_web::middleware::from_fn(
+            limits::refuse_upgrade_with_body,
+        ))
         .wrap(actix_web::middleware::from_fn(
             extractors::refresh_admin_session,
         ))
@@ -159,13 +172,15 @@ where
     let (request, _) = request.replace_payload(actix_http::Payload::from(payload));
     let lane = Lane::new();
     request.extensions_mut().insert(lane.clone());
+    request.extensions_mut().insert(AsksToUpgrade);
     let response: HttpResponse = match app.call(request).await {
         Ok(response) => response.map_into_boxed_body().into_parts().1,
         Err(error) => error.error_response(),
     };
     let response: actix_http::Response<BoxBody> = response.into();
-    let (head, body) = response.into_parts();
+    let (mut head, body) = response.into_parts();
     if head.status() != StatusCode::SWITCHING_PROTOCOLS {
+        head.head_mut().set_connection_type(ConnectionType::Close);
         let body = to_bytes(body).await.unwrap_or_default();
         let _ = h1::SendResponse::new(framed, head.set_body(body)).await;
         return Ok(());
@@ -199,6 +214,8 @@ async fn relay(io: Arc<TcpStream>, lane: Arc<Lane>, mut payload: PipeWriter, bod
     if ended == Ended::Closed {
         linger(&io).await;
     }
+    // The lane gave up its handle on close: the connection ends here.
+    drop(io);
 }
 
 /// Statuses are single small frames: each is sent at once (no Nagle). And
@@ -319,25 +336,29 @@ impl Relay {
     }
 }
 
-/// Ends our side and waits (briefly) for the client to end its own, so that
-/// unread bytes do not reset the connection under the close frame.
-async fn linger(io: &TcpStream) {
+/// Ends our side and waits (briefly, and for [`CLOSE_LINGER_BYTES`] at
+/// most) for the client to end its own, so that unread bytes do not reset
+/// the connection under the close frame. Returns the bytes it read.
+async fn linger(io: &TcpStream) -> usize {
     let _ = SockRef::from(io).shutdown(std::net::Shutdown::Write);
+    let mut read = 0;
     let drain = async {
         let mut discard = [0u8; 512];
-        loop {
+        while read < CLOSE_LINGER_BYTES {
             if io.readable().await.is_err() {
                 return;
             }
-            match io.try_read(&mut discard) {
+            let room = discard.len().min(CLOSE_LINGER_BYTES - read);
+            match io.try_read(&mut discard[..room]) {
                 Ok(0) => return,
-                Ok(_) => {}
+                Ok(n) => read += n,
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
                 Err(_) => return,
             }
         }
     };
     let _ = tokio::time::timeout(CLOSE_LINGER, drain).await;
+    read
 }
 
 /// Bytes read from a relayed connection and not yet taken by actix-ws.
@@ -479,5 +500,50 @@ mod tests {
         assert_eq!(socket.tcp_user_timeout().unwrap(), Some(SILENCE_LIMIT));
         assert!(server.nodelay().unwrap());
         drop(client);
+    }
+
+    async fn connected() -> (TcpStream, TcpStream) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap());
+        let (client, accepted) = tokio::join!(client, listener.accept());
+        (accepted.unwrap().0, client.unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_closing_connection_reads_its_budget_at_most_from_a_client_that_keeps_sending() {
+        use tokio::io::AsyncWriteExt;
+        let (server, mut client) = connected().await;
+        let flood = tokio::spawn(async move {
+            let data = vec![0u8; 16 * 1024];
+            let mut written = 0usize;
+            // Until the server's reset fails a write.
+            while client.write_all(&data).await.is_ok() {
+                written += data.len();
+            }
+            written
+        });
+        let read = linger(&server).await;
+        assert_eq!(read, CLOSE_LINGER_BYTES);
+        drop(server);
+        let written = tokio::time::timeout(Duration::from_secs(10), flood)
+            .await
+            .expect("the client's writes fail once the connection is cut")
+            .unwrap();
+        assert!(written >= read, "{written}");
+    }
+
+    #[tokio::test]
+    async fn a_closing_connection_ends_when_the_client_ends_its_side() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (server, mut client) = connected().await;
+        client.write_all(b"the client's close frame").await.unwrap();
+        client.shutdown().await.unwrap();
+        let read = tokio::time::timeout(Duration::from_secs(10), linger(&server))
+            .await
+            .expect("no wait once the client has ended its side");
+        assert_eq!(read, b"the client's close frame".len());
+        let mut rest = Vec::new();
+        client.read_to_end(&mut rest).await.unwrap();
+        assert!(rest.is_empty(), "our side was ended cleanly");
     }
 }

@@ -44,6 +44,10 @@ pub enum StoreError {
     /// The solution was used before (on any node).
     #[error("this solution was used already")]
     PowReused,
+    /// The solution's challenge is easier than the room asks for now (it
+    /// was made before the room's `pow_difficulty` went up).
+    #[error("this solution is easier than the room asks for now")]
+    PowTooEasy,
     /// The room takes no new arrivals (`reject`, or past `closes_at`).
     #[error("this room takes no new arrivals")]
     NotAccepting,

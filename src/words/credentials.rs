@@ -26,23 +26,34 @@ pub enum CredentialError {
     WrongRoom,
     #[error("expired")]
     Expired,
+    /// Its `nbf` (a user token's) is still ahead.
+    #[error("not valid yet")]
+    NotYetValid,
 }
 
 /// The longest user token read: a JWT with a user id is a few hundred bytes.
 pub const MAX_USER_TOKEN_BYTES: usize = 4096;
 /// The longest user id kept.
 const MAX_USER_ID_BYTES: usize = 256;
+/// How far ahead of our clock a user token's `nbf` may be: the site's
+/// clock and ours may differ a little, and a site commonly sets `nbf` to
+/// the moment it signs (jsonwebtoken's default leeway is the same).
+pub const USER_TOKEN_NBF_LEEWAY_MS: Millis = 60_000;
 
 #[derive(Debug, Deserialize)]
 struct UserClaims {
     sub: String,
     room: String,
     exp: u64,
+    nbf: Option<u64>,
 }
 
 /// Reads a user token: an HS256 JWT the room's site signed with the room's
-/// `user_key`, claims `sub` (the user's id), `room` and `exp` (checked
-/// against our clock, so tests can drive it). Returns the user's id.
+/// `user_key`, claims `sub` (the user's id), `room`, `exp` and, if given,
+/// `nbf` (both checked against our clock, so tests can drive it). A token
+/// whose header has `crit` is refused: it names extensions the token must
+/// not be accepted without understanding, and we understand none
+/// (RFC 7515, 4.1.11). Returns the user's id.
 pub fn read_user_token(
     token: &str,
     user_key: &str,
@@ -55,18 +66,27 @@ pub fn read_user_token(
     let mut validation = Validation::new(Algorithm::HS256);
     validation.validate_exp = false;
     validation.required_spec_claims = ["exp".to_string(), "sub".to_string()].into();
-    let claims = jsonwebtoken::decode::<UserClaims>(
+    let token = jsonwebtoken::decode::<UserClaims>(
         token,
         &DecodingKey::from_secret(user_key.as_bytes()),
         &validation,
     )
-    .map_err(|_| CredentialError::Invalid)?
-    .claims;
+    .map_err(|_| CredentialError::Invalid)?;
+    if token.header.crit.is_some() {
+        return Err(CredentialError::Invalid);
+    }
+    let claims = token.claims;
     if claims.room != room.as_str() {
         return Err(CredentialError::WrongRoom);
     }
-    if claims.exp * 1000 <= now {
+    if claims.exp.saturating_mul(1000) <= now {
         return Err(CredentialError::Expired);
+    }
+    if claims
+        .nbf
+        .is_some_and(|nbf| nbf.saturating_mul(1000) > now + USER_TOKEN_NBF_LEEWAY_MS)
+    {
+        return Err(CredentialError::NotYetValid);
     }
     if claims.sub.is_empty() || claims.sub.len() > MAX_USER_ID_BYTES {
         return Err(CredentialError::Invalid);
@@ -467,6 +487,73 @@ mod tests {
             node_a.read_pass(&forged, None, 0),
             Err(CredentialError::Invalid)
         );
+    }
+
+    const USER_KEY: &str = "a-user-key-of-thirty-two-characters!";
+    const NOW: Millis = 1_767_225_600_000;
+
+    fn user_token(header: Header, claims: serde_json::Value) -> String {
+        jsonwebtoken::encode(
+            &header,
+            &claims,
+            &EncodingKey::from_secret(USER_KEY.as_bytes()),
+        )
+        .unwrap()
+    }
+
+    fn read(token: &str, now: Millis) -> Result<String, CredentialError> {
+        read_user_token(token, USER_KEY, &room("shop"), now)
+    }
+
+    #[test]
+    fn a_user_token_is_not_read_before_its_nbf() {
+        let hs256 = || Header::new(Algorithm::HS256);
+        let exp = NOW / 1000 + 3600;
+        let ahead = NOW / 1000 + 600;
+        let early = user_token(
+            hs256(),
+            serde_json::json!({"sub": "alice", "room": "shop", "exp": exp, "nbf": ahead}),
+        );
+        assert_eq!(read(&early, NOW), Err(CredentialError::NotYetValid));
+        let at_nbf = ahead * 1000;
+        assert_eq!(
+            read(&early, at_nbf - USER_TOKEN_NBF_LEEWAY_MS - 1),
+            Err(CredentialError::NotYetValid)
+        );
+        assert_eq!(
+            read(&early, at_nbf - USER_TOKEN_NBF_LEEWAY_MS),
+            Ok("alice".into()),
+            "a clock a little behind the site's is forgiven"
+        );
+        assert_eq!(read(&early, at_nbf), Ok("alice".into()));
+        let without = user_token(
+            hs256(),
+            serde_json::json!({"sub": "alice", "room": "shop", "exp": exp}),
+        );
+        assert_eq!(read(&without, NOW), Ok("alice".into()));
+        let garbled = user_token(
+            hs256(),
+            serde_json::json!({"sub": "alice", "room": "shop", "exp": exp, "nbf": "soon"}),
+        );
+        assert_eq!(read(&garbled, NOW), Err(CredentialError::Invalid));
+    }
+
+    #[test]
+    fn a_user_token_with_critical_header_parameters_is_refused() {
+        let claims = serde_json::json!({"sub": "alice", "room": "shop", "exp": NOW / 1000 + 3600});
+        let mut header = Header::new(Algorithm::HS256);
+        assert_eq!(
+            read(&user_token(header.clone(), claims.clone()), NOW),
+            Ok("alice".into())
+        );
+        for crit in [vec!["exp".to_string()], vec!["b64".to_string()], vec![]] {
+            header.crit = Some(crit.clone());
+            assert_eq!(
+                read(&user_token(header.clone(), claims.clone()), NOW),
+                Err(CredentialError::Invalid),
+                "crit {crit:?}"
+            );
+        }
     }
 
     #[test]

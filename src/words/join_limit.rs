@@ -10,16 +10,49 @@
 //! `lua/join.lua` alike (which mirrors this function), so that a refused
 //! join changes nothing and limits hold across nodes; a limiter crate keeps
 //! its state in the process.
+//!
+//! A budget belongs to a block of addresses, not to the address's text
+//! ([`client_block`]): an IPv4 address counts the same however it is
+//! written, and an IPv6 address counts with its network, since one
+//! subscriber is given a whole /64 (or more) to pick addresses from.
+
+use std::net::IpAddr;
+use std::ops::RangeInclusive;
+
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 
 use super::clock::Millis;
 
 const MINUTE_MS: Millis = 60_000;
 
+/// The IPv6 prefix length one budget covers unless set
+/// (`--join-rate-ipv6-prefix`): a /64 is the smallest network a
+/// subscriber is given.
+pub const DEFAULT_IPV6_PREFIX: u8 = 64;
+/// The prefix lengths that may be set: a shorter one than /32 would put
+/// whole providers in one budget.
+pub const IPV6_PREFIXES: RangeInclusive<u8> = 32..=128;
+
+/// The block of addresses whose joins share a budget: an IPv4 address alone
+/// (also when it comes IPv4-mapped, `::ffff:203.0.113.7`, as a dual-stack
+/// listener sees it); an IPv6 address's network of `ipv6_prefix` bits
+/// (clamped to [`IPV6_PREFIXES`]).
+pub fn client_block(address: IpAddr, ipv6_prefix: u8) -> IpNet {
+    match address.to_canonical() {
+        IpAddr::V4(v4) => Ipv4Net::from(v4).into(),
+        IpAddr::V6(v6) => {
+            let prefix = ipv6_prefix.clamp(*IPV6_PREFIXES.start(), *IPV6_PREFIXES.end());
+            Ipv6Net::new_assert(v6, prefix).trunc().into()
+        }
+    }
+}
+
 /// A limit on one join: who the client is and how many new places a minute
 /// they may take.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JoinLimit {
-    /// The client's address, as text (`203.0.113.7`, `2001:db8::1`).
+    /// The client's block of addresses ([`client_block`]), as text
+    /// (`203.0.113.7/32`, `2001:db8::/64`).
     pub client: String,
     pub per_minute: u32,
 }
@@ -110,6 +143,31 @@ mod tests {
             "{}",
             allowed.len()
         );
+    }
+
+    fn block(address: &str, ipv6_prefix: u8) -> String {
+        client_block(address.parse().unwrap(), ipv6_prefix).to_string()
+    }
+
+    #[test]
+    fn an_ipv4_address_is_one_block_however_it_is_written() {
+        assert_eq!(block("203.0.113.7", 64), "203.0.113.7/32");
+        assert_eq!(block("::ffff:203.0.113.7", 64), "203.0.113.7/32");
+        assert_eq!(block("::ffff:cb00:7107", 64), "203.0.113.7/32");
+    }
+
+    #[test]
+    fn an_ipv6_address_counts_with_its_network() {
+        assert_eq!(block("2001:db8:1:2::1", 64), "2001:db8:1:2::/64");
+        assert_eq!(
+            block("2001:db8:1:2:ffff:ffff:ffff:ffff", 64),
+            "2001:db8:1:2::/64"
+        );
+        assert_ne!(block("2001:db8:1:3::1", 64), block("2001:db8:1:2::1", 64));
+        assert_eq!(block("2001:db8:1:2::1", 48), block("2001:db8:1:3::1", 48));
+        assert_eq!(block("2001:db8:1:2::1", 128), "2001:db8:1:2::1/128");
+        // Out of range, clamped rather than trusted.
+        assert_eq!(block("2001:db8:1:2::1", 0), "2001:db8::/32");
     }
 
     #[test]

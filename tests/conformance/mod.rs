@@ -97,6 +97,7 @@ macro_rules! conformance_suite {
             a_known_user_holds_one_place_from_any_device,
             user_required_refuses_anonymous_joins,
             proof_of_work_is_asked_of_new_places_and_each_solution_counts_once,
+            a_solution_easier_than_the_room_asks_now_is_refused,
             a_notice_reaches_every_place_and_the_event_of_its_change,
             reject_turns_new_arrivals_away_and_keeps_the_line,
             closes_at_turns_away_arrivals_after_it,
@@ -907,6 +908,7 @@ pub mod scenarios {
             pow: Some(Solved {
                 id: id.into(),
                 until: waitroom::words::clock::Clock::now_ms(&h.clock) + 60_000,
+                difficulty: 1,
             }),
             ..JoinOptions::default()
         };
@@ -935,6 +937,41 @@ pub mod scenarios {
             .unwrap();
         let stats = h.store.room(&room).await.unwrap().stats;
         assert_eq!((stats.waiting, stats.turned_away), (2, 2));
+    }
+
+    pub async fn a_solution_easier_than_the_room_asks_now_is_refused(h: &Harness) {
+        let room = h.room("r", 1, None).await;
+        h.patch(&room, r#"{"pow_difficulty": 3, "paused": true}"#)
+            .await;
+        let solved = |id: &str, difficulty: u32| JoinOptions {
+            pow: Some(Solved {
+                id: id.into(),
+                until: waitroom::words::clock::Clock::now_ms(&h.clock) + 60_000,
+                difficulty,
+            }),
+            ..JoinOptions::default()
+        };
+        // Made at 2, before the room asked for 3.
+        assert!(matches!(
+            h.store
+                .join_with(&room, VisitorId::random(), &solved("easy", 2))
+                .await,
+            Err(StoreError::PowTooEasy)
+        ));
+        for (id, difficulty) in [("fair", 3), ("hard", 5)] {
+            h.store
+                .join_with(&room, VisitorId::random(), &solved(id, difficulty))
+                .await
+                .unwrap();
+        }
+        // The refused solution was not spent: enough once the room asks less.
+        h.patch(&room, r#"{"pow_difficulty": 2}"#).await;
+        h.store
+            .join_with(&room, VisitorId::random(), &solved("easy", 2))
+            .await
+            .unwrap();
+        let stats = h.store.room(&room).await.unwrap().stats;
+        assert_eq!((stats.waiting, stats.turned_away), (3, 1));
     }
 
     pub async fn unknown_rooms_are_errors(h: &Harness) {

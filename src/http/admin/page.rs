@@ -11,7 +11,7 @@ use crate::http::AppState;
 use crate::http::error::ApiError;
 use crate::http::extractors::{
     ADMIN_SESSION_COOKIE as SESSION_COOKIE, CsrfProtected, OperatorForm, admin_session,
-    admin_session_cookie, client_address,
+    admin_session_cookie, client_address, client_block,
 };
 use crate::http::pages::render;
 use crate::store;
@@ -212,6 +212,7 @@ async fn login(
         );
     }
     let address = client_address(&req);
+    let block = client_block(&req);
     let shut_out = |wait: std::time::Duration| {
         let message = format!(
             "Too many wrong tokens from your address; try again in {} s.",
@@ -223,12 +224,17 @@ async fn login(
             actix_web::http::StatusCode::TOO_MANY_REQUESTS,
         )
     };
-    if let Err(wait) = state.login_guard.may_try(address) {
+    if let Err(wait) = state.login_guard.may_try(block) {
         return shut_out(wait);
     }
     if !constant_time_eq(form.token.trim(), &state.admin_token) {
-        tracing::warn!(%address, "admin login with a wrong token");
-        if let Err(wait) = state.login_guard.failed(address) {
+        if let Some(left_out) = state
+            .refusal_log
+            .admit("wrong_admin_login", state.clock.now_ms())
+        {
+            tracing::warn!(%address, left_out, "admin login with a wrong token");
+        }
+        if let Err(wait) = state.login_guard.failed(block) {
             return shut_out(wait);
         }
         return login_page(

@@ -581,6 +581,9 @@ impl Room {
         } else if self.config.pow_difficulty > 0 {
             match &options.pow {
                 None => Some(StoreError::PowRequired),
+                Some(solved) if solved.difficulty < self.config.pow_difficulty => {
+                    Some(StoreError::PowTooEasy)
+                }
                 Some(solved) if self.used_pow.contains_key(&solved.id) => {
                     Some(StoreError::PowReused)
                 }

@@ -3,26 +3,20 @@
 //! script touches one Redis Cluster slot. Events go out on the room's
 //! channel; every node's hub hears them and updates its own sockets.
 //!
-//! `redis://host:port/` is one server (events on a pattern subscription);
-//! `redis+cluster://host:port,host:port/` is a cluster (events on sharded
-//! channels, SSUBSCRIBE/SPUBLISH, Redis 7).
+//! On one server (`redis://`, or Sentinel's master) events go out on a
+//! pattern subscription; on a cluster (`redis+cluster://`) on sharded
+//! channels, SSUBSCRIBE/SPUBLISH, Redis 7. How the store connects is
+//! `connection`'s.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::thread::ThreadId;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::ClusterClient;
-use redis::cluster_async::ClusterConnection;
-use redis::{
-    AsyncCommands, Cmd, Pipeline, ProtocolVersion, PushInfo, PushKind, RedisError, RedisFuture,
-    Script, Value,
-};
+use redis::{AsyncCommands, PushInfo, PushKind, RedisError, Script, Value};
 use tokio::sync::{broadcast, mpsc};
 
+use super::connection::{Connection, Link, RedisOptions, unavailable};
 use super::sale::sale_keys;
 use super::script_error::ScriptError;
 use crate::store::{JoinOptions, Store, StoreError, Tick, TickReport};
@@ -36,10 +30,7 @@ use crate::words::{
 };
 
 const ROOMS_KEY: &str = "wr:rooms";
-const EVENTS_PATTERN: &str = "wr:*:events";
 const EVENT_BUFFER: usize = 4_096;
-/// A request that takes longer than this counts as the store being down.
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 
 macro_rules! script {
     ($file:literal) => {
@@ -91,102 +82,10 @@ impl Scripts {
     }
 }
 
-/// One server through a reconnecting manager, or a cluster.
-#[derive(Clone)]
-enum Connection {
-    Single(ConnectionManager),
-    Cluster(ClusterConnection),
-    /// An actix worker's own connection to a single server: forgotten on a
-    /// connection-level error, so that the worker's next call makes a fresh
-    /// one (as the shared one reconnects) instead of failing again.
-    Worker(ConnectionManager, Arc<WorkerConnections>),
-}
-
-impl ConnectionLike for Connection {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        let send = move |mut c: ConnectionManager| async move { c.send_packed_command(cmd).await };
-        match self {
-            Connection::Single(c) => Box::pin(again_if_it_never_ran(c, send)),
-            Connection::Cluster(c) => c.req_packed_command(cmd),
-            Connection::Worker(c, workers) => {
-                workers.watch(Box::pin(again_if_it_never_ran(c, send)))
-            }
-        }
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        cmd: &'a Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> RedisFuture<'a, Vec<Value>> {
-        let send = move |mut c: ConnectionManager| async move {
-            c.send_packed_commands(cmd, offset, count).await
-        };
-        match self {
-            Connection::Single(c) => Box::pin(again_if_it_never_ran(c, send)),
-            Connection::Cluster(c) => c.req_packed_commands(cmd, offset, count),
-            Connection::Worker(c, workers) => {
-                workers.watch(Box::pin(again_if_it_never_ran(c, send)))
-            }
-        }
-    }
-
-    fn get_db(&self) -> i64 {
-        match self {
-            Connection::Single(c) | Connection::Worker(c, _) => c.get_db(),
-            Connection::Cluster(c) => c.get_db(),
-        }
-    }
-}
-
-/// Sends a request, and again when an attempt is known not to have run:
-/// - it could not even connect. A manager whose reconnect attempts ran out
-///   while Redis was away keeps that failure as its connection until a call
-///   finds it: that call, the first after Redis returns, fails without
-///   having reached Redis (and sets the manager reconnecting), so it is sent
-///   once more, whatever it does;
-/// - Redis answered that it is still loading its data after a restart (it
-///   ran nothing): sent again after a pause, for up to a second.
-///
-/// A connection that broke while a request was out is not retried: the
-/// request may have run.
-async fn again_if_it_never_ran<T, Sent>(
-    connection: &ConnectionManager,
-    send: impl Fn(ConnectionManager) -> Sent,
-) -> Result<T, RedisError>
-where
-    Sent: Future<Output = Result<T, RedisError>>,
-{
-    const LOADING_PAUSE: Duration = Duration::from_millis(100);
-    const LOADING_ATTEMPTS: usize = 10;
-    let mut reconnected = false;
-    let mut loading = 0;
-    loop {
-        match send(connection.clone()).await {
-            Err(error) if error.is_connection_refusal() && !reconnected => reconnected = true,
-            Err(error)
-                if error.kind()
-                    == redis::ErrorKind::Server(redis::ServerErrorKind::BusyLoading)
-                    && loading < LOADING_ATTEMPTS =>
-            {
-                loading += 1;
-                tokio::time::sleep(LOADING_PAUSE).await;
-            }
-            answer => return answer,
-        }
-    }
-}
-
 pub struct RedisStore {
-    commands: Connection,
-    /// On a single Redis, each actix worker's own connection (see
-    /// [`RedisStore::connection`]).
-    per_worker: Option<Arc<WorkerConnections>>,
-    /// Receives room events; on a cluster, subscribed room by room.
-    subscriber: Connection,
-    /// Rooms whose sharded channel this node subscribed to (cluster only).
-    watched: Mutex<HashSet<RoomId>>,
+    /// One server (at an address, or Sentinel's master) or a Cluster,
+    /// followed through restarts and failovers.
+    link: Arc<Link>,
     scripts: Arc<Scripts>,
     /// Tests drive time; in production the scripts read Redis server time.
     clock: Option<SharedClock>,
@@ -195,44 +94,6 @@ pub struct RedisStore {
     /// make each entrant's draw key (Lua has no HMAC). The join script
     /// checks the seed's commitment, so a stale one is only a retry.
     draw_seeds: Mutex<HashMap<RoomId, Arc<DrawSeed>>>,
-}
-
-/// Connections made on the threads that answer HTTP, one per thread, driven
-/// by that thread's own runtime. With one shared connection a join's answer
-/// crossed from its actix worker to the multiplexer's task on another
-/// thread and back: those wake-ups were the biggest part of a node's CPU per
-/// Redis join (BENCHMARKS.md, issue 14, item 3). Each reconnects by itself
-/// (RESP3 tells it of a disconnect), and a call that finds its reconnect
-/// attempts spent is sent again ([`again_if_it_never_ran`]), so the first
-/// call after Redis returns succeeds; one that failed a call is dropped and
-/// made again on the worker's next call.
-struct WorkerConnections {
-    client: redis::Client,
-    config: ConnectionManagerConfig,
-    by_thread: Mutex<HashMap<ThreadId, Arc<tokio::sync::OnceCell<ConnectionManager>>>>,
-}
-
-impl WorkerConnections {
-    /// `answer`, forgetting this thread's connection if it fails with an
-    /// error of the connection itself (not a script's refusal).
-    fn watch<'a, T: Send + 'a>(self: &Arc<Self>, answer: RedisFuture<'a, T>) -> RedisFuture<'a, T> {
-        let workers = self.clone();
-        Box::pin(async move {
-            let answer = answer.await;
-            if let Err(error) = &answer
-                && (error.is_io_error()
-                    || error.is_connection_dropped()
-                    || error.is_connection_refusal()
-                    || error.is_timeout())
-            {
-                workers
-                    .by_thread
-                    .lock()
-                    .remove(&std::thread::current().id());
-            }
-            answer
-        })
-    }
 }
 
 /// The keys of one room, in the order every script expects them.
@@ -261,106 +122,25 @@ fn channel(room: &RoomId) -> String {
     format!("wr:{{{room}}}:events")
 }
 
-/// The seed nodes of a `redis+cluster://a:1,b:2/` URL, or `None` for one server.
-fn cluster_seeds(url: &str) -> Option<Vec<String>> {
-    let (scheme, rest) = url.split_once("+cluster://")?;
-    let hosts = rest.split(['/', '?']).next().unwrap_or_default();
-    Some(
-        hosts
-            .split(',')
-            .map(|host| format!("{scheme}://{host}/"))
-            .collect(),
-    )
-}
-
-fn with_resp3(url: &str) -> String {
-    if url.contains("protocol=") {
-        url.to_string()
-    } else if url.contains('?') {
-        format!("{url}&protocol=resp3")
-    } else {
-        format!("{url}?protocol=resp3")
-    }
-}
-
-fn unavailable(error: RedisError) -> StoreError {
-    StoreError::Unavailable(error.to_string())
-}
-
 impl RedisStore {
     /// Connects to Redis and subscribes to every room's events. `clock`:
     /// `None` in production (Redis server time decides), a driven clock in tests.
     pub async fn connect(url: &str, clock: Option<SharedClock>) -> Result<Self, StoreError> {
+        Self::connect_with(url, &RedisOptions::default(), clock).await
+    }
+
+    /// [`RedisStore::connect`], with TLS roots and durability from `options`.
+    pub async fn connect_with(
+        url: &str,
+        options: &RedisOptions,
+        clock: Option<SharedClock>,
+    ) -> Result<Self, StoreError> {
         let (push_tx, push_rx) = mpsc::unbounded_channel();
-        let (commands, subscriber, per_worker) = match cluster_seeds(url) {
-            Some(seeds) => {
-                let builder = || {
-                    ClusterClient::builder(seeds.clone())
-                        .use_protocol(ProtocolVersion::RESP3)
-                        .response_timeout(RESPONSE_TIMEOUT)
-                        .connection_timeout(RESPONSE_TIMEOUT)
-                };
-                let commands = builder()
-                    .build()
-                    .map_err(unavailable)?
-                    .get_async_connection()
-                    .await;
-                let subscriber = builder()
-                    .push_sender(push_tx)
-                    .build()
-                    .map_err(unavailable)?
-                    .get_async_connection()
-                    .await;
-                (
-                    Connection::Cluster(commands.map_err(unavailable)?),
-                    Connection::Cluster(subscriber.map_err(unavailable)?),
-                    None,
-                )
-            }
-            None => {
-                let client = redis::Client::open(with_resp3(url))
-                    .map_err(|e| StoreError::Unavailable(format!("invalid Redis URL: {e}")))?;
-                let config = ConnectionManagerConfig::new()
-                    .set_response_timeout(Some(RESPONSE_TIMEOUT))
-                    .set_connection_timeout(Some(RESPONSE_TIMEOUT))
-                    .set_number_of_retries(2)
-                    .set_max_delay(Duration::from_millis(500));
-                let config_for_workers = config.clone();
-                let commands = client
-                    .get_connection_manager_with_config(config.clone())
-                    .await
-                    .map_err(unavailable)?;
-                let mut subscriber = client
-                    .get_connection_manager_with_config(
-                        config
-                            .set_push_sender(push_tx)
-                            .set_automatic_resubscription(),
-                    )
-                    .await
-                    .map_err(unavailable)?;
-                subscriber
-                    .psubscribe(EVENTS_PATTERN)
-                    .await
-                    .map_err(unavailable)?;
-                let per_worker = Arc::new(WorkerConnections {
-                    client,
-                    config: config_for_workers,
-                    by_thread: Mutex::new(HashMap::new()),
-                });
-                (
-                    Connection::Single(commands),
-                    Connection::Single(subscriber),
-                    Some(per_worker),
-                )
-            }
-        };
         let events = broadcast::channel(EVENT_BUFFER).0;
-        tokio::spawn(forward_events(push_rx, subscriber.clone(), events.clone()));
+        let link = Arc::new(Link::connect(url, options, push_tx, events.clone()).await?);
+        tokio::spawn(forward_events(push_rx, link.clone(), events.clone()));
         Ok(Self {
-            commands,
-            per_worker,
-            subscriber,
-            watched: Mutex::new(HashSet::new()),
+            link,
             scripts: Arc::new(Scripts::load()),
             clock,
             events,
@@ -369,9 +149,10 @@ impl RedisStore {
     }
 
     fn publish_command(&self) -> &'static str {
-        match self.commands {
-            Connection::Single(_) | Connection::Worker(..) => "PUBLISH",
-            Connection::Cluster(_) => "SPUBLISH",
+        if self.link.is_cluster() {
+            "SPUBLISH"
+        } else {
+            "PUBLISH"
         }
     }
 
@@ -395,37 +176,8 @@ impl RedisStore {
         invocation.invoke_async(&mut connection).await
     }
 
-    /// The connection for a call from this thread: on an actix worker (a
-    /// current-thread runtime) its own, made on first use; elsewhere (the
-    /// promoter, the hub, a cluster) the shared one.
     async fn connection(&self) -> Connection {
-        let on_worker = tokio::runtime::Handle::try_current().is_ok_and(|handle| {
-            handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
-        });
-        if let (Some(workers), true) = (&self.per_worker, on_worker) {
-            let cell = workers
-                .by_thread
-                .lock()
-                .entry(std::thread::current().id())
-                .or_default()
-                .clone();
-            let made = cell
-                .get_or_try_init(|| {
-                    workers
-                        .client
-                        .get_connection_manager_with_config(workers.config.clone())
-                })
-                .await;
-            match made {
-                Ok(connection) => return Connection::Worker(connection.clone(), workers.clone()),
-                // Redis is down: the shared connection fails too, and the
-                // request reports that; a warning per request would flood.
-                Err(error) => {
-                    tracing::debug!(%error, "no connection of this worker's own; using the shared one")
-                }
-            }
-        }
-        self.commands.clone()
+        self.link.connection().await
     }
 
     fn now_arg(&self) -> String {
@@ -476,6 +228,7 @@ impl RedisStore {
                 Some(ScriptError::UserRequired) => StoreError::UserRequired,
                 Some(ScriptError::PowRequired) => StoreError::PowRequired,
                 Some(ScriptError::PowReused) => StoreError::PowReused,
+                Some(ScriptError::PowTooEasy) => StoreError::PowTooEasy,
                 Some(ScriptError::NotAccepting) => StoreError::NotAccepting,
                 Some(ScriptError::NoDraw) => StoreError::NoDraw,
                 Some(ScriptError::NotDrawn) => StoreError::NotDrawn,
@@ -562,6 +315,11 @@ impl RedisStore {
             commitment,
             entry,
             key,
+            options
+                .pow
+                .as_ref()
+                .map(|p| p.difficulty.to_string())
+                .unwrap_or_default(),
         ];
         let mut reply: Vec<Value> = self
             .run_with_keys(&self.scripts.join, id, &keys, args)
@@ -882,7 +640,7 @@ fn room_of_channel(channel: &str) -> Option<RoomId> {
 /// pinging so the manager reconnects (and resubscribes), then says `Resumed`.
 async fn forward_events(
     mut pushes: mpsc::UnboundedReceiver<PushInfo>,
-    subscriber: Connection,
+    link: Arc<Link>,
     events: broadcast::Sender<StoreEvent>,
 ) {
     let mut interrupted = false;
@@ -908,7 +666,7 @@ async fn forward_events(
                 interrupted = true;
                 tracing::warn!("lost the connection to Redis; reconnecting");
                 let _ = events.send(StoreEvent::Interrupted);
-                tokio::spawn(reconnect(subscriber.clone()));
+                link.on_disconnection();
             }
             PushKind::PSubscribe | PushKind::SSubscribe if interrupted => {
                 interrupted = false;
@@ -917,17 +675,6 @@ async fn forward_events(
             }
             _ => {}
         }
-    }
-}
-
-/// Pings until Redis answers: each attempt makes the manager reconnect.
-async fn reconnect(mut subscriber: Connection) {
-    loop {
-        let pong: Result<String, _> = redis::cmd("PING").query_async(&mut subscriber).await;
-        if pong.is_ok() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 
@@ -1193,18 +940,7 @@ impl Store for RedisStore {
     }
 
     async fn watch(&self, room: &RoomId) -> Result<(), StoreError> {
-        let Connection::Cluster(subscriber) = &self.subscriber else {
-            return Ok(()); // one server: the pattern subscription hears every room
-        };
-        if !self.watched.lock().insert(room.clone()) {
-            return Ok(());
-        }
-        let mut subscriber = subscriber.clone();
-        if let Err(error) = subscriber.ssubscribe(channel(room)).await {
-            self.watched.lock().remove(room);
-            return Err(unavailable(error));
-        }
-        Ok(())
+        self.link.watch(&channel(room)).await.map_err(unavailable)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

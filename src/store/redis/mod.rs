@@ -2,7 +2,9 @@
 //! (`lua/*.lua`) per operation, room events over (sharded) pub/sub.
 
 mod admission;
+mod connection;
 mod sale;
 mod script_error;
 
 pub use admission::RedisStore;
+pub use connection::RedisOptions;

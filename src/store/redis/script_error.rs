@@ -22,6 +22,8 @@ pub enum ScriptError {
     UserRequired,
     PowRequired,
     PowReused,
+    /// The solution's challenge is easier than the room's `pow_difficulty`.
+    PowTooEasy,
     /// `reject`, or past `closes_at`.
     NotAccepting,
     /// The node joined a pre-queue without the room's draw seed (or an old one).
@@ -64,6 +66,7 @@ impl ScriptError {
             "USERREQUIRED" => Self::UserRequired,
             "POWREQUIRED" => Self::PowRequired,
             "POWREUSED" => Self::PowReused,
+            "POWTOOEASY" => Self::PowTooEasy,
             "NOTACCEPTING" => Self::NotAccepting,
             "DRAWSEED" => Self::DrawSeed,
             "NODRAW" => Self::NoDraw,

@@ -1,30 +1,63 @@
-//! A `waitroom` binary running as a process of its own, for what only a
-//! process shows: signals, exit codes, restarts. Started on a fresh port
-//! through [`crate::ports`]; killed when dropped.
+//! The `waitroom` binary as operators run it: a node process on a free
+//! port, with the flags a test gives, killed when dropped. For what only a
+//! real process shows (signals, exit codes, real time, a node that dies or
+//! is restarted).
 
-use std::process::{Child, Command, ExitStatus};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::ports::{spawn_listening, wait_until_listening};
 
+/// The admin token every node started here takes.
+pub const ADMIN_TOKEN: &str = "an-admin-token-for-the-tests-0123456789";
+/// The secret every node started here shares, so they serve one deployment.
+pub const SECRET: &str = "a-secret-shared-by-the-test-nodes";
 /// How long a node may take to listen.
 const STARTUP: Duration = Duration::from_secs(30);
 
-pub struct NodeProcess {
-    pub port: u16,
+pub struct Node {
     child: Child,
+    pub port: u16,
     /// Makes the node's command for a port, for a restart on the same one.
     command: Box<dyn FnMut(u16) -> Command + Send>,
 }
 
-impl NodeProcess {
+impl Node {
+    /// Starts `binary` (`env!("CARGO_BIN_EXE_waitroom")`) with `args` after
+    /// its address, admin token and secret; its log goes to the test's
+    /// output only when `WAITROOM_TEST_NODE_LOG` is set.
+    pub fn start(binary: impl AsRef<Path>, args: &[&str]) -> Self {
+        let binary = binary.as_ref().to_path_buf();
+        let args: Vec<String> = args.iter().map(|arg| arg.to_string()).collect();
+        let log = std::env::var_os("WAITROOM_TEST_NODE_LOG").is_some();
+        Self::start_with(move |port| {
+            let mut command = Command::new(&binary);
+            command
+                .args([
+                    "--listen",
+                    &format!("127.0.0.1:{port}"),
+                    "--admin-token",
+                    ADMIN_TOKEN,
+                    "--secret",
+                    SECRET,
+                ])
+                .args(&args)
+                .stdin(Stdio::null())
+                .stdout(if log { Stdio::inherit() } else { Stdio::null() })
+                .stderr(if log { Stdio::inherit() } else { Stdio::null() });
+            command
+        })
+    }
+
     /// Starts the node `command(port)` makes (it must listen on
-    /// `127.0.0.1:port`) on a fresh port, and returns once it listens.
-    pub fn start(mut command: impl FnMut(u16) -> Command + Send + 'static) -> Self {
-        let (child, port) = spawn_listening("the waitroom node", STARTUP, &mut command);
+    /// `127.0.0.1:port`), for flags, environment or output of the test's
+    /// own, on a fresh port; returns once it listens.
+    pub fn start_with(mut command: impl FnMut(u16) -> Command + Send + 'static) -> Self {
+        let (child, port) = spawn_listening("waitroom", STARTUP, &mut command);
         Self {
-            port,
             child,
+            port,
             command: Box::new(command),
         }
     }
@@ -77,29 +110,27 @@ impl NodeProcess {
         }
     }
 
-    /// Sends the process a signal (`TERM`, `INT`).
+    /// Sends the node a signal (`"-TERM"`, `"-INT"`, `"-KILL"`).
     pub fn signal(&self, signal: &str) {
         let sent = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(self.child.id().to_string())
+            .args([signal, &self.child.id().to_string()])
             .status()
             .expect("kill runs");
-        assert!(sent.success(), "kill -{signal} failed");
+        assert!(sent.success(), "kill {signal} {}", self.child.id());
     }
 
-    /// Waits for the process to end by itself (at most 30 s).
-    pub async fn exit(&mut self) -> ExitStatus {
-        let deadline = Instant::now() + Duration::from_secs(30);
+    /// Waits for the process to end, at most `within`; its exit code.
+    pub fn wait(&mut self, within: Duration) -> Option<i32> {
+        let deadline = Instant::now() + within;
         loop {
-            if let Some(exit) = self.child.try_wait().unwrap() {
-                return exit;
+            if let Some(status) = self.child.try_wait().expect("the node's status") {
+                return status.code();
             }
             assert!(
                 Instant::now() < deadline,
-                "the node on port {} did not exit",
-                self.port
+                "the node did not exit within {within:?}"
             );
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
@@ -119,7 +150,7 @@ impl NodeProcess {
     }
 }
 
-impl Drop for NodeProcess {
+impl Drop for Node {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

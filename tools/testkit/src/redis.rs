@@ -173,6 +173,8 @@ impl Drop for RedisServer {
 pub struct RedisCluster {
     /// The masters as created first, then their replicas.
     nodes: Vec<RedisServer>,
+    /// Nodes stalled with SIGSTOP: not asked anything until resumed.
+    paused: std::sync::Mutex<std::collections::HashSet<usize>>,
 }
 
 /// One line of `CLUSTER NODES`.
@@ -205,6 +207,8 @@ impl RedisCluster {
                         "1000",
                         "--cluster-replica-validity-factor",
                         "0",
+                        "--repl-diskless-sync-delay",
+                        "0",
                         "--save",
                         "",
                         "--appendonly",
@@ -229,10 +233,13 @@ impl RedisCluster {
                 "redis-cli is needed for the cluster tests: run ./scripts/test, which installs it",
             );
         assert!(created.success(), "redis-cli --cluster create failed");
-        let cluster = Self { nodes };
+        let cluster = Self {
+            nodes,
+            paused: Default::default(),
+        };
         let deadline = Instant::now() + Duration::from_secs(30);
         for node in 0..cluster.nodes.len() {
-            while !cluster.node_sees_everyone_ok(node) {
+            while !cluster.node_sees_everyone_ok(node) || !cluster.replica_in_sync(node) {
                 assert!(Instant::now() < deadline, "the cluster did not come up");
                 std::thread::sleep(Duration::from_millis(50));
             }
@@ -248,6 +255,11 @@ impl RedisCluster {
             .map(|n| format!("127.0.0.1:{}", n.port))
             .collect();
         format!("redis+cluster://{}/", hosts.join(","))
+    }
+
+    /// The URL of the cluster with one node as its only seed.
+    pub fn url_through(&self, node: usize) -> String {
+        format!("redis+cluster://127.0.0.1:{}/", self.nodes[node].port)
     }
 
     pub fn node(&self, index: usize) -> &RedisServer {
@@ -287,11 +299,13 @@ impl RedisCluster {
     /// Stalls a node (SIGSTOP): it holds its connections and answers nothing.
     pub fn pause(&self, node: usize) {
         self.signal(node, "-STOP");
+        self.paused.lock().unwrap().insert(node);
     }
 
     /// Lets a stalled node go on (SIGCONT).
     pub fn resume(&self, node: usize) {
         self.signal(node, "-CONT");
+        self.paused.lock().unwrap().remove(&node);
     }
 
     fn signal(&self, node: usize, signal: &str) {
@@ -320,9 +334,7 @@ impl RedisCluster {
     pub fn wait_for_failover(&self, key: &str, old: usize, within: Duration) -> usize {
         let deadline = Instant::now() + within;
         loop {
-            let live: Vec<usize> = (0..self.nodes.len())
-                .filter(|&i| self.nodes[i].pid().is_some())
-                .collect();
+            let live = self.live();
             if let Some(&asked) = live.first() {
                 let slot = self.slot_of_via(asked, key);
                 let promoted = self.cluster_nodes_of(asked).into_iter().find(|n| {
@@ -356,11 +368,17 @@ impl RedisCluster {
             .unwrap_or_else(|e| panic!("cluster node {node}: {e}"))
     }
 
+    /// The nodes that run and are not stalled.
+    fn live(&self) -> Vec<usize> {
+        let paused = self.paused.lock().unwrap();
+        (0..self.nodes.len())
+            .filter(|i| self.nodes[*i].pid().is_some() && !paused.contains(i))
+            .collect()
+    }
+
     /// A live node to ask.
     fn any_live(&self) -> usize {
-        (0..self.nodes.len())
-            .find(|&i| self.nodes[i].pid().is_some())
-            .expect("a cluster node runs")
+        *self.live().first().expect("a cluster node runs")
     }
 
     fn slot_of(&self, key: &str) -> u16 {
@@ -395,6 +413,16 @@ impl RedisCluster {
             return false;
         };
         info.contains("cluster_state:ok")
+    }
+
+    /// A master, or a replica whose first sync with its master is done (a
+    /// replica promoted before that would have nothing).
+    fn replica_in_sync(&self, node: usize) -> bool {
+        self.nodes[node].info("replication").is_some_and(|info| {
+            info.contains("role:master")
+                || (info.contains("master_link_status:up")
+                    && info.contains("master_sync_in_progress:0"))
+        })
     }
 
     /// The cluster is ok on `node`, and it knows every node, none failing.

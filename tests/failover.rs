@@ -1,0 +1,325 @@
+//! The store fails over and the service goes on: a Redis Cluster master
+//! killed in the middle of a sale, with nodes that follow the promoted
+//! replica by themselves.
+//!
+//! Each test starts its own cluster (three masters with replicas, failure
+//! detected within a second), two `waitroom` processes on it (real time,
+//! as operators run them), and buyers who claim and confirm while the
+//! room's master is killed.
+
+use waitroom_testkit as support;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use support::node::{ADMIN_TOKEN, Node};
+use support::redis::RedisCluster;
+
+/// How long the tests wait for the nodes to come back: generous, since a
+/// test waits and does not time; the measured time is printed.
+const RECOVERY_PATIENCE: Duration = Duration::from_secs(30);
+const BUYERS: usize = 64;
+
+fn nodes_on(url: &str, count: usize) -> Vec<Node> {
+    (0..count)
+        .map(|_| Node::start(env!("CARGO_BIN_EXE_waitroom"), &["--redis-url", url]))
+        .collect()
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap()
+}
+
+/// A visitor's join on `node`: the status, if it answered 200.
+async fn join(node: &Node, room: &str) -> Option<Value> {
+    let response = http()
+        .post(node.url(&format!("/api/rooms/{room}/join")))
+        .send()
+        .await
+        .ok()?;
+    (response.status() == 200).then_some(())?;
+    response.json().await.ok()
+}
+
+/// A room everyone passes straight into, selling more than the buyers take
+/// in a test; the buyers' passes.
+async fn open_sale(nodes: &[Node], room: &str) -> Vec<String> {
+    let created = http()
+        .post(nodes[0].url("/api/admin/rooms"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"id": room, "name": room, "target_url": "/sold",
+            "admit_per_tick": 100_000, "abandon_after_s": 86_400, "pass_ttl_s": 86_400}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let put = http()
+        .put(nodes[0].url(&format!("/api/admin/rooms/{room}/sale")))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"stock": 1_000_000, "per_user_limit": 1_000, "hold_ttl_s": 3_600}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), 200);
+    let mut passes = Vec::new();
+    for i in 0..BUYERS {
+        let status = join(&nodes[i % nodes.len()], room).await.unwrap();
+        assert_eq!(status["state"], "admitted");
+        passes.push(status["pass"].as_str().unwrap().to_owned());
+    }
+    passes
+}
+
+/// What one call answered, when it was sent, on which node.
+#[derive(Clone, Copy, Debug)]
+struct Outcome {
+    sent: Instant,
+    node: usize,
+    ok: bool,
+}
+
+/// One claim and its confirmation; whether both succeeded.
+async fn buy(http: &reqwest::Client, node: &Node, room: &str, pass: &str) -> bool {
+    let Ok(claimed) = http
+        .post(node.url(&format!("/api/rooms/{room}/sale/claims")))
+        .bearer_auth(pass)
+        .json(&json!({"quantity": 1}))
+        .send()
+        .await
+    else {
+        return false;
+    };
+    if claimed.status() != 201 {
+        return false;
+    }
+    let Ok(claim) = claimed.json::<Value>().await else {
+        return false;
+    };
+    let confirm = http
+        .post(node.url(&format!(
+            "/api/rooms/{room}/sale/claims/{}/confirm",
+            claim["claim_id"].as_str().unwrap()
+        )))
+        .bearer_auth(pass)
+        .send()
+        .await;
+    confirm.is_ok_and(|c| c.status() == 200)
+}
+
+/// Buyers buying (about 100 purchases a second among them, each buyer one
+/// purchase at a time) and visitors joining on every node until `stop`:
+/// every outcome.
+async fn keep_buying(
+    nodes: &[Node],
+    room: &str,
+    passes: &[String],
+    stop: &AtomicBool,
+) -> Vec<(&'static str, Outcome)> {
+    let outcomes = Mutex::new(Vec::new());
+    let pace = Duration::from_millis(10 * BUYERS as u64);
+    let buyers = passes.iter().enumerate().map(|(i, pass)| {
+        let outcomes = &outcomes;
+        async move {
+            let node = i % nodes.len();
+            let http = http();
+            while !stop.load(Ordering::Relaxed) {
+                let sent = Instant::now();
+                let ok = buy(&http, &nodes[node], room, pass).await;
+                outcomes.lock().push(("sale", Outcome { sent, node, ok }));
+                tokio::time::sleep(pace.saturating_sub(sent.elapsed())).await;
+            }
+        }
+    });
+    // Joins go out every 50 ms whether earlier ones answered or not, so they
+    // show when a node's new calls succeed again, not when its hung ones end.
+    let joiners = (0..nodes.len()).map(|node| {
+        let outcomes = &outcomes;
+        async move {
+            let mut joins = futures_util::stream::FuturesUnordered::new();
+            let mut every = tokio::time::interval(Duration::from_millis(50));
+            while !stop.load(Ordering::Relaxed) {
+                tokio::select! {
+                    _ = every.tick() => joins.push(async move {
+                        let sent = Instant::now();
+                        let ok = join(&nodes[node], room).await.is_some();
+                        ("join", Outcome { sent, node, ok })
+                    }),
+                    Some(outcome) = futures_util::StreamExt::next(&mut joins) => outcomes.lock().push(outcome),
+                }
+            }
+            while let Some(outcome) = futures_util::StreamExt::next(&mut joins).await {
+                outcomes.lock().push(outcome);
+            }
+        }
+    });
+    futures_util::join!(join_all(buyers), join_all(joiners));
+    outcomes.into_inner()
+}
+
+/// The moment from which every call of `kind` sent on `node` succeeded.
+fn recovered_at(outcomes: &[(&'static str, Outcome)], kind: &str, node: usize) -> Option<Instant> {
+    let mut sent: Vec<&Outcome> = outcomes
+        .iter()
+        .filter(|(k, o)| *k == kind && o.node == node)
+        .map(|(_, o)| o)
+        .collect();
+    sent.sort_by_key(|o| o.sent);
+    let last_failure = sent.iter().rposition(|o| !o.ok);
+    let first_good = match last_failure {
+        Some(i) => sent.get(i + 1)?,
+        None => sent.first()?,
+    };
+    Some(first_good.sent)
+}
+
+/// How the room's master fails.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Failure {
+    /// SIGKILL: its connections are refused and reset.
+    Killed,
+    /// SIGSTOP: it holds its connections and answers nothing, as a frozen
+    /// host or a partition does; calls time out.
+    Stalled,
+}
+
+/// A room on the same master as `room`'s, so that its events ride the
+/// failover too.
+fn room_on_the_master_of(cluster: &RedisCluster, room: &str) -> String {
+    let master = cluster.master_of(&format!("wr:{{{room}}}:room"));
+    (0..)
+        .map(|i| format!("line-{i}"))
+        .find(|line| cluster.master_of(&format!("wr:{{{line}}}:room")) == master)
+        .unwrap()
+}
+
+/// Two nodes on a cluster of three masters with a replica each; 64 buyers
+/// claim and confirm (about 100 a second) and visitors join on both nodes
+/// while the room's master fails; a visitor waits on a socket in another
+/// room of that master. Every node must follow the promoted replica by
+/// itself: sales and joins succeed again on both nodes, and the socket
+/// hears its admission.
+async fn fail_over_mid_sale(failure: Failure) {
+    let mut cluster = tokio::task::spawn_blocking(|| RedisCluster::start_with_replicas(1))
+        .await
+        .unwrap();
+    let room = "failover";
+    let nodes = nodes_on(&cluster.url(), 2);
+    let passes = open_sale(&nodes, room).await;
+    let line = room_on_the_master_of(&cluster, room);
+    let mut waiting = waiting_visitor(&nodes, &line).await;
+    let stop = AtomicBool::new(false);
+
+    let key = format!("wr:{{{room}}}:room");
+    let load = keep_buying(&nodes, room, &passes, &stop);
+    let failover = async {
+        // The sale is going on before the master fails.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let master = cluster.master_of(&key);
+        let failed_at = Instant::now();
+        match failure {
+            Failure::Killed => cluster.kill(master),
+            Failure::Stalled => cluster.pause(master),
+        }
+        let cluster = &cluster;
+        let promoted = tokio::task::block_in_place(|| {
+            cluster.wait_for_failover(&key, master, RECOVERY_PATIENCE)
+        });
+        let promoted_at = Instant::now();
+        // The nodes have this long to follow the new master.
+        tokio::time::sleep(RECOVERY_PATIENCE).await;
+        stop.store(true, Ordering::Relaxed);
+        (master, failed_at, promoted_at, promoted)
+    };
+    let (outcomes, (master, failed_at, promoted_at, promoted)) =
+        futures_util::join!(load, failover);
+
+    let count = |kind: &str, ok: bool, from: Instant, to: Instant| {
+        outcomes
+            .iter()
+            .filter(|(k, o)| *k == kind && o.ok == ok && o.sent >= from && o.sent < to)
+            .count()
+    };
+    let end = Instant::now();
+    let before = count("sale", true, failed_at - Duration::from_secs(2), failed_at);
+    assert!(before > 0, "buyers bought before the failover");
+    println!(
+        "{failure:?}: replica {promoted} took over from master {master} {:.1} s after it failed; \
+         purchases: {before} before, {} after the promotion; calls failed: {} sales, {} joins",
+        (promoted_at - failed_at).as_secs_f64(),
+        count("sale", true, promoted_at, end),
+        count("sale", false, failed_at, end),
+        count("join", false, failed_at, end),
+    );
+    for kind in ["sale", "join"] {
+        for node in 0..nodes.len() {
+            let back = recovered_at(&outcomes, kind, node).unwrap_or_else(|| {
+                panic!(
+                    "{kind} calls on node {node} still failed {} s after the promotion",
+                    RECOVERY_PATIENCE.as_secs()
+                )
+            });
+            println!(
+                "{failure:?}: every {kind} sent to node {node} succeeded from {:.1} s after the promotion ({:.1} s after the failure)",
+                back.saturating_duration_since(promoted_at).as_secs_f64(),
+                back.saturating_duration_since(failed_at).as_secs_f64(),
+            );
+        }
+    }
+    // Events of the failed master's slots reach the sockets again.
+    let resumed = http()
+        .patch(nodes[0].url(&format!("/api/admin/rooms/{line}")))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"paused": false}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resumed.status(), 200);
+    loop {
+        let status = support::next_status(&mut waiting).await;
+        if status["state"] == "admitted" {
+            break;
+        }
+    }
+}
+
+/// A visitor waiting in a paused room `line`, its socket on the second node.
+async fn waiting_visitor(nodes: &[Node], line: &str) -> support::Socket {
+    let created = http()
+        .post(nodes[0].url("/api/admin/rooms"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(
+            &json!({"id": line, "name": line, "target_url": "/in", "paused": true,
+            "tick_ms": 200, "abandon_after_s": 86_400}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let status = join(&nodes[0], line).await.unwrap();
+    assert_eq!(status["state"], "waiting");
+    let url = nodes[1]
+        .url(&format!(
+            "/api/rooms/{line}/ws?ticket={}",
+            status["ticket"].as_str().unwrap()
+        ))
+        .replacen("http", "ws", 1);
+    let (mut socket, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    assert_eq!(support::next_status(&mut socket).await["position"], 1);
+    socket
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cluster_master_killed_mid_sale_is_followed_by_every_node() {
+    fail_over_mid_sale(Failure::Killed).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cluster_master_stalled_mid_sale_is_followed_by_every_node() {
+    fail_over_mid_sale(Failure::Stalled).await;
+}
