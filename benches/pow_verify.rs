@@ -108,13 +108,13 @@ fn main() {
 
     // A warm-up round, then the timed ones.
     for payload in &payloads {
-        pow::check(KEY, payload, &room, NOW).unwrap();
+        pow::check(&[KEY], payload, &room, NOW).unwrap();
     }
     measure(
         &format!("pow::check ({SOLUTIONS} distinct solutions × {ROUNDS} rounds)"),
         SOLUTIONS * ROUNDS,
         |i| {
-            let solved = pow::check(KEY, &payloads[i % SOLUTIONS], &room, NOW);
+            let solved = pow::check(&[KEY], &payloads[i % SOLUTIONS], &room, NOW);
             assert!(std::hint::black_box(solved).is_ok());
         },
     );

@@ -2,7 +2,8 @@
 -- since the stored time of the last tick decides. Work is O(admitted +
 -- abandoned), never O(waiting); the opening is O(1), since each entrant's
 -- place in the draw was fixed when they joined. Returns
--- { ran (1 or 0), admitted, abandoned, no-shows, waiting, active, next due in ms }.
+-- { ran (1 or 0), admitted, abandoned, no-shows, waiting, active, next due in ms,
+-- arrival resumptions (see resume_arrivals.lua) }.
 local room = load_room()
 if not room then return redis.error_reply('NOROOM') end
 if room.closed == '1' then return redis.error_reply('CLOSED') end
@@ -10,6 +11,7 @@ local now = now_ms()
 local tick_ms = num(room, 'tick_ms')
 local last_tick = num(room, 'last_tick')
 local waiting, active = waiting_count(), redis.call('ZCARD', K_ACTIVE)
+local resumptions = num(room, 'arrival_resumptions') or 0
 
 -- The opening is announced once, so that every node reads its pre-queue
 -- sockets' drawn positions; until then the next ask is due at the opening.
@@ -31,7 +33,7 @@ if opens_at and room.drawn ~= '1' and now < opens_at then
 end
 local ran = announced and 1 or 0
 if now < last_tick + tick_ms then
-  return { ran, 0, 0, 0, waiting, active, next_due }
+  return { ran, 0, 0, 0, waiting, active, next_due, resumptions }
 end
 -- An empty room with a full bucket has nothing to do: no write, no event,
 -- so asking an idle room costs a read (the promoter's heartbeat).
@@ -41,7 +43,7 @@ if waiting == 0 and active == 0 and num(room, 'tokens') >= num(room, 'admit_per_
   if redis.call('ZCARD', K_SEEN) > 0 then
     redis.call('ZREMRANGEBYSCORE', K_SEEN, '-inf', now - num(room, 'abandon_after_s') * 1000)
   end
-  return { ran, 0, 0, 0, 0, 0, tick_ms }
+  return { ran, 0, 0, 0, 0, 0, tick_ms, resumptions }
 end
 last_tick = last_tick + math.floor((now - last_tick) / tick_ms) * tick_ms
 expire_passes(now)
@@ -173,4 +175,5 @@ publish('tick|' .. summary_fields(room) .. '|' ..
   table.concat(admitted, ';') .. '|' .. table.concat(departed, ','))
 local due = last_tick + tick_ms - now
 if opens_at and room.drawn ~= '1' and now < opens_at then due = math.min(due, opens_at - now) end
-return { 1, #admitted, #departed, no_shows, waiting_count(), redis.call('ZCARD', K_ACTIVE), due }
+return { 1, #admitted, #departed, no_shows, waiting_count(), redis.call('ZCARD', K_ACTIVE), due,
+  resumptions }

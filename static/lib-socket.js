@@ -4,6 +4,14 @@
 // page says where to connect, how to poll, and whether it still wants news.
 import { backoff } from './lib-api.js';
 
+// Close code 1012 ("service restart"): the node is stopping and asks its
+// sockets to reconnect, which reaches another node behind the balancer.
+const SERVICE_RESTART = 1012;
+// Such a reconnection waits a random moment up to this long, so that the
+// crowd one node held does not land on the others in the same instant; it
+// polls only if the reconnection fails.
+const RESTART_JITTER_MS = 2000;
+
 // The ws:// or wss:// URL of a path on this host.
 export function socketUrl(path) {
   const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
@@ -62,14 +70,26 @@ export function statusSocket(opts) {
       if (msg && typeof msg === 'object' && msg.type === 'status') opts.onStatus(msg);
     };
     sock.onerror = function () { /* onclose follows */ };
-    sock.onclose = function () {
+    sock.onclose = function (ev) {
       if (ws !== sock) return;
       ws = null;
       stopPing();
       if (!opts.active()) return;
+      if (ev && ev.code === SERVICE_RESTART) {
+        reconnectAfterRestart();
+        return;
+      }
       startPolling();
       scheduleReconnect();
     };
+  }
+
+  function reconnectAfterRestart() {
+    if (retryTimer) return;
+    attempt = 0;
+    if (!pollTimer) opts.onConnection('reconnecting');
+    retryTimer = setTimeout(function () { retryTimer = null; connect(); },
+      Math.random() * RESTART_JITTER_MS);
   }
 
   function scheduleReconnect() {

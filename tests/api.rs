@@ -2473,3 +2473,134 @@ async fn draw_requests_for_rooms_without_one_and_bad_openings_get_clear_errors()
         .to_string();
     assert!(message.contains("pre-queue"), "{message}");
 }
+
+/// A verify call's status, error code (for a refusal) and how it was
+/// verified (`X-Waitroom-Verified`, for a 204).
+async fn verify_answer(app: &TestApp, room: &str, pass: &str) -> (u16, String) {
+    let response = app
+        .http
+        .get(app.url(&format!("/api/verify?room={room}")))
+        .bearer_auth(pass)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    if status == 204 {
+        let how = response
+            .headers()
+            .get("x-waitroom-verified")
+            .map_or("fully", |v| v.to_str().unwrap());
+        return (status, how.to_string());
+    }
+    let body: Value = response.json().await.unwrap();
+    (status, body["error"]["code"].as_str().unwrap().to_string())
+}
+
+async fn room_stats(app: &TestApp, room: &str) -> Value {
+    app.admin(Method::GET, &format!("/api/admin/rooms/{room}"))
+        .fetch_json()
+        .await["stats"]
+        .clone()
+}
+
+#[tokio::test]
+async fn while_the_store_is_unreachable_verify_goes_by_signature_and_the_grace_waits_for_its_return()
+ {
+    use std::sync::Arc;
+    use waitroom::words::VisitorId;
+    use waitroom::words::credentials::Credentials;
+
+    let clock = waitroom::words::clock::ManualClock::new(support::START_MS);
+    let (store, stores) = support::unreachable::Unreachable::memory(Arc::new(clock.clone()));
+    let app = TestApp::spawn_on(stores, clock).await;
+    app.create_room(
+        "outage",
+        json!({"max_active": 2, "admit_per_tick": 2, "arrival_grace_s": 30, "tick_ms": 1000}),
+    )
+    .await;
+    let arrives = app.pass_for("outage").await;
+    let never = app.pass_for("outage").await;
+    assert_eq!(app.join_api("outage").await["position"], 1);
+    let room = waitroom::words::RoomId::parse("outage").unwrap();
+    let ours = Credentials::from_secret("test-secret");
+    let now = support::START_MS;
+    let expired = ours.issue_pass(&room, VisitorId::random(), now - 60_000, now - 1_000);
+    let forged = Credentials::from_secret("someone else").issue_pass(
+        &room,
+        VisitorId::random(),
+        now,
+        now + 600_000,
+    );
+
+    app.step(10_000).await;
+    store.set_down(true);
+    assert_eq!(
+        verify_answer(&app, "outage", &arrives).await,
+        (204, "signature".into()),
+        "an admitted visitor keeps their access"
+    );
+    assert_eq!(
+        verify_answer(&app, "outage", &forged).await,
+        (401, "invalid_pass".into())
+    );
+    assert_eq!(
+        verify_answer(&app, "outage", &support::tamper(&arrives)).await,
+        (401, "invalid_pass".into())
+    );
+    assert_eq!(
+        verify_answer(&app, "outage", &expired).await,
+        (401, "pass_expired".into())
+    );
+    assert_eq!(
+        verify_answer(&app, "other-room", &arrives).await,
+        (401, "invalid_pass".into()),
+        "another room's pass"
+    );
+    let join = app
+        .http
+        .post(app.url("/api/rooms/outage/join"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(join.status(), 503);
+    assert!(join.headers().contains_key("retry-after"));
+    let body: Value = join.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "store_unavailable");
+    assert_eq!(
+        app.http
+            .get(app.url("/readyz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        503
+    );
+    app.step(30_000).await; // 40 s: past the grace; ticks fail meanwhile
+
+    // Back: the grace is counted from now, so neither pass is reclaimed.
+    store.set_down(false);
+    app.step(0).await;
+    let stats = room_stats(&app, "outage").await;
+    assert_eq!(
+        (stats["no_shows"].as_u64(), stats["active"].as_u64()),
+        (Some(0), Some(2))
+    );
+    assert_eq!(
+        verify_answer(&app, "outage", &arrives).await,
+        (204, "fully".into()),
+        "seen now, and recorded"
+    );
+    app.step(29_999).await;
+    assert_eq!(room_stats(&app, "outage").await["no_shows"], 0);
+    app.step(1).await; // 30 s after the return
+    assert_eq!(
+        room_stats(&app, "outage").await["no_shows"],
+        1,
+        "never seen: reclaimed a whole grace after the store's return"
+    );
+    assert_eq!(
+        verify_answer(&app, "outage", &never).await,
+        (401, "pass_revoked".into())
+    );
+    assert_eq!(verify_answer(&app, "outage", &arrives).await.0, 204);
+}

@@ -2,92 +2,57 @@
 
 use waitroom_testkit as support;
 
-use std::io::Read;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::redis::free_port;
+use support::node::{ADMIN_TOKEN, Node};
 use support::{FetchJson, close_code, next_status};
 
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-    }
-}
-
-async fn wait_until_healthy(http: &reqwest::Client, base: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while http.get(format!("{base}/healthz")).send().await.is_err() {
-        assert!(Instant::now() < deadline, "the server did not come up");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-#[tokio::test]
-async fn sigint_closes_every_socket_then_exits_zero() {
-    let port = free_port();
-    let mut server = Server(
-        Command::new(env!("CARGO_BIN_EXE_waitroom"))
-            .args([
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--admin-token",
-                "an-admin-token-of-at-least-32-chars",
-                "--secret",
-                "s",
-                "--demo-room",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let base = format!("http://127.0.0.1:{port}");
+/// A node of the binary with `args` and a paused room `queue`, one visitor
+/// waiting there with a socket open: the node, its base URL, the visitor's
+/// ticket and socket.
+async fn node_with_a_waiting_socket(args: &[&str]) -> (Node, String, String, support::Socket) {
+    let node = Node::start(env!("CARGO_BIN_EXE_waitroom"), args);
+    let port = node.port;
+    let base = node.url("");
     let http = reqwest::Client::new();
-    wait_until_healthy(&http, &base).await;
     let created = http
         .post(format!("{base}/api/admin/rooms"))
-        .bearer_auth("an-admin-token-of-at-least-32-chars")
-        .json(&json!({"id": "stop", "name": "Stop", "target_url": "/x", "paused": true}))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"id": "queue", "name": "Queue", "target_url": "/x", "paused": true}))
         .send()
         .await
         .unwrap();
     assert_eq!(created.status(), 201);
-    let demo = http.get(format!("{base}/rooms/demo")).send().await.unwrap();
-    assert_eq!(demo.status(), 200, "--demo-room creates the demo room");
-    let status: Value = http
-        .post(format!("{base}/api/rooms/stop/join"))
+    let waiting: Value = http
+        .post(format!("{base}/api/rooms/queue/join"))
         .fetch_json()
         .await;
-    let url = format!(
-        "ws://127.0.0.1:{port}/api/rooms/stop/ws?ticket={}",
-        status["ticket"].as_str().unwrap()
-    );
-    let (mut socket, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    let ticket = waiting["ticket"].as_str().unwrap().to_string();
+    let (mut socket, _) = tokio_tungstenite::connect_async(format!(
+        "ws://127.0.0.1:{port}/api/rooms/queue/ws?ticket={ticket}"
+    ))
+    .await
+    .unwrap();
     next_status(&mut socket).await;
+    (node, base, ticket, socket)
+}
 
-    let interrupted = Command::new("kill")
-        .args(["-INT", &server.0.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(interrupted.success());
+#[tokio::test]
+async fn sigint_closes_every_socket_then_exits_zero() {
+    let (mut server, base, _, mut socket) =
+        node_with_a_waiting_socket(&["--demo-room", "--drain-s", "0"]).await;
+    let demo = reqwest::get(format!("{base}/rooms/demo")).await.unwrap();
+    assert_eq!(demo.status(), 200, "--demo-room creates the demo room");
+
+    server.signal("-INT");
     assert_eq!(
         close_code(&mut socket).await,
-        1001,
-        "sockets hear 'going away'"
+        1012,
+        "sockets hear 'service restart'"
     );
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let exit = loop {
-        if let Some(exit) = server.0.try_wait().unwrap() {
-            break exit;
-        }
-        assert!(Instant::now() < deadline, "the server did not exit");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert!(exit.success(), "exit status {exit:?}");
+    assert_eq!(server.wait(Duration::from_secs(30)), Some(0), "exit status");
 }
 
 #[test]
@@ -121,6 +86,8 @@ fn every_flag_is_documented_with_its_environment_variable() {
         "--redis-url",
         "--admin-token",
         "--secret",
+        "--previous-secret",
+        "--drain-s",
         "--demo-room",
         "--log-format",
         "--join-rate-per-ip",
@@ -133,6 +100,8 @@ fn every_flag_is_documented_with_its_environment_variable() {
         "WAITROOM_REDIS_URL",
         "WAITROOM_ADMIN_TOKEN",
         "WAITROOM_SECRET",
+        "WAITROOM_PREVIOUS_SECRET",
+        "WAITROOM_DRAIN_S",
         "WAITROOM_DEMO_ROOM",
         "WAITROOM_JOIN_RATE_PER_IP",
         "WAITROOM_TRUSTED_PROXIES",
@@ -166,19 +135,20 @@ async fn a_generated_admin_token_goes_to_a_private_file_not_to_the_log() {
 
     let tmp = std::env::temp_dir().join(format!("waitroom-token-test-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
-    let port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_waitroom"))
-        .args(["--listen", &format!("127.0.0.1:{port}"), "--secret", "s"])
-        .env("TMPDIR", &tmp)
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let base = format!("http://127.0.0.1:{port}");
+    let tmpdir = tmp.clone();
+    let server = Node::start_with(move |port| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_waitroom"));
+        command
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--secret", "s"])
+            .env("TMPDIR", &tmpdir)
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
+    });
+    let pid = server.pid();
+    let base = server.url("");
     let http = reqwest::Client::new();
-    wait_until_healthy(&http, &base).await;
 
     let file = tmp.join(format!("waitroom-admin-token-{pid}"));
     let mode = std::fs::metadata(&file).unwrap().permissions().mode();
@@ -193,27 +163,7 @@ async fn a_generated_admin_token_goes_to_a_private_file_not_to_the_log() {
         .unwrap();
     assert_eq!(rooms.status(), 200, "the file's token is the node's token");
 
-    let mut server = Server(child);
-    server.0.kill().unwrap();
-    let mut logged = String::new();
-    for stream in [
-        server
-            .0
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn std::io::Read>),
-        server
-            .0
-            .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn std::io::Read>),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        let mut stream = stream;
-        stream.read_to_string(&mut logged).unwrap();
-    }
+    let logged = server.kill_and_read_output();
     assert!(
         logged.contains(&file.display().to_string()),
         "the log names the file: {logged}"
@@ -239,4 +189,107 @@ fn a_trusted_proxy_that_is_not_an_address_stops_the_start() {
         said.contains("\"proxy.example\" is neither an IP address nor a network"),
         "{said}"
     );
+}
+
+#[test]
+fn a_previous_secret_needs_a_current_one_that_differs() {
+    let start = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_waitroom"))
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("NO_COLOR", "1")
+            .env_remove("WAITROOM_SECRET")
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{args:?} must not start a node");
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    };
+    let said = start(&["--previous-secret", "old"]);
+    assert!(said.contains("--secret"), "{said}");
+    let said = start(&["--secret", "same", "--previous-secret", "same"]);
+    assert!(
+        said.contains("--previous-secret is the same as --secret"),
+        "{said}"
+    );
+}
+
+#[tokio::test]
+async fn sigterm_drains_then_refuses_connections_closes_sockets_with_1012_and_finishes_requests() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    // Long enough for the checks made while it lasts.
+    let (mut server, base, ticket, mut socket) =
+        node_with_a_waiting_socket(&["--drain-s", "3"]).await;
+    let port = server.port;
+    let http = reqwest::Client::new();
+    // A join whose body is still on its way when the signal comes.
+    let mut in_flight = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    in_flight
+        .write_all(
+            b"POST /api/rooms/queue/join HTTP/1.1\r\nHost: waitroom\r\nConnection: close\r\n\
+              Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{",
+        )
+        .await
+        .unwrap();
+
+    server.signal("-TERM");
+    // The signal is handled on the server's own time: the first readiness
+    // answered after it is 503.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let unready = loop {
+        let answer = http.get(format!("{base}/readyz")).send().await.unwrap();
+        if answer.status() == 503 {
+            break answer.json::<Value>().await.unwrap();
+        }
+        assert!(Instant::now() < deadline, "/readyz never said 503");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(unready["error"]["code"], "draining");
+    // Meanwhile everything else is served as before.
+    assert_eq!(
+        http.get(format!("{base}/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let joined = http
+        .post(format!("{base}/api/rooms/queue/join"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(joined.status(), 200, "joins are served while draining");
+    let status = http
+        .get(format!("{base}/api/rooms/queue/status"))
+        .bearer_auth(&ticket)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status.status(), 200);
+
+    assert_eq!(
+        close_code(&mut socket).await,
+        1012,
+        "after the drain, sockets are told to reconnect"
+    );
+    assert!(
+        TcpStream::connect(("127.0.0.1", port)).await.is_err(),
+        "by then a new connection is refused, so a proxy tries another node"
+    );
+    in_flight.write_all(b"}").await.unwrap();
+    let mut answer = Vec::new();
+    in_flight.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 200"),
+        "the request in flight is finished: {answer}"
+    );
+    assert!(answer.contains(r#""state":"waiting""#), "{answer}");
+    assert_eq!(server.wait(Duration::from_secs(30)), Some(0), "exit status");
 }

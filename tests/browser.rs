@@ -1387,3 +1387,75 @@ async fn countdown_then_the_drawn_position_then_admission() {
     );
     browser.close().await.unwrap();
 }
+
+/// How many requests the page has made to paths containing `part`.
+async fn requests_to(browser: &Client, part: &str) -> u64 {
+    browser
+        .execute(
+            "var part = arguments[0]; return performance.getEntriesByType('resource')\
+               .filter(function (e) { return e.name.indexOf(part) >= 0; }).length;",
+            vec![json!(part)],
+        )
+        .await
+        .unwrap()
+        .as_u64()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_service_restart_close_the_page_reconnects_and_keeps_its_place() {
+    let app = TestApp::spawn().await;
+    let driver = Driver::start().await;
+    app.create_room("drop", json!({"paused": true, "admit_per_tick": 1}))
+        .await;
+    for _ in 0..2 {
+        app.join_api("drop").await;
+    }
+    let browser = driver.browser(390, 844, json!({})).await;
+    browser.goto(&app.url("/rooms/drop")).await.unwrap();
+    wait_until_live(&browser, "the WebSocket to be live").await;
+    assert_eq!(position(&browser).await, Some(3));
+    let (joins, polls) = (
+        requests_to(&browser, "/join").await,
+        requests_to(&browser, "/status").await,
+    );
+    let room = waitroom::words::RoomId::parse("drop").unwrap();
+    let sockets = || {
+        app.handle
+            .hub
+            .registry()
+            .with_room(&room, |sockets| {
+                sockets.sockets.keys().copied().collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    let before = sockets();
+    assert_eq!(before.len(), 1);
+    assert_eq!(joins, 1, "the page joined once");
+
+    // What a node does at the end of its drain: every socket gets 1012.
+    app.handle.hub.close_every_socket_for_restart();
+    eventually("the page to reconnect", BROWSER_PATIENCE, || async {
+        let now = sockets();
+        (now.len() == 1 && now != before).then_some(())
+    })
+    .await;
+    wait_until_live(&browser, "the new WebSocket to be live").await;
+    assert_eq!(position(&browser).await, Some(3), "the same place");
+    assert_eq!(
+        (
+            requests_to(&browser, "/join").await,
+            requests_to(&browser, "/status").await
+        ),
+        (joins, polls),
+        "back over a socket, with the same ticket, without joining or polling"
+    );
+    // And the place still moves live.
+    app.patch_room("drop", json!({"paused": false})).await;
+    app.step(5_000).await;
+    eventually("the next tick's position", BROWSER_PATIENCE, || async {
+        position(&browser).await.filter(|&p| p == 2)
+    })
+    .await;
+    browser.close().await.unwrap();
+}

@@ -15,6 +15,18 @@ use waitroom::startup::Stores;
 use waitroom::startup::config::Settings;
 use waitroom::words::clock::{Clock, ManualClock};
 
+/// A Redis that keeps every write across a restart (`--appendonly yes`).
+fn persistent_redis() -> RedisServer {
+    RedisServer::start_with(&[
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--save",
+        "",
+    ])
+}
+
 struct Nodes {
     redis: RedisServer,
     clock: ManualClock,
@@ -229,7 +241,7 @@ async fn a_socket_moves_to_another_node_when_its_node_dies() {
     assert_eq!(next_status(&mut on_b).await["position"], 4);
 
     b.handle.shutdown().await;
-    assert_eq!(close_code(&mut on_b).await, 1001);
+    assert_eq!(close_code(&mut on_b).await, 1012, "reconnect elsewhere");
     let mut on_c = c.connect("hop", ticket).await;
     assert_eq!(
         next_status(&mut on_c).await["position"],
@@ -248,14 +260,7 @@ async fn a_socket_moves_to_another_node_when_its_node_dies() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redis_going_away_is_a_503_and_nothing_is_lost_when_it_returns() {
-    let redis = RedisServer::start_with(&[
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--save",
-        "",
-    ]);
+    let redis = persistent_redis();
     let mut nodes = Nodes::start_on(redis, 2).await;
     let a = &nodes.apps[0];
     a.create_room(
@@ -841,4 +846,263 @@ async fn config_changes_reach_every_node_by_the_next_tick_at_the_new_setting() {
     let later = waitroom::words::clock::rfc3339(nodes.clock.now_ms() + 60_000);
     a.patch_room("live", json!({"closes_at": later})).await;
     b.join_api("live").await; // 200: arrivals taken again
+}
+
+/// The `kid` in a JWT's header.
+fn kid_of(token: &str) -> String {
+    jsonwebtoken::decode_header(token)
+        .unwrap()
+        .kid
+        .expect("a kid")
+}
+
+async fn jwks_kids(app: &TestApp) -> Vec<String> {
+    let jwks = app
+        .http
+        .get(app.url("/.well-known/jwks.json"))
+        .fetch_json()
+        .await;
+    jwks["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|key| key["kid"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_key_rotation_keeps_what_the_previous_secret_signed() {
+    let redis = RedisServer::start();
+    let clock = ManualClock::new(support::START_MS);
+    let node = |secret: &str, previous: Option<&str>| {
+        let mut settings = Settings::for_tests();
+        settings.secret = Some(secret.into());
+        settings.previous_secret = previous.map(String::from);
+        let (url, clock) = (redis.url(), clock.clone());
+        async move {
+            let stores = Stores::redis(&url, Some(Arc::new(clock.clone())))
+                .await
+                .expect("the node connects to Redis");
+            TestApp::spawn_with(settings, stores, clock).await
+        }
+    };
+    let before = node("secret-a", None).await;
+    let rotating = node("secret-b", Some("secret-a")).await;
+    let after = node("secret-b", None).await;
+    before
+        .create_room("turn", json!({"admit_per_tick": 1, "max_active": 1}))
+        .await;
+    let admitted = before.join_api("turn").await;
+    let pass = admitted["pass"].as_str().unwrap().to_string();
+    let waiting = before.join_api("turn").await;
+    assert_eq!(waiting["position"], 1);
+    let old_ticket = waiting["ticket"].as_str().unwrap().to_string();
+    let verify = |app: &TestApp, pass: &str| {
+        let request = app
+            .http
+            .get(app.url("/api/verify?room=turn"))
+            .bearer_auth(pass);
+        async move { request.send().await.unwrap() }
+    };
+
+    assert_eq!(verify(&rotating, &pass).await.status(), 204);
+    let refused = verify(&after, &pass).await;
+    assert_eq!(refused.status(), 401, "without the previous secret");
+    assert_eq!(
+        refused.json::<Value>().await.unwrap()["error"]["code"],
+        "invalid_pass"
+    );
+
+    let renewed: Value = rotating
+        .status_api("turn", &old_ticket)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(renewed["position"], 1, "the old ticket keeps its place");
+    let new_ticket = renewed["ticket"].as_str().unwrap();
+    assert_ne!(new_ticket, old_ticket, "renewed under the current secret");
+    assert_eq!(after.status_api("turn", &old_ticket).await.status(), 401);
+    assert_eq!(
+        after.status_api("turn", new_ticket).await.status(),
+        200,
+        "the renewed ticket outlives the rotation"
+    );
+
+    let before_kids = jwks_kids(&before).await;
+    let after_kids = jwks_kids(&after).await;
+    assert_eq!(kid_of(&pass), before_kids[0]);
+    assert_ne!(before_kids, after_kids);
+    assert_eq!(
+        jwks_kids(&rotating).await,
+        [after_kids[0].clone(), before_kids[0].clone()],
+        "the JWKS lists both keys while the previous one is configured"
+    );
+
+    // The next admission's pass, read through the rotating node: the new key.
+    let left = before
+        .http
+        .post(before.url("/api/rooms/turn/leave"))
+        .bearer_auth(&pass)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(left.status(), 204);
+    clock.advance_ms(5_000);
+    rotating.handle.step().await;
+    let next: Value = rotating
+        .status_api("turn", new_ticket)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(next["state"], "admitted");
+    let new_pass = next["pass"].as_str().unwrap();
+    assert_eq!(kid_of(new_pass), after_kids[0], "new passes carry B's kid");
+    assert_eq!(verify(&after, new_pass).await.status(), 204);
+}
+
+/// Statuses on `socket` until one that `wanted` takes (earlier ones may
+/// still tell of the moment before).
+async fn status_until(socket: &mut Socket, wanted: impl Fn(&Value) -> bool) -> Value {
+    loop {
+        let status = next_status(socket).await;
+        if wanted(&status) {
+            return status;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn while_redis_is_away_verify_goes_by_signature_and_no_arrival_is_reclaimed() {
+    use waitroom::words::VisitorId;
+    use waitroom::words::credentials::Credentials;
+
+    let redis = persistent_redis();
+    let mut nodes = Nodes::start_on(redis, 2).await;
+    let (a, b) = (&nodes.apps[0], &nodes.apps[1]);
+    // Ticks every 20 s: the nodes' own promoters then wait out the test
+    // between their asks, so only its steps tick, and no call made before
+    // the clock moves (and held while Redis is away) reaches Redis after it
+    // with a time from before the outage ended.
+    a.create_room(
+        "grace",
+        json!({"max_active": 3, "admit_per_tick": 2, "arrival_grace_s": 30, "tick_ms": 20_000,
+               "pass_ttl_s": 3600, "abandon_after_s": 3600}),
+    )
+    .await;
+    let arrives = a.pass_for("grace").await;
+    let never = a.pass_for("grace").await;
+    let mut line = Vec::new();
+    for expected in 1..=2 {
+        let status = a.join_api("grace").await;
+        assert_eq!(status["position"], expected);
+        let mut socket = b.connect("grace", status["ticket"].as_str().unwrap()).await;
+        next_status(&mut socket).await;
+        line.push(socket);
+    }
+    let room = waitroom::words::RoomId::parse("grace").unwrap();
+    let now = support::START_MS;
+    let expired = Credentials::from_secret("test-secret").issue_pass(
+        &room,
+        VisitorId::random(),
+        now - 60_000,
+        now - 1_000,
+    );
+    let verify = |app: &TestApp, pass: &str| {
+        let request = app
+            .http
+            .get(app.url("/api/verify?room=grace"))
+            .bearer_auth(pass);
+        async move {
+            let response = request.send().await.unwrap();
+            let how = response
+                .headers()
+                .get("x-waitroom-verified")
+                .map(|v| v.to_str().unwrap().to_string());
+            let status = response.status().as_u16();
+            let code = match status {
+                204 => None,
+                _ => response.json::<Value>().await.unwrap()["error"]["code"]
+                    .as_str()
+                    .map(String::from),
+            };
+            (status, how.or(code))
+        }
+    };
+
+    nodes.clock.advance_ms(10_000);
+    nodes.redis.stop();
+    for socket in line.iter_mut() {
+        // Node B has noted the loss by the time its sockets hear of it.
+        assert_eq!(next_json(socket).await["code"], "store_unavailable");
+    }
+    assert_eq!(
+        verify(a, &arrives).await,
+        (204, Some("signature".into())),
+        "an admitted visitor keeps their access"
+    );
+    assert_eq!(
+        verify(a, &support::tamper(&arrives)).await,
+        (401, Some("invalid_pass".into()))
+    );
+    assert_eq!(
+        verify(a, &expired).await,
+        (401, Some("pass_expired".into()))
+    );
+    let join = a
+        .http
+        .post(a.url("/api/rooms/grace/join"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(join.status(), 503);
+    assert_eq!(
+        join.json::<Value>().await.unwrap()["error"]["code"],
+        "store_unavailable"
+    );
+
+    // Back at 40 s, past the grace the passes were admitted with.
+    nodes.clock.advance_ms(30_000);
+    nodes.redis.restart();
+    b.handle.step().await;
+    // The tick at 40 s (node B's, or node A's own) admits the head into the
+    // cap's one free slot; had it reclaimed the two passes, both in line.
+    let head = status_until(&mut line[0], |s| s["state"] != "waiting").await;
+    assert_eq!(head["state"], "admitted");
+    let head_pass = head["pass"].as_str().unwrap();
+    let second = status_until(&mut line[1], |s| s["position"] != 2).await;
+    assert_eq!(
+        (second["state"].as_str(), second["position"].as_u64()),
+        (Some("waiting"), Some(1)),
+        "no pass was reclaimed: the arrival grace is counted from the return"
+    );
+    // A node started now has no connection that saw the outage.
+    let fresh = TestApp::spawn_on(
+        Stores::redis(&nodes.redis.url(), Some(Arc::new(nodes.clock.clone())))
+            .await
+            .unwrap(),
+        nodes.clock.clone(),
+    )
+    .await;
+    assert_eq!(fresh_stats(&fresh).await["no_shows"], 0);
+    assert_eq!(verify(&fresh, &arrives).await, (204, None));
+    assert_eq!(verify(&fresh, head_pass).await, (204, None));
+
+    nodes.step(30_000).await; // a whole grace after the return
+    let second = status_until(&mut line[1], |s| s["state"] != "waiting").await;
+    assert_eq!(second["state"], "admitted", "the no-show's slot");
+    assert_eq!(fresh_stats(&fresh).await["no_shows"], 1);
+    assert_eq!(
+        verify(&fresh, &never).await,
+        (401, Some("pass_revoked".into()))
+    );
+    assert_eq!(verify(&fresh, &arrives).await, (204, None), "seen: kept");
+}
+
+async fn fresh_stats(app: &TestApp) -> Value {
+    app.admin(Method::GET, "/api/admin/rooms/grace")
+        .fetch_json()
+        .await["stats"]
+        .clone()
 }

@@ -1,8 +1,11 @@
-//! The README's nginx block, read from README.md and run as it is (only its
-//! addresses changed) in a real nginx in front of a small protected origin:
-//! no pass is sent to the waiting room, a valid pass of the room gets
-//! through, and another room's pass, a pass given up with `leave`, or a
-//! forged `X-Waitroom-Room` header do not.
+//! The README's nginx blocks, read from README.md and run as they are (only
+//! their addresses changed) in a real nginx. In front of a small protected
+//! origin: no pass is sent to the waiting room, a valid pass of the room
+//! gets through, and another room's pass, a pass given up with `leave`, or a
+//! forged `X-Waitroom-Room` header do not. In front of three nodes of the
+//! waiting room on one Redis: a rolling restart of the nodes, while
+//! visitors join, poll and hold sockets through nginx, loses no place and no
+//! admission and answers no request with a 5xx.
 //!
 //! Needs Debian's `nginx` (`/usr/sbin/nginx`; `./scripts/test` installs it).
 //! The test starts its own nginx on a free port, with its own prefix and
@@ -20,6 +23,7 @@ use std::time::Duration;
 use reqwest::header::{AUTHORIZATION, COOKIE, LOCATION};
 use serde_json::json;
 use support::TestApp;
+use support::node::{ADMIN_TOKEN, Node};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -28,13 +32,13 @@ const NGINX: &str = "/usr/sbin/nginx";
 const ROOM: &str = "spring-sale";
 const WAITING_ROOM: &str = "https://queue.example/rooms/spring-sale";
 
-/// The README's nginx block, exactly as printed there.
-fn readme_block() -> String {
+/// The first nginx block of the README after `heading`, exactly as printed there.
+fn readme_block(heading: &str) -> String {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
         .expect("README.md is readable");
     let section = readme
-        .split_once("With nginx in front of the protected site")
-        .expect("the README has its nginx section")
+        .split_once(heading)
+        .unwrap_or_else(|| panic!("the README has its section {heading:?}"))
         .1;
     let block = section
         .split_once("```nginx\n")
@@ -90,7 +94,7 @@ impl Nginx {
              worker_processes 1;\n\
              pid {dir}/nginx.pid;\n\
              error_log {dir}/logs/error.log info;\n\
-             events {{ worker_connections 64; }}\n\
+             events {{ worker_connections 1024; }}\n\
              http {{\n\
              access_log {dir}/logs/access.log;\n\
              client_body_temp_path {dir}/client_body;\n\
@@ -182,7 +186,7 @@ async fn the_readme_nginx_block_lets_through_only_valid_passes_of_its_room() {
         .await;
     let (origin_port, served) = protected_origin().await;
 
-    let block = readme_block();
+    let block = readme_block("With nginx in front of the protected site");
     let block = replaced(
         &block,
         "server 127.0.0.1:8080;",
@@ -285,5 +289,301 @@ async fn the_readme_nginx_block_lets_through_only_valid_passes_of_its_room() {
         served.load(Ordering::SeqCst),
         3,
         "the origin saw only the requests let through"
+    );
+}
+
+/// A node of the rolling deployment: the real binary on the shared Redis,
+/// drained for a second when it is stopped.
+fn node(redis_url: &str) -> Node {
+    Node::start(
+        env!("CARGO_BIN_EXE_waitroom"),
+        &["--redis-url", redis_url, "--drain-s", "1", "--workers", "1"],
+    )
+}
+
+/// What the visitors saw that they should not have.
+#[derive(Default)]
+struct Trouble(parking_lot::Mutex<Vec<String>>);
+
+impl Trouble {
+    fn note(&self, what: String) {
+        self.0.lock().push(what);
+    }
+
+    /// Notes an answer of 500 or more (a 5xx nginx could have spared them).
+    fn check(&self, what: &str, status: reqwest::StatusCode) {
+        if status.is_server_error() {
+            self.note(format!("{what}: {status}"));
+        }
+    }
+}
+
+/// Through nginx: who is waiting, and how they follow their place.
+struct Visitors {
+    http: reqwest::Client,
+    nginx_port: u16,
+    trouble: Arc<Trouble>,
+    /// Sockets told 1012 "service restart".
+    restarts: AtomicUsize,
+}
+
+impl Visitors {
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.nginx_port)
+    }
+
+    /// A new visitor joins the line: their `Status`, if the join answered.
+    async fn join(&self) -> Option<serde_json::Value> {
+        let answer = match self
+            .http
+            .post(self.url("/api/rooms/drop/join"))
+            .send()
+            .await
+        {
+            Ok(answer) => answer,
+            Err(error) => {
+                self.trouble.note(format!("join: {error}"));
+                return None;
+            }
+        };
+        self.trouble.check("join", answer.status());
+        if answer.status() != 200 {
+            self.trouble
+                .note(format!("join answered {}", answer.status()));
+            return None;
+        }
+        answer.json().await.ok()
+    }
+
+    /// Takes in a status: the position never rises; returns the pass once
+    /// admitted.
+    fn follow(&self, who: &str, status: &serde_json::Value, last: &mut u64) -> Option<String> {
+        match status["state"].as_str() {
+            Some("admitted") => return status["pass"].as_str().map(String::from),
+            Some("waiting") => {}
+            other => self.trouble.note(format!("{who}: state {other:?}")),
+        }
+        if let Some(position) = status["position"].as_u64() {
+            if position > *last {
+                self.trouble
+                    .note(format!("{who}: position rose from {last} to {position}"));
+            }
+            *last = position;
+        }
+        None
+    }
+
+    /// A visitor who holds a socket, as the waiting page does: on 1012 it
+    /// reconnects (through nginx, so to any node) after a random 0–2 s.
+    /// Returns the pass it was admitted with.
+    async fn with_socket(&self, ticket: String, mut last: u64) -> Option<String> {
+        use futures_util::StreamExt;
+        use tokio_tungstenite::tungstenite::{Error, Message};
+
+        let url = format!(
+            "ws://127.0.0.1:{}/api/rooms/drop/ws?ticket={ticket}",
+            self.nginx_port
+        );
+        loop {
+            let mut socket = match tokio_tungstenite::connect_async(&url).await {
+                Ok((socket, _)) => socket,
+                Err(Error::Http(answer)) => {
+                    self.trouble.check("socket", answer.status());
+                    self.trouble
+                        .note(format!("socket refused: {}", answer.status()));
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+                Err(error) => {
+                    self.trouble.note(format!("socket: {error}"));
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            loop {
+                match socket.next().await {
+                    Some(Ok(Message::Text(text))) => {
+                        let message: serde_json::Value = serde_json::from_str(&text).unwrap();
+                        if message["type"] == "status"
+                            && let Some(pass) = self.follow("socket", &message, &mut last)
+                        {
+                            return Some(pass);
+                        }
+                    }
+                    Some(Ok(Message::Close(Some(close)))) if u16::from(close.code) == 1012 => {
+                        self.restarts.fetch_add(1, Ordering::SeqCst);
+                        let jitter = rand::random_range(0..2_000);
+                        tokio::time::sleep(Duration::from_millis(jitter)).await;
+                        break;
+                    }
+                    Some(Ok(Message::Close(close))) => {
+                        self.trouble.note(format!("socket closed: {close:?}"));
+                        break;
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(error)) => {
+                        self.trouble.note(format!("socket failed: {error}"));
+                        break;
+                    }
+                    None => {
+                        self.trouble.note("socket ended without a close".into());
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A visitor who polls their status (a page without WebSockets).
+    async fn polling(&self, ticket: String, mut last: u64) -> Option<String> {
+        loop {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let answer = match self
+                .http
+                .get(self.url("/api/rooms/drop/status"))
+                .bearer_auth(&ticket)
+                .send()
+                .await
+            {
+                Ok(answer) => answer,
+                Err(error) => {
+                    self.trouble.note(format!("poll: {error}"));
+                    continue;
+                }
+            };
+            self.trouble.check("poll", answer.status());
+            let Ok(status) = answer.json::<serde_json::Value>().await else {
+                continue;
+            };
+            if let Some(pass) = self.follow("poll", &status, &mut last) {
+                return Some(pass);
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rolling_restart_behind_nginx_loses_no_place_nor_admission_and_answers_no_5xx() {
+    const WITH_SOCKETS: usize = 24;
+    const POLLING: usize = 8;
+
+    let redis = support::redis::RedisServer::start();
+    let mut nodes = Vec::new();
+    for _ in 0..3 {
+        let mut node = node(&redis.url());
+        node.wait_until("/readyz").await;
+        nodes.push(node);
+    }
+    let ports: Vec<u16> = nodes.iter().map(|node| node.port).collect();
+    let mut block = readme_block("## Shutting down and rolling restarts");
+    for (documented, port) in [8081, 8082, 8083].into_iter().zip(&ports) {
+        block = replaced(
+            &block,
+            &format!("server 127.0.0.1:{documented} "),
+            &format!("server 127.0.0.1:{port} "),
+        );
+    }
+    let nginx = Nginx::start(&block);
+    let visitors = Arc::new(Visitors {
+        http: reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .unwrap(),
+        nginx_port: nginx.port,
+        trouble: Arc::default(),
+        restarts: AtomicUsize::new(0),
+    });
+    let created = visitors
+        .http
+        .post(nginx.url("/api/admin/rooms"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(
+            &json!({"id": "drop", "name": "Drop", "target_url": "/x", "paused": true,
+                      "admit_per_tick": 2, "tick_ms": 1000, "abandon_after_s": 600}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+
+    // The line: sockets and pollers, spread over the nodes by nginx.
+    let mut followers = Vec::new();
+    for i in 0..WITH_SOCKETS + POLLING {
+        let status = visitors.join().await.expect("the line forms");
+        let ticket = status["ticket"].as_str().unwrap().to_string();
+        let position = status["position"].as_u64().unwrap();
+        assert_eq!(position, i as u64 + 1);
+        let visitors = visitors.clone();
+        followers.push(tokio::spawn(async move {
+            if i < WITH_SOCKETS {
+                visitors.with_socket(ticket, position).await
+            } else {
+                visitors.polling(ticket, position).await
+            }
+        }));
+    }
+    // Newcomers keep joining behind them, a few a second.
+    let done = tokio_util::sync::CancellationToken::new();
+    let arrivals = {
+        let (visitors, done) = (visitors.clone(), done.clone());
+        tokio::spawn(async move {
+            let mut joined = 0;
+            while !done.is_cancelled() {
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                if visitors.join().await.is_some() {
+                    joined += 1;
+                }
+            }
+            joined
+        })
+    };
+    let opened = visitors
+        .http
+        .patch(nginx.url("/api/admin/rooms/drop"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"paused": false}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(opened.status(), 200);
+
+    // One node after the other: stop it, wait for it to exit, start it
+    // again, wait until it is ready.
+    for (i, node) in nodes.iter_mut().enumerate() {
+        node.signal("-TERM");
+        let exit = tokio::task::block_in_place(|| node.wait(Duration::from_secs(30)));
+        assert_eq!(exit, Some(0), "node {i}'s exit");
+        node.restart();
+        node.wait_until("/readyz").await;
+    }
+
+    let mut passes = Vec::new();
+    for follower in followers {
+        let pass = tokio::time::timeout(Duration::from_secs(90), follower)
+            .await
+            .expect("every visitor of the line is admitted in time")
+            .unwrap()
+            .expect("a pass");
+        passes.push(pass);
+    }
+    for pass in &passes {
+        let verified = visitors
+            .http
+            .get(nginx.url("/api/verify?room=drop"))
+            .bearer_auth(pass)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(verified.status(), 204, "every admission holds");
+    }
+    done.cancel();
+    let newcomers = arrivals.await.unwrap();
+    assert!(newcomers > 0, "joins went on");
+    let trouble = visitors.trouble.0.lock();
+    assert!(trouble.is_empty(), "{trouble:#?}");
+    let restarts = visitors.restarts.load(Ordering::SeqCst);
+    assert!(
+        restarts >= WITH_SOCKETS / 4,
+        "the nodes' sockets were told to reconnect ({restarts} times)"
     );
 }

@@ -82,6 +82,8 @@ impl FromRequest for Room {
 pub struct Ticket {
     pub room: RoomId,
     pub visitor: VisitorId,
+    /// The ticket to hand back: the one presented, or its renewal under
+    /// the current secret if the previous one signed it.
     pub ticket: String,
 }
 
@@ -118,14 +120,15 @@ impl Ticket {
                     "send your ticket as a Bearer token or cookie",
                 )
             })?;
-        let visitor = state(req)
+        let state = state(req);
+        let (visitor, ticket) = state
             .credentials
-            .read_ticket(&room, &presented)
+            .renew_ticket(&room, &presented, state.clock.now_ms())
             .map_err(ticket_error)?;
         Ok(Ticket {
             room,
             visitor,
-            ticket: presented,
+            ticket,
         })
     }
 }
@@ -270,7 +273,8 @@ fn revoked() -> ApiError {
 }
 
 /// The one check of a pass, for `/api/verify`, the sale and the sale page
-/// alike, so a pass means the same thing everywhere: the signature, the
+/// alike (a proxy's question through `check_pass_for_proxy`), so a pass
+/// means the same thing everywhere: the signature, the
 /// room and (with `Expiry::Enforced`) the expiry, then the store: the
 /// visitor's place in that room must be the very admission the pass was
 /// issued for (`Admitted` with the same expiry). So a pass given up with
@@ -288,9 +292,59 @@ pub async fn check_pass(
     pass: &str,
     expiry: Expiry,
 ) -> Result<Pass, PassRefusal> {
-    let now = state.clock.now_ms();
+    let pass = read_signed_pass(state, room, pass, expiry)?;
+    confirm_with_store(state, &pass, expiry).await?;
+    Ok(pass)
+}
+
+/// How a proxy's question about a pass was answered.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verified {
+    /// Every check of `check_pass`, the store's included.
+    Fully,
+    /// The store could not be reached: by signature, room and expiry alone.
+    BySignatureAlone,
+}
+
+/// The check a proxy's question gets (`/api/verify`, and any gate that
+/// answers for the protected site): `check_pass`, except that while the
+/// store is unreachable a pass is judged by its signature, room and expiry
+/// alone, so admitted visitors keep their access during the outage (a
+/// revocation made meanwhile cannot be seen). A forged, another room's or
+/// expired pass is refused all the same. The arrival it could not record is
+/// noted, so that the room's arrival grace is counted again from the
+/// store's return.
+pub async fn check_pass_for_proxy(
+    state: &AppState,
+    room: &RoomId,
+    pass: &str,
+) -> Result<(Pass, Verified), PassRefusal> {
+    let pass = read_signed_pass(state, room, pass, Expiry::Enforced)?;
+    match confirm_with_store(state, &pass, Expiry::Enforced).await {
+        Ok(()) => Ok((pass, Verified::Fully)),
+        Err(PassRefusal::Store(StoreError::Unavailable(reason))) => {
+            state.hub.arrival_gaps().failed_in(room);
+            metrics::counter!("waitroom_verified_by_signature_total").increment(1);
+            tracing::debug!(%room, %reason, "store unreachable: pass verified by its signature alone");
+            Ok((pass, Verified::BySignatureAlone))
+        }
+        Err(refusal) => Err(refusal),
+    }
+}
+
+/// What a pass says, if it is ours (current secret, or the previous one
+/// during a rotation), for this room, and (with `Expiry::Enforced`)
+/// unexpired: no store involved.
+fn read_signed_pass(
+    state: &AppState,
+    room: &RoomId,
+    pass: &str,
+    expiry: Expiry,
+) -> Result<Pass, PassRefusal> {
     let claims = match expiry {
-        Expiry::Enforced => state.credentials.read_pass(pass, Some(room), now),
+        Expiry::Enforced => state
+            .credentials
+            .read_pass(pass, Some(room), state.clock.now_ms()),
         Expiry::Ignored => state.credentials.pass_holder(pass, room),
     }
     .map_err(PassRefusal::Credential)?;
@@ -298,17 +352,32 @@ pub async fn check_pass(
         .sub
         .parse()
         .map_err(|_| PassRefusal::Credential(CredentialError::Invalid))?;
+    Ok(Pass {
+        room: room.clone(),
+        visitor,
+        claims,
+    })
+}
+
+/// The store's half of `check_pass`: the visitor still holds the very
+/// admission the pass was issued for.
+async fn confirm_with_store(
+    state: &AppState,
+    pass: &Pass,
+    expiry: Expiry,
+) -> Result<(), PassRefusal> {
+    let room = &pass.room;
     // Read through `arrive`: a pass checked here has reached the protected
     // site, so it is not reclaimed as a no-show (`arrival_grace_s`).
-    let place = match state.store.arrive(room, visitor).await {
+    let place = match state.store.arrive(room, pass.visitor).await {
         Ok(place) => place.state,
         Err(StoreError::RoomNotFound(room)) => return Err(PassRefusal::RoomNotFound(room)),
         Err(StoreError::RoomClosed(room)) => return Err(PassRefusal::RoomClosed(room)),
         Err(error) => return Err(PassRefusal::Store(error)),
     };
-    let ran_out = claims.exp * 1000 <= now;
+    let ran_out = pass.claims.exp * 1000 <= state.clock.now_ms();
     let accepted = match place {
-        PlaceState::Admitted { expires_at, .. } => expires_at / 1000 == claims.exp,
+        PlaceState::Admitted { expires_at, .. } => expires_at / 1000 == pass.claims.exp,
         PlaceState::Closed => return Err(PassRefusal::RoomClosed(room.clone())),
         // The store forgets a visitor whose pass ran out; a pass still
         // running whose visitor it does not know is from another life of
@@ -316,14 +385,11 @@ pub async fn check_pass(
         PlaceState::Expired => ran_out && expiry == Expiry::Ignored,
         PlaceState::PreQueue { .. } | PlaceState::Waiting { .. } | PlaceState::Left => false,
     };
-    if !accepted {
-        return Err(PassRefusal::Revoked);
+    if accepted {
+        Ok(())
+    } else {
+        Err(PassRefusal::Revoked)
     }
-    Ok(Pass {
-        room: room.clone(),
-        visitor,
-        claims,
-    })
 }
 
 /// A pass for the path's room, valid now (see `check_pass`).
@@ -511,7 +577,7 @@ impl Operator {
                 .get(CSRF_HEADER)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("");
-            if !constant_time_eq(sent, &state.credentials.csrf_for_session(&session)) {
+            if !state.credentials.csrf_matches(&session, sent) {
                 return Err(ApiError::unauthorized(
                     "invalid_csrf_token",
                     "missing or wrong X-CSRF-Token",
@@ -558,8 +624,7 @@ impl<T: CsrfProtected + DeserializeOwned + 'static> FromRequest for OperatorForm
             let Some(session) = admin_session(&req).await? else {
                 return Err(refused("Your session expired; log in again."));
             };
-            let expected = state(&req).credentials.csrf_for_session(&session);
-            if !constant_time_eq(form.csrf(), &expected) {
+            if !state(&req).credentials.csrf_matches(&session, form.csrf()) {
                 return Err(refused("The form expired; please try again."));
             }
             Ok(OperatorForm(form, session))

@@ -20,6 +20,7 @@ pub mod sockets;
 pub mod visitor;
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use metrics_exporter_prometheus::PrometheusHandle;
 
@@ -65,6 +66,9 @@ pub struct AppState {
     pub trusted_proxies: client_address::TrustedProxies,
     /// New places a client address may take per minute in a room, if limited.
     pub join_rate_per_ip: Option<u32>,
+    /// Set once the node is shutting down: `/readyz` answers 503 from then
+    /// on, so that load balancers send new visitors elsewhere.
+    pub draining: Arc<AtomicBool>,
     /// The IPv6 prefix whose addresses count as one client, for the join
     /// limit and the login limit.
     pub join_rate_ipv6_prefix: u8,

@@ -1,7 +1,9 @@
-//! Operations endpoints: liveness, readiness (the store answers and no
-//! background task has died), and Prometheus metrics.
+//! Operations endpoints: liveness, readiness (the node is not shutting
+//! down, the store answers and no background task has died), and
+//! Prometheus metrics.
 
 use std::sync::OnceLock;
+use std::sync::atomic::Ordering;
 
 use actix_web::{HttpResponse, get, web};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
@@ -70,18 +72,27 @@ async fn healthz() -> HttpResponse {
 
 #[get("/readyz")]
 async fn readyz(state: web::Data<AppState>) -> HttpResponse {
+    if state.draining.load(Ordering::Relaxed) {
+        return unready(
+            "draining",
+            "this node is shutting down; send new visitors to another",
+        );
+    }
     let failed = state.tasks.failures();
     if !failed.is_empty() {
-        return HttpResponse::ServiceUnavailable().json(json!({
-            "error": {"code": "task_failed", "message": format!("background tasks stopped: {}", failed.join(", "))}
-        }));
+        return unready(
+            "task_failed",
+            &format!("background tasks stopped: {}", failed.join(", ")),
+        );
     }
     match state.store.ping().await {
         Ok(()) => HttpResponse::Ok().json(json!({"status": "ready"})),
-        Err(error) => HttpResponse::ServiceUnavailable().json(json!({
-            "error": {"code": "store_unavailable", "message": error.to_string()}
-        })),
+        Err(error) => unready("store_unavailable", &error.to_string()),
     }
+}
+
+fn unready(code: &str, message: &str) -> HttpResponse {
+    HttpResponse::ServiceUnavailable().json(json!({"error": {"code": code, "message": message}}))
 }
 
 #[get("/metrics")]

@@ -11,8 +11,8 @@ use serde::Deserialize;
 use super::AppState;
 use super::error::ApiError;
 use super::extractors::{
-    Expiry, Leaver, PASS_COOKIE, PassRefusal, Room, Ticket, bearer, check_pass, client_block,
-    presented_pass, ticket_cookie_name, ticket_error,
+    Leaver, PASS_COOKIE, PassRefusal, Room, Ticket, Verified, bearer, check_pass_for_proxy,
+    client_block, presented_pass, ticket_cookie_name, ticket_error,
 };
 use super::limits::read_json_or_nothing;
 use crate::store::{self, JoinOptions};
@@ -129,7 +129,7 @@ async fn join_room(
     let pow = match fields.get("pow") {
         None | Some(serde_json::Value::Null) => None,
         Some(serde_json::Value::String(payload)) => match pow::check(
-            state.credentials.pow_key(),
+            &state.credentials.pow_keys(),
             payload,
             &room,
             state.clock.now_ms(),
@@ -150,29 +150,21 @@ async fn join_room(
             return Err(unless_no_such_room(&state, &room, refusal).await);
         }
     };
+    let now = state.clock.now_ms();
     let existing = match bearer(&req) {
-        Some(ticket) => Some((
+        Some(ticket) => Some(
             state
                 .credentials
-                .read_ticket(&room, ticket)
+                .renew_ticket(&room, ticket, now)
                 .map_err(ticket_error)?,
-            ticket.to_string(),
-        )),
-        None => req.cookie(&ticket_cookie_name(&room)).and_then(|c| {
-            Some((
-                state.credentials.read_ticket(&room, c.value()).ok()?,
-                c.value().to_string(),
-            ))
-        }),
+        ),
+        None => req
+            .cookie(&ticket_cookie_name(&room))
+            .and_then(|c| state.credentials.renew_ticket(&room, c.value(), now).ok()),
     };
     let (visitor, ticket) = existing.unwrap_or_else(|| {
         let visitor = VisitorId::random();
-        (
-            visitor,
-            state
-                .credentials
-                .issue_ticket(&room, visitor, state.clock.now_ms()),
-        )
+        (visitor, state.credentials.issue_ticket(&room, visitor, now))
     });
     let options = JoinOptions {
         limit: state.join_rate_per_ip.map(|per_minute| JoinLimit {
@@ -189,9 +181,7 @@ async fn join_room(
     let ticket = if place.visitor == visitor {
         ticket
     } else {
-        state
-            .credentials
-            .issue_ticket(&room, place.visitor, state.clock.now_ms())
+        state.credentials.issue_ticket(&room, place.visitor, now)
     };
     metrics::histogram!("waitroom_join_seconds").record(started.elapsed().as_secs_f64());
     tracing::debug!(%room, %visitor, state = status::state_name(&place.state), "join");
@@ -353,7 +343,9 @@ fn room_to_verify(req: &HttpRequest, query: Option<String>) -> Result<RoomId, Ap
 
 /// For the protected site or its proxy: 204 if the pass is valid now for the
 /// named room, 401 if not (`check_pass`: the same check as the sale's, so a
-/// pass given up with `leave` or of a closed room stops verifying at once).
+/// pass given up with `leave` or of a closed room stops verifying at once;
+/// while the store is unreachable, by signature, room and expiry alone,
+/// answered with `X-Waitroom-Verified: signature`).
 #[get("/api/verify")]
 async fn verify(
     req: HttpRequest,
@@ -367,12 +359,15 @@ async fn verify(
             "send the pass as a Bearer token or wr_pass cookie",
         )
     })?;
-    let pass = check_pass(&state, &room, &pass, Expiry::Enforced)
+    let (pass, verified) = check_pass_for_proxy(&state, &room, &pass)
         .await
         .map_err(PassRefusal::into_verify_error)?;
-    Ok(HttpResponse::NoContent()
-        .insert_header(("X-Waitroom-Visitor", pass.claims.sub))
-        .finish())
+    let mut answer = HttpResponse::NoContent();
+    answer.insert_header(("X-Waitroom-Visitor", pass.claims.sub));
+    if verified == Verified::BySignatureAlone {
+        answer.insert_header(("X-Waitroom-Verified", "signature"));
+    }
+    Ok(answer.finish())
 }
 
 #[get("/.well-known/jwks.json")]

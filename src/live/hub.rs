@@ -12,8 +12,9 @@ use parking_lot::Mutex;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+use super::arrival_gaps::ArrivalGaps;
 use super::fanout::{Batch, Pending, broadcast as tell};
-use super::outlet::{Outlet, close_reason};
+use super::outlet::{Outlet, SERVICE_RESTART, close_reason};
 use super::positions::{Movement, View};
 use super::registry::{Registration, Registry, RoomSockets, SocketId};
 use super::tasks::Tasks;
@@ -47,6 +48,8 @@ pub struct Hub {
     store: Arc<dyn Store>,
     /// Cancels the resync under way, when a newer one starts.
     resync: Mutex<CancellationToken>,
+    /// Told when the store is lost, so that arrivals are resumed after.
+    arrival_gaps: Arc<ArrivalGaps>,
 }
 
 impl Hub {
@@ -56,7 +59,13 @@ impl Hub {
             credentials,
             store,
             resync: Mutex::new(CancellationToken::new()),
+            arrival_gaps: Arc::default(),
         }
+    }
+
+    /// The arrivals this node could not record (the promoter resumes them).
+    pub fn arrival_gaps(&self) -> &Arc<ArrivalGaps> {
+        &self.arrival_gaps
     }
 
     pub fn registry(&self) -> &Arc<Registry> {
@@ -179,6 +188,17 @@ impl Hub {
         self.deliver(batch);
     }
 
+    /// Closes every socket with 1012 "service restart": the node is going
+    /// away, and the client should reconnect (to another node) and carry on
+    /// with its ticket.
+    pub fn close_every_socket_for_restart(&self) {
+        let rooms = self.registry.each_room(|_, sockets| sockets.outlets());
+        let reason = close_reason(CloseCode::Restart, SERVICE_RESTART);
+        for (_, outlet) in rooms.into_iter().flatten() {
+            outlet.close(reason.clone());
+        }
+    }
+
     /// Sends every socket the same message.
     fn tell_everyone(&self, text: &str) {
         let rooms = self
@@ -210,6 +230,9 @@ impl Hub {
                     self.off_the_workers(move |hub| hub.apply(event)).await
                 }
                 Ok(StoreEvent::Interrupted) => {
+                    // Noted before the sockets are told, so that whoever
+                    // heard of the loss from a socket can count on it.
+                    self.arrival_gaps.store_lost();
                     self.off_the_workers(|hub| hub.tell_everyone(STORE_DOWN))
                         .await
                 }

@@ -1,8 +1,10 @@
 //! Live visitors on this node: the registry of sockets, positions derived
 //! from events, the fan-out and the worker threads it runs on (homes), the
 //! hub that applies the store's events, each socket's loop (actix-ws), the
-//! promoter that ticks the rooms, and the tracked tasks they all run in.
+//! promoter that ticks the rooms (resuming the arrivals this node could not
+//! record), and the tracked tasks they all run in.
 
+pub mod arrival_gaps;
 pub mod fanout;
 pub mod frame_guard;
 pub mod home;

@@ -59,6 +59,10 @@ pub enum Refused {
     Closing,
 }
 
+/// The reason given with close code 1012, when the node stops: the client
+/// reconnects (to another node) and keeps its place.
+pub const SERVICE_RESTART: &str = "service restart";
+
 pub fn close_reason(code: CloseCode, description: &str) -> CloseReason {
     CloseReason {
         code,

@@ -258,12 +258,38 @@ impl Promoter {
         Ok(reports)
     }
 
-    /// One room's tick, with its metrics and log line.
+    /// One room's tick, with its metrics and log line; first, if arrivals
+    /// may have gone unrecorded, their grace resumed (see
+    /// [`super::arrival_gaps`]).
     async fn tick(&self, room: &RoomId) -> Result<Tick, StoreError> {
+        let gaps = self.hub.arrival_gaps();
+        if let Some(due) = gaps.due(room) {
+            match self.store.resume_arrivals(room, due.seen).await {
+                Ok(resumptions) => {
+                    gaps.resumed(room, due, resumptions);
+                    // By this node or by another, after the same outage.
+                    tracing::info!(%room, resumptions, "arrival grace counted from the store's return");
+                }
+                Err(error) => {
+                    if !matches!(
+                        error,
+                        StoreError::RoomNotFound(_) | StoreError::RoomClosed(_)
+                    ) {
+                        gaps.failed_in(room);
+                    }
+                    return Err(error);
+                }
+            }
+        }
         let started = std::time::Instant::now();
         self.asked.fetch_add(1, Ordering::Relaxed);
         metrics::counter!("waitroom_ticks_asked_total").increment(1);
-        let tick = self.store.tick(room).await?;
+        let tick = self.store.tick(room).await.inspect_err(|error| {
+            if matches!(error, StoreError::Unavailable(_)) {
+                gaps.failed_in(room);
+            }
+        })?;
+        gaps.ticked(room, tick.arrival_resumptions);
         if tick.ran.is_some() {
             self.follow_stock(room).await;
         }
@@ -314,6 +340,7 @@ impl Promoter {
         for gone in schedule.rooms().into_iter().filter(|r| !rooms.contains(r)) {
             schedule.forget(&gone);
             self.wakeups.set_ticking(&gone, false);
+            self.hub.arrival_gaps().forget(&gone);
         }
         for room in rooms {
             if !schedule.knows(&room) {

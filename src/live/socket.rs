@@ -1,7 +1,8 @@
 //! One visitor's socket loop, as actix-ws sessions are written: it reads the
 //! client's messages, answers pings, pings a quiet socket in turn and gives
 //! up on one that does not answer (see [`Heartbeat`]), ends when the hub or
-//! shutdown asks, and closes with a code on anything it will not take. It
+//! shutdown asks (1012, so that the client reconnects elsewhere), and
+//! closes with a code on anything it will not take. It
 //! holds the socket's registration, so the hub forgets the socket however
 //! the loop ends.
 
@@ -14,7 +15,7 @@ use serde::Deserialize;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::outlet::{Outlet, close_reason};
+use super::outlet::{Outlet, SERVICE_RESTART, close_reason};
 use super::registry::Registration;
 
 /// The largest message a client may send (frames and fragmented messages alike).
@@ -96,7 +97,7 @@ impl SocketLoop {
                     }
                 },
                 () = shutdown.cancelled() => {
-                    break Some(Some(close_reason(CloseCode::Away, "server shutting down")));
+                    break Some(Some(close_reason(CloseCode::Restart, SERVICE_RESTART)));
                 }
             }
         };

@@ -37,6 +37,18 @@ pub struct Settings {
     #[arg(long, env = "WAITROOM_SECRET", hide_env_values = true)]
     pub secret: Option<String>,
 
+    /// During a key rotation, the secret the deployment used before
+    /// `--secret`: what it signed (passes, tickets, operator sessions,
+    /// challenges) still verifies until it expires; everything new is
+    /// signed with `--secret`, and the JWKS lists both public keys.
+    #[arg(
+        long,
+        env = "WAITROOM_PREVIOUS_SECRET",
+        hide_env_values = true,
+        requires = "secret"
+    )]
+    pub previous_secret: Option<String>,
+
     /// Create room `demo` (2 visitors per 5 s tick) with simulated visitors, so a line forms.
     #[arg(long, env = "WAITROOM_DEMO_ROOM")]
     pub demo_room: bool,
@@ -92,6 +104,12 @@ pub struct Settings {
     #[arg(long, env = "WAITROOM_JOIN_RATE_PER_IP", value_parser = clap::value_parser!(u32).range(1..=60_000))]
     pub join_rate_per_ip: Option<u32>,
 
+    /// Seconds a node keeps serving after SIGTERM or SIGINT, with `/readyz`
+    /// answering 503 so that a load balancer takes it out, before it stops
+    /// accepting connections, tells every socket to reconnect (close 1012)
+    /// and finishes the requests in flight.
+    #[arg(long, env = "WAITROOM_DRAIN_S", default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub drain_s: u64,
     /// The IPv6 network whose addresses share one join budget (and one
     /// admin login limit), as a prefix length from 32 to 128: a subscriber
     /// picks from a whole /64 or more. IPv4 addresses count one by one.
@@ -121,6 +139,7 @@ impl Settings {
             redis_url: None,
             admin_token: Some("test-admin-token-of-at-least-32-chars".into()),
             secret: Some("test-secret".into()),
+            previous_secret: None,
             demo_room: false,
             demo_opens_in: None,
             log_format: LogFormat::Text,
@@ -133,6 +152,7 @@ impl Settings {
             join_rate_per_ip: None,
             join_rate_ipv6_prefix: DEFAULT_IPV6_PREFIX,
             trusted_proxies: Vec::new(),
+            drain_s: 5,
         }
     }
 }

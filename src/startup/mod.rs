@@ -1,5 +1,6 @@
 //! Start-up: building and running the application: the store, the hub, the promoter,
-//! and the HTTP server, wired together and stopped by one shutdown signal.
+//! and the HTTP server, wired together and stopped by one shutdown signal,
+//! after a drain that lets a load balancer take the node out first.
 
 pub mod config;
 pub mod demo;
@@ -8,6 +9,7 @@ pub mod telemetry;
 mod write_guard;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use actix_web::dev::{Server, ServerHandle};
@@ -55,6 +57,10 @@ pub enum StartError {
         "the admin token must be at least {min} characters (it has {given}); leave it out to have a strong one generated"
     )]
     WeakAdminToken { min: usize, given: usize },
+    #[error(
+        "--previous-secret is the same as --secret; give the secret being replaced, or leave it out"
+    )]
+    PreviousSecretIsCurrent,
     #[error("could not write the generated admin token to {path}: {source}; give --admin-token")]
     AdminTokenFile {
         path: String,
@@ -132,6 +138,13 @@ pub struct AppHandle {
     pub tasks: Tasks,
     server: ServerHandle,
     metrics_server: Option<ServerHandle>,
+    /// `/readyz` answers 503 once set.
+    draining: Arc<AtomicBool>,
+    /// How long a drain keeps serving (`--drain-s`).
+    drain: Duration,
+    /// The listening socket (another handle on the server's), to stop
+    /// accepting connections without stopping the server.
+    listener: Arc<std::net::TcpListener>,
 }
 
 impl AppHandle {
@@ -143,8 +156,49 @@ impl AppHandle {
         }
     }
 
-    /// Closes every socket ("going away") and stops every task, waiting
-    /// for them, then stops the server gracefully.
+    /// Stops the node the way a load balancer needs: `/readyz` answers 503
+    /// at once while everything else is served as before for the drain's
+    /// length (or until `cut_short` resolves); then the listening socket is
+    /// closed, so a new connection is refused at once (a proxy tries
+    /// another node), every socket is told to reconnect (1012), and the
+    /// requests in flight are finished (`shutdown`).
+    pub async fn drain_and_stop(&self, cut_short: impl std::future::Future<Output = ()>) {
+        self.draining.store(true, Ordering::Relaxed);
+        tracing::info!(
+            drain_s = self.drain.as_secs(),
+            "draining: /readyz answers 503; serving on until the drain ends"
+        );
+        tokio::select! {
+            () = tokio::time::sleep(self.drain) => {}
+            () = cut_short => tracing::warn!("drain cut short"),
+        }
+        self.stop_accepting().await;
+        tracing::info!(
+            sockets = self.hub.registry().open_sockets(),
+            "no longer accepting connections; telling every socket to reconnect (1012)"
+        );
+        self.hub.close_every_socket_for_restart();
+        self.shutdown().await;
+    }
+
+    /// Accepts no more connections: the server stops polling its listener,
+    /// which is then shut at once, so that connecting is refused (a proxy
+    /// tries another node) rather than left waiting in the kernel's queue,
+    /// where a request could be sent and never answered. (Shut first, the
+    /// server's accept loop would log an error.) Connections already open
+    /// go on.
+    async fn stop_accepting(&self) {
+        self.server.pause().await;
+        if let Err(error) =
+            socket2::SockRef::from(&*self.listener).shutdown(std::net::Shutdown::Read)
+        {
+            tracing::warn!(%error, "could not close the listening socket");
+        }
+    }
+
+    /// Closes every socket ("service restart": 1012) and stops every task,
+    /// waiting for them, then stops the server gracefully: the requests in
+    /// flight are finished.
     pub async fn shutdown(&self) {
         if !self.tasks.shut_down(SHUTDOWN_GRACE).await {
             tracing::warn!("some tasks were still running when shutdown stopped waiting");
@@ -194,6 +248,9 @@ impl Application {
             tracing::warn!("no --secret given: generated one for this process; tickets and passes will not survive a restart or verify on other nodes");
             random_secret()
         });
+        if settings.previous_secret.as_ref() == Some(&secret) {
+            return Err(StartError::PreviousSecretIsCurrent);
+        }
         if let Some(token) = &settings.admin_token
             && token.chars().count() < config::MIN_ADMIN_TOKEN_CHARS
         {
@@ -206,7 +263,10 @@ impl Application {
             Some(token) => token,
             None => generate_admin_token()?,
         };
-        let credentials = Arc::new(Credentials::from_secret(&secret));
+        let credentials = Arc::new(Credentials::rotating(
+            &secret,
+            settings.previous_secret.as_deref(),
+        ));
         let tasks = Tasks::new();
         let hub = Arc::new(Hub::new(store.clone(), credentials.clone()));
         let wakeups = Arc::new(Wakeups::default());
@@ -232,6 +292,7 @@ impl Application {
             );
         }
 
+        let draining = Arc::new(AtomicBool::new(false));
         let state = web::Data::new(AppState {
             store: store.clone(),
             sale: sale.clone(),
@@ -251,12 +312,15 @@ impl Application {
             socket_limit: settings.max_sockets.unwrap_or_else(default_socket_limit),
             trusted_proxies: TrustedProxies::new(settings.trusted_proxies.clone()),
             join_rate_per_ip: settings.join_rate_per_ip,
+            draining: draining.clone(),
             join_rate_ipv6_prefix: settings.join_rate_ipv6_prefix,
         });
-        let listener = listen(&settings.listen).map_err(|source| StartError::Listen {
-            address: settings.listen.clone(),
-            source,
-        })?;
+        let (listener, listening) = listen(&settings.listen)
+            .and_then(|listener| Ok((listener.try_clone()?, listener)))
+            .map_err(|source| StartError::Listen {
+                address: settings.listen.clone(),
+                source,
+            })?;
         let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
         let metrics_server = match &settings.metrics_listen {
             Some(address) => Some(server::serve_metrics(state.clone(), address).map_err(
@@ -283,6 +347,9 @@ impl Application {
             tasks,
             server: server.handle(),
             metrics_server: metrics_server.as_ref().map(|(server, _)| server.handle()),
+            draining,
+            drain: Duration::from_secs(settings.drain_s),
+            listener: Arc::new(listening),
         };
         Ok(Self {
             port,
@@ -305,13 +372,13 @@ impl Application {
         self.handle.clone()
     }
 
-    /// Serves until stopped; SIGINT or SIGTERM close every socket first.
+    /// Serves until stopped; SIGINT or SIGTERM drain the node first (a
+    /// second signal cuts the drain short).
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let handle = self.handle.clone();
         tokio::spawn(async move {
             wait_for_signal().await;
-            tracing::info!("shutting down: closing sockets");
-            handle.shutdown().await;
+            handle.drain_and_stop(wait_for_signal()).await;
         });
         if let Some((metrics, _)) = self.metrics_server {
             tokio::spawn(metrics);

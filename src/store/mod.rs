@@ -93,6 +93,9 @@ pub struct Tick {
     pub busy: bool,
     /// How long until the next tick is due, by the store's clock.
     pub next_due_in_ms: Millis,
+    /// How many times the room's arrivals were resumed after an outage
+    /// (`Store::resume_arrivals`), as of this tick.
+    pub arrival_resumptions: u64,
 }
 
 /// What a due tick did, for the promoter's metrics and logs.
@@ -163,6 +166,15 @@ pub trait Store: Send + Sync + 'static {
     /// their pass: an admitted visitor has arrived, so their pass is no
     /// longer reclaimed as a no-show.
     async fn arrive(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError>;
+    /// Arrivals could not be recorded for a while (the store was
+    /// unreachable, so `/api/verify` let passes through on their signature
+    /// alone): every admitted visitor not seen yet gets the room's whole
+    /// `arrival_grace_s` again, counted from now (a later deadline stays),
+    /// so nobody who arrived meanwhile is reclaimed as a no-show, and the
+    /// room's count of resumptions goes up. Unless it went up since `seen`
+    /// (the count the caller last saw in a tick): then another node resumed
+    /// after the same outage, and nothing changes. Returns the count.
+    async fn resume_arrivals(&self, id: &RoomId, seen: Option<u64>) -> Result<u64, StoreError>;
     /// Takes back the visitor's pass (only the admission whose pass has
     /// this `exp`, in seconds, if given); its slot is free at once, and a
     /// waiting place is left alone. Whether a pass was taken back.

@@ -136,7 +136,8 @@ pub struct PassClaims {
     pub jti: String,
 }
 
-pub struct Credentials {
+/// Every key one secret derives.
+struct Keys {
     ticket_encoding: EncodingKey,
     ticket_decoding: DecodingKey,
     pass_encoding: EncodingKey,
@@ -146,6 +147,15 @@ pub struct Credentials {
     pow_key: String,
     /// Signs operator session cookies and their CSRF tokens.
     admin_session_key: [u8; 32],
+}
+
+/// The keys of the deployment's secret, and during a key rotation those of
+/// the previous one: what the previous secret signed (tickets, passes,
+/// operator sessions, proof-of-work challenges) is still accepted, while
+/// everything new is signed with the current one.
+pub struct Credentials {
+    current: Keys,
+    previous: Option<Keys>,
 }
 
 fn to_hex(bytes: &[u8]) -> String {
@@ -159,8 +169,8 @@ fn derive(secret: &[u8], purpose: &str) -> [u8; 32] {
     mac.finalize().into_bytes().into()
 }
 
-impl Credentials {
-    pub fn from_secret(secret: &str) -> Self {
+impl Keys {
+    fn derive_from(secret: &str) -> Self {
         let secret = secret.as_bytes();
         let ticket_key = derive(secret, "ticket");
         let signing = SigningKey::from_bytes(&derive(secret, "pass-ed25519"));
@@ -183,9 +193,43 @@ impl Credentials {
         }
     }
 
+    fn admin_mac(&self, parts: &[&str]) -> String {
+        let mut mac = HmacSha256::new_from_slice(&self.admin_session_key).expect("any key length");
+        for part in parts {
+            mac.update(part.as_bytes());
+            mac.update(b"\0");
+        }
+        URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
+    }
+}
+
+impl Credentials {
+    pub fn from_secret(secret: &str) -> Self {
+        Self::rotating(secret, None)
+    }
+
+    /// Signs with `current`; also accepts what `previous` signed, during a
+    /// key rotation (until it is dropped from the configuration).
+    pub fn rotating(current: &str, previous: Option<&str>) -> Self {
+        Self {
+            current: Keys::derive_from(current),
+            previous: previous.map(Keys::derive_from),
+        }
+    }
+
+    /// The keys something may have been signed with: current first.
+    fn accepted(&self) -> impl Iterator<Item = &Keys> {
+        std::iter::once(&self.current).chain(self.previous.as_ref())
+    }
+
     /// The HMAC key that signs proof-of-work challenges.
     pub fn pow_key(&self) -> &str {
-        &self.pow_key
+        &self.current.pow_key
+    }
+
+    /// The keys a challenge may have been signed with: current first.
+    pub fn pow_keys(&self) -> Vec<&str> {
+        self.accepted().map(|keys| keys.pow_key.as_str()).collect()
     }
 
     pub fn issue_ticket(&self, room: &RoomId, visitor: VisitorId, now: Millis) -> String {
@@ -197,24 +241,59 @@ impl Credentials {
         jsonwebtoken::encode(
             &Header::new(Algorithm::HS256),
             &claims,
-            &self.ticket_encoding,
+            &self.current.ticket_encoding,
         )
         .expect("HS256 encoding cannot fail")
     }
 
     /// The visitor a ticket names, if it is ours and for this room.
     pub fn read_ticket(&self, room: &RoomId, ticket: &str) -> Result<VisitorId, CredentialError> {
+        self.read_ticket_signed(room, ticket)
+            .map(|(visitor, _)| visitor)
+    }
+
+    /// The visitor a ticket names, and the ticket to hand back: the same
+    /// one, or, for a ticket signed with the previous secret, the same
+    /// place's ticket signed with the current one, so that a visitor who
+    /// keeps coming back outlives the rotation.
+    pub fn renew_ticket(
+        &self,
+        room: &RoomId,
+        ticket: &str,
+        now: Millis,
+    ) -> Result<(VisitorId, String), CredentialError> {
+        let (visitor, current) = self.read_ticket_signed(room, ticket)?;
+        let ticket = if current {
+            ticket.to_string()
+        } else {
+            self.issue_ticket(room, visitor, now)
+        };
+        Ok((visitor, ticket))
+    }
+
+    /// The visitor, and whether the current secret signed the ticket.
+    fn read_ticket_signed(
+        &self,
+        room: &RoomId,
+        ticket: &str,
+    ) -> Result<(VisitorId, bool), CredentialError> {
         let mut validation = Validation::new(Algorithm::HS256);
         validation.required_spec_claims.clear();
         validation.validate_exp = false;
-        let claims =
-            jsonwebtoken::decode::<TicketClaims>(ticket, &self.ticket_decoding, &validation)
-                .map_err(|_| CredentialError::Invalid)?
-                .claims;
+        let (claims, current) = self
+            .accepted()
+            .enumerate()
+            .find_map(|(index, keys)| {
+                jsonwebtoken::decode::<TicketClaims>(ticket, &keys.ticket_decoding, &validation)
+                    .ok()
+                    .map(|data| (data.claims, index == 0))
+            })
+            .ok_or(CredentialError::Invalid)?;
         if claims.room != room.as_str() {
             return Err(CredentialError::WrongRoom);
         }
-        claims.sub.parse().map_err(|_| CredentialError::Invalid)
+        let visitor = claims.sub.parse().map_err(|_| CredentialError::Invalid)?;
+        Ok((visitor, current))
     }
 
     /// Signs a pass. Ed25519 is deterministic, so every node issues the very
@@ -234,13 +313,14 @@ impl Credentials {
             jti: format!("{visitor}.{admitted_at}"),
         };
         let mut header = Header::new(Algorithm::EdDSA);
-        header.kid = Some(self.pass_kid.clone());
-        jsonwebtoken::encode(&header, &claims, &self.pass_encoding)
+        header.kid = Some(self.current.pass_kid.clone());
+        jsonwebtoken::encode(&header, &claims, &self.current.pass_encoding)
             .expect("EdDSA encoding cannot fail")
     }
 
-    /// Checks a pass's signature, room and expiry against our clock (not the
-    /// library's, so tests can drive time).
+    /// Checks a pass's signature (by the key its `kid` names: the current
+    /// secret's, or the previous one's during a rotation), room and expiry
+    /// against our clock (not the library's, so tests can drive time).
     pub fn read_pass(
         &self,
         pass: &str,
@@ -250,7 +330,15 @@ impl Credentials {
         let mut validation = Validation::new(Algorithm::EdDSA);
         validation.validate_exp = false;
         validation.required_spec_claims = ["exp".to_string(), "sub".to_string()].into();
-        let claims = jsonwebtoken::decode::<PassClaims>(pass, &self.pass_decoding, &validation)
+        let kid = jsonwebtoken::decode_header(pass)
+            .map_err(|_| CredentialError::Invalid)?
+            .kid
+            .ok_or(CredentialError::Invalid)?;
+        let keys = self
+            .accepted()
+            .find(|keys| keys.pass_kid == kid)
+            .ok_or(CredentialError::Invalid)?;
+        let claims = jsonwebtoken::decode::<PassClaims>(pass, &keys.pass_decoding, &validation)
             .map_err(|_| CredentialError::Invalid)?
             .claims;
         if room.is_some_and(|room| room.as_str() != claims.room) {
@@ -268,31 +356,28 @@ impl Credentials {
         self.read_pass(pass, Some(room), 0)
     }
 
-    /// The JSON Web Key Set that verifies passes.
+    /// The JSON Web Key Set that verifies passes: the current key, and the
+    /// previous one while a rotation is under way.
     pub fn jwks(&self) -> serde_json::Value {
-        serde_json::json!({"keys": [{
-            "kty": "OKP", "crv": "Ed25519", "alg": "EdDSA", "use": "sig",
-            "kid": self.pass_kid, "x": self.pass_public_x,
-        }]})
+        let keys: Vec<serde_json::Value> = self
+            .accepted()
+            .map(|keys| {
+                serde_json::json!({
+                    "kty": "OKP", "crv": "Ed25519", "alg": "EdDSA", "use": "sig",
+                    "kid": keys.pass_kid, "x": keys.pass_public_x,
+                })
+            })
+            .collect();
+        serde_json::json!({ "keys": keys })
     }
 
-    fn admin_mac(&self, parts: &[&str]) -> String {
-        let mut mac = HmacSha256::new_from_slice(&self.admin_session_key).expect("any key length");
-        for part in parts {
-            mac.update(part.as_bytes());
-            mac.update(b"\0");
-        }
-        URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
-    }
-
-    /// An operator session cookie value valid until `expires_at`.
     /// An operator session's cookie: its id, the idle deadline (pushed on
     /// by every use) and the absolute one, signed.
     pub fn issue_admin_session(&self, session: &AdminSession, idle_until: Millis) -> String {
         let id = &session.id;
         let idle = (idle_until.min(session.expires_at) / 1000).to_string();
         let expires = (session.expires_at / 1000).to_string();
-        let mac = self.admin_mac(&["session", id, &idle, &expires]);
+        let mac = self.current.admin_mac(&["session", id, &idle, &expires]);
         format!("{id}.{idle}.{expires}.{mac}")
     }
 
@@ -309,7 +394,9 @@ impl Credentials {
         ) else {
             return None;
         };
-        let valid = constant_time_eq(&self.admin_mac(&["session", id, idle, expires]), mac);
+        let valid = self
+            .accepted()
+            .any(|keys| constant_time_eq(&keys.admin_mac(&["session", id, idle, expires]), mac));
         let idle_s = idle.parse::<u64>().ok()?;
         let expires_s = expires.parse::<u64>().ok()?;
         (valid && idle_s * 1000 > now && expires_s * 1000 > now).then(|| AdminSession {
@@ -321,7 +408,14 @@ impl Credentials {
     /// The CSRF token bound to one operator session (to its id, so it
     /// stays the same while the cookie is refreshed).
     pub fn csrf_for_session(&self, session: &AdminSession) -> String {
-        self.admin_mac(&["csrf", &session.id])
+        self.current.admin_mac(&["csrf", &session.id])
+    }
+
+    /// Whether `sent` is the session's CSRF token (or, during a rotation,
+    /// the one the previous secret made for it, on a page loaded before).
+    pub fn csrf_matches(&self, session: &AdminSession, sent: &str) -> bool {
+        self.accepted()
+            .any(|keys| constant_time_eq(sent, &keys.admin_mac(&["csrf", &session.id])))
     }
 }
 
@@ -495,6 +589,97 @@ mod tests {
             creds.csrf_for_session(&session),
             creds.csrf_for_session(&creds.read_admin_session(&refreshed, 0).unwrap()),
             "the CSRF token outlives a refresh"
+        );
+    }
+
+    fn kid_of(token: &str) -> String {
+        jsonwebtoken::decode_header(token).unwrap().kid.unwrap()
+    }
+
+    fn kids(credentials: &Credentials) -> Vec<String> {
+        credentials.jwks()["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|key| key["kid"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn a_rotation_accepts_what_the_previous_secret_signed_and_signs_with_the_current() {
+        let before = Credentials::from_secret("old");
+        let rotating = Credentials::rotating("new", Some("old"));
+        let after = Credentials::from_secret("new");
+        let visitor = VisitorId::random();
+
+        let ticket = before.issue_ticket(&room("a"), visitor, 1_000);
+        assert_eq!(rotating.read_ticket(&room("a"), &ticket), Ok(visitor));
+        assert_eq!(
+            after.read_ticket(&room("a"), &ticket),
+            Err(CredentialError::Invalid)
+        );
+        let (renewed_for, renewed) = rotating.renew_ticket(&room("a"), &ticket, 2_000).unwrap();
+        assert_eq!(renewed_for, visitor);
+        assert_eq!(
+            after.read_ticket(&room("a"), &renewed),
+            Ok(visitor),
+            "a ticket of the previous secret is renewed under the current one"
+        );
+        let (_, kept) = rotating.renew_ticket(&room("a"), &renewed, 3_000).unwrap();
+        assert_eq!(kept, renewed, "a current ticket is handed back as it is");
+
+        let pass = before.issue_pass(&room("a"), visitor, 0, 60_000);
+        assert!(rotating.read_pass(&pass, Some(&room("a")), 1).is_ok());
+        assert_eq!(
+            rotating.read_pass(&pass, Some(&room("a")), 60_000),
+            Err(CredentialError::Expired),
+            "until it expires"
+        );
+        assert_eq!(
+            after.read_pass(&pass, Some(&room("a")), 1),
+            Err(CredentialError::Invalid)
+        );
+        let new_pass = rotating.issue_pass(&room("a"), visitor, 0, 60_000);
+        assert_eq!(
+            kid_of(&new_pass),
+            kids(&after)[0],
+            "new passes: the current key"
+        );
+        assert!(after.read_pass(&new_pass, Some(&room("a")), 1).is_ok());
+
+        assert_eq!(
+            kids(&rotating),
+            [kids(&after)[0].clone(), kids(&before)[0].clone()]
+        );
+        assert_ne!(kids(&after), kids(&before));
+
+        let session = AdminSession::new(100_000);
+        let cookie = before.issue_admin_session(&session, 50_000);
+        assert_eq!(
+            rotating.read_admin_session(&cookie, 1),
+            Some(session.clone())
+        );
+        assert_eq!(after.read_admin_session(&cookie, 1), None);
+        let csrf = before.csrf_for_session(&session);
+        assert!(rotating.csrf_matches(&session, &csrf));
+        assert!(!after.csrf_matches(&session, &csrf));
+        assert!(rotating.csrf_matches(&session, &rotating.csrf_for_session(&session)));
+
+        assert_eq!(rotating.pow_keys(), [after.pow_key(), before.pow_key()]);
+    }
+
+    #[test]
+    fn a_pass_without_a_known_kid_is_refused() {
+        let credentials = Credentials::from_secret("s");
+        let pass = credentials.issue_pass(&room("a"), VisitorId::random(), 0, 60_000);
+        let (header, rest) = pass.split_once('.').unwrap();
+        let mut decoded: serde_json::Value =
+            serde_json::from_slice(&URL_SAFE_NO_PAD.decode(header).unwrap()).unwrap();
+        decoded["kid"] = "someone-else".into();
+        let swapped = format!("{}.{rest}", URL_SAFE_NO_PAD.encode(decoded.to_string()));
+        assert_eq!(
+            credentials.read_pass(&swapped, None, 0),
+            Err(CredentialError::Invalid)
         );
     }
 }

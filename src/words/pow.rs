@@ -79,8 +79,15 @@ pub struct Solved {
 }
 
 /// Checks a join's `pow`: base64 of the ALTCHA payload JSON, signed by
-/// us, solved, for this room, with a salt of exactly our form, not expired.
-pub fn check(key: &str, payload: &str, room: &RoomId, now: Millis) -> Result<Solved, &'static str> {
+/// us (with any of `keys`: the current secret's, and the previous one's
+/// during a rotation), solved, for this room, with a salt of exactly our
+/// form, not expired.
+pub fn check(
+    keys: &[&str],
+    payload: &str,
+    room: &RoomId,
+    now: Millis,
+) -> Result<Solved, &'static str> {
     if payload.len() > MAX_PAYLOAD_BYTES {
         return Err("the solution is too long");
     }
@@ -91,8 +98,12 @@ pub fn check(key: &str, payload: &str, room: &RoomId, now: Millis) -> Result<Sol
         serde_json::from_slice(&json).map_err(|_| "the solution is not an ALTCHA payload")?;
     let salt = Salt::read(&solution.salt)?;
     // Expiry on our clock (the crate would read the system's).
-    verify_solution(&solution, key, false)
-        .map_err(|_| "the solution does not solve a challenge of ours")?;
+    if !keys
+        .iter()
+        .any(|key| verify_solution(&solution, key, false).is_ok())
+    {
+        return Err("the solution does not solve a challenge of ours");
+    }
     if salt.room != room.as_str() {
         return Err("the challenge is for another room");
     }
@@ -202,13 +213,25 @@ mod tests {
         let challenge = challenge(KEY, &drop, 1, NOW);
         assert_eq!(challenge.maxnumber, 50_000);
         let payload = solve(&challenge);
-        let solved = check(KEY, &payload, &drop, NOW).unwrap();
+        let solved = check(&[KEY], &payload, &drop, NOW).unwrap();
         assert_eq!(solved.until, (NOW + CHALLENGE_TTL_MS) / 1000 * 1000);
         assert_eq!(solved.id, challenge.signature);
         assert_eq!(solved.difficulty, 1);
-        assert!(check(KEY, &payload, &room("other"), NOW).is_err());
-        assert!(check(KEY, &payload, &drop, solved.until).is_err());
-        assert!(check("another-key", &payload, &drop, NOW).is_err());
+        assert!(check(&[KEY], &payload, &room("other"), NOW).is_err());
+        assert!(check(&[KEY], &payload, &drop, solved.until).is_err());
+        assert!(check(&["another-key"], &payload, &drop, NOW).is_err());
+    }
+
+    #[test]
+    fn a_challenge_of_the_previous_key_holds_while_that_key_is_given() {
+        let drop = room("drop");
+        let payload = solve(&challenge("old-key", &drop, 1, NOW));
+        assert!(check(&[KEY, "old-key"], &payload, &drop, NOW).is_ok());
+        assert_eq!(
+            check(&[KEY], &payload, &drop, NOW),
+            Err("the solution does not solve a challenge of ours"),
+            "once the previous key is dropped"
+        );
     }
 
     #[test]
@@ -217,7 +240,7 @@ mod tests {
         let drop = room("drop");
         for _ in 0..16 {
             let challenge = challenge(KEY, &drop, 1, NOW);
-            assert!(check(KEY, &solve(&challenge), &drop, NOW).is_ok());
+            assert!(check(&[KEY], &solve(&challenge), &drop, NOW).is_ok());
         }
     }
 
@@ -225,14 +248,14 @@ mod tests {
     fn garbage_is_refused_without_a_panic() {
         let drop = room("drop");
         for payload in ["", "!!!", "bm90IGpzb24=", &"A".repeat(5000)] {
-            assert!(check(KEY, payload, &drop, NOW).is_err(), "{payload}");
+            assert!(check(&[KEY], payload, &drop, NOW).is_err(), "{payload}");
         }
         let challenge = challenge(KEY, &drop, 1, NOW);
         let wrong = serde_json::json!({
             "algorithm": "SHA-256", "challenge": challenge.challenge, "number": 50_001,
             "salt": challenge.salt, "signature": challenge.signature,
         });
-        assert!(check(KEY, &STANDARD.encode(wrong.to_string()), &drop, NOW).is_err());
+        assert!(check(&[KEY], &STANDARD.encode(wrong.to_string()), &drop, NOW).is_err());
     }
 
     #[test]
@@ -241,7 +264,7 @@ mod tests {
         for (asked, made) in [(0, 1), (1, 1), (3, 3), (99, MAX_DIFFICULTY)] {
             let challenge = challenge(KEY, &drop, asked, NOW);
             assert_eq!(challenge.maxnumber, max_number(made));
-            let solved = check(KEY, &solve(&challenge), &drop, NOW).unwrap();
+            let solved = check(&[KEY], &solve(&challenge), &drop, NOW).unwrap();
             assert_eq!(solved.difficulty, made, "asked for {asked}");
         }
     }
@@ -265,7 +288,7 @@ mod tests {
         // verifies the salt it signed while a lax reading takes `far`.
         let trailing = with_salt(&challenge, |salt| format!("{salt}expires={far}"));
         assert_eq!(
-            check(KEY, &trailing, &drop, expired),
+            check(&[KEY], &trailing, &drop, expired),
             Err("the challenge's salt is not one of ours")
         );
         // The crate keeps the last of a repeated parameter (the real one).
@@ -274,7 +297,7 @@ mod tests {
             format!("{base}?expires={far}&{query}")
         });
         assert_eq!(
-            check(KEY, &repeated, &drop, NOW),
+            check(&[KEY], &repeated, &drop, NOW),
             Err("the challenge's salt repeats a parameter")
         );
     }

@@ -93,6 +93,7 @@ macro_rules! conformance_suite {
             join_limits_hold_per_address_on_a_driven_clock,
             revoking_a_pass_frees_its_slot_at_once,
             passes_never_seen_are_reclaimed_as_no_shows,
+            resumed_arrivals_get_a_whole_grace_once_per_outage,
             a_known_user_holds_one_place_from_any_device,
             user_required_refuses_anonymous_joins,
             proof_of_work_is_asked_of_new_places_and_each_solution_counts_once,
@@ -906,6 +907,48 @@ pub mod scenarios {
             h.store.room(&room).await.unwrap().config.arrival_grace_s,
             Some(30)
         );
+    }
+
+    pub async fn resumed_arrivals_get_a_whole_grace_once_per_outage(h: &Harness) {
+        let room = h.room("r", 3, Some(3)).await;
+        h.patch(&room, r#"{"arrival_grace_s": 30, "abandon_after_s": 3600}"#)
+            .await;
+        let (arrived, _) = h.join(&room).await;
+        let (unseen, _) = h.join(&room).await;
+        let seen = h.store.tick(&room).await.unwrap().arrival_resumptions;
+        assert_eq!(seen, 0);
+        h.store.arrive(&room, arrived).await.unwrap();
+
+        h.clock.advance_ms(40_000); // the store was away from 10 s to 40 s
+        assert_eq!(h.store.resume_arrivals(&room, Some(seen)).await.unwrap(), 1);
+        h.clock.advance_ms(5_000);
+        assert_eq!(
+            h.store.resume_arrivals(&room, Some(seen)).await.unwrap(),
+            1,
+            "another node, after the same outage: nothing moves"
+        );
+        let (late, _) = h.join(&room).await; // admitted at 45 s: due at 75 s
+        let tick = h.store.tick(&room).await.unwrap();
+        assert_eq!(
+            (tick.ran.unwrap().no_shows, tick.arrival_resumptions),
+            (0, 1),
+            "due at 30 s, but counted again from 40 s"
+        );
+        h.clock.advance_ms(24_999);
+        assert_eq!(h.store.tick(&room).await.unwrap().ran.unwrap().no_shows, 0);
+        h.clock.advance_ms(1); // 70 s: a whole grace after the return
+        assert_eq!(h.store.tick(&room).await.unwrap().ran.unwrap().no_shows, 1);
+        assert!(matches!(h.state(&room, unseen).await, PlaceState::Left));
+        assert!(is_admitted(h.state(&room, arrived).await), "seen: kept");
+
+        // A later outage, whose resumption counts again.
+        assert_eq!(h.store.resume_arrivals(&room, Some(1)).await.unwrap(), 2);
+        h.clock.advance_ms(5_000); // 75 s: the late one's own due passed
+        assert_eq!(h.store.tick(&room).await.unwrap().ran.unwrap().no_shows, 0);
+        h.clock.advance_ms(25_000);
+        assert_eq!(h.store.tick(&room).await.unwrap().ran.unwrap().no_shows, 1);
+        assert!(matches!(h.state(&room, late).await, PlaceState::Left));
+        assert_eq!(h.store.room(&room).await.unwrap().stats.no_shows, 2);
     }
 
     fn as_user(user: &str) -> JoinOptions {

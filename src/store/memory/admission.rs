@@ -240,6 +240,8 @@ struct Room {
     /// (arrival due, visitor) of every admitted visitor `/api/verify` has
     /// not seen yet, when the room has an `arrival_grace_s`.
     arrivals: BTreeSet<(Millis, VisitorId)>,
+    /// How many times `arrivals` were resumed after an outage.
+    arrival_resumptions: u64,
     no_shows: u64,
     /// Known users (a user token's `sub`) → the visitor holding their place.
     users: HashMap<String, VisitorId>,
@@ -289,6 +291,7 @@ impl Room {
             join_limits_prune_at: MIN_JOIN_LIMITS_PRUNE,
             turned_away: 0,
             arrivals: BTreeSet::new(),
+            arrival_resumptions: 0,
             no_shows: 0,
             users: HashMap::new(),
             user_of: HashMap::new(),
@@ -726,6 +729,34 @@ impl Room {
         }
     }
 
+    /// Gives every admitted visitor not seen yet the whole arrival grace
+    /// again from `now`, unless that was done since `seen` (see
+    /// `Store::resume_arrivals`); the count of resumptions.
+    fn resume_arrivals(&mut self, seen: Option<u64>, now: Millis) -> u64 {
+        if seen.is_some_and(|seen| self.arrival_resumptions > seen) {
+            return self.arrival_resumptions;
+        }
+        self.arrival_resumptions += 1;
+        let Some(grace) = self.config.arrival_grace_s else {
+            return self.arrival_resumptions;
+        };
+        let resumed_due = now + grace * 1000;
+        let earlier: Vec<(Millis, VisitorId)> = self
+            .arrivals
+            .range(..(resumed_due, VisitorId(0)))
+            .copied()
+            .collect();
+        for (due, visitor) in &earlier {
+            self.arrivals.remove(&(*due, *visitor));
+            self.arrivals.insert((resumed_due, *visitor));
+            if let Some(VisitorState::Admitted { arrival_due, .. }) = self.visitors.get_mut(visitor)
+            {
+                *arrival_due = Some(resumed_due);
+            }
+        }
+        self.arrival_resumptions
+    }
+
     /// Takes back the visitor's pass (the admission whose pass has `exp`
     /// `pass_exp_s`, if given); a waiting place is left alone. Whether a
     /// pass was taken.
@@ -1071,6 +1102,12 @@ impl Store for MemoryStore {
         self.place_after(id, "arrive", visitor, |room, _| room.arrive(visitor))
     }
 
+    async fn resume_arrivals(&self, id: &RoomId, seen: Option<u64>) -> Result<u64, StoreError> {
+        self.with_open_room(id, "resume_arrivals", |room, now| {
+            room.resume_arrivals(seen, now)
+        })
+    }
+
     async fn revoke_pass(
         &self,
         id: &RoomId,
@@ -1129,6 +1166,7 @@ impl Store for MemoryStore {
             ran,
             busy: room.waiting() > 0 || !room.active.is_empty(),
             next_due_in_ms: room.next_due_in_ms(now),
+            arrival_resumptions: room.arrival_resumptions,
         })
     }
 

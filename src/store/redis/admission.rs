@@ -54,6 +54,7 @@ struct Scripts {
     touch: Script,
     tick: Script,
     arrive: Script,
+    resume_arrivals: Script,
     revoke_pass: Script,
     announce_stock: Script,
     draw_entries: Script,
@@ -73,6 +74,7 @@ impl Scripts {
             touch: script!("touch.lua"),
             tick: script!("tick.lua"),
             arrive: script!("arrive.lua"),
+            resume_arrivals: script!("resume_arrivals.lua"),
             revoke_pass: script!("revoke_pass.lua"),
             announce_stock: script!("announce_stock.lua"),
             draw_entries: script!("draw_entries.lua"),
@@ -869,6 +871,11 @@ impl Store for RedisStore {
         parse_place(visitor, reply).ok_or_else(|| StoreError::Unexpected("unexpected place".into()))
     }
 
+    async fn resume_arrivals(&self, id: &RoomId, seen: Option<u64>) -> Result<u64, StoreError> {
+        let seen = seen.map(|count| count.to_string()).unwrap_or_default();
+        self.run(&self.scripts.resume_arrivals, id, [seen]).await
+    }
+
     async fn revoke_pass(
         &self,
         id: &RoomId,
@@ -907,6 +914,7 @@ impl Store for RedisStore {
             waiting,
             active,
             next_due_in_ms,
+            arrival_resumptions,
         ] = reply.as_slice()
         else {
             return Err(StoreError::Unexpected(format!("tick answered {reply:?}")));
@@ -921,6 +929,7 @@ impl Store for RedisStore {
             }),
             busy: waiting > 0 || active > 0,
             next_due_in_ms,
+            arrival_resumptions,
         })
     }
 
