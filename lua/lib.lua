@@ -1,8 +1,13 @@
 -- Shared by every waitroom script (prepended to each when loaded).
 -- KEYS: every key of one room, all under the hash tag wr:{room}, in this order.
 -- ARGV[1]: how to publish: 'PUBLISH', or 'SPUBLISH' on a cluster (a sharded
--- channel in the room's own slot); ARGV[2]: the time in ms, or '' for Redis
--- server time; ARGV[3…]: the operation's own arguments.
+-- channel in the room's own slot), or '' to return the events instead (the
+-- script then answers {reply, {event…}}, and the node publishes them once
+-- the replicas have the write: --redis-wait-replicas); ARGV[2]: the time in
+-- ms, or '' for Redis server time; ARGV[3…]: the operation's own arguments.
+-- Each operation's script runs as the function `operation` (see
+-- `script!` in src/store/redis/admission.rs), so this file's locals are its
+-- upvalues: Lua 5.1 allows 60, keep them fewer.
 -- K_DRAW holds the draw's entrants still waiting, K_ENTRIES every entrant
 -- (frozen at the opening); both score 0 with members '<draw key hex>:<visitor>'
 -- and '<draw key hex>:<entry>', so that their order (by member) is the draw's.
@@ -15,8 +20,13 @@ local PUBLISH = ARGV[1]
 -- wr:{room}:room -> wr:{room}:events
 local CHANNEL = string.sub(K_ROOM, 1, -5) .. 'events'
 
+local DEFERRED = {}
 local function publish(message)
-  redis.call(PUBLISH, CHANNEL, message)
+  if PUBLISH == '' then
+    table.insert(DEFERRED, message)
+  else
+    redis.call(PUBLISH, CHANNEL, message)
+  end
 end
 local RATE_WINDOW_MS = 60000
 -- Lua's unpack() is limited in the number of values; commands taking many

@@ -390,3 +390,192 @@ async fn a_sentinel_master_killed_mid_sale_is_followed_by_every_node() {
 async fn a_sentinel_master_stalled_mid_sale_is_followed_by_every_node() {
     fail_over_mid_sale(sentinels().await, Failure::Stalled).await;
 }
+
+/// One purchase that survives retries: the claim carries an
+/// `Idempotency-Key` (a retry after a 503 gets the same claim, never a
+/// second hold), the confirm is retried as it is. The confirmed claim's id
+/// when the confirm was acknowledged (200).
+async fn buy_once(
+    http: &reqwest::Client,
+    node: &Node,
+    room: &str,
+    pass: &str,
+    key: &str,
+) -> Option<String> {
+    let claimed = http
+        .post(node.url(&format!("/api/rooms/{room}/sale/claims")))
+        .bearer_auth(pass)
+        .header("Idempotency-Key", key)
+        .json(&json!({"quantity": 1}))
+        .send()
+        .await
+        .ok()?;
+    if claimed.status() != 201 {
+        return None;
+    }
+    let claim: Value = claimed.json().await.ok()?;
+    let id = claim["claim_id"].as_str()?.to_owned();
+    let confirmed = http
+        .post(node.url(&format!("/api/rooms/{room}/sale/claims/{id}/confirm")))
+        .bearer_auth(pass)
+        .send()
+        .await
+        .ok()?;
+    (confirmed.status() == 200).then_some(id)
+}
+
+/// What a lossy failover did to the confirms acknowledged to buyers.
+struct Losses {
+    /// Confirms acknowledged before the master failed, and after the promotion.
+    before: usize,
+    after: usize,
+    /// Acknowledged confirms missing from the orders afterwards.
+    lost: usize,
+    /// Purchases refused meanwhile (a 503 or a timeout).
+    refused: usize,
+}
+
+/// Two nodes with `--redis-wait-replicas wait` on a cluster whose masters
+/// have two replicas each; buyers claim and confirm while the room's
+/// replicas stall (SIGSTOP) and their links are cut on the master
+/// (`CLIENT KILL TYPE replica`), so what the master takes from then on
+/// reaches no replica; then the master is killed and the replicas go on,
+/// one of them is promoted without those writes, and the other replicates
+/// it (so `WAIT 1` can be met again).
+async fn confirms_through_a_lossy_failover(wait: u32) -> Losses {
+    let mut cluster = tokio::task::spawn_blocking(|| RedisCluster::start_with_replicas(2))
+        .await
+        .unwrap();
+    let room = "durable";
+    let key = format!("wr:{{{room}}}:room");
+    let wait_flag = wait.to_string();
+    let nodes: Vec<Node> = (0..2)
+        .map(|_| {
+            Node::start(
+                env!("CARGO_BIN_EXE_waitroom"),
+                &[
+                    "--redis-url",
+                    &cluster.url(),
+                    "--redis-wait-replicas",
+                    &wait_flag,
+                ],
+            )
+        })
+        .collect();
+    let passes = open_sale(&nodes, room).await;
+    let stop = AtomicBool::new(false);
+    let acknowledged = Mutex::new(Vec::new());
+    let refused = std::sync::atomic::AtomicUsize::new(0);
+    let buyers = passes.iter().enumerate().map(|(i, pass)| {
+        let (acknowledged, refused, stop, nodes) = (&acknowledged, &refused, &stop, &nodes);
+        async move {
+            let http = http();
+            let mut purchase = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let key = format!("buyer-{i}-purchase-{purchase}");
+                match buy_once(&http, &nodes[i % nodes.len()], room, pass, &key).await {
+                    Some(id) => {
+                        acknowledged.lock().push((Instant::now(), id));
+                        purchase += 1;
+                    }
+                    None => {
+                        refused.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(10 * BUYERS as u64)).await;
+            }
+        }
+    });
+    let failover = async {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let master = cluster.master_of(&key);
+        let replicas = cluster.replicas_of(master);
+        assert_eq!(replicas.len(), 2);
+        for &replica in &replicas {
+            cluster.pause(replica);
+        }
+        cluster.cut_replica_links(master);
+        let failed_at = Instant::now();
+        // What the master takes now reaches no replica.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        cluster.kill(master);
+        for &replica in &replicas {
+            cluster.resume(replica);
+        }
+        let cluster = &cluster;
+        tokio::task::block_in_place(|| cluster.wait_for_failover(&key, master, RECOVERY_PATIENCE));
+        let promoted_at = Instant::now();
+        // The sale goes on after the promotion.
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        stop.store(true, Ordering::Relaxed);
+        (failed_at, promoted_at)
+    };
+    let (_, (failed_at, promoted_at)) = futures_util::join!(join_all(buyers), failover);
+
+    let orders: Value = loop {
+        let answer = http()
+            .get(nodes[0].url(&format!("/api/admin/rooms/{room}/sale/orders")))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .unwrap();
+        if answer.status() == 200 {
+            break answer.json().await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let ordered: std::collections::HashSet<&str> = orders["orders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|order| order["claim_id"].as_str().unwrap())
+        .collect();
+    let acknowledged = acknowledged.into_inner();
+    let losses = Losses {
+        before: acknowledged
+            .iter()
+            .filter(|(at, _)| *at < failed_at)
+            .count(),
+        after: acknowledged
+            .iter()
+            .filter(|(at, _)| *at > promoted_at)
+            .count(),
+        lost: acknowledged
+            .iter()
+            .filter(|(_, id)| !ordered.contains(id.as_str()))
+            .count(),
+        refused: refused.into_inner(),
+    };
+    println!(
+        "--redis-wait-replicas {wait}: {} confirms acknowledged ({} before the replicas stalled, {} after the promotion), {} of them lost; {} purchases refused meanwhile",
+        acknowledged.len(),
+        losses.before,
+        losses.after,
+        losses.lost,
+        losses.refused
+    );
+    losses
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_waiting_for_replicas_a_failover_loses_acknowledged_confirms() {
+    let losses = confirms_through_a_lossy_failover(0).await;
+    assert!(
+        losses.lost > 0,
+        "the failover this test stages loses what only the master had"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn waiting_for_a_replica_a_failover_loses_no_acknowledged_confirm() {
+    let losses = confirms_through_a_lossy_failover(1).await;
+    assert!(
+        losses.before > 0,
+        "confirms were acknowledged before the failover"
+    );
+    assert!(
+        losses.after > 0,
+        "and after it, once a replica follows the new master"
+    );
+    assert_eq!(losses.lost, 0, "no acknowledged confirm was lost");
+}

@@ -28,6 +28,38 @@ async fn redis_harness() -> conformance::Harness {
 
 conformance_suite!(redis_harness);
 
+/// The same scenarios with `--redis-wait-replicas 1` on a master with one
+/// replica: every write is answered after `WAIT`, and a room script's events
+/// are returned to the node and published by it (lua/lib.lua's deferred
+/// `publish`) rather than from inside the script.
+mod waiting_for_a_replica {
+    use super::*;
+    use waitroom::store::redis::RedisOptions;
+
+    async fn replicated_harness() -> conformance::Harness {
+        let master = RedisServer::start();
+        let replica = RedisServer::start_replica_of(&master);
+        let clock = ManualClock::new(1_767_225_600_000);
+        let options = RedisOptions {
+            wait_replicas: 1,
+            ..RedisOptions::default()
+        };
+        let store = Arc::new(
+            RedisStore::connect_with(&master.url(), &options, Some(Arc::new(clock.clone())))
+                .await
+                .expect("the store connects"),
+        );
+        conformance::Harness {
+            store: store.clone(),
+            sale: store,
+            clock,
+            _backing: Some(Box::new((master, replica))),
+        }
+    }
+
+    conformance_suite!(replicated_harness);
+}
+
 /// Issue 24, item 18: a visitor who left, was abandoned, ran out or was
 /// reclaimed leaves nothing behind in Redis: given up, their record goes at
 /// once and a key that says `left` expires by itself; the rest goes with

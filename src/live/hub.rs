@@ -227,7 +227,11 @@ impl Hub {
                     self.read_drawn(&room, &tasks)
                 }
                 Ok(StoreEvent::Room(event)) => {
-                    self.off_the_workers(move |hub| hub.apply(event)).await
+                    let missed = self.missed_before(&event);
+                    self.off_the_workers(move |hub| hub.apply(event)).await;
+                    if !missed.is_empty() {
+                        self.read_again(missed, RESYNC_CONCURRENCY, cancel_with(&tasks), &tasks);
+                    }
                 }
                 Ok(StoreEvent::Interrupted) => {
                     // Noted before the sockets are told, so that whoever
@@ -275,6 +279,34 @@ impl Hub {
         self.read_again(all, RESYNC_CONCURRENCY, cancel, tasks);
     }
 
+    /// The waiting sockets of `event`'s room, to be read again, when this
+    /// node missed an event of the room before it (its version skips one:
+    /// a write whose replicas never confirmed it published nothing, see
+    /// `--redis-wait-replicas`). They are marked syncing first, so `event`
+    /// does not move them from a view it does not follow.
+    fn missed_before(&self, event: &RoomEvent) -> Vec<(RoomId, SocketId, VisitorId)> {
+        let version = match event {
+            RoomEvent::Tick { line, .. }
+            | RoomEvent::Left { line, .. }
+            | RoomEvent::Drawn { line, .. } => line.version,
+            RoomEvent::Configured { .. } | RoomEvent::Closed { .. } => return Vec::new(),
+        };
+        let room = event.room();
+        self.registry
+            .with_room(room, |sockets| {
+                let known = sockets.line.version;
+                if matches!(event, RoomEvent::Drawn { .. }) {
+                    sockets.line.version = known.max(version);
+                }
+                if known == 0 || version <= known + 1 {
+                    return Vec::new();
+                }
+                tracing::info!(%room, known, version, "missed a room event; reading its sockets again");
+                to_read_again(room, sockets, |view| matches!(view, View::Waiting { .. }))
+            })
+            .unwrap_or_default()
+    }
+
     /// The room opened: its pre-queue sockets learn their drawn positions,
     /// read from the store (which fixed the order when they joined).
     fn read_drawn(self: &Arc<Self>, room: &RoomId, tasks: &Tasks) {
@@ -284,8 +316,7 @@ impl Hub {
             return;
         };
         tracing::info!(%room, sockets = drawn.len(), "drawn: reading the pre-queue's positions");
-        let cancel = tasks.shutdown_token().child_token();
-        self.read_again(drawn, DRAW_CONCURRENCY, cancel, tasks);
+        self.read_again(drawn, DRAW_CONCURRENCY, cancel_with(tasks), tasks);
     }
 
     /// Reads sockets' places again in a task of its own, in batches of
@@ -340,6 +371,11 @@ fn in_batches(
 }
 
 /// Marks the sockets `which` picks as syncing; returns what to read for them.
+/// A job's cancellation, with the application's shutdown.
+fn cancel_with(tasks: &Tasks) -> CancellationToken {
+    tasks.shutdown_token().child_token()
+}
+
 fn to_read_again(
     room: &RoomId,
     sockets: &mut RoomSockets,
@@ -595,6 +631,33 @@ mod tests {
             last["pass"]
                 .as_str()
                 .is_some_and(|p| p.split('.').count() == 3)
+        );
+    }
+
+    #[test]
+    fn a_room_event_that_skips_a_version_has_the_rooms_waiting_sockets_read_again() {
+        let hub = hub();
+        let me = VisitorId::random();
+        let outlet = Arc::new(Outlet::recording(100));
+        let registration = hub
+            .registry
+            .register(&room(), me, "ticket".into(), outlet.clone());
+        hub.sync(&room(), registration.id, &waiting(me, 10, 8, 1));
+        let next = tick(2, &[(1, VisitorId::random())]);
+        assert!(hub.missed_before(&next).is_empty(), "version 2 follows 1");
+        hub.apply(next);
+        assert_eq!(positions(&outlet), [Some(8), Some(7)]);
+        // Version 3's event never came (its write was not confirmed).
+        let after_a_gap = tick(4, &[(2, VisitorId::random())]);
+        assert_eq!(
+            hub.missed_before(&after_a_gap),
+            [(room(), registration.id, me)]
+        );
+        hub.apply(after_a_gap);
+        assert_eq!(
+            positions(&outlet),
+            [Some(8), Some(7)],
+            "no position from an event it cannot follow; the read tells it"
         );
     }
 

@@ -4,6 +4,7 @@ use clap::{Parser, ValueEnum};
 use ipnet::IpNet;
 
 use crate::http::client_address::parse_trusted_proxy;
+use crate::store::redis::RedisOptions;
 use crate::words::join_limit::{DEFAULT_IPV6_PREFIX, IPV6_PREFIXES};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
@@ -25,6 +26,17 @@ pub struct Settings {
     /// Redis URL for a shared store across nodes; absent, the embedded memory store.
     #[arg(long, env = "WAITROOM_REDIS_URL")]
     pub redis_url: Option<String>,
+
+    /// PEM file of the certificate authority that signed the Redis servers'
+    /// certificates (`rediss://`), instead of the system's roots.
+    #[arg(long, env = "WAITROOM_REDIS_CA_FILE", value_name = "FILE")]
+    pub redis_ca_file: Option<std::path::PathBuf>,
+
+    /// Replicas that must have each write before it is answered (Redis
+    /// `WAIT`, 1 s at most; past it the answer is 503 and nothing was
+    /// acknowledged): a failover then loses nothing any client was told.
+    #[arg(long, env = "WAITROOM_REDIS_WAIT_REPLICAS", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=16))]
+    pub redis_wait_replicas: u32,
 
     /// Token operators use for the admin page and API, at least 32 characters;
     /// absent, one is generated into a file only this user can read, whose
@@ -132,11 +144,21 @@ pub struct Settings {
 pub const MIN_ADMIN_TOKEN_CHARS: usize = 32;
 
 impl Settings {
+    /// How the Redis store connects and when a write is acknowledged.
+    pub fn redis_options(&self) -> RedisOptions {
+        RedisOptions {
+            ca_file: self.redis_ca_file.clone(),
+            wait_replicas: self.redis_wait_replicas,
+        }
+    }
+
     /// Settings for tests and embedding: memory store, an OS-chosen port.
     pub fn for_tests() -> Self {
         Self {
             listen: "127.0.0.1:0".into(),
             redis_url: None,
+            redis_ca_file: None,
+            redis_wait_replicas: 0,
             admin_token: Some("test-admin-token-of-at-least-32-chars".into()),
             secret: Some("test-secret".into()),
             previous_secret: None,

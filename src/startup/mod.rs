@@ -22,7 +22,7 @@ use crate::live::hub::Hub;
 use crate::live::promoter::{Promoter, Wakeups};
 use crate::live::tasks::Tasks;
 use crate::store::memory::MemoryStore;
-use crate::store::redis::RedisStore;
+use crate::store::redis::{RedisOptions, RedisStore};
 use crate::store::{SaleStore, Store};
 use crate::words::clock::{Moment, SharedClock};
 use crate::words::credentials::{Credentials, random_secret};
@@ -118,7 +118,16 @@ impl Stores {
         url: &str,
         clock: Option<SharedClock>,
     ) -> Result<Self, crate::store::StoreError> {
-        let store = Arc::new(RedisStore::connect(url, clock).await?);
+        Self::redis_with(url, &RedisOptions::default(), clock).await
+    }
+
+    /// [`Stores::redis`], with TLS roots and replicas to wait for.
+    pub async fn redis_with(
+        url: &str,
+        options: &RedisOptions,
+        clock: Option<SharedClock>,
+    ) -> Result<Self, crate::store::StoreError> {
+        let store = Arc::new(RedisStore::connect_with(url, options, clock).await?);
         Ok(Self {
             admission: store.clone(),
             sale: store,
@@ -223,7 +232,7 @@ impl Application {
     /// server time decides) with `--redis-url`, the memory store without.
     pub async fn build(settings: Settings, clock: SharedClock) -> Result<Self, StartError> {
         let stores = match &settings.redis_url {
-            Some(url) => Stores::redis(url, None)
+            Some(url) => Stores::redis_with(url, &settings.redis_options(), None)
                 .await
                 .map_err(|error| StartError::Store {
                     url: url.clone(),

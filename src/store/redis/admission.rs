@@ -16,7 +16,7 @@ use parking_lot::Mutex;
 use redis::{AsyncCommands, PushInfo, PushKind, RedisError, Script, Value};
 use tokio::sync::{broadcast, mpsc};
 
-use super::connection::{Connection, Link, RedisOptions, unavailable};
+use super::connection::{Connection, Effect, Link, RedisOptions, ScriptCall, unavailable};
 use super::sale::sale_keys;
 use super::script_error::ScriptError;
 use crate::store::{JoinOptions, Store, StoreError, Tick, TickReport};
@@ -32,12 +32,20 @@ use crate::words::{
 const ROOMS_KEY: &str = "wr:rooms";
 const EVENT_BUFFER: usize = 4_096;
 
+/// A room script: `lua/lib.lua`, then the operation as a function, so that
+/// with deferred events (ARGV[1] '') its reply can carry them: `{reply,
+/// {event…}}`. An error reply is returned as it is (a refusal publishes nothing).
 macro_rules! script {
     ($file:literal) => {
         Script::new(concat!(
             include_str!("../../../lua/lib.lua"),
-            "\n",
-            include_str!(concat!("../../../lua/", $file))
+            "\nlocal function operation()\n",
+            include_str!(concat!("../../../lua/", $file)),
+            "\nend\n",
+            "local reply = operation()\n",
+            "if PUBLISH ~= '' or (type(reply) == 'table' and reply.err) then return reply end\n",
+            "if reply == nil then reply = false end\n",
+            "return { reply, DEFERRED }\n"
         ))
     };
 }
@@ -61,6 +69,23 @@ struct Scripts {
 }
 
 impl Scripts {
+    /// What `script` does: the reads (and presence marks, made again within
+    /// seconds if lost) are answered without waiting for replicas.
+    fn effect(&self, script: &Script) -> Effect {
+        let reads = [
+            &self.room_info,
+            &self.status,
+            &self.places,
+            &self.touch,
+            &self.draw_entries,
+        ];
+        if reads.iter().any(|read| std::ptr::eq(*read, script)) {
+            Effect::Reads
+        } else {
+            Effect::Writes
+        }
+    }
+
     fn load() -> Self {
         Self {
             create_room: script!("create_room.lua"),
@@ -149,32 +174,27 @@ impl RedisStore {
         })
     }
 
-    fn publish_command(&self) -> &'static str {
-        if self.link.is_cluster() {
-            "SPUBLISH"
-        } else {
-            "PUBLISH"
-        }
-    }
-
     /// Runs a script on `keys` with the time first among its arguments
     /// (other features' scripts, such as the sale's, share this connection).
-    pub(crate) async fn eval<T: redis::FromRedisValue>(
+    pub(super) async fn eval<T: redis::FromRedisValue>(
         &self,
         script: &Script,
         keys: &[String],
+        effect: Effect,
         args: impl IntoIterator<Item = String>,
     ) -> Result<T, RedisError> {
-        let mut invocation = script.prepare_invoke();
-        for key in keys {
-            invocation.key(key);
-        }
-        invocation.arg(self.now_arg());
-        for arg in args {
-            invocation.arg(arg);
-        }
-        let mut connection = self.connection().await;
-        invocation.invoke_async(&mut connection).await
+        let args = std::iter::once(self.now_arg()).chain(args).collect();
+        let reply = self
+            .link
+            .run(ScriptCall {
+                script,
+                keys,
+                args,
+                channel: None,
+                effect,
+            })
+            .await?;
+        Ok(redis::from_redis_value(reply)?)
     }
 
     async fn connection(&self) -> Connection {
@@ -206,18 +226,19 @@ impl RedisStore {
         more_keys: &[String],
         args: impl IntoIterator<Item = String>,
     ) -> Result<T, StoreError> {
-        let mut invocation = script.prepare_invoke();
-        for key in room_keys(room).iter().chain(more_keys) {
-            invocation.key(key);
-        }
-        invocation.arg(self.publish_command()).arg(self.now_arg());
-        for arg in args {
-            invocation.arg(arg);
-        }
-        let mut connection = self.connection().await;
-        invocation
-            .invoke_async(&mut connection)
+        let keys: Vec<String> = room_keys(room).iter().chain(more_keys).cloned().collect();
+        let channel = channel(room);
+        let args = std::iter::once(self.now_arg()).chain(args).collect();
+        self.link
+            .run(ScriptCall {
+                script,
+                keys: &keys,
+                args,
+                channel: Some(&channel),
+                effect: self.scripts.effect(script),
+            })
             .await
+            .and_then(|reply| Ok(redis::from_redis_value(reply)?))
             .map_err(|error| match ScriptError::of(&error) {
                 Some(ScriptError::NoRoom) => StoreError::RoomNotFound(room.clone()),
                 Some(ScriptError::Closed) => StoreError::RoomClosed(room.clone()),
@@ -689,9 +710,8 @@ impl Store for RedisStore {
     /// `NOROOM`; an open room is never missing from the list.
     async fn create_room(&self, id: RoomId, config: RoomConfig) -> Result<RoomInfo, StoreError> {
         config.validate().map_err(StoreError::InvalidConfig)?;
-        let mut connection = self.connection().await;
-        let _: () = connection
-            .sadd(ROOMS_KEY, id.as_str())
+        self.link
+            .write(redis::cmd("SADD").arg(ROOMS_KEY).arg(id.as_str()))
             .await
             .map_err(unavailable)?;
         // The sale's keys go too: a room created again under an old id starts
@@ -739,9 +759,8 @@ impl Store for RedisStore {
 
     async fn close_room(&self, id: &RoomId) -> Result<(), StoreError> {
         let _: Value = self.run(&self.scripts.close_room, id, []).await?;
-        let mut connection = self.connection().await;
-        let _: () = connection
-            .srem(ROOMS_KEY, id.as_str())
+        self.link
+            .write(redis::cmd("SREM").arg(ROOMS_KEY).arg(id.as_str()))
             .await
             .map_err(unavailable)?;
         Ok(())
@@ -962,13 +981,14 @@ impl Store for RedisStore {
     }
 
     async fn end_admin_session(&self, id: &str, until: Millis) -> Result<(), StoreError> {
-        let mut connection = self.connection().await;
-        let _: () = redis::cmd("SET")
-            .arg(ended_session_key(id))
-            .arg(1)
-            .arg("PXAT")
-            .arg(until)
-            .query_async(&mut connection)
+        self.link
+            .write(
+                redis::cmd("SET")
+                    .arg(ended_session_key(id))
+                    .arg(1)
+                    .arg("PXAT")
+                    .arg(until),
+            )
             .await
             .map_err(unavailable)?;
         Ok(())

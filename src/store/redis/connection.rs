@@ -28,7 +28,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use redis::{
     Cmd, ConnectionAddr, ErrorKind, Pipeline, ProtocolVersion, PushInfo, RedisError, RedisFuture,
-    ServerErrorKind, TlsCertificates, TlsMode, Value,
+    Script, ServerErrorKind, TlsCertificates, TlsMode, Value,
 };
 use tokio::sync::{broadcast, mpsc};
 
@@ -48,6 +48,9 @@ pub struct RedisOptions {
     /// PEM file of the certificate authority that signed the servers'
     /// certificates (`rediss://`), instead of the system's roots.
     pub ca_file: Option<std::path::PathBuf>,
+    /// Replicas that must have each write before it is answered (`WAIT`);
+    /// 0 answers once the master has it.
+    pub wait_replicas: u32,
 }
 
 /// What a `redis://`, `rediss://`, `redis+cluster://` or
@@ -373,10 +376,42 @@ impl CheckGate {
     }
 }
 
-/// The link to Redis: one server (fixed or Sentinel's master), or a Cluster.
-pub(super) enum Link {
+/// The link to Redis: one server (fixed or Sentinel's master), or a
+/// Cluster; and how many replicas must have a write before it is answered.
+pub(super) struct Link {
+    followed: Followed,
+    /// `--redis-wait-replicas`: 0 answers a write once its master has it.
+    wait_replicas: u32,
+}
+
+enum Followed {
     Server(Arc<FollowedServer>),
     Cluster(Arc<FollowedCluster>),
+}
+
+/// How long `WAIT` waits for the replicas before the write is answered 503.
+pub(super) const WAIT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// What a script does, for `WAIT` and the events it publishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Effect {
+    /// Reads only, or marks presence (a lost mark is made again within
+    /// seconds): answered at once.
+    Reads,
+    /// Changes what clients are told succeeded: with `--redis-wait-replicas`
+    /// answered only once that many replicas have it.
+    Writes,
+}
+
+/// A script call: `script` on `keys` with `args`. A room script (one that
+/// shares `lua/lib.lua`) publishes on `channel`: it takes how to publish as
+/// its first argument, given here.
+pub(super) struct ScriptCall<'a> {
+    pub script: &'a Script,
+    pub keys: &'a [String],
+    pub args: Vec<String>,
+    pub channel: Option<&'a str>,
+    pub effect: Effect,
 }
 
 impl Link {
@@ -406,50 +441,201 @@ impl Link {
             url: parsed,
             certificates,
         };
-        match &endpoint.url.topology {
-            Topology::Cluster(_) => Ok(Link::Cluster(
-                FollowedCluster::connect(endpoint, pushes, events).await?,
-            )),
-            _ => Ok(Link::Server(
-                FollowedServer::connect(endpoint, pushes, events).await?,
-            )),
-        }
+        let followed = match &endpoint.url.topology {
+            Topology::Cluster(_) => {
+                Followed::Cluster(FollowedCluster::connect(endpoint, pushes, events).await?)
+            }
+            _ => Followed::Server(FollowedServer::connect(endpoint, pushes, events).await?),
+        };
+        Ok(Self {
+            followed,
+            wait_replicas: options.wait_replicas,
+        })
     }
 
     pub fn is_cluster(&self) -> bool {
-        matches!(self, Link::Cluster(_))
+        matches!(self.followed, Followed::Cluster(_))
+    }
+
+    fn publish_command(&self) -> &'static str {
+        if self.is_cluster() {
+            "SPUBLISH"
+        } else {
+            "PUBLISH"
+        }
     }
 
     /// The connection for a call from this thread: on an actix worker (a
     /// current-thread runtime) its own on one server, made on first use;
     /// elsewhere (the promoter, the hub) and on a cluster the shared one.
     pub async fn connection(&self) -> Connection {
-        match self {
-            Link::Server(server) => server.connection().await,
-            Link::Cluster(cluster) => cluster.connection(),
+        match &self.followed {
+            Followed::Server(server) => server.connection().await,
+            Followed::Cluster(cluster) => cluster.connection(),
         }
+    }
+
+    /// Runs a script. A write waits for `--redis-wait-replicas` replicas
+    /// (`WAIT`, in the same round trip and on the same connection, so at
+    /// the room's own master): if they do not confirm it within
+    /// [`WAIT_TIMEOUT`] the answer is an error (503) and nothing was
+    /// acknowledged, and the events the script would have published are
+    /// not published, so no socket hears of what a failover could undo.
+    pub async fn run(&self, call: ScriptCall<'_>) -> Result<Value, RedisError> {
+        let durable = self.wait_replicas > 0 && call.effect == Effect::Writes;
+        let mut args = call.args;
+        if call.channel.is_some() {
+            // '' asks the script to return its events instead (lua/lib.lua).
+            let publish = if durable { "" } else { self.publish_command() };
+            args.insert(0, publish.to_owned());
+        }
+        let mut connection = self.connection().await;
+        if !durable {
+            let mut invocation = call.script.prepare_invoke();
+            for key in call.keys {
+                invocation.key(key);
+            }
+            for arg in &args {
+                invocation.arg(arg);
+            }
+            return invocation.invoke_async(&mut connection).await;
+        }
+        let mut pipeline = redis::pipe();
+        pipeline
+            .cmd("EVALSHA")
+            .arg(call.script.get_hash())
+            .arg(call.keys.len())
+            .arg(call.keys)
+            .arg(&args);
+        let pipeline = self.then_wait(pipeline);
+        let mut answers = connection.req_packed_commands(&pipeline, 0, 2).await?;
+        if matches!(&answers[0], Value::ServerError(e) if e.code() == "NOSCRIPT") {
+            call.script.load_async(&mut connection).await?;
+            answers = connection.req_packed_commands(&pipeline, 0, 2).await?;
+        }
+        let reply = self.confirmed(answers)?;
+        match call.channel {
+            Some(channel) => self.publish_deferred(&mut connection, channel, reply).await,
+            None => Ok(reply),
+        }
+    }
+
+    /// `pipeline` (one write), then `WAIT`: in the same round trip and on
+    /// the same connection, so at the write's own master.
+    fn then_wait(&self, mut pipeline: redis::Pipeline) -> redis::Pipeline {
+        pipeline
+            .cmd("WAIT")
+            .arg(self.wait_replicas)
+            .arg(WAIT_TIMEOUT.as_millis() as u64);
+        pipeline
+    }
+
+    /// Sends one command that writes, waiting for the replicas as a
+    /// script's write does.
+    pub async fn write(&self, command: &Cmd) -> Result<Value, RedisError> {
+        let mut connection = self.connection().await;
+        if self.wait_replicas == 0 {
+            return command.query_async(&mut connection).await;
+        }
+        let mut pipeline = redis::pipe();
+        pipeline.add_command(command.clone());
+        let answers = connection
+            .req_packed_commands(&self.then_wait(pipeline), 0, 2)
+            .await?;
+        self.confirmed(answers)
+    }
+
+    /// A write's reply and `WAIT`'s, as one answer: the reply, if enough
+    /// replicas confirmed it.
+    fn confirmed(&self, answers: Vec<Value>) -> Result<Value, RedisError> {
+        let mut answers = answers.into_iter();
+        let (Some(reply), Some(confirmed)) = (answers.next(), answers.next()) else {
+            return Err(unexpected(
+                "a write and WAIT answered with fewer than two replies",
+            ));
+        };
+        let reply = reply.extract_error()?;
+        let confirmed: i64 = redis::from_redis_value(confirmed.extract_error()?)?;
+        if confirmed < i64::from(self.wait_replicas) {
+            return Err(RedisError::from((
+                ErrorKind::Io,
+                "replicas did not confirm the write",
+                format!(
+                    "{confirmed} of {} within {} ms; nothing was acknowledged",
+                    self.wait_replicas,
+                    WAIT_TIMEOUT.as_millis()
+                ),
+            )));
+        }
+        Ok(reply)
+    }
+
+    /// A deferring script's `{reply, {event…}}`: publishes the events now
+    /// that the replicas have them, and gives the reply.
+    async fn publish_deferred(
+        &self,
+        connection: &mut Connection,
+        channel: &str,
+        deferred: Value,
+    ) -> Result<Value, RedisError> {
+        let Value::Array(mut parts) = deferred else {
+            return Err(unexpected(
+                "a deferring script answered no {reply, events} pair",
+            ));
+        };
+        let (Some(events), Some(reply)) = (parts.pop(), parts.pop()) else {
+            return Err(unexpected(
+                "a deferring script answered no {reply, events} pair",
+            ));
+        };
+        let events: Vec<Value> = match events {
+            Value::Array(events) => events,
+            Value::Nil => Vec::new(),
+            _ => return Err(unexpected("a deferring script's events are no list")),
+        };
+        if !events.is_empty() {
+            let mut pipeline = redis::pipe();
+            for event in events {
+                let event: Vec<u8> = redis::from_redis_value(event)?;
+                pipeline
+                    .cmd(self.publish_command())
+                    .arg(channel)
+                    .arg(event)
+                    .ignore();
+            }
+            // The write stands whether or not its events go out: a node that
+            // misses one reads its sockets' places again at the next.
+            if let Err(error) = pipeline.exec_async(connection).await {
+                tracing::warn!(%channel, %error, "could not publish a confirmed write's events");
+            }
+        }
+        Ok(reply)
     }
 
     /// Makes sure this node hears `channel` (a cluster's sharded channels
     /// are subscribed one by one; one server's pattern hears them all).
     pub async fn watch(&self, channel: &str) -> Result<(), RedisError> {
-        match self {
-            Link::Server(_) => Ok(()),
-            Link::Cluster(cluster) => cluster.watch(channel).await,
+        match &self.followed {
+            Followed::Server(_) => Ok(()),
+            Followed::Cluster(cluster) => cluster.watch(channel).await,
         }
     }
 
     /// The subscription's connection went away (it reconnects by itself on
     /// one server): check where the master is, and ping until it answers.
     pub fn on_disconnection(&self) {
-        match self {
-            Link::Server(server) => {
+        match &self.followed {
+            Followed::Server(server) => {
                 server.clone().check_soon();
                 tokio::spawn(server.clone().ping_subscriber_until_it_answers());
             }
-            Link::Cluster(cluster) => cluster.clone().check_soon(),
+            Followed::Cluster(cluster) => cluster.clone().check_soon(),
         }
     }
+}
+
+fn unexpected(what: &'static str) -> RedisError {
+    RedisError::from((ErrorKind::Client, what))
 }
 
 /// Where to connect and how: the URL and its TLS roots.

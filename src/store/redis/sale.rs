@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use redis::{RedisError, Script, Value};
 
 use super::admission::{RedisStore, number, text};
+use super::connection::Effect;
 use super::script_error::ScriptError;
 use crate::store::SaleStore;
 use crate::words::sale::{
@@ -134,7 +135,7 @@ impl SaleStore for RedisStore {
         .into_iter()
         .chain(seats);
         let _: Value = self
-            .eval(&CONFIGURE, &sale_keys(room), args)
+            .eval(&CONFIGURE, &sale_keys(room), Effect::Writes, args)
             .await
             .map_err(sale_error)?;
         self.sale(room).await
@@ -142,7 +143,7 @@ impl SaleStore for RedisStore {
 
     async fn stock(&self, room: &RoomId) -> Result<Stock, SaleError> {
         let reply: Vec<u64> = self
-            .eval(&STOCK, &sale_keys(room), [])
+            .eval(&STOCK, &sale_keys(room), Effect::Reads, [])
             .await
             .map_err(sale_error)?;
         let &[left, held] = reply.as_slice() else {
@@ -153,7 +154,7 @@ impl SaleStore for RedisStore {
 
     async fn sale(&self, room: &RoomId) -> Result<SaleView, SaleError> {
         let reply: Vec<Value> = self
-            .eval(&VIEW, &sale_keys(room), [])
+            .eval(&VIEW, &sale_keys(room), Effect::Reads, [])
             .await
             .map_err(sale_error)?;
         let (head, seats) = reply.split_at(4.min(reply.len()));
@@ -213,7 +214,7 @@ impl SaleStore for RedisStore {
         .into_iter()
         .chain(seats);
         let reply: Vec<Value> = self
-            .eval(&CLAIM, &sale_keys(room), args)
+            .eval(&CLAIM, &sale_keys(room), Effect::Writes, args)
             .await
             .map_err(sale_error)?;
         parse_claim(&reply).ok_or_else(unreadable)
@@ -227,7 +228,7 @@ impl SaleStore for RedisStore {
     ) -> Result<Claim, SaleError> {
         let args = [visitor.to_string(), claim_id.to_string()];
         let reply: Vec<Value> = self
-            .eval(&CONFIRM, &sale_keys(room), args)
+            .eval(&CONFIRM, &sale_keys(room), Effect::Writes, args)
             .await
             .map_err(sale_error)?;
         parse_claim(&reply).ok_or_else(unreadable)
@@ -241,21 +242,31 @@ impl SaleStore for RedisStore {
     ) -> Result<(), SaleError> {
         let args = [visitor.to_string(), claim_id.to_string()];
         let _: Value = self
-            .eval(&RELEASE, &sale_keys(room), args)
+            .eval(&RELEASE, &sale_keys(room), Effect::Writes, args)
             .await
             .map_err(sale_error)?;
         Ok(())
     }
 
     async fn release_holds_of(&self, room: &RoomId, visitor: VisitorId) -> Result<u64, SaleError> {
-        self.eval(&RELEASE_HOLDS, &sale_keys(room), [visitor.to_string()])
-            .await
-            .map_err(sale_error)
+        self.eval(
+            &RELEASE_HOLDS,
+            &sale_keys(room),
+            Effect::Writes,
+            [visitor.to_string()],
+        )
+        .await
+        .map_err(sale_error)
     }
 
     async fn claims_of(&self, room: &RoomId, visitor: VisitorId) -> Result<Vec<Claim>, SaleError> {
         let reply: Vec<Vec<Value>> = self
-            .eval(&MINE, &sale_keys(room), [visitor.to_string()])
+            .eval(
+                &MINE,
+                &sale_keys(room),
+                Effect::Reads,
+                [visitor.to_string()],
+            )
             .await
             .map_err(sale_error)?;
         reply
@@ -266,7 +277,7 @@ impl SaleStore for RedisStore {
 
     async fn orders(&self, room: &RoomId) -> Result<Vec<Claim>, SaleError> {
         let reply: Vec<Vec<Value>> = self
-            .eval(&ORDERS, &sale_keys(room), [])
+            .eval(&ORDERS, &sale_keys(room), Effect::Reads, [])
             .await
             .map_err(sale_error)?;
         reply

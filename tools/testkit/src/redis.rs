@@ -18,9 +18,17 @@ pub struct RedisServer {
 const STARTUP: Duration = Duration::from_secs(10);
 
 impl RedisServer {
-    /// Starts a server without persistence.
+    /// Starts a server without persistence (a replica that connects is sent
+    /// its data at once, not after the default 5 s of diskless delay).
     pub fn start() -> Self {
-        Self::start_with(&["--save", "", "--appendonly", "no"])
+        Self::start_with(&[
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--repl-diskless-sync-delay",
+            "0",
+        ])
     }
 
     /// Starts a server with extra arguments (say `--appendonly yes`).
@@ -44,6 +52,31 @@ impl RedisServer {
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Starts a replica of `master` (no persistence) and waits until it has
+    /// synced, so that `WAIT 1` on the master is met from the first write.
+    /// The master is best started with [`RedisServer::start`], which sends a
+    /// replica its data without delay.
+    pub fn start_replica_of(master: &RedisServer) -> Self {
+        let port = master.port.to_string();
+        let replica = Self::start_with(&[
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--replicaof",
+            "127.0.0.1",
+            &port,
+        ]);
+        let deadline = Instant::now() + STARTUP;
+        while !replica.info("replication").is_some_and(|info| {
+            info.contains("master_link_status:up") && info.contains("master_sync_in_progress:0")
+        }) {
+            assert!(Instant::now() < deadline, "the replica did not sync");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        replica
     }
 
     /// The server's process id, while it runs.
