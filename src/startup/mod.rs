@@ -235,7 +235,7 @@ impl Application {
             Some(url) => Stores::redis_with(url, &settings.redis_options(), None)
                 .await
                 .map_err(|error| StartError::Store {
-                    url: url.clone(),
+                    url: crate::store::redis::redacted(url),
                     reason: error.to_string(),
                 })?,
             None => Stores::memory(clock.clone()),

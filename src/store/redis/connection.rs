@@ -84,7 +84,7 @@ impl RedisUrl {
     pub fn parse(url: &str) -> Result<Self, String> {
         let (scheme, rest) = url
             .split_once("://")
-            .ok_or_else(|| format!("{url:?} is not a URL"))?;
+            .ok_or_else(|| "it is not a URL (no \"://\")".to_owned())?;
         let (tls, kind) = match scheme {
             "redis" => (false, ""),
             "rediss" => (true, ""),
@@ -146,6 +146,39 @@ impl RedisUrl {
         let scheme = if self.tls { "rediss" } else { "redis" };
         format!("{scheme}://{host}:{port}/?protocol=resp3")
     }
+}
+
+/// `url` with its passwords (the servers' in the userinfo, the Sentinels'
+/// in the query) replaced by `***`: what a log or an error may show.
+pub fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, path_and_query) = match rest.find(['/', '?']) {
+        Some(at) => rest.split_at(at),
+        None => (rest, ""),
+    };
+    let authority = match authority.rsplit_once('@') {
+        Some((userinfo, hosts)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:***@{hosts}"),
+            None => authority.to_owned(),
+        },
+        None => authority.to_owned(),
+    };
+    let path_and_query = match path_and_query.split_once('?') {
+        Some((path, query)) => {
+            let query: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((key, _)) if key.ends_with("password") => format!("{key}=***"),
+                    _ => pair.to_owned(),
+                })
+                .collect();
+            format!("{path}?{}", query.join("&"))
+        }
+        None => path_and_query.to_owned(),
+    };
+    format!("{scheme}://{authority}{path_and_query}")
 }
 
 /// `user:password` (either part may be empty), percent-decoded.
@@ -1225,6 +1258,20 @@ impl Follow for FollowedCluster {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn passwords_are_redacted_from_urls_shown() {
+        assert_eq!(
+            redacted("rediss://app:p%40ss@h:6380/0"),
+            "rediss://app:***@h:6380/0"
+        );
+        assert_eq!(redacted("redis://:secret@h"), "redis://:***@h");
+        assert_eq!(
+            redacted("redis+sentinel://:a@s1,s2/m?sentinel_username=u&sentinel_password=b"),
+            "redis+sentinel://:***@s1,s2/m?sentinel_username=u&sentinel_password=***"
+        );
+        assert_eq!(redacted("redis://h:6379/"), "redis://h:6379/");
+    }
 
     #[test]
     fn urls_name_their_topology_tls_and_credentials() {

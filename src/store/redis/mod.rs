@@ -7,4 +7,4 @@ mod sale;
 mod script_error;
 
 pub use admission::RedisStore;
-pub use connection::RedisOptions;
+pub use connection::{RedisOptions, redacted};

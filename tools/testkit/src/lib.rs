@@ -9,6 +9,7 @@ pub mod draw;
 pub mod node;
 pub mod ports;
 pub mod redis;
+pub mod tls;
 pub mod unreachable;
 
 pub use ports::free_port;

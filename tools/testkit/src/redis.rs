@@ -6,52 +6,78 @@ use std::time::{Duration, Instant};
 
 pub use crate::ports::free_port;
 use crate::ports::{free_cluster_port, start_on_ports};
+use crate::tls::Secured;
 
 pub struct RedisServer {
     pub port: u16,
+    /// The TLS port, when the server is [`Secured`] with TLS.
+    pub tls_port: Option<u16>,
     pub dir: std::path::PathBuf,
     child: Option<Child>,
     args: Vec<String>,
+    secured: Secured,
 }
+
+/// Without persistence, and a replica that connects is sent its data at
+/// once, not after the default 5 s of diskless delay.
+const EPHEMERAL: [&str; 6] = [
+    "--save",
+    "",
+    "--appendonly",
+    "no",
+    "--repl-diskless-sync-delay",
+    "0",
+];
 
 /// How long a server may take to answer after it was started.
 const STARTUP: Duration = Duration::from_secs(10);
 
 impl RedisServer {
-    /// Starts a server without persistence (a replica that connects is sent
-    /// its data at once, not after the default 5 s of diskless delay).
+    /// Starts a server without persistence.
     pub fn start() -> Self {
-        Self::start_with(&[
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--repl-diskless-sync-delay",
-            "0",
-        ])
+        Self::start_with(&EPHEMERAL)
     }
 
     /// Starts a server with extra arguments (say `--appendonly yes`).
     pub fn start_with(extra: &[&str]) -> Self {
-        Self::start_on(free_port, "redis", extra)
+        Self::start_on(free_port, "redis", extra, &Secured::default())
     }
 
-    /// Starts one on a port from `choose` (a fresh one for each attempt).
-    fn start_on(choose: fn() -> u16, kind: &str, extra: &[&str]) -> Self {
+    /// Starts a server without persistence, secured as `secured` says.
+    pub fn start_secured(secured: &Secured) -> Self {
+        Self::start_on(free_port, "redis", &EPHEMERAL, secured)
+    }
+
+    /// Starts one on a port from `choose` (fresh ones for each attempt).
+    fn start_on(choose: fn() -> u16, kind: &str, extra: &[&str], secured: &Secured) -> Self {
         start_on_ports("redis-server", choose, |port| {
             let dir = temp_dir(kind);
             let mut server = Self {
                 port,
+                tls_port: secured.tls.as_ref().map(|_| choose()),
                 dir,
                 child: None,
                 args: extra.iter().map(|a| a.to_string()).collect(),
+                secured: secured.clone(),
             };
             server.launch().map(|()| server)
         })
     }
 
+    /// The plain port's URL, with the default user's password if it has one.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        let password = match &self.secured.password {
+            Some(password) => format!(":{password}@"),
+            None => String::new(),
+        };
+        format!("redis://{password}127.0.0.1:{}/", self.port)
+    }
+
+    /// The TLS port's URL, by the name its certificate gives
+    /// (`localhost`), with the user (or password) the node is to use.
+    pub fn tls_url(&self) -> String {
+        let port = self.tls_port.expect("the server is secured with TLS");
+        format!("rediss://{}localhost:{port}/", self.secured.userinfo())
     }
 
     /// Starts a replica of `master` (no persistence) and waits until it has
@@ -79,6 +105,12 @@ impl RedisServer {
         replica
     }
 
+    /// The port other servers and clients are given: the TLS one when it
+    /// has one (a Cluster with TLS announces it; replication uses it).
+    pub fn client_port(&self) -> u16 {
+        self.tls_port.unwrap_or(self.port)
+    }
+
     /// The server's process id, while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
@@ -97,6 +129,7 @@ impl RedisServer {
             ])
             .arg(&self.dir)
             .args(&self.args)
+            .args(self.secured.server_args(self.tls_port))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -208,6 +241,7 @@ pub struct RedisCluster {
     nodes: Vec<RedisServer>,
     /// Nodes stalled with SIGSTOP: not asked anything until resumed.
     paused: std::sync::Mutex<std::collections::HashSet<usize>>,
+    secured: Secured,
 }
 
 /// One line of `CLUSTER NODES`.
@@ -228,47 +262,61 @@ impl RedisCluster {
 
     /// Three masters with `replicas` replicas each.
     pub fn start_with_replicas(replicas: usize) -> Self {
+        Self::start_secured(replicas, &Secured::default())
+    }
+
+    /// Three masters with `replicas` replicas each, secured as `secured`
+    /// says: with TLS, the cluster's bus and replication use it too, and
+    /// the nodes announce their TLS ports.
+    pub fn start_secured(replicas: usize, secured: &Secured) -> Self {
+        let mut options = vec![
+            "--cluster-enabled",
+            "yes",
+            "--cluster-node-timeout",
+            "1000",
+            "--cluster-replica-validity-factor",
+            "0",
+        ];
+        options.extend(EPHEMERAL);
+        if secured.tls.is_some() {
+            options.extend(["--tls-cluster", "yes", "--tls-replication", "yes"]);
+        }
         let nodes: Vec<RedisServer> = (0..3 * (1 + replicas))
-            .map(|_| {
-                RedisServer::start_on(
-                    free_cluster_port,
-                    "cluster",
-                    &[
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-node-timeout",
-                        "1000",
-                        "--cluster-replica-validity-factor",
-                        "0",
-                        "--repl-diskless-sync-delay",
-                        "0",
-                        "--save",
-                        "",
-                        "--appendonly",
-                        "no",
-                    ],
-                )
-            })
+            .map(|_| RedisServer::start_on(free_cluster_port, "cluster", &options, secured))
             .collect();
         let addresses: Vec<String> = nodes
             .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port))
+            .map(|n| format!("127.0.0.1:{}", n.client_port()))
             .collect();
+        let mut client_options = Vec::new();
+        if let Some(certificates) = &secured.tls {
+            client_options.extend(["--tls".to_owned(), "--cacert".to_owned()]);
+            client_options.push(certificates.ca_file.display().to_string());
+        }
+        if let Some(password) = &secured.password {
+            client_options.extend(["-a", password, "--no-auth-warning"].map(String::from));
+        }
         let created = Command::new("redis-cli")
+            .args(&client_options)
             .arg("--cluster")
             .arg("create")
             .args(&addresses)
             .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
+            .stdin(Stdio::null())
+            .output()
             .expect(
                 "redis-cli is needed for the cluster tests: run ./scripts/test, which installs it",
             );
-        assert!(created.success(), "redis-cli --cluster create failed");
+        assert!(
+            created.status.success(),
+            "redis-cli --cluster create failed: {}{}",
+            String::from_utf8_lossy(&created.stdout),
+            String::from_utf8_lossy(&created.stderr)
+        );
         let cluster = Self {
             nodes,
             paused: Default::default(),
+            secured: secured.clone(),
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         for node in 0..cluster.nodes.len() {
@@ -280,14 +328,19 @@ impl RedisCluster {
         cluster
     }
 
-    /// The URL of the cluster, every node a seed.
+    /// The URL of the cluster, every node a seed: over TLS, with the
+    /// user or password, when the cluster is secured so.
     pub fn url(&self) -> String {
         let hosts: Vec<String> = self
             .nodes
             .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port))
+            .map(|n| format!("127.0.0.1:{}", n.client_port()))
             .collect();
-        format!("redis+cluster://{}/", hosts.join(","))
+        let scheme = match self.secured.tls {
+            Some(_) => "rediss+cluster",
+            None => "redis+cluster",
+        };
+        format!("{scheme}://{}{}/", self.secured.userinfo(), hosts.join(","))
     }
 
     /// The URL of the cluster with one node as its only seed.
@@ -315,7 +368,7 @@ impl RedisCluster {
     /// The replicas of a master, as the cluster sees them now.
     pub fn replicas_of(&self, master: usize) -> Vec<usize> {
         let nodes = self.cluster_nodes();
-        let port = self.nodes[master].port;
+        let port = self.nodes[master].client_port();
         let id = &nodes.iter().find(|n| n.port == port).unwrap().id;
         nodes
             .iter()
@@ -373,7 +426,7 @@ impl RedisCluster {
                 let promoted = self.cluster_nodes_of(asked).into_iter().find(|n| {
                     n.master
                         && !n.failed
-                        && n.port != self.nodes[old].port
+                        && n.port != self.nodes[old].client_port()
                         && n.slots.iter().any(|&(a, b)| (a..=b).contains(&slot))
                 });
                 if let Some(promoted) = promoted
@@ -391,7 +444,10 @@ impl RedisCluster {
     }
 
     fn index_of(&self, port: u16) -> usize {
-        self.nodes.iter().position(|n| n.port == port).unwrap()
+        self.nodes
+            .iter()
+            .position(|n| n.client_port() == port)
+            .unwrap()
     }
 
     fn connect(&self, node: usize) -> redis::Connection {
@@ -505,13 +561,19 @@ pub struct RedisSentinels {
     /// The servers: the first master, then its replicas.
     pub servers: Vec<RedisServer>,
     sentinels: Vec<SentinelProcess>,
+    secured: Secured,
+    /// The Sentinels' own password (`requirepass` in their configuration).
+    sentinel_password: Option<String>,
 }
 
 /// The name the sentinels know the master by.
 pub const SENTINEL_MASTER: &str = "mymaster";
 
 struct SentinelProcess {
+    /// Plain, for the test kit's own questions.
     port: u16,
+    /// What the node is given when the deployment is secured with TLS.
+    tls_port: Option<u16>,
     dir: std::path::PathBuf,
     child: Child,
 }
@@ -526,33 +588,41 @@ impl Drop for SentinelProcess {
 
 impl RedisSentinels {
     pub fn start() -> Self {
-        let master = RedisServer::start();
-        let replica_of = [
-            "--replicaof".to_owned(),
-            "127.0.0.1".to_owned(),
-            master.port.to_string(),
-        ];
-        let replicas = (0..2).map(|_| {
-            let mut args = vec!["--save", "", "--appendonly", "no"];
-            args.extend(replica_of.iter().map(String::as_str));
-            RedisServer::start_with(&args)
-        });
+        Self::start_secured(&Secured::default(), None)
+    }
+
+    /// Servers secured as `secured` says (with TLS, replication and the
+    /// Sentinels use it too), and Sentinels that ask for `sentinel_password`.
+    pub fn start_secured(secured: &Secured, sentinel_password: Option<&str>) -> Self {
+        let mut options = EPHEMERAL.to_vec();
+        if secured.tls.is_some() {
+            options.extend(["--tls-replication", "yes"]);
+        }
+        let master = RedisServer::start_on(free_port, "redis", &options, secured);
+        let master_port = master.client_port().to_string();
+        options.extend(["--replicaof", "127.0.0.1", &master_port]);
+        let replicas = (0..2).map(|_| RedisServer::start_on(free_port, "redis", &options, secured));
         let servers: Vec<RedisServer> = std::iter::once(master).chain(replicas).collect();
-        let master_port = servers[0].port;
+        let master_port = servers[0].client_port();
         let sentinels = (0..3)
             .map(|_| {
                 start_on_ports("redis-sentinel", free_port, |port| {
-                    SentinelProcess::start(port, master_port)
+                    SentinelProcess::start(port, master_port, secured, sentinel_password)
                 })
             })
             .collect();
-        let deployment = Self { servers, sentinels };
+        let deployment = Self {
+            servers,
+            sentinels,
+            secured: secured.clone(),
+            sentinel_password: sentinel_password.map(str::to_owned),
+        };
         // Each sentinel knows the two others and both replicas, and each
         // replica has its first copy of the master's data.
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let ready = deployment.sentinels.iter().all(|s| {
-                sentinel_master_info(s.port).is_some_and(|info| {
+                deployment.master_info(s.port).is_some_and(|info| {
                     info.get("num-other-sentinels").map(String::as_str) == Some("2")
                         && info.get("num-slaves").map(String::as_str) == Some("2")
                 })
@@ -567,20 +637,51 @@ impl RedisSentinels {
             }
             assert!(
                 Instant::now() < deadline,
-                "the sentinels did not find each other and the replicas"
+                "the sentinels did not find each other and the replicas: {:?}",
+                deployment
+                    .sentinels
+                    .iter()
+                    .map(|s| deployment.master_info(s.port))
+                    .collect::<Vec<_>>()
             );
             std::thread::sleep(Duration::from_millis(100));
         }
     }
 
-    /// `redis+sentinel://` naming every sentinel and the master.
+    /// `redis+sentinel://` naming every sentinel and the master (over TLS,
+    /// with the servers' user or password and the Sentinels' password, when
+    /// secured so).
     pub fn url(&self) -> String {
         let hosts: Vec<String> = self
             .sentinels
             .iter()
-            .map(|s| format!("127.0.0.1:{}", s.port))
+            .map(|s| format!("127.0.0.1:{}", s.tls_port.unwrap_or(s.port)))
             .collect();
-        format!("redis+sentinel://{}/{SENTINEL_MASTER}", hosts.join(","))
+        let scheme = match self.secured.tls {
+            Some(_) => "rediss+sentinel",
+            None => "redis+sentinel",
+        };
+        let query = match &self.sentinel_password {
+            Some(password) => format!("?sentinel_password={password}"),
+            None => String::new(),
+        };
+        format!(
+            "{scheme}://{}{}/{SENTINEL_MASTER}{query}",
+            self.secured.userinfo(),
+            hosts.join(",")
+        )
+    }
+
+    /// A plain connection to a Sentinel, with its password.
+    fn ask(&self, port: u16) -> Option<redis::Connection> {
+        let password = match &self.sentinel_password {
+            Some(password) => format!(":{password}@"),
+            None => String::new(),
+        };
+        redis::Client::open(format!("redis://{password}127.0.0.1:{port}/"))
+            .ok()?
+            .get_connection_with_timeout(Duration::from_secs(1))
+            .ok()
     }
 
     /// The server the sentinels name as master now.
@@ -588,16 +689,13 @@ impl RedisSentinels {
         let port = self.master_port().expect("a sentinel answers");
         self.servers
             .iter()
-            .position(|s| s.port == port)
+            .position(|s| s.client_port() == port)
             .expect("the master is one of ours")
     }
 
     fn master_port(&self) -> Option<u16> {
         self.sentinels.iter().find_map(|s| {
-            let mut connection = redis::Client::open(format!("redis://127.0.0.1:{}/", s.port))
-                .ok()?
-                .get_connection_with_timeout(Duration::from_secs(1))
-                .ok()?;
+            let mut connection = self.ask(s.port)?;
             let (_, port): (String, u16) = redis::cmd("SENTINEL")
                 .arg("get-master-addr-by-name")
                 .arg(SENTINEL_MASTER)
@@ -628,8 +726,8 @@ impl RedisSentinels {
         let deadline = Instant::now() + within;
         loop {
             if let Some(port) = self.master_port()
-                && port != self.servers[old].port
-                && let Some(new) = self.servers.iter().position(|s| s.port == port)
+                && port != self.servers[old].client_port()
+                && let Some(new) = self.servers.iter().position(|s| s.client_port() == port)
                 && self.servers[new]
                     .info("replication")
                     .is_some_and(|info| info.contains("role:master"))
@@ -646,21 +744,39 @@ impl RedisSentinels {
 }
 
 impl SentinelProcess {
-    fn start(port: u16, master_port: u16) -> Result<Self, String> {
+    fn start(
+        port: u16,
+        master_port: u16,
+        secured: &Secured,
+        password: Option<&str>,
+    ) -> Result<Self, String> {
         let dir = temp_dir("sentinel");
         let config = dir.join("sentinel.conf");
-        std::fs::write(
-            &config,
-            format!(
-                "port {port}\nbind 127.0.0.1\ndir {dir}\n\
-                 sentinel monitor {SENTINEL_MASTER} 127.0.0.1 {master_port} 2\n\
-                 sentinel down-after-milliseconds {SENTINEL_MASTER} 1000\n\
-                 sentinel failover-timeout {SENTINEL_MASTER} 5000\n\
-                 sentinel parallel-syncs {SENTINEL_MASTER} 2\n",
-                dir = dir.display()
-            ),
-        )
-        .unwrap();
+        let mut lines = vec![
+            format!("port {port}"),
+            "bind 127.0.0.1".to_owned(),
+            format!("dir {}", dir.display()),
+            format!("sentinel monitor {SENTINEL_MASTER} 127.0.0.1 {master_port} 2"),
+            format!("sentinel down-after-milliseconds {SENTINEL_MASTER} 1000"),
+            format!("sentinel failover-timeout {SENTINEL_MASTER} 5000"),
+            format!("sentinel parallel-syncs {SENTINEL_MASTER} 2"),
+        ];
+        let tls_port = secured.tls.as_ref().map(|_| free_port());
+        if let (Some(certificates), Some(tls_port)) = (&secured.tls, tls_port) {
+            lines.push(format!("tls-port {tls_port}"));
+            lines.push("tls-replication yes".to_owned());
+            // `--tls-cert-file PATH` as the configuration line `tls-cert-file PATH`.
+            for pair in certificates.server_args().chunks(2) {
+                lines.push(format!("{} {}", pair[0].trim_start_matches("--"), pair[1]));
+            }
+        }
+        if let Some(password) = password {
+            lines.push(format!("requirepass {password}"));
+        }
+        if let Some(password) = &secured.password {
+            lines.push(format!("sentinel auth-pass {SENTINEL_MASTER} {password}"));
+        }
+        std::fs::write(&config, lines.join("\n") + "\n").unwrap();
         let mut child = Command::new("redis-sentinel")
             .arg(&config)
             .stdout(Stdio::null())
@@ -670,7 +786,12 @@ impl SentinelProcess {
                 "redis-sentinel is needed for these tests: run ./scripts/test, which installs it",
             );
         match crate::ports::wait_until_listening(&mut child, port, STARTUP) {
-            Ok(()) => Ok(Self { port, dir, child }),
+            Ok(()) => Ok(Self {
+                port,
+                tls_port,
+                dir,
+                child,
+            }),
             Err(reason) => {
                 let _ = std::fs::remove_dir_all(&dir);
                 Err(reason)
@@ -679,23 +800,22 @@ impl SentinelProcess {
     }
 }
 
-/// `SENTINEL MASTER <name>` as field → value.
-fn sentinel_master_info(port: u16) -> Option<std::collections::HashMap<String, String>> {
-    let mut connection = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
-        .ok()?
-        .get_connection_with_timeout(Duration::from_secs(1))
-        .ok()?;
-    let fields: Vec<String> = redis::cmd("SENTINEL")
-        .arg("MASTER")
-        .arg(SENTINEL_MASTER)
-        .query(&mut connection)
-        .ok()?;
-    Some(
-        fields
-            .chunks(2)
-            .filter_map(|pair| Some((pair.first()?.clone(), pair.get(1)?.clone())))
-            .collect(),
-    )
+impl RedisSentinels {
+    /// `SENTINEL MASTER <name>` as field → value.
+    fn master_info(&self, port: u16) -> Option<std::collections::HashMap<String, String>> {
+        let mut connection = self.ask(port)?;
+        let fields: Vec<String> = redis::cmd("SENTINEL")
+            .arg("MASTER")
+            .arg(SENTINEL_MASTER)
+            .query(&mut connection)
+            .ok()?;
+        Some(
+            fields
+                .chunks(2)
+                .filter_map(|pair| Some((pair.first()?.clone(), pair.get(1)?.clone())))
+                .collect(),
+        )
+    }
 }
 
 #[cfg(test)]
@@ -720,7 +840,12 @@ mod tests {
         let intruder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let taken = intruder.local_addr().unwrap().port();
         TAKEN.store(taken, Ordering::SeqCst);
-        let server = RedisServer::start_on(taken_then_free, "redis", &["--save", ""]);
+        let server = RedisServer::start_on(
+            taken_then_free,
+            "redis",
+            &["--save", ""],
+            &Secured::default(),
+        );
         assert_ne!(server.port, taken);
         assert_eq!(server.server_pid(), server.pid(), "our own server answers");
     }
