@@ -7,14 +7,18 @@ use waitroom_testkit::redis as redis_server;
 use std::sync::Arc;
 
 use redis_server::RedisServer;
-use waitroom::store::redis::RedisStore;
+use waitroom::store::redis::{RedisOptions, RedisStore};
 use waitroom::words::clock::ManualClock;
 
-async fn redis_harness() -> conformance::Harness {
-    let server = RedisServer::start();
+/// A harness on the Redis at `url`, which `backing` keeps running.
+async fn harness_on(
+    url: &str,
+    options: &RedisOptions,
+    backing: Box<dyn std::any::Any + Send>,
+) -> conformance::Harness {
     let clock = ManualClock::new(1_767_225_600_000);
     let store = Arc::new(
-        RedisStore::connect(&server.url(), Some(Arc::new(clock.clone())))
+        RedisStore::connect_with(url, options, Some(Arc::new(clock.clone())))
             .await
             .expect("the store connects"),
     );
@@ -22,8 +26,13 @@ async fn redis_harness() -> conformance::Harness {
         store: store.clone(),
         sale: store,
         clock,
-        _backing: Some(Box::new(server)),
+        _backing: Some(backing),
     }
+}
+
+async fn redis_harness() -> conformance::Harness {
+    let server = RedisServer::start();
+    harness_on(&server.url(), &RedisOptions::default(), Box::new(server)).await
 }
 
 conformance_suite!(redis_harness);
@@ -34,27 +43,15 @@ conformance_suite!(redis_harness);
 /// `publish`) rather than from inside the script.
 mod waiting_for_a_replica {
     use super::*;
-    use waitroom::store::redis::RedisOptions;
 
     async fn replicated_harness() -> conformance::Harness {
         let master = RedisServer::start();
         let replica = RedisServer::start_replica_of(&master);
-        let clock = ManualClock::new(1_767_225_600_000);
         let options = RedisOptions {
             wait_replicas: 1,
             ..RedisOptions::default()
         };
-        let store = Arc::new(
-            RedisStore::connect_with(&master.url(), &options, Some(Arc::new(clock.clone())))
-                .await
-                .expect("the store connects"),
-        );
-        conformance::Harness {
-            store: store.clone(),
-            sale: store,
-            clock,
-            _backing: Some(Box::new((master, replica))),
-        }
+        harness_on(&master.url(), &options, Box::new((master, replica))).await
     }
 
     conformance_suite!(replicated_harness);

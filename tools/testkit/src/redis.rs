@@ -95,10 +95,16 @@ impl RedisServer {
             "127.0.0.1",
             &port,
         ]);
+        // The replica says it is up once it loaded the master's data; the
+        // master counts it (for WAIT) only after its first acknowledgement,
+        // up to a second later.
         let deadline = Instant::now() + STARTUP;
         while !replica.info("replication").is_some_and(|info| {
             info.contains("master_link_status:up") && info.contains("master_sync_in_progress:0")
-        }) {
+        }) || !master
+            .info("replication")
+            .is_some_and(|info| info.contains("state=online"))
+        {
             assert!(Instant::now() < deadline, "the replica did not sync");
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -504,13 +510,18 @@ impl RedisCluster {
         info.contains("cluster_state:ok")
     }
 
-    /// A master, or a replica whose first sync with its master is done (a
-    /// replica promoted before that would have nothing).
+    /// A replica whose first sync with its master is done (a replica
+    /// promoted before that would have nothing), or a master that counts
+    /// every replica connected to it as online (as `WAIT` counts them).
     fn replica_in_sync(&self, node: usize) -> bool {
         self.nodes[node].info("replication").is_some_and(|info| {
-            info.contains("role:master")
-                || (info.contains("master_link_status:up")
-                    && info.contains("master_sync_in_progress:0"))
+            if info.contains("role:master") {
+                info.lines()
+                    .filter(|line| line.starts_with("slave") && line.contains("ip="))
+                    .all(|line| line.contains("state=online"))
+            } else {
+                info.contains("master_link_status:up") && info.contains("master_sync_in_progress:0")
+            }
         })
     }
 
