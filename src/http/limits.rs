@@ -23,7 +23,9 @@ use tokio::time::Sleep;
 
 use super::AppState;
 use super::error::ApiError;
-use super::error::body_configs::JSON_LIMIT;
+
+/// The largest JSON (or form) body a route reads.
+pub const JSON_LIMIT: usize = 16 * 1024;
 
 /// Puts a deadline on the body of every request that declares one.
 pub async fn body_deadline(

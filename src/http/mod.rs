@@ -3,6 +3,7 @@
 //! the middleware every answer goes through.
 
 pub mod admin;
+pub mod body_configs;
 pub mod client_address;
 pub mod cookies;
 pub mod draw;

@@ -24,7 +24,14 @@ use bytes::{Buf, Bytes, BytesMut};
 use parking_lot::Mutex;
 use tokio::net::TcpStream;
 
-use super::outlet::Refused;
+/// Why a message was not taken (by the lane, or by the socket's outlet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The client is too slow to read: its queue is full.
+    TooSlow,
+    /// The socket is closing already.
+    Closing,
+}
 
 /// Frames the fan-out may leave waiting on a client that does not read
 /// (actix-ws bounds its own queue at the same number).

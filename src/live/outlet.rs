@@ -15,6 +15,7 @@ use tokio::sync::Notify;
 
 use super::home::Home;
 use super::lane::Lane;
+pub use super::lane::Refused;
 
 pub struct Outlet {
     inner: Mutex<Inner>,
@@ -48,15 +49,6 @@ enum Wire {
         sent: Vec<String>,
         capacity: usize,
     },
-}
-
-/// Why a message was not taken.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refused {
-    /// The client is too slow to read: its queue is full.
-    TooSlow,
-    /// The socket is closing already.
-    Closing,
 }
 
 /// The reason given with close code 1012, when the node stops: the client

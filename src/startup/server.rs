@@ -49,7 +49,8 @@ use tracing_actix_web::TracingLogger;
 use super::config::Settings;
 use super::write_guard::WriteGuard;
 use crate::http::AppState;
-use crate::http::error::{ApiError, body_configs};
+use crate::http::body_configs;
+use crate::http::error::ApiError;
 use crate::http::limits::AsksToUpgrade;
 use crate::http::{
     admin, cookies, draw, extractors, limits, middleware, ops, pages, sale, sockets, visitor,

@@ -17,7 +17,9 @@ use redis::{AsyncCommands, PushInfo, PushKind, RedisError, Script, Value};
 use tokio::sync::{broadcast, mpsc};
 
 use super::connection::{Connection, Effect, Link, RedisOptions, ScriptCall, unavailable};
-use super::sale::sale_keys;
+use super::keys::{
+    ROOMS_KEY, channel, ended_session_key, room_key, room_keys, room_of_channel, sale_keys,
+};
 use super::script_error::ScriptError;
 use crate::store::{JoinOptions, Store, StoreError, Tick, TickReport};
 use crate::words::clock::SharedClock;
@@ -29,7 +31,6 @@ use crate::words::{
     RoomFacts, RoomId, RoomInfo, RoomPatch, RoomStats, Secret, StoreEvent, VisitorId,
 };
 
-const ROOMS_KEY: &str = "wr:rooms";
 const EVENT_BUFFER: usize = 4_096;
 
 /// A room script: `lua/lib.lua`, then the operation as a function, so that
@@ -119,33 +120,6 @@ pub struct RedisStore {
     /// make each entrant's draw key (Lua has no HMAC). The join script
     /// checks the seed's commitment, so a stale one is only a retry.
     draw_seeds: Mutex<HashMap<RoomId, Arc<DrawSeed>>>,
-}
-
-/// The keys of one room, in the order every script expects them.
-fn room_keys(room: &RoomId) -> [String; 11] {
-    [
-        "room",
-        "line",
-        "seen",
-        "visitors",
-        "active",
-        "admissions",
-        "arrivals",
-        "users",
-        "draw",
-        "entries",
-        "user-of",
-    ]
-    .map(|k| format!("wr:{{{room}}}:{k}"))
-}
-
-/// An ended operator session: one key each, expiring with the session.
-fn ended_session_key(id: &str) -> String {
-    format!("wr:admin-session-ended:{id}")
-}
-
-fn channel(room: &RoomId) -> String {
-    format!("wr:{{{room}}}:events")
 }
 
 impl RedisStore {
@@ -299,13 +273,16 @@ impl RedisStore {
     ) -> Result<Place, StoreError> {
         // Always both keys (unused ones name nothing), so their places are fixed.
         let keys = [
-            format!(
-                "wr:{{{id}}}:join-limit:{}",
-                options.limit.as_ref().map_or("", |l| l.client.as_str())
+            room_key(
+                id,
+                &format!(
+                    "join-limit:{}",
+                    options.limit.as_ref().map_or("", |l| l.client.as_str())
+                ),
             ),
-            format!(
-                "wr:{{{id}}}:pow:{}",
-                options.pow.as_ref().map_or("", |p| p.id.as_str())
+            room_key(
+                id,
+                &format!("pow:{}", options.pow.as_ref().map_or("", |p| p.id.as_str())),
             ),
         ];
         // Made for every join once the room has a seed: the script uses it
@@ -652,10 +629,6 @@ fn parse_event(room: RoomId, payload: &str) -> Option<RoomEvent> {
         }
         _ => None,
     }
-}
-
-fn room_of_channel(channel: &str) -> Option<RoomId> {
-    RoomId::parse(channel.strip_prefix("wr:{")?.strip_suffix("}:events")?)
 }
 
 /// Turns pub/sub pushes into store events. After a disconnection it keeps

@@ -32,13 +32,13 @@ use redis::{
 };
 use tokio::sync::{broadcast, mpsc};
 
+use super::keys::EVENTS_PATTERN;
+
 use crate::store::StoreError;
 use crate::words::StoreEvent;
 
 /// A request that takes longer than this counts as the store being down.
 pub(super) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
-/// Every room's channel, for the pattern subscription on one server.
-pub(super) const EVENTS_PATTERN: &str = "wr:*:events";
 /// The shortest time between two checks of where the master is.
 const CHECK_EVERY: Duration = Duration::from_secs(1);
 

@@ -9,6 +9,7 @@ use redis::{RedisError, Script, Value};
 
 use super::admission::{RedisStore, number, text};
 use super::connection::Effect;
+use super::keys::sale_keys;
 use super::script_error::ScriptError;
 use crate::store::SaleStore;
 use crate::words::sale::{
@@ -38,23 +39,6 @@ static RELEASE: LazyLock<Script> = sale_script!("sale_release.lua");
 static MINE: LazyLock<Script> = sale_script!("sale_mine.lua");
 static RELEASE_HOLDS: LazyLock<Script> = sale_script!("sale_release_holds.lua");
 static ORDERS: LazyLock<Script> = sale_script!("sale_orders.lua");
-
-/// The room's sale keys, in the order `lua/sale_lib.lua` names them;
-/// creating a room deletes them all.
-pub(super) fn sale_keys(room: &RoomId) -> Vec<String> {
-    [
-        "sale",
-        "seats",
-        "claims",
-        "holds",
-        "units",
-        "idempotency",
-        "orders",
-        "mine",
-    ]
-    .map(|k| format!("wr:{{{room}}}:{k}"))
-    .to_vec()
-}
 
 /// Maps the scripts' error replies (`CODE detail`) onto sale errors.
 fn sale_error(error: RedisError) -> SaleError {

@@ -1,0 +1,67 @@
+//! Every Redis key and channel name waitroom uses, in one place. A room's
+//! keys share the hash tag `{room}`, so that on a Cluster they sit in one
+//! slot and one script can touch them all.
+
+use crate::words::RoomId;
+
+/// The set of open rooms' ids.
+pub(super) const ROOMS_KEY: &str = "wr:rooms";
+
+/// One of a room's keys: `wr:{room}:name`.
+pub(super) fn room_key(room: &RoomId, name: &str) -> String {
+    format!("wr:{{{room}}}:{name}")
+}
+
+/// The keys of one room, in the order every room script expects them
+/// (`lua/lib.lua` names them).
+pub(super) fn room_keys(room: &RoomId) -> [String; 11] {
+    [
+        "room",
+        "line",
+        "seen",
+        "visitors",
+        "active",
+        "admissions",
+        "arrivals",
+        "users",
+        "draw",
+        "entries",
+        "user-of",
+    ]
+    .map(|name| room_key(room, name))
+}
+
+/// The room's sale keys, in the order `lua/sale_lib.lua` names them;
+/// creating a room deletes them all.
+pub(super) fn sale_keys(room: &RoomId) -> Vec<String> {
+    [
+        "sale",
+        "seats",
+        "claims",
+        "holds",
+        "units",
+        "idempotency",
+        "orders",
+        "mine",
+    ]
+    .map(|name| room_key(room, name))
+    .to_vec()
+}
+
+/// An ended operator session: one key each, expiring with the session.
+pub(super) fn ended_session_key(id: &str) -> String {
+    format!("wr:admin-session-ended:{id}")
+}
+
+/// The room's events' (sharded) pub/sub channel, in the room's own slot.
+pub(super) fn channel(room: &RoomId) -> String {
+    room_key(room, "events")
+}
+
+/// Every room's channel, for the pattern subscription on one server.
+pub(super) const EVENTS_PATTERN: &str = "wr:*:events";
+
+/// The room a channel is of.
+pub(super) fn room_of_channel(channel: &str) -> Option<RoomId> {
+    RoomId::parse(channel.strip_prefix("wr:{")?.strip_suffix("}:events")?)
+}
