@@ -578,4 +578,8 @@ async fn waiting_for_a_replica_a_failover_loses_no_acknowledged_confirm() {
         "and after it, once a replica follows the new master"
     );
     assert_eq!(losses.lost, 0, "no acknowledged confirm was lost");
+    assert!(
+        losses.refused > 0,
+        "while the replicas were cut off, purchases were refused, not acknowledged"
+    );
 }

@@ -966,12 +966,17 @@ async fn a_key_rotation_keeps_what_the_previous_secret_signed() {
 /// Statuses on `socket` until one that `wanted` takes (earlier ones may
 /// still tell of the moment before).
 async fn status_until(socket: &mut Socket, wanted: impl Fn(&Value) -> bool) -> Value {
-    loop {
-        let status = next_status(socket).await;
-        if wanted(&status) {
-            return status;
+    let wait = async {
+        loop {
+            let status = next_status(socket).await;
+            if wanted(&status) {
+                return status;
+            }
         }
-    }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(30), wait)
+        .await
+        .expect("the awaited status came within 30 s")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

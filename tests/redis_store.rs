@@ -55,6 +55,71 @@ mod waiting_for_a_replica {
     }
 
     conformance_suite!(replicated_harness);
+
+    /// A write the replica does not confirm within a second is an error,
+    /// and its events are never published: the first event a node hears
+    /// afterwards is the next confirmed write's.
+    #[tokio::test]
+    async fn a_write_no_replica_confirms_is_refused_and_publishes_nothing() {
+        use std::time::Duration;
+        use waitroom::store::{Store, StoreError};
+        use waitroom::words::{RoomConfig, RoomEvent, RoomId, StoreEvent, VisitorId};
+
+        let master = RedisServer::start();
+        let replica = RedisServer::start_replica_of(&master);
+        let options = RedisOptions {
+            wait_replicas: 1,
+            ..RedisOptions::default()
+        };
+        let clock = ManualClock::new(1_767_225_600_000);
+        let store =
+            RedisStore::connect_with(&master.url(), &options, Some(Arc::new(clock.clone())))
+                .await
+                .unwrap();
+        let room = RoomId::parse("durable").unwrap();
+        let mut one_per_tick = RoomConfig::new("Durable", "/x");
+        one_per_tick.admit_per_tick = 1;
+        let tick_ms = one_per_tick.tick_ms;
+        store.create_room(room.clone(), one_per_tick).await.unwrap();
+        let mut events = store.subscribe();
+        store.join(&room, VisitorId::random()).await.unwrap();
+        let (second, third) = (VisitorId::random(), VisitorId::random());
+        store.join(&room, second).await.unwrap();
+        store.join(&room, third).await.unwrap();
+
+        let signal = |what: &str| {
+            let pid = replica.pid().unwrap().to_string();
+            assert!(
+                std::process::Command::new("kill")
+                    .args([what, &pid])
+                    .status()
+                    .unwrap()
+                    .success()
+            );
+        };
+        signal("-STOP");
+        clock.advance_ms(tick_ms);
+        let refused = store.tick(&room).await;
+        assert!(
+            matches!(refused, Err(StoreError::Unavailable(ref reason)) if reason.contains("replicas did not confirm")),
+            "{refused:?}"
+        );
+        signal("-CONT");
+        store.leave(&room, third).await.unwrap();
+        let first_heard = loop {
+            let event = tokio::time::timeout(Duration::from_secs(10), events.recv())
+                .await
+                .expect("the leave's event comes")
+                .unwrap();
+            if let StoreEvent::Room(event) = event {
+                break event;
+            }
+        };
+        assert!(
+            matches!(first_heard, RoomEvent::Left { .. }),
+            "the unconfirmed tick published nothing: {first_heard:?}"
+        );
+    }
 }
 
 /// Issue 24, item 18: a visitor who left, was abandoned, ran out or was

@@ -410,12 +410,18 @@ fn prepare(room: &RoomId, sockets: &mut RoomSockets, event: RoomEvent) -> Batch 
             line,
             ..
         } => {
-            sockets.line = line;
+            // Events published after `WAIT` (--redis-wait-replicas) can
+            // arrive out of order: a late one never moves the line back.
+            if line.version >= sockets.line.version {
+                sockets.line = line;
+            }
             (Movement::tick(line.version, admitted, &departed), true)
         }
         RoomEvent::Left { order, line, .. } => {
-            sockets.line.version = line.version;
-            sockets.line.waiting = line.waiting;
+            if line.version >= sockets.line.version {
+                sockets.line.version = line.version;
+                sockets.line.waiting = line.waiting;
+            }
             // Positions move now; visitors see it with the next tick.
             (Movement::leaving(line.version, order), false)
         }
@@ -658,6 +664,34 @@ mod tests {
             positions(&outlet),
             [Some(8), Some(7)],
             "no position from an event it cannot follow; the read tells it"
+        );
+    }
+
+    #[test]
+    fn a_late_event_neither_moves_the_line_back_nor_makes_the_next_look_like_a_gap() {
+        let hub = hub();
+        let me = VisitorId::random();
+        let outlet = Arc::new(Outlet::recording(100));
+        let registration = hub
+            .registry
+            .register(&room(), me, "ticket".into(), outlet.clone());
+        hub.sync(&room(), registration.id, &waiting(me, 10, 8, 1));
+        // Version 3 overtakes version 2 (published after WAIT, apart).
+        let third = tick(3, &[(1, VisitorId::random())]);
+        assert_eq!(hub.missed_before(&third).len(), 1, "3 after 1 is a gap");
+        hub.apply(third);
+        let second = tick(2, &[(2, VisitorId::random())]);
+        assert!(
+            hub.missed_before(&second).is_empty(),
+            "a late event is no gap"
+        );
+        hub.apply(second);
+        let version = hub.registry.with_room(&room(), |s| s.line.version);
+        assert_eq!(version, Some(3), "the line stays at the newest version");
+        let fourth = tick(4, &[(3, VisitorId::random())]);
+        assert!(
+            hub.missed_before(&fourth).is_empty(),
+            "4 follows 3: no second read"
         );
     }
 

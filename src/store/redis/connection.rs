@@ -17,7 +17,7 @@
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
@@ -98,10 +98,7 @@ impl RedisUrl {
                 ));
             }
         };
-        let (authority, path_and_query) = match rest.find(['/', '?']) {
-            Some(at) => rest.split_at(at),
-            None => (rest, ""),
-        };
+        let (authority, path_and_query) = split_authority(rest);
         let (userinfo, hosts) = match authority.rsplit_once('@') {
             Some((userinfo, hosts)) => (Some(userinfo), hosts),
             None => (None, authority),
@@ -154,10 +151,7 @@ pub fn redacted(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
-    let (authority, path_and_query) = match rest.find(['/', '?']) {
-        Some(at) => rest.split_at(at),
-        None => (rest, ""),
-    };
+    let (authority, path_and_query) = split_authority(rest);
     let authority = match authority.rsplit_once('@') {
         Some((userinfo, hosts)) => match userinfo.split_once(':') {
             Some((user, _)) => format!("{user}:***@{hosts}"),
@@ -179,6 +173,19 @@ pub fn redacted(url: &str) -> String {
         None => path_and_query.to_owned(),
     };
     format!("{scheme}://{authority}{path_and_query}")
+}
+
+/// What follows `scheme://`, as the authority and the path with its query.
+/// The authority ends at the first `/` or `?` after its `@`, if it has one
+/// (before any `?`): a password left unencoded may hold a `/` (base64 keys
+/// do), and must never be taken for the path, where it would be shown.
+fn split_authority(rest: &str) -> (&str, &str) {
+    let before_query = rest.find('?').unwrap_or(rest.len());
+    let hosts_from = rest[..before_query].rfind('@').map_or(0, |at| at + 1);
+    match rest[hosts_from..].find(['/', '?']) {
+        Some(at) => rest.split_at(hosts_from + at),
+        None => (rest, ""),
+    }
 }
 
 /// `user:password` (either part may be empty), percent-decoded.
@@ -422,6 +429,11 @@ enum Followed {
     Cluster(Arc<FollowedCluster>),
 }
 
+/// Connections for writes that wait for replicas, per node: `WAIT` answers
+/// after a round trip to a replica, and what is sent behind it on the same
+/// connection waits, so waited writes go out over several, apart from reads.
+const DURABLE_CONNECTIONS: usize = 4;
+
 /// How long `WAIT` waits for the replicas before the write is answered 503.
 pub(super) const WAIT_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -473,6 +485,11 @@ impl Link {
         let endpoint = Endpoint {
             url: parsed,
             certificates,
+            durable_connections: if options.wait_replicas > 0 {
+                DURABLE_CONNECTIONS
+            } else {
+                0
+            },
         };
         let followed = match &endpoint.url.topology {
             Topology::Cluster(_) => {
@@ -508,6 +525,15 @@ impl Link {
         }
     }
 
+    /// A connection for a write that waits for replicas: one of those kept
+    /// for them, in turn.
+    async fn durable_connection(&self) -> Connection {
+        match &self.followed {
+            Followed::Server(server) => server.durable_connection(),
+            Followed::Cluster(cluster) => cluster.durable_connection(),
+        }
+    }
+
     /// Runs a script. A write waits for `--redis-wait-replicas` replicas
     /// (`WAIT`, in the same round trip and on the same connection, so at
     /// the room's own master): if they do not confirm it within
@@ -522,8 +548,8 @@ impl Link {
             let publish = if durable { "" } else { self.publish_command() };
             args.insert(0, publish.to_owned());
         }
-        let mut connection = self.connection().await;
         if !durable {
+            let mut connection = self.connection().await;
             let mut invocation = call.script.prepare_invoke();
             for key in call.keys {
                 invocation.key(key);
@@ -541,12 +567,13 @@ impl Link {
             .arg(call.keys)
             .arg(&args);
         let pipeline = self.then_wait(pipeline);
+        let mut connection = self.durable_connection().await;
         let mut answers = connection.req_packed_commands(&pipeline, 0, 2).await?;
-        if matches!(&answers[0], Value::ServerError(e) if e.code() == "NOSCRIPT") {
+        if matches!(answers.first(), Some(Value::ServerError(e)) if e.code() == "NOSCRIPT") {
             call.script.load_async(&mut connection).await?;
             answers = connection.req_packed_commands(&pipeline, 0, 2).await?;
         }
-        let reply = self.confirmed(answers)?;
+        let reply = self.confirmed(&connection, answers)?;
         match call.channel {
             Some(channel) => self.publish_deferred(&mut connection, channel, reply).await,
             None => Ok(reply),
@@ -566,29 +593,37 @@ impl Link {
     /// Sends one command that writes, waiting for the replicas as a
     /// script's write does.
     pub async fn write(&self, command: &Cmd) -> Result<Value, RedisError> {
-        let mut connection = self.connection().await;
         if self.wait_replicas == 0 {
-            return command.query_async(&mut connection).await;
+            return command.query_async(&mut self.connection().await).await;
         }
+        let mut connection = self.durable_connection().await;
         let mut pipeline = redis::pipe();
         pipeline.add_command(command.clone());
         let answers = connection
             .req_packed_commands(&self.then_wait(pipeline), 0, 2)
             .await?;
-        self.confirmed(answers)
+        self.confirmed(&connection, answers)
     }
 
     /// A write's reply and `WAIT`'s, as one answer: the reply, if enough
-    /// replicas confirmed it.
-    fn confirmed(&self, answers: Vec<Value>) -> Result<Value, RedisError> {
+    /// replicas confirmed it. A pipeline answers the server's errors as
+    /// values, past the check that follows a moved master: done here.
+    fn confirmed(&self, connection: &Connection, answers: Vec<Value>) -> Result<Value, RedisError> {
         let mut answers = answers.into_iter();
         let (Some(reply), Some(confirmed)) = (answers.next(), answers.next()) else {
             return Err(unexpected(
                 "a write and WAIT answered with fewer than two replies",
             ));
         };
-        let reply = reply.extract_error()?;
-        let confirmed: i64 = redis::from_redis_value(confirmed.extract_error()?)?;
+        let server_error = |error: RedisError| {
+            if master_may_have_moved(&error) {
+                connection.follower().check_soon();
+            }
+            error
+        };
+        let reply = reply.extract_error().map_err(server_error)?;
+        let confirmed: i64 =
+            redis::from_redis_value(confirmed.extract_error().map_err(server_error)?)?;
         if confirmed < i64::from(self.wait_replicas) {
             return Err(RedisError::from((
                 ErrorKind::Io,
@@ -675,6 +710,10 @@ fn unexpected(what: &'static str) -> RedisError {
 struct Endpoint {
     url: RedisUrl,
     certificates: Option<TlsCertificates>,
+    /// Connections of their own for writes that wait for replicas (none
+    /// without `--redis-wait-replicas`): `WAIT` holds the connection it
+    /// runs on, so every read and mark sent behind it would wait too.
+    durable_connections: usize,
 }
 
 impl Endpoint {
@@ -802,6 +841,7 @@ pub(super) struct FollowedServer {
     endpoint: Endpoint,
     sentinel: Option<tokio::sync::Mutex<SentinelClient>>,
     current: RwLock<Arc<ServerConnections>>,
+    durable_turn: AtomicUsize,
     pushes: mpsc::UnboundedSender<PushInfo>,
     events: broadcast::Sender<StoreEvent>,
     gate: CheckGate,
@@ -814,6 +854,8 @@ struct ServerConnections {
     shared: ConnectionManager,
     subscriber: ConnectionManager,
     workers: Arc<WorkerConnections>,
+    /// For writes that wait for replicas ([`DURABLE_CONNECTIONS`]).
+    durable: Vec<ConnectionManager>,
 }
 
 impl FollowedServer {
@@ -830,13 +872,14 @@ impl FollowedServer {
         let found = Self::master_client(&endpoint, sentinel.as_ref())
             .await
             .map_err(unavailable)?;
-        let connections = Self::connections_to(found, &pushes)
+        let connections = Self::connections_to(found, &pushes, endpoint.durable_connections)
             .await
             .map_err(unavailable)?;
         Ok(Arc::new(Self {
             endpoint,
             sentinel,
             current: RwLock::new(Arc::new(connections)),
+            durable_turn: AtomicUsize::new(0),
             pushes,
             events,
             gate: CheckGate::default(),
@@ -862,11 +905,16 @@ impl FollowedServer {
     async fn connections_to(
         (client, address): (redis::Client, Option<String>),
         pushes: &mpsc::UnboundedSender<PushInfo>,
+        durable: usize,
     ) -> Result<ServerConnections, RedisError> {
         let config = manager_config();
         let shared = client
             .get_connection_manager_with_config(config.clone())
             .await?;
+        let durable = futures_util::future::try_join_all(
+            (0..durable).map(|_| client.get_connection_manager_with_config(config.clone())),
+        )
+        .await?;
         let mut subscriber = client
             .get_connection_manager_with_config(
                 config
@@ -880,6 +928,7 @@ impl FollowedServer {
             address,
             shared,
             subscriber,
+            durable,
             workers: Arc::new(WorkerConnections {
                 client,
                 config,
@@ -906,6 +955,18 @@ impl FollowedServer {
             }
         }
         Connection::Server(current.shared.clone(), self.clone())
+    }
+
+    /// One of the connections for waited writes, in turn (the shared one
+    /// when there are none).
+    fn durable_connection(self: &Arc<Self>) -> Connection {
+        let current = self.current.read().clone();
+        let turn = self.durable_turn.fetch_add(1, Ordering::Relaxed);
+        let manager = match current.durable.len() {
+            0 => current.shared.clone(),
+            n => current.durable[turn % n].clone(),
+        };
+        Connection::Server(manager, self.clone())
     }
 
     /// Pings through the subscriber until Redis answers: each attempt
@@ -937,8 +998,12 @@ impl FollowedServer {
             if let Ok(Ok((client, address))) = asked
                 && address != self.current.read().address
             {
-                let connections =
-                    Self::connections_to((client, address.clone()), &self.pushes).await?;
+                let connections = Self::connections_to(
+                    (client, address.clone()),
+                    &self.pushes,
+                    self.endpoint.durable_connections,
+                )
+                .await?;
                 *self.current.write() = Arc::new(connections);
                 tracing::warn!(
                     master = address.as_deref().unwrap_or_default(),
@@ -1033,6 +1098,9 @@ pub(super) struct FollowedCluster {
     built: Mutex<ClusterView>,
     commands: RwLock<ClusterConnection>,
     subscriber: RwLock<ClusterConnection>,
+    /// For writes that wait for replicas ([`DURABLE_CONNECTIONS`]).
+    durable: RwLock<Vec<ClusterConnection>>,
+    durable_turn: AtomicUsize,
     /// The room channels this node subscribed to.
     watched: Mutex<HashSet<String>>,
     pushes: mpsc::UnboundedSender<PushInfo>,
@@ -1113,7 +1181,7 @@ impl FollowedCluster {
         };
         let url_seeds = seeds.clone();
         let view = Self::view(&endpoint, &url_seeds).await.unwrap_or_default();
-        let (commands, subscriber) =
+        let (commands, subscriber, durable) =
             Self::connections(&endpoint, &Self::seeds(&view, &url_seeds), &pushes)
                 .await
                 .map_err(unavailable)?;
@@ -1123,6 +1191,8 @@ impl FollowedCluster {
             built: Mutex::new(view),
             commands: RwLock::new(commands),
             subscriber: RwLock::new(subscriber),
+            durable: RwLock::new(durable),
+            durable_turn: AtomicUsize::new(0),
             watched: Mutex::new(HashSet::new()),
             pushes,
             events,
@@ -1170,17 +1240,33 @@ impl FollowedCluster {
         endpoint: &Endpoint,
         seeds: &[(String, u16)],
         pushes: &mpsc::UnboundedSender<PushInfo>,
-    ) -> Result<(ClusterConnection, ClusterConnection), RedisError> {
+    ) -> Result<(ClusterConnection, ClusterConnection, Vec<ClusterConnection>), RedisError> {
         let commands = endpoint.cluster_client(seeds, None)?;
         let subscriber = endpoint.cluster_client(seeds, Some(pushes.clone()))?;
+        let durable = endpoint.cluster_client(seeds, None)?;
+        let durable = futures_util::future::try_join_all(
+            (0..endpoint.durable_connections).map(|_| durable.get_async_connection()),
+        );
         futures_util::try_join!(
             commands.get_async_connection(),
-            subscriber.get_async_connection()
+            subscriber.get_async_connection(),
+            durable
         )
     }
 
     fn connection(self: &Arc<Self>) -> Connection {
         Connection::Cluster(self.commands.read().clone(), self.clone())
+    }
+
+    /// One of the connections for waited writes, in turn (the commands'
+    /// when there are none).
+    fn durable_connection(self: &Arc<Self>) -> Connection {
+        let durable = self.durable.read();
+        let turn = self.durable_turn.fetch_add(1, Ordering::Relaxed);
+        match durable.len() {
+            0 => self.connection(),
+            n => Connection::Cluster(durable[turn % n].clone(), self.clone()),
+        }
     }
 
     async fn watch(&self, channel: &str) -> Result<(), RedisError> {
@@ -1223,7 +1309,7 @@ impl FollowedCluster {
     /// channel on them, and tells the hub that events may have been lost.
     async fn reconnect(&self, view: ClusterView) -> Result<(), RedisError> {
         let seeds = Self::seeds(&view, &self.url_seeds);
-        let (commands, mut subscriber) =
+        let (commands, mut subscriber, durable) =
             Self::connections(&self.endpoint, &seeds, &self.pushes).await?;
         let channels: Vec<String> = self.watched.lock().iter().cloned().collect();
         for channel in &channels {
@@ -1231,6 +1317,7 @@ impl FollowedCluster {
         }
         *self.commands.write() = commands;
         *self.subscriber.write() = subscriber;
+        *self.durable.write() = durable;
         *self.built.lock() = view;
         tracing::warn!(
             channels = channels.len(),
@@ -1271,6 +1358,15 @@ mod tests {
             "redis+sentinel://:***@s1,s2/m?sentinel_username=u&sentinel_password=***"
         );
         assert_eq!(redacted("redis://h:6379/"), "redis://h:6379/");
+        // An unencoded `/` in a password (base64 keys have them).
+        assert_eq!(
+            redacted("rediss://:ab/c+d=@h:6380/0"),
+            "rediss://:***@h:6380/0"
+        );
+        assert_eq!(
+            redacted("redis+cluster://:ab/cd@h1,h2/"),
+            "redis+cluster://:***@h1,h2/"
+        );
     }
 
     #[test]
