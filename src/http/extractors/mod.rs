@@ -1,0 +1,69 @@
+//! Credentials as extractors, one file per credential: the room a path
+//! names (`room.rs`), a visitor's ticket (`ticket.rs`), whoever gives a place
+//! up (`leaver.rs`), a pass (`pass.rs`), an operator (`operator.rs`), and the
+//! client's address (`client.rs`). A handler that needs one takes it as an
+//! argument, so no handler can forget the check, and each check is written
+//! once. A pass is checked by `check_pass` alone, whoever asks (the sale,
+//! `/api/verify`, the sale page).
+
+use actix_web::http::header;
+use actix_web::{HttpRequest, web};
+
+use super::AppState;
+
+mod client;
+mod leaver;
+mod operator;
+mod pass;
+mod room;
+mod ticket;
+
+pub use client::{client_address, client_block};
+pub use leaver::Leaver;
+pub use operator::{
+    ADMIN_IDLE, ADMIN_SESSION_COOKIE, CSRF_HEADER, CsrfProtected, Operator, OperatorForm,
+    admin_session, admin_session_cookie, refresh_admin_session,
+};
+pub use pass::{
+    Expiry, PASS_COOKIE, Pass, PassHolder, PassRefusal, Verified, check_pass, check_pass_for_proxy,
+    pass_error, presented_pass,
+};
+pub use room::Room;
+pub use ticket::{Ticket, ticket_cookie_name, ticket_error};
+
+pub fn state(req: &HttpRequest) -> &AppState {
+    req.app_data::<web::Data<AppState>>()
+        .expect("the application registers its state")
+}
+
+/// The token in `Authorization: Bearer …` (the scheme in any case), if any.
+pub fn bearer(req: &HttpRequest) -> Option<&str> {
+    let value = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|token| !token.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::test::TestRequest;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        for value in ["Bearer abc", "bearer abc", "BEARER  abc "] {
+            let req = TestRequest::default()
+                .insert_header((header::AUTHORIZATION, value))
+                .to_http_request();
+            assert_eq!(bearer(&req), Some("abc"), "{value:?}");
+        }
+        for value in ["Basic abc", "Bearer", "Bearerabc", "Bearer  "] {
+            let req = TestRequest::default()
+                .insert_header((header::AUTHORIZATION, value))
+                .to_http_request();
+            assert_eq!(bearer(&req), None, "{value:?}");
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! An operator: the admin token, or the admin page's session with its
+//! CSRF token; the session's cookie and its idle deadline.
+
+use std::time::Duration;
+
+use actix_web::body::MessageBody;
+use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
+use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
+use actix_web::http::Method;
+use actix_web::middleware::Next;
+use actix_web::{FromRequest, HttpMessage, HttpRequest, web};
+use futures_util::future::LocalBoxFuture;
+use serde::de::DeserializeOwned;
+
+use super::client::{client_address, client_block};
+use super::{bearer, state};
+use crate::http::AppState;
+use crate::http::error::ApiError;
+use crate::words::credentials::{AdminSession, constant_time_eq};
+
+pub const ADMIN_SESSION_COOKIE: &str = "wr_admin";
+pub const CSRF_HEADER: &str = "X-CSRF-Token";
+
+/// How long an operator session lives without being used.
+pub const ADMIN_IDLE: Duration = Duration::from_secs(30 * 60);
+
+/// The operator session a request's cookie names: signed, within both its
+/// deadlines, and not ended by a logout on any node. A session found here is
+/// marked in use, and [`refresh_admin_session`] pushes its idle deadline on.
+pub async fn admin_session(req: &HttpRequest) -> Result<Option<AdminSession>, ApiError> {
+    let state = state(req);
+    let Some(cookie) = req.cookie(ADMIN_SESSION_COOKIE) else {
+        return Ok(None);
+    };
+    let now = state.clock.now_ms();
+    let Some(session) = state.credentials.read_admin_session(cookie.value(), now) else {
+        return Ok(None);
+    };
+    if state.store.admin_session_ended(&session.id).await? {
+        return Ok(None);
+    }
+    req.extensions_mut().insert(SessionInUse(session.clone()));
+    Ok(Some(session))
+}
+
+/// The cookie that carries an operator session, valid for [`ADMIN_IDLE`] from now.
+pub fn admin_session_cookie(state: &AppState, session: &AdminSession) -> Cookie<'static> {
+    let now = state.clock.now_ms();
+    let idle_until = now + ADMIN_IDLE.as_millis() as u64;
+    Cookie::build(
+        ADMIN_SESSION_COOKIE,
+        state.credentials.issue_admin_session(session, idle_until),
+    )
+    .path("/")
+    .http_only(true)
+    .same_site(SameSite::Strict)
+    .max_age(CookieDuration::seconds(
+        (session.expires_at.saturating_sub(now) / 1000) as i64,
+    ))
+    .finish()
+}
+
+/// A session used by this request (see [`admin_session`]).
+#[derive(Clone)]
+struct SessionInUse(AdminSession);
+
+/// After an answer to a request that used an operator session, refreshes
+/// the session's cookie: using it is what keeps it from going idle.
+pub async fn refresh_admin_session(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let mut response = next.call(req).await?;
+    let in_use = response
+        .request()
+        .extensions()
+        .get::<SessionInUse>()
+        .cloned();
+    let already_set = response
+        .response()
+        .cookies()
+        .any(|cookie| cookie.name() == ADMIN_SESSION_COOKIE);
+    if let Some(SessionInUse(session)) = in_use
+        && !already_set
+    {
+        let cookie = admin_session_cookie(state(response.request()), &session);
+        let _ = response.response_mut().add_cookie(&cookie);
+    }
+    Ok(response)
+}
+
+fn too_many_attempts(wait: Duration) -> ApiError {
+    ApiError::TooManyAttempts {
+        retry_after_s: wait.as_secs().max(1),
+    }
+}
+
+/// An operator: the Bearer admin token, or the admin page's session. With a
+/// session, a request that may change state (any method but GET and HEAD)
+/// must carry the session's CSRF token in `X-CSRF-Token`. Wrong tokens are
+/// counted per address; past the limit, 429 (see `login_guard`).
+#[derive(Debug, Clone, Copy)]
+pub struct Operator;
+
+impl Operator {
+    async fn of(req: &HttpRequest) -> Result<Self, ApiError> {
+        let state = state(req);
+        if let Some(token) = bearer(req) {
+            let address = client_address(req);
+            let block = client_block(req);
+            state
+                .login_guard
+                .may_try(block)
+                .map_err(too_many_attempts)?;
+            if constant_time_eq(token, &state.admin_token) {
+                return Ok(Operator);
+            }
+            if let Some(left_out) = state
+                .refusal_log
+                .admit("wrong_admin_token", state.clock.now_ms())
+            {
+                tracing::warn!(%address, left_out, "a wrong admin token");
+            }
+            state.login_guard.failed(block).map_err(too_many_attempts)?;
+            return Err(ApiError::unauthorized(
+                "invalid_admin_token",
+                "the admin token is not valid",
+            ));
+        }
+        let Some(session) = admin_session(req).await? else {
+            return Err(ApiError::unauthorized(
+                "missing_admin_token",
+                "send the admin token as Authorization: Bearer <token>",
+            ));
+        };
+        let reads_only = matches!(*req.method(), Method::GET | Method::HEAD);
+        if !reads_only {
+            let sent = req
+                .headers()
+                .get(CSRF_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            if !state.credentials.csrf_matches(&session, sent) {
+                return Err(ApiError::unauthorized(
+                    "invalid_csrf_token",
+                    "missing or wrong X-CSRF-Token",
+                ));
+            }
+        }
+        Ok(Operator)
+    }
+}
+
+impl FromRequest for Operator {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move { Operator::of(&req).await })
+    }
+}
+
+/// A form of the admin page carries its session's CSRF token.
+pub trait CsrfProtected {
+    fn csrf(&self) -> &str;
+}
+
+/// A form posted from the admin page by a logged-in operator, with the
+/// session's CSRF token; and that session. Refused forms send the operator
+/// back to the page with the reason.
+pub struct OperatorForm<T>(pub T, pub AdminSession);
+
+impl<T: CsrfProtected + DeserializeOwned + 'static> FromRequest for OperatorForm<T> {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let form = web::Form::<T>::from_request(req, payload);
+        let req = req.clone();
+        Box::pin(async move {
+            let refused = |message: &str| ApiError::AdminFormRefused(message.to_string());
+            let form = form
+                .await
+                .map_err(|error| refused(&format!("The form is not valid: {error}")))?
+                .into_inner();
+            let Some(session) = admin_session(&req).await? else {
+                return Err(refused("Your session expired; log in again."));
+            };
+            if !state(&req).credentials.csrf_matches(&session, form.csrf()) {
+                return Err(refused("The form expired; please try again."));
+            }
+            Ok(OperatorForm(form, session))
+        })
+    }
+}

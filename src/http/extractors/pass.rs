@@ -1,0 +1,272 @@
+//! A pass: what it says, and the one check of it, for every route and proxy.
+
+use actix_web::dev::Payload;
+use actix_web::{FromRequest, HttpRequest};
+use futures_util::future::LocalBoxFuture;
+
+use super::room::Room;
+use super::{bearer, state};
+use crate::http::AppState;
+use crate::http::error::ApiError;
+use crate::store::StoreError;
+use crate::words::credentials::{CredentialError, PassClaims};
+use crate::words::{PlaceState, RoomId, VisitorId};
+
+pub const PASS_COOKIE: &str = "wr_pass";
+
+/// The pass a request carries: the Bearer token, or the `wr_pass` cookie.
+pub fn presented_pass(req: &HttpRequest) -> Option<String> {
+    bearer(req)
+        .map(str::to_string)
+        .or_else(|| req.cookie(PASS_COOKIE).map(|c| c.value().to_string()))
+}
+
+pub fn pass_error(error: CredentialError) -> ApiError {
+    match error {
+        CredentialError::Expired => ApiError::unauthorized("pass_expired", "the pass has expired"),
+        CredentialError::WrongRoom => {
+            ApiError::unauthorized("invalid_pass", "the pass is not for this room")
+        }
+        CredentialError::Invalid | CredentialError::NotYetValid => {
+            ApiError::unauthorized("invalid_pass", "the pass is not valid")
+        }
+    }
+}
+
+fn missing_pass() -> ApiError {
+    ApiError::unauthorized(
+        "missing_pass",
+        "send your pass as a Bearer token or wr_pass cookie",
+    )
+}
+
+/// Whether a pass past its `exp` may still act.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expiry {
+    /// Valid now: `/api/verify`, claims, the sale page's cookie.
+    Enforced,
+    /// Confirming or releasing a hold made while the pass was valid: the
+    /// hold has an expiry of its own. Everything else is still checked.
+    Ignored,
+}
+
+/// Why a pass was refused.
+#[derive(Debug)]
+pub enum PassRefusal {
+    /// Signature, room or expiry.
+    Credential(CredentialError),
+    /// Given up with `leave`, replaced by a later admission, or issued by a
+    /// room that has since been closed and created again.
+    Revoked,
+    /// The room is closed.
+    RoomClosed(RoomId),
+    /// No such room in the store.
+    RoomNotFound(RoomId),
+    Store(StoreError),
+}
+
+impl PassRefusal {
+    /// The answer to the visitor (the sale): a closed room is 409 `room_closed`.
+    pub fn into_api_error(self) -> ApiError {
+        match self {
+            PassRefusal::Credential(error) => pass_error(error),
+            PassRefusal::Revoked => revoked(),
+            PassRefusal::RoomClosed(room) => ApiError::Conflict {
+                code: "room_closed",
+                message: format!("room {:?} is closed: its sale is over", room.as_str()),
+            },
+            PassRefusal::RoomNotFound(room) => StoreError::RoomNotFound(room).into(),
+            PassRefusal::Store(error) => error.into(),
+        }
+    }
+
+    /// The answer to a proxy (`/api/verify`): every refusal is a 401, which
+    /// nginx's `auth_request` turns into its `error_page 401`.
+    pub fn into_verify_error(self) -> ApiError {
+        match self {
+            PassRefusal::RoomClosed(room) => ApiError::unauthorized(
+                "room_closed",
+                format!(
+                    "room {:?} is closed: its passes no longer count",
+                    room.as_str()
+                ),
+            ),
+            PassRefusal::RoomNotFound(room) => ApiError::unauthorized(
+                "room_not_found",
+                format!("there is no room {:?}", room.as_str()),
+            ),
+            other => other.into_api_error(),
+        }
+    }
+}
+
+fn revoked() -> ApiError {
+    ApiError::unauthorized(
+        "pass_revoked",
+        "the pass was given up, revoked, reclaimed unused, or replaced",
+    )
+}
+
+/// The one check of a pass, for `/api/verify`, the sale and the sale page
+/// alike (a proxy's question through `check_pass_for_proxy`), so a pass
+/// means the same thing everywhere: the signature, the
+/// room and (with `Expiry::Enforced`) the expiry, then the store: the
+/// visitor's place in that room must be the very admission the pass was
+/// issued for (`Admitted` with the same expiry). So a pass given up with
+/// `leave`, replaced by a later admission, of a closed room, or of a room
+/// since created again under the same id is refused on every node at once.
+///
+/// With `Expiry::Ignored`, a pass whose expiry has passed is accepted while
+/// the store has forgotten its visitor (which is what a pass running out
+/// does), never once the visitor left or came back to the line. What a
+/// predecessor room sold is wiped when its id is created again, so such a
+/// pass names nothing of it.
+pub async fn check_pass(
+    state: &AppState,
+    room: &RoomId,
+    pass: &str,
+    expiry: Expiry,
+) -> Result<Pass, PassRefusal> {
+    let pass = read_signed_pass(state, room, pass, expiry)?;
+    confirm_with_store(state, &pass, expiry).await?;
+    Ok(pass)
+}
+
+/// How a proxy's question about a pass was answered.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verified {
+    /// Every check of `check_pass`, the store's included.
+    Fully,
+    /// The store could not be reached: by signature, room and expiry alone.
+    BySignatureAlone,
+}
+
+/// The check a proxy's question gets (`/api/verify`, and any gate that
+/// answers for the protected site): `check_pass`, except that while the
+/// store is unreachable a pass is judged by its signature, room and expiry
+/// alone, so admitted visitors keep their access during the outage (a
+/// revocation made meanwhile cannot be seen). A forged, another room's or
+/// expired pass is refused all the same. The arrival it could not record is
+/// noted, so that the room's arrival grace is counted again from the
+/// store's return.
+pub async fn check_pass_for_proxy(
+    state: &AppState,
+    room: &RoomId,
+    pass: &str,
+) -> Result<(Pass, Verified), PassRefusal> {
+    let pass = read_signed_pass(state, room, pass, Expiry::Enforced)?;
+    match confirm_with_store(state, &pass, Expiry::Enforced).await {
+        Ok(()) => Ok((pass, Verified::Fully)),
+        Err(PassRefusal::Store(StoreError::Unavailable(reason))) => {
+            state.hub.arrival_gaps().failed_in(room);
+            metrics::counter!("waitroom_verified_by_signature_total").increment(1);
+            tracing::debug!(%room, %reason, "store unreachable: pass verified by its signature alone");
+            Ok((pass, Verified::BySignatureAlone))
+        }
+        Err(refusal) => Err(refusal),
+    }
+}
+
+/// What a pass says, if it is ours (current secret, or the previous one
+/// during a rotation), for this room, and (with `Expiry::Enforced`)
+/// unexpired: no store involved.
+fn read_signed_pass(
+    state: &AppState,
+    room: &RoomId,
+    pass: &str,
+    expiry: Expiry,
+) -> Result<Pass, PassRefusal> {
+    let claims = match expiry {
+        Expiry::Enforced => state
+            .credentials
+            .read_pass(pass, Some(room), state.clock.now_ms()),
+        Expiry::Ignored => state.credentials.pass_holder(pass, room),
+    }
+    .map_err(PassRefusal::Credential)?;
+    let visitor: VisitorId = claims
+        .sub
+        .parse()
+        .map_err(|_| PassRefusal::Credential(CredentialError::Invalid))?;
+    Ok(Pass {
+        room: room.clone(),
+        visitor,
+        claims,
+    })
+}
+
+/// The store's half of `check_pass`: the visitor still holds the very
+/// admission the pass was issued for.
+async fn confirm_with_store(
+    state: &AppState,
+    pass: &Pass,
+    expiry: Expiry,
+) -> Result<(), PassRefusal> {
+    let room = &pass.room;
+    // Read through `arrive`: a pass checked here has reached the protected
+    // site, so it is not reclaimed as a no-show (`arrival_grace_s`).
+    let place = match state.store.arrive(room, pass.visitor).await {
+        Ok(place) => place.state,
+        Err(StoreError::RoomNotFound(room)) => return Err(PassRefusal::RoomNotFound(room)),
+        Err(StoreError::RoomClosed(room)) => return Err(PassRefusal::RoomClosed(room)),
+        Err(error) => return Err(PassRefusal::Store(error)),
+    };
+    let ran_out = pass.claims.exp * 1000 <= state.clock.now_ms();
+    let accepted = match place {
+        PlaceState::Admitted { expires_at, .. } => expires_at / 1000 == pass.claims.exp,
+        PlaceState::Closed => return Err(PassRefusal::RoomClosed(room.clone())),
+        // The store forgets a visitor whose pass ran out; a pass still
+        // running whose visitor it does not know is from another life of
+        // the room.
+        PlaceState::Expired => ran_out && expiry == Expiry::Ignored,
+        PlaceState::PreQueue { .. } | PlaceState::Waiting { .. } | PlaceState::Left => false,
+    };
+    if accepted {
+        Ok(())
+    } else {
+        Err(PassRefusal::Revoked)
+    }
+}
+
+/// A pass for the path's room, valid now (see `check_pass`).
+#[derive(Debug, Clone)]
+pub struct Pass {
+    pub room: RoomId,
+    pub visitor: VisitorId,
+    pub claims: PassClaims,
+}
+
+/// A pass for the path's room that passes `check_pass` with its expiry
+/// ignored: a hold made in time may be confirmed or released after the pass
+/// runs out (the hold has an expiry of its own), but not with a pass given
+/// up, replaced, or of a closed room.
+#[derive(Debug, Clone)]
+pub struct PassHolder(pub Pass);
+
+impl Pass {
+    async fn of(req: HttpRequest, expiry: Expiry) -> Result<Self, ApiError> {
+        let room = Room::of(&req)?;
+        let pass = presented_pass(&req).ok_or_else(missing_pass)?;
+        check_pass(state(&req), &room, &pass, expiry)
+            .await
+            .map_err(PassRefusal::into_api_error)
+    }
+}
+
+impl FromRequest for Pass {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        Box::pin(Pass::of(req.clone(), Expiry::Enforced))
+    }
+}
+
+impl FromRequest for PassHolder {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move { Pass::of(req, Expiry::Ignored).await.map(PassHolder) })
+    }
+}
