@@ -1,7 +1,7 @@
 //! The stores side by side: seeded random sequences of operations (joins,
 //! leaves, ticks, config changes up and down, clock steps, arrivals,
-//! revocations, presence, and the sale's claims, confirms, releases and
-//! holds running out) run against the memory store, one Redis and a
+//! revocations, presence, the sale's claims, confirms, releases and holds
+//! running out, and the room's close) run against the memory store, one Redis and a
 //! Redis Cluster on one driven clock, and every answer must agree, as must
 //! every visitor's place and the room's figures at the end. The memory
 //! store is the reference: the rules are written there in Rust and in the
@@ -53,6 +53,8 @@ enum Op {
     ReleaseHoldsOf(usize),
     /// What is left, and the orders.
     Sale,
+    /// The operator closes the room: what follows is refused alike.
+    Close,
 }
 
 #[derive(Debug, Clone)]
@@ -104,6 +106,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => visitor.clone().prop_map(Op::Release),
         1 => visitor.prop_map(Op::ReleaseHoldsOf),
         1 => Just(Op::Sale),
+        1 => Just(Op::Close),
     ]
 }
 
@@ -253,6 +256,7 @@ async fn run(under: &mut Under<'_>, room: &RoomId, visitors: &[VisitorId], op: &
             sale.release_holds_of(room, visitors[*v]).await,
             Answer::Released,
         ),
+        Op::Close => answer(store.close_room(room).await, |()| Answer::Done),
         Op::Sale => {
             let view = match sale.sale(room).await {
                 Ok(view) => view,
