@@ -544,6 +544,18 @@ mod tests {
         RoomId::parse("r").unwrap()
     }
 
+    /// A hub with one socket registered (not yet synced), whose outlet
+    /// keeps up to `capacity` messages; the registration keeps it there.
+    fn one_socket(capacity: usize) -> (Hub, VisitorId, Arc<Outlet>, Registration) {
+        let hub = hub();
+        let me = VisitorId::random();
+        let outlet = Arc::new(Outlet::recording(capacity));
+        let registration = hub
+            .registry
+            .register(&room(), me, "ticket".into(), outlet.clone());
+        (hub, me, outlet, registration)
+    }
+
     fn tick(version: u64, admitted: &[(u64, VisitorId)]) -> RoomEvent {
         RoomEvent::Tick {
             room: room(),
@@ -609,12 +621,7 @@ mod tests {
 
     #[test]
     fn a_socket_hears_its_place_then_every_tick_once() {
-        let hub = hub();
-        let me = VisitorId::random();
-        let outlet = Arc::new(Outlet::recording(100));
-        let registration = hub
-            .registry
-            .register(&room(), me, "ticket".into(), outlet.clone());
+        let (hub, me, outlet, registration) = one_socket(100);
         // A tick between the read (version 1) and the sync is replayed.
         hub.apply(tick(2, &[(1, VisitorId::random())]));
         assert_eq!(
@@ -642,12 +649,7 @@ mod tests {
 
     #[test]
     fn a_room_event_that_skips_a_version_has_the_rooms_waiting_sockets_read_again() {
-        let hub = hub();
-        let me = VisitorId::random();
-        let outlet = Arc::new(Outlet::recording(100));
-        let registration = hub
-            .registry
-            .register(&room(), me, "ticket".into(), outlet.clone());
+        let (hub, me, outlet, registration) = one_socket(100);
         hub.sync(&room(), registration.id, &waiting(me, 10, 8, 1));
         let next = tick(2, &[(1, VisitorId::random())]);
         assert!(hub.missed_before(&next).is_empty(), "version 2 follows 1");
@@ -669,12 +671,7 @@ mod tests {
 
     #[test]
     fn a_late_event_neither_moves_the_line_back_nor_makes_the_next_look_like_a_gap() {
-        let hub = hub();
-        let me = VisitorId::random();
-        let outlet = Arc::new(Outlet::recording(100));
-        let registration = hub
-            .registry
-            .register(&room(), me, "ticket".into(), outlet.clone());
+        let (hub, me, _outlet, registration) = one_socket(100);
         hub.sync(&room(), registration.id, &waiting(me, 10, 8, 1));
         // Version 3 overtakes version 2 (published after WAIT, apart).
         let third = tick(3, &[(1, VisitorId::random())]);
@@ -697,12 +694,7 @@ mod tests {
 
     #[test]
     fn a_slow_socket_is_dropped_not_buffered() {
-        let hub = hub();
-        let me = VisitorId::random();
-        let outlet = Arc::new(Outlet::recording(3));
-        let registration = hub
-            .registry
-            .register(&room(), me, "ticket".into(), outlet.clone());
+        let (hub, me, outlet, registration) = one_socket(3);
         hub.sync(&room(), registration.id, &waiting(me, 1_000, 1_000, 0));
         for version in 1..=10 {
             hub.apply(tick(version, &[]));
