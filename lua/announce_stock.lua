@@ -9,5 +9,5 @@ local out = (tonumber(left) == 0 and tonumber(ARGV[4]) == 0 and room.close_when_
 if room.stock_left == left and (room.sold_out or '0') == out then return 0 end
 redis.call('HSET', K_ROOM, 'stock_left', left, 'sold_out', out)
 room.stock_left, room.sold_out = left, out
-publish('configured|' .. summary_fields(room) .. '|' .. facts_field(room))
+publish(room_event('configured', room, { facts = facts(room) }))
 return 1

@@ -5,5 +5,5 @@ if not room or room.closed == '1' then return redis.error_reply('NOROOM') end
 redis.call('UNLINK', K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS, K_USERS,
   K_DRAW, K_ENTRIES, K_USER_OF)
 redis.call('HSET', K_ROOM, 'closed', '1')
-publish('closed')
+publish(room_event('closed'))
 return 1

@@ -16,5 +16,5 @@ if room.close_when_sold_out == '0' then
 end
 redis.call('HSET', K_ROOM, 'config_rev', num(room, 'config_rev') + 1,
   'tokens', math.min(num(room, 'tokens'), num(room, 'admit_per_tick')))
-publish('configured|' .. summary_fields(room) .. '|' .. facts_field(room))
+publish(room_event('configured', room, { facts = facts(room) }))
 return 1

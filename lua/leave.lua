@@ -16,7 +16,7 @@ if kind == 'w' or kind == 'd' then
   local version = num(room, 'version') + 1
   redis.call('HSET', K_ROOM, 'version', version)
   room.version = version
-  publish('left|' .. summary_fields(room) .. '|' .. order)
+  publish(room_event('left', room, { order = tostring(order) }))
 elseif kind == 'a' then
   revoke(room, visitor, record, now)
 else

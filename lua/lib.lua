@@ -231,12 +231,11 @@ local function summary(room)
     sold_out(room) and '1' or '0', room.opens_at or '' }
 end
 
--- The room's facts in an event: the queue method, stock left, sold out, the
--- target's length, then the target and the notice, which may hold any
--- character, '|' included.
-local function facts_field(room)
-  return queue_method(room) .. '|' .. (room.stock_left or '') .. '|' .. (sold_out(room) and '1' or '0')
-    .. '|' .. (room.opens_at or '') .. '|' .. #room.target_url .. '|' .. room.target_url .. (room.notice or '')
+-- The room's facts, as a `configured` event carries them.
+local function facts(room)
+  return { queue_method = queue_method(room), stock_left = room.stock_left or '',
+    sold_out = sold_out(room), opens_at = room.opens_at or '', target_url = room.target_url,
+    notice = room.notice or '' }
 end
 
 -- A visitor's place: { state, a, b, <summary…> }; waiting ('w') and in
@@ -277,9 +276,19 @@ local function closed_place()
   return { 'c', 0, 0, 0, 0, '', '', '0', '', '', 'fifo', '', '0', '' }
 end
 
-local function summary_fields(room)
-  local s = summary(room)
-  return s[1] .. '|' .. s[2] .. '|' .. s[3] .. '|' .. s[4] .. '|' .. s[5]
+-- A room event as every node reads it (`WireEvent` in
+-- src/store/redis/admission.rs): JSON with the format's version `v`, the
+-- kind, the line's summary (of `room`, when given) and what `fields` add.
+-- An empty Lua table encodes as {}: the reader takes {} for an empty list.
+local function room_event(kind, room, fields)
+  local event = fields or {}
+  event.v, event.kind = 1, kind
+  if room then
+    local s = summary(room)
+    event.line = { version = s[1], waiting = s[2], rate = tostring(s[3]),
+      tick_at = tostring(s[4] or ''), paused = tostring(s[5] or '') }
+  end
+  return cjson.encode(event)
 end
 
 local function mark_present(visitor, now)

@@ -23,7 +23,7 @@ if opens_at and room.drawn ~= '1' and now >= opens_at then
     local version = num(room, 'version') + 1
     redis.call('HSET', K_ROOM, 'version', version)
     room.version = version
-    publish('drawn|' .. summary_fields(room) .. '|')
+    publish(room_event('drawn', room))
     announced = true
   end
 end
@@ -150,7 +150,8 @@ if opened(room, now) and room.paused ~= '1' and not sold_out(room) then
         table.insert(arrivals, now + grace)
         table.insert(arrivals, visitor)
       end
-      table.insert(admitted, visitor .. ',' .. seq .. ',' .. now .. ',' .. expires_at)
+      table.insert(admitted, { visitor = visitor, order = tostring(seq), admitted_at = now,
+        expires_at = expires_at })
     end
     if #members > 0 then
       chunked('HSET', K_VISITORS, records)
@@ -171,8 +172,8 @@ redis.call('HSET', K_ROOM, 'tokens', tokens, 'last_tick', last_tick, 'last_tick_
   'admitted_total', num(room, 'admitted_total') + #admitted)
 room.version, room.last_tick_ran, room.achieved_rate = version, tostring(now), tostring(achieved)
 
-publish('tick|' .. summary_fields(room) .. '|' ..
-  table.concat(admitted, ';') .. '|' .. table.concat(departed, ','))
+for i, order in ipairs(departed) do departed[i] = tostring(order) end
+publish(room_event('tick', room, { admitted = admitted, departed = departed }))
 local due = last_tick + tick_ms - now
 if opens_at and room.drawn ~= '1' and now < opens_at then due = math.min(due, opens_at - now) end
 return { 1, #admitted, #departed, no_shows, waiting_count(), redis.call('ZCARD', K_ACTIVE), due,

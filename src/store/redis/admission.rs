@@ -17,6 +17,7 @@ use redis::{AsyncCommands, PushInfo, PushKind, RedisError, Script, Value};
 use tokio::sync::{broadcast, mpsc};
 
 use super::connection::{Connection, Effect, Link, RedisOptions, ScriptCall, unavailable};
+use super::events::{parse_event, parse_order, summary};
 use super::keys::{
     ROOMS_KEY, channel, ended_session_key, room_key, room_keys, room_of_channel, sale_keys,
 };
@@ -27,8 +28,8 @@ use crate::words::clock::{Millis, Moment};
 use crate::words::draw::{self, DrawInfo, DrawKey, DrawSeed, EntryId};
 use crate::words::sale::Stock;
 use crate::words::{
-    Admission, LineSummary, Order, Place, PlaceState, QueueMethod, RoomConfig, RoomEvent,
-    RoomFacts, RoomId, RoomInfo, RoomPatch, RoomStats, Secret, StoreEvent, VisitorId,
+    Place, PlaceState, QueueMethod, RoomConfig, RoomFacts, RoomId, RoomInfo, RoomPatch, RoomStats,
+    Secret, StoreEvent, VisitorId,
 };
 
 const EVENT_BUFFER: usize = 4_096;
@@ -488,32 +489,6 @@ fn parse_info(room: &RoomId, flat: Vec<Value>) -> Option<RoomRecord> {
     })
 }
 
-/// A place in the order as the scripts write it: the join sequence number,
-/// or `d<first 16 hex of the draw key>-<entry>`.
-fn parse_order(text: &str) -> Option<Order> {
-    match text.strip_prefix('d') {
-        Some(drawn) => {
-            let (key, entry) = drawn.split_once('-')?;
-            Some(Order::Drawn {
-                key: u64::from_str_radix(key, 16).ok()?,
-                entry: entry.parse().ok()?,
-            })
-        }
-        None => text.parse().ok().map(Order::Joined),
-    }
-}
-
-/// The room-wide part the scripts send: version, waiting, rate, tick time, paused.
-fn summary(version: u64, waiting: u64, rate: &str, tick_at: &str, paused: &str) -> LineSummary {
-    LineSummary {
-        version,
-        waiting,
-        rate_per_s: rate.parse().ok().filter(|r: &f64| *r > 0.0),
-        paused: paused == "1",
-        tick_at: tick_at.parse().ok(),
-    }
-}
-
 /// `{ state, a, b, version, waiting, rate, tick_at, paused, target_url, notice,
 /// queue_method, stock_left, sold_out, opens_at }` from the scripts.
 fn parse_place(visitor: VisitorId, reply: Vec<Value>) -> Option<Place> {
@@ -558,77 +533,6 @@ fn parse_place(visitor: VisitorId, reply: Vec<Value>) -> Option<Place> {
             opens_at: text(&reply[13]).and_then(|at| at.parse().ok()).map(Moment),
         }),
     })
-}
-
-/// Reads an event published by a script: `kind|version|waiting|rate|tick_at|paused|…`.
-fn parse_event(room: RoomId, payload: &str) -> Option<RoomEvent> {
-    if payload == "closed" {
-        return Some(RoomEvent::Closed { room });
-    }
-    let mut parts = payload.splitn(7, '|');
-    let kind = parts.next()?;
-    let version = parts.next()?.parse().ok()?;
-    let waiting = parts.next()?.parse().ok()?;
-    let (rate, tick_at, paused) = (parts.next()?, parts.next()?, parts.next()?);
-    let line = summary(version, waiting, rate, tick_at, paused);
-    let rest = parts.next()?;
-    match kind {
-        "tick" => {
-            let (admitted, departed) = rest.split_once('|')?;
-            let admitted = admitted
-                .split(';')
-                .filter(|a| !a.is_empty())
-                .map(|a| {
-                    let mut fields = a.split(',');
-                    Some(Admission {
-                        visitor: fields.next()?.parse().ok()?,
-                        order: parse_order(fields.next()?)?,
-                        admitted_at: fields.next()?.parse().ok()?,
-                        expires_at: fields.next()?.parse().ok()?,
-                    })
-                })
-                .collect::<Option<Vec<_>>>()?;
-            let departed = departed
-                .split(',')
-                .filter(|d| !d.is_empty())
-                .map(parse_order)
-                .collect::<Option<Vec<Order>>>()?;
-            Some(RoomEvent::Tick {
-                room,
-                admitted: admitted.into(),
-                departed: departed.into(),
-                line,
-            })
-        }
-        "left" => Some(RoomEvent::Left {
-            room,
-            order: parse_order(rest)?,
-            line,
-        }),
-        "drawn" => Some(RoomEvent::Drawn { room, line }),
-        "configured" => {
-            let (method, rest) = rest.split_once('|')?;
-            let (stock_left, rest) = rest.split_once('|')?;
-            let (sold_out, rest) = rest.split_once('|')?;
-            let (opens_at, rest) = rest.split_once('|')?;
-            let (length, facts) = rest.split_once('|')?;
-            let length: usize = length.parse().ok()?;
-            let (target_url, notice) = (facts.get(..length)?, facts.get(length..)?);
-            Some(RoomEvent::Configured {
-                room,
-                line,
-                facts: Arc::new(RoomFacts {
-                    target_url: target_url.into(),
-                    notice: Some(notice).filter(|n| !n.is_empty()).map(str::to_string),
-                    queue_method: QueueMethod::parse(method)?,
-                    stock_left: stock_left.parse().ok(),
-                    sold_out: sold_out == "1",
-                    opens_at: opens_at.parse().ok().map(Moment),
-                }),
-            })
-        }
-        _ => None,
-    }
 }
 
 /// Turns pub/sub pushes into store events. After a disconnection it keeps
@@ -973,78 +877,5 @@ impl Store for RedisStore {
             .exists(ended_session_key(id))
             .await
             .map_err(unavailable)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn events_round_trip_from_the_scripts_format() {
-        let room = RoomId::parse("r").unwrap();
-        let visitor = VisitorId(7);
-        let payload =
-            format!("tick|3|40|0.4|1000|0|{visitor},5,1000,61000;{visitor},6,1000,61000|9,2");
-        let Some(RoomEvent::Tick {
-            admitted,
-            departed,
-            line,
-            ..
-        }) = parse_event(room.clone(), &payload)
-        else {
-            panic!("a tick")
-        };
-        assert_eq!(
-            (admitted.len(), admitted[1].order, &departed[..]),
-            (
-                2,
-                Order::Joined(6),
-                &[Order::Joined(9), Order::Joined(2)][..]
-            )
-        );
-        assert_eq!(
-            (line.version, line.waiting, line.rate_per_s, line.tick_at),
-            (3, 40, Some(0.4), Some(1000))
-        );
-        let Some(RoomEvent::Configured { facts, line, .. }) = parse_event(
-            room.clone(),
-            "configured|4|0|||1|random|3|0||22|https://x.example/?a|bDoors open | at 9",
-        ) else {
-            panic!("a config change")
-        };
-        assert_eq!(
-            (
-                facts.target_url.as_str(),
-                facts.notice.as_deref(),
-                line.rate_per_s,
-                line.paused
-            ),
-            (
-                "https://x.example/?a|b",
-                Some("Doors open | at 9"),
-                None,
-                true
-            )
-        );
-        assert_eq!(facts.queue_method, QueueMethod::Random);
-        assert_eq!((facts.stock_left, facts.sold_out), (Some(3), false));
-        let entry: EntryId = "00112233445566778899aabb".parse().unwrap();
-        let Some(RoomEvent::Left { order, .. }) = parse_event(
-            room.clone(),
-            "left|5|3|||0|d00000000000000ff-00112233445566778899aabb",
-        ) else {
-            panic!("a departure from the draw")
-        };
-        assert_eq!(order, Order::Drawn { key: 255, entry });
-        assert!(matches!(
-            parse_event(room.clone(), "drawn|6|3|||0|"),
-            Some(RoomEvent::Drawn { .. })
-        ));
-        assert!(parse_event(room, "tick|x").is_none());
-        assert_eq!(
-            room_of_channel("wr:{spring-sale}:events").unwrap().as_str(),
-            "spring-sale"
-        );
     }
 }

@@ -65,3 +65,16 @@ pub(super) const EVENTS_PATTERN: &str = "wr:*:events";
 pub(super) fn room_of_channel(channel: &str) -> Option<RoomId> {
     RoomId::parse(channel.strip_prefix("wr:{")?.strip_suffix("}:events")?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rooms_channel_names_the_room() {
+        let room = RoomId::parse("spring-sale").unwrap();
+        assert_eq!(channel(&room), "wr:{spring-sale}:events");
+        assert_eq!(room_of_channel(&channel(&room)), Some(room));
+        assert_eq!(room_of_channel("wr:{spring-sale}:line"), None);
+    }
+}
