@@ -284,7 +284,7 @@ mod tests {
     use crate::words::draw::EntryId;
 
     #[test]
-    fn events_round_trip_from_the_scripts_format() {
+    fn events_of_the_releases_before_json_are_still_read() {
         let room = RoomId::parse("r").unwrap();
         let visitor = VisitorId(7);
         let payload =
