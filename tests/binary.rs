@@ -293,3 +293,37 @@ async fn sigterm_drains_then_refuses_connections_closes_sockets_with_1012_and_fi
     assert!(answer.contains(r#""state":"waiting""#), "{answer}");
     assert_eq!(server.wait(Duration::from_secs(30)), Some(0), "exit status");
 }
+
+/// `--redis-wait-replicas 1` on a master without a replica: the node says
+/// at start that every write will wait and answer 503; with one, it does not.
+#[tokio::test]
+async fn a_master_with_fewer_replicas_than_waited_for_is_named_at_start() {
+    use support::redis::RedisServer;
+
+    let master = RedisServer::start();
+    let start = |url: String| {
+        Node::start_with(move |port| {
+            let mut command = Command::new(env!("CARGO_BIN_EXE_waitroom"));
+            command
+                .args(["--listen", &format!("127.0.0.1:{port}")])
+                .args(["--admin-token", ADMIN_TOKEN, "--secret", "s"])
+                .args(["--redis-url", &url, "--redis-wait-replicas", "1"])
+                .env("NO_COLOR", "1")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            command
+        })
+    };
+    let mut alone = start(master.url());
+    alone.wait_until("/healthz").await;
+    let said = alone.kill_and_read_output();
+    assert!(
+        said.contains("fewer replicas than --redis-wait-replicas") && said.contains("replicas=0"),
+        "{said}"
+    );
+    let _replica = RedisServer::start_replica_of(&master);
+    let mut replicated = start(master.url());
+    replicated.wait_until("/healthz").await;
+    let said = replicated.kill_and_read_output();
+    assert!(!said.contains("fewer replicas"), "{said}");
+}

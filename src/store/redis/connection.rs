@@ -497,10 +497,34 @@ impl Link {
             }
             _ => Followed::Server(FollowedServer::connect(endpoint, pushes, events).await?),
         };
-        Ok(Self {
+        let link = Self {
             followed,
             wait_replicas: options.wait_replicas,
-        })
+        };
+        link.warn_if_replicas_are_missing().await;
+        Ok(link)
+    }
+
+    /// With `--redis-wait-replicas N`, says at start if a master has fewer
+    /// than N replicas: every write would then wait its second and answer
+    /// 503. A warning, not a refusal: a replica may be on its way back.
+    async fn warn_if_replicas_are_missing(&self) {
+        if self.wait_replicas == 0 {
+            return;
+        }
+        let fewest = match &self.followed {
+            Followed::Server(server) => server.replicas().await,
+            Followed::Cluster(cluster) => cluster.built.lock().fewest_replicas,
+        };
+        if let Some(replicas) = fewest
+            && replicas < self.wait_replicas as usize
+        {
+            tracing::warn!(
+                replicas,
+                wait_replicas = self.wait_replicas,
+                "a master has fewer replicas than --redis-wait-replicas: every write will wait a second and answer 503 until enough are connected"
+            );
+        }
     }
 
     pub fn is_cluster(&self) -> bool {
@@ -969,6 +993,19 @@ impl FollowedServer {
         Connection::Server(manager, self.clone())
     }
 
+    /// How many replicas the master has connected now, if it says.
+    async fn replicas(self: &Arc<Self>) -> Option<usize> {
+        let mut shared = self.current.read().shared.clone();
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query_async(&mut shared)
+            .await
+            .ok()?;
+        info.lines()
+            .find_map(|line| line.strip_prefix("connected_slaves:"))
+            .and_then(|n| n.trim().parse().ok())
+    }
+
     /// Pings through the subscriber until Redis answers: each attempt
     /// makes its manager reconnect (and resubscribe).
     async fn ping_subscriber_until_it_answers(self: Arc<Self>) {
@@ -1117,6 +1154,8 @@ struct ClusterView {
     slots: Vec<((u16, u16), (String, u16))>,
     /// The nodes not marked failing: seeds for fresh connections.
     healthy: Vec<(String, u16)>,
+    /// The fewest healthy replicas a master that serves slots has.
+    fewest_replicas: Option<usize>,
 }
 
 impl ClusterView {
@@ -1124,6 +1163,26 @@ impl ClusterView {
     /// `<id> <ip:port@bus[,host]> <flags> <master> <ping> <pong> <epoch> <link> <slots…>`.
     fn parse(text: &str) -> Self {
         let mut view = Self::default();
+        // The masters that serve slots, and the healthy replicas of each.
+        let mut serving = HashSet::new();
+        let mut replicas: HashMap<&str, usize> = HashMap::new();
+        for line in text.lines() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (Some(id), Some(flags), Some(master)) =
+                (fields.first(), fields.get(2), fields.get(3))
+            else {
+                continue;
+            };
+            if flags.contains("master") && fields.len() > 8 {
+                serving.insert(*id);
+            } else if flags.contains("slave") && !flags.contains("fail") {
+                *replicas.entry(master).or_insert(0) += 1;
+            }
+        }
+        view.fewest_replicas = serving
+            .iter()
+            .map(|id| replicas.get(id).copied().unwrap_or(0))
+            .min();
         for line in text.lines() {
             let fields: Vec<&str> = line.split_whitespace().collect();
             let (Some(address), Some(flags)) = (fields.get(1), fields.get(2)) else {
@@ -1406,10 +1465,7 @@ mod tests {
 
     #[test]
     fn a_cluster_view_changes_when_a_replica_is_promoted_not_when_a_master_fails() {
-        let before = "\
-a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-8191
-b2 127.0.0.1:7001@17001 master - 0 0 2 connected 8192-16383
-c3 127.0.0.1:7002@17002 slave a1 0 0 1 connected";
+        let before = before_text();
         let suspected = before.replace("myself,master - 0 0 1", "master,fail? - 0 0 1");
         let promoted = "\
 a1 127.0.0.1:7000@17000 master,fail - 0 0 1 disconnected
@@ -1427,6 +1483,21 @@ c3 127.0.0.1:7002@17002 myself,master - 0 0 3 connected 0-8191";
         );
         assert_ne!(promoted.slots, before.slots);
         assert_eq!(promoted.slots[0], ((0, 8191), ("127.0.0.1".into(), 7002)));
+        // a1 has its replica, b2 none; after the promotion nobody has one.
+        assert_eq!(before.fewest_replicas, Some(0));
+        assert_eq!(promoted.fewest_replicas, Some(0));
+        let both = format!(
+            "{}\nd4 127.0.0.1:7003@17003 slave b2 0 0 2 connected",
+            before_text()
+        );
+        assert_eq!(ClusterView::parse(&both).fewest_replicas, Some(1));
+    }
+
+    fn before_text() -> &'static str {
+        "\
+a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-8191
+b2 127.0.0.1:7001@17001 master - 0 0 2 connected 8192-16383
+c3 127.0.0.1:7002@17002 slave a1 0 0 1 connected"
     }
 
     #[test]
