@@ -31,7 +31,7 @@ if [ "$NODES" -gt 1 ]; then
 fi
 PIDS=()
 for ((i = 0; i < NODES; i++)); do
-  WAITROOM_ADMIN_TOKEN=$T RUST_LOG=warn target/release/waitroom --listen 127.0.0.1:$((P + i)) \
+  WAITROOM_ADMIN_TOKEN=$T RUST_LOG=warn target/release/waitroom --drain-s 0 --listen 127.0.0.1:$((P + i)) \
     --secret s "${STORE[@]}" > "$OUT/srv-$TAG-$i.log" 2>&1 &
   PIDS+=($!)
 done

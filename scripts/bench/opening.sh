@@ -22,7 +22,7 @@ if [ "$1" = redis ]; then
   sleep 1
   RARGS=(--redis-url redis://127.0.0.1:$RPORT/)
 fi
-WAITROOM_ADMIN_TOKEN=$T RUST_LOG=warn "${PIN_REST[@]}" $SRV --listen 127.0.0.1:$P --secret s "${RARGS[@]}" > "$OUT/srv-$2.log" 2>&1 &
+WAITROOM_ADMIN_TOKEN=$T RUST_LOG=warn "${PIN_REST[@]}" $SRV --drain-s 0 --listen 127.0.0.1:$P --secret s "${RARGS[@]}" > "$OUT/srv-$2.log" 2>&1 &
 SPID=$!
 for _ in $(seq 50); do curl -sf http://127.0.0.1:$P/healthz >/dev/null && break; sleep 0.2; done
 sleep 1

@@ -20,7 +20,7 @@ command -v wrk >/dev/null || apt-get install -y wrk >/dev/null
 redis-server --port $RPORT --bind 127.0.0.1 --save "" --appendonly no --daemonize no >/dev/null &
 rpid=$!; pids=(); urls=()
 for i in $(seq 0 $((NODES-1))); do
-  RUST_LOG=warn target/release/waitroom --listen 127.0.0.1:$((PORT+i)) --admin-token TTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTT --secret S \
+  RUST_LOG=warn target/release/waitroom --drain-s 0 --listen 127.0.0.1:$((PORT+i)) --admin-token TTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTT --secret S \
     --redis-url redis://127.0.0.1:$RPORT/ >/dev/null 2>&1 &
   pids+=($!); urls+=(http://127.0.0.1:$((PORT+i)))
 done

@@ -8,7 +8,7 @@ RPID=$!
 sleep 1
 PIDS=() URLS=()
 for i in 0 1 2; do
-  WAITROOM_ADMIN_TOKEN=$T RUST_LOG=warn target/release/waitroom --listen 127.0.0.1:$((18481 + i)) \
+  WAITROOM_ADMIN_TOKEN=$T RUST_LOG=warn target/release/waitroom --drain-s 0 --listen 127.0.0.1:$((18481 + i)) \
     --redis-url redis://127.0.0.1:$RPORT/ --secret s > "$OUT/$NAME-srv-$i.log" 2>&1 &
   PIDS+=($!) URLS+=(http://127.0.0.1:$((18481 + i)))
 done
