@@ -688,15 +688,7 @@ async fn operations_endpoints_answer() {
             .status(),
         200
     );
-    let metrics = app
-        .http
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.get_text("/metrics").await;
     for name in [
         "waitroom_waiting",
         "waitroom_active",
@@ -2094,15 +2086,7 @@ async fn a_join_with_proof_of_work_counts_once_and_bad_ones_are_refused() {
         "only the good solution made a place"
     );
     assert_eq!(room["pow_difficulty"], 1);
-    let metrics = app
-        .http
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.get_text("/metrics").await;
     for reason in ["pow_required", "pow_invalid"] {
         assert!(
             metrics
@@ -2253,15 +2237,7 @@ async fn made_up_room_ids_never_reach_the_metrics() {
     }
     let refused = join_as(&app, "real", json!({"pow": "not a solution"})).await;
     assert_eq!(refused.status(), 403);
-    let metrics = app
-        .http
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = app.get_text("/metrics").await;
     assert!(
         !metrics.contains("madeup"),
         "made-up room ids became labels:\n{}",

@@ -79,15 +79,7 @@ async fn a_client_that_stops_reading_the_draw_is_cut_off() {
     );
 
     // A client that reads gets the whole list.
-    let listed = app
-        .http
-        .get(app.url("/api/rooms/drop/draw/entries"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let listed = app.get_text("/api/rooms/drop/draw/entries").await;
     assert_eq!(listed.lines().count(), 200_000);
 }
 

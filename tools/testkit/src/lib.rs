@@ -91,6 +91,18 @@ impl TestApp {
         format!("{}{}", self.address, path)
     }
 
+    /// The body of `GET path`, as text (the metrics, a listing).
+    pub async fn get_text(&self, path: &str) -> String {
+        self.http
+            .get(self.url(path))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     pub fn admin(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         self.http
             .request(method, self.url(path))
