@@ -4,6 +4,7 @@
 -- place in the draw was fixed when they joined. Returns
 -- { ran (1 or 0), admitted, abandoned, no-shows, waiting, active, next due in ms,
 -- arrival resumptions (see resume_arrivals.lua) }.
+-- ARGV[3]: the seed of this tick's random picks (16 hex digits).
 local room = load_room()
 if not room then return redis.error_reply('NOROOM') end
 if room.closed == '1' then return redis.error_reply('CLOSED') end
@@ -93,37 +94,54 @@ local admitted = {}
 -- The draw's entrants come first (they are 'key:visitor', in drawn order),
 -- then the line; `random` picks among the entrants while any wait.
 -- Returns { visitor, order, … } for up to n of them, taken out.
-local function take(n, method)
+local function entrant(member)
+  local visitor = string.match(member, ':(.+)$')
+  local key, entry = drawn_record(redis.call('HGET', K_VISITORS, visitor))
+  return visitor, drawn_order(key, entry)
+end
+-- `random`: this tick's nth pick (from 0) is whoever stands at rank
+-- pick(seed, nth, count) of the draw's waiting entrants, or else of the
+-- line: words::chance::pick, computed alike (the node passes the seed).
+local picks = 0
+local function pick(count)
+  local digest = redis.sha1hex(ARGV[3] .. ':' .. picks)
+  picks = picks + 1
+  return math.fmod(tonumber(string.sub(digest, 1, 12), 16), count)
+end
+local function take_random(n)
   local out = {}
-  local drawn
-  if method == 'random' then
-    drawn = redis.call('ZRANDMEMBER', K_DRAW, n)
-    if #drawn > 0 then chunked('ZREM', K_DRAW, drawn) end
-  else
-    drawn = redis.call('ZPOPMIN', K_DRAW, n)
+  for _ = 1, n do
+    local in_draw = redis.call('ZCARD', K_DRAW)
+    local key = in_draw > 0 and K_DRAW or K_LINE
+    local count = in_draw > 0 and in_draw or redis.call('ZCARD', K_LINE)
+    if count == 0 then break end
+    local rank = pick(count)
+    local chosen = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
+    redis.call('ZREM', key, chosen[1])
+    if key == K_DRAW then
+      local visitor, order = entrant(chosen[1])
+      table.insert(out, visitor)
+      table.insert(out, order)
+    else
+      table.insert(out, chosen[1])
+      table.insert(out, chosen[2])
+    end
   end
-  local step = method == 'random' and 1 or 2
-  for i = 1, #drawn, step do
-    local member = drawn[i]
-    local visitor = string.match(member, ':(.+)$')
-    local key, entry = drawn_record(redis.call('HGET', K_VISITORS, visitor))
+  return out
+end
+local function take(n, method)
+  if method == 'random' then return take_random(n) end
+  local out = {}
+  local drawn = redis.call('ZPOPMIN', K_DRAW, n)
+  for i = 1, #drawn, 2 do
+    local visitor, order = entrant(drawn[i])
     table.insert(out, visitor)
-    table.insert(out, drawn_order(key, entry))
+    table.insert(out, order)
   end
   local rest = n - #out / 2
   if rest > 0 then
-    local head
-    if method == 'random' then
-      -- Distinct members, each as likely as any other.
-      head = redis.call('ZRANDMEMBER', K_LINE, rest, 'WITHSCORES')
-      local chosen = {}
-      for i = 1, #head, 2 do table.insert(chosen, head[i]) end
-      if #chosen > 0 then chunked('ZREM', K_LINE, chosen) end
-    else
-      -- ZPOPMIN takes the head without searching the line.
-      head = redis.call('ZPOPMIN', K_LINE, rest)
-    end
-    for _, value in ipairs(head) do table.insert(out, value) end
+    -- ZPOPMIN takes the head without searching the line.
+    for _, value in ipairs(redis.call('ZPOPMIN', K_LINE, rest)) do table.insert(out, value) end
   end
   return out
 end

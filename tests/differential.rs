@@ -1,11 +1,16 @@
 //! The stores side by side: seeded random sequences of operations (joins,
-//! leaves, ticks, config changes up and down, clock steps, arrivals,
-//! revocations, presence, the sale's claims, confirms, releases and holds
-//! running out, and the room's close) run against the memory store, one Redis and a
-//! Redis Cluster on one driven clock, and every answer must agree, as must
-//! every visitor's place and the room's figures at the end. The memory
-//! store is the reference: the rules are written there in Rust and in the
-//! Lua scripts, and this test is what holds the two together.
+//! leaves, ticks, config changes up and down, the queue method switched
+//! between `fifo` and `random`, clock steps, arrivals, revocations,
+//! presence, scheduled rooms' pre-queues and openings with their draws, the
+//! sale's claims, confirms, releases and holds running out, and the room's
+//! close) run against the memory store, one Redis and a Redis Cluster on
+//! one driven clock and one seeded chance each, and every answer must
+//! agree, as must every visitor's place and the room's figures at the end.
+//! The memory store is the rules' model (`words::rules`) behind a lock; the
+//! Lua scripts are the same rules again, and this test is what holds the
+//! two together. Since every store draws its random choices from a chance
+//! seeded alike, `random` admits the same visitors everywhere and a draw
+//! has the same seed, entries and order.
 //!
 //! `proptest` makes the sequences (from a fixed seed, so a run repeats) and,
 //! when one disagrees, shrinks it to the shortest sequence that still does,
@@ -20,14 +25,17 @@ use serde_json::json;
 use waitroom::store::memory::MemoryStore;
 use waitroom::store::redis::RedisStore;
 use waitroom::store::{SaleStore, Store, Tick};
-use waitroom::words::clock::ManualClock;
+use waitroom::words::chance::SeededChance;
+use waitroom::words::clock::{Clock, ManualClock, Moment};
 use waitroom::words::sale::{Claim, Inventory, SaleConfig, Want};
-use waitroom::words::{Place, PlaceState, RoomConfig, RoomId, RoomPatch, VisitorId};
+use waitroom::words::{Place, PlaceState, QueueMethod, RoomConfig, RoomId, RoomPatch, VisitorId};
 use waitroom_testkit::redis::{RedisCluster, RedisServer};
 
 /// Visitors a sequence draws from: few, so that they meet again.
 const VISITORS: usize = 6;
 const TICK_MS: u64 = 5_000;
+/// What every store's random choices come from.
+const CHANCE_SEED: u64 = 25;
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -55,6 +63,9 @@ enum Op {
     Sale,
     /// The operator closes the room: what follows is refused alike.
     Close,
+    /// The draw as anyone sees it, and its entries once drawn.
+    Draw,
+    DrawEntries,
 }
 
 #[derive(Debug, Clone)]
@@ -65,6 +76,7 @@ enum Patch {
     TickMs(u64),
     PassTtl(u64),
     AbandonAfter(u64),
+    QueueMethod(&'static str),
 }
 
 impl Patch {
@@ -76,6 +88,7 @@ impl Patch {
             Patch::TickMs(ms) => json!({ "tick_ms": ms }),
             Patch::PassTtl(s) => json!({ "pass_ttl_s": s }),
             Patch::AbandonAfter(s) => json!({ "abandon_after_s": s }),
+            Patch::QueueMethod(method) => json!({ "queue_method": method }),
         };
         serde_json::from_value(value).unwrap()
     }
@@ -99,6 +112,7 @@ fn op() -> impl Strategy<Value = Op> {
             prop_oneof![Just(1_000u64), Just(5_000), Just(20_000)].prop_map(Patch::TickMs),
             prop_oneof![Just(10u64), Just(60), Just(3_600)].prop_map(Patch::PassTtl),
             prop_oneof![Just(15u64), Just(60), Just(3_600)].prop_map(Patch::AbandonAfter),
+            prop_oneof![Just("fifo"), Just("random")].prop_map(Patch::QueueMethod),
         ]
         .prop_map(Op::Configure),
         3 => (visitor.clone(), 1u64..4).prop_map(|(v, n)| Op::Claim(v, n)),
@@ -107,6 +121,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => visitor.prop_map(Op::ReleaseHoldsOf),
         1 => Just(Op::Sale),
         1 => Just(Op::Close),
+        1 => Just(Op::Draw),
+        1 => Just(Op::DrawEntries),
     ]
 }
 
@@ -129,6 +145,10 @@ enum Answer {
     Released(u64),
     /// The error's kind.
     Refused(String),
+    /// Commitment, seed (once revealed), entrants.
+    Draw(String, Option<String>, u64),
+    /// Each entrant's key and entry id, in drawn order.
+    Entries(Vec<String>),
 }
 
 #[derive(Debug, PartialEq)]
@@ -143,7 +163,7 @@ struct Shown {
 
 #[derive(Debug, PartialEq)]
 enum State {
-    PreQueue,
+    PreQueue { entry: String },
     Waiting { position: u64 },
     Admitted { admitted_at: u64, expires_at: u64 },
     Expired,
@@ -154,7 +174,9 @@ enum State {
 fn shown(place: Place) -> Shown {
     Shown {
         state: match place.state {
-            PlaceState::PreQueue { .. } => State::PreQueue,
+            PlaceState::PreQueue { entry } => State::PreQueue {
+                entry: entry.to_string(),
+            },
             PlaceState::Waiting { position, .. } => State::Waiting { position },
             PlaceState::Admitted {
                 admitted_at,
@@ -257,6 +279,16 @@ async fn run(under: &mut Under<'_>, room: &RoomId, visitors: &[VisitorId], op: &
             Answer::Released,
         ),
         Op::Close => answer(store.close_room(room).await, |()| Answer::Done),
+        Op::Draw => answer(store.draw(room).await, |draw| {
+            Answer::Draw(draw.commitment, draw.seed, draw.entrants)
+        }),
+        Op::DrawEntries => answer(store.draw_entries(room, None, 100).await, |entries| {
+            let entries = entries
+                .iter()
+                .map(|(key, entry)| format!("{}:{entry}", key.to_hex()))
+                .collect();
+            Answer::Entries(entries)
+        }),
         Op::Sale => {
             let view = match sale.sale(room).await {
                 Ok(view) => view,
@@ -297,10 +329,16 @@ fn stores() -> &'static Stores {
         let clock = ManualClock::new(1_767_225_600_000);
         let named = RUNTIME.block_on(async {
             let shared = || Some(Arc::new(clock.clone()) as _);
-            let memory = Arc::new(MemoryStore::new(Arc::new(clock.clone())));
+            // Every store its own chance, seeded alike.
+            let chance = || Arc::new(SeededChance::new(CHANCE_SEED));
+            let memory = Arc::new(MemoryStore::with_chance(Arc::new(clock.clone()), chance()));
             let memory_sale: Arc<dyn SaleStore> = Arc::new(memory.sale());
-            let one = Arc::new(RedisStore::connect(&redis.url(), shared()).await.unwrap());
-            let many = Arc::new(RedisStore::connect(&cluster.url(), shared()).await.unwrap());
+            let redis_store = |url: String| async move {
+                let store = RedisStore::connect(&url, shared()).await.unwrap();
+                Arc::new(store.with_chance(chance()))
+            };
+            let one = redis_store(redis.url()).await;
+            let many = redis_store(cluster.url()).await;
             vec![
                 ("memory", memory as Arc<dyn Store>, memory_sale),
                 (
@@ -324,8 +362,16 @@ fn stores() -> &'static Stores {
     })
 }
 
+/// How a sequence's room starts.
+#[derive(Debug, Clone)]
+struct Start {
+    /// Opens this many ms from now (a scheduled room, with a draw).
+    opens_in: Option<u64>,
+    random: bool,
+}
+
 /// Runs `ops` on a fresh room in every store; the first disagreement.
-fn disagreement(case: u64, ops: &[Op]) -> Result<(), String> {
+fn disagreement(case: u64, start: &Start, ops: &[Op]) -> Result<(), String> {
     let stores = stores();
     let room = RoomId::parse(&format!("diff-{case}")).unwrap();
     let visitors: Vec<VisitorId> = (0..VISITORS).map(|_| VisitorId::random()).collect();
@@ -337,6 +383,10 @@ fn disagreement(case: u64, ops: &[Op]) -> Result<(), String> {
         config.pass_ttl_s = 60;
         config.abandon_after_s = 3_600;
         config.arrival_grace_s = Some(30);
+        config.opens_at = start.opens_in.map(|ms| Moment(stores.clock.now_ms() + ms));
+        if start.random {
+            config.queue_method = QueueMethod::Random;
+        }
         let sale = SaleConfig {
             inventory: Inventory::Stock(6),
             per_user_limit: 3,
@@ -400,9 +450,15 @@ fn every_store_answers_every_sequence_alike() {
     let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &[7; 32]);
     let mut runner = TestRunner::new_with_rng(config, rng);
     let case = std::sync::atomic::AtomicU64::new(0);
-    let result = runner.run(&proptest::collection::vec(op(), 1..40), |ops| {
+    // A third of the rooms open on a schedule, while the sequence runs; a
+    // third start with the `random` method.
+    let opens_in = prop_oneof![2 => Just(None), 1 => (1u64..6).prop_map(|s| Some(s * 5_000))];
+    let random = prop_oneof![2 => Just(false), 1 => Just(true)];
+    let start = (opens_in, random).prop_map(|(opens_in, random)| Start { opens_in, random });
+    let cases = (start, proptest::collection::vec(op(), 1..40));
+    let result = runner.run(&cases, |(start, ops)| {
         let case = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        disagreement(case, &ops).map_err(TestCaseError::fail)
+        disagreement(case, &start, &ops).map_err(TestCaseError::fail)
     });
     if let Err(failure) = result {
         panic!("{failure}");

@@ -18,10 +18,6 @@ use super::clock::{Millis, Moment};
 pub struct DrawSeed([u8; 32]);
 
 impl DrawSeed {
-    pub fn random() -> Self {
-        Self(rand::random())
-    }
-
     pub fn from_bytes(bytes: [u8; 32]) -> Self {
         Self(bytes)
     }
@@ -101,8 +97,8 @@ impl fmt::Debug for DrawKey {
 pub struct EntryId([u8; 12]);
 
 impl EntryId {
-    pub fn random() -> Self {
-        Self(rand::random())
+    pub fn from_bytes(bytes: [u8; 12]) -> Self {
+        Self(bytes)
     }
 }
 
@@ -204,11 +200,11 @@ mod tests {
 
     #[test]
     fn seeds_entries_and_keys_round_trip_as_hex() {
-        let seed = DrawSeed::random();
+        let seed = DrawSeed::from_bytes(rand::random());
         assert_eq!(seed.to_hex().parse::<DrawSeed>(), Ok(seed.clone()));
         assert_eq!(seed.commitment().len(), 64);
         assert_ne!(seed.commitment(), seed.to_hex());
-        let entry = EntryId::random();
+        let entry = EntryId::from_bytes(rand::random());
         assert_eq!(entry.to_string().len(), 24);
         assert_eq!(entry.to_string().parse::<EntryId>(), Ok(entry));
         let key = seed.key_of(&entry);
@@ -292,8 +288,10 @@ mod tests {
 
     #[test]
     fn the_prefix_orders_like_the_key() {
-        let seed = DrawSeed::random();
-        let mut keys: Vec<DrawKey> = (0..1000).map(|_| seed.key_of(&EntryId::random())).collect();
+        let seed = DrawSeed::from_bytes(rand::random());
+        let mut keys: Vec<DrawKey> = (0..1000)
+            .map(|_| seed.key_of(&EntryId::from_bytes(rand::random())))
+            .collect();
         keys.sort();
         assert!(keys.windows(2).all(|w| w[0].prefix() <= w[1].prefix()));
     }

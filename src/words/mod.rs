@@ -1,14 +1,18 @@
 //! Words and rules: the vocabulary every other layer speaks (rooms, visitors,
-//! places, events, the sale, the status message, time and credentials) and
-//! the rules that need no store (config validation, ETA, signing). Nothing
-//! here knows actix or Redis.
+//! places, events, the sale, the status message, time, chance and
+//! credentials), the rules that need no store (config validation, ETA,
+//! signing), and the rules every store implements, as a pure model
+//! (`rules`). Nothing here knows actix or Redis.
 
+pub mod chance;
 pub mod clock;
 pub mod credentials;
 pub mod draw;
 pub mod join_limit;
 mod model;
+pub mod operations;
 pub mod pow;
+pub mod rules;
 pub mod sale;
 pub mod status;
 

@@ -191,7 +191,7 @@ mod tests {
                 position: 1,
             },
             PlaceState::PreQueue {
-                entry: crate::words::draw::EntryId::random(),
+                entry: crate::words::draw::EntryId::from_bytes(rand::random()),
             },
             PlaceState::Admitted {
                 admitted_at: 1,

@@ -1,8 +1,7 @@
-//! The embedded store for one node: every operation one critical section.
+//! The embedded store for one node: the rules' model (`words::rules`)
+//! behind a lock, every operation one critical section.
 
 mod admission;
-mod draw_line;
-mod fenwick;
 mod sale;
 
 pub use admission::MemoryStore;

@@ -23,6 +23,7 @@ use super::keys::{
 };
 use super::script_error::ScriptError;
 use crate::store::{JoinOptions, Store, StoreError, Tick, TickReport};
+use crate::words::chance::{Dice, OsChance, SharedChance};
 use crate::words::clock::SharedClock;
 use crate::words::clock::{Millis, Moment};
 use crate::words::draw::{self, DrawInfo, DrawKey, DrawSeed, EntryId};
@@ -116,6 +117,8 @@ pub struct RedisStore {
     scripts: Arc<Scripts>,
     /// Tests drive time; in production the scripts read Redis server time.
     clock: Option<SharedClock>,
+    /// Where this node's random choices come from (see `words::chance`).
+    chance: SharedChance,
     events: broadcast::Sender<StoreEvent>,
     /// The draw seeds of rooms this node joined visitors to, so that it can
     /// make each entrant's draw key (Lua has no HMAC). The join script
@@ -144,9 +147,23 @@ impl RedisStore {
             link,
             scripts: Arc::new(Scripts::load()),
             clock,
+            chance: Arc::new(OsChance),
             events,
             draw_seeds: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The same store, its random choices taken from `chance` (a seeded one
+    /// makes the same choices as any other store given the same seed).
+    pub fn with_chance(mut self, chance: SharedChance) -> Self {
+        self.chance = chance;
+        self
+    }
+
+    /// The random choices of one operation, all drawn whatever it needs
+    /// (as the memory store draws them), so seeded stores stay in step.
+    fn dice(&self) -> Dice {
+        Dice::roll(self.chance.as_ref())
     }
 
     /// Runs a script on `keys` with the time first among its arguments
@@ -271,6 +288,7 @@ impl RedisStore {
         visitor: VisitorId,
         options: &JoinOptions,
         seed: Option<&DrawSeed>,
+        entry: EntryId,
     ) -> Result<Place, StoreError> {
         // Always both keys (unused ones name nothing), so their places are fixed.
         let keys = [
@@ -289,14 +307,11 @@ impl RedisStore {
         // Made for every join once the room has a seed: the script uses it
         // only for a new place before the opening.
         let (commitment, entry, key) = match seed {
-            Some(seed) => {
-                let entry = EntryId::random();
-                (
-                    seed.commitment(),
-                    entry.to_string(),
-                    seed.key_of(&entry).to_hex(),
-                )
-            }
+            Some(seed) => (
+                seed.commitment(),
+                entry.to_string(),
+                seed.key_of(&entry).to_hex(),
+            ),
             None => Default::default(),
         };
         let args = [
@@ -404,8 +419,8 @@ fn config_args(config: &RoomConfig) -> Vec<String> {
 
 /// A fresh draw seed and its commitment, for the scripts that keep one if
 /// the room gets its first `opens_at`.
-fn seed_args() -> [String; 2] {
-    let seed = DrawSeed::random();
+fn seed_args(dice: &Dice) -> [String; 2] {
+    let seed = dice.draw_seed();
     [seed.to_hex(), seed.commitment()]
 }
 
@@ -586,6 +601,7 @@ impl Store for RedisStore {
     /// A listed id without an open room only costs a tick that answers
     /// `NOROOM`; an open room is never missing from the list.
     async fn create_room(&self, id: RoomId, config: RoomConfig) -> Result<RoomInfo, StoreError> {
+        let dice = self.dice();
         config.validate().map_err(StoreError::InvalidConfig)?;
         self.link
             .write(redis::cmd("SADD").arg(ROOMS_KEY).arg(id.as_str()))
@@ -598,13 +614,14 @@ impl Store for RedisStore {
                 &self.scripts.create_room,
                 &id,
                 &sale_keys(&id),
-                seed_args().into_iter().chain(config_args(&config)),
+                seed_args(&dice).into_iter().chain(config_args(&config)),
             )
             .await?;
         self.room(&id).await
     }
 
     async fn configure(&self, id: &RoomId, patch: RoomPatch) -> Result<RoomInfo, StoreError> {
+        let dice = self.dice();
         // Optimistic: read, change, write if nobody wrote in between.
         for _ in 0..10 {
             let RoomRecord {
@@ -623,7 +640,7 @@ impl Store for RedisStore {
             )
             .map_err(StoreError::InvalidConfig)?;
             let args = std::iter::once(revision)
-                .chain(seed_args())
+                .chain(seed_args(&dice))
                 .chain(config_args(&config));
             match self.run::<Value>(&self.scripts.configure, id, args).await {
                 Ok(_) => return self.room(id).await,
@@ -676,13 +693,18 @@ impl Store for RedisStore {
         visitor: VisitorId,
         options: &JoinOptions,
     ) -> Result<Place, StoreError> {
+        let entry = self.dice().entry;
         let seed = self.draw_seeds.lock().get(id).cloned();
-        match self.join_once(id, visitor, options, seed.as_deref()).await {
+        match self
+            .join_once(id, visitor, options, seed.as_deref(), entry)
+            .await
+        {
             // The room has a draw this node has no (or an old) seed for:
             // the script changed nothing, so read the seed and join again.
             Err(StoreError::DrawSeed) => {
                 let seed = self.draw_seed(id, true).await?;
-                self.join_once(id, visitor, options, seed.as_deref()).await
+                self.join_once(id, visitor, options, seed.as_deref(), entry)
+                    .await
             }
             other => other,
         }
@@ -801,7 +823,8 @@ impl Store for RedisStore {
     }
 
     async fn tick(&self, id: &RoomId) -> Result<Tick, StoreError> {
-        let reply: Vec<u64> = self.run(&self.scripts.tick, id, []).await?;
+        let pick = self.dice().pick;
+        let reply: Vec<u64> = self.run(&self.scripts.tick, id, [pick.to_hex()]).await?;
         let &[
             ran,
             admitted,

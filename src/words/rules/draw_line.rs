@@ -26,8 +26,7 @@ pub struct DrawLine {
 }
 
 impl DrawLine {
-    pub fn new() -> Self {
-        let seed = DrawSeed::random();
+    pub fn new(seed: DrawSeed) -> Self {
         Self {
             commitment: seed.commitment(),
             seed,
@@ -36,13 +35,12 @@ impl DrawLine {
         }
     }
 
-    /// A new entrant: their entry id and their key in the order.
-    pub fn enter(&mut self, visitor: VisitorId) -> (DrawKey, EntryId) {
-        let entry = EntryId::random();
+    /// A new entrant, `entry`: their key in the order.
+    pub fn enter(&mut self, visitor: VisitorId, entry: EntryId) -> DrawKey {
         let key = self.seed.key_of(&entry);
         self.entries.insert(key, entry);
         self.waiting.insert(key, visitor);
-        (key, entry)
+        key
     }
 
     /// An entrant stops waiting; before the opening they are no entrant at all.
@@ -127,11 +125,15 @@ impl Ranked {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::words::chance::{Chance, Dice, SeededChance};
 
     #[test]
     fn ranks_follow_the_keys_through_removals_and_pops() {
-        let mut line = DrawLine::new();
-        let mut keys: Vec<DrawKey> = (0..5000u64).map(|v| line.enter(VisitorId(v)).0).collect();
+        let chance = SeededChance::new(1);
+        let mut line = DrawLine::new(DrawSeed::from_bytes(chance.bytes32()));
+        let mut keys: Vec<DrawKey> = (0..5000u64)
+            .map(|v| line.enter(VisitorId(v), Dice::roll(&chance).entry))
+            .collect();
         keys.sort();
         for gone in keys.iter().step_by(7) {
             line.remove(gone, false);

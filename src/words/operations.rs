@@ -1,0 +1,99 @@
+//! What a store operation is asked and answers, in words every store and
+//! the rules they implement share: a join's options, what a tick did, and
+//! why an operation was refused ([`StoreError`]).
+
+use crate::words::RoomId;
+use crate::words::clock::Millis;
+use crate::words::join_limit::JoinLimit;
+use crate::words::pow::Solved;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("room {0} not found")]
+    RoomNotFound(RoomId),
+    #[error("room {0} already exists")]
+    RoomExists(RoomId),
+    #[error("room {0} is closed")]
+    RoomClosed(RoomId),
+    #[error("invalid config: {0}")]
+    InvalidConfig(String),
+    /// The room changed between a read and the write that depended on it,
+    /// more often than retries could absorb.
+    #[error("room {0} was changed concurrently")]
+    Conflict(RoomId),
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// A join that would create a new place, refused by the per-address
+    /// join limit; nothing changed but the room's `turned_away` count.
+    #[error("too many joins from this address; try again in {retry_after_s} s")]
+    RateLimited { retry_after_s: u64 },
+    /// The room asks new places for proof of work, and the join had none.
+    #[error("this room asks for a solved challenge")]
+    PowRequired,
+    /// The solution was used before (on any node).
+    #[error("this solution was used already")]
+    PowReused,
+    /// The solution's challenge is easier than the room asks for now (it
+    /// was made before the room's `pow_difficulty` went up).
+    #[error("this solution is easier than the room asks for now")]
+    PowTooEasy,
+    /// The room takes no new arrivals (`reject`, or past `closes_at`).
+    #[error("this room takes no new arrivals")]
+    NotAccepting,
+    /// The room has no `opens_at`, so no draw.
+    #[error("this room has no scheduled opening, so no draw")]
+    NoDraw,
+    /// The draw's order is revealed at the opening, not before.
+    #[error("the draw happens at the opening")]
+    NotDrawn,
+    /// A node joined a pre-queue without the room's current draw seed; it
+    /// reads the seed and joins again (never seen past the store).
+    #[error("the room's draw seed changed")]
+    DrawSeed,
+    /// The room takes known users only, and the join named none.
+    #[error("this room admits signed-in users only")]
+    UserRequired,
+    /// An answer no version of the store gives: a bug, not an outage.
+    #[error("unexpected store answer: {0}")]
+    Unexpected(String),
+}
+
+/// How a join is made, beyond who joins.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JoinOptions {
+    /// Limits the new places the client's address may take (an existing
+    /// place is returned whatever the limit says).
+    pub limit: Option<JoinLimit>,
+    /// The user the room's site vouched for (a user token's `sub`): a user
+    /// holding a place gets that place back, whichever visitor asks.
+    pub user: Option<String>,
+    /// A solved proof-of-work challenge (checked by the caller); the store
+    /// accepts each once, on every node, and only for a new place.
+    pub pow: Option<Solved>,
+}
+
+/// What asking a room for its tick found: whether one ran and when the next
+/// is due, so a promoter sleeps until then instead of asking again.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tick {
+    /// What the tick did; `None` when none was due (another node ran it).
+    pub ran: Option<TickReport>,
+    /// Someone waits or holds a pass: the room needs its ticks.
+    pub busy: bool,
+    /// How long until the next tick is due, by the store's clock.
+    pub next_due_in_ms: Millis,
+    /// How many times the room's arrivals were resumed after an outage
+    /// (`Store::resume_arrivals`), as of this tick.
+    pub arrival_resumptions: u64,
+}
+
+/// What a due tick did, for the promoter's metrics and logs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TickReport {
+    pub admitted: u64,
+    pub abandoned: u64,
+    /// Passes reclaimed unused (`arrival_grace_s`).
+    pub no_shows: u64,
+    pub waiting: u64,
+    pub active: u64,
+}

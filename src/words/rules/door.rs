@@ -1,0 +1,111 @@
+//! A room's door: whether a new arrival may take a place at all (the room
+//! takes arrivals, their proof of work is good and unused, their address
+//! has join budget left), and how many were turned away.
+
+use std::collections::HashMap;
+
+use crate::words::clock::Millis;
+use crate::words::join_limit::{self, Gcra};
+use crate::words::operations::{JoinOptions, StoreError};
+use crate::words::{QueueMethod, RoomConfig};
+
+/// The per-address map is pruned when it reaches this size, or twice its
+/// size after the last pruning.
+const MIN_PRUNE: usize = 1024;
+
+pub(super) struct Door {
+    /// Per-address join limits: client address → theoretical arrival time.
+    join_limits: HashMap<String, Millis>,
+    join_limits_prune_at: usize,
+    /// Proof-of-work solutions used, until they expire.
+    used_pow: HashMap<String, Millis>,
+    used_pow_prune_at: usize,
+    pub(super) turned_away: u64,
+}
+
+impl Default for Door {
+    fn default() -> Self {
+        Self {
+            join_limits: HashMap::new(),
+            join_limits_prune_at: MIN_PRUNE,
+            used_pow: HashMap::new(),
+            used_pow_prune_at: MIN_PRUNE,
+            turned_away: 0,
+        }
+    }
+}
+
+impl Door {
+    /// Whether a new arrival may take a place, spending what it uses (its
+    /// proof of work, its address's join budget); a refusal changes nothing
+    /// but `turned_away`.
+    pub(super) fn welcome(
+        &mut self,
+        config: &RoomConfig,
+        options: &JoinOptions,
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        if let Some(refusal) = Self::refusal(config, options, &self.used_pow, now) {
+            self.turned_away += 1;
+            return Err(refusal);
+        }
+        if let Some(limit) = &options.limit {
+            let tat = self.join_limits.get(&limit.client).copied();
+            match join_limit::decide(tat, now, limit.per_minute) {
+                Gcra::Allowed { tat } => {
+                    self.join_limits.insert(limit.client.clone(), tat);
+                    // An address whose TAT has passed is as good as unknown;
+                    // pruning when the map doubles keeps the cost per join
+                    // constant.
+                    prune(&mut self.join_limits, &mut self.join_limits_prune_at, now);
+                }
+                Gcra::Refused { retry_after_s } => {
+                    self.turned_away += 1;
+                    return Err(StoreError::RateLimited { retry_after_s });
+                }
+            }
+        }
+        if config.pow_difficulty > 0
+            && let Some(solved) = &options.pow
+        {
+            self.used_pow.insert(solved.id.clone(), solved.until);
+            // A solution past its expiry is refused as expired before it
+            // gets here, so pruning when the map doubles loses nothing.
+            prune(&mut self.used_pow, &mut self.used_pow_prune_at, now);
+        }
+        Ok(())
+    }
+
+    fn refusal(
+        config: &RoomConfig,
+        options: &JoinOptions,
+        used_pow: &HashMap<String, Millis>,
+        now: Millis,
+    ) -> Option<StoreError> {
+        if config.queue_method == QueueMethod::Reject
+            || config.closes_at.is_some_and(|at| now >= at.0)
+        {
+            return Some(StoreError::NotAccepting);
+        }
+        if config.pow_difficulty == 0 {
+            return None;
+        }
+        match &options.pow {
+            None => Some(StoreError::PowRequired),
+            Some(solved) if solved.difficulty < config.pow_difficulty => {
+                Some(StoreError::PowTooEasy)
+            }
+            Some(solved) if used_pow.contains_key(&solved.id) => Some(StoreError::PowReused),
+            Some(_) => None,
+        }
+    }
+}
+
+/// Drops the entries whose time has passed once the map reaches `at`, and
+/// sets the next pruning at twice what is left.
+fn prune(map: &mut HashMap<String, Millis>, at: &mut usize, now: Millis) {
+    if map.len() >= *at {
+        map.retain(|_, until| *until > now);
+        *at = (2 * map.len()).max(MIN_PRUNE);
+    }
+}

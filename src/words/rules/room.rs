@@ -1,0 +1,706 @@
+//! One room's rules, every operation on it a method that takes the time and
+//! the chance it needs and does no I/O: joining, the tick (bucket, cap,
+//! queue method, the opening), leaving, expiry, abandonment, no-shows,
+//! revocation, presence and what each visitor is told. The memory store is
+//! this behind a lock; the Lua scripts implement the same rules, and
+//! `tests/differential.rs` holds them together.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::departures::Departures;
+use super::door::Door;
+use super::draw_line::DrawLine;
+use super::line::{Line, Spot};
+use super::pace::{Pace, RATE_WINDOW_MS};
+use super::passes::Passes;
+use crate::words::chance::{Dice, PickSeed};
+use crate::words::clock::Millis;
+use crate::words::draw::{self, DrawInfo, DrawKey, EntryId};
+use crate::words::operations::{JoinOptions, StoreError, TickReport};
+use crate::words::sale::Stock;
+use crate::words::{
+    Admission, LineSummary, Order, Place, PlaceState, QueueMethod, RoomConfig, RoomEvent,
+    RoomFacts, RoomId, RoomInfo, RoomPatch, RoomStats, VisitorId,
+};
+
+/// Departed visitors forgotten per operation on the room at most, and per
+/// tick: each is forgotten once, so no operation does more than a bounded
+/// amount of it, and the ticks (which an idle room still gets, once per
+/// heartbeat) keep up with any rate of leaving.
+pub const FORGOTTEN_PER_OPERATION: usize = 64;
+pub const FORGOTTEN_PER_TICK: usize = 4_096;
+
+#[derive(Debug, Clone, Copy)]
+enum VisitorState {
+    Waiting {
+        spot: Spot,
+        joined_at: Millis,
+        last_seen: Millis,
+    },
+    Admitted {
+        admitted_at: Millis,
+        expires_at: Millis,
+        /// When the pass is reclaimed unless `/api/verify` sees it first
+        /// (`arrival_grace_s`); `None` once seen, or with no grace.
+        arrival_due: Option<Millis>,
+    },
+}
+
+pub struct RoomModel {
+    id: RoomId,
+    config: RoomConfig,
+    /// What the config says to every status, shared with every place handed out.
+    facts: Arc<RoomFacts>,
+    version: u64,
+    /// Visitors with a place or a pass. Expired visitors are forgotten: an
+    /// unknown visitor and an expired one are told the same thing.
+    visitors: HashMap<VisitorId, VisitorState>,
+    line: Line,
+    passes: Passes,
+    pace: Pace,
+    door: Door,
+    departed: Departures,
+    /// Whether the opening was announced (`RoomEvent::Drawn`).
+    drawn_announced: bool,
+    /// Known users (a user token's `sub`) → the visitor holding their place.
+    users: HashMap<String, VisitorId>,
+    /// And back: the user whose place a visitor holds.
+    user_of: HashMap<VisitorId, String>,
+}
+
+impl RoomModel {
+    /// A new room; its draw starts with the dice's seed if it has an `opens_at`.
+    pub fn new(id: RoomId, config: RoomConfig, now: Millis, dice: &Dice) -> Self {
+        Self {
+            id,
+            facts: Arc::new(RoomFacts::of(&config, None, false)),
+            line: Line::new(config.opens_at.map(|_| dice.draw_seed())),
+            pace: Pace::new(&config, now),
+            config,
+            version: 0,
+            visitors: HashMap::new(),
+            passes: Passes::default(),
+            door: Door::default(),
+            departed: Departures::default(),
+            drawn_announced: false,
+            users: HashMap::new(),
+            user_of: HashMap::new(),
+        }
+    }
+
+    pub fn config(&self) -> &RoomConfig {
+        &self.config
+    }
+
+    /// What time alone ends: passes run out, and departed visitors are
+    /// forgotten (up to `at_most` of them).
+    pub fn expire(&mut self, now: Millis, at_most: usize) {
+        while let Some(visitor) = self.passes.pop_expired(now) {
+            if let Some(VisitorState::Admitted {
+                arrival_due: Some(due),
+                ..
+            }) = self.forget(visitor)
+            {
+                self.passes.arrived(due, visitor);
+            }
+        }
+        self.departed.forget(now, at_most);
+    }
+
+    /// Applies an operator's change; the event that tells every node.
+    pub fn configure(
+        &mut self,
+        patch: &RoomPatch,
+        now: Millis,
+        dice: &Dice,
+    ) -> Result<(RoomInfo, RoomEvent), StoreError> {
+        let config = patch
+            .apply_to(&self.config)
+            .map_err(StoreError::InvalidConfig)?;
+        let pre_queue = self.info(now).stats.pre_queue;
+        draw::check_schedule(self.config.opens_at, config.opens_at, now, pre_queue)
+            .map_err(StoreError::InvalidConfig)?;
+        if config.opens_at.is_some() && self.line.draw.is_none() {
+            self.line.draw = Some(DrawLine::new(dice.draw_seed()));
+        }
+        self.pace.tokens = self.pace.tokens.min(config.admit_per_tick);
+        self.facts = Arc::new(RoomFacts::of(
+            &config,
+            self.facts.stock_left,
+            self.facts.sold_out && config.close_when_sold_out,
+        ));
+        self.config = config;
+        let event = RoomEvent::Configured {
+            room: self.id.clone(),
+            line: self.summary(),
+            facts: self.facts.clone(),
+        };
+        Ok((self.info(now), event))
+    }
+
+    /// Drops everything the room keeps of a visitor (their user's place
+    /// included, if it was theirs); returns the state they were in.
+    fn forget(&mut self, visitor: VisitorId) -> Option<VisitorState> {
+        if let Some(user) = self.user_of.remove(&visitor)
+            && self.users.get(&user) == Some(&visitor)
+        {
+            self.users.remove(&user);
+        }
+        self.visitors.remove(&visitor)
+    }
+
+    /// Forgets a visitor who gave up their place or pass, who is told
+    /// `left` until `until` (at least `abandon_after_s` from now).
+    fn depart(&mut self, visitor: VisitorId, until: Millis, now: Millis) {
+        let until = until.max(now + self.config.abandon_after_s * 1000);
+        self.forget(visitor);
+        self.departed.depart(visitor, until);
+    }
+
+    /// Whether the room is open: it has no `opens_at`, or that has passed.
+    fn opened(&self, now: Millis) -> bool {
+        self.config.opens_at.is_none_or(|at| now >= at.0)
+    }
+
+    /// Someone waits or holds a pass: the room needs its ticks.
+    pub fn busy(&self) -> bool {
+        self.line.waiting() > 0 || self.passes.held() > 0
+    }
+
+    pub fn arrival_resumptions(&self) -> u64 {
+        self.passes.resumptions
+    }
+
+    pub fn user_of(&self, visitor: VisitorId) -> Option<String> {
+        self.user_of.get(&visitor).cloned()
+    }
+
+    /// Drops waiting visitors not seen for `abandon_after_s`; returns their places.
+    fn sweep_abandoned(&mut self, now: Millis) -> Vec<Order> {
+        let grace = self.config.abandon_after_s * 1000;
+        let opened = self.opened(now);
+        let mut departed = Vec::new();
+        while let Some((last_seen, visitor)) = self.line.stalest() {
+            if last_seen + grace > now {
+                break;
+            }
+            match self.visitors.get(&visitor).copied() {
+                Some(VisitorState::Waiting { spot, .. }) => {
+                    self.forget(visitor);
+                    self.line.remove(spot, last_seen, visitor, opened);
+                    departed.push(spot.order());
+                }
+                // Only those waiting are seen by the line; were another
+                // there, it would be dropped from the sweep, not admitted.
+                _ => self.line.unsee(visitor, last_seen),
+            }
+        }
+        departed
+    }
+
+    fn under_cap(&self) -> bool {
+        self.config
+            .max_active
+            .is_none_or(|cap| self.passes.held() < cap)
+    }
+
+    fn admit(&mut self, visitor: VisitorId, order: Order, now: Millis) -> Admission {
+        let expires_at = now + self.config.pass_ttl_s * 1000;
+        let arrival_due = self.config.arrival_grace_s.map(|grace| now + grace * 1000);
+        self.passes.issue(visitor, expires_at, arrival_due);
+        self.visitors.insert(
+            visitor,
+            VisitorState::Admitted {
+                admitted_at: now,
+                expires_at,
+                arrival_due,
+            },
+        );
+        // `passthrough` admits past the bucket.
+        self.pace.tokens = self.pace.tokens.saturating_sub(1);
+        Admission {
+            visitor,
+            order,
+            admitted_at: now,
+            expires_at,
+        }
+    }
+
+    fn summary(&self) -> LineSummary {
+        LineSummary {
+            version: self.version,
+            waiting: self.line.waiting(),
+            rate_per_s: self.pace.rate_per_s(&self.config),
+            paused: self.config.paused,
+            tick_at: self.pace.last_tick_ran,
+        }
+    }
+
+    /// What the visitor is told now.
+    pub fn place(&self, visitor: VisitorId, now: Millis) -> Place {
+        let state = match self.visitors.get(&visitor) {
+            // A line closed for a sold-out sale: its places stay, unused.
+            Some(VisitorState::Waiting { .. }) if self.facts.sold_out => PlaceState::Closed,
+            Some(VisitorState::Waiting {
+                spot: Spot::Drawn { entry, .. },
+                ..
+            }) if !self.opened(now) => PlaceState::PreQueue { entry: *entry },
+            Some(VisitorState::Waiting { spot, .. }) => PlaceState::Waiting {
+                order: spot.order(),
+                position: self.line.position(*spot),
+            },
+            Some(VisitorState::Admitted {
+                admitted_at,
+                expires_at,
+                ..
+            }) => PlaceState::Admitted {
+                admitted_at: *admitted_at,
+                expires_at: *expires_at,
+            },
+            None if self.departed.left(visitor, now) => PlaceState::Left,
+            None => PlaceState::Expired,
+        };
+        Place {
+            visitor,
+            state,
+            line: self.summary(),
+            facts: self.facts.clone(),
+        }
+    }
+
+    /// The visitor is present (they asked, or hold a socket).
+    pub fn mark_present(&mut self, visitor: VisitorId, now: Millis) {
+        if let Some(VisitorState::Waiting { last_seen, .. }) = self.visitors.get_mut(&visitor)
+            && *last_seen < now
+        {
+            self.line.seen(visitor, *last_seen, now);
+            *last_seen = now;
+        }
+    }
+
+    /// Joins, or returns the visitor's (or their user's) place.
+    pub fn join(
+        &mut self,
+        visitor: VisitorId,
+        options: &JoinOptions,
+        now: Millis,
+        dice: &Dice,
+    ) -> Result<Place, StoreError> {
+        let visitor = match &options.user {
+            // One place per user: the user's live place, whoever asks.
+            Some(user) => match self.users.get(user) {
+                Some(held) if self.visitors.contains_key(held) => *held,
+                _ => visitor,
+            },
+            None if self.config.user_required => return Err(StoreError::UserRequired),
+            None => visitor,
+        };
+        match self.visitors.get(&visitor) {
+            Some(VisitorState::Waiting { .. }) => self.mark_present(visitor, now),
+            Some(VisitorState::Admitted { .. }) => {}
+            // Sold out: new arrivals are told so, and take nothing.
+            None if self.facts.sold_out => {
+                let mut place = self.place(visitor, now);
+                place.state = PlaceState::Closed;
+                return Ok(place);
+            }
+            None => {
+                self.door.welcome(&self.config, options, now)?;
+                self.take_new_place(visitor, now, dice.entry);
+            }
+        }
+        if let Some(user) = &options.user {
+            self.users.insert(user.clone(), visitor);
+            self.user_of.insert(visitor, user.clone());
+        }
+        Ok(self.place(visitor, now))
+    }
+
+    /// Straight through with room to spare, else at the back of the line
+    /// (or in the draw, before the opening).
+    fn take_new_place(&mut self, visitor: VisitorId, now: Millis, entry: EntryId) {
+        let opened = self.opened(now);
+        let pass_through = opened
+            && !self.config.paused
+            && (self.config.queue_method == QueueMethod::Passthrough
+                || (self.pace.tokens > 0 && self.line.waiting() == 0 && self.under_cap()));
+        if pass_through {
+            self.admit(visitor, Order::Joined(0), now);
+            self.pace.record_admissions(now, 1);
+            return;
+        }
+        let spot = self.line.enter(visitor, opened, entry, now);
+        self.visitors.insert(
+            visitor,
+            VisitorState::Waiting {
+                spot,
+                joined_at: now,
+                last_seen: now,
+            },
+        );
+    }
+
+    /// Passes whose visitor never arrived in time give their slot back;
+    /// returns how many.
+    fn reclaim_no_shows(&mut self, now: Millis) -> u64 {
+        let before = self.passes.no_shows;
+        while let Some((due, visitor)) = self.passes.pop_due_arrival(now) {
+            if let Some(&VisitorState::Admitted {
+                expires_at,
+                arrival_due: Some(pending),
+                ..
+            }) = self.visitors.get(&visitor)
+                && pending == due
+            {
+                self.passes.take_back(visitor, expires_at, None);
+                self.depart(visitor, expires_at, now);
+                self.passes.no_shows += 1;
+            }
+        }
+        self.passes.no_shows - before
+    }
+
+    /// `/api/verify` saw the visitor's pass: they arrived.
+    pub fn arrive(&mut self, visitor: VisitorId) {
+        if let Some(VisitorState::Admitted { arrival_due, .. }) = self.visitors.get_mut(&visitor)
+            && let Some(due) = arrival_due.take()
+        {
+            self.passes.arrived(due, visitor);
+        }
+    }
+
+    /// Gives every admitted visitor not seen yet the whole arrival grace
+    /// again from `now`, unless that was done since `seen` (see
+    /// `Store::resume_arrivals`); the count of resumptions.
+    pub fn resume_arrivals(&mut self, seen: Option<u64>, now: Millis) -> u64 {
+        if seen.is_some_and(|seen| self.passes.resumptions > seen) {
+            return self.passes.resumptions;
+        }
+        self.passes.resumptions += 1;
+        let Some(grace) = self.config.arrival_grace_s else {
+            return self.passes.resumptions;
+        };
+        let resumed_due = now + grace * 1000;
+        for visitor in self.passes.postpone_arrivals_to(resumed_due) {
+            if let Some(VisitorState::Admitted { arrival_due, .. }) =
+                self.visitors.get_mut(&visitor)
+            {
+                *arrival_due = Some(resumed_due);
+            }
+        }
+        self.passes.resumptions
+    }
+
+    /// Takes back the visitor's pass (the admission whose pass has `exp`
+    /// `pass_exp_s`, if given); a waiting place is left alone. Whether a
+    /// pass was taken.
+    pub fn revoke_pass(
+        &mut self,
+        visitor: VisitorId,
+        pass_exp_s: Option<u64>,
+        now: Millis,
+    ) -> bool {
+        match self.visitors.get(&visitor) {
+            Some(VisitorState::Admitted { expires_at, .. })
+                if pass_exp_s.is_none_or(|exp| exp == *expires_at / 1000) =>
+            {
+                self.leave(visitor, now);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Removes the visitor's place or slot, at once; they are told `left`
+    /// for a while (`depart`). The event that tells every node, if they
+    /// were waiting.
+    pub fn leave(&mut self, visitor: VisitorId, now: Millis) -> Option<RoomEvent> {
+        match self.visitors.get(&visitor).copied()? {
+            VisitorState::Waiting {
+                spot, last_seen, ..
+            } => {
+                self.line.remove(spot, last_seen, visitor, self.opened(now));
+                self.depart(visitor, now, now);
+                self.version += 1;
+                Some(RoomEvent::Left {
+                    room: self.id.clone(),
+                    order: spot.order(),
+                    line: self.summary(),
+                })
+            }
+            VisitorState::Admitted {
+                expires_at,
+                arrival_due,
+                ..
+            } => {
+                self.passes.take_back(visitor, expires_at, arrival_due);
+                // Told `left` while the pass would have run.
+                self.depart(visitor, expires_at, now);
+                None
+            }
+        }
+    }
+
+    /// The tick, if one is due, and the events it makes: the opening's
+    /// announcement the first time the room is open, then the tick.
+    /// `random` admits by `pick` (see `words::chance::pick`).
+    pub fn tick(&mut self, now: Millis, pick: PickSeed) -> Option<(TickReport, Vec<RoomEvent>)> {
+        let mut events = Vec::new();
+        if self.opening_due(now) {
+            // The order was fixed as each entrant joined: the opening only
+            // says so, and the sockets read their positions (if anyone
+            // entered: a line that formed after the opening has nothing
+            // to read again).
+            self.drawn_announced = true;
+            if self.line.drawn_waiting() > 0 {
+                self.version += 1;
+                events.push(RoomEvent::Drawn {
+                    room: self.id.clone(),
+                    line: self.summary(),
+                });
+            }
+        }
+        // An empty room with a full bucket has nothing to do (as on Redis,
+        // where this keeps an idle room's heartbeat to a read).
+        let idle = !self.busy() && self.pace.tokens >= self.config.admit_per_tick;
+        if now < self.pace.last_tick + self.config.tick_ms || idle {
+            let report = TickReport {
+                waiting: self.line.waiting(),
+                active: self.passes.held(),
+                ..TickReport::default()
+            };
+            return (!events.is_empty()).then_some((report, events));
+        }
+        self.pace.start_tick(&self.config, now);
+        let departed = self.sweep_abandoned(now);
+        let no_shows = self.reclaim_no_shows(now);
+        let admitted = self.admit_due(now, pick);
+        self.pace.end_tick(&self.config, now, admitted.len() as u64);
+        self.version += 1;
+        let report = TickReport {
+            admitted: admitted.len() as u64,
+            abandoned: departed.len() as u64,
+            no_shows,
+            waiting: self.line.waiting(),
+            active: self.passes.held(),
+        };
+        events.push(RoomEvent::Tick {
+            room: self.id.clone(),
+            admitted: admitted.into(),
+            departed: departed.into(),
+            line: self.summary(),
+        });
+        Some((report, events))
+    }
+
+    /// Whom this tick lets in: as many as the bucket and the cap allow, in
+    /// the room's queue method; `passthrough` lets the whole line in, bucket
+    /// and cap ignored.
+    fn admit_due(&mut self, now: Millis, pick: PickSeed) -> Vec<Admission> {
+        let mut admitted = Vec::new();
+        if !self.opened(now) || self.config.paused || self.facts.sold_out {
+            return admitted;
+        }
+        let method = self.config.queue_method;
+        while method == QueueMethod::Passthrough || (self.pace.tokens > 0 && self.under_cap()) {
+            let next = match method {
+                QueueMethod::Random => self.line.random(pick, admitted.len() as u64),
+                _ => self.line.first(),
+            };
+            let Some(visitor) = next else {
+                break;
+            };
+            let Some(VisitorState::Waiting {
+                spot, last_seen, ..
+            }) = self.visitors.get(&visitor).copied()
+            else {
+                unreachable!("a visitor in line is waiting");
+            };
+            self.line.remove(spot, last_seen, visitor, true);
+            admitted.push(self.admit(visitor, spot.order(), now));
+        }
+        admitted
+    }
+
+    /// The room has opened and nobody has been told yet.
+    fn opening_due(&self, now: Millis) -> bool {
+        self.line.draw.is_some() && !self.drawn_announced && self.opened(now)
+    }
+
+    /// When this room next needs its tick asked for: the tick period, or
+    /// sooner for an opening to announce.
+    pub fn next_due_in_ms(&self, now: Millis) -> Millis {
+        let tick = self.pace.next_due_in_ms(&self.config, now);
+        match self.config.opens_at {
+            Some(at) if self.line.draw.is_some() && !self.drawn_announced => {
+                tick.min(at.0.saturating_sub(now).max(1))
+            }
+            _ => tick,
+        }
+    }
+
+    /// The line hears what its sale has left; the event, if that changes
+    /// what the line is told.
+    pub fn announce_stock(&mut self, stock: Stock) -> Option<RoomEvent> {
+        let facts = RoomFacts::of(
+            &self.config,
+            Some(stock.left),
+            stock.sold_out() && self.config.close_when_sold_out,
+        );
+        if *self.facts == facts {
+            return None;
+        }
+        self.facts = Arc::new(facts);
+        Some(RoomEvent::Configured {
+            room: self.id.clone(),
+            line: self.summary(),
+            facts: self.facts.clone(),
+        })
+    }
+
+    /// Up to `limit` entrants after `after`, in drawn order, once drawn.
+    pub fn draw_entries(
+        &self,
+        after: Option<(DrawKey, EntryId)>,
+        limit: usize,
+        now: Millis,
+    ) -> Result<Vec<(DrawKey, EntryId)>, StoreError> {
+        let draw = self.line.draw.as_ref().ok_or(StoreError::NoDraw)?;
+        if !self.opened(now) {
+            return Err(StoreError::NotDrawn);
+        }
+        let from = match after {
+            Some((key, _)) => std::ops::Bound::Excluded(key),
+            None => std::ops::Bound::Unbounded,
+        };
+        Ok(draw
+            .entries
+            .range((from, std::ops::Bound::Unbounded))
+            .take(limit)
+            .map(|(key, entry)| (*key, *entry))
+            .collect())
+    }
+
+    fn draw_info(&self, now: Millis) -> Option<DrawInfo> {
+        let (draw, opens_at) = (self.line.draw.as_ref()?, self.config.opens_at?);
+        let opened = self.opened(now);
+        Some(DrawInfo {
+            opens_at,
+            commitment: draw.commitment.clone(),
+            seed: opened.then(|| draw.seed.to_hex()),
+            entrants: draw.entries.len() as u64,
+            drawn_at: opened.then_some(opens_at),
+        })
+    }
+
+    /// The room with its live stats.
+    pub fn info(&self, now: Millis) -> RoomInfo {
+        let oldest_wait_ms = self
+            .line
+            .first()
+            .and_then(|visitor| match self.visitors.get(&visitor) {
+                Some(VisitorState::Waiting { joined_at, .. }) => {
+                    Some(now.saturating_sub(*joined_at))
+                }
+                _ => None,
+            })
+            .unwrap_or(0);
+        RoomInfo::new(
+            self.id.clone(),
+            self.config.clone(),
+            RoomStats {
+                waiting: self.line.waiting(),
+                active: self.passes.held(),
+                admitted_total: self.passes.admitted_total,
+                admitted_last_minute: self.pace.admitted_since(now.saturating_sub(RATE_WINDOW_MS)),
+                oldest_wait_seconds: oldest_wait_ms / 1000,
+                turned_away: self.door.turned_away,
+                no_shows: self.passes.no_shows,
+                pre_queue: match &self.line.draw {
+                    Some(draw) if !self.opened(now) => draw.waiting(),
+                    _ => 0,
+                },
+            },
+            self.draw_info(now),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::words::chance::SeededChance;
+
+    /// Issue 24, item 18: a visitor who left, was abandoned, ran out or was
+    /// reclaimed leaves nothing behind in the room.
+    #[test]
+    fn nothing_of_a_visitor_stays_once_they_are_gone() {
+        let at = |s: u64| 1_767_225_600_000 + s * 1000;
+        let mut config = RoomConfig::new("R", "/x");
+        (config.admit_per_tick, config.abandon_after_s) = (2, 20);
+        (config.pass_ttl_s, config.arrival_grace_s) = (60, Some(5));
+        let chance = SeededChance::new(3);
+        let dice = || Dice::roll(&chance);
+        let mut room = RoomModel::new(RoomId::parse("r").unwrap(), config, at(0), &dice());
+        let joined: Vec<VisitorId> = (0..6)
+            .map(|n| {
+                let visitor = VisitorId::random();
+                let known = JoinOptions {
+                    user: Some(format!("user-{n}")),
+                    ..JoinOptions::default()
+                };
+                room.join(visitor, &known, at(0), &dice()).unwrap();
+                visitor
+            })
+            .collect();
+        room.leave(joined[2], at(0)); // waiting
+        room.leave(joined[0], at(0)); // admitted
+        assert!(
+            [joined[0], joined[2]]
+                .iter()
+                .all(|gone| !room.visitors.contains_key(gone) && !room.user_of.contains_key(gone)),
+            "gone at once"
+        );
+        assert_eq!((room.users.len(), room.departed.remembered()), (4, 2));
+        // #1's pass is reclaimed unseen, #3 is abandoned, #4 and #5 (still
+        // polling) are admitted at 20 s; every pass has run out at 80 s.
+        room.mark_present(joined[4], at(15));
+        room.mark_present(joined[5], at(15));
+        for now in [at(20), at(80)] {
+            room.expire(now, FORGOTTEN_PER_TICK);
+            room.tick(now, dice().pick);
+        }
+        assert!(room.visitors.is_empty(), "{:?}", room.visitors);
+        assert!(room.departed.is_empty());
+        assert!(room.users.is_empty() && room.user_of.is_empty());
+        assert!(room.line.is_empty() && room.passes.is_empty());
+    }
+
+    #[test]
+    fn an_operation_forgets_a_bounded_number_of_departed_visitors() {
+        let now = 1_000_000;
+        let dice = Dice::roll(&SeededChance::new(3));
+        let mut room = RoomModel::new(
+            RoomId::parse("r").unwrap(),
+            RoomConfig::new("R", "/x"),
+            now,
+            &dice,
+        );
+        for _ in 0..FORGOTTEN_PER_OPERATION + FORGOTTEN_PER_TICK + 10 {
+            room.depart(VisitorId::random(), now, now);
+        }
+        let later = now + room.config.abandon_after_s * 1000;
+        room.expire(later - 1, FORGOTTEN_PER_TICK);
+        assert_eq!(
+            room.departed.remembered(),
+            FORGOTTEN_PER_OPERATION + FORGOTTEN_PER_TICK + 10
+        );
+        room.expire(later, FORGOTTEN_PER_OPERATION);
+        assert_eq!(room.departed.remembered(), FORGOTTEN_PER_TICK + 10);
+        room.expire(later, FORGOTTEN_PER_TICK);
+        assert_eq!(room.departed.remembered(), 10);
+        room.expire(later, FORGOTTEN_PER_TICK);
+        assert!(room.departed.is_empty());
+    }
+}
