@@ -184,7 +184,7 @@ async fn join_room(
         state.credentials.issue_ticket(&room, place.visitor, now)
     };
     metrics::histogram!("waitroom_join_seconds").record(started.elapsed().as_secs_f64());
-    tracing::debug!(%room, %visitor, state = status::state_name(&place.state), "join");
+    tracing::debug!(%room, %visitor, state = <&str>::from(status::State::of(&place.state)), "join");
     Ok(status_response(&state, &room, &ticket, &place))
 }
 

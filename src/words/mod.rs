@@ -15,5 +15,8 @@ pub mod pow;
 pub mod rules;
 pub mod sale;
 pub mod status;
+mod wire;
 
 pub use model::*;
+pub use wire::WireName;
+pub(crate) use wire::{one_of, wire_enum};

@@ -9,6 +9,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::words::clock::{Millis, Moment};
 use crate::words::draw::{DrawInfo, EntryId};
+use crate::words::wire_enum;
 
 /// A room's slug: `[a-z0-9-]{1,64}`. Cheap to clone.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -129,8 +130,18 @@ fn yes() -> bool {
 }
 
 /// How a room admits (api.md's `queue_method`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::VariantNames,
+)]
+#[strum(serialize_all = "snake_case")]
 pub enum QueueMethod {
     /// In join order.
     #[default]
@@ -144,23 +155,15 @@ pub enum QueueMethod {
     /// New arrivals are turned away; those waiting keep their places.
     Reject,
 }
+wire_enum!(QueueMethod);
 
 impl QueueMethod {
     pub fn name(self) -> &'static str {
-        Self::NAMES[self as usize]
+        self.into()
     }
 
-    /// Every method's name, in the order of [`QueueMethod::ALL`].
-    pub const NAMES: &'static [&'static str] = &["fifo", "random", "passthrough", "reject"];
-    pub const ALL: [QueueMethod; 4] = [
-        QueueMethod::Fifo,
-        QueueMethod::Random,
-        QueueMethod::Passthrough,
-        QueueMethod::Reject,
-    ];
-
     pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|method| method.name() == name)
+        name.parse().ok()
     }
 }
 
@@ -246,43 +249,6 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     d: D,
 ) -> Result<Option<Option<T>>, D::Error> {
     Option::<T>::deserialize(d).map(Some)
-}
-
-/// A name on the wire from a fixed set (a message's `type`, a place's
-/// `state`, a sale's `kind`): the server writes a `&'static str`, and
-/// [`one_of`] reads it back as the same static name, so a message type can
-/// be read (by clients such as the load tool) and still be written without
-/// allocating.
-///
-/// It is an alias, not `&'static str` spelled out, because serde's derive
-/// borrows every field spelled `&str` from its input, and a `'static` one
-/// would make the whole type readable from `'static` input only.
-pub type WireName = &'static str;
-
-/// Reads a [`WireName`] that must be one of `names`.
-pub(crate) fn one_of<'de, D: Deserializer<'de>>(
-    d: D,
-    names: &'static [&'static str],
-) -> Result<WireName, D::Error> {
-    struct OneOf(&'static [&'static str]);
-
-    impl serde::de::Visitor<'_> for OneOf {
-        type Value = WireName;
-
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            write!(f, "one of {:?}", self.0)
-        }
-
-        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<WireName, E> {
-            self.0
-                .iter()
-                .find(|name| **name == v)
-                .copied()
-                .ok_or_else(|| E::unknown_variant(v, self.0))
-        }
-    }
-
-    d.deserialize_str(OneOf(names))
 }
 
 impl RoomPatch {

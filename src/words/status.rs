@@ -6,7 +6,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::words::clock::{Millis, rfc3339};
 use crate::words::credentials::Credentials;
 use crate::words::{
-    LineSummary, PlaceState, QueueMethod, RoomFacts, RoomId, VisitorId, WireName, one_of,
+    LineSummary, PlaceState, QueueMethod, RoomFacts, RoomId, VisitorId, WireName, one_of, wire_enum,
 };
 
 /// Written by the server; read by clients (the load tool), borrowing the
@@ -17,9 +17,7 @@ pub struct Status<'a> {
     #[serde(rename = "type", deserialize_with = "status_type")]
     pub kind: WireName,
     pub room: &'a str,
-    /// One of [`STATES`].
-    #[serde(deserialize_with = "state")]
-    pub state: WireName,
+    pub state: State,
     pub ticket: &'a str,
     pub position: Option<u64>,
     pub waiting: u64,
@@ -35,11 +33,11 @@ pub struct Status<'a> {
     /// The operator's current message to everyone in the room.
     pub notice: Option<&'a str>,
     /// How the line is admitted: `fifo`, `random`, `passthrough`, `reject`.
-    #[serde(default = "fifo", deserialize_with = "queue_method")]
-    pub queue_method: WireName,
-    /// Why the room is `closed`: `closed_by_operator` or `sold_out`.
     #[serde(default)]
-    pub reason: Option<&'a str>,
+    pub queue_method: QueueMethod,
+    /// Why the room is `closed`.
+    #[serde(default)]
+    pub reason: Option<CloseReason>,
     /// Units or seats still free in the room's sale (null: no sale).
     #[serde(default)]
     pub stock_left: Option<u64>,
@@ -51,13 +49,64 @@ pub struct Status<'a> {
     pub entry: Option<String>,
 }
 
-fn fifo() -> WireName {
-    "fifo"
+/// Where the visitor stands, as a status says it.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    strum::Display,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::VariantNames,
+)]
+#[strum(serialize_all = "snake_case")]
+pub enum State {
+    /// In the line, or in a scheduled room's pre-queue.
+    Waiting,
+    /// Holding a pass.
+    Admitted,
+    /// Unknown here, or their place or pass ran out.
+    Expired,
+    /// They gave up their place or pass (or it was taken back).
+    Left,
+    /// The room is closed.
+    Closed,
+}
+wire_enum!(State);
+
+impl State {
+    pub fn of(place: &PlaceState) -> Self {
+        match place {
+            PlaceState::PreQueue { .. } | PlaceState::Waiting { .. } => Self::Waiting,
+            PlaceState::Admitted { .. } => Self::Admitted,
+            PlaceState::Expired => Self::Expired,
+            PlaceState::Left => Self::Left,
+            PlaceState::Closed => Self::Closed,
+        }
+    }
 }
 
-fn queue_method<'de, D: Deserializer<'de>>(d: D) -> Result<WireName, D::Error> {
-    one_of(d, QueueMethod::NAMES)
+/// Why a room is `closed` to a visitor.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    strum::Display,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::VariantNames,
+)]
+#[strum(serialize_all = "snake_case")]
+pub enum CloseReason {
+    ClosedByOperator,
+    /// The sale behind the line has nothing left.
+    SoldOut,
 }
+wire_enum!(CloseReason);
 
 /// Everything a status is built from.
 pub struct StatusInput<'a> {
@@ -74,7 +123,7 @@ impl<'a> Status<'a> {
         let mut status = Status {
             kind: "status",
             room: input.room.as_str(),
-            state: state_name(&input.state),
+            state: State::of(&input.state),
             ticket: input.ticket,
             position: None,
             waiting: input.line.waiting,
@@ -85,7 +134,7 @@ impl<'a> Status<'a> {
             paused: input.line.paused,
             tick_at_ms: input.line.tick_at,
             notice: input.facts.notice.as_deref(),
-            queue_method: input.facts.queue_method.name(),
+            queue_method: input.facts.queue_method,
             reason: None,
             stock_left: input.facts.stock_left,
             opens_at: input.facts.opens_at.map(|at| rfc3339(at.0)),
@@ -117,8 +166,10 @@ impl<'a> Status<'a> {
                 status.expires_at = Some(rfc3339(expires_at));
                 status.pass = Some(pass);
             }
-            PlaceState::Closed if input.facts.sold_out => status.reason = Some("sold_out"),
-            PlaceState::Closed => status.reason = Some("closed_by_operator"),
+            PlaceState::Closed if input.facts.sold_out => {
+                status.reason = Some(CloseReason::SoldOut)
+            }
+            PlaceState::Closed => status.reason = Some(CloseReason::ClosedByOperator),
             PlaceState::Expired | PlaceState::Left => {}
         }
         status
@@ -133,25 +184,8 @@ impl<'a> Status<'a> {
     }
 }
 
-/// Every name [`state_name`] gives.
-pub const STATES: &[&str] = &["waiting", "admitted", "expired", "left", "closed"];
-
 fn status_type<'de, D: Deserializer<'de>>(d: D) -> Result<WireName, D::Error> {
     one_of(d, &["status"])
-}
-
-fn state<'de, D: Deserializer<'de>>(d: D) -> Result<WireName, D::Error> {
-    one_of(d, STATES)
-}
-
-pub fn state_name(state: &PlaceState) -> &'static str {
-    match state {
-        PlaceState::PreQueue { .. } | PlaceState::Waiting { .. } => "waiting",
-        PlaceState::Admitted { .. } => "admitted",
-        PlaceState::Expired => "expired",
-        PlaceState::Left => "left",
-        PlaceState::Closed => "closed",
-    }
 }
 
 /// The target URL with the pass attached as `wr_pass`.
@@ -183,26 +217,24 @@ mod tests {
         assert_eq!(with_pass("/x?y=1#top", "p"), "/x?y=1&wr_pass=p#top");
     }
 
+    /// Each enum reads back what it writes, and nothing else.
     #[test]
-    fn every_state_name_is_listed() {
-        for state in [
-            PlaceState::Waiting {
-                order: crate::words::Order::Joined(1),
-                position: 1,
-            },
-            PlaceState::PreQueue {
-                entry: crate::words::draw::EntryId::from_bytes(rand::random()),
-            },
-            PlaceState::Admitted {
-                admitted_at: 1,
-                expires_at: 2,
-            },
-            PlaceState::Expired,
-            PlaceState::Left,
-            PlaceState::Closed,
-        ] {
-            assert!(STATES.contains(&state_name(&state)), "{state:?}");
+    fn wire_names_are_written_once_and_read_back() {
+        for (state, name) in [(State::Waiting, "waiting"), (State::Admitted, "admitted")] {
+            assert_eq!(serde_json::to_string(&state).unwrap(), format!("{name:?}"));
+            assert_eq!(
+                serde_json::from_str::<State>(&format!("{name:?}")).unwrap(),
+                state
+            );
         }
+        let reason = serde_json::to_string(&CloseReason::ClosedByOperator).unwrap();
+        assert_eq!(reason, r#""closed_by_operator""#);
+        assert_eq!(
+            QueueMethod::parse("passthrough"),
+            Some(QueueMethod::Passthrough)
+        );
+        let error = serde_json::from_str::<QueueMethod>(r#""lifo""#).unwrap_err();
+        assert!(error.to_string().contains("fifo"), "{error}");
     }
 
     #[test]
@@ -237,7 +269,7 @@ mod tests {
         let read: Status = serde_json::from_str(&written).unwrap();
         assert_eq!(
             (read.kind, read.room, read.state, read.ticket),
-            ("status", "sale", "waiting", "t.k.n")
+            ("status", "sale", State::Waiting, "t.k.n")
         );
         assert_eq!(
             (read.position, read.waiting, read.eta_seconds),
@@ -249,7 +281,7 @@ mod tests {
             expires_at: 1_700_000_600_000,
         });
         let read: Status = serde_json::from_str(&admitted).unwrap();
-        assert_eq!(read.state, "admitted");
+        assert_eq!(read.state, State::Admitted);
         let pass = read.pass.expect("an admitted status carries a pass");
         assert_eq!(read.redirect_url, Some(format!("/?wr_pass={pass}")));
         for other in [

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use waitroom::words::sale::{ClaimView, SaleRequest, SaleView};
-use waitroom::words::status::Status;
+use waitroom::words::status::{State, Status};
 use waitroom::words::{RoomConfig, RoomId};
 
 use super::common::{self, ErrorKinds, Latency, Node, create_room, say};
@@ -470,8 +470,8 @@ async fn pass_for_one(
         let status: Status =
             serde_json::from_slice(&body).map_err(|e| format!("{what}: not a status: {e}"))?;
         match (status.state, status.pass) {
-            ("admitted", Some(pass)) => return Ok(pass),
-            ("waiting", _) => {}
+            (State::Admitted, Some(pass)) => return Ok(pass),
+            (State::Waiting, _) => {}
             (state, _) => return Err(format!("{what}: state {state}, no pass")),
         }
         // The join's ticket, which every status answer repeats.

@@ -31,7 +31,7 @@ use tokio::sync::Semaphore;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use waitroom::words::sale::{ClaimView, SaleRequest, SaleView};
-use waitroom::words::status::Status;
+use waitroom::words::status::{State, Status};
 use waitroom::words::{RoomConfig, RoomId};
 
 use super::claims::{error_code, put_sale};
@@ -143,14 +143,14 @@ enum Seen {
 impl Seen {
     fn of(status: &Status) -> Self {
         match (status.state, &status.pass) {
-            ("waiting", _) => Seen::Waiting {
+            (State::Waiting, _) => Seen::Waiting {
                 position: status.position,
             },
-            ("admitted", Some(pass)) => Seen::Admitted {
+            (State::Admitted, Some(pass)) => Seen::Admitted {
                 pass: pass.clone(),
                 tick_at_ms: status.tick_at_ms,
             },
-            ("admitted", None) => Seen::Finished("admitted without a pass".into()),
+            (State::Admitted, None) => Seen::Finished("admitted without a pass".into()),
             (state, _) => Seen::Finished(match status.reason {
                 Some(reason) => format!("{state}: {reason}"),
                 None => state.to_string(),

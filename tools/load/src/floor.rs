@@ -789,7 +789,7 @@ mod tests {
         assert_eq!(status.tick_at_ms, Some(at_ms));
         assert_eq!(status.position, Some(2));
         assert_eq!(status.waiting, 9);
-        assert_eq!(status.state, "waiting");
+        assert_eq!(status.state, waitroom::words::status::State::Waiting);
         assert_eq!(status.room, "floor");
         // The writer records its tick once the tick's loop is done, which
         // may be after the client has read the frame.

@@ -18,6 +18,7 @@ use serde::Serialize;
 use serde_json::json;
 use tokio::sync::{Semaphore, mpsc, watch};
 use waitroom::words::clock::{Millis, Moment, rfc3339_ms};
+use waitroom::words::status::State;
 use waitroom::words::{RoomConfig, RoomId};
 
 use super::common::{self, ErrorKinds, Latency, Node, create_room, epoch_micros, say};
@@ -535,11 +536,11 @@ async fn watch_position(
     let (first, lost) = (&mut outcome.told, &mut outcome.lost_position);
     outcome.ended = sockets::read_statuses(&mut ws, &mut stop, false, |status, at_us| {
         let told = match (status.state, status.position) {
-            ("waiting", Some(position)) => Some(Told::Position {
+            (State::Waiting, Some(position)) => Some(Told::Position {
                 position,
                 tick_at_ms: status.tick_at_ms.unwrap_or(0),
             }),
-            ("waiting", None) => {
+            (State::Waiting, None) => {
                 // Still pre-queued, or (once told) a position lost.
                 *lost |= first.is_some();
                 None

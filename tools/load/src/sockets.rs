@@ -23,7 +23,7 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use waitroom::words::clock::Millis;
-use waitroom::words::status::Status;
+use waitroom::words::status::{State, Status};
 use waitroom::words::{RoomConfig, RoomId};
 
 use super::common::{self, ErrorKinds, Latency, Node, Scrape, create_room, epoch_micros, say};
@@ -1271,7 +1271,7 @@ async fn hold_socket(
         statuses.push(Received {
             tick_at_ms: status.tick_at_ms,
             at_us,
-            waiting: status.state == "waiting",
+            waiting: status.state == State::Waiting,
         })
     })
     .await;

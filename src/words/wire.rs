@@ -1,0 +1,71 @@
+//! Names on the wire from a fixed set: the words' enums, each name written
+//! once (in the enum's `#[strum(serialize_all)]`) and read and written by
+//! serde through it ([`wire_enum`]); and constant names such as a message's
+//! `type` ([`WireName`], [`one_of`]).
+
+use std::fmt;
+
+use serde::Deserializer;
+
+/// Serde for an enum whose wire names strum derives (`IntoStaticStr`,
+/// `EnumString`, `VariantNames`): each name is written once, in the enum's
+/// `#[strum(serialize_all)]`, and read back only as one of them.
+macro_rules! wire_enum {
+    ($name:ty) => {
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(<&'static str>::from(*self))
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let name = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+                name.parse().map_err(|_| {
+                    serde::de::Error::unknown_variant(
+                        &name,
+                        <$name as strum::VariantNames>::VARIANTS,
+                    )
+                })
+            }
+        }
+    };
+}
+pub(crate) use wire_enum;
+
+/// A name on the wire from a fixed set (a message's `type`, a place's
+/// `state`, a sale's `kind`): the server writes a `&'static str`, and
+/// [`one_of`] reads it back as the same static name, so a message type can
+/// be read (by clients such as the load tool) and still be written without
+/// allocating.
+///
+/// It is an alias, not `&'static str` spelled out, because serde's derive
+/// borrows every field spelled `&str` from its input, and a `'static` one
+/// would make the whole type readable from `'static` input only.
+pub type WireName = &'static str;
+
+/// Reads a [`WireName`] that must be one of `names`.
+pub(crate) fn one_of<'de, D: Deserializer<'de>>(
+    d: D,
+    names: &'static [&'static str],
+) -> Result<WireName, D::Error> {
+    struct OneOf(&'static [&'static str]);
+
+    impl serde::de::Visitor<'_> for OneOf {
+        type Value = WireName;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "one of {:?}", self.0)
+        }
+
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<WireName, E> {
+            self.0
+                .iter()
+                .find(|name| **name == v)
+                .copied()
+                .ok_or_else(|| E::unknown_variant(v, self.0))
+        }
+    }
+
+    d.deserialize_str(OneOf(names))
+}
