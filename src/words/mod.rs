@@ -4,6 +4,7 @@
 //! here knows actix or Redis.
 
 pub mod clock;
+pub mod constants;
 pub mod credentials;
 pub mod draw;
 pub mod join_limit;

@@ -16,6 +16,7 @@ use super::fenwick::LineIndex;
 use super::sale::MemorySale;
 use crate::store::{JoinOptions, Store, StoreError, Tick, TickReport};
 use crate::words::clock::{Millis, SharedClock};
+use crate::words::constants::RATE_WINDOW_MS;
 use crate::words::draw::{self, DrawInfo, DrawKey, EntryId};
 use crate::words::join_limit::{self, Gcra};
 use crate::words::sale::Stock;
@@ -24,8 +25,6 @@ use crate::words::{
     RoomFacts, RoomId, RoomInfo, RoomPatch, RoomStats, StoreEvent, VisitorId,
 };
 
-/// How far back the achieved admission rate looks.
-const RATE_WINDOW_MS: Millis = 60_000;
 /// Events buffered per subscriber before a slow one is told it lagged.
 const EVENT_BUFFER: usize = 4_096;
 
