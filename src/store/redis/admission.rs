@@ -233,7 +233,7 @@ impl RedisStore {
         let reply: String = self.run(&self.scripts.room_info, room, []).await?;
         read(&reply)
             .ok()
-            .and_then(|info| parse_info(room, info))
+            .and_then(|wire| parse_info(room, wire))
             .ok_or_else(|| StoreError::Unexpected("unexpected room record".into()))
     }
 
@@ -408,8 +408,8 @@ fn text(value: &Value) -> Option<String> {
     redis::from_redis_value_ref::<String>(value).ok()
 }
 
-fn parse_info(room: &RoomId, info: WireRoomInfo) -> Option<RoomRecord> {
-    let field = |name: &str| info.room.get(name).cloned();
+fn parse_info(room: &RoomId, wire: WireRoomInfo) -> Option<RoomRecord> {
+    let field = |name: &str| wire.room.get(name).cloned();
     let parse = |name: &str| field(name)?.parse::<u64>().ok();
     let config = RoomConfig {
         name: field("name")?,
@@ -437,16 +437,16 @@ fn parse_info(room: &RoomId, info: WireRoomInfo) -> Option<RoomRecord> {
         close_when_sold_out: field("close_when_sold_out").as_deref() != Some("0"),
     };
     let stats = RoomStats {
-        waiting: info.waiting,
-        active: info.active,
+        waiting: wire.waiting,
+        active: wire.active,
         admitted_total: parse("admitted_total")?,
-        admitted_last_minute: info.admitted_last_minute,
-        oldest_wait_seconds: info.oldest_wait_ms / 1000,
+        admitted_last_minute: wire.admitted_last_minute,
+        oldest_wait_seconds: wire.oldest_wait_ms / 1000,
         turned_away: field("turned_away")
             .and_then(|n| n.parse().ok())
             .unwrap_or(0),
         no_shows: field("no_shows").and_then(|n| n.parse().ok()).unwrap_or(0),
-        pre_queue: info.pre_queue,
+        pre_queue: wire.pre_queue,
     };
     let draw = config
         .opens_at
@@ -455,16 +455,14 @@ fn parse_info(room: &RoomId, info: WireRoomInfo) -> Option<RoomRecord> {
             opens_at,
             commitment,
             // The seed stays in the store until the opening reveals it.
-            seed: field("draw_seed").filter(|_| info.opened),
-            entrants: info.entrants,
-            drawn_at: info.opened.then_some(opens_at),
+            seed: field("draw_seed").filter(|_| wire.opened),
+            entrants: wire.entrants,
+            drawn_at: wire.opened.then_some(opens_at),
         });
-    let info_now = info.now;
-    let info = RoomInfo::new(room.clone(), config, stats, draw);
     Some(RoomRecord {
-        info,
         revision: field("config_rev")?,
-        now: info_now,
+        now: wire.now,
+        info: RoomInfo::new(room.clone(), config, stats, draw),
     })
 }
 
