@@ -4,7 +4,7 @@
 -- opens_at (a draw's seed never changes); ARGV[6…]: field/value pairs.
 local room, err = open_room()
 if not room then return err end
-if room.config_rev ~= ARGV[3] then return redis.error_reply('CONFLICT') end
+if room.config_rev ~= ARGV[3] then return redis.error_reply(CONFLICT) end
 redis.call('HSET', K_ROOM, unpack(ARGV, 6))
 room = load_room()
 if room.opens_at ~= '' and (room.draw_seed or '') == '' then

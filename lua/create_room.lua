@@ -3,7 +3,7 @@
 -- config field/value pairs. KEYS[12…]: the room's sale keys (same hash tag): a room created again under
 -- an old id starts with no sale, hold or order of its predecessor's.
 local room = load_room()
-if room and room.closed ~= '1' then return redis.error_reply('EXISTS') end
+if room and room.closed ~= '1' then return redis.error_reply(EXISTS) end
 local now = now_ms()
 -- UNLINK: a draw of a million entrants is freed in the background.
 redis.call('UNLINK', K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS, K_USERS,

@@ -8,8 +8,8 @@
 -- ARGV[7]: the commitment of the seed the node drew ARGV[9] (the draw key,
 -- hex) for ARGV[8] (a new entry id) with, or '': Lua has no HMAC, so the
 -- node makes the key; a node without the room's seed is told 'DRAWSEED'.
--- Returns the place and, last, the visitor it belongs to (a known user's
--- place may be another visitor's).
+-- Returns the place (JSON, as place() makes it) with `visitor`, whose place
+-- it is (a known user's place may be another visitor's).
 local room, err = open_room()
 if not room then return err end
 local now = now_ms()
@@ -23,7 +23,7 @@ if user ~= '' then
   local held_kind = held_record and string.sub(held_record, 1, 1)
   if held_kind == 'w' or held_kind == 'd' or held_kind == 'a' then visitor = held end
 elseif room.user_required == '1' then
-  return redis.error_reply('USERREQUIRED')
+  return redis.error_reply(USERREQUIRED)
 end
 local record = redis.call('HGET', K_VISITORS, visitor)
 local kind = record and string.sub(record, 1, 1)
@@ -32,25 +32,24 @@ if kind == 'w' or kind == 'd' then
 elseif kind ~= 'a' and sold_out(room) then
   -- Sold out: new arrivals are told so, and take nothing.
   local out = place(room, visitor, now)
-  out[1] = 'c'
-  table.insert(out, visitor)
-  return out
+  out.state, out.visitor = 'c', visitor
+  return cjson.encode(out)
 elseif kind ~= 'a' then
   local pre_queue = not opened(room, now)
   if pre_queue and (ARGV[7] == '' or ARGV[7] ~= room.draw_commitment) then
-    return redis.error_reply('DRAWSEED')
+    return redis.error_reply(DRAWSEED)
   end
   local closes_at = tonumber(room.closes_at or '')
   if queue_method(room) == 'reject' or (closes_at and now >= closes_at) then
     redis.call('HINCRBY', K_ROOM, 'turned_away', 1)
-    return redis.error_reply('NOTACCEPTING')
+    return redis.error_reply(NOTACCEPTING)
   end
   local pow = tonumber(room.pow_difficulty or '0') > 0
   if pow then
     local refusal
-    if ARGV[6] == '' then refusal = 'POWREQUIRED'
-    elseif tonumber(ARGV[10]) < tonumber(room.pow_difficulty) then refusal = 'POWTOOEASY'
-    elseif redis.call('EXISTS', KEYS[13]) == 1 then refusal = 'POWREUSED' end
+    if ARGV[6] == '' then refusal = POWREQUIRED
+    elseif tonumber(ARGV[10]) < tonumber(room.pow_difficulty) then refusal = POWTOOEASY
+    elseif redis.call('EXISTS', KEYS[13]) == 1 then refusal = POWREUSED end
     if refusal then
       redis.call('HINCRBY', K_ROOM, 'turned_away', 1)
       return redis.error_reply(refusal)
@@ -60,12 +59,12 @@ elseif kind ~= 'a' then
     -- GCRA, as in src/words/join_limit.rs: a minute's worth at once, then
     -- one per interval; a refused join changes nothing but the count.
     local per_minute = math.max(1, tonumber(ARGV[4]))
-    local interval = math.ceil(60000 / per_minute)
+    local interval = math.ceil(JOIN_LIMIT_WINDOW_MS / per_minute)
     local burst = interval * (per_minute - 1)
     local tat = math.max(tonumber(redis.call('GET', KEYS[12]) or now), now)
     if tat - now > burst then
       redis.call('HINCRBY', K_ROOM, 'turned_away', 1)
-      return redis.error_reply('RATELIMITED ' .. math.max(1, math.ceil((tat - now - burst) / 1000)))
+      return redis.error_reply(RATELIMITED .. ' ' .. math.max(1, math.ceil((tat - now - burst) / 1000)))
     end
     redis.call('SET', KEYS[12], tat + interval, 'PX', tat + interval - now)
   end
@@ -99,5 +98,5 @@ if user ~= '' then
   redis.call('HSET', K_USER_OF, visitor, user)
 end
 local out = place(room, visitor, now)
-table.insert(out, visitor)
-return out
+out.visitor = visitor
+return cjson.encode(out)

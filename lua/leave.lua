@@ -1,7 +1,7 @@
 -- Gives up a place or an admitted slot, forgetting the visitor at once (see
 -- depart). ARGV[3]: the visitor.
 local room = load_room()
-if not room then return redis.error_reply('NOROOM') end
+if not room then return redis.error_reply(NOROOM) end
 if room.closed == '1' then return 0 end
 local now = now_ms()
 expire_passes(now)

@@ -1,4 +1,5 @@
--- Shared by every waitroom script (prepended to each when loaded).
+-- Shared by every waitroom script (prepended to each when loaded, after the
+-- prelude of constants shared with Rust: src/store/redis/prelude.rs).
 -- KEYS: every key of one room, all under the hash tag wr:{room}, in this order.
 -- ARGV[1]: how to publish: 'PUBLISH', or 'SPUBLISH' on a cluster (a sharded
 -- channel in the room's own slot), or '' to return the events instead (the
@@ -8,6 +9,8 @@
 -- Each operation's script runs as the function `operation` (see
 -- `script!` in src/store/redis/admission.rs), so this file's locals are its
 -- upvalues: Lua 5.1 allows 60, keep them fewer.
+-- A script answers more than three values as one JSON object (cjson), read
+-- by a serde struct in src/store/redis/replies.rs.
 -- K_DRAW holds the draw's entrants still waiting, K_ENTRIES every entrant
 -- (frozen at the opening); both score 0 with members '<draw key hex>:<visitor>'
 -- and '<draw key hex>:<entry>', so that their order (by member) is the draw's.
@@ -17,8 +20,9 @@ local K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS, K_
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10],
   KEYS[11]
 local PUBLISH = ARGV[1]
--- wr:{room}:room -> wr:{room}:events
-local CHANNEL = string.sub(K_ROOM, 1, -5) .. 'events'
+-- wr:{room}:room -> wr:{room}:
+local ROOM_PREFIX = string.sub(K_ROOM, 1, -#ROOM_KEY - 1)
+local CHANNEL = ROOM_PREFIX .. EVENTS_KEY
 
 local DEFERRED = {}
 local function publish(message)
@@ -28,10 +32,6 @@ local function publish(message)
     redis.call(PUBLISH, CHANNEL, message)
   end
 end
-local RATE_WINDOW_MS = 60000
--- Lua's unpack() is limited in the number of values; commands taking many
--- members are sent in chunks of this size.
-local CHUNK = 1000
 
 local function now_ms()
   if ARGV[2] ~= '' then return tonumber(ARGV[2]) end
@@ -51,8 +51,8 @@ local function num(room, field) return tonumber(room[field]) end
 
 local function open_room()
   local room = load_room()
-  if not room then return nil, redis.error_reply('NOROOM') end
-  if room.closed == '1' then return nil, redis.error_reply('CLOSED') end
+  if not room then return nil, redis.error_reply(NOROOM) end
+  if room.closed == '1' then return nil, redis.error_reply(CLOSED) end
   return room
 end
 
@@ -93,7 +93,7 @@ end
 -- scripts name it without declaring it: its hash tag keeps it in the room's
 -- Cluster slot.
 local function left_key(visitor)
-  return string.sub(K_ROOM, 1, -5) .. 'left:' .. visitor
+  return ROOM_PREFIX .. LEFT_KEY .. visitor
 end
 
 local function depart(room, visitor, now, left_until)
@@ -223,71 +223,73 @@ local function sold_out(room)
   return room.sold_out == '1'
 end
 
--- { version, waiting, rate, tick_at, paused, target_url, notice, queue_method,
---   stock_left ('' without a sale), sold_out ('1' or '0'), opens_at ('' or ms) }
-local function summary(room)
-  return { tonumber(room.version), waiting_count(), rate(room), room.last_tick_ran,
-    room.paused, room.target_url, room.notice or '', queue_method(room), room.stock_left or '',
-    sold_out(room) and '1' or '0', room.opens_at or '' }
+-- The line's summary, as places and events carry it (`WireLine`): rate,
+-- tick_at ('' or ms) and paused ('1' or '0') as the room stores them.
+local function line(room)
+  return { version = tonumber(room.version), waiting = waiting_count(), rate = tostring(rate(room)),
+    tick_at = tostring(room.last_tick_ran or ''), paused = tostring(room.paused or '') }
 end
 
--- The room's facts, as a `configured` event carries them.
+-- The room's facts, as places and `configured` events carry them
+-- (`WireFacts`): stock_left '' without a sale, opens_at '' or ms.
 local function facts(room)
   return { queue_method = queue_method(room), stock_left = room.stock_left or '',
     sold_out = sold_out(room), opens_at = room.opens_at or '', target_url = room.target_url,
     notice = room.notice or '' }
 end
 
--- A visitor's place: { state, a, b, <summary…> }; waiting ('w') and in
--- the pre-queue ('p'), a is the order (as events carry it) and b the position.
--- `shared`: the room's summary when the caller read it already for many.
+-- A visitor's place (`WirePlace`): its state ('w' waiting, 'p' in the
+-- pre-queue, 'a' admitted, 'l' left, 'c' closed, 'e' expired) with what it
+-- has (the order, as events carry it, and the position; or the pass's
+-- times), the line and the facts. `shared`: { line, facts } when the caller
+-- read them already for many.
 local function place(room, visitor, now, shared)
   local record = redis.call('HGET', K_VISITORS, visitor)
   local kind = record and string.sub(record, 1, 1)
   local out
   if not record then
     local departed_until = tonumber(redis.call('GET', left_key(visitor)) or '')
-    out = { (departed_until and departed_until > now) and 'l' or 'e', 0, 0 }
+    out = { state = (departed_until and departed_until > now) and 'l' or 'e' }
   elseif (kind == 'w' or kind == 'd') and sold_out(room) then
     -- A line closed for a sold-out sale: its places stay, unused.
-    out = { 'c', 0, 0 }
+    out = { state = 'c' }
   elseif kind == 'd' then
     local key, entry = drawn_record(record)
     if opened(room, now) then
-      out = { 'w', drawn_order(key, entry), redis.call('ZRANK', K_DRAW, key .. ':' .. visitor) + 1 }
+      out = { state = 'w', order = drawn_order(key, entry),
+        position = redis.call('ZRANK', K_DRAW, key .. ':' .. visitor) + 1 }
     else
-      out = { 'p', drawn_order(key, entry), 0 }
+      out = { state = 'p', order = drawn_order(key, entry) }
     end
   elseif kind == 'w' then
-    local seq = string.match(record, '^w|(%d+)|')
-    out = { 'w', seq, redis.call('ZCARD', K_DRAW) + redis.call('ZRANK', K_LINE, visitor) + 1 }
+    out = { state = 'w', order = string.match(record, '^w|(%d+)|'),
+      position = redis.call('ZCARD', K_DRAW) + redis.call('ZRANK', K_LINE, visitor) + 1 }
   elseif kind == 'a' then
     local admitted_at, expires_at = string.match(record, '^a|(%d+)|(%d+)$')
-    out = { 'a', tonumber(admitted_at), tonumber(expires_at) }
+    out = { state = 'a', admitted_at = tonumber(admitted_at), expires_at = tonumber(expires_at) }
   else
-    out = { 'l', 0, 0 }
+    out = { state = 'l' }
   end
-  for _, value in ipairs(shared or summary(room)) do table.insert(out, value) end
+  shared = shared or { line = line(room), facts = facts(room) }
+  out.line, out.facts = shared.line, shared.facts
   return out
 end
 
--- What a closed room's visitors are told, in place()'s shape.
+-- What a closed room's visitors are told, as place() tells it.
 local function closed_place()
-  return { 'c', 0, 0, 0, 0, '', '', '0', '', '', 'fifo', '', '0', '' }
+  return { state = 'c', line = { version = 0, waiting = 0, rate = '', tick_at = '', paused = '0' },
+    facts = { queue_method = 'fifo', stock_left = '', sold_out = false, opens_at = '',
+      target_url = '', notice = '' } }
 end
 
 -- A room event as every node reads it (`WireEvent` in
--- src/store/redis/admission.rs): JSON with the format's version `v`, the
+-- src/store/redis/events.rs): JSON with the format's version `v`, the
 -- kind, the line's summary (of `room`, when given) and what `fields` add.
 -- An empty Lua table encodes as {}: the reader takes {} for an empty list.
 local function room_event(kind, room, fields)
   local event = fields or {}
-  event.v, event.kind = 1, kind
-  if room then
-    local s = summary(room)
-    event.line = { version = s[1], waiting = s[2], rate = tostring(s[3]),
-      tick_at = tostring(s[4] or ''), paused = tostring(s[5] or '') }
-  end
+  event.v, event.kind = EVENT_FORMAT, kind
+  if room then event.line = line(room) end
   return cjson.encode(event)
 end
 

@@ -1,21 +1,22 @@
 -- Many visitors' places now, each read as status.lua reads one (a sign of
 -- presence): one script for a batch of a node's sockets, when it must read
 -- them all (the draw's positions, a resync). ARGV[3…]: the visitors.
+-- Returns their places, in that order, as one JSON list.
 local room = load_room()
-if not room then return redis.error_reply('NOROOM') end
+if not room then return redis.error_reply(NOROOM) end
 local out = {}
 if room.closed == '1' then
   for _ = 3, #ARGV do
     table.insert(out, closed_place())
   end
-  return out
+  return cjson.encode(out)
 end
 local now = now_ms()
 expire_passes(now)
 -- Reading places changes no summary: read it once for all of them.
-local shared = summary(room)
+local shared = { line = line(room), facts = facts(room) }
 for i = 3, #ARGV do
   mark_present(ARGV[i], now)
   table.insert(out, place(room, ARGV[i], now, shared))
 end
-return out
+return cjson.encode(out)

@@ -1,6 +1,6 @@
--- An open room's config and stats: { field/value pairs…, waiting, active,
--- admitted_last_minute, oldest_wait_ms, pre_queue, entrants, opened ('1'
--- or '0'), now }.
+-- An open room's config and stats (`WireRoomInfo`): { room (its stored
+-- fields), waiting, active, admitted_last_minute, oldest_wait_ms, pre_queue,
+-- entrants, opened, now } as JSON.
 local room, err = open_room()
 if not room then return err end
 local now = now_ms()
@@ -18,13 +18,7 @@ if #head > 0 then
   if joined then oldest = math.max(0, now - tonumber(joined)) end
 end
 local is_open = opened(room, now)
-local out = redis.call('HGETALL', K_ROOM)
-table.insert(out, waiting_count())
-table.insert(out, redis.call('ZCARD', K_ACTIVE))
-table.insert(out, admitted_between(now - RATE_WINDOW_MS, now))
-table.insert(out, oldest)
-table.insert(out, is_open and 0 or redis.call('ZCARD', K_DRAW))
-table.insert(out, redis.call('ZCARD', K_ENTRIES))
-table.insert(out, is_open and '1' or '0')
-table.insert(out, now)
-return out
+return cjson.encode({ room = room, waiting = waiting_count(), active = redis.call('ZCARD', K_ACTIVE),
+  admitted_last_minute = admitted_between(now - RATE_WINDOW_MS, now), oldest_wait_ms = oldest,
+  pre_queue = is_open and 0 or redis.call('ZCARD', K_DRAW), entrants = redis.call('ZCARD', K_ENTRIES),
+  opened = is_open, now = now })

@@ -10,25 +10,25 @@ local visitor, key, id, wants, quantity = ARGV[2], ARGV[3], ARGV[4], ARGV[5], to
 local buyer = ARGV[7]
 if key ~= '' then
   local first = redis.call('HGET', K_IDEMPOTENCY, visitor .. '|' .. key)
-  if first then return claim_reply(first, load_claim(first)) end
+  if first then return cjson.encode(claim_reply(first, load_claim(first))) end
 end
 local sale = redis.call('HMGET', K_SALE, 'kind', 'stock_left', 'per_user_limit', 'hold_ttl_s')
 local kind, stock_left, limit, ttl = sale[1], tonumber(sale[2]), tonumber(sale[3]), tonumber(sale[4])
-if kind == 'seats' and wants == 'quantity' then return redis.error_reply('WRONGKIND seats') end
-if kind == 'stock' and wants == 'seats' then return redis.error_reply('WRONGKIND stock') end
+if kind == 'seats' and wants == 'quantity' then return redis.error_reply(WRONGKIND .. ' seats') end
+if kind == 'stock' and wants == 'seats' then return redis.error_reply(WRONGKIND .. ' stock') end
 local seats = {}
 for i = 8, #ARGV do table.insert(seats, ARGV[i]) end
 for _, seat in ipairs(seats) do
-  if redis.call('HEXISTS', K_SEATS, seat) == 0 then return redis.error_reply('UNKNOWNSEAT ' .. seat) end
+  if redis.call('HEXISTS', K_SEATS, seat) == 0 then return redis.error_reply(UNKNOWNSEAT .. ' ' .. seat) end
 end
 local held = tonumber(redis.call('HGET', K_UNITS, buyer) or '0')
-if held + quantity > limit then return redis.error_reply('LIMIT ' .. limit) end
+if held + quantity > limit then return redis.error_reply(LIMIT .. ' ' .. limit) end
 if wants == 'quantity' then
-  if stock_left < quantity then return redis.error_reply('SOLDOUT') end
+  if stock_left < quantity then return redis.error_reply(SOLDOUT) end
   redis.call('HINCRBY', K_SALE, 'stock_left', -quantity)
 else
   for _, seat in ipairs(seats) do
-    if redis.call('HGET', K_SEATS, seat) ~= '' then return redis.error_reply('SEATTAKEN ' .. seat) end
+    if redis.call('HGET', K_SEATS, seat) ~= '' then return redis.error_reply(SEATTAKEN .. ' ' .. seat) end
   end
   for _, seat in ipairs(seats) do redis.call('HSET', K_SEATS, seat, 'h:' .. id) end
 end
@@ -41,4 +41,4 @@ redis.call('HINCRBY', K_UNITS, buyer, quantity)
 local mine = redis.call('HGET', K_MINE, visitor)
 redis.call('HSET', K_MINE, visitor, mine and (mine .. ',' .. id) or id)
 if key ~= '' then redis.call('HSET', K_IDEMPOTENCY, visitor .. '|' .. key, id) end
-return claim_reply(id, claim)
+return cjson.encode(claim_reply(id, claim))

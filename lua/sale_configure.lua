@@ -7,7 +7,7 @@ local seats = {}
 for i = 6, #ARGV do
   table.insert(seats, ARGV[i])
   table.insert(seats, '')
-  if #seats >= 1000 then
+  if #seats >= CHUNK then
     redis.call('HSET', K_SEATS, unpack(seats))
     seats = {}
   end

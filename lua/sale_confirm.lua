@@ -5,9 +5,9 @@ local now = now_ms()
 expire_holds(now)
 local id = ARGV[3]
 local c = load_claim(id)
-if not c or c.visitor ~= ARGV[2] then return redis.error_reply('NOCLAIM') end
-if c.state == 'expired' then return redis.error_reply('EXPIRED') end
-if c.state == 'released' then return redis.error_reply('RELEASED') end
+if not c or c.visitor ~= ARGV[2] then return redis.error_reply(NOCLAIM) end
+if c.state == 'expired' then return redis.error_reply(EXPIRED) end
+if c.state == 'released' then return redis.error_reply(RELEASED) end
 if c.state == 'held' then
   c.state, c.confirmed = 'confirmed', tostring(now)
   save_claim(id, c)
@@ -17,4 +17,4 @@ if c.state == 'held' then
   redis.call('XADD', K_ORDERS, '*', 'claim_id', id, 'visitor', c.visitor, 'quantity', c.quantity,
     'seats', c.seats, 'sequence', c.sequence, 'confirmed_at', c.confirmed)
 end
-return claim_reply(id, c)
+return cjson.encode(claim_reply(id, c))

@@ -1,4 +1,6 @@
--- Shared by every sale script (prepended to each when loaded).
+-- Shared by every sale script (prepended to each when loaded, after the
+-- prelude of constants shared with Rust: src/store/redis/prelude.rs).
+-- A script answers more than three values as JSON (src/store/redis/replies.rs).
 -- KEYS: the room's sale keys, all under the hash tag wr:{room}, in this order.
 -- ARGV[1]: the time in ms, or '' for Redis server time; ARGV[2…]: the operation's own.
 local K_SALE, K_SEATS, K_CLAIMS, K_HOLDS, K_UNITS, K_IDEMPOTENCY, K_ORDERS, K_MINE =
@@ -37,8 +39,11 @@ local function save_claim(id, c)
     .. '|' .. c.sequence .. '|' .. c.expires .. '|' .. c.confirmed .. '|' .. c.buyer)
 end
 
+-- A claim as the node reads it (`WireClaim`): seats 'seat,seat' ('' for a
+-- quantity), confirmed '' or ms.
 local function claim_reply(id, c)
-  return { id, c.visitor, c.state, c.quantity, c.seats, c.sequence, c.expires, c.confirmed }
+  return { id = id, visitor = c.visitor, state = c.state, quantity = c.quantity, seats = c.seats,
+    sequence = c.sequence, expires = c.expires, confirmed = c.confirmed }
 end
 
 -- What a claim held goes back to stock.
@@ -61,6 +66,6 @@ local function expire_holds(now)
 end
 
 local function require_sale()
-  if redis.call('EXISTS', K_SALE) == 0 then return redis.error_reply('NOSALE') end
+  if redis.call('EXISTS', K_SALE) == 0 then return redis.error_reply(NOSALE) end
   return nil
 end

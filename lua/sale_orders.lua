@@ -1,4 +1,4 @@
--- Confirmed claims in order of confirmation, from the order stream.
+-- Confirmed claims in order of confirmation, from the order stream, as a JSON list.
 local missing = require_sale()
 if missing then return missing end
 local out = {}
@@ -7,4 +7,4 @@ for _, entry in ipairs(redis.call('XRANGE', K_ORDERS, '-', '+')) do
   local id = fields[2] -- claim_id is the first field
   table.insert(out, claim_reply(id, load_claim(id)))
 end
-return out
+return cjson.encode(out)

@@ -4,7 +4,7 @@ if missing then return missing end
 expire_holds(now_ms())
 local id = ARGV[3]
 local c = load_claim(id)
-if not c or c.visitor ~= ARGV[2] then return redis.error_reply('NOCLAIM') end
-if c.state == 'confirmed' then return redis.error_reply('CONFIRMED') end
+if not c or c.visitor ~= ARGV[2] then return redis.error_reply(NOCLAIM) end
+if c.state == 'confirmed' then return redis.error_reply(CONFIRMED) end
 if c.state == 'held' then give_back(id, c, 'released') end
 return 1

@@ -1,8 +1,8 @@
 -- A visitor's place now; a sign of presence. ARGV[3]: the visitor.
 local room = load_room()
-if not room then return redis.error_reply('NOROOM') end
-if room.closed == '1' then return closed_place() end
+if not room then return redis.error_reply(NOROOM) end
+if room.closed == '1' then return cjson.encode(closed_place()) end
 local now = now_ms()
 expire_passes(now)
 mark_present(ARGV[3], now)
-return place(room, ARGV[3], now)
+return cjson.encode(place(room, ARGV[3], now))

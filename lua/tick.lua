@@ -1,13 +1,13 @@
 -- Runs the room's tick if one is due: safe to call from every node at once,
 -- since the stored time of the last tick decides. Work is O(admitted +
 -- abandoned), never O(waiting); the opening is O(1), since each entrant's
--- place in the draw was fixed when they joined. Returns
--- { ran (1 or 0), admitted, abandoned, no-shows, waiting, active, next due in ms,
--- arrival resumptions (see resume_arrivals.lua) }.
+-- place in the draw was fixed when they joined. Returns (`WireTick`)
+-- { ran, admitted, abandoned, no_shows, waiting, active, next_due_in_ms,
+-- arrival_resumptions (see resume_arrivals.lua) } as JSON.
 -- ARGV[3]: the seed of this tick's random picks (16 hex digits).
 local room = load_room()
-if not room then return redis.error_reply('NOROOM') end
-if room.closed == '1' then return redis.error_reply('CLOSED') end
+if not room then return redis.error_reply(NOROOM) end
+if room.closed == '1' then return redis.error_reply(CLOSED) end
 local now = now_ms()
 local tick_ms = num(room, 'tick_ms')
 local last_tick = num(room, 'last_tick')
@@ -32,9 +32,13 @@ local next_due = last_tick + tick_ms - now
 if opens_at and room.drawn ~= '1' and now < opens_at then
   next_due = math.min(next_due, opens_at - now)
 end
-local ran = announced and 1 or 0
+-- A tick's answer: nothing was admitted, abandoned or taken back unless it ran.
+local function answer(ran, counts)
+  counts.ran, counts.arrival_resumptions = ran, resumptions
+  return cjson.encode(counts)
+end
 if now < last_tick + tick_ms then
-  return { ran, 0, 0, 0, waiting, active, next_due, resumptions }
+  return answer(announced, { waiting = waiting, active = active, next_due_in_ms = next_due })
 end
 -- An empty room with a full bucket has nothing to do: no write, no event,
 -- so asking an idle room costs a read (the promoter's heartbeat).
@@ -44,7 +48,7 @@ if waiting == 0 and active == 0 and num(room, 'tokens') >= num(room, 'admit_per_
   if redis.call('ZCARD', K_SEEN) > 0 then
     redis.call('ZREMRANGEBYSCORE', K_SEEN, '-inf', now - num(room, 'abandon_after_s') * 1000)
   end
-  return { ran, 0, 0, 0, 0, 0, tick_ms, resumptions }
+  return answer(announced, { waiting = 0, active = 0, next_due_in_ms = tick_ms })
 end
 last_tick = last_tick + math.floor((now - last_tick) / tick_ms) * tick_ms
 expire_passes(now)
@@ -194,5 +198,5 @@ for i, order in ipairs(departed) do departed[i] = tostring(order) end
 publish(room_event('tick', room, { admitted = admitted, departed = departed }))
 local due = last_tick + tick_ms - now
 if opens_at and room.drawn ~= '1' and now < opens_at then due = math.min(due, opens_at - now) end
-return { 1, #admitted, #departed, no_shows, waiting_count(), redis.call('ZCARD', K_ACTIVE), due,
-  resumptions }
+return answer(true, { admitted = #admitted, abandoned = #departed, no_shows = no_shows,
+  waiting = waiting_count(), active = redis.call('ZCARD', K_ACTIVE), next_due_in_ms = due })

@@ -2,7 +2,7 @@
 local room = load_room()
 -- A room the store no longer has (lost in a restart without persistence)
 -- is an error, so the node can tell the sockets it still holds for it.
-if not room then return redis.error_reply('NOROOM') end
+if not room then return redis.error_reply(NOROOM) end
 if room.closed == '1' then return 0 end
 local now = now_ms()
 for i = 3, #ARGV, CHUNK do

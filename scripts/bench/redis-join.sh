@@ -28,7 +28,7 @@ for u in "${urls[@]}"; do until curl -sf $u/healthz >/dev/null; do sleep 0.2; do
 curl -sf -X POST -H 'Authorization: Bearer TTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTT' -H 'Content-Type: application/json' \
   -d '{"id":"rb","name":"redis-benchmark","target_url":"/","paused":true,"abandon_after_s":86400}' \
   "${urls[0]}/api/admin/rooms" >/dev/null
-sha=$( (cat lua/lib.lua; echo; cat lua/join.lua) | redis-cli -p $RPORT -x SCRIPT LOAD)
+sha=$( (cat lua/prelude.lua lua/lib.lua; echo; cat lua/join.lua) | redis-cli -p $RPORT -x SCRIPT LOAD)
 rb() {
   local c0=$(cpu $rpid) t0=$(date +%s.%N) line
   line=$(redis-benchmark -p $RPORT -n $N -c $C -r 100000000000 --csv EVALSHA $sha 12 \

@@ -22,8 +22,7 @@ use std::ops::RangeInclusive;
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 
 use super::clock::Millis;
-
-const MINUTE_MS: Millis = 60_000;
+use super::constants::JOIN_LIMIT_WINDOW_MS;
 
 /// The IPv6 prefix length one budget covers unless set
 /// (`--join-rate-ipv6-prefix`): a /64 is the smallest network a
@@ -70,7 +69,7 @@ pub enum Gcra {
 /// if it has none, or it has passed).
 pub fn decide(tat: Option<Millis>, now: Millis, per_minute: u32) -> Gcra {
     let per_minute = Millis::from(per_minute.max(1));
-    let interval = MINUTE_MS.div_ceil(per_minute);
+    let interval = JOIN_LIMIT_WINDOW_MS.div_ceil(per_minute);
     // A minute's worth at once, then one per interval.
     let burst = interval * (per_minute - 1);
     let tat = tat.unwrap_or(now).max(now);

@@ -6,6 +6,7 @@
 
 pub mod chance;
 pub mod clock;
+pub mod constants;
 pub mod credentials;
 pub mod draw;
 pub mod join_limit;

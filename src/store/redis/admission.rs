@@ -17,39 +17,30 @@ use redis::{AsyncCommands, PushInfo, PushKind, RedisError, Script, Value};
 use tokio::sync::{broadcast, mpsc};
 
 use super::connection::{Connection, Effect, Link, RedisOptions, ScriptCall, unavailable};
-use super::events::{parse_event, parse_order, summary};
+use super::events::parse_event;
 use super::keys::{
     ROOMS_KEY, channel, ended_session_key, room_key, room_keys, room_of_channel, sale_keys,
 };
+use super::prelude::room_script;
+use super::replies::{WirePlace, WireRoomInfo, WireTick, read, read_list};
 use super::script_error::ScriptError;
-use crate::store::{JoinOptions, Store, StoreError, Tick, TickReport};
+use crate::store::{JoinOptions, Store, StoreError, Tick};
 use crate::words::chance::{Dice, OsChance, SharedChance};
 use crate::words::clock::SharedClock;
 use crate::words::clock::{Millis, Moment};
 use crate::words::draw::{self, DrawInfo, DrawKey, DrawSeed, EntryId};
 use crate::words::sale::Stock;
 use crate::words::{
-    Place, PlaceState, QueueMethod, RoomConfig, RoomFacts, RoomId, RoomInfo, RoomPatch, RoomStats,
-    Secret, StoreEvent, VisitorId,
+    Place, QueueMethod, RoomConfig, RoomId, RoomInfo, RoomPatch, RoomStats, Secret, StoreEvent,
+    VisitorId,
 };
 
 const EVENT_BUFFER: usize = 4_096;
 
-/// A room script: `lua/lib.lua`, then the operation as a function, so that
-/// with deferred events (ARGV[1] '') its reply can carry them: `{reply,
-/// {event…}}`. An error reply is returned as it is (a refusal publishes nothing).
+/// A room script from `lua/` (see `prelude::room_script`).
 macro_rules! script {
     ($file:literal) => {
-        Script::new(concat!(
-            include_str!("../../../lua/lib.lua"),
-            "\nlocal function operation()\n",
-            include_str!(concat!("../../../lua/", $file)),
-            "\nend\n",
-            "local reply = operation()\n",
-            "if PUBLISH ~= '' or (type(reply) == 'table' and reply.err) then return reply end\n",
-            "if reply == nil then reply = false end\n",
-            "return { reply, DEFERRED }\n"
-        ))
+        room_script(include_str!(concat!("../../../lua/", $file)))
     };
 }
 
@@ -256,8 +247,10 @@ impl RedisStore {
 
     /// Config and stats, plus the config revision a change must be made against.
     async fn record(&self, room: &RoomId) -> Result<RoomRecord, StoreError> {
-        let flat: Vec<Value> = self.run(&self.scripts.room_info, room, []).await?;
-        parse_info(room, flat)
+        let reply: String = self.run(&self.scripts.room_info, room, []).await?;
+        read(&reply)
+            .ok()
+            .and_then(|wire| parse_info(room, wire))
             .ok_or_else(|| StoreError::Unexpected("unexpected room record".into()))
     }
 
@@ -336,16 +329,17 @@ impl RedisStore {
                 .map(|p| p.difficulty.to_string())
                 .unwrap_or_default(),
         ];
-        let mut reply: Vec<Value> = self
+        let reply: String = self
             .run_with_keys(&self.scripts.join, id, &keys, args)
             .await?;
-        // The place's owner comes last: a known user's may be another visitor.
-        let owner = reply
-            .pop()
-            .and_then(|v| text(&v))
+        let place: WirePlace = read(&reply).map_err(|_| unexpected_place())?;
+        // The place's owner: a known user's may be another visitor.
+        let owner = place
+            .visitor
+            .as_deref()
             .and_then(|v| v.parse().ok())
             .ok_or_else(|| StoreError::Unexpected("a join without its visitor".into()))?;
-        parse_place(owner, reply).ok_or_else(|| StoreError::Unexpected("unexpected place".into()))
+        place.into_place(owner).ok_or_else(unexpected_place)
     }
 }
 
@@ -424,27 +418,13 @@ fn seed_args(dice: &Dice) -> [String; 2] {
     [seed.to_hex(), seed.commitment()]
 }
 
-/// A script's reply value as text (shared with the sale's scripts).
-pub(crate) fn text(value: &Value) -> Option<String> {
+/// A pushed value as text.
+fn text(value: &Value) -> Option<String> {
     redis::from_redis_value_ref::<String>(value).ok()
 }
 
-/// A script's reply value as a whole number, whether sent as one or as text.
-pub(crate) fn number(value: &Value) -> Option<u64> {
-    match value {
-        Value::Int(n) => u64::try_from(*n).ok(),
-        other => text(other)?.parse().ok(),
-    }
-}
-
-fn parse_info(room: &RoomId, flat: Vec<Value>) -> Option<RoomRecord> {
-    let (fields, stats) = flat.split_at(flat.len().checked_sub(8)?);
-    let field = |name: &str| {
-        fields
-            .chunks(2)
-            .find(|pair| text(&pair[0]).as_deref() == Some(name))
-            .and_then(|pair| text(&pair[1]))
-    };
+fn parse_info(room: &RoomId, wire: WireRoomInfo) -> Option<RoomRecord> {
+    let field = |name: &str| wire.room.get(name).cloned();
     let parse = |name: &str| field(name)?.parse::<u64>().ok();
     let config = RoomConfig {
         name: field("name")?,
@@ -471,20 +451,18 @@ fn parse_info(room: &RoomId, flat: Vec<Value>) -> Option<RoomRecord> {
         opens_at: field("opens_at").and_then(|at| at.parse().ok()).map(Moment),
         close_when_sold_out: field("close_when_sold_out").as_deref() != Some("0"),
     };
-    let figures = stats;
     let stats = RoomStats {
-        waiting: number(&figures[0])?,
-        active: number(&figures[1])?,
+        waiting: wire.waiting,
+        active: wire.active,
         admitted_total: parse("admitted_total")?,
-        admitted_last_minute: number(&figures[2])?,
-        oldest_wait_seconds: number(&figures[3])? / 1000,
+        admitted_last_minute: wire.admitted_last_minute,
+        oldest_wait_seconds: wire.oldest_wait_ms / 1000,
         turned_away: field("turned_away")
             .and_then(|n| n.parse().ok())
             .unwrap_or(0),
         no_shows: field("no_shows").and_then(|n| n.parse().ok()).unwrap_or(0),
-        pre_queue: number(&figures[4])?,
+        pre_queue: wire.pre_queue,
     };
-    let opened = text(&figures[6]).as_deref() == Some("1");
     let draw = config
         .opens_at
         .zip(field("draw_commitment"))
@@ -492,62 +470,19 @@ fn parse_info(room: &RoomId, flat: Vec<Value>) -> Option<RoomRecord> {
             opens_at,
             commitment,
             // The seed stays in the store until the opening reveals it.
-            seed: field("draw_seed").filter(|_| opened),
-            entrants: number(&figures[5]).unwrap_or(0),
-            drawn_at: opened.then_some(opens_at),
+            seed: field("draw_seed").filter(|_| wire.opened),
+            entrants: wire.entrants,
+            drawn_at: wire.opened.then_some(opens_at),
         });
-    let info = RoomInfo::new(room.clone(), config, stats, draw);
     Some(RoomRecord {
-        info,
         revision: field("config_rev")?,
-        now: number(&figures[7])?,
+        now: wire.now,
+        info: RoomInfo::new(room.clone(), config, stats, draw),
     })
 }
 
-/// `{ state, a, b, version, waiting, rate, tick_at, paused, target_url, notice,
-/// queue_method, stock_left, sold_out, opens_at }` from the scripts.
-fn parse_place(visitor: VisitorId, reply: Vec<Value>) -> Option<Place> {
-    if reply.len() != 14 {
-        return None;
-    }
-    let b = number(&reply[2])?;
-    let state = match text(&reply[0])?.as_str() {
-        "w" => PlaceState::Waiting {
-            order: parse_order(&text(&reply[1])?)?,
-            position: b,
-        },
-        "p" => PlaceState::PreQueue {
-            entry: parse_order(&text(&reply[1])?)?.entry()?,
-        },
-        "a" => PlaceState::Admitted {
-            admitted_at: number(&reply[1])?,
-            expires_at: b,
-        },
-        "l" => PlaceState::Left,
-        "c" => PlaceState::Closed,
-        _ => PlaceState::Expired,
-    };
-    Some(Place {
-        visitor,
-        state,
-        line: summary(
-            number(&reply[3])?,
-            number(&reply[4])?,
-            &text(&reply[5]).unwrap_or_default(),
-            &text(&reply[6]).unwrap_or_default(),
-            &text(&reply[7]).unwrap_or_default(),
-        ),
-        facts: Arc::new(RoomFacts {
-            target_url: text(&reply[8]).unwrap_or_default(),
-            notice: text(&reply[9]).filter(|n| !n.is_empty()),
-            queue_method: text(&reply[10])
-                .and_then(|m| QueueMethod::parse(&m))
-                .unwrap_or_default(),
-            stock_left: text(&reply[11]).and_then(|n| n.parse().ok()),
-            sold_out: text(&reply[12]).as_deref() == Some("1"),
-            opens_at: text(&reply[13]).and_then(|at| at.parse().ok()).map(Moment),
-        }),
-    })
+fn unexpected_place() -> StoreError {
+    StoreError::Unexpected("unexpected place".into())
 }
 
 /// Turns pub/sub pushes into store events. After a disconnection it keeps
@@ -733,23 +668,27 @@ impl Store for RedisStore {
     }
 
     async fn status(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {
-        let reply: Vec<Value> = self
+        let reply: String = self
             .run(&self.scripts.status, id, [visitor.to_string()])
             .await?;
-        parse_place(visitor, reply).ok_or_else(|| StoreError::Unexpected("unexpected place".into()))
+        read::<WirePlace>(&reply)
+            .ok()
+            .and_then(|place| place.into_place(visitor))
+            .ok_or_else(unexpected_place)
     }
 
     async fn places(&self, id: &RoomId, visitors: &[VisitorId]) -> Result<Vec<Place>, StoreError> {
         if visitors.is_empty() {
             return Ok(Vec::new());
         }
-        let reply: Vec<Vec<Value>> = self
+        let reply: String = self
             .run(
                 &self.scripts.places,
                 id,
                 visitors.iter().map(VisitorId::to_string),
             )
             .await?;
+        let reply: Vec<WirePlace> = read_list(&reply).map_err(|_| unexpected_place())?;
         if reply.len() != visitors.len() {
             return Err(StoreError::Unexpected(format!(
                 "{} places for {} visitors",
@@ -760,10 +699,7 @@ impl Store for RedisStore {
         visitors
             .iter()
             .zip(reply)
-            .map(|(visitor, place)| {
-                parse_place(*visitor, place)
-                    .ok_or_else(|| StoreError::Unexpected("unexpected place".into()))
-            })
+            .map(|(visitor, place)| place.into_place(*visitor).ok_or_else(unexpected_place))
             .collect()
     }
 
@@ -783,10 +719,13 @@ impl Store for RedisStore {
     }
 
     async fn arrive(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {
-        let reply: Vec<Value> = self
+        let reply: String = self
             .run(&self.scripts.arrive, id, [visitor.to_string()])
             .await?;
-        parse_place(visitor, reply).ok_or_else(|| StoreError::Unexpected("unexpected place".into()))
+        read::<WirePlace>(&reply)
+            .ok()
+            .and_then(|place| place.into_place(visitor))
+            .ok_or_else(unexpected_place)
     }
 
     async fn resume_arrivals(&self, id: &RoomId, seen: Option<u64>) -> Result<u64, StoreError> {
@@ -824,32 +763,10 @@ impl Store for RedisStore {
 
     async fn tick(&self, id: &RoomId) -> Result<Tick, StoreError> {
         let pick = self.dice().pick;
-        let reply: Vec<u64> = self.run(&self.scripts.tick, id, [pick.to_hex()]).await?;
-        let &[
-            ran,
-            admitted,
-            abandoned,
-            no_shows,
-            waiting,
-            active,
-            next_due_in_ms,
-            arrival_resumptions,
-        ] = reply.as_slice()
-        else {
-            return Err(StoreError::Unexpected(format!("tick answered {reply:?}")));
-        };
-        Ok(Tick {
-            ran: (ran == 1).then_some(TickReport {
-                admitted,
-                abandoned,
-                no_shows,
-                waiting,
-                active,
-            }),
-            busy: waiting > 0 || active > 0,
-            next_due_in_ms,
-            arrival_resumptions,
-        })
+        let reply: String = self.run(&self.scripts.tick, id, [pick.to_hex()]).await?;
+        let tick: WireTick = read(&reply)
+            .map_err(|error| StoreError::Unexpected(format!("tick answered {reply}: {error}")))?;
+        Ok(tick.into())
     }
 
     async fn announce_stock(&self, id: &RoomId, stock: Stock) -> Result<(), StoreError> {

@@ -14,8 +14,9 @@ use serde::de::{Deserializer, IgnoredAny};
 use crate::words::clock::Moment;
 use crate::words::{Admission, LineSummary, Order, QueueMethod, RoomEvent, RoomFacts, RoomId};
 
-/// The newest event format this node reads.
-const EVENT_FORMAT: u32 = 1;
+/// The newest event format this node reads, and the one the scripts write
+/// (given to them by `prelude.rs`).
+pub(super) const EVENT_FORMAT: u32 = 1;
 
 /// A place in the order as the scripts write it: the join sequence number,
 /// or `d<first 16 hex of the draw key>-<entry>`.
@@ -33,13 +34,7 @@ pub(super) fn parse_order(text: &str) -> Option<Order> {
 }
 
 /// The room-wide part the scripts send: version, waiting, rate, tick time, paused.
-pub(super) fn summary(
-    version: u64,
-    waiting: u64,
-    rate: &str,
-    tick_at: &str,
-    paused: &str,
-) -> LineSummary {
+fn summary(version: u64, waiting: u64, rate: &str, tick_at: &str, paused: &str) -> LineSummary {
     LineSummary {
         version,
         waiting,
@@ -87,10 +82,10 @@ enum WireEvent {
     Closed {},
 }
 
-/// The line's summary as Lua has it: the figures, and the room's stored
-/// strings for the rest (`summary` reads them as `place` replies do).
+/// The line's summary as Lua has it (`line` in `lua/lib.lua`, in events and
+/// places alike): the figures, and the room's stored strings for the rest.
 #[derive(Deserialize)]
-struct WireLine {
+pub(super) struct WireLine {
     version: u64,
     waiting: u64,
     #[serde(default)]
@@ -102,7 +97,7 @@ struct WireLine {
 }
 
 impl WireLine {
-    fn summary(&self) -> LineSummary {
+    pub(super) fn summary(&self) -> LineSummary {
         summary(
             self.version,
             self.waiting,
@@ -121,8 +116,9 @@ struct WireAdmission {
     expires_at: u64,
 }
 
+/// The room's facts as Lua has them (`facts` in `lua/lib.lua`).
 #[derive(Deserialize)]
-struct WireFacts {
+pub(super) struct WireFacts {
     queue_method: String,
     #[serde(default)]
     stock_left: String,
@@ -134,9 +130,29 @@ struct WireFacts {
     notice: String,
 }
 
+impl WireFacts {
+    /// The queue method, if this node knows it.
+    pub(super) fn queue_method(&self) -> Option<QueueMethod> {
+        QueueMethod::parse(&self.queue_method)
+    }
+
+    pub(super) fn into_facts(self, queue_method: QueueMethod) -> RoomFacts {
+        RoomFacts {
+            target_url: self.target_url,
+            notice: Some(self.notice).filter(|n| !n.is_empty()),
+            queue_method,
+            stock_left: self.stock_left.parse().ok(),
+            sold_out: self.sold_out,
+            opens_at: self.opens_at.parse().ok().map(Moment),
+        }
+    }
+}
+
 /// A list, which Lua's cjson writes as `{}` when it is empty (an empty Lua
 /// table is an object as much as an array).
-fn list<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+pub(super) fn list<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Vec<T>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum ListOrEmpty<T> {
@@ -192,13 +208,9 @@ fn parse_json_event(room: RoomId, payload: &str) -> Option<RoomEvent> {
         WireEvent::Configured { line, facts } => RoomEvent::Configured {
             room,
             line: line.summary(),
-            facts: Arc::new(RoomFacts {
-                target_url: facts.target_url,
-                notice: Some(facts.notice).filter(|n| !n.is_empty()),
-                queue_method: QueueMethod::parse(&facts.queue_method)?,
-                stock_left: facts.stock_left.parse().ok(),
-                sold_out: facts.sold_out,
-                opens_at: facts.opens_at.parse().ok().map(Moment),
+            facts: Arc::new({
+                let queue_method = facts.queue_method()?;
+                facts.into_facts(queue_method)
             }),
         },
         WireEvent::Closed {} => RoomEvent::Closed { room },

@@ -7,6 +7,14 @@ use crate::words::RoomId;
 /// The set of open rooms' ids.
 pub(super) const ROOMS_KEY: &str = "wr:rooms";
 
+/// The room's own hash: the first of its keys, whose name the scripts take
+/// the room's prefix `wr:{room}:` from (`lua/lib.lua`).
+pub(super) const ROOM: &str = "room";
+/// The room's events' channel.
+pub(super) const EVENTS: &str = "events";
+/// A visitor who left: `wr:{room}:left:<visitor>`, named by the scripts only.
+pub(super) const LEFT_PREFIX: &str = "left:";
+
 /// One of a room's keys: `wr:{room}:name`.
 pub(super) fn room_key(room: &RoomId, name: &str) -> String {
     format!("wr:{{{room}}}:{name}")
@@ -16,7 +24,7 @@ pub(super) fn room_key(room: &RoomId, name: &str) -> String {
 /// (`lua/lib.lua` names them).
 pub(super) fn room_keys(room: &RoomId) -> [String; 11] {
     [
-        "room",
+        ROOM,
         "line",
         "seen",
         "visitors",
@@ -55,7 +63,7 @@ pub(super) fn ended_session_key(id: &str) -> String {
 
 /// The room's events' (sharded) pub/sub channel, in the room's own slot.
 pub(super) fn channel(room: &RoomId) -> String {
-    room_key(room, "events")
+    room_key(room, EVENTS)
 }
 
 /// Every room's channel, for the pattern subscription on one server.
@@ -63,7 +71,12 @@ pub(super) const EVENTS_PATTERN: &str = "wr:*:events";
 
 /// The room a channel is of.
 pub(super) fn room_of_channel(channel: &str) -> Option<RoomId> {
-    RoomId::parse(channel.strip_prefix("wr:{")?.strip_suffix("}:events")?)
+    RoomId::parse(
+        channel
+            .strip_prefix("wr:{")?
+            .strip_suffix(EVENTS)?
+            .strip_suffix("}:")?,
+    )
 }
 
 #[cfg(test)]

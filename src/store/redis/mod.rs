@@ -5,6 +5,8 @@ mod admission;
 mod connection;
 mod events;
 mod keys;
+mod prelude;
+mod replies;
 mod sale;
 mod script_error;
 

@@ -7,26 +7,22 @@ use std::sync::LazyLock;
 use async_trait::async_trait;
 use redis::{RedisError, Script, Value};
 
-use super::admission::{RedisStore, number, text};
+use super::admission::RedisStore;
 use super::connection::Effect;
 use super::keys::sale_keys;
+use super::prelude::sale_script;
+use super::replies::{WireClaim, WireSale, read, read_list};
 use super::script_error::ScriptError;
 use crate::store::SaleStore;
 use crate::words::sale::{
-    Buyer, Claim, ClaimState, Inventory, SaleConfig, SaleError, SaleView, SeatState, Stock, Want,
-    new_claim_id,
+    Buyer, Claim, Inventory, SaleConfig, SaleError, SaleView, SeatState, Stock, Want, new_claim_id,
 };
 use crate::words::{RoomId, VisitorId};
 
+/// A sale script from `lua/` (see `prelude::sale_script`).
 macro_rules! sale_script {
     ($file:literal) => {
-        LazyLock::new(|| {
-            Script::new(concat!(
-                include_str!("../../../lua/sale_lib.lua"),
-                "\n",
-                include_str!(concat!("../../../lua/", $file))
-            ))
-        })
+        LazyLock::new(|| sale_script(include_str!(concat!("../../../lua/", $file))))
     };
 }
 
@@ -63,36 +59,21 @@ fn sale_error(error: RedisError) -> SaleError {
     }
 }
 
-/// `{ id, visitor, state, quantity, seats, sequence, hold_expires_at, confirmed_at }`.
-fn parse_claim(reply: &[Value]) -> Option<Claim> {
-    let [
-        id,
-        visitor,
-        state,
-        quantity,
-        seats,
-        sequence,
-        expires,
-        confirmed,
-    ] = reply
-    else {
-        return None;
-    };
-    let seats = text(seats)?;
-    Some(Claim {
-        claim_id: text(id)?,
-        visitor: text(visitor)?.parse::<VisitorId>().ok()?,
-        state: ClaimState::parse(&text(state)?)?,
-        quantity: number(quantity)?,
-        seats: seats
-            .split(',')
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-            .collect(),
-        sequence: number(sequence)?,
-        hold_expires_at: number(expires)?,
-        confirmed_at: text(confirmed).and_then(|c| c.parse().ok()),
-    })
+/// A claim from a script's JSON answer.
+fn parse_claim(reply: &str) -> Result<Claim, SaleError> {
+    read::<WireClaim>(reply)
+        .ok()
+        .and_then(WireClaim::into_claim)
+        .ok_or_else(unreadable)
+}
+
+/// Claims from a script's JSON list.
+fn parse_claims(reply: &str) -> Result<Vec<Claim>, SaleError> {
+    read_list::<WireClaim>(reply)
+        .map_err(|_| unreadable())?
+        .into_iter()
+        .map(|claim| claim.into_claim().ok_or_else(unreadable))
+        .collect()
 }
 
 fn unreadable() -> SaleError {
@@ -137,26 +118,24 @@ impl SaleStore for RedisStore {
     }
 
     async fn sale(&self, room: &RoomId) -> Result<SaleView, SaleError> {
-        let reply: Vec<Value> = self
+        let reply: String = self
             .eval(&VIEW, &sale_keys(room), Effect::Reads, [])
             .await
             .map_err(sale_error)?;
-        let (head, seats) = reply.split_at(4.min(reply.len()));
-        let [kind, stock_left, per_user_limit, hold_ttl_s] = head else {
-            return Err(unreadable());
-        };
-        let seats: std::collections::BTreeMap<String, SeatState> = seats
-            .chunks(2)
-            .filter_map(|pair| {
-                let state = match text(pair.get(1)?)?.get(..1) {
+        let sale: WireSale = read(&reply).map_err(|_| unreadable())?;
+        let seats: std::collections::BTreeMap<String, SeatState> = sale
+            .seats
+            .into_iter()
+            .map(|(seat, state)| {
+                let state = match state.get(..1) {
                     None => SeatState::Free,
                     Some("s") => SeatState::Sold,
                     Some(_) => SeatState::Held,
                 };
-                Some((text(&pair[0])?, state))
+                (seat, state)
             })
             .collect();
-        let kind = if text(kind).as_deref() == Some("seats") {
+        let kind = if sale.kind == "seats" {
             "seats"
         } else {
             "stock"
@@ -164,14 +143,14 @@ impl SaleStore for RedisStore {
         let stock_left = if kind == "seats" {
             seats.values().filter(|s| **s == SeatState::Free).count() as u64
         } else {
-            number(stock_left).ok_or_else(unreadable)?
+            sale.stock_left.ok_or_else(unreadable)?
         };
         Ok(SaleView {
             kind,
             stock_left,
             seats,
-            per_user_limit: number(per_user_limit).ok_or_else(unreadable)? as u32,
-            hold_ttl_s: number(hold_ttl_s).ok_or_else(unreadable)?,
+            per_user_limit: sale.per_user_limit as u32,
+            hold_ttl_s: sale.hold_ttl_s,
         })
     }
 
@@ -197,11 +176,11 @@ impl SaleStore for RedisStore {
         ]
         .into_iter()
         .chain(seats);
-        let reply: Vec<Value> = self
+        let reply: String = self
             .eval(&CLAIM, &sale_keys(room), Effect::Writes, args)
             .await
             .map_err(sale_error)?;
-        parse_claim(&reply).ok_or_else(unreadable)
+        parse_claim(&reply)
     }
 
     async fn confirm(
@@ -211,11 +190,11 @@ impl SaleStore for RedisStore {
         claim_id: &str,
     ) -> Result<Claim, SaleError> {
         let args = [visitor.to_string(), claim_id.to_string()];
-        let reply: Vec<Value> = self
+        let reply: String = self
             .eval(&CONFIRM, &sale_keys(room), Effect::Writes, args)
             .await
             .map_err(sale_error)?;
-        parse_claim(&reply).ok_or_else(unreadable)
+        parse_claim(&reply)
     }
 
     async fn release(
@@ -244,7 +223,7 @@ impl SaleStore for RedisStore {
     }
 
     async fn claims_of(&self, room: &RoomId, visitor: VisitorId) -> Result<Vec<Claim>, SaleError> {
-        let reply: Vec<Vec<Value>> = self
+        let reply: String = self
             .eval(
                 &MINE,
                 &sale_keys(room),
@@ -253,20 +232,14 @@ impl SaleStore for RedisStore {
             )
             .await
             .map_err(sale_error)?;
-        reply
-            .iter()
-            .map(|c| parse_claim(c).ok_or_else(unreadable))
-            .collect()
+        parse_claims(&reply)
     }
 
     async fn orders(&self, room: &RoomId) -> Result<Vec<Claim>, SaleError> {
-        let reply: Vec<Vec<Value>> = self
+        let reply: String = self
             .eval(&ORDERS, &sale_keys(room), Effect::Reads, [])
             .await
             .map_err(sale_error)?;
-        reply
-            .iter()
-            .map(|c| parse_claim(c).ok_or_else(unreadable))
-            .collect()
+        parse_claims(&reply)
     }
 }

@@ -1,8 +1,64 @@
-//! What a script refused with: each `redis.error_reply('CODE detail')` in
-//! `lua/*.lua`, parsed once into a type. Anything else a command fails with
-//! is an outage (the store is unavailable), not a refusal.
+//! What a script refused with: each `redis.error_reply(CODE .. ' detail')`
+//! in `lua/*.lua`, parsed once into a type. The codes are defined here only:
+//! the scripts' prelude (`prelude.rs`) gives each to Lua as a local of its
+//! own name. Anything else a command fails with is an outage (the store is
+//! unavailable), not a refusal.
 
 use redis::RedisError;
+
+/// The refusal codes, as the scripts answer them.
+pub(super) mod code {
+    pub const NOROOM: &str = "NOROOM";
+    pub const CLOSED: &str = "CLOSED";
+    pub const EXISTS: &str = "EXISTS";
+    pub const CONFLICT: &str = "CONFLICT";
+    pub const NOSALE: &str = "NOSALE";
+    pub const SOLDOUT: &str = "SOLDOUT";
+    pub const SEATTAKEN: &str = "SEATTAKEN";
+    pub const UNKNOWNSEAT: &str = "UNKNOWNSEAT";
+    pub const LIMIT: &str = "LIMIT";
+    pub const RATELIMITED: &str = "RATELIMITED";
+    pub const USERREQUIRED: &str = "USERREQUIRED";
+    pub const POWREQUIRED: &str = "POWREQUIRED";
+    pub const POWREUSED: &str = "POWREUSED";
+    pub const POWTOOEASY: &str = "POWTOOEASY";
+    pub const NOTACCEPTING: &str = "NOTACCEPTING";
+    pub const DRAWSEED: &str = "DRAWSEED";
+    pub const NODRAW: &str = "NODRAW";
+    pub const NOTDRAWN: &str = "NOTDRAWN";
+    pub const WRONGKIND: &str = "WRONGKIND";
+    pub const NOCLAIM: &str = "NOCLAIM";
+    pub const EXPIRED: &str = "EXPIRED";
+    pub const RELEASED: &str = "RELEASED";
+    pub const CONFIRMED: &str = "CONFIRMED";
+}
+
+/// Every refusal code, for the scripts' prelude.
+pub(super) const CODES: [&str; 23] = [
+    code::NOROOM,
+    code::CLOSED,
+    code::EXISTS,
+    code::CONFLICT,
+    code::NOSALE,
+    code::SOLDOUT,
+    code::SEATTAKEN,
+    code::UNKNOWNSEAT,
+    code::LIMIT,
+    code::RATELIMITED,
+    code::USERREQUIRED,
+    code::POWREQUIRED,
+    code::POWREUSED,
+    code::POWTOOEASY,
+    code::NOTACCEPTING,
+    code::DRAWSEED,
+    code::NODRAW,
+    code::NOTDRAWN,
+    code::WRONGKIND,
+    code::NOCLAIM,
+    code::EXPIRED,
+    code::RELEASED,
+    code::CONFIRMED,
+];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ScriptError {
@@ -53,31 +109,44 @@ impl ScriptError {
 
     fn parse(code: &str, detail: &str) -> Option<Self> {
         Some(match code {
-            "NOROOM" => Self::NoRoom,
-            "CLOSED" => Self::Closed,
-            "EXISTS" => Self::Exists,
-            "CONFLICT" => Self::Conflict,
-            "NOSALE" => Self::NoSale,
-            "SOLDOUT" => Self::SoldOut,
-            "SEATTAKEN" => Self::SeatTaken(detail.to_string()),
-            "UNKNOWNSEAT" => Self::UnknownSeat(detail.to_string()),
-            "LIMIT" => Self::Limit(detail.parse().unwrap_or(0)),
-            "RATELIMITED" => Self::RateLimited(detail.parse().unwrap_or(1)),
-            "USERREQUIRED" => Self::UserRequired,
-            "POWREQUIRED" => Self::PowRequired,
-            "POWREUSED" => Self::PowReused,
-            "POWTOOEASY" => Self::PowTooEasy,
-            "NOTACCEPTING" => Self::NotAccepting,
-            "DRAWSEED" => Self::DrawSeed,
-            "NODRAW" => Self::NoDraw,
-            "NOTDRAWN" => Self::NotDrawn,
-            "WRONGKIND" => Self::WrongKind(detail.to_string()),
-            "NOCLAIM" => Self::NoClaim,
-            "EXPIRED" => Self::Expired,
-            "RELEASED" => Self::Released,
-            "CONFIRMED" => Self::Confirmed,
+            code::NOROOM => Self::NoRoom,
+            code::CLOSED => Self::Closed,
+            code::EXISTS => Self::Exists,
+            code::CONFLICT => Self::Conflict,
+            code::NOSALE => Self::NoSale,
+            code::SOLDOUT => Self::SoldOut,
+            code::SEATTAKEN => Self::SeatTaken(detail.to_string()),
+            code::UNKNOWNSEAT => Self::UnknownSeat(detail.to_string()),
+            code::LIMIT => Self::Limit(detail.parse().unwrap_or(0)),
+            code::RATELIMITED => Self::RateLimited(detail.parse().unwrap_or(1)),
+            code::USERREQUIRED => Self::UserRequired,
+            code::POWREQUIRED => Self::PowRequired,
+            code::POWREUSED => Self::PowReused,
+            code::POWTOOEASY => Self::PowTooEasy,
+            code::NOTACCEPTING => Self::NotAccepting,
+            code::DRAWSEED => Self::DrawSeed,
+            code::NODRAW => Self::NoDraw,
+            code::NOTDRAWN => Self::NotDrawn,
+            code::WRONGKIND => Self::WrongKind(detail.to_string()),
+            code::NOCLAIM => Self::NoClaim,
+            code::EXPIRED => Self::Expired,
+            code::RELEASED => Self::Released,
+            code::CONFIRMED => Self::Confirmed,
             // Redis's own codes (LOADING, NOSCRIPT, READONLY…) are outages.
             _ => return None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_the_scripts_are_given_is_read_as_a_refusal() {
+        for code in CODES {
+            assert!(ScriptError::parse(code, "7").is_some(), "{code}");
+        }
+        assert_eq!(ScriptError::parse("NOSCRIPT", ""), None);
     }
 }

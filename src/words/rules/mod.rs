@@ -21,6 +21,5 @@ mod passes;
 mod room;
 mod sale;
 
-pub use pace::RATE_WINDOW_MS;
 pub use room::{FORGOTTEN_PER_OPERATION, FORGOTTEN_PER_TICK, RoomModel};
 pub use sale::SaleModel;

@@ -5,10 +5,7 @@ use std::collections::VecDeque;
 
 use crate::words::RoomConfig;
 use crate::words::clock::Millis;
-
-/// How far back the achieved admission rate looks (as `RATE_WINDOW_MS` in
-/// lua/lib.lua).
-pub const RATE_WINDOW_MS: Millis = 60_000;
+use crate::words::constants::RATE_WINDOW_MS;
 
 pub(super) struct Pace {
     created_at: Millis,

@@ -1,0 +1,241 @@
+//! How a script is put together: a prelude of the constants the Lua shares
+//! with Rust (refusal codes, limits, key names, the event format), generated
+//! here from the Rust ones so that no script repeats a value; then
+//! `lua/lib.lua` (a room's scripts) or `lua/sale_lib.lua` (the sale's); then
+//! the operation's own file. `lua/prelude.lua` is the same prelude written
+//! out for tools that load a script by hand (`scripts/bench/redis-join.sh`);
+//! a test keeps it equal to what is generated here.
+
+use redis::Script;
+
+use super::events::EVENT_FORMAT;
+use super::keys;
+use super::script_error::CODES;
+use crate::words::constants::{JOIN_LIMIT_WINDOW_MS, RATE_WINDOW_MS};
+
+/// Lua's `unpack()` is limited in the number of values it takes: commands
+/// with many members are sent in chunks of this size.
+const CHUNK: u64 = 1_000;
+
+const LIB: &str = include_str!("../../../lua/lib.lua");
+const SALE_LIB: &str = include_str!("../../../lua/sale_lib.lua");
+
+/// A value the prelude gives a script.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Literal {
+    Text(&'static str),
+    Number(u64),
+}
+
+/// Every constant the prelude defines, by its Lua name.
+fn constants() -> Vec<(&'static str, Literal)> {
+    let mut constants: Vec<_> = CODES
+        .iter()
+        .map(|code| (*code, Literal::Text(code)))
+        .collect();
+    constants.extend([
+        ("RATE_WINDOW_MS", Literal::Number(RATE_WINDOW_MS)),
+        (
+            "JOIN_LIMIT_WINDOW_MS",
+            Literal::Number(JOIN_LIMIT_WINDOW_MS),
+        ),
+        ("CHUNK", Literal::Number(CHUNK)),
+        ("EVENT_FORMAT", Literal::Number(EVENT_FORMAT.into())),
+        ("ROOM_KEY", Literal::Text(keys::ROOM)),
+        ("EVENTS_KEY", Literal::Text(keys::EVENTS)),
+        ("LEFT_KEY", Literal::Text(keys::LEFT_PREFIX)),
+    ]);
+    constants
+}
+
+/// The Lua that defines [`constants`], one `local` each.
+fn prelude() -> String {
+    let mut lua = String::from(
+        "-- Generated from Rust's constants by src/store/redis/prelude.rs: do not edit.\n",
+    );
+    for (name, value) in constants() {
+        let value = match value {
+            Literal::Text(text) => format!("'{text}'"),
+            Literal::Number(number) => number.to_string(),
+        };
+        lua.push_str(&format!("local {name} = {value}\n"));
+    }
+    lua
+}
+
+/// A room's script: the prelude, `lua/lib.lua`, then `operation` as a
+/// function, so that with deferred events (ARGV[1] '') its reply can carry
+/// them: `{reply, {event…}}`. An error reply is returned as it is (a refusal
+/// publishes nothing).
+pub(super) fn room_script(operation: &str) -> Script {
+    Script::new(&format!(
+        "{prelude}{LIB}
+local function operation()
+{operation}
+end
+local reply = operation()
+if PUBLISH ~= '' or (type(reply) == 'table' and reply.err) then return reply end
+if reply == nil then reply = false end
+return {{ reply, DEFERRED }}
+",
+        prelude = prelude()
+    ))
+}
+
+/// A sale's script: the prelude, `lua/sale_lib.lua`, then `operation`.
+pub(super) fn sale_script(operation: &str) -> Script {
+    Script::new(&format!("{}{SALE_LIB}\n{operation}", prelude()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    /// Every `lua/*.lua` file's name and code, its comments left out.
+    fn lua_files() -> Vec<(String, String)> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("lua");
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| path.extension().is_some_and(|e| e == "lua"))
+            // The generated prelude is where the values are defined.
+            .filter(|path| !path.ends_with("prelude.lua"))
+            .map(|path| {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let code = text
+                    .lines()
+                    .map(|line| line.split_once("--").map_or(line, |(code, _)| code))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                (
+                    path.file_name().unwrap().to_string_lossy().into_owned(),
+                    code,
+                )
+            })
+            .collect();
+        files.sort();
+        assert!(files.len() > 20, "the scripts are read from lua/");
+        files
+    }
+
+    /// The string literals in `code`, quoted either way, but for the
+    /// arguments of Redis commands: Redis's own words (`ZRANGE … 'LIMIT'`)
+    /// are no refusals.
+    fn strings(code: &str) -> Vec<&str> {
+        let mut found = Vec::new();
+        let mut at = 0;
+        while let Some(start) = code[at..].find(['\'', '"']).map(|i| at + i) {
+            let quote = code.as_bytes()[start] as char;
+            let Some(end) = code[start + 1..].find(quote).map(|i| start + 1 + i) else {
+                break;
+            };
+            if !in_redis_call(&code[..start]) {
+                found.push(&code[start + 1..end]);
+            }
+            at = end + 1;
+        }
+        found
+    }
+
+    /// Whether `before` ends inside the arguments of a `redis.call(`.
+    fn in_redis_call(before: &str) -> bool {
+        before.rfind("redis.call(").is_some_and(|call| {
+            let args = &before[call..];
+            args.matches('(').count() > args.matches(')').count()
+        })
+    }
+
+    fn is_name_char(c: char) -> bool {
+        c.is_ascii_alphanumeric() || c == '_' || c == '.'
+    }
+
+    /// `WAITROOM_WRITE_PRELUDE=1 cargo test --lib prelude` writes it anew.
+    #[test]
+    fn lua_prelude_lua_is_the_generated_prelude() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("lua/prelude.lua");
+        if std::env::var_os("WAITROOM_WRITE_PRELUDE").is_some() {
+            std::fs::write(&path, prelude()).unwrap();
+        }
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            prelude(),
+            "lua/prelude.lua is stale: WAITROOM_WRITE_PRELUDE=1 cargo test --lib prelude"
+        );
+    }
+
+    #[test]
+    fn the_prelude_defines_each_constant_once_with_a_value_lua_reads_as_written() {
+        let constants = constants();
+        for (i, (name, value)) in constants.iter().enumerate() {
+            assert!(
+                constants[..i].iter().all(|(other, _)| other != name),
+                "{name} is defined twice"
+            );
+            if let Literal::Text(text) = value {
+                assert!(
+                    !text.contains(['\'', '"', '\\', '\n']),
+                    "{name} needs no escaping"
+                );
+            }
+        }
+        assert!(prelude().contains("local NOROOM = 'NOROOM'\n"));
+        assert!(prelude().contains("local RATE_WINDOW_MS = 60000\n"));
+    }
+
+    #[test]
+    fn every_refusal_a_script_answers_is_a_code_script_error_knows() {
+        let mut refusals = 0;
+        for (file, code) in lua_files() {
+            for (at, _) in code.match_indices("redis.error_reply(") {
+                let argument = &code[at + "redis.error_reply(".len()..];
+                let name: String = argument.chars().take_while(|c| is_name_char(*c)).collect();
+                // A refusal named by a variable takes one of the codes
+                // (`refusal = POWREQUIRED`): the literals are checked below.
+                if ["refusal", "err"].contains(&name.as_str()) {
+                    continue;
+                }
+                assert!(
+                    CODES.contains(&name.as_str()),
+                    "{file}: redis.error_reply({argument:.40}…) names no code of ScriptError"
+                );
+                refusals += 1;
+            }
+        }
+        assert!(refusals > 20, "the refusals are found ({refusals})");
+    }
+
+    #[test]
+    fn no_script_repeats_a_value_the_prelude_defines() {
+        for (file, code) in lua_files() {
+            let literals = strings(&code);
+            for (name, value) in constants() {
+                match value {
+                    Literal::Text(text) => {
+                        for literal in &literals {
+                            assert!(
+                                *literal != text && !literal.starts_with(&format!("{text} ")),
+                                "{file} writes '{literal}': use {name}"
+                            );
+                        }
+                    }
+                    // Small numbers (a format's 1) are too common to tell
+                    // apart; ms in a second (`* 1000`, `/ 1000`) is no chunk.
+                    Literal::Number(number) if number >= 100 => {
+                        let number = number.to_string();
+                        for (at, _) in code.match_indices(&number) {
+                            let before = code[..at].trim_end();
+                            let after = &code[at + number.len()..];
+                            let whole =
+                                !before.ends_with(is_name_char) && !after.starts_with(is_name_char);
+                            let conversion = before.ends_with(['*', '/']);
+                            assert!(!whole || conversion, "{file} writes {number}: use {name}");
+                        }
+                    }
+                    Literal::Number(_) => {}
+                }
+            }
+        }
+    }
+}

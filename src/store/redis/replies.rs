@@ -1,0 +1,308 @@
+//! The scripts' answers of more than a few values, read: each is one JSON
+//! object (`cjson.encode` in `lua/*.lua`) read by serde into a type here, as
+//! the room events are (`events.rs`), so that a field is named where it is
+//! written and where it is read, never counted. (Answers of one to three
+//! values stay plain Redis replies.)
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use super::events::{WireFacts, WireLine, list, parse_order};
+use crate::store::{Tick, TickReport};
+use crate::words::clock::Millis;
+use crate::words::sale::{Claim, ClaimState};
+use crate::words::{Place, PlaceState, VisitorId};
+
+/// A script's answer of many values, read as `T`.
+pub(super) fn read<T: DeserializeOwned>(json: &str) -> serde_json::Result<T> {
+    serde_json::from_str(json)
+}
+
+/// A script's list of answers, which cjson writes `{}` when it is empty.
+pub(super) fn read_list<T: DeserializeOwned>(json: &str) -> serde_json::Result<Vec<T>> {
+    let mut deserializer = serde_json::Deserializer::from_str(json);
+    let items = list(&mut deserializer)?;
+    deserializer.end()?;
+    Ok(items)
+}
+
+/// A visitor's place (`place` in `lua/lib.lua`).
+#[derive(Deserialize)]
+pub(super) struct WirePlace {
+    #[serde(flatten)]
+    state: WireState,
+    line: WireLine,
+    facts: WireFacts,
+    /// Whose place it is, in `join.lua`'s answer only: a known user's place
+    /// may be another visitor's.
+    #[serde(default)]
+    pub visitor: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "state")]
+enum WireState {
+    #[serde(rename = "w")]
+    Waiting { order: String, position: u64 },
+    #[serde(rename = "p")]
+    PreQueue { order: String },
+    #[serde(rename = "a")]
+    Admitted {
+        admitted_at: Millis,
+        expires_at: Millis,
+    },
+    #[serde(rename = "l")]
+    Left,
+    #[serde(rename = "c")]
+    Closed,
+    #[serde(rename = "e")]
+    Expired,
+}
+
+impl WirePlace {
+    /// `visitor`'s place; `None` if its order is unreadable.
+    pub(super) fn into_place(self, visitor: VisitorId) -> Option<Place> {
+        let state = match self.state {
+            WireState::Waiting { order, position } => PlaceState::Waiting {
+                order: parse_order(&order)?,
+                position,
+            },
+            WireState::PreQueue { order } => PlaceState::PreQueue {
+                entry: parse_order(&order)?.entry()?,
+            },
+            WireState::Admitted {
+                admitted_at,
+                expires_at,
+            } => PlaceState::Admitted {
+                admitted_at,
+                expires_at,
+            },
+            WireState::Left => PlaceState::Left,
+            WireState::Closed => PlaceState::Closed,
+            WireState::Expired => PlaceState::Expired,
+        };
+        let queue_method = self.facts.queue_method().unwrap_or_default();
+        Some(Place {
+            visitor,
+            state,
+            line: self.line.summary(),
+            facts: Arc::new(self.facts.into_facts(queue_method)),
+        })
+    }
+}
+
+/// What `tick.lua` did; the counts are there when it ran.
+#[derive(Deserialize)]
+pub(super) struct WireTick {
+    ran: bool,
+    #[serde(default)]
+    admitted: u64,
+    #[serde(default)]
+    abandoned: u64,
+    #[serde(default)]
+    no_shows: u64,
+    waiting: u64,
+    active: u64,
+    next_due_in_ms: Millis,
+    arrival_resumptions: u64,
+}
+
+impl From<WireTick> for Tick {
+    fn from(tick: WireTick) -> Self {
+        Tick {
+            ran: tick.ran.then_some(TickReport {
+                admitted: tick.admitted,
+                abandoned: tick.abandoned,
+                no_shows: tick.no_shows,
+                waiting: tick.waiting,
+                active: tick.active,
+            }),
+            busy: tick.waiting > 0 || tick.active > 0,
+            next_due_in_ms: tick.next_due_in_ms,
+            arrival_resumptions: tick.arrival_resumptions,
+        }
+    }
+}
+
+/// An open room as `room_info.lua` reads it: its stored fields, and the
+/// figures counted from its other keys.
+#[derive(Deserialize)]
+pub(super) struct WireRoomInfo {
+    pub room: HashMap<String, String>,
+    pub waiting: u64,
+    pub active: u64,
+    pub admitted_last_minute: u64,
+    pub oldest_wait_ms: Millis,
+    pub pre_queue: u64,
+    pub entrants: u64,
+    pub opened: bool,
+    /// The store's time of the read.
+    pub now: Millis,
+}
+
+/// A claim as the sale's scripts answer it (`claim_reply` in
+/// `lua/sale_lib.lua`).
+#[derive(Deserialize)]
+pub(super) struct WireClaim {
+    id: String,
+    visitor: String,
+    state: String,
+    quantity: u64,
+    /// `seat,seat`, or empty for a quantity.
+    seats: String,
+    sequence: u64,
+    expires: Millis,
+    /// Empty until confirmed.
+    confirmed: String,
+}
+
+impl WireClaim {
+    pub(super) fn into_claim(self) -> Option<Claim> {
+        Some(Claim {
+            claim_id: self.id,
+            visitor: self.visitor.parse().ok()?,
+            state: ClaimState::parse(&self.state)?,
+            quantity: self.quantity,
+            seats: self
+                .seats
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect(),
+            sequence: self.sequence,
+            hold_expires_at: self.expires,
+            confirmed_at: self.confirmed.parse().ok(),
+        })
+    }
+}
+
+/// What a sale has left (`sale_view.lua`): each seat's state is '' (free),
+/// `h:<claim>` (held) or `s:<claim>` (sold).
+#[derive(Deserialize)]
+pub(super) struct WireSale {
+    pub kind: String,
+    /// Absent only if the sale's record lost it.
+    #[serde(default)]
+    pub stock_left: Option<u64>,
+    pub per_user_limit: u64,
+    pub hold_ttl_s: u64,
+    /// cjson writes an empty Lua table as `{}`: an empty map, as wanted.
+    pub seats: BTreeMap<String, String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::words::{Order, QueueMethod};
+
+    const LINE: &str =
+        r#""line":{"version":3,"waiting":40,"rate":"0.4","tick_at":"1000","paused":"0"}"#;
+    const FACTS: &str = r#""facts":{"queue_method":"random","stock_left":"","sold_out":false,"opens_at":"","target_url":"https:\/\/x.example\/","notice":""}"#;
+
+    #[test]
+    fn places_are_read_by_their_state_with_what_each_state_has() {
+        let visitor = VisitorId(7);
+        let waiting: WirePlace = read(&format!(
+            r#"{{"state":"w","order":"12","position":4,{LINE},{FACTS},"visitor":"{visitor}"}}"#
+        ))
+        .unwrap();
+        assert_eq!(
+            waiting.visitor.as_deref(),
+            Some(visitor.to_string().as_str())
+        );
+        let place = waiting.into_place(visitor).unwrap();
+        assert!(matches!(
+            place.state,
+            PlaceState::Waiting {
+                order: Order::Joined(12),
+                position: 4
+            }
+        ));
+        assert_eq!(
+            (
+                place.line.version,
+                place.line.waiting,
+                place.line.rate_per_s
+            ),
+            (3, 40, Some(0.4))
+        );
+        assert_eq!(place.facts.target_url, "https://x.example/");
+        assert_eq!(place.facts.queue_method, QueueMethod::Random);
+        let admitted: WirePlace = read(&format!(
+            r#"{{"state":"a","admitted_at":1000,"expires_at":61000,{LINE},{FACTS}}}"#
+        ))
+        .unwrap();
+        assert!(matches!(
+            admitted.into_place(visitor).unwrap().state,
+            PlaceState::Admitted {
+                admitted_at: 1000,
+                expires_at: 61000
+            }
+        ));
+        let places: Vec<WirePlace> = read_list(&format!(
+            r#"[{{"state":"c",{LINE},{FACTS}}},{{"state":"e",{LINE},{FACTS}}}]"#
+        ))
+        .unwrap();
+        let states: Vec<_> = places
+            .into_iter()
+            .map(|p| p.into_place(visitor).unwrap().state)
+            .collect();
+        assert!(matches!(
+            states[..],
+            [PlaceState::Closed, PlaceState::Expired]
+        ));
+        assert!(read_list::<WirePlace>("{}").unwrap().is_empty());
+        assert!(read::<WirePlace>(&format!(r#"{{"state":"w",{LINE},{FACTS}}}"#)).is_err());
+    }
+
+    #[test]
+    fn a_tick_that_did_not_run_counts_nothing() {
+        let idle: Tick = read::<WireTick>(
+            r#"{"ran":false,"waiting":0,"active":2,"next_due_in_ms":250,"arrival_resumptions":1}"#,
+        )
+        .unwrap()
+        .into();
+        assert_eq!(idle.ran, None);
+        assert!(idle.busy);
+        assert_eq!((idle.next_due_in_ms, idle.arrival_resumptions), (250, 1));
+        let ran: Tick = read::<WireTick>(
+            r#"{"ran":true,"admitted":5,"abandoned":1,"no_shows":2,"waiting":9,"active":5,"next_due_in_ms":1000,"arrival_resumptions":0}"#,
+        )
+        .unwrap()
+        .into();
+        assert_eq!(
+            ran.ran,
+            Some(TickReport {
+                admitted: 5,
+                abandoned: 1,
+                no_shows: 2,
+                waiting: 9,
+                active: 5
+            })
+        );
+    }
+
+    #[test]
+    fn claims_and_sales_are_read_with_empty_lists_as_lua_writes_them() {
+        let visitor = VisitorId(7);
+        let claims: Vec<WireClaim> = read_list(&format!(
+            r#"[{{"id":"c1","visitor":"{visitor}","state":"confirmed","quantity":2,"seats":"A1,A2","sequence":1,"expires":5000,"confirmed":"4000"}}]"#
+        ))
+        .unwrap();
+        let claim = claims.into_iter().next().unwrap().into_claim().unwrap();
+        assert_eq!(claim.seats, ["A1", "A2"]);
+        assert_eq!(
+            (claim.confirmed_at, claim.hold_expires_at),
+            (Some(4000), 5000)
+        );
+        assert!(read_list::<WireClaim>("{}").unwrap().is_empty());
+        let sale: WireSale = read(
+            r#"{"kind":"stock","stock_left":3,"per_user_limit":2,"hold_ttl_s":600,"seats":{}}"#,
+        )
+        .unwrap();
+        assert_eq!((sale.stock_left, sale.seats.len()), (Some(3), 0));
+    }
+}
