@@ -157,14 +157,6 @@ pub struct AppHandle {
 }
 
 impl AppHandle {
-    /// One promoter pass now: presence, then every due tick.
-    pub async fn step(&self) {
-        self.promoter.refresh_presence().await;
-        if let Err(error) = self.promoter.tick_all().await {
-            tracing::warn!(%error, "tick failed");
-        }
-    }
-
     /// Stops the node the way a load balancer needs: `/readyz` answers 503
     /// at once while everything else is served as before for the drain's
     /// length (or until `cut_short` resolves); then the listening socket is
