@@ -20,8 +20,9 @@ use serde_json::json;
 use tracing::Span;
 use tracing_actix_web::{DefaultRootSpanBuilder, RequestId, RootSpanBuilder};
 
-use crate::http::AppState;
 use crate::http::error::ApiError;
+use crate::http::refusal_log::RefusalLog;
+use crate::words::clock::Clock;
 
 /// Every route of the application and the methods it answers (`HEAD` is
 /// implied by `GET`). A unit test below checks it against the route
@@ -268,9 +269,13 @@ fn log_error_answer<B>(outcome: &Result<ServiceResponse<B>, Error>) {
         .map(ApiError::code)
         .or_else(|| status.canonical_reason())
         .unwrap_or("client_error");
-    let state = request.and_then(|request| request.app_data::<web::Data<AppState>>());
-    let left_out = match state {
-        Some(state) => match state.refusal_log.admit(kind, state.clock.now_ms()) {
+    let log_and_clock = request.and_then(|request| {
+        let log = request.app_data::<web::Data<RefusalLog>>()?;
+        let clock = request.app_data::<web::Data<dyn Clock>>()?;
+        Some((log, clock))
+    });
+    let left_out = match log_and_clock {
+        Some((log, clock)) => match log.admit(kind, clock.now_ms()) {
             Some(left_out) => left_out,
             None => return,
         },

@@ -8,12 +8,11 @@ use actix_web::{HttpRequest, HttpResponse, ResponseError, get, web};
 use askama::Template;
 use serde::Deserialize;
 
-use crate::http::AppState;
 use crate::http::error::ApiError;
-use crate::store::StoreError;
+use crate::store::{Store, StoreError};
 use crate::words::RoomId;
-use crate::words::clock::rfc3339;
-use crate::words::credentials::CredentialError;
+use crate::words::clock::{Clock, rfc3339};
+use crate::words::credentials::{CredentialError, Credentials};
 use i18n::Texts;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -89,7 +88,7 @@ fn script_json(value: &impl serde::Serialize) -> String {
 async fn room_page(
     req: HttpRequest,
     path: web::Path<String>,
-    state: web::Data<AppState>,
+    store: web::Data<dyn Store>,
 ) -> HttpResponse {
     let accept = req
         .headers()
@@ -108,7 +107,7 @@ async fn room_page(
     let Some(room) = RoomId::parse(&path) else {
         return missing();
     };
-    let (room_name, site_url) = match state.store.room(&room).await {
+    let (room_name, site_url) = match store.room(&room).await {
         Ok(info) => (info.config.name, site_of(&info.config.target_url)),
         Err(StoreError::RoomNotFound(_) | StoreError::RoomClosed(_)) => return missing(),
         // The page itself still loads; its script retries the join.
@@ -138,17 +137,16 @@ struct DemoQuery {
 async fn demo_target(
     req: HttpRequest,
     query: web::Query<DemoQuery>,
-    state: web::Data<AppState>,
+    credentials: web::Data<Credentials>,
+    clock: web::Data<dyn Clock>,
 ) -> HttpResponse {
     let pass = query
         .into_inner()
         .wr_pass
         .or_else(|| req.cookie("wr_pass").map(|c| c.value().to_string()));
-    let claims = pass.ok_or(CredentialError::Invalid).and_then(|pass| {
-        state
-            .credentials
-            .read_pass(&pass, None, state.clock.now_ms())
-    });
+    let claims = pass
+        .ok_or(CredentialError::Invalid)
+        .and_then(|pass| credentials.read_pass(&pass, None, clock.now_ms()));
     render(&match claims {
         Ok(claims) => DemoTargetPage {
             valid: true,
