@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use actix_web::http::header;
-use actix_web::{HttpResponse, get, web};
+use actix_web::{HttpResponse, web};
 use bytes::Bytes;
 
 use super::error::ApiError;
@@ -19,10 +19,10 @@ use crate::words::draw::{DrawKey, EntryId};
 const ENTRIES_PER_READ: usize = 10_000;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(draw).service(entries);
+    cfg.service(web::resource("/api/rooms/{room}/draw").get(draw))
+        .service(web::resource("/api/rooms/{room}/draw/entries").get(entries));
 }
 
-#[get("/api/rooms/{room}/draw")]
 async fn draw(Room(room): Room, store: web::Data<dyn Store>) -> Result<HttpResponse, ApiError> {
     let draw = store.draw(&room).await?;
     Ok(HttpResponse::Ok()
@@ -31,7 +31,6 @@ async fn draw(Room(room): Room, store: web::Data<dyn Store>) -> Result<HttpRespo
 }
 
 /// Every entry, one per line, in drawn order, streamed page by page.
-#[get("/api/rooms/{room}/draw/entries")]
 async fn entries(Room(room): Room, store: web::Data<dyn Store>) -> Result<HttpResponse, ApiError> {
     // The first page is read before answering, so a room before its
     // opening (or without a draw) gets its error, not an empty 200.

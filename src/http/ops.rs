@@ -5,7 +5,7 @@
 use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
 
-use actix_web::{HttpResponse, get, web};
+use actix_web::{HttpResponse, web};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use serde_json::json;
 
@@ -14,7 +14,9 @@ use crate::http::state::{Live, Ops};
 use crate::store::Store;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(healthz).service(readyz).service(metrics_text);
+    cfg.service(web::resource("/healthz").get(healthz))
+        .service(web::resource("/readyz").get(readyz))
+        .service(web::resource("/metrics").get(metrics_text));
 }
 
 /// The process-wide metrics recorder, installed on first use (tests build
@@ -66,12 +68,10 @@ fn describe() {
     );
 }
 
-#[get("/healthz")]
 async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(json!({"status": "ok"}))
 }
 
-#[get("/readyz")]
 async fn readyz(
     ops: web::Data<Ops>,
     live: web::Data<Live>,
@@ -100,7 +100,6 @@ fn unready(code: &str, message: &str) -> HttpResponse {
     HttpResponse::ServiceUnavailable().json(json!({"error": {"code": code, "message": message}}))
 }
 
-#[get("/metrics")]
 async fn metrics_text(ops: web::Data<Ops>) -> Result<HttpResponse, ApiError> {
     if ops.metrics_elsewhere {
         return Err(ApiError::NotFound("no such endpoint".into()));

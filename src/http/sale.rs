@@ -2,7 +2,7 @@
 
 use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
 use actix_web::http::header;
-use actix_web::{HttpRequest, HttpResponse, ResponseError, delete, get, post, put, web};
+use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
 use askama::Template;
 use serde::Deserialize;
 use serde_json::json;
@@ -21,13 +21,13 @@ use crate::words::credentials::Credentials;
 use crate::words::sale::{Claim, ClaimState, SaleRequest, SeatState, Want};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(show)
-        .service(hold)
-        .service(confirm)
-        .service(release)
-        .service(configure)
-        .service(orders)
-        .service(page);
+    cfg.service(web::resource("/api/rooms/{room}/sale").get(show))
+        .service(web::resource("/api/rooms/{room}/sale/claims").post(hold))
+        .service(web::resource("/api/rooms/{room}/sale/claims/{claim}/confirm").post(confirm))
+        .service(web::resource("/api/rooms/{room}/sale/claims/{claim}").delete(release))
+        .service(web::resource("/api/admin/rooms/{room}/sale").put(configure))
+        .service(web::resource("/api/admin/rooms/{room}/sale/orders").get(orders))
+        .service(web::resource("/rooms/{room}/sale").get(page));
 }
 
 /// An `Idempotency-Key` is the client's; keep it short.
@@ -37,7 +37,6 @@ fn claim_json(room: &RoomId, claim: &Claim) -> serde_json::Value {
     serde_json::to_value(claim.view(room)).expect("a claim always serializes")
 }
 
-#[get("/api/rooms/{room}/sale")]
 async fn show(
     Room(room): Room,
     holder: Option<PassHolder>,
@@ -72,7 +71,6 @@ async fn show(
         .json(body))
 }
 
-#[post("/api/rooms/{room}/sale/claims")]
 async fn hold(
     req: HttpRequest,
     Pass { room, visitor, .. }: Pass,
@@ -106,7 +104,6 @@ async fn hold(
     Ok(HttpResponse::Created().json(claim_json(&room, &claim)))
 }
 
-#[post("/api/rooms/{room}/sale/claims/{claim}/confirm")]
 async fn confirm(
     PassHolder(Pass { room, visitor, .. }): PassHolder,
     path: web::Path<(String, String)>,
@@ -118,7 +115,6 @@ async fn confirm(
     Ok(HttpResponse::Ok().json(claim_json(&room, &claim)))
 }
 
-#[delete("/api/rooms/{room}/sale/claims/{claim}")]
 async fn release(
     PassHolder(Pass { room, visitor, .. }): PassHolder,
     path: web::Path<(String, String)>,
@@ -129,7 +125,6 @@ async fn release(
     Ok(HttpResponse::NoContent().finish())
 }
 
-#[put("/api/admin/rooms/{room}/sale")]
 async fn configure(
     _: Operator,
     Room(room): Room,
@@ -145,7 +140,6 @@ async fn configure(
     Ok(HttpResponse::Ok().json(view))
 }
 
-#[get("/api/admin/rooms/{room}/sale/orders")]
 async fn orders(
     _: Operator,
     Room(room): Room,
@@ -231,7 +225,6 @@ async fn pass_cookie_from_link(
 /// a redirect to the bare page, with the cookie only when
 /// `pass_cookie_from_link` allows it (anything else in the link is dropped
 /// without a word: the page then shows the visitor's own pass, or none).
-#[get("/rooms/{room}/sale")]
 async fn page(
     req: HttpRequest,
     path: web::Path<String>,

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use actix_web::dev::Payload as RawPayload;
-use actix_web::{FromRequest, HttpMessage, HttpRequest, HttpResponse, get, web};
+use actix_web::{FromRequest, HttpMessage, HttpRequest, HttpResponse, web};
 
 use super::error::ApiError;
 use super::extractors::Ticket;
@@ -20,10 +20,9 @@ use crate::live::outlet::Outlet;
 use crate::live::socket::{MAX_MESSAGE_BYTES, SocketLoop};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(connect);
+    cfg.service(web::resource("/api/rooms/{room}/ws").get(connect));
 }
 
-#[get("/api/rooms/{room}/ws")]
 async fn connect(
     req: HttpRequest,
     body: web::Payload,

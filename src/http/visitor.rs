@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
 use actix_web::http::header;
-use actix_web::{HttpRequest, HttpResponse, get, post, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 
 use super::error::ApiError;
@@ -27,12 +27,12 @@ use crate::words::{Place, PlaceState, RoomId, VisitorId};
 const TICKET_COOKIE_DAYS: i64 = 1;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(join)
-        .service(challenge)
-        .service(status_route)
-        .service(leave)
-        .service(verify)
-        .service(jwks);
+    cfg.service(web::resource("/api/rooms/{room}/join").post(join))
+        .service(web::resource("/api/rooms/{room}/challenge").get(challenge))
+        .service(web::resource("/api/rooms/{room}/status").get(status_route))
+        .service(web::resource("/api/rooms/{room}/leave").post(leave))
+        .service(web::resource("/api/verify").get(verify))
+        .service(web::resource("/.well-known/jwks.json").get(jwks));
 }
 
 fn status_response(
@@ -80,7 +80,6 @@ fn status_response(
 /// Joins the line, or returns the caller's place. A valid ticket (header or
 /// cookie) keeps its place; an invalid Bearer ticket is refused, while an
 /// invalid cookie (say, from before a secret change) is replaced.
-#[post("/api/rooms/{room}/join")]
 async fn join(
     req: HttpRequest,
     Room(room): Room,
@@ -201,7 +200,6 @@ async fn join_room(
 
 /// A proof-of-work challenge for the room's `pow_difficulty` (ALTCHA's
 /// format), signed, for this room only, valid for a few minutes.
-#[get("/api/rooms/{room}/challenge")]
 async fn challenge(
     Room(room): Room,
     store: web::Data<dyn Store>,
@@ -266,7 +264,6 @@ async fn known_user(
         })
 }
 
-#[get("/api/rooms/{room}/status")]
 async fn status_route(
     ticket: Ticket,
     store: web::Data<dyn Store>,
@@ -285,7 +282,6 @@ async fn status_route(
     ))
 }
 
-#[post("/api/rooms/{room}/leave")]
 async fn leave(
     leaver: Leaver,
     store: web::Data<dyn Store>,
@@ -366,7 +362,6 @@ fn room_to_verify(req: &HttpRequest, query: Option<String>) -> Result<RoomId, Ap
 /// pass given up with `leave` or of a closed room stops verifying at once;
 /// while the store is unreachable, by signature, room and expiry alone,
 /// answered with `X-Waitroom-Verified: signature`).
-#[get("/api/verify")]
 async fn verify(
     req: HttpRequest,
     query: web::Query<VerifyQuery>,
@@ -391,7 +386,6 @@ async fn verify(
     Ok(answer.finish())
 }
 
-#[get("/.well-known/jwks.json")]
 async fn jwks(credentials: web::Data<Credentials>) -> HttpResponse {
     HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "public, max-age=300"))

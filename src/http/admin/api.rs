@@ -1,7 +1,7 @@
 //! The operator API: create, read, change and close rooms; revoke passes.
 
 use actix_web::http::header;
-use actix_web::{HttpResponse, delete, get, patch, post, web};
+use actix_web::{HttpResponse, web};
 use serde_json::json;
 
 use crate::http::error::ApiError;
@@ -12,12 +12,14 @@ use crate::words::credentials::{CredentialError, Credentials};
 use crate::words::{RoomConfig, RoomId, RoomPatch, VisitorId};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(list)
-        .service(create)
-        .service(show)
-        .service(change)
-        .service(close)
-        .service(revoke_pass);
+    cfg.service(web::resource("/api/admin/rooms").get(list).post(create))
+        .service(
+            web::resource("/api/admin/rooms/{room}")
+                .get(show)
+                .patch(change)
+                .delete(close),
+        )
+        .service(web::resource("/api/admin/rooms/{room}/passes/revoke").post(revoke_pass));
 }
 
 /// The body of `POST /api/admin/rooms`: an id, a name, a target, and any config.
@@ -43,13 +45,11 @@ pub fn parse_new_room(mut body: serde_json::Value) -> Result<(RoomId, RoomConfig
     Ok((id, config))
 }
 
-#[get("/api/admin/rooms")]
 async fn list(_: Operator, store: web::Data<dyn Store>) -> Result<HttpResponse, ApiError> {
     let rooms = store.rooms().await?;
     Ok(HttpResponse::Ok().json(json!({ "rooms": rooms })))
 }
 
-#[post("/api/admin/rooms")]
 async fn create(
     _: Operator,
     body: web::Json<serde_json::Value>,
@@ -63,7 +63,6 @@ async fn create(
         .json(info))
 }
 
-#[get("/api/admin/rooms/{room}")]
 async fn show(
     _: Operator,
     Room(room): Room,
@@ -72,7 +71,6 @@ async fn show(
     Ok(HttpResponse::Ok().json(store.room(&room).await?))
 }
 
-#[patch("/api/admin/rooms/{room}")]
 async fn change(
     _: Operator,
     Room(room): Room,
@@ -87,7 +85,6 @@ async fn change(
     Ok(HttpResponse::Ok().json(info))
 }
 
-#[delete("/api/admin/rooms/{room}")]
 async fn close(
     _: Operator,
     Room(room): Room,
@@ -110,7 +107,6 @@ struct Revocation {
 /// Takes back a pass: `/api/verify` refuses it from now on (401
 /// `pass_revoked`) and its slot under `max_active` is free at once, on
 /// every node. Revoking a pass no longer held is not an error.
-#[post("/api/admin/rooms/{room}/passes/revoke")]
 async fn revoke_pass(
     _: Operator,
     Room(room): Room,

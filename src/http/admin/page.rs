@@ -3,7 +3,7 @@
 
 use actix_web::cookie::{Cookie, SameSite};
 use actix_web::http::header;
-use actix_web::{HttpRequest, HttpResponse, get, post, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 use serde::Deserialize;
 
@@ -25,13 +25,13 @@ const LOGIN_CSRF_COOKIE: &str = "wr_csrf";
 const SESSION_HOURS: u64 = 12;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(page)
-        .service(login)
-        .service(logout)
-        .service(create_room)
-        .service(change_room)
-        .service(close_room)
-        .service(set_up_sale);
+    cfg.service(web::resource("/admin").get(page))
+        .service(web::resource("/admin/login").post(login))
+        .service(web::resource("/admin/logout").post(logout))
+        .service(web::resource("/admin/rooms").post(create_room))
+        .service(web::resource("/admin/rooms/{room}").post(change_room))
+        .service(web::resource("/admin/rooms/{room}/close").post(close_room))
+        .service(web::resource("/admin/rooms/{room}/sale").post(set_up_sale));
 }
 
 #[derive(Template)]
@@ -138,7 +138,6 @@ struct Notice {
     error: Option<String>,
 }
 
-#[get("/admin")]
 async fn page(
     req: HttpRequest,
     notice: web::Query<Notice>,
@@ -195,7 +194,6 @@ struct LoginForm {
     csrf: String,
 }
 
-#[post("/admin/login")]
 async fn login(
     req: HttpRequest,
     form: web::Form<LoginForm>,
@@ -266,7 +264,6 @@ fn back_to_admin(kind: &str, text: &str) -> HttpResponse {
         .finish()
 }
 
-#[post("/admin/logout")]
 async fn logout(
     OperatorForm(_, session): OperatorForm<CsrfForm>,
     store: web::Data<dyn Store>,
@@ -390,7 +387,6 @@ fn describe(error: crate::store::StoreError) -> String {
     ApiError::from(error).to_string()
 }
 
-#[post("/admin/rooms")]
 async fn create_room(
     OperatorForm(form, _): OperatorForm<ConfigForm>,
     store: web::Data<dyn Store>,
@@ -412,7 +408,6 @@ async fn create_room(
     outcome(result)
 }
 
-#[post("/admin/rooms/{room}")]
 async fn change_room(
     path: web::Path<String>,
     OperatorForm(form, _): OperatorForm<ConfigForm>,
@@ -431,7 +426,6 @@ async fn change_room(
     outcome(result)
 }
 
-#[post("/admin/rooms/{room}/close")]
 async fn close_room(
     path: web::Path<String>,
     _: OperatorForm<CsrfForm>,
@@ -475,7 +469,6 @@ impl SaleForm {
     }
 }
 
-#[post("/admin/rooms/{room}/sale")]
 async fn set_up_sale(
     path: web::Path<String>,
     OperatorForm(form, _): OperatorForm<SaleForm>,

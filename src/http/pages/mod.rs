@@ -4,7 +4,7 @@
 pub mod i18n;
 
 use actix_web::http::header;
-use actix_web::{HttpRequest, HttpResponse, ResponseError, get, web};
+use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
 use askama::Template;
 use serde::Deserialize;
 
@@ -16,10 +16,10 @@ use crate::words::credentials::{CredentialError, Credentials};
 use i18n::Texts;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(room_page)
-        .service(demo_target)
-        .service(asset)
-        .service(index);
+    cfg.service(web::resource("/rooms/{room}").get(room_page))
+        .service(web::resource("/demo/target").get(demo_target))
+        .service(web::resource("/static/{file}").get(asset))
+        .service(web::resource("/").get(index));
 }
 
 /// Renders a template as an uncached HTML page.
@@ -84,7 +84,6 @@ fn script_json(value: &impl serde::Serialize) -> String {
         .replace('&', "\\u0026")
 }
 
-#[get("/rooms/{room}")]
 async fn room_page(
     req: HttpRequest,
     path: web::Path<String>,
@@ -133,7 +132,6 @@ struct DemoQuery {
 
 /// Stands in for the protected site in the demo: it verifies the pass
 /// offline, as any site with the JWKS would.
-#[get("/demo/target")]
 async fn demo_target(
     req: HttpRequest,
     query: web::Query<DemoQuery>,
@@ -263,7 +261,6 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-#[get("/static/{file}")]
 async fn asset(path: web::Path<String>) -> HttpResponse {
     match ASSETS.iter().find(|(name, _, _)| *name == path.as_str()) {
         Some((_, content_type, body)) => HttpResponse::Ok()
@@ -275,7 +272,6 @@ async fn asset(path: web::Path<String>) -> HttpResponse {
     }
 }
 
-#[get("/")]
 async fn index() -> HttpResponse {
     HttpResponse::SeeOther()
         .insert_header((header::LOCATION, "/admin"))
