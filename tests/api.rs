@@ -730,7 +730,7 @@ async fn a_visitor_who_leaves_hears_left_and_those_behind_move_up() {
 #[tokio::test]
 async fn a_node_full_of_sockets_refuses_more_with_a_503_and_frees_places_as_they_close() {
     let clock = waitroom::words::clock::ManualClock::new(support::START_MS);
-    let mut settings = waitroom::startup::config::Settings::for_tests();
+    let mut settings = waitroom_testkit::test_settings();
     settings.max_sockets = Some(2);
     let stores = waitroom::startup::Stores::memory(std::sync::Arc::new(clock.clone()));
     let app = TestApp::spawn_with(settings, stores, clock).await;
@@ -1228,7 +1228,7 @@ async fn one_ticket_holds_a_few_sockets_and_the_newest_replace_the_oldest() {
 
 #[tokio::test]
 async fn metrics_can_live_on_their_own_address() {
-    let mut settings = waitroom::startup::config::Settings::for_tests();
+    let mut settings = waitroom_testkit::test_settings();
     settings.metrics_listen = Some("127.0.0.1:0".into());
     let clock = waitroom::words::clock::ManualClock::new(support::START_MS);
     let stores = waitroom::startup::Stores::memory(std::sync::Arc::new(clock.clone()));
@@ -1255,7 +1255,7 @@ async fn metrics_can_live_on_their_own_address() {
 #[tokio::test]
 async fn a_body_that_trickles_in_is_cut_off() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut settings = waitroom::startup::config::Settings::for_tests();
+    let mut settings = waitroom_testkit::test_settings();
     settings.body_timeout_ms = 300;
     let clock = waitroom::words::clock::ManualClock::new(support::START_MS);
     let stores = waitroom::startup::Stores::memory(std::sync::Arc::new(clock.clone()));
@@ -1475,7 +1475,7 @@ async fn a_join_with_the_pages_body_keeps_its_connection() {
 #[tokio::test]
 async fn cookies_carry_secure_when_the_server_is_reached_over_https() {
     for secure in [false, true] {
-        let mut settings = waitroom::startup::config::Settings::for_tests();
+        let mut settings = waitroom_testkit::test_settings();
         settings.secure_cookies = secure;
         let clock = waitroom::words::clock::ManualClock::new(support::START_MS);
         let stores = waitroom::startup::Stores::memory(std::sync::Arc::new(clock.clone()));
@@ -1508,7 +1508,7 @@ async fn limited_app(per_minute: u32, trusted: &[&str]) -> TestApp {
 
 /// `limited_app`, with IPv6 addresses counted per network of `ipv6_prefix` bits.
 async fn limited_app_by(per_minute: u32, trusted: &[&str], ipv6_prefix: u8) -> TestApp {
-    let mut settings = waitroom::startup::config::Settings::for_tests();
+    let mut settings = waitroom_testkit::test_settings();
     settings.join_rate_per_ip = Some(per_minute);
     settings.join_rate_ipv6_prefix = ipv6_prefix;
     settings.trusted_proxies = trusted

@@ -10,7 +10,7 @@ use futures_util::{StreamExt, future::join_all, stream};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::redis::RedisServer;
-use support::{FetchJson, Socket, TestApp, close_code, next_json, next_status};
+use support::{FetchJson, Socket, TestApp, close_code, next_json, next_status, test_settings};
 use waitroom::startup::Stores;
 use waitroom::startup::config::Settings;
 use waitroom::words::clock::{Clock, ManualClock};
@@ -39,7 +39,7 @@ impl Nodes {
     }
 
     async fn start_on(redis: RedisServer, count: usize) -> Self {
-        Self::start_with(redis, count, Settings::for_tests()).await
+        Self::start_with(redis, count, test_settings()).await
     }
 
     async fn start_with(redis: RedisServer, count: usize, settings: Settings) -> Self {
@@ -57,7 +57,7 @@ impl Nodes {
     /// Advances time and runs every node's promoter at once: they race for the tick.
     async fn step(&self, ms: u64) {
         self.clock.advance_ms(ms);
-        join_all(self.apps.iter().map(|app| app.handle.step())).await;
+        join_all(self.apps.iter().map(|app| app.promote())).await;
     }
 
     async fn stats(&self, room: &str) -> Value {
@@ -368,7 +368,7 @@ async fn the_first_call_on_every_worker_after_redis_returns_succeeds() {
         .as_str()
         .unwrap()
         .to_owned();
-    let calls = 4 * Settings::for_tests().workers.unwrap();
+    let calls = 4 * test_settings().workers.unwrap();
     for _ in 0..calls {
         assert_eq!(status_on_a_new_connection(app, &ticket).await, 200);
     }
@@ -419,7 +419,7 @@ async fn a_room_the_store_lost_tells_its_sockets_and_closes_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_join_limit_holds_across_nodes_under_a_race() {
-    let mut settings = Settings::for_tests();
+    let mut settings = test_settings();
     settings.join_rate_per_ip = Some(5);
     let nodes = Nodes::start_with(RedisServer::start(), 3, settings).await;
     nodes.apps[0]
@@ -876,7 +876,7 @@ async fn a_key_rotation_keeps_what_the_previous_secret_signed() {
     let redis = RedisServer::start();
     let clock = ManualClock::new(support::START_MS);
     let node = |secret: &str, previous: Option<&str>| {
-        let mut settings = Settings::for_tests();
+        let mut settings = test_settings();
         settings.secret = Some(secret.into());
         settings.previous_secret = previous.map(String::from);
         let (url, clock) = (redis.url(), clock.clone());
@@ -950,7 +950,7 @@ async fn a_key_rotation_keeps_what_the_previous_secret_signed() {
         .unwrap();
     assert_eq!(left.status(), 204);
     clock.advance_ms(5_000);
-    rotating.handle.step().await;
+    rotating.promote().await;
     let next: Value = rotating
         .status_api("turn", new_ticket)
         .await
@@ -1071,7 +1071,7 @@ async fn while_redis_is_away_verify_goes_by_signature_and_no_arrival_is_reclaime
     // Back at 40 s, past the grace the passes were admitted with.
     nodes.clock.advance_ms(30_000);
     nodes.redis.restart();
-    b.handle.step().await;
+    b.promote().await;
     // The tick at 40 s (node B's, or node A's own) admits the head into the
     // cap's one free slot; had it reclaimed the two passes, both in line.
     let head = status_until(&mut line[0], |s| s["state"] != "waiting").await;

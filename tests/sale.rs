@@ -984,7 +984,7 @@ async fn a_sold_out_sale_closes_the_line_on_every_node() {
     assert_eq!(confirmed.status(), 200);
 
     nodes[0].clock.advance_ms(1_000);
-    futures_util::future::join_all(nodes.iter().map(|node| node.handle.step())).await;
+    futures_util::future::join_all(nodes.iter().map(|node| node.promote())).await;
     for socket in &mut sockets {
         // The tick's own status may come first; the close follows it.
         let status = loop {

@@ -13,9 +13,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use reqwest::Method;
 use serde_json::{Value, json};
-use support::{FetchJson, TestApp};
+use support::{FetchJson, TestApp, test_settings};
 use waitroom::startup::Stores;
-use waitroom::startup::config::Settings;
 use waitroom::store::SaleStore;
 use waitroom::store::memory::MemoryStore;
 use waitroom::words::clock::ManualClock;
@@ -25,7 +24,7 @@ use waitroom::words::{RoomId, VisitorId};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_stops_reading_the_draw_is_cut_off() {
     let clock = ManualClock::new(support::START_MS);
-    let mut settings = Settings::for_tests();
+    let mut settings = test_settings();
     settings.write_timeout_ms = 500;
     let app = TestApp::spawn_with(settings, Stores::memory(Arc::new(clock.clone())), clock).await;
     app.create_room(

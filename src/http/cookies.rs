@@ -10,15 +10,15 @@ use actix_web::http::header::{self, HeaderValue};
 use actix_web::middleware::Next;
 use actix_web::{Error, web};
 
-use super::AppState;
+use super::state::ServerSettings;
 
 pub async fn secure_cookies(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<impl MessageBody>, Error> {
     let secure = req
-        .app_data::<web::Data<AppState>>()
-        .is_some_and(|state| state.secure_cookies);
+        .app_data::<web::Data<ServerSettings>>()
+        .is_some_and(|settings| settings.secure_cookies);
     let mut response = next.call(req).await?;
     if secure {
         let headers = response.headers_mut();

@@ -5,10 +5,9 @@
 use std::sync::Arc;
 
 use actix_web::http::header;
-use actix_web::{HttpResponse, get, web};
+use actix_web::{HttpResponse, web};
 use bytes::Bytes;
 
-use super::AppState;
 use super::error::ApiError;
 use super::extractors::Room;
 use crate::store::Store;
@@ -20,23 +19,22 @@ use crate::words::draw::{DrawKey, EntryId};
 const ENTRIES_PER_READ: usize = 10_000;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(draw).service(entries);
+    cfg.service(web::resource("/api/rooms/{room}/draw").get(draw))
+        .service(web::resource("/api/rooms/{room}/draw/entries").get(entries));
 }
 
-#[get("/api/rooms/{room}/draw")]
-async fn draw(Room(room): Room, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let draw = state.store.draw(&room).await?;
+async fn draw(Room(room): Room, store: web::Data<dyn Store>) -> Result<HttpResponse, ApiError> {
+    let draw = store.draw(&room).await?;
     Ok(HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "no-store"))
         .json(draw))
 }
 
 /// Every entry, one per line, in drawn order, streamed page by page.
-#[get("/api/rooms/{room}/draw/entries")]
-async fn entries(Room(room): Room, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+async fn entries(Room(room): Room, store: web::Data<dyn Store>) -> Result<HttpResponse, ApiError> {
     // The first page is read before answering, so a room before its
     // opening (or without a draw) gets its error, not an empty 200.
-    let store = state.store.clone();
+    let store = store.into_inner();
     let first = store.draw_entries(&room, None, ENTRIES_PER_READ).await?;
     let pages = futures_util::stream::unfold(Some((store, room, Ok(first))), |next| async move {
         let (store, room, page) = next?;

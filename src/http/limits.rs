@@ -21,8 +21,8 @@ use futures_util::Stream;
 use std::future::Future;
 use tokio::time::Sleep;
 
-use super::AppState;
 use super::error::ApiError;
+use super::state::ServerSettings;
 
 /// The largest JSON (or form) body a route reads.
 pub const JSON_LIMIT: usize = 16 * 1024;
@@ -33,8 +33,8 @@ pub async fn body_deadline(
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<impl MessageBody>, Error> {
     let timeout = req
-        .app_data::<web::Data<AppState>>()
-        .map(|state| state.body_timeout);
+        .app_data::<web::Data<ServerSettings>>()
+        .map(|settings| settings.body_timeout);
     if let Some(timeout) = timeout
         && declares_body(req.headers())
     {

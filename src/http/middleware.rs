@@ -8,10 +8,8 @@
 //!   the client, and the line an error answer writes (a client error's
 //!   through the rate limit of `http::refusal_log`).
 
-use std::sync::LazyLock;
-
 use actix_web::body::{BoxBody, EitherBody, MessageBody};
-use actix_web::dev::{ResourceDef, ServiceRequest, ServiceResponse};
+use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::{Method, StatusCode};
 use actix_web::middleware::{DefaultHeaders, Next};
@@ -20,72 +18,19 @@ use serde_json::json;
 use tracing::Span;
 use tracing_actix_web::{DefaultRootSpanBuilder, RequestId, RootSpanBuilder};
 
-use crate::http::AppState;
 use crate::http::error::ApiError;
+use crate::http::refusal_log::RefusalLog;
+use crate::words::clock::Clock;
 
-/// Every route of the application and the methods it answers (`HEAD` is
-/// implied by `GET`). A unit test below checks it against the route
-/// attributes in `src/http`, so a new route cannot be forgotten here; one
-/// that were would only lose its 405 (it would answer 404 to a wrong
-/// method), never a request it serves.
-const ROUTES: &[(&str, &[&str])] = &[
-    // visitor.rs
-    ("/api/rooms/{room}/join", &["POST"]),
-    ("/api/rooms/{room}/challenge", &["GET"]),
-    ("/api/rooms/{room}/status", &["GET"]),
-    ("/api/rooms/{room}/leave", &["POST"]),
-    ("/api/verify", &["GET"]),
-    ("/.well-known/jwks.json", &["GET"]),
-    // draw.rs
-    ("/api/rooms/{room}/draw", &["GET"]),
-    ("/api/rooms/{room}/draw/entries", &["GET"]),
-    // sockets.rs
-    ("/api/rooms/{room}/ws", &["GET"]),
-    // admin/api.rs
-    ("/api/admin/rooms", &["GET", "POST"]),
-    ("/api/admin/rooms/{room}", &["GET", "PATCH", "DELETE"]),
-    ("/api/admin/rooms/{room}/passes/revoke", &["POST"]),
-    // admin/page.rs
-    ("/admin", &["GET"]),
-    ("/admin/login", &["POST"]),
-    ("/admin/logout", &["POST"]),
-    ("/admin/rooms", &["POST"]),
-    ("/admin/rooms/{room}", &["POST"]),
-    ("/admin/rooms/{room}/close", &["POST"]),
-    ("/admin/rooms/{room}/sale", &["POST"]),
-    // sale.rs
-    ("/api/rooms/{room}/sale", &["GET"]),
-    ("/api/rooms/{room}/sale/claims", &["POST"]),
-    ("/api/rooms/{room}/sale/claims/{claim}/confirm", &["POST"]),
-    ("/api/rooms/{room}/sale/claims/{claim}", &["DELETE"]),
-    ("/api/admin/rooms/{room}/sale", &["PUT"]),
-    ("/api/admin/rooms/{room}/sale/orders", &["GET"]),
-    ("/rooms/{room}/sale", &["GET"]),
-    // pages/
-    ("/rooms/{room}", &["GET"]),
-    ("/demo/target", &["GET"]),
-    ("/static/{file}", &["GET"]),
-    ("/", &["GET"]),
-    // ops.rs
-    ("/healthz", &["GET"]),
-    ("/readyz", &["GET"]),
-    ("/metrics", &["GET"]),
-];
-
-static ROUTE_DEFS: LazyLock<Vec<(ResourceDef, &'static [&'static str])>> = LazyLock::new(|| {
-    ROUTES
-        .iter()
-        .map(|(pattern, methods)| (ResourceDef::new(*pattern), *methods))
-        .collect()
-});
-
-/// The methods some route answers on `path`, in `Allow`'s order (`HEAD`
-/// after `GET`); empty for a path no route knows.
-fn allowed_methods(path: &str) -> Vec<Method> {
+/// The methods of actix's `405` answer (its resource's routes, in the
+/// order they were registered), in `Allow`'s order here: `HEAD` after
+/// `GET`, since `HEAD` is answered wherever `GET` is.
+fn allowed_methods(actix_allow: &str) -> Vec<Method> {
     let mut allowed = Vec::new();
-    let matching = ROUTE_DEFS.iter().filter(|(def, _)| def.is_match(path));
-    for name in matching.flat_map(|(_, methods)| methods.iter()) {
-        let method = Method::from_bytes(name.as_bytes()).expect("a method name");
+    let registered = actix_allow
+        .split(',')
+        .filter_map(|name| Method::from_bytes(name.trim().as_bytes()).ok());
+    for method in registered {
         let implied = (method == Method::GET).then_some(Method::HEAD);
         for method in std::iter::once(method).chain(implied) {
             if !allowed.contains(&method) {
@@ -102,8 +47,10 @@ fn allowed_methods(path: &str) -> Vec<Method> {
 /// HTTP/1 codec, which saw the request's own method, sends the head with
 /// the `Content-Length` the body would have, and no body.
 ///
-/// A `404` for a path some route answers with other methods becomes a
-/// `405` with `Allow`. Any other error answer whose body is neither JSON
+/// Every path is an actix resource with a route per method (see each
+/// feature's `routes`): a wrong method on it gets the resource's own `405`,
+/// whose `Allow` lists the methods of its routes; here `HEAD` is added
+/// after `GET`, and the JSON body given. Any other error answer whose body is neither JSON
 /// nor a page (`text/html`: the waiting room's own 404 page) gets the
 /// `{"error":{"code","message"}}` body, so an actix default (plain text or
 /// empty) never reaches a client.
@@ -119,13 +66,13 @@ pub async fn conventions(
     if !(status.is_client_error() || status.is_server_error()) {
         return Ok(response.map_into_left_body());
     }
-    if status == StatusCode::NOT_FOUND {
-        let allowed = allowed_methods(response.request().path());
-        if !allowed.is_empty() && !allowed.contains(response.request().method()) {
-            let (request, _) = response.into_parts();
-            let refusal = ApiError::MethodNotAllowed { allowed }.error_response();
-            return Ok(ServiceResponse::new(request, refusal).map_into_right_body());
-        }
+    if status == StatusCode::METHOD_NOT_ALLOWED
+        && let Some(actix_allow) = response.headers().get(header::ALLOW)
+    {
+        let allowed = allowed_methods(actix_allow.to_str().unwrap_or(""));
+        let (request, _) = response.into_parts();
+        let refusal = ApiError::MethodNotAllowed { allowed }.error_response();
+        return Ok(ServiceResponse::new(request, refusal).map_into_right_body());
     }
     let content_type = response
         .headers()
@@ -268,9 +215,13 @@ fn log_error_answer<B>(outcome: &Result<ServiceResponse<B>, Error>) {
         .map(ApiError::code)
         .or_else(|| status.canonical_reason())
         .unwrap_or("client_error");
-    let state = request.and_then(|request| request.app_data::<web::Data<AppState>>());
-    let left_out = match state {
-        Some(state) => match state.refusal_log.admit(kind, state.clock.now_ms()) {
+    let log_and_clock = request.and_then(|request| {
+        let log = request.app_data::<web::Data<RefusalLog>>()?;
+        let clock = request.app_data::<web::Data<dyn Clock>>()?;
+        Some((log, clock))
+    });
+    let left_out = match log_and_clock {
+        Some((log, clock)) => match log.admit(kind, clock.now_ms()) {
             Some(left_out) => left_out,
             None => return,
         },
@@ -315,9 +266,6 @@ pub fn redact_target(path: &str, query: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
-    use std::path::Path;
-
     use super::*;
 
     #[test]
@@ -343,61 +291,17 @@ mod tests {
 
     #[test]
     fn allow_lists_head_after_get() {
-        let names = |path| {
-            allowed_methods(path)
+        let names = |actix_allow| {
+            allowed_methods(actix_allow)
                 .iter()
                 .map(ToString::to_string)
                 .collect::<Vec<_>>()
         };
         assert_eq!(
-            names("/api/admin/rooms/a"),
+            names("GET, PATCH, DELETE"),
             ["GET", "HEAD", "PATCH", "DELETE"]
         );
-        assert_eq!(names("/api/rooms/a/join"), ["POST"]);
-        assert_eq!(names("/rooms/a/sale"), ["GET", "HEAD"]);
-        assert!(names("/rooms/a/b/c").is_empty());
-    }
-
-    /// Every `#[get("…")]`-style route attribute under `src/http`.
-    fn routes_in_source(dir: &Path, found: &mut BTreeSet<(String, String)>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                routes_in_source(&path, found);
-                continue;
-            }
-            if path.extension().is_none_or(|e| e != "rs") {
-                continue;
-            }
-            for line in std::fs::read_to_string(&path).unwrap().lines() {
-                let line = line.trim();
-                for method in ["get", "post", "put", "patch", "delete", "head", "options"] {
-                    let start = format!("#[{method}(\"");
-                    if let Some(rest) = line.strip_prefix(&start) {
-                        let pattern = rest.split('"').next().unwrap();
-                        found.insert((pattern.to_string(), method.to_uppercase()));
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn the_route_table_is_every_route_of_the_source() {
-        let mut in_source = BTreeSet::new();
-        routes_in_source(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("src/http"),
-            &mut in_source,
-        );
-        let in_table: BTreeSet<(String, String)> = ROUTES
-            .iter()
-            .flat_map(|(pattern, methods)| {
-                methods.iter().map(|m| (pattern.to_string(), m.to_string()))
-            })
-            .collect();
-        assert_eq!(
-            in_table, in_source,
-            "ROUTES in src/http/middleware.rs must list every route"
-        );
+        assert_eq!(names("POST"), ["POST"]);
+        assert_eq!(names("GET"), ["GET", "HEAD"]);
     }
 }

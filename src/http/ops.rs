@@ -5,15 +5,18 @@
 use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
 
-use actix_web::{HttpResponse, get, web};
+use actix_web::{HttpResponse, web};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use serde_json::json;
 
-use crate::http::AppState;
 use crate::http::error::ApiError;
+use crate::http::state::{Live, Ops};
+use crate::store::Store;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(healthz).service(readyz).service(metrics_text);
+    cfg.service(web::resource("/healthz").get(healthz))
+        .service(web::resource("/readyz").get(readyz))
+        .service(web::resource("/metrics").get(metrics_text));
 }
 
 /// The process-wide metrics recorder, installed on first use (tests build
@@ -65,27 +68,29 @@ fn describe() {
     );
 }
 
-#[get("/healthz")]
 async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(json!({"status": "ok"}))
 }
 
-#[get("/readyz")]
-async fn readyz(state: web::Data<AppState>) -> HttpResponse {
-    if state.draining.load(Ordering::Relaxed) {
+async fn readyz(
+    ops: web::Data<Ops>,
+    live: web::Data<Live>,
+    store: web::Data<dyn Store>,
+) -> HttpResponse {
+    if ops.draining.load(Ordering::Relaxed) {
         return unready(
             "draining",
             "this node is shutting down; send new visitors to another",
         );
     }
-    let failed = state.tasks.failures();
+    let failed = live.tasks.failures();
     if !failed.is_empty() {
         return unready(
             "task_failed",
             &format!("background tasks stopped: {}", failed.join(", ")),
         );
     }
-    match state.store.ping().await {
+    match store.ping().await {
         Ok(()) => HttpResponse::Ok().json(json!({"status": "ready"})),
         Err(error) => unready("store_unavailable", &error.to_string()),
     }
@@ -95,21 +100,20 @@ fn unready(code: &str, message: &str) -> HttpResponse {
     HttpResponse::ServiceUnavailable().json(json!({"error": {"code": code, "message": message}}))
 }
 
-#[get("/metrics")]
-async fn metrics_text(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    if state.metrics_elsewhere {
+async fn metrics_text(ops: web::Data<Ops>) -> Result<HttpResponse, ApiError> {
+    if ops.metrics_elsewhere {
         return Err(ApiError::NotFound("no such endpoint".into()));
     }
-    Ok(metrics_page(&state))
+    Ok(metrics_page(&ops))
 }
 
 /// `/metrics` on the `--metrics-listen` address.
-pub async fn metrics_only(state: web::Data<AppState>) -> HttpResponse {
-    metrics_page(&state)
+pub async fn metrics_only(ops: web::Data<Ops>) -> HttpResponse {
+    metrics_page(&ops)
 }
 
-fn metrics_page(state: &AppState) -> HttpResponse {
-    let mut body = state.metrics.render();
+fn metrics_page(ops: &Ops) -> HttpResponse {
+    let mut body = ops.metrics.render();
     body.push_str(&process_metrics());
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")

@@ -2,32 +2,32 @@
 
 use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
 use actix_web::http::header;
-use actix_web::{HttpRequest, HttpResponse, ResponseError, delete, get, post, put, web};
+use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
 use askama::Template;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::http::AppState;
-
 use crate::http::error::ApiError;
 use crate::http::extractors::{
-    Expiry, Operator, PASS_COOKIE, Pass, PassHolder, PassRefusal, Room, check_pass,
+    Expiry, Operator, PASS_COOKIE, Pass, PassChecker, PassHolder, PassRefusal, Room, check_pass,
     ticket_cookie_name,
 };
 use crate::http::pages::render;
-use crate::store::set_up_sale;
+use crate::http::sale_views::SaleViews;
+use crate::store::{SaleStore, Store, set_up_sale};
 use crate::words::RoomId;
-use crate::words::clock::rfc3339_ms;
+use crate::words::clock::{Clock, rfc3339_ms};
+use crate::words::credentials::Credentials;
 use crate::words::sale::{Claim, ClaimState, SaleRequest, SeatState, Want};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(show)
-        .service(hold)
-        .service(confirm)
-        .service(release)
-        .service(configure)
-        .service(orders)
-        .service(page);
+    cfg.service(web::resource("/api/rooms/{room}/sale").get(show))
+        .service(web::resource("/api/rooms/{room}/sale/claims").post(hold))
+        .service(web::resource("/api/rooms/{room}/sale/claims/{claim}/confirm").post(confirm))
+        .service(web::resource("/api/rooms/{room}/sale/claims/{claim}").delete(release))
+        .service(web::resource("/api/admin/rooms/{room}/sale").put(configure))
+        .service(web::resource("/api/admin/rooms/{room}/sale/orders").get(orders))
+        .service(web::resource("/rooms/{room}/sale").get(page));
 }
 
 /// An `Idempotency-Key` is the client's; keep it short.
@@ -37,18 +37,18 @@ fn claim_json(room: &RoomId, claim: &Claim) -> serde_json::Value {
     serde_json::to_value(claim.view(room)).expect("a claim always serializes")
 }
 
-#[get("/api/rooms/{room}/sale")]
 async fn show(
     Room(room): Room,
     holder: Option<PassHolder>,
-    state: web::Data<AppState>,
+    sale_views: web::Data<SaleViews>,
+    sale: web::Data<dyn SaleStore>,
+    clock: web::Data<dyn Clock>,
 ) -> Result<HttpResponse, ApiError> {
-    let view = state
-        .sale_views
-        .get(state.sale.as_ref(), state.clock.as_ref(), &room)
+    let view = sale_views
+        .get(sale.get_ref(), clock.get_ref(), &room)
         .await?;
     let mine = match holder {
-        Some(PassHolder(pass)) => state.sale.claims_of(&room, pass.visitor).await?,
+        Some(PassHolder(pass)) => sale.claims_of(&room, pass.visitor).await?,
         None => Vec::new(),
     };
     let mut body = serde_json::to_value(&*view).expect("a sale always serializes");
@@ -65,18 +65,18 @@ async fn show(
     }
     body["mine"] = mine.iter().map(|c| claim_json(&room, c)).collect();
     // The page counts holds down against the server's clock, not the device's.
-    body["server_time"] = rfc3339_ms(state.clock.now_ms()).into();
+    body["server_time"] = rfc3339_ms(clock.now_ms()).into();
     Ok(HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "no-store"))
         .json(body))
 }
 
-#[post("/api/rooms/{room}/sale/claims")]
 async fn hold(
     req: HttpRequest,
     Pass { room, visitor, .. }: Pass,
     body: web::Json<serde_json::Value>,
-    state: web::Data<AppState>,
+    store: web::Data<dyn Store>,
+    sale: web::Data<dyn SaleStore>,
 ) -> Result<HttpResponse, ApiError> {
     let want =
         Want::parse(&body).map_err(|(code, message)| ApiError::bad_request(code, message))?;
@@ -96,60 +96,56 @@ async fn hold(
         ),
     };
     // A known user's limit counts every visit and device of theirs.
-    let user = state.store.user_of(&room, visitor).await?;
-    let claim = state
-        .sale
+    let user = store.user_of(&room, visitor).await?;
+    let claim = sale
         .claim_as(&room, visitor, user.as_deref(), &want, key)
         .await?;
     tracing::info!(%room, %visitor, claim = %claim.claim_id, sequence = claim.sequence, units = claim.quantity, "held");
     Ok(HttpResponse::Created().json(claim_json(&room, &claim)))
 }
 
-#[post("/api/rooms/{room}/sale/claims/{claim}/confirm")]
 async fn confirm(
     PassHolder(Pass { room, visitor, .. }): PassHolder,
     path: web::Path<(String, String)>,
-    state: web::Data<AppState>,
+    sale: web::Data<dyn SaleStore>,
 ) -> Result<HttpResponse, ApiError> {
     let (_, claim_id) = path.into_inner();
-    let claim = state.sale.confirm(&room, visitor, &claim_id).await?;
+    let claim = sale.confirm(&room, visitor, &claim_id).await?;
     tracing::info!(%room, %visitor, claim = %claim.claim_id, "confirmed");
     Ok(HttpResponse::Ok().json(claim_json(&room, &claim)))
 }
 
-#[delete("/api/rooms/{room}/sale/claims/{claim}")]
 async fn release(
     PassHolder(Pass { room, visitor, .. }): PassHolder,
     path: web::Path<(String, String)>,
-    state: web::Data<AppState>,
+    sale: web::Data<dyn SaleStore>,
 ) -> Result<HttpResponse, ApiError> {
     let (_, claim_id) = path.into_inner();
-    state.sale.release(&room, visitor, &claim_id).await?;
+    sale.release(&room, visitor, &claim_id).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
-#[put("/api/admin/rooms/{room}/sale")]
 async fn configure(
     _: Operator,
     Room(room): Room,
     body: web::Json<serde_json::Value>,
-    state: web::Data<AppState>,
+    store: web::Data<dyn Store>,
+    sale: web::Data<dyn SaleStore>,
 ) -> Result<HttpResponse, ApiError> {
     let request: SaleRequest = ApiError::parse_body(body.into_inner(), "invalid_sale", "the sale")?;
     let config = request
         .into_config()
         .map_err(|message| ApiError::bad_request("invalid_sale", message))?;
-    let view = set_up_sale(state.store.as_ref(), state.sale.as_ref(), &room, config).await?;
+    let view = set_up_sale(store.get_ref(), sale.get_ref(), &room, config).await?;
     Ok(HttpResponse::Ok().json(view))
 }
 
-#[get("/api/admin/rooms/{room}/sale/orders")]
 async fn orders(
     _: Operator,
     Room(room): Room,
-    state: web::Data<AppState>,
+    sale: web::Data<dyn SaleStore>,
 ) -> Result<HttpResponse, ApiError> {
-    let orders = state.sale.orders(&room).await?;
+    let orders = sale.orders(&room).await?;
     let orders: Vec<serde_json::Value> = orders.iter().map(|c| claim_json(&room, c)).collect();
     Ok(HttpResponse::Ok().json(json!({ "orders": orders })))
 }
@@ -184,34 +180,36 @@ fn plain_token(token: &str) -> bool {
 /// `Err` only when the store cannot answer.
 async fn pass_cookie_from_link(
     req: &HttpRequest,
-    state: &AppState,
+    checker: &PassChecker,
+    credentials: &Credentials,
+    clock: &dyn Clock,
     room: &RoomId,
     offered: &str,
 ) -> Result<Option<Cookie<'static>>, ApiError> {
     if !plain_token(offered) {
         return Ok(None);
     }
-    let pass = match check_pass(state, room, offered, Expiry::Enforced).await {
+    let pass = match check_pass(checker, room, offered, Expiry::Enforced).await {
         Ok(pass) => pass,
         Err(PassRefusal::Store(error)) => return Err(error.into()),
         Err(_) => return Ok(None),
     };
     let own_ticket = req
         .cookie(&ticket_cookie_name(room))
-        .and_then(|c| state.credentials.read_ticket(room, c.value()).ok());
+        .and_then(|c| credentials.read_ticket(room, c.value()).ok());
     if own_ticket.is_some_and(|visitor| visitor != pass.visitor) {
         return Ok(None);
     }
     if let Some(current) = req.cookie(PASS_COOKIE)
         && current.value() != offered
     {
-        match check_pass(state, room, current.value(), Expiry::Enforced).await {
+        match check_pass(checker, room, current.value(), Expiry::Enforced).await {
             Ok(_) => return Ok(None),
             Err(PassRefusal::Store(error)) => return Err(error.into()),
             Err(_) => {}
         }
     }
-    let seconds_left = (pass.claims.exp * 1000).saturating_sub(state.clock.now_ms()) / 1000;
+    let seconds_left = (pass.claims.exp * 1000).saturating_sub(clock.now_ms()) / 1000;
     Ok(Some(
         Cookie::build(PASS_COOKIE, offered.to_string())
             .path("/")
@@ -227,18 +225,29 @@ async fn pass_cookie_from_link(
 /// a redirect to the bare page, with the cookie only when
 /// `pass_cookie_from_link` allows it (anything else in the link is dropped
 /// without a word: the page then shows the visitor's own pass, or none).
-#[get("/rooms/{room}/sale")]
 async fn page(
     req: HttpRequest,
     path: web::Path<String>,
     query: web::Query<PassQuery>,
-    state: web::Data<AppState>,
+    checker: PassChecker,
+    credentials: web::Data<Credentials>,
+    clock: web::Data<dyn Clock>,
+    store: web::Data<dyn Store>,
 ) -> HttpResponse {
     let Some(room) = RoomId::parse(&path) else {
         return ApiError::RoomNotFound(path.to_string()).error_response();
     };
     if let Some(offered) = query.into_inner().wr_pass {
-        let cookie = match pass_cookie_from_link(&req, &state, &room, &offered).await {
+        let cookie = match pass_cookie_from_link(
+            &req,
+            &checker,
+            &credentials,
+            clock.get_ref(),
+            &room,
+            &offered,
+        )
+        .await
+        {
             Ok(cookie) => cookie,
             Err(error) => return error.error_response(),
         };
@@ -252,7 +261,7 @@ async fn page(
         }
         return response.finish();
     }
-    let room_name = match state.store.room(&room).await {
+    let room_name = match store.room(&room).await {
         Ok(info) => info.config.name,
         Err(_) => room.to_string(),
     };

@@ -8,11 +8,11 @@
 use std::sync::Arc;
 
 use actix_web::dev::Payload as RawPayload;
-use actix_web::{FromRequest, HttpMessage, HttpRequest, HttpResponse, get, web};
+use actix_web::{FromRequest, HttpMessage, HttpRequest, HttpResponse, web};
 
-use super::AppState;
 use super::error::ApiError;
 use super::extractors::Ticket;
+use super::state::Live;
 use crate::live::frame_guard::FrameGuard;
 use crate::live::home::Home;
 use crate::live::lane::Lane;
@@ -20,17 +20,16 @@ use crate::live::outlet::Outlet;
 use crate::live::socket::{MAX_MESSAGE_BYTES, SocketLoop};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(connect);
+    cfg.service(web::resource("/api/rooms/{room}/ws").get(connect));
 }
 
-#[get("/api/rooms/{room}/ws")]
 async fn connect(
     req: HttpRequest,
     body: web::Payload,
     ticket: Ticket,
-    state: web::Data<AppState>,
+    live: web::Data<Live>,
 ) -> Result<HttpResponse, ApiError> {
-    if state.hub.registry().open_sockets() >= state.socket_limit {
+    if live.hub.registry().open_sockets() >= live.socket_limit {
         return Err(ApiError::TooManySockets);
     }
     let (guarded, oversized) = FrameGuard::new(body, MAX_MESSAGE_BYTES);
@@ -49,8 +48,8 @@ async fn connect(
     // The relay under the socket offers its lane (none when the request
     // did not come through it).
     let lane = req.extensions().get::<Arc<Lane>>().cloned();
-    let outlet = Arc::new(Outlet::new(session.clone(), Home::here(&state.tasks), lane));
-    let registration = state
+    let outlet = Arc::new(Outlet::new(session.clone(), Home::here(&live.tasks), lane));
+    let registration = live
         .hub
         .connect(
             &ticket.room,
@@ -59,19 +58,19 @@ async fn connect(
             outlet.clone(),
         )
         .await?;
-    state.wakeups.note(&ticket.room);
+    live.wakeups.note(&ticket.room);
     let messages = messages
         .max_frame_size(MAX_MESSAGE_BYTES)
         .aggregate_continuations()
         .max_continuation_size(MAX_MESSAGE_BYTES);
-    state.tasks.spawn_local(
+    live.tasks.spawn_local(
         SocketLoop {
             session,
             messages,
             outlet,
             registration,
             oversized,
-            shutdown: state.tasks.shutdown_token(),
+            shutdown: live.tasks.shutdown_token(),
         }
         .run(),
     );

@@ -5,19 +5,19 @@ use std::time::Instant;
 
 use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
 use actix_web::http::header;
-use actix_web::{HttpRequest, HttpResponse, get, post, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 
-use super::AppState;
 use super::error::ApiError;
 use super::extractors::{
-    Leaver, PASS_COOKIE, PassRefusal, Room, Ticket, Verified, bearer, check_pass_for_proxy,
-    client_block, presented_pass, ticket_cookie_name, ticket_error,
+    Leaver, PASS_COOKIE, PassChecker, PassRefusal, Room, Ticket, Verified, bearer,
+    check_pass_for_proxy, join_limit, presented_pass, ticket_cookie_name, ticket_error,
 };
 use super::limits::read_json_or_nothing;
-use crate::store::{self, JoinOptions};
-use crate::words::credentials::{CredentialError, read_user_token};
-use crate::words::join_limit::JoinLimit;
+use super::state::Live;
+use crate::store::{self, JoinOptions, SaleStore, Store};
+use crate::words::clock::{Clock, Millis};
+use crate::words::credentials::{CredentialError, Credentials, read_user_token};
 use crate::words::pow;
 use crate::words::status::{self, Status, StatusInput};
 use crate::words::{Place, PlaceState, RoomId, VisitorId};
@@ -27,15 +27,21 @@ use crate::words::{Place, PlaceState, RoomId, VisitorId};
 const TICKET_COOKIE_DAYS: i64 = 1;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(join)
-        .service(challenge)
-        .service(status_route)
-        .service(leave)
-        .service(verify)
-        .service(jwks);
+    cfg.service(web::resource("/api/rooms/{room}/join").post(join))
+        .service(web::resource("/api/rooms/{room}/challenge").get(challenge))
+        .service(web::resource("/api/rooms/{room}/status").get(status_route))
+        .service(web::resource("/api/rooms/{room}/leave").post(leave))
+        .service(web::resource("/api/verify").get(verify))
+        .service(web::resource("/.well-known/jwks.json").get(jwks));
 }
 
-fn status_response(state: &AppState, room: &RoomId, ticket: &str, place: &Place) -> HttpResponse {
+fn status_response(
+    credentials: &Credentials,
+    now: Millis,
+    room: &RoomId,
+    ticket: &str,
+    place: &Place,
+) -> HttpResponse {
     let status = Status::build(
         StatusInput {
             room,
@@ -45,7 +51,7 @@ fn status_response(state: &AppState, room: &RoomId, ticket: &str, place: &Place)
             line: &place.line,
             facts: &place.facts,
         },
-        &state.credentials,
+        credentials,
     );
     let mut response = HttpResponse::Ok();
     response.insert_header((header::CACHE_CONTROL, "no-store"));
@@ -58,7 +64,7 @@ fn status_response(state: &AppState, room: &RoomId, ticket: &str, place: &Place)
             .finish(),
     );
     if let (Some(pass), PlaceState::Admitted { expires_at, .. }) = (&status.pass, place.state) {
-        let seconds_left = expires_at.saturating_sub(state.clock.now_ms()) / 1000;
+        let seconds_left = expires_at.saturating_sub(now) / 1000;
         response.cookie(
             Cookie::build(PASS_COOKIE, pass.clone())
                 .path("/")
@@ -74,14 +80,16 @@ fn status_response(state: &AppState, room: &RoomId, ticket: &str, place: &Place)
 /// Joins the line, or returns the caller's place. A valid ticket (header or
 /// cookie) keeps its place; an invalid Bearer ticket is refused, while an
 /// invalid cookie (say, from before a secret change) is replaced.
-#[post("/api/rooms/{room}/join")]
 async fn join(
     req: HttpRequest,
     Room(room): Room,
     body: web::Payload,
-    state: web::Data<AppState>,
+    store: web::Data<dyn Store>,
+    credentials: web::Data<Credentials>,
+    clock: web::Data<dyn Clock>,
+    live: web::Data<Live>,
 ) -> Result<HttpResponse, ApiError> {
-    let answer = join_room(req, room.clone(), body, state).await;
+    let answer = join_room(req, room.clone(), body, store, credentials, clock, live).await;
     if let Err(error) = &answer
         && TURNED_AWAY.contains(&error.code())
     {
@@ -107,7 +115,10 @@ async fn join_room(
     req: HttpRequest,
     room: RoomId,
     body: web::Payload,
-    state: web::Data<AppState>,
+    store: web::Data<dyn Store>,
+    credentials: web::Data<Credentials>,
+    clock: web::Data<dyn Clock>,
+    live: web::Data<Live>,
 ) -> Result<HttpResponse, ApiError> {
     let started = Instant::now();
     let body = read_json_or_nothing(&req, body).await?;
@@ -128,77 +139,75 @@ async fn join_room(
     };
     let pow = match fields.get("pow") {
         None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::String(payload)) => match pow::check(
-            &state.credentials.pow_keys(),
-            payload,
-            &room,
-            state.clock.now_ms(),
-        ) {
-            Ok(solved) => Some(solved),
-            Err(why) => return Err(unless_no_such_room(&state, &room, pow_invalid(why)).await),
-        },
+        Some(serde_json::Value::String(payload)) => {
+            match pow::check(&credentials.pow_keys(), payload, &room, clock.now_ms()) {
+                Ok(solved) => Some(solved),
+                Err(why) => {
+                    return Err(
+                        unless_no_such_room(store.get_ref(), &room, pow_invalid(why)).await,
+                    );
+                }
+            }
+        }
         Some(_) => {
             let refusal = pow_invalid("pow must be the solution as a string");
-            return Err(unless_no_such_room(&state, &room, refusal).await);
+            return Err(unless_no_such_room(store.get_ref(), &room, refusal).await);
         }
     };
     let user = match fields.get("user") {
         None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::String(token)) => known_user(&state, &room, token).await?,
+        Some(serde_json::Value::String(token)) => {
+            known_user(store.get_ref(), clock.get_ref(), &room, token).await?
+        }
         Some(_) => {
             let refusal = invalid_user_token("user must be the token as a string");
-            return Err(unless_no_such_room(&state, &room, refusal).await);
+            return Err(unless_no_such_room(store.get_ref(), &room, refusal).await);
         }
     };
-    let now = state.clock.now_ms();
+    let now = clock.now_ms();
     let existing = match bearer(&req) {
         Some(ticket) => Some(
-            state
-                .credentials
+            credentials
                 .renew_ticket(&room, ticket, now)
                 .map_err(ticket_error)?,
         ),
         None => req
             .cookie(&ticket_cookie_name(&room))
-            .and_then(|c| state.credentials.renew_ticket(&room, c.value(), now).ok()),
+            .and_then(|c| credentials.renew_ticket(&room, c.value(), now).ok()),
     };
     let (visitor, ticket) = existing.unwrap_or_else(|| {
         let visitor = VisitorId::random();
-        (visitor, state.credentials.issue_ticket(&room, visitor, now))
+        (visitor, credentials.issue_ticket(&room, visitor, now))
     });
     let options = JoinOptions {
-        limit: state.join_rate_per_ip.map(|per_minute| JoinLimit {
-            client: client_block(&req).to_string(),
-            per_minute,
-        }),
+        limit: join_limit(&req),
         user,
         pow,
     };
-    let place = state.store.join_with(&room, visitor, &options).await?;
-    state.wakeups.note(&room);
+    let place = store.join_with(&room, visitor, &options).await?;
+    live.wakeups.note(&room);
     // A known user's place may belong to the visitor of another device:
     // this one gets a ticket for it.
     let ticket = if place.visitor == visitor {
         ticket
     } else {
-        state.credentials.issue_ticket(&room, place.visitor, now)
+        credentials.issue_ticket(&room, place.visitor, now)
     };
     metrics::histogram!("waitroom_join_seconds").record(started.elapsed().as_secs_f64());
     tracing::debug!(%room, %visitor, state = <&str>::from(status::State::of(&place.state)), "join");
-    Ok(status_response(&state, &room, &ticket, &place))
+    Ok(status_response(&credentials, now, &room, &ticket, &place))
 }
 
 /// A proof-of-work challenge for the room's `pow_difficulty` (ALTCHA's
 /// format), signed, for this room only, valid for a few minutes.
-#[get("/api/rooms/{room}/challenge")]
-async fn challenge(Room(room): Room, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let difficulty = state.store.room(&room).await?.config.pow_difficulty;
-    let challenge = pow::challenge(
-        state.credentials.pow_key(),
-        &room,
-        difficulty,
-        state.clock.now_ms(),
-    );
+async fn challenge(
+    Room(room): Room,
+    store: web::Data<dyn Store>,
+    credentials: web::Data<Credentials>,
+    clock: web::Data<dyn Clock>,
+) -> Result<HttpResponse, ApiError> {
+    let difficulty = store.room(&room).await?.config.pow_difficulty;
+    let challenge = pow::challenge(credentials.pow_key(), &room, difficulty, clock.now_ms());
     Ok(HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "no-store"))
         .json(challenge))
@@ -208,8 +217,8 @@ async fn challenge(Room(room): Room, state: web::Data<AppState>) -> Result<HttpR
 /// exist: there, the answer is the 404, and `waitroom_turned_away_total`
 /// gets no label for a made-up id (every refusal it counts is then of a
 /// room the store knows).
-async fn unless_no_such_room(state: &AppState, room: &RoomId, refusal: ApiError) -> ApiError {
-    match state.store.room(room).await {
+async fn unless_no_such_room(store: &dyn Store, room: &RoomId, refusal: ApiError) -> ApiError {
+    match store.room(room).await {
         Ok(_) => refusal,
         Err(error) => error.into(),
     }
@@ -232,14 +241,15 @@ fn invalid_user_token(why: &str) -> ApiError {
 /// The user a join's token names, checked with the room's `user_key`; a
 /// room without a key knows no users, so its joins ignore tokens.
 async fn known_user(
-    state: &AppState,
+    store: &dyn Store,
+    clock: &dyn Clock,
     room: &RoomId,
     token: &str,
 ) -> Result<Option<String>, ApiError> {
-    let Some(key) = state.store.room(room).await?.config.user_key else {
+    let Some(key) = store.room(room).await?.config.user_key else {
         return Ok(None);
     };
-    read_user_token(token, key.expose(), room, state.clock.now_ms())
+    read_user_token(token, key.expose(), room, clock.now_ms())
         .map(Some)
         .map_err(|error| {
             invalid_user_token(match error {
@@ -254,28 +264,34 @@ async fn known_user(
         })
 }
 
-#[get("/api/rooms/{room}/status")]
 async fn status_route(
     ticket: Ticket,
-    state: web::Data<AppState>,
+    store: web::Data<dyn Store>,
+    credentials: web::Data<Credentials>,
+    clock: web::Data<dyn Clock>,
+    live: web::Data<Live>,
 ) -> Result<HttpResponse, ApiError> {
-    let place = state.store.status(&ticket.room, ticket.visitor).await?;
-    state.wakeups.note(&ticket.room);
+    let place = store.status(&ticket.room, ticket.visitor).await?;
+    live.wakeups.note(&ticket.room);
     Ok(status_response(
-        &state,
+        &credentials,
+        clock.now_ms(),
         &ticket.room,
         &ticket.ticket,
         &place,
     ))
 }
 
-#[post("/api/rooms/{room}/leave")]
-async fn leave(leaver: Leaver, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+async fn leave(
+    leaver: Leaver,
+    store: web::Data<dyn Store>,
+    sale: web::Data<dyn SaleStore>,
+) -> Result<HttpResponse, ApiError> {
     match leaver {
         Leaver::Visitor(ticket) => {
             store::give_up(
-                state.store.as_ref(),
-                state.sale.as_ref(),
+                store.get_ref(),
+                sale.get_ref(),
                 &ticket.room,
                 ticket.visitor,
             )
@@ -287,8 +303,8 @@ async fn leave(leaver: Leaver, state: web::Data<AppState>) -> Result<HttpRespons
             pass_exp_s,
         } => {
             let taken = store::take_back_pass(
-                state.store.as_ref(),
-                state.sale.as_ref(),
+                store.get_ref(),
+                sale.get_ref(),
                 &room,
                 visitor,
                 Some(pass_exp_s),
@@ -346,11 +362,11 @@ fn room_to_verify(req: &HttpRequest, query: Option<String>) -> Result<RoomId, Ap
 /// pass given up with `leave` or of a closed room stops verifying at once;
 /// while the store is unreachable, by signature, room and expiry alone,
 /// answered with `X-Waitroom-Verified: signature`).
-#[get("/api/verify")]
 async fn verify(
     req: HttpRequest,
     query: web::Query<VerifyQuery>,
-    state: web::Data<AppState>,
+    checker: PassChecker,
+    live: web::Data<Live>,
 ) -> Result<HttpResponse, ApiError> {
     let room = room_to_verify(&req, query.into_inner().room)?;
     let pass = presented_pass(&req).ok_or_else(|| {
@@ -359,7 +375,7 @@ async fn verify(
             "send the pass as a Bearer token or wr_pass cookie",
         )
     })?;
-    let (pass, verified) = check_pass_for_proxy(&state, &room, &pass)
+    let (pass, verified) = check_pass_for_proxy(&checker, &live.hub, &room, &pass)
         .await
         .map_err(PassRefusal::into_verify_error)?;
     let mut answer = HttpResponse::NoContent();
@@ -370,9 +386,8 @@ async fn verify(
     Ok(answer.finish())
 }
 
-#[get("/.well-known/jwks.json")]
-async fn jwks(state: web::Data<AppState>) -> HttpResponse {
+async fn jwks(credentials: web::Data<Credentials>) -> HttpResponse {
     HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "public, max-age=300"))
-        .json(state.credentials.jwks())
+        .json(credentials.jwks())
 }

@@ -151,32 +151,6 @@ impl Settings {
             wait_replicas: self.redis_wait_replicas,
         }
     }
-
-    /// Settings for tests and embedding: memory store, an OS-chosen port.
-    pub fn for_tests() -> Self {
-        Self {
-            listen: "127.0.0.1:0".into(),
-            redis_url: None,
-            redis_ca_file: None,
-            redis_wait_replicas: 0,
-            admin_token: Some("test-admin-token-of-at-least-32-chars".into()),
-            secret: Some("test-secret".into()),
-            previous_secret: None,
-            demo_room: false,
-            demo_opens_in: None,
-            log_format: LogFormat::Text,
-            max_sockets: None,
-            workers: Some(2),
-            metrics_listen: None,
-            secure_cookies: false,
-            body_timeout_ms: 10_000,
-            write_timeout_ms: 30_000,
-            join_rate_per_ip: None,
-            join_rate_ipv6_prefix: DEFAULT_IPV6_PREFIX,
-            trusted_proxies: Vec::new(),
-            drain_s: 5,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -15,9 +15,9 @@ use std::time::Duration;
 use actix_web::dev::{Server, ServerHandle};
 use actix_web::web;
 
-use crate::http::AppState;
 use crate::http::client_address::TrustedProxies;
 use crate::http::ops;
+use crate::http::state::{AdminAccess, AppParts, ClientRules, Live, Ops, ServerSettings};
 use crate::live::hub::Hub;
 use crate::live::promoter::{Promoter, Wakeups};
 use crate::live::tasks::Tasks;
@@ -157,14 +157,6 @@ pub struct AppHandle {
 }
 
 impl AppHandle {
-    /// One promoter pass now: presence, then every due tick.
-    pub async fn step(&self) {
-        self.promoter.refresh_presence().await;
-        if let Err(error) = self.promoter.tick_all().await {
-            tracing::warn!(%error, "tick failed");
-        }
-    }
-
     /// Stops the node the way a load balancer needs: `/readyz` answers 503
     /// at once while everything else is served as before for the drain's
     /// length (or until `cut_short` resolves); then the listening socket is
@@ -302,28 +294,38 @@ impl Application {
         }
 
         let draining = Arc::new(AtomicBool::new(false));
-        let state = web::Data::new(AppState {
-            store: store.clone(),
-            sale: sale.clone(),
+        let parts = AppParts {
+            store: web::Data::from(store.clone()),
+            sale: web::Data::from(sale.clone()),
             sale_views: Default::default(),
-            hub: hub.clone(),
-            wakeups,
-            credentials: credentials.clone(),
-            clock: clock.clone(),
-            admin_token,
-            login_guard: Default::default(),
+            credentials: web::Data::from(credentials.clone()),
+            clock: web::Data::from(clock.clone()),
+            live: web::Data::new(Live {
+                hub: hub.clone(),
+                wakeups,
+                tasks: tasks.clone(),
+                socket_limit: settings.max_sockets.unwrap_or_else(default_socket_limit),
+            }),
+            admin: web::Data::new(AdminAccess {
+                token: admin_token,
+                login_guard: Default::default(),
+            }),
             refusal_log: Default::default(),
-            tasks: tasks.clone(),
-            metrics: ops::metrics_handle(),
-            metrics_elsewhere: settings.metrics_listen.is_some(),
-            body_timeout: Duration::from_millis(settings.body_timeout_ms),
-            secure_cookies: settings.secure_cookies,
-            socket_limit: settings.max_sockets.unwrap_or_else(default_socket_limit),
-            trusted_proxies: TrustedProxies::new(settings.trusted_proxies.clone()),
-            join_rate_per_ip: settings.join_rate_per_ip,
-            draining: draining.clone(),
-            join_rate_ipv6_prefix: settings.join_rate_ipv6_prefix,
-        });
+            clients: web::Data::new(ClientRules {
+                trusted_proxies: TrustedProxies::new(settings.trusted_proxies.clone()),
+                ipv6_prefix: settings.join_rate_ipv6_prefix,
+                join_rate_per_ip: settings.join_rate_per_ip,
+            }),
+            server: web::Data::new(ServerSettings {
+                secure_cookies: settings.secure_cookies,
+                body_timeout: Duration::from_millis(settings.body_timeout_ms),
+            }),
+            ops: web::Data::new(Ops {
+                metrics: ops::metrics_handle(),
+                metrics_elsewhere: settings.metrics_listen.is_some(),
+                draining: draining.clone(),
+            }),
+        };
         let (listener, listening) = listen(&settings.listen)
             .and_then(|listener| Ok((listener.try_clone()?, listener)))
             .map_err(|source| StartError::Listen {
@@ -332,7 +334,7 @@ impl Application {
             })?;
         let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
         let metrics_server = match &settings.metrics_listen {
-            Some(address) => Some(server::serve_metrics(state.clone(), address).map_err(
+            Some(address) => Some(server::serve_metrics(parts.ops.clone(), address).map_err(
                 |source| StartError::Listen {
                     address: address.clone(),
                     source,
@@ -341,7 +343,7 @@ impl Application {
             None => None,
         };
         let server =
-            server::serve(state, listener, &settings, SHUTDOWN_GRACE).map_err(|source| {
+            server::serve(parts, listener, &settings, SHUTDOWN_GRACE).map_err(|source| {
                 StartError::Listen {
                     address: settings.listen.clone(),
                     source,

@@ -48,10 +48,10 @@ use tracing_actix_web::TracingLogger;
 
 use super::config::Settings;
 use super::write_guard::WriteGuard;
-use crate::http::AppState;
 use crate::http::body_configs;
 use crate::http::error::ApiError;
 use crate::http::limits::AsksToUpgrade;
+use crate::http::state::{AppParts, Ops};
 use crate::http::{
     admin, cookies, draw, extractors, limits, middleware, ops, pages, sale, sockets, visitor,
 };
@@ -73,9 +73,9 @@ const _: () = assert!(PIPE_LIMIT + READ_CHUNK + CLOSE_LINGER_BYTES <= 64 * 1024)
 /// Bytes read from a socket at a time; clients send little (pings).
 const READ_CHUNK: usize = 1024;
 
-/// The application: state, body limits, and every feature's routes.
+/// The application: its state's parts, body limits, and every feature's routes.
 pub fn app(
-    state: web::Data<AppState>,
+    parts: AppParts,
 ) -> App<
     impl ServiceFactory<
         actix_web::dev::ServiceRequest,
@@ -97,7 +97,7 @@ pub fn app(
         .wrap(actix_web::middleware::from_fn(middleware::conventions))
         .wrap(middleware::security_headers())
         .wrap(TracingLogger::<middleware::RedactedRootSpan>::new())
-        .app_data(state)
+        .configure(|cfg| parts.register(cfg))
         .app_data(body_configs::json_config())
         .app_data(body_configs::form_config())
         .app_data(body_configs::query_config())
@@ -120,7 +120,7 @@ async fn not_found() -> Result<HttpResponse, ApiError> {
 /// Serves the application on `listener` until stopped; every connection's
 /// writes have `--write-timeout-ms` (`super::write_guard`).
 pub fn serve(
-    state: web::Data<AppState>,
+    parts: AppParts,
     listener: std::net::TcpListener,
     settings: &Settings,
     shutdown_grace: Duration,
@@ -136,11 +136,11 @@ pub fn serve(
     }
     let server = server
         .listen("waitroom", listener, move || {
-            let upgrade_state = state.clone();
+            let upgrade_parts = parts.clone();
             let http = HttpService::build()
                 .upgrade(fn_factory(move || {
-                    let tasks = upgrade_state.tasks.clone();
-                    let app = app(upgrade_state.clone())
+                    let tasks = upgrade_parts.live.tasks.clone();
+                    let app = app(upgrade_parts.clone())
                         .into_factory()
                         .new_service(AppConfig::default());
                     async move {
@@ -151,7 +151,7 @@ pub fn serve(
                     }
                 }))
                 .finish(map_config(
-                    app(state.clone())
+                    app(parts.clone())
                         .into_factory()
                         .map_err(|error| error.error_response()),
                     |_| AppConfig::default(),
@@ -480,12 +480,12 @@ impl Drop for PipeReader {
 }
 
 /// The `--metrics-listen` server: `/metrics` alone, on one worker.
-pub fn serve_metrics(state: web::Data<AppState>, address: &str) -> io::Result<(Server, u16)> {
+pub fn serve_metrics(ops: web::Data<Ops>, address: &str) -> io::Result<(Server, u16)> {
     let listener = std::net::TcpListener::bind(address)?;
     let port = listener.local_addr()?.port();
     let server = actix_web::HttpServer::new(move || {
         App::new()
-            .app_data(state.clone())
+            .app_data(ops.clone())
             .route("/metrics", web::get().to(ops::metrics_only))
             .default_service(web::to(not_found))
     })

@@ -1,23 +1,25 @@
 //! The operator API: create, read, change and close rooms; revoke passes.
 
 use actix_web::http::header;
-use actix_web::{HttpResponse, delete, get, patch, post, web};
+use actix_web::{HttpResponse, web};
 use serde_json::json;
 
-use crate::http::AppState;
 use crate::http::error::ApiError;
 use crate::http::extractors::{Operator, Room};
-use crate::store;
-use crate::words::credentials::CredentialError;
+use crate::http::state::Live;
+use crate::store::{self, SaleStore, Store};
+use crate::words::credentials::{CredentialError, Credentials};
 use crate::words::{RoomConfig, RoomId, RoomPatch, VisitorId};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(list)
-        .service(create)
-        .service(show)
-        .service(change)
-        .service(close)
-        .service(revoke_pass);
+    cfg.service(web::resource("/api/admin/rooms").get(list).post(create))
+        .service(
+            web::resource("/api/admin/rooms/{room}")
+                .get(show)
+                .patch(change)
+                .delete(close),
+        )
+        .service(web::resource("/api/admin/rooms/{room}/passes/revoke").post(revoke_pass));
 }
 
 /// The body of `POST /api/admin/rooms`: an id, a name, a target, and any config.
@@ -43,56 +45,52 @@ pub fn parse_new_room(mut body: serde_json::Value) -> Result<(RoomId, RoomConfig
     Ok((id, config))
 }
 
-#[get("/api/admin/rooms")]
-async fn list(_: Operator, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let rooms = state.store.rooms().await?;
+async fn list(_: Operator, store: web::Data<dyn Store>) -> Result<HttpResponse, ApiError> {
+    let rooms = store.rooms().await?;
     Ok(HttpResponse::Ok().json(json!({ "rooms": rooms })))
 }
 
-#[post("/api/admin/rooms")]
 async fn create(
     _: Operator,
     body: web::Json<serde_json::Value>,
-    state: web::Data<AppState>,
+    store: web::Data<dyn Store>,
 ) -> Result<HttpResponse, ApiError> {
     let (id, config) = parse_new_room(body.into_inner())?;
-    let info = state.store.create_room(id, config).await?;
+    let info = store.create_room(id, config).await?;
     tracing::info!(room = %info.id, "room created");
     Ok(HttpResponse::Created()
         .insert_header((header::LOCATION, format!("/api/admin/rooms/{}", info.id)))
         .json(info))
 }
 
-#[get("/api/admin/rooms/{room}")]
 async fn show(
     _: Operator,
     Room(room): Room,
-    state: web::Data<AppState>,
+    store: web::Data<dyn Store>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(state.store.room(&room).await?))
+    Ok(HttpResponse::Ok().json(store.room(&room).await?))
 }
 
-#[patch("/api/admin/rooms/{room}")]
 async fn change(
     _: Operator,
     Room(room): Room,
     body: web::Json<serde_json::Value>,
-    state: web::Data<AppState>,
+    store: web::Data<dyn Store>,
+    live: web::Data<Live>,
 ) -> Result<HttpResponse, ApiError> {
     let patch: RoomPatch = ApiError::parse_body(body.into_inner(), "invalid_config", "the change")?;
-    let info = state.store.configure(&room, patch).await?;
-    state.wakeups.note(&room);
+    let info = store.configure(&room, patch).await?;
+    live.wakeups.note(&room);
     tracing::info!(%room, config = ?info.config, "room configured");
     Ok(HttpResponse::Ok().json(info))
 }
 
-#[delete("/api/admin/rooms/{room}")]
 async fn close(
     _: Operator,
     Room(room): Room,
-    state: web::Data<AppState>,
+    store: web::Data<dyn Store>,
 ) -> Result<HttpResponse, ApiError> {
-    state.store.close_room(&room).await?;
+    store.close_room(&room).await?;
     tracing::info!(%room, "room closed");
     Ok(HttpResponse::NoContent().finish())
 }
@@ -109,27 +107,25 @@ struct Revocation {
 /// Takes back a pass: `/api/verify` refuses it from now on (401
 /// `pass_revoked`) and its slot under `max_active` is free at once, on
 /// every node. Revoking a pass no longer held is not an error.
-#[post("/api/admin/rooms/{room}/passes/revoke")]
 async fn revoke_pass(
     _: Operator,
     Room(room): Room,
     body: web::Json<serde_json::Value>,
-    state: web::Data<AppState>,
+    credentials: web::Data<Credentials>,
+    store: web::Data<dyn Store>,
+    sale: web::Data<dyn SaleStore>,
 ) -> Result<HttpResponse, ApiError> {
     let revocation: Revocation =
         ApiError::parse_body(body.into_inner(), "invalid_revocation", "the revocation")?;
     let (visitor, pass_exp_s) = match (&revocation.pass, &revocation.visitor) {
         (Some(pass), None) => {
-            let claims = state
-                .credentials
-                .pass_holder(pass, &room)
-                .map_err(|error| {
-                    let why = match error {
-                        CredentialError::WrongRoom => "the pass is for another room",
-                        _ => "the pass is not one this deployment signed",
-                    };
-                    ApiError::bad_request("invalid_pass", why)
-                })?;
+            let claims = credentials.pass_holder(pass, &room).map_err(|error| {
+                let why = match error {
+                    CredentialError::WrongRoom => "the pass is for another room",
+                    _ => "the pass is not one this deployment signed",
+                };
+                ApiError::bad_request("invalid_pass", why)
+            })?;
             let visitor = claims
                 .sub
                 .parse()
@@ -149,14 +145,8 @@ async fn revoke_pass(
             ));
         }
     };
-    let taken = store::take_back_pass(
-        state.store.as_ref(),
-        state.sale.as_ref(),
-        &room,
-        visitor,
-        pass_exp_s,
-    )
-    .await?;
+    let taken =
+        store::take_back_pass(store.get_ref(), sale.get_ref(), &room, visitor, pass_exp_s).await?;
     tracing::info!(%room, %visitor, taken, "pass revoked by the operator");
     Ok(HttpResponse::NoContent().finish())
 }

@@ -3,20 +3,21 @@
 
 use actix_web::cookie::{Cookie, SameSite};
 use actix_web::http::header;
-use actix_web::{HttpRequest, HttpResponse, get, post, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 use serde::Deserialize;
 
-use crate::http::AppState;
 use crate::http::error::ApiError;
 use crate::http::extractors::{
     ADMIN_SESSION_COOKIE as SESSION_COOKIE, CsrfProtected, OperatorForm, admin_session,
     admin_session_cookie, client_address, client_block,
 };
 use crate::http::pages::render;
-use crate::store;
-use crate::words::clock::{Moment, rfc3339};
-use crate::words::credentials::AdminSession;
+use crate::http::refusal_log::RefusalLog;
+use crate::http::state::{AdminAccess, Live};
+use crate::store::{self, SaleStore, Store};
+use crate::words::clock::{Clock, Moment, rfc3339};
+use crate::words::credentials::{AdminSession, Credentials};
 use crate::words::credentials::{constant_time_eq, random_secret};
 use crate::words::{QueueMethod, RoomConfig, RoomId, RoomInfo, RoomPatch, Secret};
 
@@ -24,13 +25,13 @@ const LOGIN_CSRF_COOKIE: &str = "wr_csrf";
 const SESSION_HOURS: u64 = 12;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(page)
-        .service(login)
-        .service(logout)
-        .service(create_room)
-        .service(change_room)
-        .service(close_room)
-        .service(set_up_sale);
+    cfg.service(web::resource("/admin").get(page))
+        .service(web::resource("/admin/login").post(login))
+        .service(web::resource("/admin/logout").post(logout))
+        .service(web::resource("/admin/rooms").post(create_room))
+        .service(web::resource("/admin/rooms/{room}").post(change_room))
+        .service(web::resource("/admin/rooms/{room}/close").post(close_room))
+        .service(web::resource("/admin/rooms/{room}/sale").post(set_up_sale));
 }
 
 #[derive(Template)]
@@ -137,24 +138,23 @@ struct Notice {
     error: Option<String>,
 }
 
-#[get("/admin")]
 async fn page(
     req: HttpRequest,
     notice: web::Query<Notice>,
-    state: web::Data<AppState>,
+    store: web::Data<dyn Store>,
+    credentials: web::Data<Credentials>,
 ) -> Result<HttpResponse, ApiError> {
     let Notice { message, error } = notice.into_inner();
     let Some(session) = admin_session(&req).await? else {
         return Ok(login_page(&req, None, actix_web::http::StatusCode::OK));
     };
-    let rooms = state
-        .store
+    let rooms = store
         .rooms()
         .await?
         .into_iter()
         .map(AdminRoomRow::from)
         .collect();
-    let csrf = state.credentials.csrf_for_session(&session);
+    let csrf = credentials.csrf_for_session(&session);
     Ok(render(&AdminPage {
         csrf,
         rooms,
@@ -194,11 +194,13 @@ struct LoginForm {
     csrf: String,
 }
 
-#[post("/admin/login")]
 async fn login(
     req: HttpRequest,
     form: web::Form<LoginForm>,
-    state: web::Data<AppState>,
+    admin: web::Data<AdminAccess>,
+    refusal_log: web::Data<RefusalLog>,
+    credentials: web::Data<Credentials>,
+    clock: web::Data<dyn Clock>,
 ) -> HttpResponse {
     let expected = req
         .cookie(LOGIN_CSRF_COOKIE)
@@ -224,17 +226,14 @@ async fn login(
             actix_web::http::StatusCode::TOO_MANY_REQUESTS,
         )
     };
-    if let Err(wait) = state.login_guard.may_try(block) {
+    if let Err(wait) = admin.login_guard.may_try(block) {
         return shut_out(wait);
     }
-    if !constant_time_eq(form.token.trim(), &state.admin_token) {
-        if let Some(left_out) = state
-            .refusal_log
-            .admit("wrong_admin_login", state.clock.now_ms())
-        {
+    if !constant_time_eq(form.token.trim(), &admin.token) {
+        if let Some(left_out) = refusal_log.admit("wrong_admin_login", clock.now_ms()) {
             tracing::warn!(%address, left_out, "admin login with a wrong token");
         }
-        if let Err(wait) = state.login_guard.failed(block) {
+        if let Err(wait) = admin.login_guard.failed(block) {
             return shut_out(wait);
         }
         return login_page(
@@ -243,8 +242,9 @@ async fn login(
             actix_web::http::StatusCode::UNAUTHORIZED,
         );
     }
-    let session = AdminSession::new(state.clock.now_ms() + SESSION_HOURS * 3_600_000);
-    let cookie = admin_session_cookie(&state, &session);
+    let now = clock.now_ms();
+    let session = AdminSession::new(now + SESSION_HOURS * 3_600_000);
+    let cookie = admin_session_cookie(&credentials, now, &session);
     tracing::info!(%address, "admin logged in");
     HttpResponse::SeeOther()
         .insert_header((header::LOCATION, "/admin"))
@@ -264,14 +264,12 @@ fn back_to_admin(kind: &str, text: &str) -> HttpResponse {
         .finish()
 }
 
-#[post("/admin/logout")]
 async fn logout(
     OperatorForm(_, session): OperatorForm<CsrfForm>,
-    state: web::Data<AppState>,
+    store: web::Data<dyn Store>,
 ) -> Result<HttpResponse, ApiError> {
     // Ended in the store, so the old cookie stops working on every node.
-    state
-        .store
+    store
         .end_admin_session(&session.id, session.expires_at)
         .await?;
     tracing::info!("admin logged out");
@@ -389,10 +387,9 @@ fn describe(error: crate::store::StoreError) -> String {
     ApiError::from(error).to_string()
 }
 
-#[post("/admin/rooms")]
 async fn create_room(
     OperatorForm(form, _): OperatorForm<ConfigForm>,
-    state: web::Data<AppState>,
+    store: web::Data<dyn Store>,
 ) -> HttpResponse {
     let result = async {
         let raw_id = form.id.as_deref().unwrap_or("").trim();
@@ -403,11 +400,7 @@ async fn create_room(
             form.target_url.as_deref().unwrap_or("").trim(),
         );
         let config = patch.apply_to(&base)?;
-        let info = state
-            .store
-            .create_room(id, config)
-            .await
-            .map_err(describe)?;
+        let info = store.create_room(id, config).await.map_err(describe)?;
         tracing::info!(room = %info.id, "room created from the admin page");
         Ok(format!("Room {} created.", info.id))
     }
@@ -415,17 +408,17 @@ async fn create_room(
     outcome(result)
 }
 
-#[post("/admin/rooms/{room}")]
 async fn change_room(
     path: web::Path<String>,
     OperatorForm(form, _): OperatorForm<ConfigForm>,
-    state: web::Data<AppState>,
+    store: web::Data<dyn Store>,
+    live: web::Data<Live>,
 ) -> HttpResponse {
     let result = async {
         let id = RoomId::parse(&path).ok_or("no such room")?;
         let patch = form.patch()?;
-        let info = state.store.configure(&id, patch).await.map_err(describe)?;
-        state.wakeups.note(&id);
+        let info = store.configure(&id, patch).await.map_err(describe)?;
+        live.wakeups.note(&id);
         tracing::info!(room = %info.id, config = ?info.config, "room configured from the admin page");
         Ok(format!("Room {} updated.", info.id))
     }
@@ -433,15 +426,14 @@ async fn change_room(
     outcome(result)
 }
 
-#[post("/admin/rooms/{room}/close")]
 async fn close_room(
     path: web::Path<String>,
     _: OperatorForm<CsrfForm>,
-    state: web::Data<AppState>,
+    store: web::Data<dyn Store>,
 ) -> HttpResponse {
     let result = async {
         let id = RoomId::parse(&path).ok_or("no such room")?;
-        state.store.close_room(&id).await.map_err(describe)?;
+        store.close_room(&id).await.map_err(describe)?;
         tracing::info!(room = %id, "room closed from the admin page");
         Ok(format!("Room {id} closed."))
     }
@@ -477,16 +469,16 @@ impl SaleForm {
     }
 }
 
-#[post("/admin/rooms/{room}/sale")]
 async fn set_up_sale(
     path: web::Path<String>,
     OperatorForm(form, _): OperatorForm<SaleForm>,
-    state: web::Data<AppState>,
+    store: web::Data<dyn Store>,
+    sale: web::Data<dyn SaleStore>,
 ) -> HttpResponse {
     let result = async {
         let id = RoomId::parse(&path).ok_or("no such room")?;
         let config = form.request()?.into_config()?;
-        store::set_up_sale(state.store.as_ref(), state.sale.as_ref(), &id, config)
+        store::set_up_sale(store.get_ref(), sale.get_ref(), &id, config)
             .await
             .map_err(|e| ApiError::from(e).to_string())?;
         Ok(format!("Sale of room {id} set up."))

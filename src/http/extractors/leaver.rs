@@ -9,9 +9,9 @@ use actix_web::{FromRequest, HttpRequest};
 use super::pass::pass_error;
 use super::room::Room;
 use super::ticket::Ticket;
-use super::{bearer, state};
+use super::{bearer, part};
 use crate::http::error::ApiError;
-use crate::words::credentials::CredentialError;
+use crate::words::credentials::{CredentialError, Credentials};
 use crate::words::{RoomId, VisitorId};
 
 /// Who gives something up at `leave`: a visitor by their ticket (their
@@ -33,7 +33,7 @@ impl Leaver {
     fn of(req: &HttpRequest) -> Result<Self, ApiError> {
         let room = Room::of(req)?;
         if let Some(token) = bearer(req)
-            && let Ok(claims) = state(req).credentials.pass_holder(token, &room)
+            && let Ok(claims) = part::<Credentials>(req).pass_holder(token, &room)
         {
             let visitor = claims
                 .sub

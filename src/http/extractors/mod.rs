@@ -9,8 +9,6 @@
 use actix_web::http::header;
 use actix_web::{HttpRequest, web};
 
-use super::AppState;
-
 mod client;
 mod leaver;
 mod operator;
@@ -18,22 +16,33 @@ mod pass;
 mod room;
 mod ticket;
 
-pub use client::{client_address, client_block};
+pub use client::{client_address, client_block, join_limit};
 pub use leaver::Leaver;
 pub use operator::{
     ADMIN_IDLE, ADMIN_SESSION_COOKIE, CSRF_HEADER, CsrfProtected, Operator, OperatorForm,
     admin_session, admin_session_cookie, refresh_admin_session,
 };
 pub use pass::{
-    Expiry, PASS_COOKIE, Pass, PassHolder, PassRefusal, Verified, check_pass, check_pass_for_proxy,
-    pass_error, presented_pass,
+    Expiry, PASS_COOKIE, Pass, PassChecker, PassHolder, PassRefusal, Verified, check_pass,
+    check_pass_for_proxy, pass_error, presented_pass,
 };
 pub use room::Room;
 pub use ticket::{Ticket, ticket_cookie_name, ticket_error};
 
-pub fn state(req: &HttpRequest) -> &AppState {
-    req.app_data::<web::Data<AppState>>()
-        .expect("the application registers its state")
+/// A part of the application's state (`http::state`), registered as
+/// `web::Data<T>`, for extractors that check a credential against it.
+pub fn part<T: ?Sized + 'static>(req: &HttpRequest) -> &T {
+    part_handle::<T>(req).get_ref()
+}
+
+/// A handle on a part, for an extractor that keeps it.
+pub fn part_data<T: ?Sized + 'static>(req: &HttpRequest) -> web::Data<T> {
+    part_handle::<T>(req).clone()
+}
+
+fn part_handle<T: ?Sized + 'static>(req: &HttpRequest) -> &web::Data<T> {
+    req.app_data::<web::Data<T>>()
+        .expect("the application registers every part of its state")
 }
 
 /// The token in `Authorization: Bearer …` (the scheme in any case), if any.

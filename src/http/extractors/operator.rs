@@ -13,10 +13,13 @@ use futures_util::future::LocalBoxFuture;
 use serde::de::DeserializeOwned;
 
 use super::client::{client_address, client_block};
-use super::{bearer, state};
-use crate::http::AppState;
+use super::{bearer, part};
 use crate::http::error::ApiError;
-use crate::words::credentials::{AdminSession, constant_time_eq};
+use crate::http::refusal_log::RefusalLog;
+use crate::http::state::AdminAccess;
+use crate::store::Store;
+use crate::words::clock::{Clock, Millis};
+use crate::words::credentials::{AdminSession, Credentials, constant_time_eq};
 
 pub const ADMIN_SESSION_COOKIE: &str = "wr_admin";
 pub const CSRF_HEADER: &str = "X-CSRF-Token";
@@ -28,28 +31,33 @@ pub const ADMIN_IDLE: Duration = Duration::from_secs(30 * 60);
 /// deadlines, and not ended by a logout on any node. A session found here is
 /// marked in use, and [`refresh_admin_session`] pushes its idle deadline on.
 pub async fn admin_session(req: &HttpRequest) -> Result<Option<AdminSession>, ApiError> {
-    let state = state(req);
     let Some(cookie) = req.cookie(ADMIN_SESSION_COOKIE) else {
         return Ok(None);
     };
-    let now = state.clock.now_ms();
-    let Some(session) = state.credentials.read_admin_session(cookie.value(), now) else {
+    let now = part::<dyn Clock>(req).now_ms();
+    let Some(session) = part::<Credentials>(req).read_admin_session(cookie.value(), now) else {
         return Ok(None);
     };
-    if state.store.admin_session_ended(&session.id).await? {
+    if part::<dyn Store>(req)
+        .admin_session_ended(&session.id)
+        .await?
+    {
         return Ok(None);
     }
     req.extensions_mut().insert(SessionInUse(session.clone()));
     Ok(Some(session))
 }
 
-/// The cookie that carries an operator session, valid for [`ADMIN_IDLE`] from now.
-pub fn admin_session_cookie(state: &AppState, session: &AdminSession) -> Cookie<'static> {
-    let now = state.clock.now_ms();
+/// The cookie that carries an operator session, valid for [`ADMIN_IDLE`] from `now`.
+pub fn admin_session_cookie(
+    credentials: &Credentials,
+    now: Millis,
+    session: &AdminSession,
+) -> Cookie<'static> {
     let idle_until = now + ADMIN_IDLE.as_millis() as u64;
     Cookie::build(
         ADMIN_SESSION_COOKIE,
-        state.credentials.issue_admin_session(session, idle_until),
+        credentials.issue_admin_session(session, idle_until),
     )
     .path("/")
     .http_only(true)
@@ -83,7 +91,9 @@ pub async fn refresh_admin_session(
     if let Some(SessionInUse(session)) = in_use
         && !already_set
     {
-        let cookie = admin_session_cookie(state(response.request()), &session);
+        let req = response.request();
+        let now = part::<dyn Clock>(req).now_ms();
+        let cookie = admin_session_cookie(part::<Credentials>(req), now, &session);
         let _ = response.response_mut().add_cookie(&cookie);
     }
     Ok(response)
@@ -104,24 +114,25 @@ pub struct Operator;
 
 impl Operator {
     async fn of(req: &HttpRequest) -> Result<Self, ApiError> {
-        let state = state(req);
         if let Some(token) = bearer(req) {
+            let access = part::<AdminAccess>(req);
             let address = client_address(req);
             let block = client_block(req);
-            state
+            access
                 .login_guard
                 .may_try(block)
                 .map_err(too_many_attempts)?;
-            if constant_time_eq(token, &state.admin_token) {
+            if constant_time_eq(token, &access.token) {
                 return Ok(Operator);
             }
-            if let Some(left_out) = state
-                .refusal_log
-                .admit("wrong_admin_token", state.clock.now_ms())
-            {
+            let now = part::<dyn Clock>(req).now_ms();
+            if let Some(left_out) = part::<RefusalLog>(req).admit("wrong_admin_token", now) {
                 tracing::warn!(%address, left_out, "a wrong admin token");
             }
-            state.login_guard.failed(block).map_err(too_many_attempts)?;
+            access
+                .login_guard
+                .failed(block)
+                .map_err(too_many_attempts)?;
             return Err(ApiError::unauthorized(
                 "invalid_admin_token",
                 "the admin token is not valid",
@@ -140,7 +151,7 @@ impl Operator {
                 .get(CSRF_HEADER)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("");
-            if !state.credentials.csrf_matches(&session, sent) {
+            if !part::<Credentials>(req).csrf_matches(&session, sent) {
                 return Err(ApiError::unauthorized(
                     "invalid_csrf_token",
                     "missing or wrong X-CSRF-Token",
@@ -187,7 +198,7 @@ impl<T: CsrfProtected + DeserializeOwned + 'static> FromRequest for OperatorForm
             let Some(session) = admin_session(&req).await? else {
                 return Err(refused("Your session expired; log in again."));
             };
-            if !state(&req).credentials.csrf_matches(&session, form.csrf()) {
+            if !part::<Credentials>(&req).csrf_matches(&session, form.csrf()) {
                 return Err(refused("The form expired; please try again."));
             }
             Ok(OperatorForm(form, session))

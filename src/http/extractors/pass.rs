@@ -1,15 +1,18 @@
 //! A pass: what it says, and the one check of it, for every route and proxy.
 
+use std::future::{Ready, ready};
+
 use actix_web::dev::Payload;
-use actix_web::{FromRequest, HttpRequest};
+use actix_web::{FromRequest, HttpRequest, web};
 use futures_util::future::LocalBoxFuture;
 
 use super::room::Room;
-use super::{bearer, state};
-use crate::http::AppState;
+use super::{bearer, part_data};
 use crate::http::error::ApiError;
-use crate::store::StoreError;
-use crate::words::credentials::{CredentialError, PassClaims};
+use crate::live::hub::Hub;
+use crate::store::{Store, StoreError};
+use crate::words::clock::Clock;
+use crate::words::credentials::{CredentialError, Credentials, PassClaims};
 use crate::words::{PlaceState, RoomId, VisitorId};
 
 pub const PASS_COOKIE: &str = "wr_pass";
@@ -107,6 +110,34 @@ fn revoked() -> ApiError {
     )
 }
 
+/// What the one check of a pass reads: the keys, the clock and the store.
+/// An extractor, for routes that check a pass other than their own
+/// credential (`/api/verify`, the sale page's link).
+pub struct PassChecker {
+    credentials: web::Data<Credentials>,
+    clock: web::Data<dyn Clock>,
+    store: web::Data<dyn Store>,
+}
+
+impl PassChecker {
+    fn of(req: &HttpRequest) -> Self {
+        Self {
+            credentials: part_data(req),
+            clock: part_data(req),
+            store: part_data(req),
+        }
+    }
+}
+
+impl FromRequest for PassChecker {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(Ok(PassChecker::of(req)))
+    }
+}
+
 /// The one check of a pass, for `/api/verify`, the sale and the sale page
 /// alike (a proxy's question through `check_pass_for_proxy`), so a pass
 /// means the same thing everywhere: the signature, the
@@ -122,13 +153,13 @@ fn revoked() -> ApiError {
 /// predecessor room sold is wiped when its id is created again, so such a
 /// pass names nothing of it.
 pub async fn check_pass(
-    state: &AppState,
+    checker: &PassChecker,
     room: &RoomId,
     pass: &str,
     expiry: Expiry,
 ) -> Result<Pass, PassRefusal> {
-    let pass = read_signed_pass(state, room, pass, expiry)?;
-    confirm_with_store(state, &pass, expiry).await?;
+    let pass = read_signed_pass(checker, room, pass, expiry)?;
+    confirm_with_store(checker, &pass, expiry).await?;
     Ok(pass)
 }
 
@@ -150,15 +181,16 @@ pub enum Verified {
 /// noted, so that the room's arrival grace is counted again from the
 /// store's return.
 pub async fn check_pass_for_proxy(
-    state: &AppState,
+    checker: &PassChecker,
+    hub: &Hub,
     room: &RoomId,
     pass: &str,
 ) -> Result<(Pass, Verified), PassRefusal> {
-    let pass = read_signed_pass(state, room, pass, Expiry::Enforced)?;
-    match confirm_with_store(state, &pass, Expiry::Enforced).await {
+    let pass = read_signed_pass(checker, room, pass, Expiry::Enforced)?;
+    match confirm_with_store(checker, &pass, Expiry::Enforced).await {
         Ok(()) => Ok((pass, Verified::Fully)),
         Err(PassRefusal::Store(StoreError::Unavailable(reason))) => {
-            state.hub.arrival_gaps().failed_in(room);
+            hub.arrival_gaps().failed_in(room);
             metrics::counter!("waitroom_verified_by_signature_total").increment(1);
             tracing::debug!(%room, %reason, "store unreachable: pass verified by its signature alone");
             Ok((pass, Verified::BySignatureAlone))
@@ -171,16 +203,16 @@ pub async fn check_pass_for_proxy(
 /// during a rotation), for this room, and (with `Expiry::Enforced`)
 /// unexpired: no store involved.
 fn read_signed_pass(
-    state: &AppState,
+    checker: &PassChecker,
     room: &RoomId,
     pass: &str,
     expiry: Expiry,
 ) -> Result<Pass, PassRefusal> {
     let claims = match expiry {
-        Expiry::Enforced => state
+        Expiry::Enforced => checker
             .credentials
-            .read_pass(pass, Some(room), state.clock.now_ms()),
-        Expiry::Ignored => state.credentials.pass_holder(pass, room),
+            .read_pass(pass, Some(room), checker.clock.now_ms()),
+        Expiry::Ignored => checker.credentials.pass_holder(pass, room),
     }
     .map_err(PassRefusal::Credential)?;
     let visitor: VisitorId = claims
@@ -197,20 +229,20 @@ fn read_signed_pass(
 /// The store's half of `check_pass`: the visitor still holds the very
 /// admission the pass was issued for.
 async fn confirm_with_store(
-    state: &AppState,
+    checker: &PassChecker,
     pass: &Pass,
     expiry: Expiry,
 ) -> Result<(), PassRefusal> {
     let room = &pass.room;
     // Read through `arrive`: a pass checked here has reached the protected
     // site, so it is not reclaimed as a no-show (`arrival_grace_s`).
-    let place = match state.store.arrive(room, pass.visitor).await {
+    let place = match checker.store.arrive(room, pass.visitor).await {
         Ok(place) => place.state,
         Err(StoreError::RoomNotFound(room)) => return Err(PassRefusal::RoomNotFound(room)),
         Err(StoreError::RoomClosed(room)) => return Err(PassRefusal::RoomClosed(room)),
         Err(error) => return Err(PassRefusal::Store(error)),
     };
-    let ran_out = pass.claims.exp * 1000 <= state.clock.now_ms();
+    let ran_out = pass.claims.exp * 1000 <= checker.clock.now_ms();
     let accepted = match place {
         PlaceState::Admitted { expires_at, .. } => expires_at / 1000 == pass.claims.exp,
         PlaceState::Closed => return Err(PassRefusal::RoomClosed(room.clone())),
@@ -246,7 +278,7 @@ impl Pass {
     async fn of(req: HttpRequest, expiry: Expiry) -> Result<Self, ApiError> {
         let room = Room::of(&req)?;
         let pass = presented_pass(&req).ok_or_else(missing_pass)?;
-        check_pass(state(&req), &room, &pass, expiry)
+        check_pass(&PassChecker::of(&req), &room, &pass, expiry)
             .await
             .map_err(PassRefusal::into_api_error)
     }

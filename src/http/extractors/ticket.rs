@@ -7,9 +7,10 @@ use actix_web::{FromRequest, HttpRequest, web};
 use serde::Deserialize;
 
 use super::room::Room;
-use super::{bearer, state};
+use super::{bearer, part};
 use crate::http::error::ApiError;
-use crate::words::credentials::CredentialError;
+use crate::words::clock::Clock;
+use crate::words::credentials::{CredentialError, Credentials};
 use crate::words::{RoomId, VisitorId};
 
 pub fn ticket_cookie_name(room: &RoomId) -> String {
@@ -60,10 +61,9 @@ impl Ticket {
                     "send your ticket as a Bearer token or cookie",
                 )
             })?;
-        let state = state(req);
-        let (visitor, ticket) = state
-            .credentials
-            .renew_ticket(&room, &presented, state.clock.now_ms())
+        let now = part::<dyn Clock>(req).now_ms();
+        let (visitor, ticket) = part::<Credentials>(req)
+            .renew_ticket(&room, &presented, now)
             .map_err(ticket_error)?;
         Ok(Ticket {
             room,

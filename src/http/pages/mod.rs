@@ -4,23 +4,22 @@
 pub mod i18n;
 
 use actix_web::http::header;
-use actix_web::{HttpRequest, HttpResponse, ResponseError, get, web};
+use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
 use askama::Template;
 use serde::Deserialize;
 
-use crate::http::AppState;
 use crate::http::error::ApiError;
-use crate::store::StoreError;
+use crate::store::{Store, StoreError};
 use crate::words::RoomId;
-use crate::words::clock::rfc3339;
-use crate::words::credentials::CredentialError;
+use crate::words::clock::{Clock, rfc3339};
+use crate::words::credentials::{CredentialError, Credentials};
 use i18n::Texts;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(room_page)
-        .service(demo_target)
-        .service(asset)
-        .service(index);
+    cfg.service(web::resource("/rooms/{room}").get(room_page))
+        .service(web::resource("/demo/target").get(demo_target))
+        .service(web::resource("/static/{file}").get(asset))
+        .service(web::resource("/").get(index));
 }
 
 /// Renders a template as an uncached HTML page.
@@ -85,11 +84,10 @@ fn script_json(value: &impl serde::Serialize) -> String {
         .replace('&', "\\u0026")
 }
 
-#[get("/rooms/{room}")]
 async fn room_page(
     req: HttpRequest,
     path: web::Path<String>,
-    state: web::Data<AppState>,
+    store: web::Data<dyn Store>,
 ) -> HttpResponse {
     let accept = req
         .headers()
@@ -108,7 +106,7 @@ async fn room_page(
     let Some(room) = RoomId::parse(&path) else {
         return missing();
     };
-    let (room_name, site_url) = match state.store.room(&room).await {
+    let (room_name, site_url) = match store.room(&room).await {
         Ok(info) => (info.config.name, site_of(&info.config.target_url)),
         Err(StoreError::RoomNotFound(_) | StoreError::RoomClosed(_)) => return missing(),
         // The page itself still loads; its script retries the join.
@@ -134,21 +132,19 @@ struct DemoQuery {
 
 /// Stands in for the protected site in the demo: it verifies the pass
 /// offline, as any site with the JWKS would.
-#[get("/demo/target")]
 async fn demo_target(
     req: HttpRequest,
     query: web::Query<DemoQuery>,
-    state: web::Data<AppState>,
+    credentials: web::Data<Credentials>,
+    clock: web::Data<dyn Clock>,
 ) -> HttpResponse {
     let pass = query
         .into_inner()
         .wr_pass
         .or_else(|| req.cookie("wr_pass").map(|c| c.value().to_string()));
-    let claims = pass.ok_or(CredentialError::Invalid).and_then(|pass| {
-        state
-            .credentials
-            .read_pass(&pass, None, state.clock.now_ms())
-    });
+    let claims = pass
+        .ok_or(CredentialError::Invalid)
+        .and_then(|pass| credentials.read_pass(&pass, None, clock.now_ms()));
     render(&match claims {
         Ok(claims) => DemoTargetPage {
             valid: true,
@@ -265,7 +261,6 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-#[get("/static/{file}")]
 async fn asset(path: web::Path<String>) -> HttpResponse {
     match ASSETS.iter().find(|(name, _, _)| *name == path.as_str()) {
         Some((_, content_type, body)) => HttpResponse::Ok()
@@ -277,7 +272,6 @@ async fn asset(path: web::Path<String>) -> HttpResponse {
     }
 }
 
-#[get("/")]
 async fn index() -> HttpResponse {
     HttpResponse::SeeOther()
         .insert_header((header::LOCATION, "/admin"))

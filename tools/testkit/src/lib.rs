@@ -23,8 +23,9 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use waitroom::startup::Stores;
-use waitroom::startup::config::Settings;
+use waitroom::startup::config::{LogFormat, Settings};
 use waitroom::words::clock::ManualClock;
+use waitroom::words::join_limit::DEFAULT_IPV6_PREFIX;
 use waitroom::{AppHandle, Application};
 
 pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
@@ -33,6 +34,34 @@ pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 pub const START_MS: u64 = 1_767_225_600_000;
 /// How long a test waits for something that should happen at once.
 pub const PATIENCE: Duration = Duration::from_secs(10);
+
+/// Settings for tests: the memory store, an OS-chosen port, fixed secrets,
+/// two workers. Kept here rather than in the server, which has no use for
+/// them (tests change the fields they need).
+pub fn test_settings() -> Settings {
+    Settings {
+        listen: "127.0.0.1:0".into(),
+        redis_url: None,
+        redis_ca_file: None,
+        redis_wait_replicas: 0,
+        admin_token: Some("test-admin-token-of-at-least-32-chars".into()),
+        secret: Some("test-secret".into()),
+        previous_secret: None,
+        demo_room: false,
+        demo_opens_in: None,
+        log_format: LogFormat::Text,
+        max_sockets: None,
+        workers: Some(2),
+        metrics_listen: None,
+        secure_cookies: false,
+        body_timeout_ms: 10_000,
+        write_timeout_ms: 30_000,
+        join_rate_per_ip: None,
+        join_rate_ipv6_prefix: DEFAULT_IPV6_PREFIX,
+        trusted_proxies: Vec::new(),
+        drain_s: 5,
+    }
+}
 
 pub struct TestApp {
     pub address: String,
@@ -56,12 +85,12 @@ impl TestApp {
 
     /// The app on given stores (several apps on one Redis make many nodes).
     pub async fn spawn_on(stores: Stores, clock: ManualClock) -> Self {
-        Self::spawn_with(Settings::for_tests(), stores, clock).await
+        Self::spawn_with(test_settings(), stores, clock).await
     }
 
     /// The app with given settings.
     pub async fn spawn_with(settings: Settings, stores: Stores, clock: ManualClock) -> Self {
-        waitroom::startup::telemetry::init(waitroom::startup::config::LogFormat::Text);
+        waitroom::startup::telemetry::init(LogFormat::Text);
         let admin_token = settings.admin_token.clone().unwrap();
         let app = Application::build_with_stores(settings, Arc::new(clock.clone()), stores)
             .await
@@ -158,7 +187,18 @@ impl TestApp {
     /// Advances the driven clock and runs one promoter pass.
     pub async fn step(&self, ms: u64) {
         self.clock.advance_ms(ms);
-        self.handle.step().await;
+        self.promote().await;
+    }
+
+    /// One promoter pass now, the clock where it is: presence, then every
+    /// room's tick (`Promoter::tick_all`). A failed tick (some tests take
+    /// the store away) is written out and left to the next pass.
+    pub async fn promote(&self) {
+        let promoter = &self.handle.promoter;
+        promoter.refresh_presence().await;
+        if let Err(error) = promoter.tick_all().await {
+            eprintln!("tick failed: {error}");
+        }
     }
 
     pub fn ws_url(&self, room: &str, ticket: &str) -> String {

@@ -1,0 +1,118 @@
+//! The application's state, in parts by concern. Each part is registered as
+//! a `web::Data` of its own, so a handler or extractor takes only the parts
+//! it uses, and its signature says which:
+//! - the stores as they are: `web::Data<dyn Store>`, `web::Data<dyn SaleStore>`,
+//!   and the sale views' cache, `web::Data<SaleViews>`;
+//! - the keys and the time: `web::Data<Credentials>`, `web::Data<dyn Clock>`;
+//! - [`Live`]: the hub, the promoter's wake-ups, the tasks, the socket cap;
+//! - [`AdminAccess`]: the admin token and the login guard;
+//! - [`ClientRules`]: who a request's client is, and how often it may join;
+//! - [`ServerSettings`]: cookies and body deadlines, read by middleware;
+//! - [`Ops`]: metrics and draining, for the operations endpoints;
+//! - `web::Data<RefusalLog>`: the rate limit on lines about refused requests.
+//!
+//! [`AppParts`] holds one handle on each, for start-up to build and register.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use actix_web::web;
+use metrics_exporter_prometheus::PrometheusHandle;
+
+use crate::http::client_address::TrustedProxies;
+use crate::http::login_guard::LoginGuard;
+use crate::http::refusal_log::RefusalLog;
+use crate::http::sale_views::SaleViews;
+use crate::live::hub::Hub;
+use crate::live::promoter::Wakeups;
+use crate::live::tasks::Tasks;
+use crate::store::{SaleStore, Store};
+use crate::words::clock::Clock;
+use crate::words::credentials::Credentials;
+
+/// The live side of the node, as the routes reach it.
+pub struct Live {
+    pub hub: Arc<Hub>,
+    /// Rooms used on this node, for the promoter to tick.
+    pub wakeups: Arc<Wakeups>,
+    /// Every task of the application: sockets are spawned through it, and
+    /// readiness reports a background task that died.
+    pub tasks: Tasks,
+    /// Sockets this node accepts before answering 503: its open-files limit
+    /// less a reserve, so health checks, operators and polling visitors
+    /// still get through when the sockets have taken the rest.
+    pub socket_limit: usize,
+}
+
+/// What lets an operator in.
+pub struct AdminAccess {
+    pub token: String,
+    /// Wrong admin tokens, counted per client block (see `client_block`).
+    pub login_guard: LoginGuard,
+}
+
+/// Who a request's client is, and how often it may take a place.
+pub struct ClientRules {
+    /// Proxies whose `X-Forwarded-For` names the client.
+    pub trusted_proxies: TrustedProxies,
+    /// The IPv6 prefix whose addresses count as one client, for the join
+    /// limit and the login limit.
+    pub ipv6_prefix: u8,
+    /// New places a client address may take per minute in a room, if limited.
+    pub join_rate_per_ip: Option<u32>,
+}
+
+/// Settings the middleware reads on every request.
+pub struct ServerSettings {
+    /// Every cookie carries `Secure` (the server is reached over HTTPS).
+    pub secure_cookies: bool,
+    /// How long a request body may take to arrive.
+    pub body_timeout: Duration,
+}
+
+/// What the operations endpoints report.
+pub struct Ops {
+    pub metrics: PrometheusHandle,
+    /// `/metrics` is served on its own address (`--metrics-listen`), not here.
+    pub metrics_elsewhere: bool,
+    /// Set once the node is shutting down: `/readyz` answers 503 from then
+    /// on, so that load balancers send new visitors elsewhere.
+    pub draining: Arc<AtomicBool>,
+}
+
+/// One handle on every part (cheap to clone), registered together.
+#[derive(Clone)]
+pub struct AppParts {
+    pub store: web::Data<dyn Store>,
+    pub sale: web::Data<dyn SaleStore>,
+    /// The public sale view, read at most once a second per room.
+    pub sale_views: web::Data<SaleViews>,
+    pub credentials: web::Data<Credentials>,
+    pub clock: web::Data<dyn Clock>,
+    pub live: web::Data<Live>,
+    pub admin: web::Data<AdminAccess>,
+    /// Which lines about refused requests are written (a flood of bad
+    /// requests writes a line per kind and window, not one each).
+    pub refusal_log: web::Data<RefusalLog>,
+    pub clients: web::Data<ClientRules>,
+    pub server: web::Data<ServerSettings>,
+    pub ops: web::Data<Ops>,
+}
+
+impl AppParts {
+    /// Registers every part as application data.
+    pub fn register(&self, cfg: &mut web::ServiceConfig) {
+        cfg.app_data(self.store.clone())
+            .app_data(self.sale.clone())
+            .app_data(self.sale_views.clone())
+            .app_data(self.credentials.clone())
+            .app_data(self.clock.clone())
+            .app_data(self.live.clone())
+            .app_data(self.admin.clone())
+            .app_data(self.refusal_log.clone())
+            .app_data(self.clients.clone())
+            .app_data(self.server.clone())
+            .app_data(self.ops.clone());
+    }
+}
