@@ -1,6 +1,7 @@
 // Shared DOM and text helpers for the three pages: finding and updating
-// nodes without needless writes, reading the page's JSON texts, checking
-// numbers from the server, and the small formatting the pages share.
+// nodes without needless writes, reading a page's JSON data, checking
+// numbers from the server, and the small formatting the pages share (the
+// words are the catalogue's: lib-i18n.js).
 
 // --- DOM ---------------------------------------------------------------------
 export function $(id) {
@@ -46,16 +47,6 @@ export function fill(text, values) {
     Object.prototype.hasOwnProperty.call(values, k) ? String(values[k]) : m);
 }
 
-export function plural(n, one, many) {
-  return n + ' ' + (n === 1 ? one : many);
-}
-
-// "A", "A and B", "A, B and C".
-export function listing(items) {
-  if (items.length <= 1) return items.join('');
-  return items.slice(0, -1).join(', ') + ' and ' + items[items.length - 1];
-}
-
 export function pad2(n) {
   return (n < 10 ? '0' : '') + n;
 }
@@ -72,14 +63,6 @@ export function shortDuration(s) {
   if (m < 60) return m + ' min ' + pad2(rest) + ' s';
   const h = Math.floor(m / 60);
   return h + ' h ' + (m % 60) + ' min';
-}
-
-// A span in whole seconds, spelled out: "1 minute 30 seconds".
-export function longDuration(s) {
-  if (s < 60) return plural(s, 'second', 'seconds');
-  const m = Math.floor(s / 60);
-  const rest = s % 60;
-  return plural(m, 'minute', 'minutes') + (rest ? ' ' + plural(rest, 'second', 'seconds') : '');
 }
 
 // "mm:ss" for a countdown.

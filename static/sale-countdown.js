@@ -2,6 +2,7 @@
 // (as estimated by sale-api.js), warns once with a minute left, and asks the
 // server as soon as the time is up. Owns the deadline and its timer.
 import { setText, isCount, clock } from './lib-dom.js';
+import { t } from './lib-i18n.js';
 import { setMessage } from './sale-view.js';
 
 const URGENT_S = 30;
@@ -21,7 +22,7 @@ export function createCountdown(app) {
     el.countdown.setAttribute('data-urgent', s <= URGENT_S ? 'true' : 'false');
     if (s <= 60 && s > 50 && !warnedMinute && !st.busy) {
       warnedMinute = true;
-      setMessage(app, 'Less than a minute left: confirm now to keep it.', 'warn');
+      setMessage(app, t('sale.msg_last_minute'), 'warn');
     }
     if (left === 0 && !expiryChecked) {
       // The server decides; ask it now rather than in two seconds.

@@ -3,6 +3,7 @@
 // drops answers overtaken by a hold, confirm or release, and hands the rest
 // to sale-flow.js. Owns its timer and failure count.
 import { errorCode, backoff } from './lib-api.js';
+import { t } from './lib-i18n.js';
 import { showDefaultMessage, setMessage } from './sale-view.js';
 import { applySale, noSale, noPass } from './sale-flow.js';
 
@@ -50,7 +51,7 @@ export function createRefresher(app) {
       failures++;
       if (failures >= 3 && !offlineShown && (st.phase === 'choosing' || st.phase === 'loading')) {
         offlineShown = true;
-        setMessage(app, 'We cannot reach the sale right now; retrying…', 'warn');
+        setMessage(app, t('sale.msg_offline'), 'warn');
       }
     }).then(() => {
       if (st.phase !== 'nopass') scheduleNext();

@@ -1,7 +1,8 @@
 // Sale page model: the one state object the sale modules pass around (as
 // `app.st`), and what follows from it: how much is left, what is already
-// the visitor's, how many more they may pick. Nothing here touches the DOM.
-import { isCount, listing, plural } from './lib-dom.js';
+// the visitor's, how many more they may pick. Nothing here touches the DOM
+// or says anything in words (sale-view.js does).
+import { isCount } from './lib-dom.js';
 
 export function createState() {
   return {
@@ -25,12 +26,6 @@ export function createState() {
 export function units(c) {
   if (isCount(c.quantity) && c.quantity > 0) return c.quantity;
   return Array.isArray(c.seats) ? c.seats.length : 0;
-}
-
-export function describe(c) {
-  const seats = Array.isArray(c.seats) ? c.seats.filter((s) => typeof s === 'string') : [];
-  if (seats.length) return (seats.length === 1 ? 'Seat ' : 'Seats ') + listing(seats);
-  return plural(units(c), 'item', 'items');
 }
 
 export function addTicket(st, c) {

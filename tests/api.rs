@@ -400,6 +400,7 @@ async fn every_page_speaks_the_language_the_browser_asks_for() {
     for (path, korean) in [
         ("/rooms/hall", "대기열에 들어왔습니다"),
         ("/rooms/nowhere", "대기실을 찾을 수 없습니다"),
+        ("/rooms/hall/sale", "판매 정보를 불러오는 중…"),
     ] {
         let html = page(path, "ko-KR,ko;q=0.9").await;
         assert!(html.contains("<html lang=\"ko\">"), "{path}: {html}");
@@ -408,10 +409,13 @@ async fn every_page_speaks_the_language_the_browser_asks_for() {
         assert!(html.contains("<html lang=\"en\">"), "{path}: {html}");
         assert!(!html.contains(korean), "{path}: {html}");
     }
-    // The script gets its page's texts, in the same language.
+    // The scripts get their page's texts, in the same language.
     let html = page("/rooms/hall", "ko").await;
     assert!(html.contains(r#"<script id="wr-texts" type="application/json">{"room."#));
     assert!(html.contains(r#""room.conn_live":"실시간""#), "{html}");
+    let html = page("/rooms/hall/sale", "ko").await;
+    assert!(html.contains(r#"<script id="wr-texts" type="application/json">{"sale."#));
+    assert!(html.contains(r#""sale.hold":"예약""#), "{html}");
 }
 
 #[tokio::test]

@@ -8,7 +8,8 @@
 //! `static/lib-i18n.js`), and the negotiation.
 //!
 //! Keys are `page.name`: `room.` (the waiting page, its countdown
-//! included), `missing.` (the unknown-room page). Placeholders `{name}` in a text are filled by the
+//! included), `missing.` (the unknown-room page), `sale.` (the sale page).
+//! Placeholders `{name}` in a text are filled by the
 //! scripts or by [`Catalogue::fill`]. Adding a language is adding its file
 //! and one line to `LANGUAGES`; the tests below fail when a language lacks
 //! a key (operator keys are required in `ADMIN_LANGUAGES` only), or a
