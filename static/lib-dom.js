@@ -1,7 +1,7 @@
 // Shared DOM and text helpers for the three pages: finding and updating
 // nodes without needless writes, reading a page's JSON data, checking
-// numbers from the server, and the small formatting the pages share (the
-// words are the catalogue's: lib-i18n.js).
+// numbers from the server, and the small formatting the pages share that
+// needs no words (the words are the catalogue's: lib-i18n.js).
 
 // --- DOM ---------------------------------------------------------------------
 export function $(id) {
@@ -53,16 +53,6 @@ export function pad2(n) {
 
 export function formatCount(n, lang) {
   try { return n.toLocaleString(lang); } catch (e) { return String(n); }
-}
-
-// A wait in whole seconds, short: "42 s", "3 min 05 s", "2 h 7 min".
-export function shortDuration(s) {
-  if (s < 60) return s + ' s';
-  const m = Math.floor(s / 60);
-  const rest = s % 60;
-  if (m < 60) return m + ' min ' + pad2(rest) + ' s';
-  const h = Math.floor(m / 60);
-  return h + ' h ' + (m % 60) + ' min';
 }
 
 // "mm:ss" for a countdown.

@@ -8,8 +8,8 @@
 //! `static/lib-i18n.js`), and the negotiation.
 //!
 //! Keys are `page.name`: `room.` (the waiting page, its countdown
-//! included), `missing.` (the unknown-room page), `sale.` (the sale page).
-//! Placeholders `{name}` in a text are filled by the
+//! included), `missing.` (the unknown-room page), `sale.` (the sale page),
+//! `admin.` (the operator pages). Placeholders `{name}` in a text are filled by the
 //! scripts or by [`Catalogue::fill`]. Adding a language is adding its file
 //! and one line to `LANGUAGES`; the tests below fail when a language lacks
 //! a key (operator keys are required in `ADMIN_LANGUAGES` only), or a
@@ -112,6 +112,11 @@ pub fn english() -> &'static Catalogue {
 /// The catalogue for a visitor page: any language there is a file for.
 pub fn negotiate(accept_language: Option<&str>) -> &'static Catalogue {
     pick(accept_language, |_| true)
+}
+
+/// The catalogue for an operator page: one of `ADMIN_LANGUAGES`.
+pub fn negotiate_admin(accept_language: Option<&str>) -> &'static Catalogue {
+    pick(accept_language, |lang| ADMIN_LANGUAGES.contains(&lang))
 }
 
 /// At most this many language ranges of one header are looked at; a longer
@@ -286,6 +291,16 @@ mod tests {
     }
 
     #[test]
+    fn operator_pages_are_offered_in_the_admin_languages_only() {
+        assert_eq!(negotiate_admin(Some("ko-KR")).lang(), "ko");
+        assert_eq!(negotiate_admin(None).lang(), "en");
+        for &(code, _) in LANGUAGES {
+            let chosen = negotiate_admin(Some(code)).lang();
+            assert!(ADMIN_LANGUAGES.contains(&chosen), "{code} gave {chosen}");
+        }
+    }
+
+    #[test]
     fn a_page_script_gets_its_own_texts_only() {
         let texts = negotiate(Some("ko")).page_texts("room.");
         assert_eq!(texts["room.heading"], "대기열에 들어왔습니다");
@@ -298,8 +313,8 @@ mod tests {
     #[test]
     fn fill_replaces_a_placeholder() {
         assert_eq!(
-            english().fill("room.eta_minutes", "n", 42),
-            english().text("room.eta_minutes").replace("{n}", "42")
+            english().fill("admin.wait_seconds", "s", 42),
+            english().text("admin.wait_seconds").replace("{s}", "42")
         );
         assert_eq!(english().text("no.such.key"), "no.such.key");
     }

@@ -177,8 +177,8 @@ async fn demo_target(
 
 // Page scripts are ES modules (`<script type="module">`); the lib-*.js ones
 // are shared by the three pages (lib-i18n.js hands them their texts), the
-// room*.js, sale*.js and admin*.js ones make up each page, the waiting
-// page's state in room-state.js. The catalogues (static/i18n/) are not served: each page
+// room*.js, sale*.js and admin*.js ones make up each page, its state in
+// its *-state.js. The catalogues (static/i18n/) are not served: each page
 // gets its part inline as JSON data (see `texts_json`).
 const ASSETS: &[(&str, &str, &str)] = &[
     (
@@ -225,6 +225,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         "admin.js",
         "text/javascript; charset=utf-8",
         include_str!("../../../static/admin.js"),
+    ),
+    (
+        "admin-state.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/admin-state.js"),
     ),
     (
         "sale.js",
