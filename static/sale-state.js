@@ -18,7 +18,19 @@ export function createState() {
     pendingFor: '',     // ...and what it asked for
     // A message that says what just happened stays until the visitor acts;
     // otherwise the message is the phase's hint and follows the figures.
-    noticeShown: false
+    noticeShown: false,
+    // The hold's countdown (sale-countdown.js).
+    countdown: {
+      deadline: 0,          // the hold's end, on this browser's clock
+      warnedMinute: false,  // the one-minute warning was given
+      expiryChecked: false  // the server was asked once the time was up
+    },
+    // The refresh loop (sale-refresh.js).
+    refresh: {
+      running: false,       // a sale view is on its way
+      failures: 0,          // in a row, for the backoff
+      offlineShown: false   // the "cannot reach" message is up
+    }
   };
 }
 
