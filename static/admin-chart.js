@@ -1,22 +1,17 @@
 // Each room's live chart on the admin page: waiting, active and admitted in
 // the last minute, one sample a second (the page's own refresh), over the
 // last 30 minutes, drawn as SVG; and a forecast of when the line clears at
-// the current rate. The history lives in this page only: a chart starts
-// when the page opens, and watching costs the store nothing more.
+// the current rate. The samples are the page state's (admin-state.js).
+import { t } from './lib-i18n.js';
+import { CHART_SPAN_MS as SPAN_MS } from './admin-state.js';
 
 const SVG = 'http://www.w3.org/2000/svg';
-const SPAN_MS = 30 * 60 * 1000;
 const WIDTH = 600;
 const HEIGHT = 120;
 const SERIES = ['waiting', 'active', 'admitted_last_minute'];
 
-const history = {};
-
-// Records one sample of a room's stats and redraws its chart and forecast.
-export function record(room, stats, now) {
-  const samples = history[room] || (history[room] = []);
-  samples.push({ at: now, waiting: stats.waiting, active: stats.active, admitted_last_minute: stats.admitted_last_minute });
-  while (samples.length && samples[0].at < now - SPAN_MS) samples.shift();
+// Redraws a room's chart from its samples, and its forecast from its stats.
+export function drawRoom(room, samples, stats, now) {
   draw(room, samples, now);
   forecast(room, stats, now);
 }
@@ -50,15 +45,18 @@ function forecast(room, stats, now) {
   if (!out) return;
   let text;
   if (!stats.waiting) {
-    text = 'Nobody is waiting.';
+    text = t('admin.forecast_nobody');
   } else if (!stats.admitted_last_minute) {
-    text = stats.waiting + ' waiting, nobody admitted in the last minute: no forecast at this rate.';
+    text = t('admin.forecast_stalled', { waiting: stats.waiting });
   } else {
     const minutes = Math.ceil(stats.waiting / stats.admitted_last_minute);
     const at = new Date(now + minutes * 60000);
-    text = 'At ' + stats.admitted_last_minute + ' a minute, the line of ' + stats.waiting +
-      ' clears in about ' + minutes + ' min (around ' +
-      at.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' }) + ').';
+    text = t('admin.forecast_clears', {
+      rate: stats.admitted_last_minute,
+      waiting: stats.waiting,
+      minutes,
+      time: at.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })
+    });
   }
   if (out.textContent !== text) out.textContent = text;
 }

@@ -3,10 +3,12 @@
 // in step with config changed elsewhere without touching a field the
 // operator is editing, follows each room's sale (stock left, holds, orders),
 // and asks before closing a room or replacing a sale. The forms themselves
-// post normally, with their CSRF field.
-import { $, isNonNegative, shortDuration } from './lib-dom.js';
+// post normally, with their CSRF field. Its state lives in admin-state.js.
+import { $, isNonNegative, pad2 } from './lib-dom.js';
 import { request, backoff } from './lib-api.js';
-import { record } from './admin-chart.js';
+import { t } from './lib-i18n.js';
+import { drawRoom } from './admin-chart.js';
+import { createAdminState, recordSample, saleCheckDue, noteNoSale, noteSale } from './admin-state.js';
 
 const REFRESH_MS = 1000;
 const RETRY = { base: REFRESH_MS, max: 15000, cap: 4 };
@@ -16,15 +18,17 @@ const STATS = ['pre_queue', 'waiting', 'active', 'admitted_total', 'admitted_las
 const CONFIG = ['admit_per_tick', 'tick_ms', 'max_active', 'pass_ttl_s', 'abandon_after_s', 'arrival_grace_s', 'paused', 'user_required', 'pow_difficulty', 'notice', 'queue_method', 'close_when_sold_out', 'closes_at', 'opens_at'];
 
 const live = $('live-status');
-const st = {
-  failures: 0,
-  stopped: false,
-  saleFailures: 0,
-  saleStopped: false,
-  noSaleUntil: {}
-};
+const st = createAdminState();
 
 // --- view -------------------------------------------------------------------
+// A wait in whole seconds, short: "42 s", "3 min 05 s", "2 h 7 min".
+function shortDuration(s) {
+  if (s < 60) return t('admin.wait_seconds', { s });
+  const m = Math.floor(s / 60);
+  if (m < 60) return t('admin.wait_minutes', { m, s: pad2(s % 60) });
+  return t('admin.wait_hours', { h: Math.floor(m / 60), m: m % 60 });
+}
+
 function setLive(state, text) {
   if (!live) return;
   live.setAttribute('data-state', state);
@@ -57,6 +61,7 @@ function setCell(node, text, value) {
 
 function setPausedCell(node, paused, closed) {
   const label = closed ? 'closed' : (paused ? 'paused' : 'running');
+  const text = closed ? t('admin.state_closed') : (paused ? t('admin.state_paused') : t('admin.state_running'));
   let badge = node.querySelector('.badge');
   if (!badge) {
     badge = document.createElement('span');
@@ -64,7 +69,7 @@ function setPausedCell(node, paused, closed) {
     node.appendChild(badge);
   }
   badge.className = 'badge badge-' + label;
-  if (badge.textContent !== label) badge.textContent = label;
+  if (badge.textContent !== text) badge.textContent = text;
   node.setAttribute('data-value', String(!!paused));
 }
 
@@ -111,7 +116,8 @@ function apply(data) {
     if (!row) { unknown++; continue; }
     row.classList.toggle('is-closed', r.closed === true);
     const stats = r.stats && typeof r.stats === 'object' ? r.stats : {};
-    record(r.id, stats, Date.now());
+    const now = Date.now();
+    drawRoom(r.id, recordSample(st, r.id, stats, now), stats, now);
     for (const name of STATS) {
       const v = stats[name];
       if (!isNonNegative(v)) continue;
@@ -146,9 +152,9 @@ function apply(data) {
   }
   const time = new Date().toLocaleTimeString();
   if (unknown || gone) {
-    setLive('changed', 'Live · updated ' + time + ' · the list of rooms changed, reload to see it.');
+    setLive('changed', t('admin.live_changed', { time }));
   } else {
-    setLive('live', 'Live · updated ' + time);
+    setLive('live', t('admin.live_updated', { time }));
   }
 }
 
@@ -162,12 +168,12 @@ function refresh() {
       st.stopped = true;
       setLive('expired', '');
       if (live) {
-        live.textContent = 'Your session expired. ';
+        live.textContent = t('admin.live_expired');
         const a = document.createElement('a');
         a.href = '/admin';
-        a.textContent = 'Log in again';
+        a.textContent = t('admin.live_log_in_again');
         live.appendChild(a);
-        live.appendChild(document.createTextNode('.'));
+        live.appendChild(document.createTextNode(t('admin.live_expired_end')));
       }
       return;
     }
@@ -177,7 +183,7 @@ function refresh() {
     schedule(REFRESH_MS);
   }).catch(function () {
     st.failures++;
-    setLive('error', 'Live figures unavailable, retrying…');
+    setLive('error', t('admin.live_unavailable'));
     schedule(backoff(st.failures, RETRY));
   });
 }
@@ -230,7 +236,7 @@ function applySale(roomId, view) {
 
 function noSale(roomId) {
   setSaleKind(roomId, 'none');
-  setSaleStat(roomId, 'stock_left', 'no sale', '');
+  setSaleStat(roomId, 'stock_left', t('admin.sale_none'), '');
   setSaleStat(roomId, 'held', '–', '');
   setSaleStat(roomId, 'orders', '–', '');
   const form = $('sale-' + roomId);
@@ -238,15 +244,15 @@ function noSale(roomId) {
 }
 
 function refreshSale(roomId) {
-  if (st.noSaleUntil[roomId] && Date.now() < st.noSaleUntil[roomId]) return Promise.resolve();
+  if (!saleCheckDue(st, roomId, Date.now())) return Promise.resolve();
   const enc = encodeURIComponent(roomId);
   return getJson('/api/rooms/' + enc + '/sale').then(function (res) {
     if (res.status === 404 || !res.body) {
       noSale(roomId);
-      st.noSaleUntil[roomId] = Date.now() + NO_SALE_RECHECK_MS;
+      noteNoSale(st, roomId, Date.now(), NO_SALE_RECHECK_MS);
       return null;
     }
-    delete st.noSaleUntil[roomId];
+    noteSale(st, roomId);
     applySale(roomId, res.body);
     return getJson('/api/admin/rooms/' + enc + '/sale/orders');
   }).then(function (res) {
@@ -283,8 +289,8 @@ function guardSaleForm(form) {
   function check() {
     const hasStock = stock.value.trim() !== '';
     const hasSeats = seats.value.trim() !== '';
-    const msg = hasStock && hasSeats ? 'Give a stock count or seats, not both.'
-      : (!hasStock && !hasSeats ? 'Give a stock count or a list of seats.' : '');
+    const msg = hasStock && hasSeats ? t('admin.sale_both')
+      : (!hasStock && !hasSeats ? t('admin.sale_neither') : '');
     stock.setCustomValidity(msg);
     return msg === '';
   }
@@ -298,8 +304,8 @@ function guardSaleForm(form) {
     }
     const kind = form.getAttribute('data-sale');
     if (kind === 'seats' || kind === 'stock') {
-      const id = form.getAttribute('data-room') || 'this room';
-      if (!window.confirm('Replace the sale in room "' + id + '"? Its holds and orders are dropped.')) {
+      const room = form.getAttribute('data-room') || '';
+      if (!window.confirm(t('admin.sale_replace_confirm', { room }))) {
         ev.preventDefault();
       }
     }
@@ -310,8 +316,8 @@ document.querySelectorAll('form.sale-form').forEach(guardSaleForm);
 // Ask before closing a room.
 document.querySelectorAll('form.close-form').forEach(function (form) {
   form.addEventListener('submit', function (ev) {
-    const id = form.getAttribute('data-room') || 'this room';
-    if (!window.confirm('Close room "' + id + '"? Everyone waiting is told it has closed. This cannot be undone.')) {
+    const room = form.getAttribute('data-room') || '';
+    if (!window.confirm(t('admin.close_confirm', { room }))) {
       ev.preventDefault();
     }
   });

@@ -1,6 +1,7 @@
 // Shared DOM and text helpers for the three pages: finding and updating
-// nodes without needless writes, reading the page's JSON texts, checking
-// numbers from the server, and the small formatting the pages share.
+// nodes without needless writes, reading a page's JSON data, checking
+// numbers from the server, and the small formatting the pages share that
+// needs no words (the words are the catalogue's: lib-i18n.js).
 
 // --- DOM ---------------------------------------------------------------------
 export function $(id) {
@@ -46,40 +47,12 @@ export function fill(text, values) {
     Object.prototype.hasOwnProperty.call(values, k) ? String(values[k]) : m);
 }
 
-export function plural(n, one, many) {
-  return n + ' ' + (n === 1 ? one : many);
-}
-
-// "A", "A and B", "A, B and C".
-export function listing(items) {
-  if (items.length <= 1) return items.join('');
-  return items.slice(0, -1).join(', ') + ' and ' + items[items.length - 1];
-}
-
 export function pad2(n) {
   return (n < 10 ? '0' : '') + n;
 }
 
 export function formatCount(n, lang) {
   try { return n.toLocaleString(lang); } catch (e) { return String(n); }
-}
-
-// A wait in whole seconds, short: "42 s", "3 min 05 s", "2 h 7 min".
-export function shortDuration(s) {
-  if (s < 60) return s + ' s';
-  const m = Math.floor(s / 60);
-  const rest = s % 60;
-  if (m < 60) return m + ' min ' + pad2(rest) + ' s';
-  const h = Math.floor(m / 60);
-  return h + ' h ' + (m % 60) + ' min';
-}
-
-// A span in whole seconds, spelled out: "1 minute 30 seconds".
-export function longDuration(s) {
-  if (s < 60) return plural(s, 'second', 'seconds');
-  const m = Math.floor(s / 60);
-  const rest = s % 60;
-  return plural(m, 'minute', 'minutes') + (rest ? ' ' + plural(rest, 'second', 'seconds') : '');
 }
 
 // "mm:ss" for a countdown.

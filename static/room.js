@@ -1,10 +1,17 @@
 // Waiting-room page: joins the line, follows the visitor's place over the
 // status socket (polling while it is down) and sends the visitor on when
-// admitted. Owns the join and status calls, the page's texts and figures,
-// and the aria-live announcements; the socket lives in lib-socket.js.
-import { $, setText, jsonScript, isCount, fill, formatCount } from './lib-dom.js';
+// admitted. Owns the join and status calls and the drawing of the page's
+// figures and messages; its state and the decisions on it live in
+// room-state.js, its texts come from lib-i18n.js, the socket lives in
+// lib-socket.js.
+import { $, setText, isCount, formatCount } from './lib-dom.js';
 import { request, backoff, errorCode } from './lib-api.js';
 import { statusSocket, socketUrl } from './lib-socket.js';
+import { t, lang } from './lib-i18n.js';
+import {
+  createRoomState, joinBody, joined, startOver, inPreQueue, enterPreQueue, leavePreQueue,
+  notePosition, paceAnnouncement
+} from './room-state.js';
 
 const PING_MS = 20000;
 const POLL_MS = 5000;
@@ -14,14 +21,7 @@ const ANNOUNCE_MIN_GAP_MS = 10000;
 
 const body = document.body;
 const room = body.getAttribute('data-room') || '';
-const lang = document.documentElement.getAttribute('lang') || 'en';
 const base = '/api/rooms/' + encodeURIComponent(room);
-const T = jsonScript('wr-texts');
-
-function t(key, fallback) {
-  const v = T[key];
-  return typeof v === 'string' ? v : (fallback || '');
-}
 
 const el = {
   heading: $('heading'),
@@ -47,7 +47,7 @@ const el = {
 // A user token from the site that sends its signed-in customers here
 // (`?user=…`): read once, then taken out of the address bar so it is not
 // bookmarked or shared; the ticket cookie keeps the place after that.
-const userToken = (function () {
+function takeUserToken() {
   const params = new URLSearchParams(location.search);
   const token = params.get('user');
   if (token === null) return null;
@@ -55,13 +55,9 @@ const userToken = (function () {
   const query = params.toString();
   history.replaceState(null, '', location.pathname + (query ? '?' + query : '') + location.hash);
   return token;
-})();
-
-function joinBody() {
-  const b = userToken ? { user: userToken } : {};
-  if (st.pow) b.pow = st.pow;
-  return b;
 }
+
+const st = createRoomState(takeUserToken());
 
 // Proof of work, when the room asks for it: the room's challenge, solved
 // in a worker so the page stays responsive; resolves to the payload a
@@ -92,27 +88,6 @@ function retryAfterSeconds(res) {
   return isCount(n) && n > 0 ? Math.min(n, 600) : 30;
 }
 
-// --- state ----------------------------------------------------------------
-const st = {
-  ticket: null,
-  joinTimer: null,
-  joinAttempt: 0,
-  joining: false,
-  pow: null,            // a solved challenge for the next join, if the room asks
-  powTries: 0,
-  done: false,          // terminal state reached: no more reconnecting
-  firstPosition: null,  // first position seen, for the progress bar
-  opensAt: null,        // the scheduled opening (ms), while in the pre-queue
-  countdownTimer: null,
-  inDraw: false,        // was in the pre-queue: the first position is the draw's
-  drawn: false,         // the draw's position has been shown
-  // aria-live announcements: the last one said, when, and one waiting its turn
-  lastAnnounced: '',
-  lastAnnounceAt: 0,
-  announceTimer: null,
-  pendingAnnounce: null
-};
-
 const socket = statusSocket({
   url: () => (st.ticket ? socketUrl(base + '/ws?ticket=' + encodeURIComponent(st.ticket)) : null),
   active: () => !st.done,
@@ -127,12 +102,13 @@ const socket = statusSocket({
 // --- view -------------------------------------------------------------------
 function setConnection(state) {
   if (!el.connection) return;
-  const key = {
-    connecting: 'conn_connecting', live: 'conn_live', reconnecting: 'conn_reconnecting',
-    polling: 'conn_polling', offline: 'conn_offline', done: null
+  const text = {
+    connecting: t('room.conn_connecting'), live: t('room.conn_live'),
+    reconnecting: t('room.conn_reconnecting'), polling: t('room.conn_polling'),
+    offline: t('room.conn_offline'), done: null
   }[state];
   el.connection.setAttribute('data-state', state);
-  if (key) setText(el.connection, t(key, state));
+  if (text) setText(el.connection, text);
   el.connection.hidden = state === 'done';
 }
 
@@ -140,14 +116,16 @@ function setConnection(state) {
 // figures once they no longer mean anything) and the heading.
 function setPageState(state) {
   body.setAttribute('data-state', state);
-  const key = { admitted: 'heading_admitted', closed: 'heading_closed', lost: 'heading_lost' }[state] || 'heading';
-  setText(el.heading, t(key, el.heading ? el.heading.textContent : ''));
+  const heading = {
+    admitted: t('room.heading_admitted'), closed: t('room.heading_closed'), lost: t('room.heading_lost')
+  }[state] || t('room.heading');
+  setText(el.heading, heading);
 }
 
-function setMessage(key, state, fallback) {
+function setMessage(text, state) {
   if (!el.message) return;
   el.message.setAttribute('data-state', state);
-  setText(el.message, t(key, fallback));
+  setText(el.message, text);
 }
 
 function setProgress(pct) {
@@ -162,32 +140,24 @@ function setProgress(pct) {
 function say(text, urgent) {
   if (!el.announce || !text) return;
   if (st.announceTimer) { clearTimeout(st.announceTimer); st.announceTimer = null; }
-  const now = Date.now();
-  if (urgent || now - st.lastAnnounceAt >= ANNOUNCE_MIN_GAP_MS) {
-    if (text !== st.lastAnnounced) {
-      st.lastAnnounced = text;
-      st.lastAnnounceAt = now;
-      el.announce.textContent = text;
-    }
-    st.pendingAnnounce = null;
-    return;
-  }
+  const pace = paceAnnouncement(st, text, urgent, Date.now(), ANNOUNCE_MIN_GAP_MS);
+  if (pace.say) el.announce.textContent = text;
+  if (pace.retryInMs === undefined) return;
   // Too soon after the last one: say the latest text once the gap is over.
-  st.pendingAnnounce = text;
   st.announceTimer = setTimeout(function () {
     st.announceTimer = null;
     if (st.pendingAnnounce) say(st.pendingAnnounce, true);
-  }, ANNOUNCE_MIN_GAP_MS - (now - st.lastAnnounceAt));
+  }, pace.retryInMs);
 }
 
 function formatEta(seconds, paused) {
-  if (!isCount(seconds)) return paused ? t('eta_paused', 'Paused') : t('eta_calculating', 'Calculating…');
-  if (seconds < 60) return t('eta_under_minute', 'Under a minute');
+  if (!isCount(seconds)) return paused ? t('room.eta_paused') : t('room.eta_calculating');
+  if (seconds < 60) return t('room.eta_under_minute');
   const minutes = Math.ceil(seconds / 60);
-  if (minutes < 60) return fill(t('eta_minutes', 'About {n} min'), { n: minutes });
+  if (minutes < 60) return t('room.eta_minutes', { n: minutes });
   const h = Math.floor(minutes / 60);
   const m = minutes % 60;
-  return fill(t('eta_hours', 'About {h} h {m} min'), { h, m });
+  return t('room.eta_hours', { h, m });
 }
 
 function showJoinAgain(visible) {
@@ -215,7 +185,7 @@ function showNotice(notice) {
 function showStock(left) {
   if (!el.stock) return;
   const known = isCount(left);
-  if (known) setText(el.stock, fill(t('stock_left', '{n} left'), { n: formatCount(left, lang) }));
+  if (known) setText(el.stock, t('room.stock_left', { n: formatCount(left, lang) }));
   el.stock.hidden = !known;
 }
 
@@ -228,11 +198,11 @@ function handleStatus(s) {
     case 'waiting': onWaiting(s); break;
     case 'admitted': onAdmitted(s); break;
     case 'closed':
-      if (s.reason === 'sold_out') onFinished('msg_sold_out', 'closed', 'Sold out.', false);
-      else onFinished('msg_closed', 'closed', 'This waiting room is closed.', false);
+      if (s.reason === 'sold_out') onFinished(t('room.msg_sold_out'), 'closed', false);
+      else onFinished(t('room.msg_closed'), 'closed', false);
       break;
-    case 'expired': onFinished('msg_expired', 'expired', 'Your place in line has expired.', true); break;
-    case 'left': onFinished('msg_left', 'left', 'You left the line.', true); break;
+    case 'expired': onFinished(t('room.msg_expired'), 'expired', true); break;
+    case 'left': onFinished(t('room.msg_left'), 'left', true); break;
     default: break; // unknown state: ignore
   }
 }
@@ -250,33 +220,29 @@ function countdownText(ms) {
   const m = Math.floor(left / 60);
   const sec = left - m * 60;
   const parts = { d: d, h: two(h), m: two(m), s: two(sec) };
-  return d > 0 ? fill(t('countdown_days', '{d} d {h}:{m}:{s}'), parts) : fill(t('countdown_clock', '{h}:{m}:{s}'), parts);
+  return d > 0 ? t('room.countdown_days', parts) : t('room.countdown_clock', parts);
 }
 
 function tickCountdown() {
   if (st.opensAt === null) return;
   const left = st.opensAt - Date.now();
-  setText(el.countdown, left > 0 ? countdownText(left) : t('opening_drawing', 'Drawing the order…'));
+  setText(el.countdown, left > 0 ? countdownText(left) : t('room.opening_drawing'));
 }
 
 function showPreQueue(s) {
-  const opensAt = Date.parse(s.opens_at);
-  st.inDraw = true;
-  st.opensAt = isNaN(opensAt) ? null : opensAt;
+  const needsTimer = enterPreQueue(st, s);
   if (el.opening) el.opening.hidden = false;
   if (typeof s.entry === 'string' && el.entry && el.entryLine) {
     setText(el.entry, s.entry);
     el.entryLine.hidden = false;
   }
-  setText(el.position, t('position_at_opening', 'Drawn at the opening'));
+  setText(el.position, t('room.position_at_opening'));
   tickCountdown();
-  if (st.countdownTimer === null) st.countdownTimer = setInterval(tickCountdown, 1000);
+  if (needsTimer) st.countdownTimer = setInterval(tickCountdown, 1000);
 }
 
-function leavePreQueue() {
-  clearInterval(st.countdownTimer);
-  st.countdownTimer = null;
-  st.opensAt = null;
+function hidePreQueue() {
+  leavePreQueue(st);
   if (el.opening) el.opening.hidden = true;
 }
 
@@ -285,39 +251,33 @@ function onWaiting(s) {
   showJoinAgain(false);
   setPageState('waiting');
   const paused = s.paused === true;
-  // In the pre-queue: an entry and no position (a random line has none
-  // after the opening either, so there the clock tells them apart).
-  const preQueue = !isCount(s.position) && typeof s.entry === 'string' && typeof s.opens_at === 'string'
-    && (s.queue_method !== 'random' || Date.parse(s.opens_at) > Date.now());
-  if (preQueue && !st.drawn) {
+  if (inPreQueue(st, s, Date.now())) {
     showPreQueue(s);
     if (isCount(s.waiting)) setText(el.waiting, formatCount(s.waiting, lang));
     setText(el.eta, '–');
-    setMessage('msg_pre_queue', 'pre-queue', 'You are in the draw. Your place in line is decided at the opening.');
+    setMessage(t('room.msg_pre_queue'), 'pre-queue');
     return;
   }
   if (isCount(s.position)) {
     const pos = s.position;
     // The draw's announcement says the position already: saying it again
     // (queued behind it, ten seconds later) would only repeat it.
-    const justDrawn = st.countdownTimer !== null || (st.inDraw && !st.drawn);
+    const { justDrawn, progress } = notePosition(st, pos);
     if (justDrawn) {
-      leavePreQueue();
-      st.drawn = true;
-      say(fill(t('announce_drawn', 'The draw is done. Your position in line is {n}.'), { n: pos }), true);
+      if (el.opening) el.opening.hidden = true;
+      say(t('room.announce_drawn', { n: pos }), true);
     }
-    if (st.firstPosition === null || pos > st.firstPosition) st.firstPosition = pos;
     setText(el.position, String(pos));
-    setProgress(st.firstPosition > 0 ? (st.firstPosition - pos) * 100 / st.firstPosition : 0);
-    if (!justDrawn) say(fill(t('announce_position', 'Your position in line is now {n}.'), { n: pos }), false);
+    setProgress(progress);
+    if (!justDrawn) say(t('room.announce_position', { n: pos }), false);
   } else if (s.queue_method === 'random') {
     // A random line has no order: the wait is expected, not counted down.
-    setText(el.position, t('position_random', 'Drawn at random'));
+    setText(el.position, t('room.position_random'));
   }
   if (isCount(s.waiting)) setText(el.waiting, formatCount(s.waiting, lang));
   setText(el.eta, formatEta(s.eta_seconds, paused));
-  if (paused) setMessage('msg_paused', 'paused', 'Entry is paused for a moment.');
-  else setMessage('msg_waiting', 'waiting', 'You have a place in line.');
+  if (paused) setMessage(t('room.msg_paused'), 'paused');
+  else setMessage(t('room.msg_waiting'), 'waiting');
 }
 
 function onAdmitted(s) {
@@ -332,8 +292,8 @@ function onAdmitted(s) {
   showJoinAgain(false);
   const url = safeRedirect(s.redirect_url);
   if (url) {
-    setMessage('msg_admitted', 'admitted', "It's your turn!");
-    say(t('msg_admitted', "It's your turn!"), true);
+    setMessage(t('room.msg_admitted'), 'admitted');
+    say(t('room.msg_admitted'), true);
     if (el.cont) { el.cont.href = url; el.cont.hidden = false; }
     // Send the visitor on once per pass: coming back to this page (the back
     // button) shows the link instead of bouncing them forward again.
@@ -342,25 +302,25 @@ function onAdmitted(s) {
     try { sent = sessionStorage.getItem(key) === '1'; sessionStorage.setItem(key, '1'); } catch (e) { /* storage off */ }
     if (!sent) setTimeout(function () { location.assign(url); }, REDIRECT_DELAY_MS);
   } else {
-    setMessage('msg_admitted_no_link', 'admitted', "It's your turn!");
-    say(t('msg_admitted_no_link', "It's your turn!"), true);
+    setMessage(t('room.msg_admitted_no_link'), 'admitted');
+    say(t('room.msg_admitted_no_link'), true);
   }
 }
 
-function onFinished(key, state, fallback, canRejoin) {
+function onFinished(text, state, canRejoin) {
   st.done = true;
   stopAll();
   setPageState(state === 'closed' ? 'closed' : 'lost');
   setConnection('done');
   setText(el.eta, '–');
-  setMessage(key, state, fallback);
-  say(t(key, fallback), true);
+  setMessage(text, state);
+  say(text, true);
   showJoinAgain(canRejoin);
 }
 
 function stopAll() {
   clearTimeout(st.joinTimer); st.joinTimer = null;
-  leavePreQueue();
+  hidePreQueue();
   socket.stop();
 }
 
@@ -369,11 +329,11 @@ function join() {
   if (st.joining) return;
   st.joining = true;
   clearTimeout(st.joinTimer); st.joinTimer = null;
-  request('POST', base + '/join', { body: joinBody() }).then(function (res) {
+  request('POST', base + '/join', { body: joinBody(st) }).then(function (res) {
     const code = errorCode(res);
     if (res.status === 403 && (code === 'pow_required' || code === 'pow_invalid') && st.powTries < 3) {
       st.powTries++;
-      setMessage('msg_checking', 'checking', 'Checking your browser…');
+      setMessage(t('room.msg_checking'), 'checking');
       return solvePow().then(function (payload) {
         st.pow = payload;
         st.joining = false;
@@ -382,41 +342,37 @@ function join() {
     }
     if (res.status === 403 && code === 'room_not_accepting') {
       st.joining = false;
-      onFinished('msg_not_accepting', 'closed', 'This waiting room is not taking new arrivals now.', false);
+      onFinished(t('room.msg_not_accepting'), 'closed', false);
       return;
     }
     if (res.status === 401 && (code === 'user_required' || code === 'invalid_user_token')) {
       st.joining = false;
       const again = code === 'invalid_user_token';
-      onFinished(again ? 'msg_sign_in_again' : 'msg_sign_in', 'closed',
-        again ? 'Sign in again on the site.' : 'Sign in on the site first.', false);
+      onFinished(again ? t('room.msg_sign_in_again') : t('room.msg_sign_in'), 'closed', false);
       if (el.signIn) el.signIn.hidden = false;
       return;
     }
     if (res.status === 429 && code === 'rate_limited') {
       st.joining = false;
       const wait = retryAfterSeconds(res);
-      setMessage(null, 'retrying', fill(t('msg_rate_limited', 'Too many attempts. Trying again in {n} s…'), { n: wait }));
+      setMessage(t('room.msg_rate_limited', { n: wait }), 'retrying');
       setConnection('offline');
       st.joinTimer = setTimeout(join, wait * 1000);
       return;
     }
     if (res.status === 404) {
       st.joining = false;
-      onFinished('msg_not_found', 'closed', 'This waiting room does not exist.', false);
+      onFinished(t('room.msg_not_found'), 'closed', false);
       return;
     }
     if (res.status === 409) { // room_closed: nothing to retry
       st.joining = false;
-      onFinished('msg_closed', 'closed', 'This waiting room is closed.', false);
+      onFinished(t('room.msg_closed'), 'closed', false);
       return;
     }
     if (!res.ok || !res.parsed) throw new Error('join answered ' + res.status);
     const s = res.body;
-    st.joining = false;
-    st.pow = null; // used: a later join needs a new one, if any
-    st.powTries = 0;
-    st.joinAttempt = 0;
+    joined(st);
     if (!s || typeof s !== 'object' || typeof s.state !== 'string') throw new Error('bad join answer');
     handleStatus(s);
     // A socket still open belongs to the old ticket.
@@ -424,7 +380,7 @@ function join() {
   }).catch(function () {
     st.joining = false;
     if (st.done) return;
-    setMessage('msg_retrying', 'retrying', 'Retrying…');
+    setMessage(t('room.msg_retrying'), 'retrying');
     setConnection('offline');
     const delay = backoff(st.joinAttempt++, { base: RETRY.base, max: RETRY.max, jitter: true });
     st.joinTimer = setTimeout(join, delay);
@@ -432,16 +388,13 @@ function join() {
 }
 
 function joinAgain() {
-  st.done = false;
-  st.firstPosition = null;
-  st.ticket = null;
-  st.lastAnnounced = '';
+  startOver(st);
   showJoinAgain(false);
   if (el.cont) el.cont.hidden = true;
   setText(el.position, '–');
   setProgress(0);
   setPageState('joining');
-  setMessage('msg_joining', 'joining', 'Joining…');
+  setMessage(t('room.msg_joining'), 'joining');
   setConnection('connecting');
   join();
 }
@@ -456,7 +409,7 @@ function poll() {
       return;
     }
     if (res.status === 404) {
-      onFinished('msg_not_found', 'closed', 'This waiting room does not exist.', false);
+      onFinished(t('room.msg_not_found'), 'closed', false);
       return;
     }
     if (!res.ok || !res.parsed) throw new Error('status answered ' + res.status);

@@ -3,9 +3,10 @@
 // meanwhile, and turns the answer or the error code into the next phase or
 // a message.
 import { newKey, errorCode, errorMessage } from './lib-api.js';
+import { t } from './lib-i18n.js';
 import { isSeatSale, limit } from './sale-state.js';
 import { renderBusy, setMessage } from './sale-view.js';
-import { HOLD_RAN_OUT, startHolding, holdLost, released, onConfirmed, noSale, noPass } from './sale-flow.js';
+import { startHolding, holdLost, released, onConfirmed, noSale, noPass } from './sale-flow.js';
 
 // A call is on its way: refreshes started before it are dropped.
 function begin(app) {
@@ -21,8 +22,9 @@ function end(app) {
   app.refreshSoon(300);
 }
 
-function unreachable(app, what) {
-  setMessage(app, 'We could not reach the sale to ' + what + '. Check your connection and try again.', 'error');
+// `text`: what could not be done, in full.
+function unreachable(app, text) {
+  setMessage(app, text, 'error');
 }
 
 export function hold(app) {
@@ -31,12 +33,12 @@ export function hold(app) {
   let payload;
   let what;
   if (isSeatSale(st)) {
-    if (!st.selected.length) { setMessage(app, 'Choose at least one seat first.', 'warn'); return; }
+    if (!st.selected.length) { setMessage(app, t('sale.msg_choose_seat_first'), 'warn'); return; }
     payload = { seats: st.selected.slice() };
     what = 'seats:' + st.selected.slice().sort().join(',');
   } else {
     const q = app.quantity.chosen();
-    if (!(q > 0)) { setMessage(app, 'Choose how many first.', 'warn'); return; }
+    if (!(q > 0)) { setMessage(app, t('sale.msg_choose_quantity_first'), 'warn'); return; }
     payload = { quantity: q };
     what = 'quantity:' + q;
   }
@@ -46,7 +48,7 @@ export function hold(app) {
   const key = st.pendingKey;
   const done = () => end(app);
   begin(app);
-  setMessage(app, 'Holding…', 'working');
+  setMessage(app, t('sale.msg_holding'), 'working');
   app.api.hold(payload, key).then((res) => {
     st.pendingKey = null;
     if (res.ok && res.body && typeof res.body.claim_id === 'string') {
@@ -57,7 +59,7 @@ export function hold(app) {
     }
     claimFailed(app, res);
   }, () => {
-    unreachable(app, 'hold it');
+    unreachable(app, t('sale.unreachable_hold'));
   }).then(done, done);
 }
 
@@ -66,20 +68,18 @@ function claimFailed(app, res) {
   if (res.status === 401) { noPass(app, code); return; }
   if (res.status === 404 && code !== 'room_not_found') { noSale(app); return; }
   if (code === 'sold_out') {
-    setMessage(app, isSeatSale(app.st)
-      ? 'Sold out: there are no seats left to hold. Holds that run out come back on sale, so keep this page open.'
-      : 'Not enough left to hold that many. The count is up to date again: choose again, or keep this page open, as holds that run out come back on sale.', 'error');
+    setMessage(app, isSeatSale(app.st) ? t('sale.msg_sold_out_seats') : t('sale.msg_sold_out_stock'), 'error');
   } else if (code === 'seat_taken') {
-    setMessage(app, 'Someone else was quicker for one of those seats. The map is up to date again: choose again.', 'error');
+    setMessage(app, t('sale.msg_seat_taken'), 'error');
   } else if (code === 'limit_reached') {
-    setMessage(app, 'That would take you over the limit of ' + limit(app.st) + ' per person.', 'error');
+    setMessage(app, t('sale.msg_over_limit', { n: limit(app.st) }), 'error');
   } else if (res.status === 429) {
-    setMessage(app, 'Lots of people are trying right now. Wait a moment, then press Hold again.', 'warn');
+    setMessage(app, t('sale.msg_busy'), 'warn');
   } else if (res.status === 400) {
     const why = errorMessage(res);
-    setMessage(app, 'That choice was not accepted' + (why ? ': ' + why : '.'), 'error');
+    setMessage(app, why ? t('sale.msg_not_accepted_why', { why }) : t('sale.msg_not_accepted'), 'error');
   } else {
-    setMessage(app, 'Something went wrong (' + res.status + '). Please try again.', 'error');
+    setMessage(app, t('sale.msg_failed', { status: res.status }), 'error');
   }
   app.refreshSoon(0);
 }
@@ -89,23 +89,23 @@ export function confirmHold(app) {
   if (app.st.busy || !c) return;
   const done = () => end(app);
   begin(app);
-  setMessage(app, 'Confirming…', 'working');
+  setMessage(app, t('sale.msg_confirming'), 'working');
   app.api.confirm(c.claim_id).then((res) => {
     const code = errorCode(res);
     if (res.ok && res.body && typeof res.body.claim_id === 'string') { onConfirmed(app, res.body); return; }
     if (res.status === 401) { noPass(app, code); return; }
-    if (res.status === 410 || code === 'hold_expired') { holdLost(app, HOLD_RAN_OUT); return; }
+    if (res.status === 410 || code === 'hold_expired') { holdLost(app, t('sale.msg_hold_ran_out')); return; }
     if (code === 'claim_released') {
-      holdLost(app, 'This hold was released, so it went back on sale. You can choose again.');
+      holdLost(app, t('sale.msg_hold_released'));
       return;
     }
     if (res.status === 404) {
-      holdLost(app, 'This hold is no longer there. You can choose again.');
+      holdLost(app, t('sale.msg_hold_gone'));
       return;
     }
-    setMessage(app, 'Your purchase could not be confirmed (' + res.status + '). Please press Confirm again.', 'error');
+    setMessage(app, t('sale.msg_confirm_failed', { status: res.status }), 'error');
   }, () => {
-    unreachable(app, 'confirm');
+    unreachable(app, t('sale.unreachable_confirm'));
   }).then(done, done);
 }
 
@@ -114,16 +114,16 @@ export function releaseHold(app) {
   if (app.st.busy || !c) return;
   const done = () => end(app);
   begin(app);
-  setMessage(app, 'Releasing…', 'working');
+  setMessage(app, t('sale.msg_releasing'), 'working');
   app.api.release(c.claim_id).then((res) => {
     if (res.status === 401) { noPass(app, errorCode(res)); return; }
     if (res.ok || res.status === 404 || res.status === 410) { released(app, c); return; }
     if (errorCode(res) === 'claim_confirmed' || res.status === 409) {
-      setMessage(app, 'This hold can no longer be released.', 'warn');
+      setMessage(app, t('sale.msg_cannot_release'), 'warn');
       return;
     }
-    setMessage(app, 'It could not be released (' + res.status + '). Please try again.', 'error');
+    setMessage(app, t('sale.msg_release_failed', { status: res.status }), 'error');
   }, () => {
-    unreachable(app, 'release it');
+    unreachable(app, t('sale.unreachable_release'));
   }).then(done, done);
 }

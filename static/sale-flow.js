@@ -2,11 +2,10 @@
 // (seats taken from under the visitor, a hold that ran out or was confirmed
 // elsewhere, a hold to resume after a reload) and the moves between phases:
 // choosing, holding, confirmed, no sale, no pass.
-import { setText, listing } from './lib-dom.js';
-import { addTicket, describe, isSeatSale } from './sale-state.js';
-import { setPhase, render, setMessage, showDefaultMessage } from './sale-view.js';
-
-export const HOLD_RAN_OUT = 'Your hold ran out before you confirmed, so it went back on sale. You can choose again.';
+import { setText } from './lib-dom.js';
+import { t } from './lib-i18n.js';
+import { addTicket, isSeatSale } from './sale-state.js';
+import { setPhase, render, setMessage, showDefaultMessage, listing, describe } from './sale-view.js';
 
 export function applySale(app, view) {
   const st = app.st;
@@ -23,8 +22,9 @@ export function applySale(app, view) {
     if (gone.length) {
       st.selected = st.selected.filter((s) => seats[s] === 'free');
       if (st.phase === 'choosing') {
-        setMessage(app, (gone.length === 1 ? 'Seat ' + gone[0] + ' was' : 'Seats ' + listing(gone) + ' were') +
-          ' just taken by someone else. Choose another.', 'warn');
+        setMessage(app, gone.length === 1
+          ? t('sale.msg_seat_taken_one', { seats: gone[0] })
+          : t('sale.msg_seats_taken_many', { seats: listing(gone) }), 'warn');
       }
     }
   }
@@ -36,7 +36,7 @@ export function applySale(app, view) {
     if (still && still.state === 'confirmed') { onConfirmed(app, still); return; }
     if (!still) {
       if (st.tickets.some((t) => t.claim_id === claim.claim_id)) { onConfirmed(app, claim); return; }
-      holdLost(app, HOLD_RAN_OUT);
+      holdLost(app, t('sale.msg_hold_ran_out'));
       return;
     }
     render(app);
@@ -49,7 +49,7 @@ export function applySale(app, view) {
     return;
   }
   if (st.phase === 'loading' || st.phase === 'nosale') {
-    if (st.tickets.length) { setPhase(app, 'confirmed'); setMessage(app, 'Your purchase is confirmed.', 'ok'); }
+    if (st.tickets.length) { setPhase(app, 'confirmed'); setMessage(app, t('sale.msg_confirmed'), 'ok'); }
     else { setPhase(app, 'choosing'); showDefaultMessage(app); }
     return;
   }
@@ -62,15 +62,14 @@ export function noSale(app) {
   app.st.claim = null;
   app.countdown.stop();
   setPhase(app, 'nosale');
-  setMessage(app, 'There is no sale in this room at the moment. This page checks again every few seconds.', 'warn');
+  setMessage(app, t('sale.msg_no_sale'), 'warn');
 }
 
 export function noPass(app, code) {
   app.countdown.stop();
   app.st.claim = null;
   setPhase(app, 'nopass');
-  const why = code === 'pass_expired' ? 'Your pass has expired' : 'Your pass is missing or expired';
-  setMessage(app, why + ': go back to the waiting room to get a new one.', 'error');
+  setMessage(app, code === 'pass_expired' ? t('sale.msg_pass_expired') : t('sale.msg_no_pass'), 'error');
   if (app.el.back) app.el.back.hidden = false;
 }
 
@@ -81,7 +80,7 @@ export function startHolding(app, c) {
   setText(el.heldWhat, describe(c));
   setPhase(app, 'holding');
   app.countdown.start(c);
-  setMessage(app, 'Held for you: confirm before the time runs out, or release it for someone else.', 'ok');
+  setMessage(app, t('sale.msg_held'), 'ok');
   if (el.confirm && document.activeElement === el.hold) el.confirm.focus();
 }
 
@@ -102,7 +101,7 @@ export function released(app, c) {
   app.st.claim = null;
   app.countdown.stop();
   setPhase(app, 'choosing');
-  setMessage(app, 'Released: it is back on sale for everyone. You can choose again.', 'info');
+  setMessage(app, t('sale.msg_released'), 'info');
   if (app.el.hold) app.el.hold.focus();
 }
 
@@ -114,7 +113,7 @@ export function onConfirmed(app, c) {
   st.claim = null;
   app.countdown.stop();
   setPhase(app, 'confirmed');
-  setMessage(app, 'Your purchase is confirmed. Ticket #' + c.sequence + ' is yours.', 'ok');
+  setMessage(app, t('sale.msg_confirmed_ticket', { n: c.sequence }), 'ok');
   if (ticket) {
     ticket.setAttribute('tabindex', '-1');
     try { ticket.focus({ preventScroll: false }); } catch (e) { ticket.focus(); }

@@ -1,8 +1,10 @@
 // Sale page refresh loop: asks for the sale view every few seconds (less
 // often in a background tab, backing off while the server is unreachable),
 // drops answers overtaken by a hold, confirm or release, and hands the rest
-// to sale-flow.js. Owns its timer and failure count.
+// to sale-flow.js. Owns its timer; whether a refresh is on its way and how
+// many failed are `app.st.refresh`.
 import { errorCode, backoff } from './lib-api.js';
+import { t } from './lib-i18n.js';
 import { showDefaultMessage, setMessage } from './sale-view.js';
 import { applySale, noSale, noPass } from './sale-flow.js';
 
@@ -14,10 +16,8 @@ const RETRY = { base: REFRESH_MS, max: 15000, cap: 4 };
 // planned) or right away.
 export function createRefresher(app) {
   const st = app.st;
+  const rf = st.refresh;
   let timer = null;
-  let running = false;
-  let failures = 0;
-  let offlineShown = false;
 
   function soon(ms) {
     if (timer) clearTimeout(timer);
@@ -26,19 +26,19 @@ export function createRefresher(app) {
 
   function scheduleNext() {
     let ms = document.visibilityState === 'hidden' && st.phase !== 'holding' ? HIDDEN_REFRESH_MS : REFRESH_MS;
-    if (failures) ms = backoff(failures, RETRY);
+    if (rf.failures) ms = backoff(rf.failures, RETRY);
     soon(ms);
   }
 
   function refresh() {
     timer = null;
-    if (running) { scheduleNext(); return; }
-    running = true;
+    if (rf.running) { scheduleNext(); return; }
+    rf.running = true;
     const asked = st.epoch;
     app.api.view().then((res) => {
-      running = false;
-      failures = 0;
-      if (offlineShown) { offlineShown = false; if (st.phase === 'choosing') showDefaultMessage(app); }
+      rf.running = false;
+      rf.failures = 0;
+      if (rf.offlineShown) { rf.offlineShown = false; if (st.phase === 'choosing') showDefaultMessage(app); }
       if (asked !== st.epoch || st.busy) return; // something changed meanwhile: the next one tells
       if (res.status === 404) { noSale(app); return; }
       if (res.status === 401) { noPass(app, errorCode(res)); return; }
@@ -46,11 +46,11 @@ export function createRefresher(app) {
       app.api.learnServerTime(res.body, res);
       applySale(app, res.body);
     }, () => {
-      running = false;
-      failures++;
-      if (failures >= 3 && !offlineShown && (st.phase === 'choosing' || st.phase === 'loading')) {
-        offlineShown = true;
-        setMessage(app, 'We cannot reach the sale right now; retrying…', 'warn');
+      rf.running = false;
+      rf.failures++;
+      if (rf.failures >= 3 && !rf.offlineShown && (st.phase === 'choosing' || st.phase === 'loading')) {
+        rf.offlineShown = true;
+        setMessage(app, t('sale.msg_offline'), 'warn');
       }
     }).then(() => {
       if (st.phase !== 'nopass') scheduleNext();

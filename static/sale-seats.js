@@ -2,9 +2,10 @@
 // seat numbers allow), keeps each seat button's state, label and pressed
 // state in step with the sale, and picks or unpicks a seat on click. Owns
 // the map's layout and its buttons; the choice itself is `app.st.selected`.
-import { setText, show, listing, plural } from './lib-dom.js';
+import { setText, show } from './lib-dom.js';
+import { t } from './lib-i18n.js';
 import { canPick, limit, mySeats } from './sale-state.js';
-import { render, setMessage, showDefaultMessage } from './sale-view.js';
+import { render, setMessage, showDefaultMessage, listing } from './sale-view.js';
 
 // Column-aligned seat maps up to this many seats in a row; beyond it seats
 // are simply laid out one after another.
@@ -52,7 +53,7 @@ function buildSeatMap(map, ids) {
     const row = document.createElement('div');
     row.className = 'seat-row';
     row.setAttribute('role', 'group');
-    row.setAttribute('aria-label', r ? 'Row ' + r : 'Seats');
+    row.setAttribute('aria-label', r ? t('sale.row_label', { row: r }) : t('sale.seats_group_label'));
     const label = document.createElement('span');
     label.className = 'seat-row-label';
     label.setAttribute('aria-hidden', 'true');
@@ -101,16 +102,16 @@ export function createSeatMap(app) {
       b.setAttribute('aria-pressed', pressed ? 'true' : 'false');
       const off = state !== 'free';
       if (b.disabled !== off) b.disabled = off;
-      const what = state === 'free' ? (pressed ? 'chosen' : 'free')
-        : mine[id] ? (mine[id] === 'sold' ? 'yours' : 'held for you')
-        : state === 'held' ? 'held by someone else' : 'sold';
-      b.setAttribute('aria-label', 'Seat ' + id + ', ' + what);
-      b.title = 'Seat ' + id + ' · ' + what;
+      const what = state === 'free' ? (pressed ? t('sale.seat_chosen') : t('sale.seat_free'))
+        : mine[id] ? (mine[id] === 'sold' ? t('sale.seat_yours') : t('sale.seat_held_for_you'))
+        : state === 'held' ? t('sale.seat_held_by_other') : t('sale.seat_sold');
+      b.setAttribute('aria-label', t('sale.seat_aria', { seat: id, state: what }));
+      b.title = t('sale.seat_title', { seat: id, state: what });
     });
     const picked = st.selected.slice();
     setText(el.selection, picked.length
-      ? 'Chosen: ' + listing(picked) + ' (' + picked.length + ' of up to ' + Math.max(picked.length, canPick(st)) + ')'
-      : 'No seats chosen yet.');
+      ? t('sale.selection_chosen', { seats: listing(picked), n: picked.length, max: Math.max(picked.length, canPick(st)) })
+      : t('sale.selection_none'));
   }
 
   function toggleSeat(id) {
@@ -123,9 +124,8 @@ export function createSeatMap(app) {
     } else {
       const may = canPick(st);
       if (st.selected.length >= may) {
-        setMessage(app, may === 0
-          ? 'You have reached the limit of ' + limit(st) + ' per person.'
-          : 'You can choose up to ' + plural(may, 'seat', 'seats') + '. Tap a chosen seat to unpick it.', 'warn');
+        setMessage(app, may === 0 ? t('sale.msg_limit_reached', { n: limit(st) })
+          : may === 1 ? t('sale.msg_max_seats_one', { n: may }) : t('sale.msg_max_seats_many', { n: may }), 'warn');
         return;
       }
       st.selected.push(id);

@@ -1,7 +1,8 @@
 // Sale page model: the one state object the sale modules pass around (as
 // `app.st`), and what follows from it: how much is left, what is already
-// the visitor's, how many more they may pick. Nothing here touches the DOM.
-import { isCount, listing, plural } from './lib-dom.js';
+// the visitor's, how many more they may pick. Nothing here touches the DOM
+// or says anything in words (sale-view.js does).
+import { isCount } from './lib-dom.js';
 
 export function createState() {
   return {
@@ -17,7 +18,19 @@ export function createState() {
     pendingFor: '',     // ...and what it asked for
     // A message that says what just happened stays until the visitor acts;
     // otherwise the message is the phase's hint and follows the figures.
-    noticeShown: false
+    noticeShown: false,
+    // The hold's countdown (sale-countdown.js).
+    countdown: {
+      deadline: 0,          // the hold's end, on this browser's clock
+      warnedMinute: false,  // the one-minute warning was given
+      expiryChecked: false  // the server was asked once the time was up
+    },
+    // The refresh loop (sale-refresh.js).
+    refresh: {
+      running: false,       // a sale view is on its way
+      failures: 0,          // in a row, for the backoff
+      offlineShown: false   // the "cannot reach" message is up
+    }
   };
 }
 
@@ -25,12 +38,6 @@ export function createState() {
 export function units(c) {
   if (isCount(c.quantity) && c.quantity > 0) return c.quantity;
   return Array.isArray(c.seats) ? c.seats.length : 0;
-}
-
-export function describe(c) {
-  const seats = Array.isArray(c.seats) ? c.seats.filter((s) => typeof s === 'string') : [];
-  if (seats.length) return (seats.length === 1 ? 'Seat ' : 'Seats ') + listing(seats);
-  return plural(units(c), 'item', 'items');
 }
 
 export function addTicket(st, c) {

@@ -1,9 +1,43 @@
 // Sale page view: the phase on <body>, the heading, the message line, the
 // stock line, the Hold button, the busy state and the ticket card. Draws
 // from `app.st`; the seat map and the quantity picker draw themselves
-// (`app.seats`, `app.quantity`) when render() asks them to.
-import { setText, show, isCount, plural, longDuration } from './lib-dom.js';
-import { isSeatSale, stockLeft, canPick, limit, describe } from './sale-state.js';
+// (`app.seats`, `app.quantity`) when render() asks them to. Also the
+// wording the sale modules share: lists, durations, what a claim is.
+import { setText, show, isCount } from './lib-dom.js';
+import { t } from './lib-i18n.js';
+import { isSeatSale, stockLeft, canPick, limit, units } from './sale-state.js';
+
+// --- wording ---------------------------------------------------------------------
+// "A", "A and B", "A, B and C" (in the page's language).
+export function listing(items) {
+  if (items.length <= 1) return items.join('');
+  return t('sale.list_last', {
+    rest: items.slice(0, -1).join(t('sale.list_separator')),
+    last: items[items.length - 1]
+  });
+}
+
+// A span in whole seconds, spelled out: "1 minute 30 seconds".
+function longDuration(s) {
+  const seconds = (n) => (n === 1 ? t('sale.duration_seconds_one', { n }) : t('sale.duration_seconds_many', { n }));
+  if (s < 60) return seconds(s);
+  const m = Math.floor(s / 60);
+  const rest = s % 60;
+  const minutes = m === 1 ? t('sale.duration_minutes_one', { n: m }) : t('sale.duration_minutes_many', { n: m });
+  return rest ? t('sale.duration_joined', { minutes, seconds: seconds(rest) }) : minutes;
+}
+
+// What a claim is: "Seats A1 and A2", "3 items".
+export function describe(c) {
+  const seats = Array.isArray(c.seats) ? c.seats.filter((s) => typeof s === 'string') : [];
+  if (seats.length) {
+    return seats.length === 1
+      ? t('sale.describe_seat_one', { seats: listing(seats) })
+      : t('sale.describe_seats_many', { seats: listing(seats) });
+  }
+  const n = units(c);
+  return n === 1 ? t('sale.describe_items_one', { n }) : t('sale.describe_items_many', { n });
+}
 
 export function setPhase(app, next) {
   app.st.phase = next;
@@ -26,15 +60,16 @@ function defaultMessage(st) {
   if (st.phase !== 'choosing') return null;
   const left = stockLeft(st);
   const may = canPick(st);
-  if (left === 0) return ['Sold out: everything is held or sold. Held items come back if they are not bought in time, so keep this page open.', 'warn'];
-  if (may === 0) return ['You have reached the limit of ' + limit(st) + ' per person.', 'warn'];
+  if (left === 0) return [t('sale.msg_sold_out_choosing'), 'warn'];
+  if (may === 0) return [t('sale.msg_limit_reached', { n: limit(st) }), 'warn'];
   if (isSeatSale(st)) {
     const more = Math.min(may, left) - st.selected.length;
-    if (st.selected.length && more > 0) return ['Press Hold to keep your choice, or pick up to ' + more + ' more.', 'info'];
-    if (st.selected.length) return ['Press Hold to keep your choice.', 'info'];
-    return ['Pick up to ' + plural(Math.min(may, left), 'seat', 'seats') + ', then press Hold.', 'info'];
+    if (st.selected.length && more > 0) return [t('sale.msg_hold_or_pick_more', { n: more }), 'info'];
+    if (st.selected.length) return [t('sale.msg_hold_choice'), 'info'];
+    const n = Math.min(may, left);
+    return [n === 1 ? t('sale.msg_pick_seats_one', { n }) : t('sale.msg_pick_seats_many', { n }), 'info'];
   }
-  return ['Choose how many, then press Hold.', 'info'];
+  return [t('sale.msg_choose_quantity'), 'info'];
 }
 
 export function showDefaultMessage(app) {
@@ -67,15 +102,15 @@ function renderHeading(app) {
   const st = app.st;
   const phase = st.phase;
   let heading = {
-    loading: "You're in",
-    choosing: isSeatSale(st) ? 'Choose your seats' : 'How many would you like?',
-    holding: 'Confirm your purchase',
-    confirmed: "You've got it",
-    nosale: 'No sale here right now',
-    nopass: 'Your pass is missing or expired'
+    loading: t('sale.heading_loading'),
+    choosing: isSeatSale(st) ? t('sale.heading_choose_seats') : t('sale.heading_choose_quantity'),
+    holding: t('sale.heading_holding'),
+    confirmed: t('sale.heading_confirmed'),
+    nosale: t('sale.heading_nosale'),
+    nopass: t('sale.heading_nopass')
   }[phase];
-  if (phase === 'choosing' && st.sale && stockLeft(st) === 0) heading = 'Sold out';
-  else if (phase === 'choosing' && st.tickets.length) heading = isSeatSale(st) ? 'Choose more seats' : 'Get more';
+  if (phase === 'choosing' && st.sale && stockLeft(st) === 0) heading = t('sale.heading_sold_out');
+  else if (phase === 'choosing' && st.tickets.length) heading = isSeatSale(st) ? t('sale.heading_more_seats') : t('sale.heading_more');
   setText(app.el.heading, heading || '');
 }
 
@@ -83,10 +118,10 @@ function renderStock(app) {
   const { st, el } = app;
   const left = stockLeft(st);
   setText(el.stockLeft, String(left));
-  setText(el.stockLeftLabel, isSeatSale(st) ? (left === 1 ? 'seat left' : 'seats left') : 'left');
+  setText(el.stockLeftLabel, isSeatSale(st) ? (left === 1 ? t('sale.seat_left') : t('sale.seats_left')) : t('sale.left'));
   el.stockLeft.setAttribute('data-empty', left === 0 ? 'true' : 'false');
-  setText(el.chooseTitle, isSeatSale(st) ? 'Seats' : 'Quantity');
-  setText(el.limitNote, ' · up to ' + limit(st) + ' per person');
+  setText(el.chooseTitle, isSeatSale(st) ? t('sale.choose_seats_title') : t('sale.choose_quantity_title'));
+  setText(el.limitNote, t('sale.limit_note', { n: limit(st) }));
 }
 
 // How many the Hold button would hold.
@@ -97,13 +132,13 @@ function toHold(app) {
 function renderHoldButton(app) {
   const { st, el } = app;
   const n = toHold(app);
-  let label = 'Hold';
-  if (isSeatSale(st) && n > 0) label = 'Hold ' + plural(n, 'seat', 'seats');
-  else if (!isSeatSale(st) && n > 0) label = 'Hold ' + n;
+  let label = t('sale.hold');
+  if (isSeatSale(st) && n > 0) label = n === 1 ? t('sale.hold_seats_one', { n }) : t('sale.hold_seats_many', { n });
+  else if (!isSeatSale(st) && n > 0) label = t('sale.hold_quantity', { n });
   setText(el.hold, label);
   const ttl = st.sale && isCount(st.sale.hold_ttl_s) ? st.sale.hold_ttl_s : 0;
   if (ttl) {
-    setText(el.holdHint, 'We keep it for you for ' + longDuration(ttl) + ' while you confirm.');
+    setText(el.holdHint, t('sale.hold_hint_ttl', { duration: longDuration(ttl) }));
   }
 }
 
@@ -124,17 +159,18 @@ function renderTickets(app) {
   setText(el.ticketWhat, describe(last));
   const when = last.confirmed_at ? new Date(last.confirmed_at) : null;
   setText(el.ticketWhen, when && isFinite(when.getTime())
-    ? 'Confirmed at ' + when.toLocaleTimeString() + '. Show this number when asked.'
-    : 'Show this number when asked.');
+    ? t('sale.ticket_when', { time: when.toLocaleTimeString() })
+    : t('sale.ticket_show'));
   const others = st.tickets.slice(0, -1);
   show(el.otherTickets, others.length > 0);
-  const text = others.map((t) => 'Ticket #' + t.sequence + ' · ' + describe(t)).join('\n');
+  const lines = others.map((c) => t('sale.ticket_also', { n: c.sequence, what: describe(c) }));
+  const text = lines.join('\n');
   if (el.otherTickets.getAttribute('data-text') !== text) {
     el.otherTickets.setAttribute('data-text', text);
     el.otherTickets.textContent = '';
-    others.forEach((t) => {
+    lines.forEach((line) => {
       const li = document.createElement('li');
-      li.textContent = 'Also yours: Ticket #' + t.sequence + ' · ' + describe(t);
+      li.textContent = line;
       el.otherTickets.appendChild(li);
     });
   }

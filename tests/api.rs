@@ -387,6 +387,55 @@ async fn unknown_rooms_and_paths_are_404() {
 }
 
 #[tokio::test]
+async fn every_page_speaks_the_language_the_browser_asks_for() {
+    let app = TestApp::spawn().await;
+    app.create_room("hall", json!({})).await;
+    let page = |path: &'static str, language: &'static str| {
+        let request = app
+            .http
+            .get(app.url(path))
+            .header("Accept-Language", language);
+        async move { request.send().await.unwrap().text().await.unwrap() }
+    };
+    for (path, korean) in [
+        ("/rooms/hall", "대기열에 들어왔습니다"),
+        ("/rooms/nowhere", "대기실을 찾을 수 없습니다"),
+        ("/rooms/hall/sale", "판매 정보를 불러오는 중…"),
+        ("/admin", "운영자 로그인"),
+    ] {
+        let html = page(path, "ko-KR,ko;q=0.9").await;
+        assert!(html.contains("<html lang=\"ko\">"), "{path}: {html}");
+        assert!(html.contains(korean), "{path}: {html}");
+        let html = page(path, "en-US").await;
+        assert!(html.contains("<html lang=\"en\">"), "{path}: {html}");
+        assert!(!html.contains(korean), "{path}: {html}");
+    }
+    // The scripts get their page's texts, in the same language.
+    let html = page("/rooms/hall", "ko").await;
+    assert!(html.contains(r#"<script id="wr-texts" type="application/json">{"room."#));
+    assert!(html.contains(r#""room.conn_live":"실시간""#), "{html}");
+    let html = page("/rooms/hall/sale", "ko").await;
+    assert!(html.contains(r#"<script id="wr-texts" type="application/json">{"sale."#));
+    assert!(html.contains(r#""sale.hold":"예약""#), "{html}");
+    // The operator's page, signed in.
+    let client = no_redirects();
+    let session = log_in(&app, &client).await;
+    let html = client
+        .get(app.url("/admin"))
+        .header("cookie", format!("wr_admin={session}"))
+        .header("Accept-Language", "ko")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(html.contains("<html lang=\"ko\">"), "{html}");
+    assert!(html.contains("변경 사항 저장"), "{html}");
+    assert!(html.contains(r#""admin.live_unavailable":"#), "{html}");
+}
+
+#[tokio::test]
 async fn malformed_input_gets_a_400_that_names_the_problem() {
     let app = TestApp::spawn().await;
     let post = |body: &'static str| {

@@ -1459,3 +1459,47 @@ async fn after_a_service_restart_close_the_page_reconnects_and_keeps_its_place()
     .await;
     browser.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_korean_browser_gets_the_sale_page_in_korean() {
+    let app = TestApp::spawn().await;
+    let driver = Driver::start().await;
+    app.create_room(
+        "hall",
+        json!({"name": "봄 공연", "admit_per_tick": 1, "tick_ms": 1000}),
+    )
+    .await;
+    put_sale(
+        &app,
+        "hall",
+        json!({"seats": ["A1", "A2"], "per_user_limit": 1}),
+    )
+    .await;
+    let pass = admitted_pass(&app, "hall", 1_000).await;
+    let browser = driver
+        .browser(390, 844, json!({"intl": {"accept_languages": "ko-KR,ko"}}))
+        .await;
+    browser
+        .goto(&app.url(&format!("/rooms/hall/sale?wr_pass={pass}")))
+        .await
+        .unwrap();
+    assert_eq!(
+        attr_of(&browser, "html", "lang").await.as_deref(),
+        Some("ko")
+    );
+    // Drawn by the scripts, from the texts the page handed them.
+    eventually("the Korean seat map", BROWSER_PATIENCE, || async {
+        (text_of(&browser, "sale-heading").await.as_deref() == Some("좌석을 고르세요"))
+            .then_some(())
+    })
+    .await;
+    assert_eq!(
+        attr_of(&browser, r#"#seat-map [data-seat="A1"]"#, "aria-label")
+            .await
+            .as_deref(),
+        Some("좌석 A1, 빈 좌석")
+    );
+    assert_eq!(text_of(&browser, "hold").await.as_deref(), Some("예약"));
+    screenshot(&browser, "sale-page-ko").await;
+    browser.close().await.unwrap();
+}

@@ -113,8 +113,8 @@ fn code_for(status: StatusCode) -> String {
 /// The Content-Security-Policy of every answer. The pages load their
 /// scripts (ES modules) and their one stylesheet from `/static`, and talk
 /// only to this origin (fetch and the WebSocket, which `'self'` covers);
-/// nothing inline runs: the room page's `<script type="application/json">`
-/// is data, never executed, and the scripts set styles through the CSSOM
+/// nothing inline runs: the pages' `<script type="application/json">`
+/// (their texts) is data, never executed, and the scripts set styles through the CSSOM
 /// (`element.style`), which `style-src` does not govern. `data:` images
 /// are for the empty favicon (`<link rel="icon" href="data:,">`).
 /// `frame-ancestors 'none'` (with `X-Frame-Options: DENY` for browsers

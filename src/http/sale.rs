@@ -12,7 +12,8 @@ use crate::http::extractors::{
     Expiry, Operator, PASS_COOKIE, Pass, PassChecker, PassHolder, PassRefusal, Room, check_pass,
     ticket_cookie_name,
 };
-use crate::http::pages::render;
+use crate::http::pages::i18n::Catalogue;
+use crate::http::pages::{catalogue_for, render, texts_json};
 use crate::http::sale_views::SaleViews;
 use crate::store::{SaleStore, Store, set_up_sale};
 use crate::words::RoomId;
@@ -153,8 +154,11 @@ async fn orders(
 #[derive(Template)]
 #[template(path = "sale.html")]
 pub struct SalePage {
+    pub t: &'static Catalogue,
     pub room_id: String,
     pub room_name: String,
+    /// The `sale.` texts, for `static/sale*.js`.
+    pub texts_json: String,
 }
 
 #[derive(Deserialize)]
@@ -265,8 +269,11 @@ async fn page(
         Ok(info) => info.config.name,
         Err(_) => room.to_string(),
     };
+    let t = catalogue_for(&req);
     render(&SalePage {
+        t,
         room_id: room.to_string(),
         room_name,
+        texts_json: texts_json(t, "sale."),
     })
 }

@@ -1,5 +1,6 @@
 //! The admin page: log in with the admin token, then watch and steer rooms
-//! through plain HTML forms, each carrying the session's CSRF token.
+//! through plain HTML forms, each carrying the session's CSRF token. Its
+//! texts are the `admin.` ones of the catalogues, in English or Korean.
 
 use actix_web::cookie::{Cookie, SameSite};
 use actix_web::http::header;
@@ -12,7 +13,8 @@ use crate::http::extractors::{
     ADMIN_SESSION_COOKIE as SESSION_COOKIE, CsrfProtected, OperatorForm, admin_session,
     admin_session_cookie, client_address, client_block,
 };
-use crate::http::pages::render;
+use crate::http::pages::i18n::{self, Catalogue};
+use crate::http::pages::{accept_language, render, texts_json};
 use crate::http::refusal_log::RefusalLog;
 use crate::http::state::{AdminAccess, Live};
 use crate::store::{self, SaleStore, Store};
@@ -37,6 +39,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 #[derive(Template)]
 #[template(path = "admin_login.html")]
 pub struct AdminLoginPage {
+    pub t: &'static Catalogue,
     pub csrf: String,
     pub error: Option<String>,
 }
@@ -44,6 +47,9 @@ pub struct AdminLoginPage {
 #[derive(Template)]
 #[template(path = "admin.html")]
 pub struct AdminPage {
+    pub t: &'static Catalogue,
+    /// The `admin.` texts, for `static/admin*.js`.
+    pub texts_json: String,
     pub csrf: String,
     pub rooms: Vec<AdminRoomRow>,
     pub message: Option<String>,
@@ -155,12 +161,20 @@ async fn page(
         .map(AdminRoomRow::from)
         .collect();
     let csrf = credentials.csrf_for_session(&session);
+    let t = operator_catalogue(&req);
     Ok(render(&AdminPage {
+        t,
+        texts_json: texts_json(t, "admin."),
         csrf,
         rooms,
         message,
         error,
     }))
+}
+
+/// The catalogue of an operator page: English or Korean, as the browser asks.
+fn operator_catalogue(req: &HttpRequest) -> &'static Catalogue {
+    i18n::negotiate_admin(accept_language(req))
 }
 
 /// The login form, with a double-submit CSRF cookie (there is no session yet).
@@ -175,6 +189,7 @@ fn login_page(
         .filter(|v| v.len() >= 32)
         .unwrap_or_else(random_secret);
     let mut response = render(&AdminLoginPage {
+        t: operator_catalogue(req),
         csrf: csrf.clone(),
         error,
     });
@@ -206,20 +221,18 @@ async fn login(
         .cookie(LOGIN_CSRF_COOKIE)
         .map(|c| c.value().to_string())
         .unwrap_or_default();
+    let t = operator_catalogue(&req);
     if expected.is_empty() || !constant_time_eq(&form.csrf, &expected) {
         return login_page(
             &req,
-            Some("The form expired; please try again.".into()),
+            Some(t.text("admin.login_form_expired").into()),
             actix_web::http::StatusCode::BAD_REQUEST,
         );
     }
     let address = client_address(&req);
     let block = client_block(&req);
     let shut_out = |wait: std::time::Duration| {
-        let message = format!(
-            "Too many wrong tokens from your address; try again in {} s.",
-            wait.as_secs().max(1)
-        );
+        let message = t.fill("admin.login_too_many", "n", wait.as_secs().max(1));
         login_page(
             &req,
             Some(message),
@@ -238,7 +251,7 @@ async fn login(
         }
         return login_page(
             &req,
-            Some("That admin token is not right.".into()),
+            Some(t.text("admin.login_wrong_token").into()),
             actix_web::http::StatusCode::UNAUTHORIZED,
         );
     }

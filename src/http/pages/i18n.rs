@@ -1,246 +1,152 @@
-//! Visitor-facing texts of the waiting-room pages, in English and Korean, and
-//! the choice between them from a request's `Accept-Language` header.
+//! The texts of the visitor and operator pages, one catalogue per language
+//! (`static/i18n/{lang}.json`), and the choice among them from a request's
+//! `Accept-Language` header.
 //!
-//! Owns: every string a visitor sees on `/rooms/{room}` (rendered into the
-//! template and, as JSON, handed to `static/room.js`) and on the 404 page for
-//! an unknown room. The operator pages are English only and keep their texts
-//! in their templates.
+//! Owns: the catalogues (embedded at build time, parsed once), the lookups
+//! the templates make (`t.text("room.heading")`), the part of a catalogue a
+//! page's script receives (as JSON in `<script id="wr-texts">`, read by
+//! `static/lib-i18n.js`), and the negotiation.
 //!
-//! Placeholders in texts are replaced by `room.js`: `{n}` (a number), `{h}`
-//! and `{m}` (hours and minutes).
+//! Keys are `page.name`: `room.` (the waiting page, its countdown
+//! included), `missing.` (the unknown-room page), `sale.` (the sale page),
+//! `admin.` (the operator pages). Placeholders `{name}` in a text are filled by the
+//! scripts or by [`Catalogue::fill`]. Adding a language is adding its file
+//! and one line to `LANGUAGES`; the tests below fail when a language lacks
+//! a key (operator keys are required in `ADMIN_LANGUAGES` only), or a
+//! template or script uses a key the English catalogue lacks.
 
-use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Display;
+use std::sync::LazyLock;
 
-/// Everything the waiting page and the unknown-room page show, in one language.
-#[derive(Debug, Serialize)]
-pub struct Texts {
-    /// `<title>` of the waiting page, after the room name.
-    pub page_title: &'static str,
-    /// Main heading while waiting.
-    pub heading: &'static str,
-    /// Heading once admitted.
-    pub heading_admitted: &'static str,
-    /// Heading once the room has closed.
-    pub heading_closed: &'static str,
-    /// Heading once the place is gone (expired or left).
-    pub heading_lost: &'static str,
-    /// One sentence under the heading.
-    pub intro: &'static str,
-    pub position_label: &'static str,
-    pub waiting_label: &'static str,
-    pub eta_label: &'static str,
-    pub progress_label: &'static str,
-    pub connection_label: &'static str,
-    /// ETA while the server has none yet.
-    pub eta_calculating: &'static str,
-    /// ETA while admissions are paused.
-    pub eta_paused: &'static str,
-    pub eta_under_minute: &'static str,
-    /// `{n}` = minutes.
-    pub eta_minutes: &'static str,
-    /// `{h}` = hours, `{m}` = minutes.
-    pub eta_hours: &'static str,
-    pub conn_connecting: &'static str,
-    pub conn_live: &'static str,
-    pub conn_reconnecting: &'static str,
-    pub conn_polling: &'static str,
-    pub conn_offline: &'static str,
-    pub msg_joining: &'static str,
-    pub msg_waiting: &'static str,
-    pub msg_paused: &'static str,
-    pub msg_admitted: &'static str,
-    pub msg_admitted_no_link: &'static str,
-    pub msg_closed: &'static str,
-    pub msg_expired: &'static str,
-    pub msg_left: &'static str,
-    pub msg_retrying: &'static str,
-    pub msg_not_found: &'static str,
-    /// `{n}` = seconds until the next try.
-    pub msg_rate_limited: &'static str,
-    pub msg_sign_in: &'static str,
-    pub msg_sign_in_again: &'static str,
-    pub sign_in_link: &'static str,
-    pub msg_checking: &'static str,
-    pub msg_not_accepting: &'static str,
-    pub msg_sold_out: &'static str,
-    /// `{n}` = units or seats left.
-    pub stock_left: &'static str,
-    pub position_random: &'static str,
-    /// Above the countdown to a scheduled opening.
-    pub opening_label: &'static str,
-    /// Under the countdown: why arriving early gives no advantage.
-    pub opening_explained: &'static str,
-    /// In place of a position before the draw.
-    pub position_at_opening: &'static str,
-    /// Once the countdown reaches zero, until the drawn position arrives.
-    pub opening_drawing: &'static str,
-    /// `{d}` days, `{h}` hours, `{m}` minutes, `{s}` seconds: the countdown.
-    pub countdown_days: &'static str,
-    pub countdown_clock: &'static str,
-    /// Before the visitor's entry id in the draw.
-    pub entry_label: &'static str,
-    pub msg_pre_queue: &'static str,
-    /// `{n}` = the drawn position, said once at the draw.
-    pub announce_drawn: &'static str,
-    pub join_again: &'static str,
-    pub continue_link: &'static str,
-    /// Screen-reader announcement; `{n}` = position.
-    pub announce_position: &'static str,
-    pub keep_open: &'static str,
-    pub noscript: &'static str,
-    pub missing_title: &'static str,
-    pub missing_body: &'static str,
-    pub missing_hint: &'static str,
+/// Every language with a catalogue: its code (a primary language subtag,
+/// as `<html lang>` and `Accept-Language` name it) and its file. The first
+/// is the default and the reference: a key it lacks exists nowhere.
+const LANGUAGES: &[(&str, &str)] = &[
+    ("en", include_str!("../../../static/i18n/en.json")),
+    ("ko", include_str!("../../../static/i18n/ko.json")),
+];
+
+/// The languages the operator pages are offered in: these must carry every
+/// `admin.` key; the others may leave them out.
+pub const ADMIN_LANGUAGES: &[&str] = &["en", "ko"];
+
+/// A catalogue file that is not a JSON object of strings.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogueError {
+    #[error("the {lang} catalogue is not a JSON object of strings: {source}")]
+    Malformed {
+        lang: &'static str,
+        source: serde_json::Error,
+    },
 }
 
-pub static EN: Texts = Texts {
-    page_title: "Waiting room",
-    heading: "You're in line",
-    heading_admitted: "It's your turn",
-    heading_closed: "This waiting room has closed",
-    heading_lost: "You're no longer in line",
-    intro: "Thanks for your patience. When it's your turn you'll be taken to the site automatically.",
-    position_label: "Your position",
-    waiting_label: "People in line",
-    eta_label: "Estimated wait",
-    progress_label: "Your progress through the line",
-    connection_label: "Connection",
-    eta_calculating: "Calculating…",
-    eta_paused: "Paused for now",
-    eta_under_minute: "Under a minute",
-    eta_minutes: "About {n} min",
-    eta_hours: "About {h} h {m} min",
-    conn_connecting: "Connecting…",
-    conn_live: "Live",
-    conn_reconnecting: "Reconnecting…",
-    conn_polling: "Updating every few seconds",
-    conn_offline: "Offline, retrying…",
-    msg_joining: "Getting you a place in line…",
-    msg_waiting: "You have a place in line. Keep this page open.",
-    msg_paused: "Entry is paused for a moment. You keep your place in line.",
-    msg_admitted: "It's your turn! Taking you there now…",
-    msg_admitted_no_link: "It's your turn!",
-    msg_closed: "This waiting room is closed.",
-    msg_expired: "Your place in line has expired.",
-    msg_left: "You left the line.",
-    msg_retrying: "We can't reach the waiting room right now. Retrying…",
-    msg_not_found: "This waiting room doesn't exist or has closed.",
-    msg_rate_limited: "Too many attempts from your network. Trying again in {n} s…",
-    msg_sign_in: "This line is for signed-in customers. Sign in on the site first, then follow its link back here.",
-    msg_sign_in_again: "Your sign-in could not be checked (it may have expired). Sign in again on the site, then follow its link back here.",
-    sign_in_link: "Go to the site to sign in",
-    msg_checking: "Checking your browser… this takes a moment, and then you join the line.",
-    msg_not_accepting: "This waiting room is not taking new arrivals now.",
-    msg_sold_out: "Sold out. Everything on sale has found a buyer; thank you for waiting.",
-    stock_left: "{n} left",
-    position_random: "Drawn at random",
-    opening_label: "Opens in",
-    opening_explained: "Everyone who arrives before the opening is put in one random order when it opens: arriving earlier gives no advantage. Keep this page open.",
-    position_at_opening: "Drawn at the opening",
-    opening_drawing: "Drawing the order…",
-    countdown_days: "{d} d {h}:{m}:{s}",
-    countdown_clock: "{h}:{m}:{s}",
-    entry_label: "Your entry in the draw",
-    msg_pre_queue: "You are in the draw. Your place in line is decided at the opening.",
-    announce_drawn: "The draw is done. Your position in line is {n}.",
-    join_again: "Join again",
-    continue_link: "Continue",
-    announce_position: "Your position in line is now {n}.",
-    keep_open: "Refreshing this page keeps your place. If you close it for a while, you may lose it.",
-    noscript: "This page needs JavaScript turned on to keep your place in line up to date.",
-    missing_title: "Waiting room not found",
-    missing_body: "There is no waiting room with this name. It may have closed, or the link may be mistyped.",
-    missing_hint: "Check the link you followed, or go back to the site that sent you here.",
-};
+/// Every text of the pages in one language, by key.
+#[derive(Debug)]
+pub struct Catalogue {
+    lang: &'static str,
+    texts: BTreeMap<String, String>,
+}
 
-pub static KO: Texts = Texts {
-    page_title: "대기실",
-    heading: "대기열에 들어왔습니다",
-    heading_admitted: "내 차례입니다",
-    heading_closed: "대기실이 종료되었습니다",
-    heading_lost: "대기열에서 빠졌습니다",
-    intro: "기다려 주셔서 감사합니다. 순서가 되면 자동으로 사이트로 이동합니다.",
-    position_label: "내 순서",
-    waiting_label: "대기 인원",
-    eta_label: "예상 대기 시간",
-    progress_label: "대기 진행 상황",
-    connection_label: "연결 상태",
-    eta_calculating: "계산 중…",
-    eta_paused: "잠시 멈춤",
-    eta_under_minute: "1분 미만",
-    eta_minutes: "약 {n}분",
-    eta_hours: "약 {h}시간 {m}분",
-    conn_connecting: "연결 중…",
-    conn_live: "실시간",
-    conn_reconnecting: "다시 연결하는 중…",
-    conn_polling: "몇 초마다 갱신 중",
-    conn_offline: "오프라인, 다시 시도하는 중…",
-    msg_joining: "대기열에 자리를 잡는 중입니다…",
-    msg_waiting: "대기열에 자리가 있습니다. 이 페이지를 열어 두세요.",
-    msg_paused: "입장이 잠시 멈췄습니다. 대기 순서는 그대로 유지됩니다.",
-    msg_admitted: "내 차례입니다! 지금 이동합니다…",
-    msg_admitted_no_link: "내 차례입니다!",
-    msg_closed: "이 대기실은 종료되었습니다.",
-    msg_expired: "대기열의 자리가 만료되었습니다.",
-    msg_left: "대기열에서 나갔습니다.",
-    msg_retrying: "지금 대기실에 연결할 수 없습니다. 다시 시도하는 중…",
-    msg_not_found: "이 대기실은 없거나 종료되었습니다.",
-    msg_rate_limited: "사용 중인 네트워크에서 시도가 너무 많습니다. {n}초 후에 다시 시도합니다…",
-    msg_sign_in: "로그인한 고객만 줄을 설 수 있습니다. 먼저 사이트에서 로그인한 뒤 그 링크로 다시 오세요.",
-    msg_sign_in_again: "로그인 정보를 확인할 수 없습니다(만료되었을 수 있습니다). 사이트에서 다시 로그인한 뒤 그 링크로 다시 오세요.",
-    sign_in_link: "로그인하러 사이트로 가기",
-    msg_checking: "브라우저를 확인하는 중입니다… 잠시 후 대기열에 들어갑니다.",
-    msg_not_accepting: "이 대기실은 지금 새로 들어오는 분을 받지 않습니다.",
-    msg_sold_out: "매진되었습니다. 준비된 상품이 모두 판매되었습니다. 기다려 주셔서 감사합니다.",
-    stock_left: "{n}개 남음",
-    position_random: "무작위 추첨",
-    opening_label: "오픈까지",
-    opening_explained: "오픈 전에 도착한 모든 분은 오픈 순간 하나의 무작위 순서로 정렬됩니다. 일찍 도착해도 유리하지 않습니다. 이 페이지를 열어 두세요.",
-    position_at_opening: "오픈 시 추첨",
-    opening_drawing: "순서를 추첨하는 중…",
-    countdown_days: "{d}일 {h}:{m}:{s}",
-    countdown_clock: "{h}:{m}:{s}",
-    entry_label: "추첨 응모 번호",
-    msg_pre_queue: "추첨에 참여했습니다. 대기 순서는 오픈 시 정해집니다.",
-    announce_drawn: "추첨이 끝났습니다. 대기 순서는 {n}번입니다.",
-    join_again: "다시 줄 서기",
-    continue_link: "계속",
-    announce_position: "현재 내 순서는 {n}번입니다.",
-    keep_open: "새로 고쳐도 자리는 유지됩니다. 페이지를 오래 닫아 두면 자리를 잃을 수 있습니다.",
-    noscript: "대기 순서를 갱신하려면 JavaScript를 켜야 합니다.",
-    missing_title: "대기실을 찾을 수 없습니다",
-    missing_body: "이 이름의 대기실이 없습니다. 종료되었거나 링크가 잘못되었을 수 있습니다.",
-    missing_hint: "받은 링크를 확인하거나, 이곳으로 안내한 사이트로 돌아가세요.",
-};
+static CATALOGUES: LazyLock<Vec<Catalogue>> = LazyLock::new(|| {
+    LANGUAGES
+        .iter()
+        .map(|&(lang, json)| {
+            Catalogue::parse(lang, json).unwrap_or_else(|error| {
+                // The tests parse every catalogue, so this is a build that
+                // skipped them: its texts fall back to English, then to keys.
+                tracing::error!(%error, "catalogue unusable");
+                Catalogue {
+                    lang,
+                    texts: BTreeMap::new(),
+                }
+            })
+        })
+        .collect()
+});
+
+impl Catalogue {
+    fn parse(lang: &'static str, json: &str) -> Result<Self, CatalogueError> {
+        let texts = serde_json::from_str(json)
+            .map_err(|source| CatalogueError::Malformed { lang, source })?;
+        Ok(Self { lang, texts })
+    }
+
+    /// The language's code, for `<html lang>`.
+    pub fn lang(&self) -> &'static str {
+        self.lang
+    }
+
+    /// The text of `key`: this language's, else English's, else the key
+    /// itself (the tests keep that from happening).
+    pub fn text<'a>(&'a self, key: &'a str) -> &'a str {
+        self.texts
+            .get(key)
+            .or_else(|| english().texts.get(key))
+            .map_or(key, String::as_str)
+    }
+
+    /// The text of `key` with its `{name}` placeholder replaced by `value`.
+    pub fn fill(&self, key: &str, name: &str, value: impl Display) -> String {
+        self.text(key)
+            .replace(&format!("{{{name}}}"), &value.to_string())
+    }
+
+    /// The texts whose keys start with `prefix` (English ones where this
+    /// language has none): what one page's script receives.
+    pub fn page_texts(&self, prefix: &str) -> BTreeMap<&str, &str> {
+        english()
+            .texts
+            .keys()
+            .filter(|key| key.starts_with(prefix))
+            .map(|key| (key.as_str(), self.text(key)))
+            .collect()
+    }
+}
+
+/// The default catalogue.
+pub fn english() -> &'static Catalogue {
+    &CATALOGUES[0]
+}
+
+/// The catalogue for a visitor page: any language there is a file for.
+pub fn negotiate(accept_language: Option<&str>) -> &'static Catalogue {
+    pick(accept_language, |_| true)
+}
+
+/// The catalogue for an operator page: one of `ADMIN_LANGUAGES`.
+pub fn negotiate_admin(accept_language: Option<&str>) -> &'static Catalogue {
+    pick(accept_language, |lang| ADMIN_LANGUAGES.contains(&lang))
+}
 
 /// At most this many language ranges of one header are looked at; a longer
 /// header is cut there (a browser sends a handful).
 const MAX_RANGES: usize = 32;
 
-/// Picks the language from an Accept-Language header (q-values honoured; ko or ko-KR → Korean; anything else / none / garbage → English).
+/// Picks the language from an Accept-Language header among those `offered`
+/// (q-values honoured; `ko` or `ko-KR` → Korean; anything else / none /
+/// garbage → English).
 ///
-/// Among the ranges the header lists, the supported language (`en`, `ko`,
-/// matched on the primary subtag, so `ko-KR` counts as `ko`) with the highest
+/// Among the ranges the header lists, the offered language (matched on the
+/// primary subtag, so `ko-KR` counts as `ko`) with the highest
 /// q-value wins; on a tie the one listed first. `q=0` means "not this one".
 /// A range that names no supported language, `*`, or a malformed entry
 /// counts for nothing, and English is the answer when nothing supported is
 /// acceptable.
-pub fn negotiate(accept_language: Option<&str>) -> (&'static str, &'static Texts) {
-    let english = ("en", &EN);
+fn pick(accept_language: Option<&str>, offered: impl Fn(&str) -> bool) -> &'static Catalogue {
     let Some(header) = accept_language else {
-        return english;
+        return english();
     };
-    // (q in thousandths, language) of the best candidate so far.
-    let mut best: Option<(u16, &'static str)> = None;
+    // (q in thousandths, catalogue) of the best candidate so far.
+    let mut best: Option<(u16, &'static Catalogue)> = None;
     for range in header.split(',').take(MAX_RANGES) {
         let mut parts = range.split(';');
         let tag = parts.next().unwrap_or("").trim();
         let primary = tag.split(['-', '_']).next().unwrap_or("");
-        let lang = if primary.eq_ignore_ascii_case("ko") {
-            "ko"
-        } else if primary.eq_ignore_ascii_case("en") {
-            "en"
-        } else {
+        let Some(lang) = CATALOGUES
+            .iter()
+            .find(|c| c.lang.eq_ignore_ascii_case(primary) && offered(c.lang))
+        else {
             continue;
         };
         let mut q = Some(1000u16);
@@ -260,10 +166,7 @@ pub fn negotiate(accept_language: Option<&str>) -> (&'static str, &'static Texts
             best = Some((q, lang));
         }
     }
-    match best {
-        Some((_, "ko")) => ("ko", &KO),
-        _ => english,
-    }
+    best.map_or_else(english, |(_, catalogue)| catalogue)
 }
 
 /// A q-value (RFC 9110 `qvalue`: `0`, `0.5`, `1.000`, …) in thousandths;
@@ -292,9 +195,14 @@ fn parse_q(value: &str) -> Option<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
+    use std::path::Path;
+
+    /// The prefix of the operator pages' keys.
+    const ADMIN_PREFIX: &str = "admin.";
 
     fn lang(header: Option<&str>) -> &'static str {
-        negotiate(header).0
+        negotiate(header).lang()
     }
 
     #[test]
@@ -308,15 +216,18 @@ mod tests {
         assert_eq!(lang(Some("ko-KR,ko;q=0.9,en;q=0.8")), "ko");
         assert_eq!(lang(Some("ko")), "ko");
         assert_eq!(lang(Some("KO-kr")), "ko");
-        let (code, texts) = negotiate(Some("ko"));
-        assert_eq!(code, "ko");
-        assert_eq!(texts.heading, KO.heading);
+        let t = negotiate(Some("ko"));
+        assert_eq!(t.lang(), "ko");
+        assert_eq!(t.text("room.heading"), "대기열에 들어왔습니다");
     }
 
     #[test]
     fn english_first_wins_over_lower_korean() {
         assert_eq!(lang(Some("en-US,ko;q=0.5")), "en");
-        assert_eq!(negotiate(Some("en-US,ko;q=0.5")).1.heading, EN.heading);
+        assert_eq!(
+            negotiate(Some("en-US,ko;q=0.5")).text("room.heading"),
+            "You're in line"
+        );
     }
 
     #[test]
@@ -380,9 +291,187 @@ mod tests {
     }
 
     #[test]
-    fn texts_serialize_to_json() {
-        let json = serde_json::to_value(&KO).unwrap();
-        assert_eq!(json["heading"], KO.heading);
-        assert!(json["eta_minutes"].as_str().unwrap().contains("{n}"));
+    fn operator_pages_are_offered_in_the_admin_languages_only() {
+        assert_eq!(negotiate_admin(Some("ko-KR")).lang(), "ko");
+        assert_eq!(negotiate_admin(None).lang(), "en");
+        for &(code, _) in LANGUAGES {
+            let chosen = negotiate_admin(Some(code)).lang();
+            assert!(ADMIN_LANGUAGES.contains(&chosen), "{code} gave {chosen}");
+        }
+    }
+
+    #[test]
+    fn a_page_script_gets_its_own_texts_only() {
+        let texts = negotiate(Some("ko")).page_texts("room.");
+        assert_eq!(texts["room.heading"], "대기열에 들어왔습니다");
+        assert!(texts["room.eta_minutes"].contains("{n}"));
+        assert!(texts.keys().all(|key| key.starts_with("room.")));
+        let json = serde_json::to_value(&texts).unwrap();
+        assert_eq!(json["room.conn_live"], "실시간");
+    }
+
+    #[test]
+    fn fill_replaces_a_placeholder() {
+        assert_eq!(
+            english().fill("admin.wait_seconds", "s", 42),
+            english().text("admin.wait_seconds").replace("{s}", "42")
+        );
+        assert_eq!(english().text("no.such.key"), "no.such.key");
+    }
+
+    // --- the catalogues against each other and against their users ----------
+
+    fn parsed(lang: &'static str, json: &str) -> Catalogue {
+        Catalogue::parse(lang, json).unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    /// The `{name}` placeholders of a text.
+    fn placeholders(text: &str) -> BTreeSet<&str> {
+        text.split('{')
+            .skip(1)
+            .filter_map(|part| part.split_once('}').map(|(name, _)| name))
+            .collect()
+    }
+
+    #[test]
+    fn every_language_has_every_key_with_the_same_placeholders() {
+        let english = parsed("en", LANGUAGES[0].1);
+        let mut faults = Vec::new();
+        for &(code, json) in LANGUAGES {
+            let other = parsed(code, json);
+            let admin_required = ADMIN_LANGUAGES.contains(&code);
+            for (key, text) in &english.texts {
+                match other.texts.get(key) {
+                    None if key.starts_with(ADMIN_PREFIX) && !admin_required => {}
+                    None => faults.push(format!("{code}: missing {key}")),
+                    Some(theirs) if theirs.trim().is_empty() => {
+                        faults.push(format!("{code}: {key} is empty"));
+                    }
+                    Some(theirs) if placeholders(theirs) != placeholders(text) => {
+                        faults.push(format!("{code}: {key} has other placeholders"));
+                    }
+                    Some(_) => {}
+                }
+            }
+            for key in other.texts.keys() {
+                if !english.texts.contains_key(key) {
+                    faults.push(format!("{code}: {key} is not in the English catalogue"));
+                }
+            }
+        }
+        for admin in ADMIN_LANGUAGES {
+            if !LANGUAGES.iter().any(|(code, _)| code == admin) {
+                faults.push(format!("admin language {admin} has no catalogue"));
+            }
+        }
+        assert!(faults.is_empty(), "{faults:#?}");
+    }
+
+    /// The keys in `source` after each `opener` (`t('`, `t.text("`):
+    /// what a script's `t('room.heading')` or a template's
+    /// `t.text("room.heading")` names. `Err` for an opener not followed by
+    /// a literal key, which no scan could check.
+    fn keys_after<'a>(source: &'a str, opener: &str, quote: char) -> Vec<Result<&'a str, usize>> {
+        let mut found = Vec::new();
+        for (at, _) in source.match_indices(opener) {
+            let before = source[..at].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.' || c == '$') {
+                continue;
+            }
+            let rest = &source[at + opener.len()..];
+            match rest.strip_prefix(quote).and_then(|r| r.split_once(quote)) {
+                Some((key, _)) => found.push(Ok(key)),
+                None => found.push(Err(at)),
+            }
+        }
+        found
+    }
+
+    fn files(dir: &str, ext: &str) -> Vec<(String, String)> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == ext) {
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                out.push((name, std::fs::read_to_string(&path).unwrap()));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// The key prefix a page script may use: its page's (the script gets
+    /// that part of the catalogue only).
+    fn script_prefix(file: &str) -> Option<&'static str> {
+        ["room", "sale", "admin"]
+            .into_iter()
+            .find(|page| file.starts_with(page))
+            .map(|page| match page {
+                "room" => "room.",
+                "sale" => "sale.",
+                _ => ADMIN_PREFIX,
+            })
+    }
+
+    #[test]
+    fn templates_and_scripts_use_only_keys_the_english_catalogue_has() {
+        let english = parsed("en", LANGUAGES[0].1);
+        let mut used = BTreeSet::new();
+        let mut faults = Vec::new();
+        let mut check = |file: &str,
+                         found: Vec<Result<&str, usize>>,
+                         prefix: Option<&str>,
+                         faults: &mut Vec<String>| {
+            for key in found {
+                match key {
+                    Err(at) => {
+                        faults.push(format!("{file}: a key that is not a literal at byte {at}"))
+                    }
+                    Ok(key) if !english.texts.contains_key(key) => {
+                        faults.push(format!("{file}: {key} is not in the English catalogue"));
+                    }
+                    Ok(key) if prefix.is_some_and(|p| !key.starts_with(p)) => {
+                        faults.push(format!("{file}: {key} is another page's"));
+                    }
+                    Ok(key) => {
+                        used.insert(key.to_string());
+                    }
+                }
+            }
+        };
+        for (file, source) in files("templates", "html") {
+            let mut found = keys_after(&source, "t.text(", '"');
+            found.extend(keys_after(&source, "t.fill(", '"'));
+            check(&file, found, None, &mut faults);
+        }
+        for (file, source) in files("static", "js") {
+            // lib-i18n.js defines t() itself.
+            if file == "lib-i18n.js" {
+                continue;
+            }
+            let prefix = script_prefix(&file);
+            let found = keys_after(&source, "t(", '\'');
+            if prefix.is_none() && !found.is_empty() {
+                faults.push(format!("{file}: a shared script names page texts"));
+            }
+            check(&file, found, prefix, &mut faults);
+        }
+        // The operator pages' server-side messages.
+        let admin = include_str!("../admin/page.rs");
+        let mut found = keys_after(admin, "t.text(", '"');
+        found.extend(keys_after(admin, "t.fill(", '"'));
+        check(
+            "src/http/admin/page.rs",
+            found,
+            Some(ADMIN_PREFIX),
+            &mut faults,
+        );
+        for key in english.texts.keys() {
+            if !used.contains(key) {
+                faults.push(format!("{key} is used nowhere"));
+            }
+        }
+        assert!(faults.is_empty(), "{faults:#?}");
     }
 }

@@ -1,5 +1,6 @@
 //! Server-rendered pages: the waiting room, the demo's protected page, and
 //! the static assets they use (embedded in the binary, so it runs anywhere).
+//! Their texts come from the catalogues of `i18n`.
 
 pub mod i18n;
 
@@ -13,13 +14,30 @@ use crate::store::{Store, StoreError};
 use crate::words::RoomId;
 use crate::words::clock::{Clock, rfc3339};
 use crate::words::credentials::{CredentialError, Credentials};
-use i18n::Texts;
+use i18n::Catalogue;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/rooms/{room}").get(room_page))
         .service(web::resource("/demo/target").get(demo_target))
         .service(web::resource("/static/{file}").get(asset))
         .service(web::resource("/").get(index));
+}
+
+/// The texts of the page `prefix` names, as JSON for its script
+/// (`<script id="wr-texts" type="application/json">`, read by `lib-i18n.js`).
+pub fn texts_json(t: &Catalogue, prefix: &str) -> String {
+    script_json(&t.page_texts(prefix))
+}
+
+/// The catalogue a request's `Accept-Language` asks for.
+pub fn catalogue_for(req: &HttpRequest) -> &'static Catalogue {
+    i18n::negotiate(accept_language(req))
+}
+
+pub fn accept_language(req: &HttpRequest) -> Option<&str> {
+    req.headers()
+        .get(header::ACCEPT_LANGUAGE)
+        .and_then(|v| v.to_str().ok())
 }
 
 /// Renders a template as an uncached HTML page.
@@ -39,8 +57,7 @@ pub fn render(page: &impl Template) -> HttpResponse {
 #[derive(Template)]
 #[template(path = "room.html")]
 pub struct RoomPage {
-    pub lang: &'static str,
-    pub t: &'static Texts,
+    pub t: &'static Catalogue,
     pub room_id: String,
     pub room_name: String,
     pub texts_json: String,
@@ -61,8 +78,7 @@ fn site_of(target_url: &str) -> String {
 #[derive(Template)]
 #[template(path = "room_missing.html")]
 pub struct RoomMissingPage {
-    pub lang: &'static str,
-    pub t: &'static Texts,
+    pub t: &'static Catalogue,
     pub room_id: String,
 }
 
@@ -76,7 +92,7 @@ pub struct DemoTargetPage {
 }
 
 /// JSON that is safe inside a `<script>` element.
-fn script_json(value: &impl serde::Serialize) -> String {
+pub fn script_json(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value)
         .unwrap_or_else(|_| "{}".into())
         .replace('<', "\\u003c")
@@ -89,14 +105,9 @@ async fn room_page(
     path: web::Path<String>,
     store: web::Data<dyn Store>,
 ) -> HttpResponse {
-    let accept = req
-        .headers()
-        .get(header::ACCEPT_LANGUAGE)
-        .and_then(|v| v.to_str().ok());
-    let (lang, t) = i18n::negotiate(accept);
+    let t = catalogue_for(&req);
     let missing = || {
         let mut response = render(&RoomMissingPage {
-            lang,
             t,
             room_id: path.to_string(),
         });
@@ -116,11 +127,10 @@ async fn room_page(
         }
     };
     render(&RoomPage {
-        lang,
         t,
         room_id: room.to_string(),
         room_name,
-        texts_json: script_json(t),
+        texts_json: texts_json(t, "room."),
         site_url,
     })
 }
@@ -162,7 +172,10 @@ async fn demo_target(
 }
 
 // Page scripts are ES modules (`<script type="module">`); the lib-*.js ones
-// are shared by the three pages, the sale-*.js ones make up the sale page.
+// are shared by the three pages (lib-i18n.js hands them their texts), the
+// room*.js, sale*.js and admin*.js ones make up each page, its state in
+// its *-state.js. The catalogues (static/i18n/) are not served: each page
+// gets its part inline as JSON data (see `texts_json`).
 const ASSETS: &[(&str, &str, &str)] = &[
     (
         "lib-api.js",
@@ -180,9 +193,19 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../../../static/lib-socket.js"),
     ),
     (
+        "lib-i18n.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/lib-i18n.js"),
+    ),
+    (
         "room.js",
         "text/javascript; charset=utf-8",
         include_str!("../../../static/room.js"),
+    ),
+    (
+        "room-state.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/room-state.js"),
     ),
     (
         "pow-worker.js",
@@ -198,6 +221,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         "admin.js",
         "text/javascript; charset=utf-8",
         include_str!("../../../static/admin.js"),
+    ),
+    (
+        "admin-state.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/admin-state.js"),
     ),
     (
         "sale.js",
