@@ -35,7 +35,8 @@ use waitroom::words::status::Status;
 use waitroom::words::{RoomConfig, RoomId};
 
 use super::claims::{error_code, put_sale};
-use super::common::{self, ErrorKinds, Latency, Node, create_room, epoch_micros, say};
+use super::common::{self, CpuUse, ErrorKinds, Latency, Node, create_room, epoch_micros, say};
+use super::error::{Failure, LoadError};
 use super::sockets::{self, SocketSpec};
 
 /// The page pings its socket this often (`PING_MS` in `static/room.js`).
@@ -159,6 +160,14 @@ impl Seen {
     }
 }
 
+/// How a visitor's wait ended.
+#[derive(Debug)]
+enum Settled {
+    Admitted(Admission),
+    /// The room said it is over for the visitor (what it said).
+    Finished(String),
+}
+
 /// The admission, as the visitor got it.
 #[derive(Debug)]
 struct Admission {
@@ -216,12 +225,7 @@ impl Visit {
     }
 
     /// Takes in a status; `Some` once the visitor's wait is over.
-    fn saw(
-        &mut self,
-        seen: Seen,
-        arrival: Instant,
-        at: Instant,
-    ) -> Option<Result<Admission, String>> {
+    fn saw(&mut self, seen: Seen, arrival: Instant, at: Instant) -> Option<Settled> {
         let since_arrival = at.saturating_duration_since(arrival).as_micros() as u64;
         match seen {
             Seen::Waiting { position } => {
@@ -234,9 +238,9 @@ impl Visit {
                 self.waited_us = Some(since_arrival);
                 self.tick_to_admission_us =
                     tick_at_ms.map(|tick| epoch_micros().saturating_sub(tick * 1000));
-                Some(Ok(Admission { pass, at }))
+                Some(Settled::Admitted(Admission { pass, at }))
             }
-            Seen::Finished(what) => Some(Err(what)),
+            Seen::Finished(what) => Some(Settled::Finished(what)),
         }
     }
 
@@ -369,16 +373,16 @@ struct Answer {
 
 impl Shared {
     /// Sends a request within the HTTP concurrency bound and reads its answer.
-    async fn send(&self, request: reqwest::RequestBuilder) -> Result<Answer, String> {
+    async fn send(&self, request: reqwest::RequestBuilder) -> Result<Answer, Failure> {
         let _permit = self.http_permits.acquire().await.expect("never closed");
-        let response = request.send().await.map_err(|e| common::error_kind(&e))?;
+        let response = request.send().await?;
         let status = response.status().as_u16();
         let retry_after_s = response
             .headers()
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse().ok());
-        let body = response.bytes().await.map_err(|e| common::error_kind(&e))?;
+        let body = response.bytes().await?;
         Ok(Answer {
             status,
             retry_after_s,
@@ -436,8 +440,8 @@ async fn visit_page(shared: &Shared, index: u64, arrival: Instant, visit: &mut V
             let waited = wait_in_line(shared, node_index, index, &ticket, arrival, visit).await;
             drop(in_line);
             match waited {
-                Ok(admission) => admission,
-                Err(what) => return End::Finished(what),
+                Settled::Admitted(admission) => admission,
+                Settled::Finished(what) => return End::Finished(what),
             }
         }
     };
@@ -528,8 +532,8 @@ async fn join(
                         }
                         return match visit.saw(seen, arrival, at) {
                             None => Ok((ticket, None)),
-                            Some(Ok(admission)) => Ok((ticket, Some(admission))),
-                            Some(Err(what)) => Err(End::Finished(what)),
+                            Some(Settled::Admitted(admission)) => Ok((ticket, Some(admission))),
+                            Some(Settled::Finished(what)) => Err(End::Finished(what)),
                         };
                     }
                     None => {
@@ -563,8 +567,8 @@ async fn join(
 
 /// How a socket's life ended.
 enum SocketEnd {
-    /// The wait is over: admitted, or finished (`Err`).
-    Settled(Result<Admission, String>),
+    /// The wait is over: admitted, or finished.
+    Settled(Settled),
     /// The socket failed or closed while the visitor still waits.
     Lost(String),
 }
@@ -578,7 +582,7 @@ async fn wait_in_line(
     ticket: &str,
     arrival: Instant,
     visit: &mut Visit,
-) -> Result<Admission, String> {
+) -> Settled {
     let node = &shared.nodes[node_index];
     let spec = SocketSpec {
         node: node_index,
@@ -622,7 +626,7 @@ async fn wait_in_line(
                     }
                 }
                 Ok(answer) if matches!(answer.status, 401 | 404) => {
-                    return Err(format!("poll: {}", http_kind(&answer)));
+                    return Settled::Finished(format!("poll: {}", http_kind(&answer)));
                 }
                 Ok(answer) => visit.error(format!("poll: {}", http_kind(&answer))),
                 Err(kind) => visit.error(format!("poll: {kind}")),
@@ -653,7 +657,7 @@ async fn follow_socket(
     drop(permit);
     let mut ws = match opened {
         Ok(Ok(ws)) => ws,
-        Ok(Err(error)) => return SocketEnd::Lost(error),
+        Ok(Err(error)) => return SocketEnd::Lost(error.0),
         Err(_) => {
             return SocketEnd::Lost(format!("open timed out after {} s", OPEN_TIMEOUT.as_secs()));
         }
@@ -865,28 +869,42 @@ fn latency_text(latency: Option<Latency>) -> String {
     latency.map_or_else(|| "none".into(), |l| l.to_string())
 }
 
-pub async fn run(run: DropRun<'_>) -> Result<(), String> {
-    let DropRun {
-        nodes,
-        room,
-        admin_token,
-        visitors,
-        arrive_over,
-        stock,
-        admit_per_tick,
-        tick_ms,
-        max_active,
-        pass_ttl_s,
-        duration,
-        source_ips,
-        http_concurrency,
-        open_concurrency,
-        open_files_limit,
-        server_pids,
-        json,
-    } = run;
+pub async fn run(run: DropRun<'_>) -> Result<(), LoadError> {
+    announce_plan(&run);
+    let http = common::http_client(1);
+    create_shared_room(&http, &run).await?;
+    put_one_sale(&http, &run).await?;
+    if run.visitors >= sockets::LARGE_RUN {
+        sockets::wait_for_time_waits(run.json).await;
+    }
+    let played = play(&run).await;
+    let mut s = summarize(&played.visits);
+    s.visitors = run.visitors as usize;
+    for (kind, n) in played.lost_tasks.clone() {
+        *s.failed.entry("no report").or_default() += n;
+        *s.error_kinds.entry(kind).or_default() += n;
+    }
+    let account = Account::read(&http, &run, &s).await;
+    report_visitors(&run, &s);
+    report_sale(&run, &s, &account);
+    let tool_peak_memory = report_run(&run, &played, &account);
+    if run.json {
+        print_summary(&run, &played, &account, tool_peak_memory, &s);
+    }
+    Ok(())
+}
+
+/// What the room's pace makes of the arrivals, and whether this machine
+/// has the descriptors for the line it should build.
+fn announce_plan(run: &DropRun<'_>) {
+    let json = run.json;
     // Every visitor in line holds a socket, beside the HTTP connections.
-    let plan = Plan::of(visitors, arrive_over, admit_per_tick, tick_ms);
+    let plan = Plan::of(
+        run.visitors,
+        run.arrive_over,
+        run.admit_per_tick,
+        run.tick_ms,
+    );
     say(
         json,
         format!(
@@ -895,16 +913,17 @@ pub async fn run(run: DropRun<'_>) -> Result<(), String> {
             plan.arrival_per_s,
             plan.admission_per_s,
             plan.peak_line,
-            arrive_over.as_secs_f64(),
+            run.arrive_over.as_secs_f64(),
             plan.through_s,
-            if max_active.is_some() {
+            if run.max_active.is_some() {
                 " (if the cap allows)"
             } else {
                 ""
             }
         ),
     );
-    let descriptors = plan.peak_line + http_concurrency as u64 + OWN_DESCRIPTORS;
+    let open_files_limit = run.open_files_limit;
+    let descriptors = plan.peak_line + run.http_concurrency as u64 + OWN_DESCRIPTORS;
     if descriptors > open_files_limit {
         say(
             json,
@@ -916,10 +935,20 @@ pub async fn run(run: DropRun<'_>) -> Result<(), String> {
             ),
         );
     }
+}
 
-    // 1. The room, new on the first node; every other node must find it
-    // there (one shared store), or the drop would be several drops.
-    let http = common::http_client(1);
+/// Step 1: the room, new on the first node; every other node must find it
+/// there (one shared store), or the drop would be several drops.
+async fn create_shared_room(http: &reqwest::Client, run: &DropRun<'_>) -> Result<(), LoadError> {
+    let DropRun {
+        room,
+        admit_per_tick,
+        tick_ms,
+        max_active,
+        pass_ttl_s,
+        json,
+        ..
+    } = *run;
     let room_config = RoomConfig {
         admit_per_tick,
         tick_ms,
@@ -928,14 +957,14 @@ pub async fn run(run: DropRun<'_>) -> Result<(), String> {
         paused: false,
         ..common::room_config(room)
     };
-    for (i, node) in nodes.iter().enumerate() {
-        let created = create_room(&http, node, admin_token, room, &room_config).await?;
+    for (i, node) in run.nodes.iter().enumerate() {
+        let created = create_room(http, node, run.admin_token, room, &room_config).await?;
         match (i, created) {
             (0, false) => {
-                return Err(format!(
+                return Err(LoadError::Usage(format!(
                     "{}: room {room} already exists; drop mode needs a new room (give another --room)",
                     node.base
-                ));
+                )));
             }
             (0, true) => say(
                 json,
@@ -946,11 +975,11 @@ pub async fn run(run: DropRun<'_>) -> Result<(), String> {
                 ),
             ),
             (_, true) => {
-                return Err(format!(
+                return Err(LoadError::Setup(format!(
                     "{}: room {room} was created anew there: that node has a store of its own; \
                      a drop over several nodes needs them all on one Redis (--redis-url)",
                     node.base
-                ));
+                )));
             }
             (_, false) => say(
                 json,
@@ -958,57 +987,54 @@ pub async fn run(run: DropRun<'_>) -> Result<(), String> {
             ),
         }
     }
+    Ok(())
+}
+
+async fn put_one_sale(http: &reqwest::Client, run: &DropRun<'_>) -> Result<(), LoadError> {
+    let stock = run.stock;
     let sale = SaleRequest {
         stock: Some(stock),
         seats: None,
         per_user_limit: Some(1),
         hold_ttl_s: Some(3600),
     };
-    put_sale(&http, &nodes[0], admin_token, room, &sale).await?;
+    put_sale(http, &run.nodes[0], run.admin_token, run.room, &sale).await?;
     say(
-        json,
+        run.json,
         format!("sale of {stock} units, 1 per visitor, holds of 1 h"),
     );
+    Ok(())
+}
 
-    if visitors >= sockets::LARGE_RUN {
-        sockets::wait_for_time_waits(json).await;
-    }
+/// What the visitors did, as their tasks handed it in.
+struct Played {
+    /// Arrivals per second.
+    rate: f64,
+    visits: Vec<Visit>,
+    /// Tasks that handed in no report, by why.
+    lost_tasks: ErrorKinds,
+    elapsed_s: f64,
+    cpu: Option<CpuUse>,
+}
 
-    // 2. The visitors, at a steady rate, visitor i on node i mod n.
+/// Step 2: the visitors, at a steady rate, visitor i on node i mod n.
+async fn play(run: &DropRun<'_>) -> Played {
+    let (visitors, arrive_over, json) = (run.visitors, run.arrive_over, run.json);
     let rate = visitors as f64 / arrive_over.as_secs_f64();
     say(
         json,
         format!(
-            "{visitors} visitors arriving over {:.1} s ({rate:.0}/s) on {} node(s), {source_ips} source address(es); \
+            "{visitors} visitors arriving over {:.1} s ({rate:.0}/s) on {} node(s), {} source address(es); \
              every visitor still busy gives up {} s after the first arrival",
             arrive_over.as_secs_f64(),
-            nodes.len(),
-            duration.as_secs()
+            run.nodes.len(),
+            run.source_ips,
+            run.duration.as_secs()
         ),
     );
     let start = Instant::now() + Duration::from_millis(200);
-    let shared = Arc::new(Shared {
-        nodes: nodes
-            .iter()
-            .map(|node| NodeUrls {
-                node: node.clone(),
-                join: format!("{}/api/rooms/{room}/join", node.base),
-                status: format!("{}/api/rooms/{room}/status", node.base),
-                verify: format!("{}/api/verify?room={room}", node.base),
-                claims: format!("{}/api/rooms/{room}/sale/claims", node.base),
-            })
-            .collect(),
-        room: room.clone(),
-        http: common::http_client(http_concurrency),
-        http_permits: Semaphore::new(http_concurrency),
-        open_permits: Semaphore::new(open_concurrency),
-        socket_config: sockets::client_config(),
-        source_ips,
-        run_id: epoch_micros(),
-        deadline: start + duration,
-        progress: Progress::default(),
-    });
-    let cpu_start = common::cpu_mark(server_pids);
+    let shared = Arc::new(Shared::of(run, start));
+    let cpu_start = common::cpu_mark(run.server_pids);
     let reporter = tokio::spawn(report_progress(shared.clone(), start, json));
     let mut tasks = Vec::with_capacity(visitors as usize);
     for i in 0..visitors {
@@ -1032,72 +1058,125 @@ pub async fn run(run: DropRun<'_>) -> Result<(), String> {
     }
     reporter.abort();
     let elapsed_s = start.elapsed().as_secs_f64();
-    let cpu = match (cpu_start, common::cpu_mark(server_pids)) {
+    let cpu = match (cpu_start, common::cpu_mark(run.server_pids)) {
         (Some(start), Some(end)) => Some(end.since(&start)),
         _ => None,
     };
-    let mut s = summarize(&visits);
-    s.visitors = visitors as usize;
-    for (kind, n) in lost_tasks {
-        *s.failed.entry("no report").or_default() += n;
-        *s.error_kinds.entry(kind).or_default() += n;
+    Played {
+        rate,
+        visits,
+        lost_tasks,
+        elapsed_s,
+        cpu,
     }
+}
 
-    // 3. The sale's own account, and the room's.
-    let stock_left = match http
-        .get(format!("{}/api/rooms/{room}/sale", nodes[0].base))
-        .send()
-        .await
-    {
-        Ok(response) if response.status() == 200 => {
-            response.json::<SaleView>().await.ok().map(|v| v.stock_left)
+impl Shared {
+    /// What the visitors of `run` share; they give up at `start` plus the
+    /// run's duration.
+    fn of(run: &DropRun<'_>, start: Instant) -> Self {
+        let room = run.room;
+        Self {
+            nodes: run
+                .nodes
+                .iter()
+                .map(|node| NodeUrls {
+                    node: node.clone(),
+                    join: format!("{}/api/rooms/{room}/join", node.base),
+                    status: format!("{}/api/rooms/{room}/status", node.base),
+                    verify: format!("{}/api/verify?room={room}", node.base),
+                    claims: format!("{}/api/rooms/{room}/sale/claims", node.base),
+                })
+                .collect(),
+            room: room.clone(),
+            http: common::http_client(run.http_concurrency),
+            http_permits: Semaphore::new(run.http_concurrency),
+            open_permits: Semaphore::new(run.open_concurrency),
+            socket_config: sockets::client_config(),
+            source_ips: run.source_ips,
+            run_id: epoch_micros(),
+            deadline: start + run.duration,
+            progress: Progress::default(),
         }
-        _ => None,
-    };
-    let admitted_total = match http
-        .get(format!("{}/api/admin/rooms/{room}", nodes[0].base))
-        .bearer_auth(admin_token)
-        .send()
-        .await
-    {
-        Ok(response) if response.status() == 200 => response
-            .json::<serde_json::Value>()
-            .await
-            .ok()
-            .and_then(|room| room["stats"]["admitted_total"].as_u64()),
-        _ => None,
-    };
-    let expected_created = stock.min(s.claims_answered);
-    let stock_left_expected = stock.checked_sub(s.created);
-    let sale_check = s.created == expected_created
-        && s.sequences_once_each
-        && stock_left.is_some()
-        && stock_left == stock_left_expected;
-    let all_done = s.done == visitors;
-    let check = sale_check && all_done && s.positions_rose == 0;
+    }
+}
 
-    // The report.
+/// Step 3: the sale's own account, and the room's, against the visitors'.
+struct Account {
+    stock_left: Option<u64>,
+    admitted_total: Option<u64>,
+    expected_created: u64,
+    stock_left_expected: Option<u64>,
+    sale_check: bool,
+    check: bool,
+}
+
+impl Account {
+    async fn read(http: &reqwest::Client, run: &DropRun<'_>, s: &Summary) -> Self {
+        let (base, room, stock) = (&run.nodes[0].base, run.room, run.stock);
+        let stock_left = match http
+            .get(format!("{base}/api/rooms/{room}/sale"))
+            .send()
+            .await
+        {
+            Ok(response) if response.status() == 200 => {
+                response.json::<SaleView>().await.ok().map(|v| v.stock_left)
+            }
+            _ => None,
+        };
+        let admitted_total = match http
+            .get(format!("{base}/api/admin/rooms/{room}"))
+            .bearer_auth(run.admin_token)
+            .send()
+            .await
+        {
+            Ok(response) if response.status() == 200 => response
+                .json::<serde_json::Value>()
+                .await
+                .ok()
+                .and_then(|room| room["stats"]["admitted_total"].as_u64()),
+            _ => None,
+        };
+        let expected_created = stock.min(s.claims_answered);
+        let stock_left_expected = stock.checked_sub(s.created);
+        let sale_check = s.created == expected_created
+            && s.sequences_once_each
+            && stock_left.is_some()
+            && stock_left == stock_left_expected;
+        let all_done = s.done == run.visitors;
+        Self {
+            stock_left,
+            admitted_total,
+            expected_created,
+            stock_left_expected,
+            sale_check,
+            check: sale_check && all_done && s.positions_rose == 0,
+        }
+    }
+}
+
+/// "0", or each kind's count.
+fn by_kind_or_none<K: std::fmt::Display>(counts: &BTreeMap<K, u64>) -> String {
+    if counts.is_empty() {
+        "0".into()
+    } else {
+        by_kind(counts)
+    }
+}
+
+/// How the visitors' visits ended, and what they saw until admitted.
+fn report_visitors(run: &DropRun<'_>, s: &Summary) {
+    let json = run.json;
     say(
         json,
         format!(
-            "visitors: {visitors}: {} done (admitted, pass verified, claim answered); gave up at the time bound: {}; \
+            "visitors: {}: {} done (admitted, pass verified, claim answered); gave up at the time bound: {}; \
              failed: {}; sent away by the room: {}",
+            run.visitors,
             s.done,
-            if s.gave_up.is_empty() {
-                "0".into()
-            } else {
-                by_kind(&s.gave_up)
-            },
-            if s.failed.is_empty() {
-                "0".into()
-            } else {
-                by_kind(&s.failed)
-            },
-            if s.finished.is_empty() {
-                "0".into()
-            } else {
-                by_kind(&s.finished)
-            },
+            by_kind_or_none(&s.gave_up),
+            by_kind_or_none(&s.failed),
+            by_kind_or_none(&s.finished),
         ),
     );
     say(
@@ -1149,6 +1228,11 @@ pub async fn run(run: DropRun<'_>) -> Result<(), String> {
             latency_text(s.tick_to_admission)
         ),
     );
+    report_after_admission(json, s);
+}
+
+/// What the visitors saw once admitted: verify, claim, and their sockets.
+fn report_after_admission(json: bool, s: &Summary) {
     say(
         json,
         format!(
@@ -1164,11 +1248,7 @@ pub async fn run(run: DropRun<'_>) -> Result<(), String> {
             "  claims answered: {}: {} × 201 created, 409: {}; claim latency {}",
             s.claims_answered,
             s.created,
-            if s.refused.is_empty() {
-                "0".into()
-            } else {
-                by_kind(&s.refused)
-            },
+            by_kind_or_none(&s.refused),
             latency_text(s.claim)
         ),
     );
@@ -1182,21 +1262,38 @@ pub async fn run(run: DropRun<'_>) -> Result<(), String> {
     for (kind, n) in &s.error_kinds {
         say(json, format!("  error: {n} × {kind}"));
     }
+}
+
+fn report_sale(run: &DropRun<'_>, s: &Summary, account: &Account) {
     say(
-        json,
+        run.json,
         format!(
-            "sale: {} sold (expected min(stock {stock}, claims answered {}) = {expected_created}); sequences 1..{} once each: {}; \
+            "sale: {} sold (expected min(stock {}, claims answered {}) = {}); sequences 1..{} once each: {}; \
              stock_left {} (expected {}); the room counts {} admitted",
             s.created,
+            run.stock,
             s.claims_answered,
+            account.expected_created,
             s.created,
             if s.sequences_once_each { "yes" } else { "NO" },
-            stock_left.map_or("unreadable".into(), |n| n.to_string()),
-            stock_left_expected.map_or("none: more sold than stock".into(), |n| n.to_string()),
-            admitted_total.map_or("unknown".into(), |n| n.to_string()),
+            account
+                .stock_left
+                .map_or("unreadable".into(), |n| n.to_string()),
+            account
+                .stock_left_expected
+                .map_or("none: more sold than stock".into(), |n| n.to_string()),
+            account
+                .admitted_total
+                .map_or("unknown".into(), |n| n.to_string()),
         ),
     );
-    if let Some(cpu) = cpu {
+}
+
+/// The run's CPU, this tool's memory and the verdict; returns the tool's
+/// peak resident memory.
+fn report_run(run: &DropRun<'_>, played: &Played, account: &Account) -> Option<u64> {
+    let json = run.json;
+    if let Some(cpu) = played.cpu {
         say(json, format!("during the run, {cpu}"));
     }
     let tool_peak_memory = peak_resident_bytes();
@@ -1212,49 +1309,57 @@ pub async fn run(run: DropRun<'_>) -> Result<(), String> {
     say(
         json,
         format!(
-            "ran {elapsed_s:.1} s; check: {}",
-            if check {
+            "ran {:.1} s; check: {}",
+            played.elapsed_s,
+            if account.check {
                 "passed (every visitor done, the sale exact, no position rose)"
             } else {
                 "FAILED (see above)"
             }
         ),
     );
+    tool_peak_memory
+}
 
-    if json {
-        let mut summary = json!({
-            "mode": "drop",
-            "nodes": nodes.iter().map(|n| &n.base).collect::<Vec<_>>(),
-            "room": room,
-            "arrive_over_s": arrive_over.as_secs_f64(),
-            "arrival_rate_per_s": rate,
-            "stock": stock,
-            "admit_per_tick": admit_per_tick,
-            "tick_ms": tick_ms,
-            "max_active": max_active,
-            "pass_ttl_s": pass_ttl_s,
-            "duration_s": duration.as_secs(),
-            "source_ips": source_ips,
-            "http_concurrency": http_concurrency,
-            "elapsed_s": elapsed_s,
-            "expected_created": expected_created,
-            "stock_left": stock_left,
-            "stock_left_expected": stock_left_expected,
-            "room_admitted_total": admitted_total,
-            "cpu": cpu,
-            "tool_peak_resident_bytes": tool_peak_memory,
-            "sale_check_passed": sale_check,
-            "check_passed": check,
-        });
-        let figures = serde_json::to_value(&s).expect("a summary serializes");
-        if let (Some(summary), serde_json::Value::Object(figures)) =
-            (summary.as_object_mut(), figures)
-        {
-            summary.extend(figures);
-        }
-        println!("{summary}");
+/// The one-line JSON summary (`--json`): the run's settings and checks,
+/// then every figure of the summary.
+fn print_summary(
+    run: &DropRun<'_>,
+    played: &Played,
+    account: &Account,
+    tool_peak_memory: Option<u64>,
+    s: &Summary,
+) {
+    let mut summary = json!({
+        "mode": "drop",
+        "nodes": run.nodes.iter().map(|n| &n.base).collect::<Vec<_>>(),
+        "room": run.room,
+        "arrive_over_s": run.arrive_over.as_secs_f64(),
+        "arrival_rate_per_s": played.rate,
+        "stock": run.stock,
+        "admit_per_tick": run.admit_per_tick,
+        "tick_ms": run.tick_ms,
+        "max_active": run.max_active,
+        "pass_ttl_s": run.pass_ttl_s,
+        "duration_s": run.duration.as_secs(),
+        "source_ips": run.source_ips,
+        "http_concurrency": run.http_concurrency,
+        "elapsed_s": played.elapsed_s,
+        "expected_created": account.expected_created,
+        "stock_left": account.stock_left,
+        "stock_left_expected": account.stock_left_expected,
+        "room_admitted_total": account.admitted_total,
+        "cpu": played.cpu,
+        "tool_peak_resident_bytes": tool_peak_memory,
+        "sale_check_passed": account.sale_check,
+        "check_passed": account.check,
+    });
+    let figures = serde_json::to_value(s).expect("a summary serializes");
+    if let (Some(summary), serde_json::Value::Object(figures)) = (summary.as_object_mut(), figures)
+    {
+        summary.extend(figures);
     }
-    Ok(())
+    println!("{summary}");
 }
 
 /// This process's peak resident memory (`VmHWM`, Linux).
@@ -1320,11 +1425,17 @@ mod tests {
             tick_at_ms: None,
         };
         let settled = v.saw(admitted, arrival, at + Duration::from_millis(750));
-        assert_eq!(settled.unwrap().unwrap().pass, "p");
+        let Some(Settled::Admitted(admission)) = settled else {
+            panic!("not admitted");
+        };
+        assert_eq!(admission.pass, "p");
         assert_eq!(v.waited_us, Some(1_000_000));
         assert_eq!(v.first_position, Some((250_000, 3)));
         let closed = v.saw(Seen::Finished("closed: sold_out".into()), arrival, at);
-        assert_eq!(closed.unwrap().unwrap_err(), "closed: sold_out");
+        assert!(
+            matches!(&closed, Some(Settled::Finished(what)) if what == "closed: sold_out"),
+            "{closed:?}"
+        );
     }
 
     #[test]

@@ -19,6 +19,7 @@ use serde::Serialize;
 use serde_json::json;
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::task::JoinHandle;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -27,6 +28,7 @@ use waitroom::words::status::Status;
 use waitroom::words::{RoomConfig, RoomId};
 
 use super::common::{self, ErrorKinds, Latency, Node, Scrape, create_room, epoch_micros, say};
+use super::error::{Failure, LoadError};
 use super::floor::{self, FloorPlan, FloorServer};
 
 /// The longest the join phase may take.
@@ -96,29 +98,62 @@ struct NodeMemory {
     held: Option<Scrape>,
 }
 
-pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
-    let SocketsRun {
-        nodes,
-        room,
-        admin_token,
-        sockets: requested,
-        source_ips,
-        hold,
-        drain,
-        admit_per_tick,
-        tick_ms,
-        join_concurrency,
-        open_concurrency,
-        open_files_limit,
-        server_pids,
-        barrier,
-        floor_workers,
-        json,
-    } = run;
-    // One descriptor per socket, plus about a dozen of the tool's own.
+pub async fn run(run: SocketsRun<'_>) -> Result<(), LoadError> {
+    warn_about_descriptors(&run);
+    let room_created = create_room_everywhere(&run).await?;
+    // The floor first, with the same sockets, ticks and hold, before any
+    // visitor joins (the nodes are idle meanwhile).
+    let floor = match run.floor_workers {
+        Some(workers) => Some(floor_phase(FloorPhase::of(&run, workers)).await?),
+        None => None,
+    };
+    let (tickets, joins) = join_phase(&run).await;
+    let mut memory = scrape_before(&run).await;
+    if run.sockets >= LARGE_RUN {
+        wait_for_time_waits(run.json).await;
+    }
+    let specs = socket_specs(&run, tickets);
+    let phase = hold_phase(&run, specs, &mut memory).await;
+    let memory_figures = MemoryFigures::of(&memory, phase.opened);
+    report_phase(&run, &phase, &memory, &memory_figures);
+    let floor_ratio = compare_to_floor(run.json, &phase, floor.as_ref());
+    // Several processes at one barrier: every one of them reports the
+    // figures over all of their sockets.
+    let combined = match (&floor, &run.barrier) {
+        (Some(floor), Some((dir, parties))) => {
+            combine(
+                dir,
+                *parties,
+                &floor.phase.ticks.delays_us,
+                &phase.ticks.delays_us,
+                run.json,
+            )
+            .await
+        }
+        _ => None,
+    };
+    if run.json {
+        let summary = Summary {
+            room_created,
+            joins,
+            phase,
+            memory,
+            memory_figures,
+            floor,
+            floor_ratio,
+            combined,
+        };
+        print_summary(&run, &summary);
+    }
+    Ok(())
+}
+
+/// One descriptor per socket, plus about a dozen of the tool's own.
+fn warn_about_descriptors(run: &SocketsRun<'_>) {
+    let (requested, open_files_limit) = (run.sockets, run.open_files_limit);
     if requested + OWN_DESCRIPTORS > open_files_limit {
         say(
-            json,
+            run.json,
             format!(
                 "warning: {requested} sockets need about {} descriptors here, the limit is {open_files_limit}: \
                  expect 'Too many open files'",
@@ -126,7 +161,16 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
             ),
         );
     }
+}
 
+/// Creates the room on every node; whether each created it.
+async fn create_room_everywhere(run: &SocketsRun<'_>) -> Result<Vec<bool>, LoadError> {
+    let SocketsRun {
+        room,
+        admit_per_tick,
+        tick_ms,
+        ..
+    } = *run;
     let http = common::http_client(1);
     let room_config = RoomConfig {
         admit_per_tick,
@@ -138,10 +182,10 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
         ..common::room_config(room)
     };
     let mut room_created = Vec::new();
-    for node in nodes {
-        let created = create_room(&http, node, admin_token, room, &room_config).await?;
+    for node in run.nodes {
+        let created = create_room(&http, node, run.admin_token, room, &room_config).await?;
         say(
-            json,
+            run.json,
             format!(
                 "{}: room {room} {}",
                 node.base,
@@ -154,70 +198,69 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
         );
         room_created.push(created);
     }
-    drop(http);
+    Ok(room_created)
+}
 
-    // The floor first, with the same sockets, ticks and hold, before any
-    // visitor joins (the nodes are idle meanwhile).
-    let floor = match floor_workers {
-        Some(workers) => Some(
-            floor_phase(FloorPhase {
-                nodes,
-                room,
-                requested,
-                source_ips,
-                hold,
-                drain,
-                admit_per_tick,
-                tick_ms,
-                open_concurrency,
-                barrier: barrier.as_ref(),
-                workers,
-                json,
-            })
-            .await?,
-        ),
-        None => None,
-    };
+/// How the joins went.
+struct Joins {
+    joined: u64,
+    errors: ErrorKinds,
+    seconds: f64,
+}
 
+/// Joins a visitor for every socket; their tickets.
+async fn join_phase(run: &SocketsRun<'_>) -> (Vec<Option<String>>, Joins) {
+    let requested = run.sockets;
     let joined_at = Instant::now();
-    let (tickets, join_errors) = join_visitors(
-        nodes,
-        room,
+    let (tickets, errors) = join_visitors(
+        run.nodes,
+        run.room,
         Visitors {
             count: requested,
             keep: requested,
-            concurrency: join_concurrency,
+            concurrency: run.join_concurrency,
             limit: JOIN_PHASE_LIMIT,
         },
     )
     .await;
-    let join_s = joined_at.elapsed().as_secs_f64();
+    let seconds = joined_at.elapsed().as_secs_f64();
     let joined = tickets.iter().filter(|t| t.is_some()).count() as u64;
     say(
-        json,
+        run.json,
         format!(
-            "joined {joined} of {requested} visitors in {join_s:.2} s ({} errors)",
+            "joined {joined} of {requested} visitors in {seconds:.2} s ({} errors)",
             requested - joined
         ),
     );
-    for (kind, n) in &join_errors {
-        say(json, format!("  {n} × {kind}"));
+    for (kind, n) in &errors {
+        say(run.json, format!("  {n} × {kind}"));
     }
+    let joins = Joins {
+        joined,
+        errors,
+        seconds,
+    };
+    (tickets, joins)
+}
 
-    let mut memory: Vec<NodeMemory> = Vec::new();
-    for node in nodes {
-        let before = report_scrape(json, node, common::scrape(node).await);
+/// Each node's memory before any socket opens.
+async fn scrape_before(run: &SocketsRun<'_>) -> Vec<NodeMemory> {
+    let mut memory = Vec::new();
+    for node in run.nodes {
+        let before = report_scrape(run.json, node, common::scrape(node).await);
         memory.push(NodeMemory {
             url: node.base.clone(),
             before,
             held: None,
         });
     }
+    memory
+}
 
-    if requested >= LARGE_RUN {
-        wait_for_time_waits(json).await;
-    }
-
+/// A socket for every ticket: visitor i on node i mod n, spread over the
+/// source addresses.
+fn socket_specs(run: &SocketsRun<'_>, tickets: Vec<Option<String>>) -> Vec<SocketSpec> {
+    let (nodes, room) = (run.nodes, run.room);
     let mut specs = Vec::new();
     for (i, ticket) in tickets.into_iter().enumerate() {
         let Some(ticket) = ticket else { continue };
@@ -226,7 +269,7 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
         specs.push(SocketSpec {
             node: node_index,
             addr: node.addr,
-            source: source_address(node.addr, (i / nodes.len()) % source_ips as usize),
+            source: source_address(node.addr, (i / nodes.len()) % run.source_ips as usize),
             url: format!(
                 "ws://{}/api/rooms/{room}/ws?ticket={}",
                 node.authority,
@@ -234,14 +277,25 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
             ),
         });
     }
+    specs
+}
+
+/// Opens and holds the visitors' sockets, reading each node's memory
+/// half-way through the hold.
+async fn hold_phase(
+    run: &SocketsRun<'_>,
+    specs: Vec<SocketSpec>,
+    memory: &mut [NodeMemory],
+) -> Phase {
+    let json = run.json;
     let plan = HoldPlan {
         label: "",
-        nodes: nodes.len(),
-        open_concurrency,
-        hold,
-        drain,
-        barrier: barrier.clone(),
-        server_pids,
+        nodes: run.nodes.len(),
+        open_concurrency: run.open_concurrency,
+        hold: run.hold,
+        drain: run.drain,
+        barrier: run.barrier.clone(),
+        server_pids: run.server_pids,
         reset_on_stop: false,
         json,
     };
@@ -249,7 +303,7 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
     // few ticks have gone out and the figure includes their buffers.
     let scrape_all = async {
         let mut held = Vec::new();
-        for node in nodes {
+        for node in run.nodes {
             held.push(report_scrape(json, node, common::scrape(node).await));
         }
         held
@@ -258,67 +312,118 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
     for (slot, held) in memory.iter_mut().zip(held) {
         slot.held = held;
     }
-    let Phase {
-        opened,
-        open_s,
-        held_s,
-        hold_cpu,
-        open_errors,
-        closed_early,
-        open_latency,
-        ticks,
-        latency,
-        tool_open_fds,
-        ..
-    } = phase;
+    phase
+}
+
+/// The nodes' memory and sockets while held, over all of them.
+struct MemoryFigures {
+    /// Resident memory held minus before, summed over the nodes.
+    delta: i128,
+    per_socket: Option<f64>,
+    server_sockets_open: Option<u64>,
+}
+
+impl MemoryFigures {
+    fn of(memory: &[NodeMemory], opened: u64) -> Self {
+        let delta: i128 = memory
+            .iter()
+            .filter_map(|m| {
+                Some(
+                    m.held?.resident_memory_bytes? as i128
+                        - m.before?.resident_memory_bytes? as i128,
+                )
+            })
+            .sum();
+        let complete = memory.iter().all(|m| {
+            m.before.and_then(|s| s.resident_memory_bytes).is_some()
+                && m.held.and_then(|s| s.resident_memory_bytes).is_some()
+        });
+        Self {
+            delta,
+            per_socket: (complete && opened > 0).then(|| delta as f64 / opened as f64),
+            server_sockets_open: memory
+                .iter()
+                .map(|m| m.held.and_then(|s| s.sockets_open))
+                .sum(),
+        }
+    }
+}
+
+/// The real phase's lines: sockets, memory, descriptors, ticks.
+fn report_phase(
+    run: &SocketsRun<'_>,
+    phase: &Phase,
+    memory: &[NodeMemory],
+    figures: &MemoryFigures,
+) {
+    let (json, requested, opened) = (run.json, run.sockets, phase.opened);
     // Not opened within the open phase, for whatever reason (joins included).
     let failed = requested - opened;
-
-    let delta: i128 = memory
-        .iter()
-        .filter_map(|m| {
-            Some(m.held?.resident_memory_bytes? as i128 - m.before?.resident_memory_bytes? as i128)
-        })
-        .sum();
-    let memory_complete = memory.iter().all(|m| {
-        m.before.and_then(|s| s.resident_memory_bytes).is_some()
-            && m.held.and_then(|s| s.resident_memory_bytes).is_some()
-    });
-    let memory_per_socket = (memory_complete && opened > 0).then(|| delta as f64 / opened as f64);
-    let server_sockets_open: Option<u64> = memory
-        .iter()
-        .map(|m| m.held.and_then(|s| s.sockets_open))
-        .sum();
-
-    // The report.
     say(
         json,
         format!(
-            "sockets: {} requested, {opened} opened, {failed} failed, {} closed early by the other end; held {held_s:.1} s",
+            "sockets: {} requested, {opened} opened, {failed} failed, {} closed early by the other end; held {:.1} s",
             requested,
-            closed_early.values().sum::<u64>()
+            phase.closed_early.values().sum::<u64>(),
+            phase.held_s
         ),
     );
-    if let Some(open_latency) = open_latency {
-        say(
-            json,
-            format!("  connect + handshake per socket: {open_latency}"),
-        );
-    }
-    for (kind, n) in &open_errors {
-        say(json, format!("  not opened: {n} × {kind}"));
-    }
-    for (kind, n) in &closed_early {
-        say(json, format!("  closed early: {n} × {kind}"));
-    }
-    match server_sockets_open {
+    report_open_errors(json, "", phase);
+    match figures.server_sockets_open {
         Some(n) => say(
             json,
             format!("server reports waitroom_sockets_open = {n} while held"),
         ),
         None => say(json, "server reports no waitroom_sockets_open"),
     }
-    for m in &memory {
+    report_memory(json, memory);
+    if let Some(per) = figures.per_socket {
+        say(
+            json,
+            format!(
+                "memory per socket: {:.1} KiB (resident delta {:.1} MiB ÷ {opened} sockets)",
+                per / 1024.0,
+                figures.delta as f64 / 1048576.0
+            ),
+        );
+    }
+    if let Some(fds) = phase.tool_open_fds {
+        say(
+            json,
+            format!(
+                "this tool held {fds} descriptors (limit {})",
+                run.open_files_limit
+            ),
+        );
+    }
+    report_ticks(
+        json,
+        "",
+        &phase.ticks,
+        phase.latency.as_ref(),
+        phase.hold_cpu.as_ref(),
+        run.tick_ms,
+    );
+}
+
+/// A phase's open latency, and why sockets did not open or closed early.
+fn report_open_errors(json: bool, label: &str, phase: &Phase) {
+    if let Some(open_latency) = phase.open_latency {
+        say(
+            json,
+            format!("{label}  connect + handshake per socket: {open_latency}"),
+        );
+    }
+    for (kind, n) in &phase.open_errors {
+        say(json, format!("{label}  not opened: {n} × {kind}"));
+    }
+    for (kind, n) in &phase.closed_early {
+        say(json, format!("{label}  closed early: {n} × {kind}"));
+    }
+}
+
+fn report_memory(json: bool, memory: &[NodeMemory]) {
+    for m in memory {
         if let (Some(before), Some(held)) = (
             m.before.and_then(|s| s.resident_memory_bytes),
             m.held.and_then(|s| s.resident_memory_bytes),
@@ -337,36 +442,20 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
             );
         }
     }
-    if let Some(per) = memory_per_socket {
-        say(
-            json,
-            format!(
-                "memory per socket: {:.1} KiB (resident delta {:.1} MiB ÷ {opened} sockets)",
-                per / 1024.0,
-                delta as f64 / 1048576.0
-            ),
-        );
-    }
-    if let Some(fds) = tool_open_fds {
-        say(
-            json,
-            format!("this tool held {fds} descriptors (limit {open_files_limit})"),
-        );
-    }
-    report_ticks(
-        json,
-        "",
-        &ticks,
-        latency.as_ref(),
-        hold_cpu.as_ref(),
-        tick_ms,
-    );
+}
 
-    let floor_ratio = floor.as_ref().and_then(|floor| {
-        let ratios = floor::ratios(latency.as_ref()?, floor.phase.latency.as_ref()?);
+/// The tick→socket latency as a ratio to the floor's, if both were measured.
+fn compare_to_floor(
+    json: bool,
+    phase: &Phase,
+    floor: Option<&FloorFigures>,
+) -> Option<floor::Ratios> {
+    let latency = phase.latency.as_ref();
+    let floor_ratio = floor.and_then(|floor| {
+        let ratios = floor::ratios(latency?, floor.phase.latency.as_ref()?);
         say(
             json,
-            compare_line("", latency.as_ref()?, floor.phase.latency.as_ref()?, ratios),
+            compare_line("", latency?, floor.phase.latency.as_ref()?, ratios),
         );
         ratios
     });
@@ -376,61 +465,70 @@ pub async fn run(run: SocketsRun<'_>) -> Result<(), String> {
             "no ratio to the floor: a phase measured no tick (or the floor's p99 was 0)",
         );
     }
-    // Several processes at one barrier: every one of them reports the
-    // figures over all of their sockets.
-    let combined = match (&floor, &barrier) {
-        (Some(floor), Some((dir, parties))) => {
-            combine(
-                dir,
-                *parties,
-                &floor.phase.ticks.delays_us,
-                &ticks.delays_us,
-                json,
-            )
-            .await
-        }
-        _ => None,
-    };
+    floor_ratio
+}
 
-    if json {
-        let summary = json!({
-            "mode": "sockets",
-            "nodes": nodes.iter().map(|n| &n.base).collect::<Vec<_>>(),
-            "room": room,
-            "room_created": room_created,
-            "requested": requested,
-            "joined": joined,
-            "join_errors": join_errors,
-            "join_s": join_s,
-            "source_ips": source_ips,
-            "opened": opened,
-            "failed": failed,
-            "open_errors": open_errors,
-            "open_s": open_s,
-            "open_latency": open_latency,
-            "closed_early": closed_early.values().sum::<u64>(),
-            "closed_early_reasons": closed_early,
-            "hold_s": hold.as_secs(),
-            "held_s": held_s,
-            "ticks_measured": ticks.per_tick.len(),
-            "deliveries": ticks.delays_us.len(),
-            "missed_updates": ticks.missed,
-            "tick_latency": latency,
-            "tick_interval_ms": ticks.interval_ms.map(|(min, max)| json!({"min": min, "max": max})),
-            "servers": memory,
-            "server_sockets_open": server_sockets_open,
-            "memory_per_socket_bytes": memory_per_socket,
-            "tool_open_files_limit": open_files_limit,
-            "tool_open_fds_held": tool_open_fds,
-            "hold_cpu": hold_cpu,
-            "floor": floor.as_ref().map(|f| f.summary(requested)),
-            "floor_ratio": floor_ratio,
-            "floor_target_ratio": floor.as_ref().map(|_| FLOOR_TARGET),
-            "combined": combined,
-        });
-        println!("{summary}");
-    }
-    Ok(())
+/// What the JSON summary reports besides the run's own arguments.
+struct Summary {
+    room_created: Vec<bool>,
+    joins: Joins,
+    phase: Phase,
+    memory: Vec<NodeMemory>,
+    memory_figures: MemoryFigures,
+    floor: Option<FloorFigures>,
+    floor_ratio: Option<floor::Ratios>,
+    combined: Option<Combined>,
+}
+
+/// The one-line JSON summary (`--json`).
+fn print_summary(run: &SocketsRun<'_>, summary: &Summary) {
+    let Summary {
+        room_created,
+        joins,
+        phase,
+        memory,
+        memory_figures,
+        floor,
+        floor_ratio,
+        combined,
+    } = summary;
+    let requested = run.sockets;
+    let summary = json!({
+        "mode": "sockets",
+        "nodes": run.nodes.iter().map(|n| &n.base).collect::<Vec<_>>(),
+        "room": run.room,
+        "room_created": room_created,
+        "requested": requested,
+        "joined": joins.joined,
+        "join_errors": joins.errors,
+        "join_s": joins.seconds,
+        "source_ips": run.source_ips,
+        "opened": phase.opened,
+        "failed": requested - phase.opened,
+        "open_errors": phase.open_errors,
+        "open_s": phase.open_s,
+        "open_latency": phase.open_latency,
+        "closed_early": phase.closed_early.values().sum::<u64>(),
+        "closed_early_reasons": phase.closed_early,
+        "hold_s": run.hold.as_secs(),
+        "held_s": phase.held_s,
+        "ticks_measured": phase.ticks.per_tick.len(),
+        "deliveries": phase.ticks.delays_us.len(),
+        "missed_updates": phase.ticks.missed,
+        "tick_latency": phase.latency,
+        "tick_interval_ms": phase.ticks.interval_ms.map(|(min, max)| json!({"min": min, "max": max})),
+        "servers": memory,
+        "server_sockets_open": memory_figures.server_sockets_open,
+        "memory_per_socket_bytes": memory_figures.per_socket,
+        "tool_open_files_limit": run.open_files_limit,
+        "tool_open_fds_held": phase.tool_open_fds,
+        "hold_cpu": phase.hold_cpu,
+        "floor": floor.as_ref().map(|f| f.summary(requested)),
+        "floor_ratio": floor_ratio,
+        "floor_target_ratio": floor.as_ref().map(|_| FLOOR_TARGET),
+        "combined": combined,
+    });
+    println!("{summary}");
 }
 
 /// The issue's target for tick→socket p99 over the floor's.
@@ -578,41 +676,15 @@ async fn open_and_hold<F: Future>(
 ) -> (Phase, F::Output) {
     let (json, label) = (plan.json, plan.label);
     let (stop_tx, stop_rx) = watch::channel(false);
-    let (opened_tx, mut opened_rx) = mpsc::unbounded_channel::<bool>();
-    let permits = Arc::new(Semaphore::new(plan.open_concurrency));
-    let config = client_config();
     let open_started = Instant::now();
-    let mut tasks = Vec::new();
-    for spec in specs {
-        tasks.push(tokio::spawn(hold_socket(
-            spec,
-            config,
-            permits.clone(),
-            opened_tx.clone(),
-            stop_rx.clone(),
-            plan.reset_on_stop,
-        )));
-    }
-    drop(opened_tx);
-    let (opened, open_failed) = count_opened(&mut opened_rx, tasks.len()).await;
+    let (tasks, opened, open_failed) = open_all(specs, plan, stop_rx).await;
     let open_s = open_started.elapsed().as_secs_f64();
     say(
         json,
         format!("{label}opened {opened} sockets in {open_s:.2} s ({open_failed} failed)"),
     );
     if let Some((dir, parties)) = &plan.barrier {
-        let waited = Instant::now();
-        match meet(dir, *parties).await {
-            Ok(ready) => say(
-                json,
-                format!(
-                    "{label}{ready} of {parties} processes ready at {} after {:.2} s",
-                    dir.display(),
-                    waited.elapsed().as_secs_f64()
-                ),
-            ),
-            Err(error) => say(json, format!("{label}warning: barrier: {error}")),
-        }
+        meet_before_hold(json, label, dir, *parties).await;
     }
     let all_open = Instant::now();
     let cpu_start = common::cpu_mark(plan.server_pids);
@@ -639,6 +711,73 @@ async fn open_and_hold<F: Future>(
     tokio::time::sleep(plan.drain).await;
     let _ = stop_tx.send(true);
 
+    let (outcomes, task_errors) = collect_outcomes(tasks).await;
+    let window = (all_open_us / 1000 + 1, hold_end_us / 1000);
+    let ticks = analyze(&outcomes, plan.nodes, window);
+    let latency = Latency::from_micros(ticks.delays_us.clone());
+    let (open_errors, closed_early, open_latency) = open_figures(&outcomes, task_errors);
+    let phase = Phase {
+        opened,
+        open_s,
+        held_s,
+        hold_cpu,
+        open_errors,
+        closed_early,
+        open_latency,
+        ticks,
+        latency,
+        tool_open_fds,
+    };
+    (phase, mid)
+}
+
+/// Spawns a task per socket and waits until each has opened or failed;
+/// returns the tasks and how many opened and failed.
+async fn open_all(
+    specs: Vec<SocketSpec>,
+    plan: &HoldPlan<'_>,
+    stop_rx: watch::Receiver<bool>,
+) -> (Vec<JoinHandle<SocketOutcome>>, u64, u64) {
+    let (opened_tx, mut opened_rx) = mpsc::unbounded_channel::<bool>();
+    let permits = Arc::new(Semaphore::new(plan.open_concurrency));
+    let config = client_config();
+    let mut tasks = Vec::new();
+    for spec in specs {
+        tasks.push(tokio::spawn(hold_socket(
+            spec,
+            config,
+            permits.clone(),
+            opened_tx.clone(),
+            stop_rx.clone(),
+            plan.reset_on_stop,
+        )));
+    }
+    drop(opened_tx);
+    let (opened, open_failed) = count_opened(&mut opened_rx, tasks.len()).await;
+    (tasks, opened, open_failed)
+}
+
+/// Waits at the barrier for the other processes, saying how it went.
+async fn meet_before_hold(json: bool, label: &str, dir: &Path, parties: u32) {
+    let waited = Instant::now();
+    match meet(dir, parties).await {
+        Ok(ready) => say(
+            json,
+            format!(
+                "{label}{ready} of {parties} processes ready at {} after {:.2} s",
+                dir.display(),
+                waited.elapsed().as_secs_f64()
+            ),
+        ),
+        Err(error) => say(json, format!("{label}warning: barrier: {error}")),
+    }
+}
+
+/// Every socket's outcome, waiting at most [`COLLECT_LIMIT`]; a task that
+/// failed or did not stop is counted among the open errors.
+async fn collect_outcomes(
+    tasks: Vec<JoinHandle<SocketOutcome>>,
+) -> (Vec<SocketOutcome>, ErrorKinds) {
     let mut outcomes = Vec::with_capacity(tasks.len());
     let mut open_errors = ErrorKinds::new();
     let collect_deadline = tokio::time::Instant::now() + COLLECT_LIMIT;
@@ -649,8 +788,17 @@ async fn open_and_hold<F: Future>(
             Err(_) => common::count(&mut open_errors, "task did not stop"),
         }
     }
+    (outcomes, open_errors)
+}
+
+/// Why sockets did not open, why they closed early, and how long opening
+/// took those that opened.
+fn open_figures(
+    outcomes: &[SocketOutcome],
+    mut open_errors: ErrorKinds,
+) -> (ErrorKinds, ErrorKinds, Option<Latency>) {
     let mut closed_early = ErrorKinds::new();
-    for outcome in &outcomes {
+    for outcome in outcomes {
         if let Some(error) = &outcome.open_error {
             common::count(&mut open_errors, error.clone());
         }
@@ -665,22 +813,7 @@ async fn open_and_hold<F: Future>(
             .map(|o| o.open_us)
             .collect(),
     );
-    let window = (all_open_us / 1000 + 1, hold_end_us / 1000);
-    let ticks = analyze(&outcomes, plan.nodes, window);
-    let latency = Latency::from_micros(ticks.delays_us.clone());
-    let phase = Phase {
-        opened,
-        open_s,
-        held_s,
-        hold_cpu,
-        open_errors,
-        closed_early,
-        open_latency,
-        ticks,
-        latency,
-        tool_open_fds,
-    };
-    (phase, mid)
+    (open_errors, closed_early, open_latency)
 }
 
 /// What the floor phase is run with.
@@ -732,49 +865,36 @@ impl FloorFigures {
     }
 }
 
+impl<'a> FloorPhase<'a> {
+    /// The floor phase of `run`: the same sockets, ticks and hold.
+    fn of(run: &'a SocketsRun<'a>, workers: u16) -> Self {
+        Self {
+            nodes: run.nodes,
+            room: run.room,
+            requested: run.sockets,
+            source_ips: run.source_ips,
+            hold: run.hold,
+            drain: run.drain,
+            admit_per_tick: run.admit_per_tick,
+            tick_ms: run.tick_ms,
+            open_concurrency: run.open_concurrency,
+            barrier: run.barrier.as_ref(),
+            workers,
+            json: run.json,
+        }
+    }
+}
+
 /// The floor: one floor server per node (on the node's loopback address),
 /// the same sockets spread over them and over the same source addresses
 /// as the real phase's, held as long, with the same ticks; then the floor
 /// servers stop.
-async fn floor_phase(floor: FloorPhase<'_>) -> Result<FloorFigures, String> {
+async fn floor_phase(floor: FloorPhase<'_>) -> Result<FloorFigures, LoadError> {
     let json = floor.json;
-    let label = "floor: ";
-    // Everything the phase may take, and a minute to spare: a floor server
-    // left behind by a tool that died stops by itself.
-    let lifetime = OPEN_PHASE_LIMIT
-        + BARRIER_LIMIT
-        + floor.hold
-        + floor.drain
-        + COLLECT_LIMIT
-        + Duration::from_secs(60);
     if floor.requested >= LARGE_RUN {
         wait_for_time_waits(json).await;
     }
-    let mut servers = Vec::new();
-    for node in floor.nodes {
-        let server = FloorServer::start(&FloorPlan {
-            listen: node.addr.ip(),
-            room: floor.room,
-            tick_ms: floor.tick_ms,
-            admit_per_tick: floor.admit_per_tick,
-            waiting: floor.requested,
-            workers: floor.workers,
-            lifetime,
-        })
-        .await?;
-        say(
-            json,
-            format!(
-                "{label}floor server for {} listening at {} (pid {}, {} writer threads, a tick every {} ms)",
-                node.base,
-                server.addr,
-                server.pid().map_or("unknown".into(), |p| p.to_string()),
-                floor.workers,
-                floor.tick_ms
-            ),
-        );
-        servers.push(server);
-    }
+    let servers = start_floor_servers(&floor).await?;
     let k = servers.len();
     let specs = (0..floor.requested as usize)
         .map(|i| {
@@ -789,7 +909,7 @@ async fn floor_phase(floor: FloorPhase<'_>) -> Result<FloorFigures, String> {
         .collect();
     let pids: Vec<u32> = servers.iter().filter_map(FloorServer::pid).collect();
     let plan = HoldPlan {
-        label,
+        label: FLOOR_LABEL,
         nodes: k,
         open_concurrency: floor.open_concurrency,
         hold: floor.hold,
@@ -808,10 +928,61 @@ async fn floor_phase(floor: FloorPhase<'_>) -> Result<FloorFigures, String> {
         let addr = server.addr;
         match server.stop().await {
             Ok(report) => reports.push(report),
-            Err(error) => say(json, format!("{label}warning: {addr}: {error}")),
+            Err(error) => say(json, format!("{FLOOR_LABEL}warning: {addr}: {error}")),
         }
     }
+    report_floor(&floor, &phase, &reports);
+    Ok(FloorFigures {
+        servers: addrs,
+        workers: floor.workers,
+        phase,
+        reports,
+    })
+}
 
+/// Prefixes the floor phase's lines.
+const FLOOR_LABEL: &str = "floor: ";
+
+/// A floor server per node, on the node's loopback address.
+async fn start_floor_servers(floor: &FloorPhase<'_>) -> Result<Vec<FloorServer>, LoadError> {
+    // Everything the phase may take, and a minute to spare: a floor server
+    // left behind by a tool that died stops by itself.
+    let lifetime = OPEN_PHASE_LIMIT
+        + BARRIER_LIMIT
+        + floor.hold
+        + floor.drain
+        + COLLECT_LIMIT
+        + Duration::from_secs(60);
+    let mut servers = Vec::new();
+    for node in floor.nodes {
+        let server = FloorServer::start(&FloorPlan {
+            listen: node.addr.ip(),
+            room: floor.room,
+            tick_ms: floor.tick_ms,
+            admit_per_tick: floor.admit_per_tick,
+            waiting: floor.requested,
+            workers: floor.workers,
+            lifetime,
+        })
+        .await?;
+        say(
+            floor.json,
+            format!(
+                "{FLOOR_LABEL}floor server for {} listening at {} (pid {}, {} writer threads, a tick every {} ms)",
+                node.base,
+                server.addr,
+                server.pid().map_or("unknown".into(), |p| p.to_string()),
+                floor.workers,
+                floor.tick_ms
+            ),
+        );
+        servers.push(server);
+    }
+    Ok(servers)
+}
+
+fn report_floor(floor: &FloorPhase<'_>, phase: &Phase, reports: &[floor::FloorReport]) {
+    let (json, label) = (floor.json, FLOOR_LABEL);
     say(
         json,
         format!(
@@ -823,19 +994,8 @@ async fn floor_phase(floor: FloorPhase<'_>) -> Result<FloorFigures, String> {
             phase.held_s
         ),
     );
-    if let Some(open_latency) = phase.open_latency {
-        say(
-            json,
-            format!("{label}  connect + handshake per socket: {open_latency}"),
-        );
-    }
-    for (kind, n) in &phase.open_errors {
-        say(json, format!("{label}  not opened: {n} × {kind}"));
-    }
-    for (kind, n) in &phase.closed_early {
-        say(json, format!("{label}  closed early: {n} × {kind}"));
-    }
-    for report in &reports {
+    report_open_errors(json, label, phase);
+    for report in reports {
         say(
             json,
             format!(
@@ -862,12 +1022,6 @@ async fn floor_phase(floor: FloorPhase<'_>) -> Result<FloorFigures, String> {
         phase.hold_cpu.as_ref(),
         floor.tick_ms,
     );
-    Ok(FloorFigures {
-        servers: addrs,
-        workers: floor.workers,
-        phase,
-        reports,
-    })
 }
 
 /// The figures over every process that met at one barrier.
@@ -953,14 +1107,14 @@ fn decode_delays(bytes: &[u8]) -> impl Iterator<Item = u64> + '_ {
 
 /// Marks this process ready in `dir` and waits until `parties` processes
 /// are (or `BARRIER_LIMIT` passes); returns how many were ready.
-async fn meet(dir: &std::path::Path, parties: u32) -> Result<u32, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+async fn meet(dir: &std::path::Path, parties: u32) -> Result<u32, LoadError> {
+    std::fs::create_dir_all(dir).map_err(LoadError::io(dir.display().to_string()))?;
     let mark = dir.join(format!("ready-{}", std::process::id()));
-    std::fs::write(&mark, b"").map_err(|e| format!("{}: {e}", mark.display()))?;
+    std::fs::write(&mark, b"").map_err(LoadError::io(mark.display().to_string()))?;
     let deadline = Instant::now() + BARRIER_LIMIT;
     loop {
         let ready = std::fs::read_dir(dir)
-            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .map_err(LoadError::io(dir.display().to_string()))?
             .filter_map(Result::ok)
             .filter(|e| e.file_name().to_string_lossy().starts_with("ready-"))
             .count() as u32;
@@ -968,16 +1122,16 @@ async fn meet(dir: &std::path::Path, parties: u32) -> Result<u32, String> {
             return Ok(ready);
         }
         if Instant::now() >= deadline {
-            return Err(format!(
+            return Err(LoadError::Setup(format!(
                 "only {ready} of {parties} processes ready after {} s; holding anyway",
                 BARRIER_LIMIT.as_secs()
-            ));
+            )));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
-fn report_scrape(json: bool, node: &Node, scrape: Result<Scrape, String>) -> Option<Scrape> {
+fn report_scrape(json: bool, node: &Node, scrape: Result<Scrape, LoadError>) -> Option<Scrape> {
     match scrape {
         Ok(scrape) => Some(scrape),
         Err(error) => {
@@ -1045,16 +1199,7 @@ pub async fn join_visitors(
                     continue;
                 }
                 let url = &urls[index as usize % urls.len()];
-                let outcome = match http.post(url).send().await {
-                    Ok(response) if response.status() == 200 => match response.bytes().await {
-                        Ok(body) => serde_json::from_slice::<Status>(&body)
-                            .map(|status| status.ticket.to_string())
-                            .map_err(|e| format!("join: not a status: {e}")),
-                        Err(error) => Err(common::error_kind(&error)),
-                    },
-                    Ok(response) => Err(format!("join: HTTP {}", response.status())),
-                    Err(error) => Err(common::error_kind(&error)),
-                };
+                let outcome = common::join_ticket(http.post(url)).await;
                 match outcome {
                     Ok(ticket) if index < keep => tickets.push((index as usize, ticket)),
                     Ok(_) => {}
@@ -1156,26 +1301,27 @@ fn loopback_time_waits() -> Option<usize> {
 pub async fn open_socket(
     spec: &SocketSpec,
     config: WebSocketConfig,
-) -> Result<WebSocketStream<TcpStream>, String> {
+) -> Result<WebSocketStream<TcpStream>, Failure> {
+    let failed = |step: &str| {
+        let step = step.to_string();
+        move |e: std::io::Error| Failure(format!("{step}: {e}"))
+    };
     let socket = match spec.addr {
         SocketAddr::V4(_) => TcpSocket::new_v4(),
         SocketAddr::V6(_) => TcpSocket::new_v6(),
     }
-    .map_err(|e| format!("socket: {e}"))?;
+    .map_err(failed("socket"))?;
     // One source/destination pair has ~28k ephemeral ports; binding the
     // source spreads the sockets over several pairs.
     socket
         .bind(SocketAddr::new(spec.source, 0))
-        .map_err(|e| format!("bind: {e}"))?;
-    let stream = socket
-        .connect(spec.addr)
-        .await
-        .map_err(|e| format!("connect: {e}"))?;
+        .map_err(failed("bind"))?;
+    let stream = socket.connect(spec.addr).await.map_err(failed("connect"))?;
     let _ = stream.set_nodelay(true);
     let (ws, _) =
         tokio_tungstenite::client_async_with_config(spec.url.as_str(), stream, Some(config))
             .await
-            .map_err(|e| format!("handshake: {e}"))?;
+            .map_err(|e| Failure(format!("handshake: {e}")))?;
     Ok(ws)
 }
 
@@ -1186,7 +1332,7 @@ pub async fn open_counted(
     config: WebSocketConfig,
     permits: &Semaphore,
     opened: &mpsc::UnboundedSender<bool>,
-) -> (Result<WebSocketStream<TcpStream>, String>, u64) {
+) -> (Result<WebSocketStream<TcpStream>, Failure>, u64) {
     let permit = permits.acquire().await;
     let started = Instant::now();
     let open = tokio::time::timeout(OPEN_TIMEOUT, open_socket(spec, config)).await;
@@ -1194,7 +1340,10 @@ pub async fn open_counted(
     drop(permit);
     let ws = match open {
         Ok(result) => result,
-        Err(_) => Err(format!("timed out after {} s", OPEN_TIMEOUT.as_secs())),
+        Err(_) => Err(Failure(format!(
+            "timed out after {} s",
+            OPEN_TIMEOUT.as_secs()
+        ))),
     };
     let _ = opened.send(ws.is_ok());
     (ws, open_us)
@@ -1261,7 +1410,7 @@ async fn hold_socket(
     let mut ws = match open {
         Ok(ws) => ws,
         Err(error) => {
-            outcome.open_error = Some(error);
+            outcome.open_error = Some(error.0);
             return outcome;
         }
     };
