@@ -14,7 +14,8 @@ use waitroom::words::sale::{ClaimView, SaleRequest, SaleView};
 use waitroom::words::status::{State, Status};
 use waitroom::words::{RoomConfig, RoomId};
 
-use super::common::{self, ErrorKinds, Latency, Node, create_room, say};
+use super::common::{self, CpuUse, ErrorKinds, Latency, Node, create_room, say};
+use super::error::{Failure, LoadError};
 
 /// The longest the join phase (joins and any status polls) may take.
 const JOIN_PHASE_LIMIT: Duration = Duration::from_secs(120);
@@ -63,7 +64,7 @@ pub async fn put_sale(
     admin_token: &str,
     room: &RoomId,
     sale: &SaleRequest,
-) -> Result<(), String> {
+) -> Result<(), LoadError> {
     let response = http
         .put(format!("{}/api/admin/rooms/{room}/sale", node.base))
         .bearer_auth(admin_token)
@@ -71,19 +72,19 @@ pub async fn put_sale(
         .send()
         .await
         .map_err(|e| {
-            format!(
+            LoadError::Node(format!(
                 "{}: putting the sale: {}",
                 node.base,
                 common::error_kind(&e)
-            )
+            ))
         })?;
     let status = response.status();
     if status != 200 {
         let text = response.text().await.unwrap_or_default();
-        return Err(format!(
+        return Err(LoadError::Node(format!(
             "{}: putting the sale answered {status}: {text}",
             node.base
-        ));
+        )));
     }
     Ok(())
 }
@@ -113,22 +114,43 @@ struct ClaimWorker {
     micros: Vec<u64>,
 }
 
-pub async fn run(run: ClaimsRun<'_>) -> Result<(), String> {
-    let ClaimsRun {
-        nodes,
-        room,
-        admin_token,
-        visitors,
-        stock,
-        concurrency,
-        join_concurrency,
-        claim_limit,
-        server_pids,
-        json,
-    } = run;
-
-    // 1. A room that admits everyone at once: no line, no cap.
+pub async fn run(run: ClaimsRun<'_>) -> Result<(), LoadError> {
     let http = common::http_client(1);
+    let layout = create_open_room(&http, &run).await?;
+    put_sales(&http, &run, &layout).await?;
+    drop(http);
+    let (passes, joins) = join_phase(&run).await;
+    let claims: Arc<[String]> = passes.into_iter().flatten().collect();
+    let figures = claim_phase(&run, &layout, claims).await;
+    let stores = check_stores(&run, &layout, &figures).await;
+    let check = stores.iter().all(|s| {
+        s.created == s.expected_created
+            && s.sequences_once_each
+            && s.stock_left.is_some()
+            && s.stock_left == s.stock_left_expected
+    }) && figures.errors == 0
+        && figures.not_sent == 0;
+    report_claims(&run, &figures);
+    report_stores(&run, &stores, check);
+    if run.json {
+        print_summary(&run, &joins, &figures, &stores, check);
+    }
+    Ok(())
+}
+
+/// Which store each node uses: node i's sale is the one on store
+/// `store_of[i]`, created through node `store_nodes[store]`.
+struct Layout {
+    store_of: Vec<usize>,
+    store_nodes: Vec<usize>,
+}
+
+/// Step 1: a room that admits everyone at once: no line, no cap.
+async fn create_open_room(
+    http: &reqwest::Client,
+    run: &ClaimsRun<'_>,
+) -> Result<Layout, LoadError> {
+    let room = run.room;
     let room_config = RoomConfig {
         admit_per_tick: 100_000,
         tick_ms: 1000,
@@ -144,16 +166,16 @@ pub async fn run(run: ClaimsRun<'_>) -> Result<(), String> {
     // (memory store), and then its own sale and stock.
     let mut store_of = Vec::new();
     let mut store_nodes = Vec::new();
-    for (i, node) in nodes.iter().enumerate() {
-        let created = create_room(&http, node, admin_token, room, &room_config).await?;
+    for (i, node) in run.nodes.iter().enumerate() {
+        let created = create_room(http, node, run.admin_token, room, &room_config).await?;
         if i == 0 && !created {
-            return Err(format!(
+            return Err(LoadError::Usage(format!(
                 "{}: room {room} already exists; claims mode needs a new room (give another --room)",
                 node.base
-            ));
+            )));
         }
         say(
-            json,
+            run.json,
             format!(
                 "{}: room {room} {}",
                 node.base,
@@ -171,20 +193,30 @@ pub async fn run(run: ClaimsRun<'_>) -> Result<(), String> {
             store_of.push(0);
         }
     }
-    let store_count = store_nodes.len();
-    let separate = store_count > 1;
+    Ok(Layout {
+        store_of,
+        store_nodes,
+    })
+}
 
-    // 2. The sale, on each store once.
+/// Step 2: the sale, on each store once.
+async fn put_sales(
+    http: &reqwest::Client,
+    run: &ClaimsRun<'_>,
+    layout: &Layout,
+) -> Result<(), LoadError> {
+    let stock = run.stock;
+    let separate = layout.store_nodes.len() > 1;
     let sale = SaleRequest {
         stock: Some(stock),
         seats: None,
         per_user_limit: Some(1),
         hold_ttl_s: Some(3600),
     };
-    for node in store_nodes.iter().map(|&i| &nodes[i]) {
-        put_sale(&http, node, admin_token, room, &sale).await?;
+    for node in layout.store_nodes.iter().map(|&i| &run.nodes[i]) {
+        put_sale(http, node, run.admin_token, run.room, &sale).await?;
         say(
-            json,
+            run.json,
             format!(
                 "{}: sale of {stock} units, 1 per visitor{}",
                 node.base,
@@ -196,34 +228,72 @@ pub async fn run(run: ClaimsRun<'_>) -> Result<(), String> {
             ),
         );
     }
-    drop(http);
+    Ok(())
+}
 
-    // 3. Passes.
+/// How the join phase went.
+struct Joins {
+    joined: u64,
+    errors: ErrorKinds,
+    seconds: f64,
+}
+
+/// Step 3: passes.
+async fn join_phase(run: &ClaimsRun<'_>) -> (Vec<Option<String>>, Joins) {
+    let visitors = run.visitors;
     let joined_at = Instant::now();
-    let (passes, join_errors) = join_for_passes(nodes, room, visitors, join_concurrency).await;
-    let join_s = joined_at.elapsed().as_secs_f64();
+    let (passes, errors) =
+        join_for_passes(run.nodes, run.room, visitors, run.join_concurrency).await;
+    let seconds = joined_at.elapsed().as_secs_f64();
     let joined = passes.iter().filter(|p| p.is_some()).count() as u64;
     say(
-        json,
+        run.json,
         format!(
-            "{joined} of {visitors} visitors joined and hold a pass after {join_s:.2} s ({} errors)",
+            "{joined} of {visitors} visitors joined and hold a pass after {seconds:.2} s ({} errors)",
             visitors - joined
         ),
     );
-    for (kind, n) in &join_errors {
-        say(json, format!("  {n} × {kind}"));
+    for (kind, n) in &errors {
+        say(run.json, format!("  {n} × {kind}"));
     }
+    let joins = Joins {
+        joined,
+        errors,
+        seconds,
+    };
+    (passes, joins)
+}
 
-    // 4. One claim per visitor that has a pass, each on the node of the
-    // connection that sends it (and so on that node's store).
-    let claims: Arc<[String]> = passes.into_iter().flatten().collect();
+/// What the claim phase measured.
+struct ClaimFigures {
+    connections: usize,
+    total: ClaimWorker,
+    sent_per_store: Vec<u64>,
+    sequences_per_store: Vec<Vec<u64>>,
+    elapsed_s: f64,
+    cpu: Option<CpuUse>,
+    answered: u64,
+    not_sent: u64,
+    refused: u64,
+    errors: u64,
+    per_s: f64,
+    latency: Option<Latency>,
+    server_cpu_us: Option<f64>,
+}
+
+/// Step 4: one claim per visitor that has a pass, each on the node of the
+/// connection that sends it (and so on that node's store).
+async fn claim_phase(run: &ClaimsRun<'_>, layout: &Layout, claims: Arc<[String]>) -> ClaimFigures {
+    let (nodes, room, server_pids) = (run.nodes, run.room, run.server_pids);
+    let store_count = layout.store_nodes.len();
     let body: Arc<[u8]> = Arc::from(&br#"{"quantity":1}"#[..]);
     let next = Arc::new(AtomicU64::new(0));
     let cpu_start = common::cpu_mark(server_pids);
     let started = Instant::now();
-    let deadline = started + claim_limit;
+    let deadline = started + run.claim_limit;
+    let connections = run.concurrency.min(claims.len()).max(1);
     let mut workers = Vec::new();
-    for w in 0..concurrency.min(claims.len()).max(1) {
+    for w in 0..connections {
         let node = &nodes[w % nodes.len()];
         let url = format!("{}/api/rooms/{room}/sale/claims", node.base);
         workers.push(tokio::spawn(claim_worker(
@@ -240,7 +310,7 @@ pub async fn run(run: ClaimsRun<'_>) -> Result<(), String> {
     for (w, worker) in workers.into_iter().enumerate() {
         match worker.await {
             Ok(done) => {
-                let store = store_of[w % nodes.len()];
+                let store = layout.store_of[w % nodes.len()];
                 sent_per_store[store] += done.sent;
                 sequences_per_store[store].extend(done.sequences);
                 total.created += done.created;
@@ -257,26 +327,39 @@ pub async fn run(run: ClaimsRun<'_>) -> Result<(), String> {
         _ => None,
     };
     let answered = total.micros.len() as u64;
-    let not_sent = claims.len() as u64 - answered;
-    let refused: u64 = total.refused.values().sum();
-    let errors: u64 = total.errors.values().sum();
-    let per_s = answered as f64 / elapsed_s.max(1e-9);
-    let latency = Latency::from_micros(std::mem::take(&mut total.micros));
-    let server_cpu_us = cpu
-        .and_then(|c| c.server_cores)
-        .filter(|_| answered > 0)
-        .map(|cores| cores * elapsed_s * 1e6 / answered as f64);
+    ClaimFigures {
+        connections,
+        not_sent: claims.len() as u64 - answered,
+        refused: total.refused.values().sum(),
+        errors: total.errors.values().sum(),
+        per_s: answered as f64 / elapsed_s.max(1e-9),
+        latency: Latency::from_micros(std::mem::take(&mut total.micros)),
+        server_cpu_us: cpu
+            .and_then(|c| c.server_cores)
+            .filter(|_| answered > 0)
+            .map(|cores| cores * elapsed_s * 1e6 / answered as f64),
+        total,
+        sent_per_store,
+        sequences_per_store,
+        elapsed_s,
+        cpu,
+        answered,
+    }
+}
 
-    // 5. The checks, per store: exactly min(stock, claims sent there) got
-    // 201, numbered 1..n once each, and the stock left says the same.
+/// Step 5: the checks, per store: exactly min(stock, claims sent there) got
+/// 201, numbered 1..n once each, and the stock left says the same.
+async fn check_stores(run: &ClaimsRun<'_>, layout: &Layout, figures: &ClaimFigures) -> Vec<Store> {
+    let (nodes, room, stock) = (run.nodes, run.room, run.stock);
     let http = common::http_client(1);
     let mut stores = Vec::new();
-    for (store, mut sequences) in sequences_per_store.into_iter().enumerate() {
-        let expected = stock.min(sent_per_store[store]);
+    for (store, sequences) in figures.sequences_per_store.iter().enumerate() {
+        let sent = figures.sent_per_store[store];
+        let mut sequences = sequences.clone();
         sequences.sort_unstable();
         let created = sequences.len() as u64;
         let once_each = sequences.iter().copied().eq(1..=created);
-        let node = &nodes[store_nodes[store]];
+        let node = &nodes[layout.store_nodes[store]];
         let stock_left = match http
             .get(format!("{}/api/rooms/{room}/sale", node.base))
             .send()
@@ -289,34 +372,41 @@ pub async fn run(run: ClaimsRun<'_>) -> Result<(), String> {
         };
         stores.push(Store {
             nodes: (0..nodes.len())
-                .filter(|i| store_of[*i] == store)
+                .filter(|i| layout.store_of[*i] == store)
                 .map(|i| nodes[i].base.clone())
                 .collect(),
-            claims_sent: sent_per_store[store],
-            expected_created: expected,
+            claims_sent: sent,
+            expected_created: stock.min(sent),
             created,
             sequences_once_each: once_each,
             stock_left,
             stock_left_expected: stock.checked_sub(created),
         });
     }
-    let check = stores.iter().all(|s| {
-        s.created == s.expected_created
-            && s.sequences_once_each
-            && s.stock_left.is_some()
-            && s.stock_left == s.stock_left_expected
-    }) && errors == 0
-        && not_sent == 0;
+    stores
+}
 
-    // The report.
+fn report_claims(run: &ClaimsRun<'_>, figures: &ClaimFigures) {
+    let json = run.json;
+    let ClaimFigures {
+        total,
+        answered,
+        elapsed_s,
+        per_s,
+        refused,
+        errors,
+        not_sent,
+        ..
+    } = figures;
     say(
         json,
         format!(
             "{} connection(s) over {} node(s): {answered} claims answered in {elapsed_s:.2} s \
              = {per_s:.0} claims/s; latency {}",
-            concurrency.min(claims.len()).max(1),
-            nodes.len(),
-            latency
+            figures.connections,
+            run.nodes.len(),
+            figures
+                .latency
                 .map(|l| l.to_string())
                 .unwrap_or_else(|| "no requests".into())
         ),
@@ -344,14 +434,18 @@ pub async fn run(run: ClaimsRun<'_>) -> Result<(), String> {
     for (kind, n) in &total.errors {
         say(json, format!("  {n} × {kind}"));
     }
-    if let Some(cpu) = cpu {
+    if let Some(cpu) = figures.cpu {
         let mut line = format!("  during the claims, {cpu}");
-        if let Some(us) = server_cpu_us {
+        if let Some(us) = figures.server_cpu_us {
             line.push_str(&format!(" = {us:.1} µs of server CPU per claim"));
         }
         say(json, line);
     }
-    for store in &stores {
+}
+
+fn report_stores(run: &ClaimsRun<'_>, stores: &[Store], check: bool) {
+    let (json, stock) = (run.json, run.stock);
+    for store in stores {
         say(
             json,
             format!(
@@ -387,36 +481,42 @@ pub async fn run(run: ClaimsRun<'_>) -> Result<(), String> {
             }
         ),
     );
+}
 
-    if json {
-        let summary = json!({
-            "mode": "claims",
-            "nodes": nodes.iter().map(|n| &n.base).collect::<Vec<_>>(),
-            "room": room,
-            "stock": stock,
-            "visitors": visitors,
-            "joined": joined,
-            "join_errors": join_errors,
-            "join_s": join_s,
-            "concurrency": concurrency,
-            "answered": answered,
-            "created": total.created,
-            "refused": refused,
-            "refused_codes": total.refused,
-            "errors": errors,
-            "error_kinds": total.errors,
-            "not_sent": not_sent,
-            "elapsed_s": elapsed_s,
-            "per_s": per_s,
-            "latency": latency,
-            "cpu": cpu,
-            "server_cpu_us_per_claim": server_cpu_us,
-            "stores": stores,
-            "check_passed": check,
-        });
-        println!("{summary}");
-    }
-    Ok(())
+/// The one-line JSON summary (`--json`).
+fn print_summary(
+    run: &ClaimsRun<'_>,
+    joins: &Joins,
+    figures: &ClaimFigures,
+    stores: &[Store],
+    check: bool,
+) {
+    let summary = json!({
+        "mode": "claims",
+        "nodes": run.nodes.iter().map(|n| &n.base).collect::<Vec<_>>(),
+        "room": run.room,
+        "stock": run.stock,
+        "visitors": run.visitors,
+        "joined": joins.joined,
+        "join_errors": joins.errors,
+        "join_s": joins.seconds,
+        "concurrency": run.concurrency,
+        "answered": figures.answered,
+        "created": figures.total.created,
+        "refused": figures.refused,
+        "refused_codes": figures.total.refused,
+        "errors": figures.errors,
+        "error_kinds": figures.total.errors,
+        "not_sent": figures.not_sent,
+        "elapsed_s": figures.elapsed_s,
+        "per_s": figures.per_s,
+        "latency": figures.latency,
+        "cpu": figures.cpu,
+        "server_cpu_us_per_claim": figures.server_cpu_us,
+        "stores": stores,
+        "check_passed": check,
+    });
+    println!("{summary}");
 }
 
 /// Joins `n` new visitors (visitor i on node i mod nodes) from
@@ -462,22 +562,22 @@ async fn pass_for_one(
     base: &str,
     room: &RoomId,
     deadline: Instant,
-) -> Result<String, String> {
+) -> Result<String, Failure> {
     let mut what = "join";
     let mut body = read_status(http.post(format!("{base}/api/rooms/{room}/join")), what).await?;
     let mut ticket: Option<String> = None;
     loop {
-        let status: Status =
-            serde_json::from_slice(&body).map_err(|e| format!("{what}: not a status: {e}"))?;
+        let status: Status = serde_json::from_slice(&body)
+            .map_err(|e| Failure(format!("{what}: not a status: {e}")))?;
         match (status.state, status.pass) {
             (State::Admitted, Some(pass)) => return Ok(pass),
             (State::Waiting, _) => {}
-            (state, _) => return Err(format!("{what}: state {state}, no pass")),
+            (state, _) => return Err(Failure(format!("{what}: state {state}, no pass"))),
         }
         // The join's ticket, which every status answer repeats.
         let bearer = ticket.get_or_insert_with(|| status.ticket.to_string());
         if Instant::now() + POLL_EVERY >= deadline {
-            return Err("still waiting at the join phase time limit".into());
+            return Err(Failure("still waiting at the join phase time limit".into()));
         }
         tokio::time::sleep(POLL_EVERY).await;
         what = "status";
@@ -489,14 +589,15 @@ async fn pass_for_one(
 }
 
 /// The body of a 200 answer to a join or a status request.
-async fn read_status(request: reqwest::RequestBuilder, what: &str) -> Result<bytes::Bytes, String> {
+async fn read_status(
+    request: reqwest::RequestBuilder,
+    what: &str,
+) -> Result<bytes::Bytes, Failure> {
+    let failed = |e: reqwest::Error| Failure(format!("{what}: {}", common::error_kind(&e)));
     match request.send().await {
-        Ok(response) if response.status() == 200 => response
-            .bytes()
-            .await
-            .map_err(|e| format!("{what}: {}", common::error_kind(&e))),
-        Ok(response) => Err(format!("{what}: HTTP {}", response.status())),
-        Err(error) => Err(format!("{what}: {}", common::error_kind(&error))),
+        Ok(response) if response.status() == 200 => response.bytes().await.map_err(failed),
+        Ok(response) => Err(Failure(format!("{what}: HTTP {}", response.status()))),
+        Err(error) => Err(failed(error)),
     }
 }
 
@@ -531,10 +632,10 @@ async fn claim_worker(
                 let status = response.status().as_u16();
                 match response.bytes().await {
                     Ok(bytes) => Ok((status, bytes)),
-                    Err(error) => Err(common::error_kind(&error)),
+                    Err(error) => Err(Failure::from(error)),
                 }
             }
-            Err(error) => Err(common::error_kind(&error)),
+            Err(error) => Err(Failure::from(error)),
         };
         done.micros.push(begin.elapsed().as_micros() as u64);
         match outcome {

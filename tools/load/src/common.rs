@@ -1,12 +1,16 @@
-//! What every mode shares: the loopback-only node list, the bounds every run
-//! keeps, latency summaries, the admin calls, and reading `/metrics`.
+//! What every mode shares: the loopback-only node list (and Redis), the
+//! bounds every run keeps, latency summaries, the admin calls, a join's
+//! ticket, and reading `/metrics`.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use waitroom::words::status::Status;
 use waitroom::words::{RoomConfig, RoomId};
+
+use crate::error::{Failure, LoadError};
 
 /// The most requests one join run sends, whatever `--count` says.
 pub const MAX_COUNT: u64 = 10_000_000;
@@ -39,28 +43,29 @@ pub struct Node {
 
 /// Parses `--url` (comma-separated) and refuses anything that is not
 /// loopback: this tool generates load, so it only ever aims at this machine.
-pub fn parse_nodes(list: &str) -> Result<Vec<Node>, String> {
+pub fn parse_nodes(list: &str) -> Result<Vec<Node>, LoadError> {
     let mut nodes = Vec::new();
     for raw in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         nodes.push(parse_node(raw)?);
     }
     if nodes.is_empty() {
-        return Err("--url names no node".into());
+        return Err(LoadError::Usage("--url names no node".into()));
     }
     Ok(nodes)
 }
 
-fn parse_node(raw: &str) -> Result<Node, String> {
-    let url = reqwest::Url::parse(raw).map_err(|e| format!("--url {raw:?}: {e}"))?;
+fn parse_node(raw: &str) -> Result<Node, LoadError> {
+    let url =
+        reqwest::Url::parse(raw).map_err(|e| LoadError::Usage(format!("--url {raw:?}: {e}")))?;
     if url.scheme() != "http" {
-        return Err(format!(
+        return Err(LoadError::Usage(format!(
             "--url {raw:?}: only http:// is supported (the server's loopback listener)"
-        ));
+        )));
     }
     if !(url.path().is_empty() || url.path() == "/") || url.query().is_some() {
-        return Err(format!(
+        return Err(LoadError::Usage(format!(
             "--url {raw:?}: give the node's base URL only, like http://127.0.0.1:8080"
-        ));
+        )));
     }
     let port = url.port_or_known_default().unwrap_or(80);
     let host = url.host_str().unwrap_or_default();
@@ -72,14 +77,20 @@ fn parse_node(raw: &str) -> Result<Node, String> {
         Ok(ip) if ip.is_loopback() => SocketAddr::new(ip, port),
         Err(_) if host.eq_ignore_ascii_case("localhost") => ("localhost", port)
             .to_socket_addrs()
-            .map_err(|e| format!("--url {raw:?}: cannot resolve localhost: {e}"))?
+            .map_err(LoadError::io(format!(
+                "--url {raw:?}: cannot resolve localhost"
+            )))?
             .find(|a| a.ip().is_loopback())
-            .ok_or_else(|| format!("--url {raw:?}: localhost resolves to no loopback address"))?,
+            .ok_or_else(|| {
+                LoadError::Usage(format!(
+                    "--url {raw:?}: localhost resolves to no loopback address"
+                ))
+            })?,
         _ => {
-            return Err(format!(
+            return Err(LoadError::Usage(format!(
                 "--url {raw:?}: refused: this tool only talks to loopback \
                  (127.x.x.x, localhost or [::1])"
-            ));
+            )));
         }
     };
     let authority = format!("{host}:{port}");
@@ -88,6 +99,46 @@ fn parse_node(raw: &str) -> Result<Node, String> {
         addr,
         authority,
     })
+}
+
+/// Checks that a Redis URL points at this machine; returns host and port.
+pub fn loopback_redis(raw: &str) -> Result<(String, u16), LoadError> {
+    let url = reqwest::Url::parse(raw)
+        .map_err(|e| LoadError::Usage(format!("--redis-url {raw:?}: {e}")))?;
+    if url.scheme() != "redis" {
+        return Err(LoadError::Usage(format!(
+            "--redis-url {raw:?}: give a redis:// URL"
+        )));
+    }
+    let host = url.host_str().unwrap_or_default().to_string();
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = match bare.parse::<IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => bare.eq_ignore_ascii_case("localhost"),
+    };
+    if !loopback {
+        return Err(LoadError::Usage(format!(
+            "--redis-url {raw:?}: refused: this tool only talks to loopback \
+             (127.x.x.x, localhost or [::1])"
+        )));
+    }
+    Ok((bare.to_string(), url.port().unwrap_or(6379)))
+}
+
+/// A connection to `--redis-url`, if given (loopback only).
+pub async fn connect_redis(
+    redis_url: Option<&str>,
+) -> Result<Option<redis::aio::MultiplexedConnection>, LoadError> {
+    let Some(url) = redis_url else {
+        return Ok(None);
+    };
+    loopback_redis(url)?;
+    let client = redis::Client::open(url).map_err(LoadError::redis("--redis-url"))?;
+    let connection = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(LoadError::redis("--redis-url"))?;
+    Ok(Some(connection))
 }
 
 /// Raises this process's open-files soft limit to the hard limit; returns
@@ -237,24 +288,45 @@ pub async fn create_room(
     admin_token: &str,
     room: &RoomId,
     config: &RoomConfig,
-) -> Result<bool, String> {
+) -> Result<bool, LoadError> {
     let response = http
         .post(format!("{}/api/admin/rooms", node.base))
         .bearer_auth(admin_token)
         .json(&NewRoom { id: room, config })
         .send()
         .await
-        .map_err(|e| format!("{}: creating the room: {}", node.base, error_kind(&e)))?;
+        .map_err(|e| {
+            LoadError::Node(format!(
+                "{}: creating the room: {}",
+                node.base,
+                error_kind(&e)
+            ))
+        })?;
     match response.status().as_u16() {
         201 => Ok(true),
         409 => Ok(false),
         status => {
             let text = response.text().await.unwrap_or_default();
-            Err(format!(
+            Err(LoadError::Node(format!(
                 "{}: creating the room answered {status}: {text}",
                 node.base
-            ))
+            )))
         }
+    }
+}
+
+/// Sends one join (`request`, a POST to a room's join) and reads the new
+/// visitor's ticket from the status it answers.
+pub async fn join_ticket(request: reqwest::RequestBuilder) -> Result<String, Failure> {
+    match request.send().await {
+        Ok(response) if response.status() == 200 => {
+            let body = response.bytes().await?;
+            serde_json::from_slice::<Status>(&body)
+                .map(|status| status.ticket.to_string())
+                .map_err(|e| Failure(format!("join: not a status: {e}")))
+        }
+        Ok(response) => Err(Failure(format!("join: HTTP {}", response.status()))),
+        Err(error) => Err(Failure::from(error)),
     }
 }
 
@@ -271,22 +343,24 @@ pub struct Scrape {
 
 /// Reads `/metrics` on a fresh connection (so it holds no descriptor after),
 /// waiting at most 3 s: a node at its open-files limit cannot accept it.
-pub async fn scrape(node: &Node) -> Result<Scrape, String> {
+pub async fn scrape(node: &Node) -> Result<Scrape, LoadError> {
     Ok(parse_metrics(&metrics_text(node).await?))
 }
 
 /// A node's `/metrics` text, read as `scrape` reads it.
-pub async fn metrics_text(node: &Node) -> Result<String, String> {
+pub async fn metrics_text(node: &Node) -> Result<String, LoadError> {
     let http = http_client(0);
+    let failed =
+        |e: reqwest::Error| LoadError::Node(format!("{}/metrics: {}", node.base, error_kind(&e)));
     http.get(format!("{}/metrics", node.base))
         .timeout(Duration::from_secs(3))
         .send()
         .await
         .and_then(|r| r.error_for_status())
-        .map_err(|e| format!("{}/metrics: {}", node.base, error_kind(&e)))?
+        .map_err(failed)?
         .text()
         .await
-        .map_err(|e| format!("{}/metrics: {}", node.base, error_kind(&e)))
+        .map_err(failed)
 }
 
 /// The cumulative buckets of histogram `name` in a `/metrics` text:
@@ -505,6 +579,17 @@ mod tests {
         ] {
             assert!(parse_nodes(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn only_a_loopback_redis_is_measured() {
+        assert_eq!(
+            loopback_redis("redis://127.0.0.1:6390/").unwrap(),
+            ("127.0.0.1".to_string(), 6390)
+        );
+        assert!(loopback_redis("redis://localhost/").is_ok());
+        assert!(loopback_redis("redis://10.0.0.1:6379/").is_err());
+        assert!(loopback_redis("http://127.0.0.1:6379/").is_err());
     }
 
     #[test]

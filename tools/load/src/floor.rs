@@ -52,6 +52,7 @@ use waitroom::words::status::{Status, StatusInput};
 use waitroom::words::{LineSummary, Order, PlaceState, RoomFacts, RoomId, VisitorId};
 
 use super::common::{self, Latency, epoch_micros};
+use super::error::{BadValue, LoadError};
 
 /// The first line a floor server prints: this, a space, its address.
 const LISTENING: &str = "listening";
@@ -91,8 +92,11 @@ pub struct ServerArgs {
     lifetime_s: u64,
 }
 
-fn parse_room(raw: &str) -> Result<RoomId, String> {
-    RoomId::parse(raw).ok_or_else(|| format!("{raw:?}: not a room id"))
+fn parse_room(raw: &str) -> Result<RoomId, BadValue> {
+    RoomId::parse(raw).ok_or_else(|| BadValue {
+        value: raw.into(),
+        expected: "not a room id",
+    })
 }
 
 /// What a floor server did, printed as its last line when it stops.
@@ -168,46 +172,79 @@ struct Conn {
 
 /// Runs a floor server until its standard input closes or its lifetime
 /// ends; its standard output says where it listens, then what it did.
-pub async fn serve(args: ServerArgs) -> Result<(), String> {
-    if !args.listen.is_loopback() {
-        return Err(format!(
-            "--listen {}: refused: only loopback addresses",
-            args.listen
-        ));
-    }
-    let socket = match args.listen {
-        IpAddr::V4(_) => TcpSocket::new_v4(),
-        IpAddr::V6(_) => TcpSocket::new_v6(),
-    }
-    .map_err(|e| format!("socket: {e}"))?;
-    let _ = socket.set_reuseaddr(true);
-    socket
-        .bind(SocketAddr::new(args.listen, 0))
-        .map_err(|e| format!("bind: {e}"))?;
-    // The server's own backlog, so bursts of connects are queued alike.
-    let listener = socket
-        .listen(LISTEN_BACKLOG as u32)
-        .map_err(|e| format!("listen: {e}"))?;
+pub async fn serve(args: ServerArgs) -> Result<(), LoadError> {
+    let listener = listen(args.listen)?;
     let addr = listener
         .local_addr()
-        .map_err(|e| format!("local address: {e}"))?;
-
-    let mut config = common::room_config(&args.room);
-    config.admit_per_tick = args.admit_per_tick;
-    config.tick_ms = args.tick_ms;
-    let shape = Arc::new(Shape {
-        room: args.room.clone(),
-        facts: RoomFacts::of(&config, None, false),
-        credentials: Credentials::from_secret(&format!("floor-{}", std::process::id())),
-        admit_per_tick: args.admit_per_tick as u64,
-        waiting: args.waiting,
-        rate_per_s: args.admit_per_tick as f64 * 1000.0 / args.tick_ms as f64,
-    });
+        .map_err(LoadError::io("local address"))?;
+    let shape = Arc::new(Shape::of(&args));
     let stats = Arc::new(Mutex::new(Vec::<WorkerTick>::new()));
     let counts = Arc::new(Counts::default());
     let (tick_tx, tick_rx) = watch::channel(None::<Tick>);
+    let inboxes = start_writers(args.workers, tick_rx, &shape, &stats, &counts)?;
+    tell_parent(&format!("{LISTENING} {addr}"));
+    tokio::select! {
+        _ = accept_forever(&listener, &inboxes) => {}
+        _ = tick_forever(args.tick_ms, &tick_tx) => {}
+        _ = stdin_closed() => {}
+        _ = tokio::time::sleep(Duration::from_secs(args.lifetime_s)) => {}
+    }
+    let ticks = stats.lock().map(|s| s.clone()).unwrap_or_default();
+    let mut report = summarize(args.workers, &ticks);
+    report.connections = counts.registered.load(Ordering::Relaxed);
+    report.handshake_failures = counts.failed.load(Ordering::Relaxed);
+    tell_parent(&serde_json::to_string(&report).expect("a report serializes"));
+    Ok(())
+}
+
+/// A listener on `ip` (loopback only), any free port.
+fn listen(ip: IpAddr) -> Result<tokio::net::TcpListener, LoadError> {
+    if !ip.is_loopback() {
+        return Err(LoadError::Usage(format!(
+            "--listen {ip}: refused: only loopback addresses"
+        )));
+    }
+    let socket = match ip {
+        IpAddr::V4(_) => TcpSocket::new_v4(),
+        IpAddr::V6(_) => TcpSocket::new_v6(),
+    }
+    .map_err(LoadError::io("socket"))?;
+    let _ = socket.set_reuseaddr(true);
+    socket
+        .bind(SocketAddr::new(ip, 0))
+        .map_err(LoadError::io("bind"))?;
+    // The server's own backlog, so bursts of connects are queued alike.
+    socket
+        .listen(LISTEN_BACKLOG as u32)
+        .map_err(LoadError::io("listen"))
+}
+
+impl Shape {
+    fn of(args: &ServerArgs) -> Self {
+        let mut config = common::room_config(&args.room);
+        config.admit_per_tick = args.admit_per_tick;
+        config.tick_ms = args.tick_ms;
+        Self {
+            room: args.room.clone(),
+            facts: RoomFacts::of(&config, None, false),
+            credentials: Credentials::from_secret(&format!("floor-{}", std::process::id())),
+            admit_per_tick: args.admit_per_tick as u64,
+            waiting: args.waiting,
+            rate_per_s: args.admit_per_tick as f64 * 1000.0 / args.tick_ms as f64,
+        }
+    }
+}
+
+/// Starts the writer threads; returns the inbox of each.
+fn start_writers(
+    workers: u16,
+    tick_rx: watch::Receiver<Option<Tick>>,
+    shape: &Arc<Shape>,
+    stats: &Arc<Mutex<Vec<WorkerTick>>>,
+    counts: &Arc<Counts>,
+) -> Result<Vec<mpsc::UnboundedSender<Accepted>>, LoadError> {
     let mut inboxes = Vec::new();
-    for i in 0..args.workers {
+    for i in 0..workers {
         let (tx, rx) = mpsc::unbounded_channel();
         let (ticks, shape, stats, counts) = (
             tick_rx.clone(),
@@ -218,68 +255,66 @@ pub async fn serve(args: ServerArgs) -> Result<(), String> {
         std::thread::Builder::new()
             .name(format!("floor-writer-{i}"))
             .spawn(move || writer_thread(rx, ticks, shape, stats, counts))
-            .map_err(|e| format!("writer thread: {e}"))?;
+            .map_err(LoadError::io("writer thread"))?;
         inboxes.push(tx);
     }
-    drop(tick_rx);
-    tell_parent(&format!("{LISTENING} {addr}"));
+    Ok(inboxes)
+}
 
-    let accepting = async {
-        let mut accepted = 0u64;
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                // Out of descriptors, say: the run's own checks report it.
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                continue;
-            };
-            let Ok(stream) = stream.into_std() else {
-                continue;
-            };
-            let inbox = &inboxes[accepted as usize % inboxes.len()];
-            accepted += 1;
-            let _ = inbox.send(Accepted {
-                stream,
-                order: accepted,
-            });
-        }
-    };
-    let ticking = async {
-        let tick_ms = args.tick_ms;
-        let first = next_boundary(epoch_micros() / 1000, tick_ms);
-        let mut boundary = first;
-        loop {
-            let now_us = epoch_micros();
-            let wait_us = (boundary * 1000).saturating_sub(now_us);
-            tokio::time::sleep(Duration::from_micros(wait_us)).await;
-            let _ = tick_tx.send(Some(Tick {
-                at_ms: epoch_micros() / 1000,
-                elapsed: (boundary - first) / tick_ms,
-            }));
-            // The next boundary still ahead (a late wake-up skips, it never
-            // sends two ticks for one boundary).
-            boundary = next_boundary(boundary.max(epoch_micros() / 1000), tick_ms);
-        }
-    };
+/// Hands each accepted connection to the next writer thread, round-robin.
+async fn accept_forever(
+    listener: &tokio::net::TcpListener,
+    inboxes: &[mpsc::UnboundedSender<Accepted>],
+) {
+    let mut accepted = 0u64;
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            // Out of descriptors, say: the run's own checks report it.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let Ok(stream) = stream.into_std() else {
+            continue;
+        };
+        let inbox = &inboxes[accepted as usize % inboxes.len()];
+        accepted += 1;
+        let _ = inbox.send(Accepted {
+            stream,
+            order: accepted,
+        });
+    }
+}
+
+/// Sends a tick on every multiple of `tick_ms` since the epoch.
+async fn tick_forever(tick_ms: u64, tick_tx: &watch::Sender<Option<Tick>>) {
+    let first = next_boundary(epoch_micros() / 1000, tick_ms);
+    let mut boundary = first;
+    loop {
+        let now_us = epoch_micros();
+        let wait_us = (boundary * 1000).saturating_sub(now_us);
+        tokio::time::sleep(Duration::from_micros(wait_us)).await;
+        let _ = tick_tx.send(Some(Tick {
+            at_ms: epoch_micros() / 1000,
+            elapsed: (boundary - first) / tick_ms,
+        }));
+        // The next boundary still ahead (a late wake-up skips, it never
+        // sends two ticks for one boundary).
+        boundary = next_boundary(boundary.max(epoch_micros() / 1000), tick_ms);
+    }
+}
+
+/// Resolves once this process's standard input closes (the parent's word
+/// to stop).
+async fn stdin_closed() {
     // A thread of its own (not the runtime's blocking pool, which would
     // keep the process from ending while it reads).
-    let (stdin_closed_tx, stdin_closed) = tokio::sync::oneshot::channel::<()>();
+    let (closed_tx, closed) = tokio::sync::oneshot::channel::<()>();
     std::thread::spawn(move || {
         let mut buf = [0u8; 64];
         while matches!(io::Read::read(&mut io::stdin(), &mut buf), Ok(n) if n > 0) {}
-        let _ = stdin_closed_tx.send(());
+        let _ = closed_tx.send(());
     });
-    tokio::select! {
-        _ = accepting => {}
-        _ = ticking => {}
-        _ = stdin_closed => {}
-        _ = tokio::time::sleep(Duration::from_secs(args.lifetime_s)) => {}
-    }
-    let ticks = stats.lock().map(|s| s.clone()).unwrap_or_default();
-    let mut report = summarize(args.workers, &ticks);
-    report.connections = counts.registered.load(Ordering::Relaxed);
-    report.handshake_failures = counts.failed.load(Ordering::Relaxed);
-    tell_parent(&serde_json::to_string(&report).expect("a report serializes"));
-    Ok(())
+    let _ = closed.await;
 }
 
 /// The report of what the writer threads recorded.
@@ -406,7 +441,7 @@ async fn write_all(stream: &TcpStream, mut bytes: &[u8]) -> io::Result<()> {
 /// that finishes the handshakes of the connections it is given between
 /// ticks, and writes every tick to all of them in one loop.
 fn writer_thread(
-    mut inbox: mpsc::UnboundedReceiver<Accepted>,
+    inbox: mpsc::UnboundedReceiver<Accepted>,
     mut ticks: watch::Receiver<Option<Tick>>,
     shape: Arc<Shape>,
     stats: Arc<Mutex<Vec<WorkerTick>>>,
@@ -419,120 +454,161 @@ fn writer_thread(
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async move {
         let conns: Rc<RefCell<Vec<Rc<Conn>>>> = Rc::default();
-        let registry = conns.clone();
-        let handshake_shape = shape.clone();
-        tokio::task::spawn_local(async move {
-            while let Some(accepted) = inbox.recv().await {
-                let (conns, shape, counts) =
-                    (registry.clone(), handshake_shape.clone(), counts.clone());
-                tokio::task::spawn_local(async move {
-                    let stream = accepted
-                        .stream
-                        .set_nonblocking(true)
-                        .and_then(|()| TcpStream::from_std(accepted.stream));
-                    let Ok(stream) = stream else {
-                        counts.failed.fetch_add(1, Ordering::Relaxed);
-                        return;
-                    };
-                    // Statuses are single small frames: send each at once.
-                    let _ = stream.set_nodelay(true);
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&stream)).await {
-                        Ok(Ok(())) => {
-                            let visitor = VisitorId::random();
-                            let ticket = shape.credentials.issue_ticket(
-                                &shape.room,
-                                visitor,
-                                epoch_micros() / 1000,
-                            );
-                            conns.borrow_mut().push(Rc::new(Conn {
-                                stream,
-                                ticket,
-                                visitor,
-                                order: accepted.order,
-                                busy: Cell::new(false),
-                                dead: Cell::new(false),
-                            }));
-                            counts.registered.fetch_add(1, Ordering::Relaxed);
-                        }
-                        _ => {
-                            counts.failed.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                });
-            }
-        });
+        tokio::task::spawn_local(register_connections(
+            inbox,
+            conns.clone(),
+            shape.clone(),
+            counts,
+        ));
         let mut buf = Vec::with_capacity(1024);
         while ticks.changed().await.is_ok() {
             let Some(tick) = *ticks.borrow_and_update() else {
                 continue;
             };
-            let started = Instant::now();
-            let mut done = WorkerTick {
-                at_ms: tick.at_ms,
-                took_us: 0,
-                written: 0,
-                waited: 0,
-                skipped: 0,
-            };
-            let admitted = tick.elapsed.saturating_mul(shape.admit_per_tick);
-            let line = LineSummary {
-                version: tick.elapsed + 1,
-                waiting: shape.waiting.saturating_sub(admitted),
-                rate_per_s: Some(shape.rate_per_s),
-                paused: false,
-                tick_at: Some(tick.at_ms),
-            };
-            for conn in conns.borrow().iter() {
-                if conn.dead.get() {
-                    continue;
-                }
-                if conn.busy.get() {
-                    done.skipped += 1;
-                    continue;
-                }
-                let status = Status::build(
-                    StatusInput {
-                        room: &shape.room,
-                        ticket: &conn.ticket,
-                        visitor: conn.visitor,
-                        state: PlaceState::Waiting {
-                            order: Order::Joined(conn.order),
-                            position: position_at(conn.order, tick.elapsed, shape.admit_per_tick),
-                        },
-                        line: &line,
-                        facts: &shape.facts,
-                    },
-                    &shape.credentials,
-                );
-                let start = status_frame(&mut buf, &status);
-                let frame = &buf[start..];
-                let rest = match conn.stream.try_write(frame) {
-                    Ok(n) if n == frame.len() => {
-                        done.written += 1;
-                        continue;
-                    }
-                    Ok(n) => frame[n..].to_vec(),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => frame.to_vec(),
-                    Err(_) => {
-                        conn.dead.set(true);
-                        continue;
-                    }
-                };
-                done.waited += 1;
-                conn.busy.set(true);
-                let conn = conn.clone();
-                tokio::task::spawn_local(async move {
-                    let sent = tokio::time::timeout(WRITE_TIMEOUT, write_all(&conn.stream, &rest));
-                    conn.dead.set(!matches!(sent.await, Ok(Ok(()))));
-                    conn.busy.set(false);
-                });
-            }
-            done.took_us = started.elapsed().as_micros() as u64;
+            let done = write_tick(&conns.borrow(), &shape, tick, &mut buf);
             if let Ok(mut stats) = stats.lock() {
                 stats.push(done);
             }
         }
     });
+}
+
+/// Finishes the handshake of every connection the thread is given, each in
+/// a task of its own, and adds those that succeed to `conns`.
+async fn register_connections(
+    mut inbox: mpsc::UnboundedReceiver<Accepted>,
+    conns: Rc<RefCell<Vec<Rc<Conn>>>>,
+    shape: Arc<Shape>,
+    counts: Arc<Counts>,
+) {
+    while let Some(accepted) = inbox.recv().await {
+        let (conns, shape, counts) = (conns.clone(), shape.clone(), counts.clone());
+        tokio::task::spawn_local(async move {
+            match register(accepted, &shape).await {
+                Some(conn) => {
+                    conns.borrow_mut().push(Rc::new(conn));
+                    counts.registered.fetch_add(1, Ordering::Relaxed);
+                }
+                None => {
+                    counts.failed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+    }
+}
+
+/// One connection after its handshake, with a visitor and ticket of its
+/// own; `None` if the handshake failed.
+async fn register(accepted: Accepted, shape: &Shape) -> Option<Conn> {
+    let stream = accepted
+        .stream
+        .set_nonblocking(true)
+        .and_then(|()| TcpStream::from_std(accepted.stream))
+        .ok()?;
+    // Statuses are single small frames: send each at once.
+    let _ = stream.set_nodelay(true);
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&stream)).await {
+        Ok(Ok(())) => {
+            let visitor = VisitorId::random();
+            let ticket =
+                shape
+                    .credentials
+                    .issue_ticket(&shape.room, visitor, epoch_micros() / 1000);
+            Some(Conn {
+                stream,
+                ticket,
+                visitor,
+                order: accepted.order,
+                busy: Cell::new(false),
+                dead: Cell::new(false),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Writes one tick's status to every open connection, in one loop.
+fn write_tick(conns: &[Rc<Conn>], shape: &Shape, tick: Tick, buf: &mut Vec<u8>) -> WorkerTick {
+    let started = Instant::now();
+    let mut done = WorkerTick {
+        at_ms: tick.at_ms,
+        took_us: 0,
+        written: 0,
+        waited: 0,
+        skipped: 0,
+    };
+    let admitted = tick.elapsed.saturating_mul(shape.admit_per_tick);
+    let line = LineSummary {
+        version: tick.elapsed + 1,
+        waiting: shape.waiting.saturating_sub(admitted),
+        rate_per_s: Some(shape.rate_per_s),
+        paused: false,
+        tick_at: Some(tick.at_ms),
+    };
+    for conn in conns {
+        if conn.dead.get() {
+            continue;
+        }
+        if conn.busy.get() {
+            done.skipped += 1;
+            continue;
+        }
+        let status = Status::build(
+            StatusInput {
+                room: &shape.room,
+                ticket: &conn.ticket,
+                visitor: conn.visitor,
+                state: PlaceState::Waiting {
+                    order: Order::Joined(conn.order),
+                    position: position_at(conn.order, tick.elapsed, shape.admit_per_tick),
+                },
+                line: &line,
+                facts: &shape.facts,
+            },
+            &shape.credentials,
+        );
+        let start = status_frame(buf, &status);
+        match write_frame(conn, &buf[start..]) {
+            Written::Whole => done.written += 1,
+            Written::Waiting => done.waited += 1,
+            Written::Dead => {}
+        }
+    }
+    done.took_us = started.elapsed().as_micros() as u64;
+    done
+}
+
+/// What became of one frame written on a tick.
+enum Written {
+    /// Written whole at once.
+    Whole,
+    /// It did not fit the socket's buffer: the rest waits for room in a
+    /// task of its own.
+    Waiting,
+    /// The connection failed.
+    Dead,
+}
+
+/// One non-blocking write of `frame`; what did not fit waits for room in
+/// a task of its own, the connection busy until then.
+fn write_frame(conn: &Rc<Conn>, frame: &[u8]) -> Written {
+    let rest = match conn.stream.try_write(frame) {
+        Ok(n) if n == frame.len() => return Written::Whole,
+        Ok(n) => frame[n..].to_vec(),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => frame.to_vec(),
+        Err(_) => {
+            conn.dead.set(true);
+            return Written::Dead;
+        }
+    };
+    conn.busy.set(true);
+    let conn = conn.clone();
+    tokio::task::spawn_local(async move {
+        let sent = tokio::time::timeout(WRITE_TIMEOUT, write_all(&conn.stream, &rest));
+        conn.dead.set(!matches!(sent.await, Ok(Ok(()))));
+        conn.busy.set(false);
+    });
+    Written::Waiting
 }
 
 /// A line to the parent process (the tool's `sockets --floor`), which reads
@@ -561,8 +637,8 @@ pub struct FloorPlan<'a> {
 
 impl FloorServer {
     /// Starts this tool as a floor server and waits for its address.
-    pub async fn start(plan: &FloorPlan<'_>) -> Result<Self, String> {
-        let exe = std::env::current_exe().map_err(|e| format!("floor server: {e}"))?;
+    pub async fn start(plan: &FloorPlan<'_>) -> Result<Self, LoadError> {
+        let exe = std::env::current_exe().map_err(LoadError::io("floor server"))?;
         let mut child = tokio::process::Command::new(exe)
             .arg("floor-server")
             .args(["--listen", &plan.listen.to_string()])
@@ -577,7 +653,7 @@ impl FloorServer {
             .stderr(Stdio::inherit())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| format!("floor server: {e}"))?;
+            .map_err(LoadError::io("floor server"))?;
         let stdout = child.stdout.take().expect("stdout is piped");
         let mut lines = BufReader::new(stdout).lines();
         let first = tokio::time::timeout(CHILD_PATIENCE, lines.next_line()).await;
@@ -585,10 +661,18 @@ impl FloorServer {
             Ok(Ok(Some(line))) => line
                 .strip_prefix(LISTENING)
                 .and_then(|a| a.trim().parse::<SocketAddr>().ok())
-                .ok_or_else(|| format!("floor server said {line:?}"))?,
-            Ok(Ok(None)) => return Err("floor server ended before listening".into()),
-            Ok(Err(e)) => return Err(format!("floor server: {e}")),
-            Err(_) => return Err("floor server did not listen in time".into()),
+                .ok_or_else(|| LoadError::Floor(format!("floor server said {line:?}")))?,
+            Ok(Ok(None)) => {
+                return Err(LoadError::Floor(
+                    "floor server ended before listening".into(),
+                ));
+            }
+            Ok(Err(e)) => return Err(LoadError::io("floor server")(e)),
+            Err(_) => {
+                return Err(LoadError::Floor(
+                    "floor server did not listen in time".into(),
+                ));
+            }
         };
         Ok(Self { child, lines, addr })
     }
@@ -599,14 +683,18 @@ impl FloorServer {
 
     /// Tells the floor server to stop (its standard input closes) and reads
     /// its report.
-    pub async fn stop(mut self) -> Result<FloorReport, String> {
+    pub async fn stop(mut self) -> Result<FloorReport, LoadError> {
         drop(self.child.stdin.take());
         let report = match tokio::time::timeout(CHILD_PATIENCE, self.lines.next_line()).await {
             Ok(Ok(Some(line))) => serde_json::from_str::<FloorReport>(&line)
-                .map_err(|e| format!("floor server report {line:?}: {e}")),
-            Ok(Ok(None)) => Err("floor server ended without a report".into()),
-            Ok(Err(e)) => Err(format!("floor server: {e}")),
-            Err(_) => Err("floor server did not report in time".into()),
+                .map_err(|e| LoadError::Floor(format!("floor server report {line:?}: {e}"))),
+            Ok(Ok(None)) => Err(LoadError::Floor(
+                "floor server ended without a report".into(),
+            )),
+            Ok(Err(e)) => Err(LoadError::io("floor server")(e)),
+            Err(_) => Err(LoadError::Floor(
+                "floor server did not report in time".into(),
+            )),
         };
         if tokio::time::timeout(CHILD_PATIENCE, self.child.wait())
             .await

@@ -12,6 +12,7 @@ use waitroom::words::status::Status;
 use waitroom::words::{RoomConfig, RoomId};
 
 use super::common::{self, ErrorKinds, Latency, Node, create_room, say};
+use super::error::{Failure, LoadError};
 
 /// How the load is shaped; the same for the baseline and the joins.
 #[derive(Debug, Clone, Copy)]
@@ -135,50 +136,85 @@ fn summarize(what: String, raws: Vec<Raw>) -> Phase {
     phase
 }
 
-pub async fn run(run: JoinRun<'_>) -> Result<(), String> {
-    let JoinRun {
-        nodes,
-        room,
-        admin_token,
-        create_room: create,
-        plan,
-        baseline_path,
-        server_pids,
-        body,
-        json,
-    } = run;
-    if create {
-        let http = common::http_client(1);
-        let config = RoomConfig {
-            paused: true,
-            abandon_after_s: 86_400,
-            ..common::room_config(room)
-        };
-        for node in nodes {
-            let created = create_room(&http, node, admin_token, room, &config).await?;
-            say(
-                json,
-                format!(
-                    "{}: room {room} {}",
-                    node.base,
-                    if created {
-                        "created (paused: everyone waits)"
-                    } else {
-                        "already exists: using it as it is"
-                    }
-                ),
-            );
-        }
+pub async fn run(run: JoinRun<'_>) -> Result<(), LoadError> {
+    if run.create_room {
+        create_paused_room(&run).await?;
     }
+    describe_plan(&run);
+    let (baseline_raws, join_raws, rounds) = run_rounds(&run).await;
+    let baseline = run
+        .baseline_path
+        .map(|path| summarize(format!("GET {path}"), baseline_raws));
+    let joins = summarize(join_what(run.room), join_raws);
+    let ratio = report_totals(&run, &joins, baseline.as_ref());
+    if run.json {
+        let JoinRun {
+            nodes,
+            room,
+            plan,
+            body,
+            ..
+        } = run;
+        let summary = json!({
+            "mode": "join",
+            "nodes": nodes.iter().map(|n| &n.base).collect::<Vec<_>>(),
+            "room": room,
+            "concurrency": plan.concurrency,
+            "join_body": if body { Some("{}") } else { None },
+            "rate": plan.rate,
+            "join": joins,
+            "baseline": baseline,
+            "ratio": ratio,
+            "rounds": rounds,
+        });
+        println!("{summary}");
+    }
+    Ok(())
+}
+
+fn join_what(room: &RoomId) -> String {
+    format!("POST /api/rooms/{room}/join")
+}
+
+/// Creates the room on every node, paused so that every visitor waits.
+async fn create_paused_room(run: &JoinRun<'_>) -> Result<(), LoadError> {
+    let room = run.room;
+    let http = common::http_client(1);
+    let config = RoomConfig {
+        paused: true,
+        abandon_after_s: 86_400,
+        ..common::room_config(room)
+    };
+    for node in run.nodes {
+        let created = create_room(&http, node, run.admin_token, room, &config).await?;
+        say(
+            run.json,
+            format!(
+                "{}: room {room} {}",
+                node.base,
+                if created {
+                    "created (paused: everyone waits)"
+                } else {
+                    "already exists: using it as it is"
+                }
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// The lines saying what the run sends, and how much of it.
+fn describe_plan(run: &JoinRun<'_>) {
+    let plan = run.plan;
     let limit = match plan.rate {
         Some(rate) => format!("at {rate}/s"),
         None => "as fast as answered".into(),
     };
     say(
-        json,
+        run.json,
         format!(
             "joins sent {}",
-            if body {
+            if run.body {
                 "as the page sends them: body {} with Content-Type: application/json"
             } else {
                 "with no body (--no-body)"
@@ -186,11 +222,11 @@ pub async fn run(run: JoinRun<'_>) -> Result<(), String> {
         ),
     );
     say(
-        json,
+        run.json,
         format!(
             "{} connection(s) over {} node(s), {limit}, each phase until {} requests or {:.0} s{}",
             plan.concurrency,
-            nodes.len(),
+            run.nodes.len(),
             plan.count,
             plan.duration.as_secs_f64(),
             if plan.rounds > 1 {
@@ -200,7 +236,21 @@ pub async fn run(run: JoinRun<'_>) -> Result<(), String> {
             }
         ),
     );
-    let join_what = format!("POST /api/rooms/{room}/join");
+}
+
+/// Every round: the baseline phase (if any), then the join phase, each
+/// reported as it ends. Returns the raw phases and each round's figures.
+async fn run_rounds(run: &JoinRun<'_>) -> (Vec<Raw>, Vec<Raw>, Vec<serde_json::Value>) {
+    let JoinRun {
+        nodes,
+        room,
+        plan,
+        baseline_path,
+        server_pids,
+        body,
+        json,
+        ..
+    } = *run;
     let mut baseline_raws = Vec::new();
     let mut join_raws = Vec::new();
     let mut rounds = Vec::new();
@@ -221,7 +271,7 @@ pub async fn run(run: JoinRun<'_>) -> Result<(), String> {
             None => None,
         };
         let raw = load(nodes, Target::Join { room, body }, plan, server_pids).await;
-        let phase = summarize(join_what.clone(), vec![raw.clone()]);
+        let phase = summarize(join_what(room), vec![raw.clone()]);
         say(json, format!("{prefix}{}", describe(&phase, "joins")));
         join_raws.push(raw);
         let ratio = baseline_per_s.filter(|b| *b > 0.0).map(|b| phase.per_s / b);
@@ -229,22 +279,26 @@ pub async fn run(run: JoinRun<'_>) -> Result<(), String> {
             json!({"baseline_per_s": baseline_per_s, "join_per_s": phase.per_s, "ratio": ratio}),
         );
     }
-    let baseline = baseline_path.map(|path| summarize(format!("GET {path}"), baseline_raws));
-    let joins = summarize(join_what, join_raws);
-    if plan.rounds > 1 {
-        if let Some(baseline) = &baseline {
+    (baseline_raws, join_raws, rounds)
+}
+
+/// The lines over all rounds, and the joins against the baseline; returns
+/// joins/s ÷ baseline requests/s.
+fn report_totals(run: &JoinRun<'_>, joins: &Phase, baseline: Option<&Phase>) -> Option<f64> {
+    let json = run.json;
+    if run.plan.rounds > 1 {
+        if let Some(baseline) = baseline {
             say(
                 json,
                 format!("all rounds: {}", describe(baseline, "requests")),
             );
         }
-        say(json, format!("all rounds: {}", describe(&joins, "joins")));
+        say(json, format!("all rounds: {}", describe(joins, "joins")));
     }
     let ratio = baseline
-        .as_ref()
         .filter(|b| b.per_s > 0.0)
         .map(|b| joins.per_s / b.per_s);
-    if let (Some(ratio), Some(baseline)) = (ratio, &baseline) {
+    if let (Some(ratio), Some(baseline)) = (ratio, baseline) {
         say(
             json,
             format!(
@@ -255,8 +309,8 @@ pub async fn run(run: JoinRun<'_>) -> Result<(), String> {
     }
     if let (Some(join_us), Some(baseline_us), Some(baseline)) = (
         joins.server_cpu_us_per_request,
-        baseline.as_ref().and_then(|b| b.server_cpu_us_per_request),
-        &baseline,
+        baseline.and_then(|b| b.server_cpu_us_per_request),
+        baseline,
     ) {
         say(
             json,
@@ -269,22 +323,7 @@ pub async fn run(run: JoinRun<'_>) -> Result<(), String> {
             ),
         );
     }
-    if json {
-        let summary = json!({
-            "mode": "join",
-            "nodes": nodes.iter().map(|n| &n.base).collect::<Vec<_>>(),
-            "room": room,
-            "concurrency": plan.concurrency,
-            "join_body": if body { Some("{}") } else { None },
-            "rate": plan.rate,
-            "join": joins,
-            "baseline": baseline,
-            "ratio": ratio,
-            "rounds": rounds,
-        });
-        println!("{summary}");
-    }
-    Ok(())
+    ratio
 }
 
 fn describe(phase: &Phase, unit: &str) -> String {
@@ -435,11 +474,11 @@ async fn worker(
                         Ok(())
                     }
                     Ok(_) if !is_join && status.is_success() => Ok(()),
-                    Ok(_) => Err(format!("HTTP {status}")),
-                    Err(error) => Err(common::error_kind(&error)),
+                    Ok(_) => Err(Failure(format!("HTTP {status}"))),
+                    Err(error) => Err(Failure::from(error)),
                 }
             }
-            Err(error) => Err(common::error_kind(&error)),
+            Err(error) => Err(Failure::from(error)),
         };
         result.micros.push(begin.elapsed().as_micros() as u64);
         match outcome {

@@ -28,6 +28,7 @@
 mod claims;
 mod common;
 mod drop;
+mod error;
 mod floor;
 mod idle;
 mod join;
@@ -43,6 +44,7 @@ use waitroom::words::RoomId;
 use common::{
     MAX_COUNT, MAX_DURATION_S, MAX_HOLD_S, MAX_ROOMS, MAX_SOCKETS, MAX_VISITORS, MAX_WARMUP_S,
 };
+use error::{BadValue, LoadError};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -360,30 +362,36 @@ struct DropArgs {
     server_pid: Vec<u32>,
 }
 
-fn parse_probe_rate(raw: &str) -> Result<f64, String> {
+fn parse_probe_rate(raw: &str) -> Result<f64, BadValue> {
     if raw.trim() == "0" {
         return Ok(0.0);
     }
     parse_rate(raw)
 }
 
-fn parse_rate(raw: &str) -> Result<f64, String> {
+fn parse_rate(raw: &str) -> Result<f64, BadValue> {
     let number = raw.trim().trim_end_matches("/s");
     match number.parse::<f64>() {
         Ok(rate) if rate > 0.0 && rate <= 1_000_000.0 => Ok(rate),
-        _ => Err(format!(
-            "{raw:?}: give requests per second, more than 0 and at most 1000000, like 2000/s"
-        )),
+        _ => Err(BadValue {
+            value: raw.into(),
+            expected: "give requests per second, more than 0 and at most 1000000, like 2000/s",
+        }),
     }
 }
 
-fn parse_room(raw: &str) -> Result<RoomId, String> {
-    RoomId::parse(raw).ok_or_else(|| format!("{raw:?}: a room id is 1 to 64 of a-z, 0-9 and -"))
+fn parse_room(raw: &str) -> Result<RoomId, BadValue> {
+    RoomId::parse(raw).ok_or_else(|| BadValue {
+        value: raw.into(),
+        expected: "a room id is 1 to 64 of a-z, 0-9 and -",
+    })
 }
 
-fn admin_token(target: &Target) -> Result<&str, String> {
+fn admin_token(target: &Target) -> Result<&str, LoadError> {
     target.admin_token.as_deref().ok_or_else(|| {
-        "--admin-token (or WAITROOM_ADMIN_TOKEN) is needed to create the room".into()
+        LoadError::Usage(
+            "--admin-token (or WAITROOM_ADMIN_TOKEN) is needed to create the room".into(),
+        )
     })
 }
 
@@ -409,12 +417,14 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run_join(args: JoinArgs, json: bool) -> Result<(), String> {
+async fn run_join(args: JoinArgs, json: bool) -> Result<(), LoadError> {
     let nodes = common::parse_nodes(&args.target.url)?;
     if let Some(path) = &args.path_baseline
         && !path.starts_with('/')
     {
-        return Err(format!("--path-baseline {path:?} must start with /"));
+        return Err(LoadError::Usage(format!(
+            "--path-baseline {path:?} must start with /"
+        )));
     }
     let token = if args.create_room {
         admin_token(&args.target)?
@@ -428,10 +438,10 @@ async fn run_join(args: JoinArgs, json: bool) -> Result<(), String> {
         None => args.duration.unwrap_or(10),
     };
     if duration * args.rounds as u64 > MAX_DURATION_S {
-        return Err(format!(
+        return Err(LoadError::Usage(format!(
             "--rounds {} × --duration {duration} s exceeds {MAX_DURATION_S} s",
             args.rounds
-        ));
+        )));
     }
     let plan = join::Plan {
         concurrency: args.concurrency as usize,
@@ -455,7 +465,11 @@ async fn run_join(args: JoinArgs, json: bool) -> Result<(), String> {
     .await
 }
 
-async fn run_sockets(args: SocketsArgs, json: bool, open_files_limit: u64) -> Result<(), String> {
+async fn run_sockets(
+    args: SocketsArgs,
+    json: bool,
+    open_files_limit: u64,
+) -> Result<(), LoadError> {
     let nodes = common::parse_nodes(&args.target.url)?;
     sockets::run(sockets::SocketsRun {
         nodes: &nodes,
@@ -482,7 +496,7 @@ async fn run_sockets(args: SocketsArgs, json: bool, open_files_limit: u64) -> Re
     .await
 }
 
-async fn run_claims(args: ClaimsArgs, json: bool) -> Result<(), String> {
+async fn run_claims(args: ClaimsArgs, json: bool) -> Result<(), LoadError> {
     let nodes = common::parse_nodes(&args.target.url)?;
     claims::run(claims::ClaimsRun {
         nodes: &nodes,
@@ -499,15 +513,17 @@ async fn run_claims(args: ClaimsArgs, json: bool) -> Result<(), String> {
     .await
 }
 
-async fn run_idle(args: IdleArgs, json: bool) -> Result<(), String> {
+async fn run_idle(args: IdleArgs, json: bool) -> Result<(), LoadError> {
     let nodes = common::parse_nodes(&args.url)?;
     let token = args.admin_token.as_deref().ok_or_else(|| {
-        "--admin-token (or WAITROOM_ADMIN_TOKEN) is needed to create the rooms".to_string()
+        LoadError::Usage(
+            "--admin-token (or WAITROOM_ADMIN_TOKEN) is needed to create the rooms".into(),
+        )
     })?;
     if args.busy * args.visitors_per_busy > MAX_SOCKETS {
-        return Err(format!(
+        return Err(LoadError::Usage(format!(
             "--busy × --visitors-per-busy is more than {MAX_SOCKETS} sockets"
-        ));
+        )));
     }
     idle::run(idle::IdleRun {
         nodes: &nodes,
@@ -527,10 +543,12 @@ async fn run_idle(args: IdleArgs, json: bool) -> Result<(), String> {
     .await
 }
 
-async fn run_opening(args: OpeningArgs, json: bool) -> Result<(), String> {
+async fn run_opening(args: OpeningArgs, json: bool) -> Result<(), LoadError> {
     let nodes = common::parse_nodes(&args.target.url)?;
     if args.sockets > args.visitors {
-        return Err("--sockets may not exceed --visitors".into());
+        return Err(LoadError::Usage(
+            "--sockets may not exceed --visitors".into(),
+        ));
     }
     opening::run(opening::OpeningRun {
         nodes: &nodes,
@@ -551,13 +569,13 @@ async fn run_opening(args: OpeningArgs, json: bool) -> Result<(), String> {
     .await
 }
 
-async fn run_drop(args: DropArgs, json: bool, open_files_limit: u64) -> Result<(), String> {
+async fn run_drop(args: DropArgs, json: bool, open_files_limit: u64) -> Result<(), LoadError> {
     let nodes = common::parse_nodes(&args.target.url)?;
     if args.duration <= args.arrive_over {
-        return Err(format!(
+        return Err(LoadError::Usage(format!(
             "--duration {} s must be longer than --arrive-over {} s (the line needs time to drain)",
             args.duration, args.arrive_over
-        ));
+        )));
     }
     drop::run(drop::DropRun {
         nodes: &nodes,

@@ -17,12 +17,13 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::json;
 use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::task::JoinHandle;
 use waitroom::words::clock::{Millis, Moment, rfc3339_ms};
 use waitroom::words::status::State;
 use waitroom::words::{RoomConfig, RoomId};
 
 use super::common::{self, ErrorKinds, Latency, Node, create_room, epoch_micros, say};
-use super::idle::loopback_redis;
+use super::error::LoadError;
 use super::sockets::{self, SocketSpec, Visitors};
 
 /// The longest the pre-queue's joins may take.
@@ -95,42 +96,30 @@ struct SlowCommand {
     command: String,
 }
 
-pub async fn run(run: OpeningRun<'_>) -> Result<(), String> {
-    let OpeningRun {
-        nodes,
-        room,
-        admin_token,
-        visitors,
-        sockets: socket_count,
-        source_ips,
-        admit_per_tick,
-        join_concurrency,
-        open_concurrency,
-        lead,
-        after,
-        probe_rate,
-        redis_url,
-        json,
-    } = run;
-    let mut redis = match redis_url {
-        Some(url) => {
-            loopback_redis(url)?;
-            let client = redis::Client::open(url).map_err(|e| format!("--redis-url: {e}"))?;
-            Some(
-                client
-                    .get_multiplexed_async_connection()
-                    .await
-                    .map_err(|e| format!("--redis-url: {e}"))?,
-            )
-        }
-        None => None,
-    };
-
-    // A room that opens in an hour: every join until then is pre-queued.
+pub async fn run(run: OpeningRun<'_>) -> Result<(), LoadError> {
+    let mut redis = common::connect_redis(run.redis_url).await?;
     let http = common::http_client(1);
+    create_scheduled_room(&http, &run).await?;
+    let (tickets, prequeue) = prequeue(&http, &run).await?;
+    let watchers = open_watchers(&run, tickets).await;
+    let window = measure_window(&http, &run, redis.as_mut()).await?;
+    let _ = watchers.stop.send(true);
+    let (outcomes, socket_errors) = collect_outcomes(watchers.tasks).await;
+    let sockets = SocketTally::of(&outcomes, socket_errors, window.opens_at_ms * 1000);
+    report(&run, &prequeue, watchers.opened, &sockets, &window);
+    Ok(())
+}
+
+/// Creates the room on every node, opening in an hour so that every join
+/// until then is pre-queued, and checks it has not opened already.
+async fn create_scheduled_room(
+    http: &reqwest::Client,
+    run: &OpeningRun<'_>,
+) -> Result<(), LoadError> {
+    let (nodes, room) = (run.nodes, run.room);
     let first_opening = Moment(epoch_micros() / 1000 + FIRST_OPENING.as_millis() as Millis);
     let config = RoomConfig {
-        admit_per_tick,
+        admit_per_tick: run.admit_per_tick,
         tick_ms: 1_000,
         max_active: None,
         pass_ttl_s: 600,
@@ -140,55 +129,89 @@ pub async fn run(run: OpeningRun<'_>) -> Result<(), String> {
     };
     for node in nodes {
         // On a shared Redis the first node creates it; the others find it.
-        create_room(&http, node, admin_token, room, &config).await?;
+        create_room(http, node, run.admin_token, room, &config).await?;
     }
-    let draw = read_draw(&http, &nodes[0], room).await?;
+    let draw = read_draw(http, &nodes[0], room).await?;
     if draw["seed"].is_string() {
-        return Err(format!("room {room} has opened already: give a new --room"));
+        return Err(LoadError::Usage(format!(
+            "room {room} has opened already: give a new --room"
+        )));
     }
     say(
-        json,
+        run.json,
         format!(
             "room {room}: pre-queue of {} so far, commitment {}",
             draw["entrants"], draw["commitment"]
         ),
     );
+    Ok(())
+}
 
+/// How the pre-queue's joins went.
+struct Prequeue {
+    joined: u64,
+    errors: ErrorKinds,
+    seconds: f64,
+}
+
+/// Joins every visitor into the pre-queue; the first `--sockets` of them
+/// keep their tickets.
+async fn prequeue(
+    http: &reqwest::Client,
+    run: &OpeningRun<'_>,
+) -> Result<(Vec<Option<String>>, Prequeue), LoadError> {
     let joined_at = Instant::now();
-    let (tickets, join_errors) = sockets::join_visitors(
-        nodes,
-        room,
+    let (tickets, errors) = sockets::join_visitors(
+        run.nodes,
+        run.room,
         Visitors {
-            count: visitors,
-            keep: socket_count,
-            concurrency: join_concurrency,
+            count: run.visitors,
+            keep: run.sockets,
+            concurrency: run.join_concurrency,
             limit: JOIN_PHASE_LIMIT,
         },
     )
     .await;
-    let join_s = joined_at.elapsed().as_secs_f64();
-    let join_failed: u64 = join_errors.values().sum();
-    let entrants = read_draw(&http, &nodes[0], room).await?["entrants"]
+    let seconds = joined_at.elapsed().as_secs_f64();
+    let joined = run.visitors - errors.values().sum::<u64>();
+    let entrants = read_draw(http, &run.nodes[0], run.room).await?["entrants"]
         .as_u64()
         .unwrap_or(0);
     say(
-        json,
+        run.json,
         format!(
-            "joined {} of {visitors} visitors in {join_s:.1} s ({:.0}/s); the pre-queue holds {entrants}",
-            visitors - join_failed,
-            (visitors - join_failed) as f64 / join_s.max(0.001)
+            "joined {joined} of {} visitors in {seconds:.1} s ({:.0}/s); the pre-queue holds {entrants}",
+            run.visitors,
+            joined as f64 / seconds.max(0.001)
         ),
     );
-    for (kind, n) in &join_errors {
-        say(json, format!("  {n} × {kind}"));
+    for (kind, n) in &errors {
+        say(run.json, format!("  {n} × {kind}"));
     }
+    let prequeue = Prequeue {
+        joined,
+        errors,
+        seconds,
+    };
+    Ok((tickets, prequeue))
+}
 
-    if socket_count >= sockets::LARGE_RUN {
-        sockets::wait_for_time_waits(json).await;
+/// The sockets watching for their drawn place, and what stops them.
+struct Watchers {
+    tasks: Vec<JoinHandle<SocketOutcome>>,
+    opened: u64,
+    stop: watch::Sender<bool>,
+}
+
+/// Opens a socket for each kept ticket, each watching for its drawn place.
+async fn open_watchers(run: &OpeningRun<'_>, tickets: Vec<Option<String>>) -> Watchers {
+    let (nodes, room) = (run.nodes, run.room);
+    if run.sockets >= sockets::LARGE_RUN {
+        sockets::wait_for_time_waits(run.json).await;
     }
-    let (stop_tx, stop_rx) = watch::channel(false);
+    let (stop, stop_rx) = watch::channel(false);
     let (opened_tx, mut opened_rx) = mpsc::unbounded_channel::<bool>();
-    let permits = Arc::new(Semaphore::new(open_concurrency));
+    let permits = Arc::new(Semaphore::new(run.open_concurrency));
     let open_started = Instant::now();
     let mut tasks = Vec::new();
     for (i, ticket) in tickets.into_iter().enumerate() {
@@ -198,7 +221,7 @@ pub async fn run(run: OpeningRun<'_>) -> Result<(), String> {
         let spec = SocketSpec {
             node: node_index,
             addr: node.addr,
-            source: sockets::source_address(node.addr, (i / nodes.len()) % source_ips as usize),
+            source: sockets::source_address(node.addr, (i / nodes.len()) % run.source_ips as usize),
             url: format!(
                 "ws://{}/api/rooms/{room}/ws?ticket={}",
                 node.authority,
@@ -215,18 +238,41 @@ pub async fn run(run: OpeningRun<'_>) -> Result<(), String> {
     drop(opened_tx);
     let (opened, open_failed) = sockets::count_opened(&mut opened_rx, tasks.len()).await;
     say(
-        json,
+        run.json,
         format!(
             "opened {opened} sockets in {:.1} s ({open_failed} failed)",
             open_started.elapsed().as_secs_f64()
         ),
     );
+    Watchers {
+        tasks,
+        opened,
+        stop,
+    }
+}
 
-    // The window: slow log and histograms from here, joins at a steady
-    // rate throughout, the opening `lead` from now.
+/// What the window around the opening measured.
+struct Window {
+    opens_at_ms: u64,
+    probes: Vec<Probe>,
+    op_buckets: BTreeMap<String, Buckets>,
+    tick_buckets: BTreeMap<String, Buckets>,
+    run_queue: Option<RunQueue>,
+    slow: Option<Vec<SlowCommand>>,
+    draw: serde_json::Value,
+}
+
+/// The window: slow log and histograms from here, joins at a steady rate
+/// throughout, the opening `--lead` from now, until `--after` past it.
+async fn measure_window(
+    http: &reqwest::Client,
+    run: &OpeningRun<'_>,
+    mut redis: Option<&mut redis::aio::MultiplexedConnection>,
+) -> Result<Window, LoadError> {
+    let (nodes, room) = (run.nodes, run.room);
     let (sampler_stop_tx, sampler_stop_rx) = watch::channel(false);
     let mut sampler = None;
-    if let Some(redis) = redis.as_mut() {
+    if let Some(redis) = redis.as_deref_mut() {
         reset_slowlog(redis).await?;
         // Redis shares this machine's cores: a command is slow in its slow
         // log also while Redis waits for a CPU in the middle of it.
@@ -236,36 +282,16 @@ pub async fn run(run: OpeningRun<'_>) -> Result<(), String> {
     }
     let metrics_before = read_metrics(nodes).await;
     let (probe_stop_tx, probe_stop_rx) = watch::channel(false);
-    let prober = (probe_rate > 0.0).then(|| {
+    let prober = (run.probe_rate > 0.0).then(|| {
         tokio::spawn(probe_joins(
             nodes.to_vec(),
             room.clone(),
-            probe_rate,
+            run.probe_rate,
             probe_stop_rx,
         ))
     });
-    let opens_at_ms = (epoch_micros() / 1000 + lead.as_millis() as u64).div_ceil(1000) * 1000;
-    let patched = http
-        .patch(format!("{}/api/admin/rooms/{room}", nodes[0].base))
-        .bearer_auth(admin_token)
-        .json(&json!({ "opens_at": Moment(opens_at_ms) }))
-        .send()
-        .await
-        .map_err(|e| format!("moving the opening: {}", common::error_kind(&e)))?;
-    if !patched.status().is_success() {
-        let status = patched.status();
-        let text = patched.text().await.unwrap_or_default();
-        return Err(format!("moving the opening answered {status}: {text}"));
-    }
-    say(
-        json,
-        format!(
-            "the room opens at {} ({opens_at_ms} ms); measuring until {} s after",
-            rfc3339_ms(opens_at_ms),
-            after.as_secs()
-        ),
-    );
-    let window_end_us = (opens_at_ms + after.as_millis() as u64) * 1000;
+    let opens_at_ms = move_opening(http, run).await?;
+    let window_end_us = (opens_at_ms + run.after.as_millis() as u64) * 1000;
     tokio::time::sleep(Duration::from_micros(
         window_end_us.saturating_sub(epoch_micros()),
     ))
@@ -284,13 +310,61 @@ pub async fn run(run: OpeningRun<'_>) -> Result<(), String> {
             .and_then(|samples| RunQueue::of(&samples, opens_at_ms)),
         None => None,
     };
-    let slow = match redis.as_mut() {
+    let slow = match redis {
         Some(redis) => Some(read_slowlog(redis).await?),
         None => None,
     };
-    let draw = read_draw(&http, &nodes[0], room).await?;
-    let _ = stop_tx.send(true);
+    Ok(Window {
+        opens_at_ms,
+        probes,
+        op_buckets: bucket_delta(
+            &metrics_before,
+            &metrics_after,
+            "waitroom_memory_store_op_seconds",
+        ),
+        tick_buckets: bucket_delta(&metrics_before, &metrics_after, "waitroom_tick_seconds"),
+        run_queue,
+        slow,
+        draw: read_draw(http, &nodes[0], room).await?,
+    })
+}
 
+/// Moves the room's opening to `--lead` from now (on a whole second);
+/// returns it in epoch ms.
+async fn move_opening(http: &reqwest::Client, run: &OpeningRun<'_>) -> Result<u64, LoadError> {
+    let opens_at_ms = (epoch_micros() / 1000 + run.lead.as_millis() as u64).div_ceil(1000) * 1000;
+    let patched = http
+        .patch(format!(
+            "{}/api/admin/rooms/{}",
+            run.nodes[0].base, run.room
+        ))
+        .bearer_auth(run.admin_token)
+        .json(&json!({ "opens_at": Moment(opens_at_ms) }))
+        .send()
+        .await
+        .map_err(|e| LoadError::Node(format!("moving the opening: {}", common::error_kind(&e))))?;
+    if !patched.status().is_success() {
+        let status = patched.status();
+        let text = patched.text().await.unwrap_or_default();
+        return Err(LoadError::Node(format!(
+            "moving the opening answered {status}: {text}"
+        )));
+    }
+    say(
+        run.json,
+        format!(
+            "the room opens at {} ({opens_at_ms} ms); measuring until {} s after",
+            rfc3339_ms(opens_at_ms),
+            run.after.as_secs()
+        ),
+    );
+    Ok(opens_at_ms)
+}
+
+/// Every socket's outcome, waiting at most 30 s for them to stop.
+async fn collect_outcomes(
+    tasks: Vec<JoinHandle<SocketOutcome>>,
+) -> (Vec<SocketOutcome>, ErrorKinds) {
     let mut outcomes = Vec::with_capacity(tasks.len());
     let mut socket_errors = ErrorKinds::new();
     let collect_deadline = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -301,40 +375,101 @@ pub async fn run(run: OpeningRun<'_>) -> Result<(), String> {
             Err(_) => common::count(&mut socket_errors, "task did not stop"),
         }
     }
+    (outcomes, socket_errors)
+}
 
-    // The report.
-    let opens_at_us = opens_at_ms * 1000;
-    // Positions read against the same tick's line are distinct; the reads
-    // take long enough that later ones may follow a tick, so they are
-    // grouped by it.
-    let mut positions: BTreeMap<(Millis, u64), u64> = BTreeMap::new();
-    let mut positioned_after_us = Vec::new();
-    let (mut positioned_early, mut admitted_first, mut lost) = (0u64, 0u64, 0u64);
-    for outcome in &outcomes {
-        if let Some(error) = &outcome.open_error {
-            common::count(&mut socket_errors, format!("not opened: {error}"));
-        }
-        if let Some(why) = &outcome.ended {
-            common::count(&mut socket_errors, format!("closed early: {why}"));
-        }
-        if let Some((at_us, told)) = outcome.told {
-            match told {
-                Told::Position {
-                    position,
-                    tick_at_ms,
-                } => *positions.entry((tick_at_ms, position)).or_default() += 1,
-                Told::Admitted => admitted_first += 1,
+/// What the sockets saw, counted.
+struct SocketTally {
+    errors: ErrorKinds,
+    positioned: u64,
+    positioning: Option<Latency>,
+    positioned_early: u64,
+    admitted_first: u64,
+    lost: u64,
+    duplicates: u64,
+}
+
+impl SocketTally {
+    fn of(outcomes: &[SocketOutcome], mut errors: ErrorKinds, opens_at_us: u64) -> Self {
+        // Positions read against the same tick's line are distinct; the
+        // reads take long enough that later ones may follow a tick, so they
+        // are grouped by it.
+        let mut positions: BTreeMap<(Millis, u64), u64> = BTreeMap::new();
+        let mut positioned_after_us = Vec::new();
+        let (mut positioned_early, mut admitted_first, mut lost) = (0u64, 0u64, 0u64);
+        for outcome in outcomes {
+            if let Some(error) = &outcome.open_error {
+                common::count(&mut errors, format!("not opened: {error}"));
             }
-            match at_us.checked_sub(opens_at_us) {
-                Some(after_us) => positioned_after_us.push(after_us),
-                None => positioned_early += 1,
+            if let Some(why) = &outcome.ended {
+                common::count(&mut errors, format!("closed early: {why}"));
             }
+            if let Some((at_us, told)) = outcome.told {
+                match told {
+                    Told::Position {
+                        position,
+                        tick_at_ms,
+                    } => *positions.entry((tick_at_ms, position)).or_default() += 1,
+                    Told::Admitted => admitted_first += 1,
+                }
+                match at_us.checked_sub(opens_at_us) {
+                    Some(after_us) => positioned_after_us.push(after_us),
+                    None => positioned_early += 1,
+                }
+            }
+            lost += outcome.lost_position as u64;
         }
-        lost += outcome.lost_position as u64;
+        Self {
+            errors,
+            positioned: positioned_after_us.len() as u64,
+            positioning: Latency::from_micros(positioned_after_us),
+            positioned_early,
+            admitted_first,
+            lost,
+            duplicates: positions.values().map(|n| n - 1).sum(),
+        }
     }
-    let duplicates: u64 = positions.values().map(|n| n - 1).sum();
-    let positioned = positioned_after_us.len() as u64;
-    let positioning = Latency::from_micros(positioned_after_us);
+}
+
+/// The joins sent during the window, summarised.
+struct ProbeFigures {
+    failed: usize,
+    latency: Option<Latency>,
+    around: Option<Latency>,
+}
+
+impl ProbeFigures {
+    fn of(probes: &[Probe], opens_at_us: u64) -> Self {
+        let around = |p: &&Probe| {
+            p.sent_us + AROUND_OPENING.as_micros() as u64 >= opens_at_us
+                && p.sent_us <= opens_at_us + AROUND_OPENING.as_micros() as u64
+        };
+        Self {
+            failed: probes.iter().filter(|p| !p.ok).count(),
+            latency: Latency::from_micros(probes.iter().map(|p| p.took_us).collect()),
+            around: Latency::from_micros(probes.iter().filter(around).map(|p| p.took_us).collect()),
+        }
+    }
+}
+
+fn report(
+    run: &OpeningRun<'_>,
+    prequeue: &Prequeue,
+    opened: u64,
+    sockets: &SocketTally,
+    window: &Window,
+) {
+    let json = run.json;
+    report_sockets(json, opened, sockets, &window.draw);
+    let probes = ProbeFigures::of(&window.probes, window.opens_at_ms * 1000);
+    report_probes(json, window.probes.len(), &probes);
+    report_store(json, window);
+    if json {
+        print_summary(run, prequeue, opened, sockets, &probes, window);
+    }
+}
+
+fn report_sockets(json: bool, opened: u64, sockets: &SocketTally, draw: &serde_json::Value) {
     say(
         json,
         format!(
@@ -347,6 +482,14 @@ pub async fn run(run: OpeningRun<'_>) -> Result<(), String> {
             }
         ),
     );
+    let SocketTally {
+        positioned,
+        admitted_first,
+        duplicates,
+        positioned_early,
+        lost,
+        ..
+    } = sockets;
     say(
         json,
         format!(
@@ -355,34 +498,28 @@ pub async fn run(run: OpeningRun<'_>) -> Result<(), String> {
              {positioned_early} told before opens_at, {lost} lost a position again)"
         ),
     );
-    if let Some(positioning) = &positioning {
+    if let Some(positioning) = &sockets.positioning {
         say(
             json,
             format!("  opens_at → drawn place on the socket: {positioning}"),
         );
     }
-    for (kind, n) in &socket_errors {
+    for (kind, n) in &sockets.errors {
         say(json, format!("  {n} × {kind}"));
     }
+}
 
-    let around = |p: &&Probe| {
-        p.sent_us + AROUND_OPENING.as_micros() as u64 >= opens_at_us
-            && p.sent_us <= opens_at_us + AROUND_OPENING.as_micros() as u64
-    };
-    let probe_failed = probes.iter().filter(|p| !p.ok).count();
-    let probe_latency = Latency::from_micros(probes.iter().map(|p| p.took_us).collect());
-    let probe_around =
-        Latency::from_micros(probes.iter().filter(around).map(|p| p.took_us).collect());
-    if let Some(latency) = &probe_latency {
+fn report_probes(json: bool, sent: usize, probes: &ProbeFigures) {
+    if let Some(latency) = &probes.latency {
         say(
             json,
             format!(
-                "joins during the window: {} sent, {probe_failed} failed; {latency}",
-                probes.len()
+                "joins during the window: {sent} sent, {} failed; {latency}",
+                probes.failed
             ),
         );
     }
-    if let Some(latency) = &probe_around {
+    if let Some(latency) = &probes.around {
         say(
             json,
             format!(
@@ -392,16 +529,14 @@ pub async fn run(run: OpeningRun<'_>) -> Result<(), String> {
             ),
         );
     }
+}
 
-    let op_buckets = bucket_delta(
-        &metrics_before,
-        &metrics_after,
-        "waitroom_memory_store_op_seconds",
-    );
-    let tick_buckets = bucket_delta(&metrics_before, &metrics_after, "waitroom_tick_seconds");
+/// The store's side of the window: the nodes' histograms, Redis's slow log
+/// and its thread's waits for a CPU.
+fn report_store(json: bool, window: &Window) {
     for (what, buckets) in [
-        ("memory-store operations", &op_buckets),
-        ("ticks (the node's call to the store)", &tick_buckets),
+        ("memory-store operations", &window.op_buckets),
+        ("ticks (the node's call to the store)", &window.tick_buckets),
     ] {
         let Some(line) = buckets.get("").and_then(|all| describe_buckets(all)) else {
             continue;
@@ -413,7 +548,7 @@ pub async fn run(run: OpeningRun<'_>) -> Result<(), String> {
             }
         }
     }
-    if let Some(slow) = &slow {
+    if let Some(slow) = &window.slow {
         let longest = slow.iter().max_by_key(|s| s.duration_us);
         say(
             json,
@@ -431,8 +566,7 @@ pub async fn run(run: OpeningRun<'_>) -> Result<(), String> {
             ),
         );
     }
-
-    if let Some(run_queue) = &run_queue {
+    if let Some(run_queue) = &window.run_queue {
         say(
             json,
             format!(
@@ -445,76 +579,89 @@ pub async fn run(run: OpeningRun<'_>) -> Result<(), String> {
             ),
         );
     }
+}
 
-    if json {
-        // The slowest joins, sent at ms from opens_at: when the wait was.
-        let mut slowest_probes: Vec<(i64, f64)> = probes
-            .iter()
-            .map(|p| {
-                (
-                    (p.sent_us as i64 - opens_at_us as i64) / 1000,
-                    p.took_us as f64 / 1000.0,
-                )
-            })
-            .collect();
-        slowest_probes.sort_by(|a, b| b.1.total_cmp(&a.1));
-        slowest_probes.truncate(20);
-        let mut slowest = slow.clone().unwrap_or_default();
-        slowest.sort_by_key(|s| std::cmp::Reverse(s.duration_us));
-        slowest.truncate(20);
-        let summary = json!({
-            "mode": "opening",
-            "nodes": nodes.iter().map(|n| &n.base).collect::<Vec<_>>(),
-            "room": room,
-            "visitors": visitors,
-            "joined": visitors - join_failed,
-            "join_errors": join_errors,
-            "join_s": join_s,
-            "entrants": draw["entrants"],
-            "seed_revealed": draw["seed"].is_string(),
-            "opens_at_ms": opens_at_ms,
-            "sockets": socket_count,
-            "opened": opened,
-            "positioned": positioned,
-            "admitted_first": admitted_first,
-            "duplicate_positions": duplicates,
-            "positioned_before_opening": positioned_early,
-            "lost_position": lost,
-            "socket_errors": socket_errors,
-            "positioning": positioning,
-            "probe_joins": probes.len(),
-            "probe_failed": probe_failed,
-            "probe_latency": probe_latency,
-            "probe_latency_around_opening": probe_around,
-            "probe_slowest_sent_ms_from_opening_and_took_ms": slowest_probes,
-            "memory_store_op_buckets": op_buckets,
-            "tick_buckets": tick_buckets,
-            "redis_slow_commands": slow.as_ref().map(Vec::len),
-            "redis_run_queue": run_queue,
-            "redis_slowest": slow.as_ref().map(|_| slowest),
-        });
-        println!("{summary}");
-    }
-    Ok(())
+/// The one-line JSON summary (`--json`).
+fn print_summary(
+    run: &OpeningRun<'_>,
+    prequeue: &Prequeue,
+    opened: u64,
+    sockets: &SocketTally,
+    probes: &ProbeFigures,
+    window: &Window,
+) {
+    let opens_at_us = window.opens_at_ms * 1000;
+    // The slowest joins, sent at ms from opens_at: when the wait was.
+    let mut slowest_probes: Vec<(i64, f64)> = window
+        .probes
+        .iter()
+        .map(|p| {
+            (
+                (p.sent_us as i64 - opens_at_us as i64) / 1000,
+                p.took_us as f64 / 1000.0,
+            )
+        })
+        .collect();
+    slowest_probes.sort_by(|a, b| b.1.total_cmp(&a.1));
+    slowest_probes.truncate(20);
+    let slow = &window.slow;
+    let mut slowest = slow.clone().unwrap_or_default();
+    slowest.sort_by_key(|s| std::cmp::Reverse(s.duration_us));
+    slowest.truncate(20);
+    let summary = json!({
+        "mode": "opening",
+        "nodes": run.nodes.iter().map(|n| &n.base).collect::<Vec<_>>(),
+        "room": run.room,
+        "visitors": run.visitors,
+        "joined": prequeue.joined,
+        "join_errors": prequeue.errors,
+        "join_s": prequeue.seconds,
+        "entrants": window.draw["entrants"],
+        "seed_revealed": window.draw["seed"].is_string(),
+        "opens_at_ms": window.opens_at_ms,
+        "sockets": run.sockets,
+        "opened": opened,
+        "positioned": sockets.positioned,
+        "admitted_first": sockets.admitted_first,
+        "duplicate_positions": sockets.duplicates,
+        "positioned_before_opening": sockets.positioned_early,
+        "lost_position": sockets.lost,
+        "socket_errors": sockets.errors,
+        "positioning": sockets.positioning,
+        "probe_joins": window.probes.len(),
+        "probe_failed": probes.failed,
+        "probe_latency": probes.latency,
+        "probe_latency_around_opening": probes.around,
+        "probe_slowest_sent_ms_from_opening_and_took_ms": slowest_probes,
+        "memory_store_op_buckets": window.op_buckets,
+        "tick_buckets": window.tick_buckets,
+        "redis_slow_commands": slow.as_ref().map(Vec::len),
+        "redis_run_queue": window.run_queue,
+        "redis_slowest": slow.as_ref().map(|_| slowest),
+    });
+    println!("{summary}");
 }
 
 async fn read_draw(
     http: &reqwest::Client,
     node: &Node,
     room: &RoomId,
-) -> Result<serde_json::Value, String> {
+) -> Result<serde_json::Value, LoadError> {
     let response = http
         .get(format!("{}/api/rooms/{room}/draw", node.base))
         .send()
         .await
-        .map_err(|e| format!("reading the draw: {}", common::error_kind(&e)))?;
+        .map_err(|e| LoadError::Node(format!("reading the draw: {}", common::error_kind(&e))))?;
     if response.status() != 200 {
-        return Err(format!("reading the draw answered {}", response.status()));
+        return Err(LoadError::Node(format!(
+            "reading the draw answered {}",
+            response.status()
+        )));
     }
     response
         .json()
         .await
-        .map_err(|e| format!("reading the draw: {}", common::error_kind(&e)))
+        .map_err(|e| LoadError::Node(format!("reading the draw: {}", common::error_kind(&e))))
 }
 
 /// Opens one socket, then notes when it is first told where it stands.
@@ -529,7 +676,7 @@ async fn watch_position(
     let mut ws = match open {
         Ok(ws) => ws,
         Err(error) => {
-            outcome.open_error = Some(error);
+            outcome.open_error = Some(error.0);
             return outcome;
         }
     };
@@ -743,7 +890,7 @@ impl RunQueue {
     }
 }
 
-async fn reset_slowlog(redis: &mut redis::aio::MultiplexedConnection) -> Result<(), String> {
+async fn reset_slowlog(redis: &mut redis::aio::MultiplexedConnection) -> Result<(), LoadError> {
     let set = |name: &'static str, value: u64| {
         redis::cmd("CONFIG")
             .arg("SET")
@@ -759,20 +906,20 @@ async fn reset_slowlog(redis: &mut redis::aio::MultiplexedConnection) -> Result<
         command
             .query_async::<()>(redis)
             .await
-            .map_err(|e| format!("redis slow log: {e}"))?;
+            .map_err(LoadError::redis("redis slow log"))?;
     }
     Ok(())
 }
 
 async fn read_slowlog(
     redis: &mut redis::aio::MultiplexedConnection,
-) -> Result<Vec<SlowCommand>, String> {
+) -> Result<Vec<SlowCommand>, LoadError> {
     let entries: Vec<redis::Value> = redis::cmd("SLOWLOG")
         .arg("GET")
         .arg(SLOWLOG_LENGTH)
         .query_async(redis)
         .await
-        .map_err(|e| format!("redis SLOWLOG GET: {e}"))?;
+        .map_err(LoadError::redis("redis SLOWLOG GET"))?;
     Ok(entries.iter().filter_map(slow_command).collect())
 }
 
