@@ -6,7 +6,7 @@
 use actix_web::error::{JsonPayloadError, PathError, QueryPayloadError, UrlencodedError};
 use actix_web::{HttpRequest, web};
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 use super::limits::{JSON_LIMIT, is_body_timeout};
 
 /// JSON routes read a JSON media type (actix's check: `…/json` or
@@ -26,11 +26,11 @@ pub fn json_config() -> web::JsonConfig {
                 ),
                 JsonPayloadError::Payload(e) if is_body_timeout(&e) => ApiError::BodyTimeout,
                 JsonPayloadError::Deserialize(e) => ApiError::bad_request(
-                    "invalid_json",
+                    ErrorCode::InvalidJson,
                     format!("the JSON body is not valid: {e}"),
                 ),
                 other => ApiError::bad_request(
-                    "invalid_json",
+                    ErrorCode::InvalidJson,
                     format!("the JSON body could not be read: {other}"),
                 ),
             }
@@ -47,9 +47,10 @@ pub fn form_config() -> web::FormConfig {
                 UrlencodedError::ContentType => ApiError::UnsupportedMediaType(
                     "send the form as Content-Type: application/x-www-form-urlencoded",
                 ),
-                other => {
-                    ApiError::bad_request("invalid_form", format!("the form is not valid: {other}"))
-                }
+                other => ApiError::bad_request(
+                    ErrorCode::InvalidForm,
+                    format!("the form is not valid: {other}"),
+                ),
             }
             .into()
         },
@@ -59,7 +60,7 @@ pub fn form_config() -> web::FormConfig {
 pub fn query_config() -> web::QueryConfig {
     web::QueryConfig::default().error_handler(|err: QueryPayloadError, _: &HttpRequest| {
         ApiError::bad_request(
-            "invalid_query",
+            ErrorCode::InvalidQuery,
             format!("the query string is not valid: {err}"),
         )
         .into()
@@ -68,6 +69,10 @@ pub fn query_config() -> web::QueryConfig {
 
 pub fn path_config() -> web::PathConfig {
     web::PathConfig::default().error_handler(|err: PathError, _: &HttpRequest| {
-        ApiError::bad_request("invalid_path", format!("the path is not valid: {err}")).into()
+        ApiError::bad_request(
+            ErrorCode::InvalidPath,
+            format!("the path is not valid: {err}"),
+        )
+        .into()
     })
 }

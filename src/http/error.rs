@@ -8,25 +8,102 @@ use serde_json::json;
 
 use crate::store::StoreError;
 
+/// Every `code` an error answer can carry (api.md lists them), each named
+/// once, in snake case on the wire.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::VariantNames,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "snake_case")]
+pub enum ErrorCode {
+    AlreadyConfirmed,
+    BodyTimeout,
+    ClaimNotFound,
+    ClaimReleased,
+    EditConflict,
+    FormRefused,
+    HoldExpired,
+    Internal,
+    InvalidAdminToken,
+    InvalidBody,
+    InvalidClaim,
+    InvalidConfig,
+    InvalidCsrfToken,
+    InvalidForm,
+    InvalidIdempotencyKey,
+    InvalidJson,
+    InvalidPass,
+    InvalidPath,
+    InvalidQuantity,
+    InvalidQuery,
+    InvalidRevocation,
+    InvalidRoom,
+    InvalidSale,
+    InvalidSeats,
+    InvalidTicket,
+    InvalidUserToken,
+    InvalidVisitor,
+    LimitReached,
+    MethodNotAllowed,
+    MissingAdminToken,
+    MissingPass,
+    MissingTicket,
+    NoDraw,
+    NotAWebsocket,
+    NotDrawn,
+    NotFound,
+    PassExpired,
+    PassRevoked,
+    PayloadTooLarge,
+    PowInvalid,
+    PowRequired,
+    RateLimited,
+    RoomClosed,
+    RoomExists,
+    RoomMismatch,
+    RoomNotAccepting,
+    RoomNotFound,
+    RoomRequired,
+    SaleNotFound,
+    SeatTaken,
+    SoldOut,
+    StoreUnavailable,
+    TooManyAttempts,
+    TooManySockets,
+    UnknownSeat,
+    UnsupportedMediaType,
+    UpgradeRefused,
+    UserRequired,
+    WrongKind,
+}
+crate::words::wire_enum!(ErrorCode);
+
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     #[error("no room called {0:?}")]
     RoomNotFound(String),
     #[error("{message}")]
-    BadRequest { code: &'static str, message: String },
+    BadRequest { code: ErrorCode, message: String },
     #[error("{message}")]
-    Unauthorized { code: &'static str, message: String },
+    Unauthorized { code: ErrorCode, message: String },
     #[error("{message}")]
-    Conflict { code: &'static str, message: String },
+    Conflict { code: ErrorCode, message: String },
     #[error("{message}")]
-    Forbidden { code: &'static str, message: String },
+    Forbidden { code: ErrorCode, message: String },
     #[error("{0}")]
     NotFound(String),
     /// A 404 with a code of its own (`sale_not_found`, `claim_not_found`).
     #[error("{message}")]
-    Absent { code: &'static str, message: String },
+    Absent { code: ErrorCode, message: String },
     #[error("{message}")]
-    Gone { code: &'static str, message: String },
+    Gone { code: ErrorCode, message: String },
     /// A method no route on this path answers; `allowed` are those that do.
     #[error(
         "this path does not answer that method; it answers {}",
@@ -60,14 +137,14 @@ pub enum ApiError {
 }
 
 impl ApiError {
-    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn bad_request(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::BadRequest {
             code,
             message: message.into(),
         }
     }
 
-    pub fn unauthorized(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn unauthorized(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::Unauthorized {
             code,
             message: message.into(),
@@ -78,33 +155,33 @@ impl ApiError {
     /// field or type is a 400 under `code` that says what was wrong.
     pub fn parse_body<T: serde::de::DeserializeOwned>(
         body: serde_json::Value,
-        code: &'static str,
+        code: ErrorCode,
         what: &str,
     ) -> Result<T, Self> {
         serde_json::from_value(body)
             .map_err(|e| Self::bad_request(code, format!("{what} is not valid: {e}")))
     }
 
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            ApiError::RoomNotFound(_) => "room_not_found",
+            ApiError::RoomNotFound(_) => ErrorCode::RoomNotFound,
             ApiError::BadRequest { code, .. }
             | ApiError::Unauthorized { code, .. }
             | ApiError::Conflict { code, .. }
             | ApiError::Forbidden { code, .. }
             | ApiError::Absent { code, .. }
-            | ApiError::Gone { code, .. } => code,
-            ApiError::NotFound(_) => "not_found",
-            ApiError::MethodNotAllowed { .. } => "method_not_allowed",
-            ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
-            ApiError::PayloadTooLarge { .. } => "payload_too_large",
-            ApiError::BodyTimeout => "body_timeout",
-            ApiError::TooManyAttempts { .. } => "too_many_attempts",
-            ApiError::RateLimited { .. } => "rate_limited",
-            ApiError::StoreUnavailable => "store_unavailable",
-            ApiError::TooManySockets => "too_many_sockets",
-            ApiError::AdminFormRefused(_) => "form_refused",
-            ApiError::Internal => "internal",
+            | ApiError::Gone { code, .. } => *code,
+            ApiError::NotFound(_) => ErrorCode::NotFound,
+            ApiError::MethodNotAllowed { .. } => ErrorCode::MethodNotAllowed,
+            ApiError::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
+            ApiError::PayloadTooLarge { .. } => ErrorCode::PayloadTooLarge,
+            ApiError::BodyTimeout => ErrorCode::BodyTimeout,
+            ApiError::TooManyAttempts { .. } => ErrorCode::TooManyAttempts,
+            ApiError::RateLimited { .. } => ErrorCode::RateLimited,
+            ApiError::StoreUnavailable => ErrorCode::StoreUnavailable,
+            ApiError::TooManySockets => ErrorCode::TooManySockets,
+            ApiError::AdminFormRefused(_) => ErrorCode::FormRefused,
+            ApiError::Internal => ErrorCode::Internal,
         }
     }
 }
@@ -167,6 +244,17 @@ fn method_list(methods: &[Method]) -> String {
         .join(", ")
 }
 
+impl From<crate::words::sale::WantProblem> for ErrorCode {
+    fn from(problem: crate::words::sale::WantProblem) -> Self {
+        use crate::words::sale::WantProblem;
+        match problem {
+            WantProblem::Claim => ErrorCode::InvalidClaim,
+            WantProblem::Quantity => ErrorCode::InvalidQuantity,
+            WantProblem::Seats => ErrorCode::InvalidSeats,
+        }
+    }
+}
+
 impl From<crate::words::sale::SaleError> for ApiError {
     fn from(error: crate::words::sale::SaleError) -> Self {
         use crate::words::sale::SaleError;
@@ -177,22 +265,22 @@ impl From<crate::words::sale::SaleError> for ApiError {
         };
         match error {
             SaleError::NoSale => ApiError::Absent {
-                code: "sale_not_found",
+                code: ErrorCode::SaleNotFound,
                 message,
             },
             SaleError::ClaimNotFound => ApiError::Absent {
-                code: "claim_not_found",
+                code: ErrorCode::ClaimNotFound,
                 message,
             },
-            SaleError::SoldOut => conflict("sold_out"),
-            SaleError::SeatTaken(_) => conflict("seat_taken"),
-            SaleError::LimitReached(_) => conflict("limit_reached"),
-            SaleError::Released => conflict("claim_released"),
-            SaleError::AlreadyConfirmed => conflict("already_confirmed"),
-            SaleError::UnknownSeat(_) => ApiError::bad_request("unknown_seat", message),
-            SaleError::WrongKind(_) => ApiError::bad_request("wrong_kind", message),
+            SaleError::SoldOut => conflict(ErrorCode::SoldOut),
+            SaleError::SeatTaken(_) => conflict(ErrorCode::SeatTaken),
+            SaleError::LimitReached(_) => conflict(ErrorCode::LimitReached),
+            SaleError::Released => conflict(ErrorCode::ClaimReleased),
+            SaleError::AlreadyConfirmed => conflict(ErrorCode::AlreadyConfirmed),
+            SaleError::UnknownSeat(_) => ApiError::bad_request(ErrorCode::UnknownSeat, message),
+            SaleError::WrongKind(_) => ApiError::bad_request(ErrorCode::WrongKind, message),
             SaleError::HoldExpired => ApiError::Gone {
-                code: "hold_expired",
+                code: ErrorCode::HoldExpired,
                 message,
             },
             SaleError::Unavailable(reason) => {
@@ -208,47 +296,47 @@ impl From<StoreError> for ApiError {
         match error {
             StoreError::RoomNotFound(id) => ApiError::RoomNotFound(id.to_string()),
             StoreError::RoomExists(id) => ApiError::Conflict {
-                code: "room_exists",
+                code: ErrorCode::RoomExists,
                 message: format!("a room called {id:?} already exists"),
             },
             StoreError::RoomClosed(id) => ApiError::Conflict {
-                code: "room_closed",
+                code: ErrorCode::RoomClosed,
                 message: format!("room {id:?} is closed"),
             },
-            StoreError::InvalidConfig(message) => ApiError::bad_request("invalid_config", message),
+            StoreError::InvalidConfig(message) => ApiError::bad_request(ErrorCode::InvalidConfig, message),
             StoreError::Conflict(id) => ApiError::Conflict {
-                code: "edit_conflict",
+                code: ErrorCode::EditConflict,
                 message: format!(
                     "room {id:?} was changed by someone else at the same time; read it and try again"
                 ),
             },
             StoreError::RateLimited { retry_after_s } => ApiError::RateLimited { retry_after_s },
             StoreError::NotAccepting => ApiError::Forbidden {
-                code: "room_not_accepting",
+                code: ErrorCode::RoomNotAccepting,
                 message: "this waiting room takes no new arrivals now".into(),
             },
             StoreError::PowRequired => ApiError::Forbidden {
-                code: "pow_required",
+                code: ErrorCode::PowRequired,
                 message: "this room asks your browser to solve a challenge first: GET /api/rooms/{room}/challenge, then join with {\"pow\": \"<solution>\"}".into(),
             },
             StoreError::PowReused => ApiError::Forbidden {
-                code: "pow_invalid",
+                code: ErrorCode::PowInvalid,
                 message: "this solution was used already; solve a new challenge".into(),
             },
             StoreError::PowTooEasy => ApiError::Forbidden {
-                code: "pow_invalid",
+                code: ErrorCode::PowInvalid,
                 message: "this solution's challenge is easier than the room asks for now; solve a new challenge".into(),
             },
             StoreError::UserRequired => ApiError::unauthorized(
-                "user_required",
+                ErrorCode::UserRequired,
                 "this room admits signed-in users only: come back through the link on the site where you sign in",
             ),
             StoreError::NoDraw => ApiError::Absent {
-                code: "no_draw",
+                code: ErrorCode::NoDraw,
                 message: "this room has no scheduled opening, so no draw".into(),
             },
             StoreError::NotDrawn => ApiError::Conflict {
-                code: "not_drawn",
+                code: ErrorCode::NotDrawn,
                 message: "the draw happens at the opening: its order is not revealed before".into(),
             },
             StoreError::DrawSeed => {

@@ -21,7 +21,7 @@ use futures_util::Stream;
 use std::future::Future;
 use tokio::time::Sleep;
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 use super::state::ServerSettings;
 
 /// The largest JSON (or form) body a route reads.
@@ -68,7 +68,7 @@ pub async fn refuse_upgrade_with_body(
     let asks_to_upgrade = req.extensions().contains::<AsksToUpgrade>();
     if asks_to_upgrade && (req.method() != Method::GET || declares_body(req.headers())) {
         let refusal = ApiError::bad_request(
-            "upgrade_refused",
+            ErrorCode::UpgradeRefused,
             "only GET /api/rooms/{room}/ws switches protocols; send this request without `Upgrade`",
         );
         // An answer, not an error, so the outer middleware add their headers.
@@ -108,7 +108,7 @@ pub async fn read_json_or_nothing(
             Err(ApiError::BodyTimeout)
         }
         Ok(Err(error)) => Err(ApiError::bad_request(
-            "invalid_body",
+            ErrorCode::InvalidBody,
             format!("the request body could not be read: {error}"),
         )),
         Err(_) => Err(ApiError::PayloadTooLarge { limit: JSON_LIMIT }),

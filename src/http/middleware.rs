@@ -212,7 +212,7 @@ fn log_error_answer<B>(outcome: &Result<ServiceResponse<B>, Error>) {
     }
     let kind = error
         .as_error::<ApiError>()
-        .map(ApiError::code)
+        .map(|error| error.code().into())
         .or_else(|| status.canonical_reason())
         .unwrap_or("client_error");
     let log_and_clock = request.and_then(|request| {

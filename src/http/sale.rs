@@ -7,7 +7,7 @@ use askama::Template;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ErrorCode};
 use crate::http::extractors::{
     Expiry, Operator, PASS_COOKIE, Pass, PassChecker, PassHolder, PassRefusal, Room, check_pass,
     ticket_cookie_name,
@@ -79,8 +79,8 @@ async fn hold(
     store: web::Data<dyn Store>,
     sale: web::Data<dyn SaleStore>,
 ) -> Result<HttpResponse, ApiError> {
-    let want =
-        Want::parse(&body).map_err(|(code, message)| ApiError::bad_request(code, message))?;
+    let want = Want::parse(&body)
+        .map_err(|(problem, message)| ApiError::bad_request(problem.into(), message))?;
     let key = match req.headers().get("Idempotency-Key") {
         None => None,
         Some(value) => Some(
@@ -90,7 +90,7 @@ async fn hold(
                 .filter(|k| !k.is_empty() && k.len() <= MAX_IDEMPOTENCY_KEY)
                 .ok_or_else(|| {
                     ApiError::bad_request(
-                        "invalid_idempotency_key",
+                        ErrorCode::InvalidIdempotencyKey,
                         "Idempotency-Key must be 1 to 128 visible characters",
                     )
                 })?,
@@ -133,10 +133,11 @@ async fn configure(
     store: web::Data<dyn Store>,
     sale: web::Data<dyn SaleStore>,
 ) -> Result<HttpResponse, ApiError> {
-    let request: SaleRequest = ApiError::parse_body(body.into_inner(), "invalid_sale", "the sale")?;
+    let request: SaleRequest =
+        ApiError::parse_body(body.into_inner(), ErrorCode::InvalidSale, "the sale")?;
     let config = request
         .into_config()
-        .map_err(|message| ApiError::bad_request("invalid_sale", message))?;
+        .map_err(|message| ApiError::bad_request(ErrorCode::InvalidSale, message))?;
     let view = set_up_sale(store.get_ref(), sale.get_ref(), &room, config).await?;
     Ok(HttpResponse::Ok().json(view))
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use actix_web::dev::Payload as RawPayload;
 use actix_web::{FromRequest, HttpMessage, HttpRequest, HttpResponse, web};
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 use super::extractors::Ticket;
 use super::state::Live;
 use crate::live::frame_guard::FrameGuard;
@@ -41,7 +41,7 @@ async fn connect(
         .map_err(|_| ApiError::Internal)?;
     let (response, session, messages) = actix_ws::handle(&req, body).map_err(|error| {
         ApiError::bad_request(
-            "not_a_websocket",
+            ErrorCode::NotAWebsocket,
             format!("WebSocket handshake failed: {error}"),
         )
     })?;

@@ -8,7 +8,7 @@ use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 use super::extractors::{
     Leaver, PASS_COOKIE, PassChecker, PassRefusal, Room, Ticket, Verified, bearer,
     check_pass_for_proxy, join_limit, presented_pass, ticket_cookie_name, ticket_error,
@@ -93,7 +93,8 @@ async fn join(
     if let Err(error) = &answer
         && TURNED_AWAY.contains(&error.code())
     {
-        let labels = [("room", room.to_string()), ("reason", error.code().into())];
+        let reason: &'static str = error.code().into();
+        let labels = [("room", room.to_string()), ("reason", reason.to_string())];
         metrics::counter!("waitroom_turned_away_total", &labels).increment(1);
     }
     answer
@@ -102,13 +103,13 @@ async fn join(
 /// The refusals `waitroom_turned_away_total` counts, by code: each of a
 /// room the store knows (it decided them, or was asked whether the room
 /// exists first), so the metric's labels are bounded by the rooms.
-const TURNED_AWAY: &[&str] = &[
-    "room_not_accepting",
-    "rate_limited",
-    "pow_required",
-    "pow_invalid",
-    "user_required",
-    "invalid_user_token",
+const TURNED_AWAY: &[ErrorCode] = &[
+    ErrorCode::RoomNotAccepting,
+    ErrorCode::RateLimited,
+    ErrorCode::PowRequired,
+    ErrorCode::PowInvalid,
+    ErrorCode::UserRequired,
+    ErrorCode::InvalidUserToken,
 ];
 
 async fn join_room(
@@ -131,7 +132,7 @@ async fn join_room(
         serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&body).map_err(
             |error| {
                 ApiError::bad_request(
-                    "invalid_json",
+                    ErrorCode::InvalidJson,
                     format!("the join body must be a JSON object: {error}"),
                 )
             },
@@ -226,14 +227,14 @@ async fn unless_no_such_room(store: &dyn Store, room: &RoomId, refusal: ApiError
 
 fn pow_invalid(why: &str) -> ApiError {
     ApiError::Forbidden {
-        code: "pow_invalid",
+        code: ErrorCode::PowInvalid,
         message: format!("the proof of work was refused: {why}"),
     }
 }
 
 fn invalid_user_token(why: &str) -> ApiError {
     ApiError::unauthorized(
-        "invalid_user_token",
+        ErrorCode::InvalidUserToken,
         format!("the user token was refused: {why}"),
     )
 }
@@ -331,7 +332,10 @@ fn room_to_verify(req: &HttpRequest, query: Option<String>) -> Result<RoomId, Ap
     let mut named = Vec::new();
     for value in req.headers().get_all(ROOM_HEADER) {
         let value = value.to_str().map_err(|_| {
-            ApiError::bad_request("invalid_room", format!("{ROOM_HEADER} is not a room id"))
+            ApiError::bad_request(
+                ErrorCode::InvalidRoom,
+                format!("{ROOM_HEADER} is not a room id"),
+            )
         })?;
         named.push(value.trim().to_string());
     }
@@ -339,19 +343,19 @@ fn room_to_verify(req: &HttpRequest, query: Option<String>) -> Result<RoomId, Ap
     named.retain(|name| !name.is_empty());
     let Some(first) = named.first() else {
         return Err(ApiError::bad_request(
-            "room_required",
+            ErrorCode::RoomRequired,
             format!("name the room the pass must be for: ?room=<room> or {ROOM_HEADER}"),
         ));
     };
     if named.iter().any(|name| name != first) {
         return Err(ApiError::bad_request(
-            "room_mismatch",
+            ErrorCode::RoomMismatch,
             format!("?room= and {ROOM_HEADER} name different rooms"),
         ));
     }
     RoomId::parse(first).ok_or_else(|| {
         ApiError::bad_request(
-            "invalid_room",
+            ErrorCode::InvalidRoom,
             format!("{first:?} is not a room id (1 to 64 of a-z 0-9 -)"),
         )
     })
@@ -371,7 +375,7 @@ async fn verify(
     let room = room_to_verify(&req, query.into_inner().room)?;
     let pass = presented_pass(&req).ok_or_else(|| {
         ApiError::unauthorized(
-            "missing_pass",
+            ErrorCode::MissingPass,
             "send the pass as a Bearer token or wr_pass cookie",
         )
     })?;

@@ -187,6 +187,6 @@ pub async fn set_up_sale(
     rooms.room(room).await?;
     let view = sales.configure_sale(room, config).await?;
     rooms.announce_stock(room, sales.stock(room).await?).await?;
-    tracing::info!(%room, kind = view.kind, stock_left = view.stock_left, "sale set up");
+    tracing::info!(%room, kind = <&str>::from(view.kind), stock_left = view.stock_left, "sale set up");
     Ok(view)
 }

@@ -3,11 +3,11 @@
 
 use std::borrow::Cow;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 
 use crate::words::clock::Millis;
 use crate::words::clock::rfc3339;
-use crate::words::{RoomId, VisitorId, WireName, one_of};
+use crate::words::{RoomId, VisitorId, wire_enum};
 
 pub const DEFAULT_PER_USER_LIMIT: u32 = 1;
 pub const DEFAULT_HOLD_TTL_S: u64 = 300;
@@ -105,19 +105,19 @@ impl Want {
     }
 
     /// Reads `{"quantity":n}` or `{"seats":[…]}`.
-    pub fn parse(body: &serde_json::Value) -> Result<Want, (&'static str, String)> {
+    pub fn parse(body: &serde_json::Value) -> Result<Want, (WantProblem, String)> {
         let object = body.as_object().ok_or((
-            "invalid_claim",
+            WantProblem::Claim,
             "send {\"quantity\":n} or {\"seats\":[…]}".to_string(),
         ))?;
         if let Some(unknown) = object.keys().find(|k| *k != "quantity" && *k != "seats") {
-            return Err(("invalid_claim", format!("unknown field {unknown:?}")));
+            return Err((WantProblem::Claim, format!("unknown field {unknown:?}")));
         }
         match (object.get("quantity"), object.get("seats")) {
             (Some(quantity), None) => match quantity.as_u64() {
                 Some(n) if n >= 1 => Ok(Want::Quantity(n)),
                 _ => Err((
-                    "invalid_quantity",
+                    WantProblem::Quantity,
                     "quantity must be a whole number of at least 1".into(),
                 )),
             },
@@ -130,53 +130,61 @@ impl Want {
                             .collect()
                     })
                     .ok_or((
-                        "invalid_seats",
+                        WantProblem::Seats,
                         "seats must be a list of seat ids".to_string(),
                     ))?;
                 if seats.is_empty() || seats.len() > 1_000 {
-                    return Err(("invalid_seats", "ask for 1 to 1000 seats".into()));
+                    return Err((WantProblem::Seats, "ask for 1 to 1000 seats".into()));
                 }
                 let mut unique = seats.clone();
                 unique.sort();
                 unique.dedup();
                 if unique.len() != seats.len() {
-                    return Err(("invalid_seats", "a seat is listed twice".into()));
+                    return Err((WantProblem::Seats, "a seat is listed twice".into()));
                 }
                 Ok(Want::Seats(seats))
             }
-            _ => Err(("invalid_claim", "send either quantity or seats".into())),
+            _ => Err((WantProblem::Claim, "send either quantity or seats".into())),
         }
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString, strum::VariantNames,
+)]
+#[strum(serialize_all = "snake_case")]
 pub enum ClaimState {
     Held,
     Confirmed,
     Released,
     Expired,
 }
+wire_enum!(ClaimState);
 
 impl ClaimState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ClaimState::Held => "held",
-            ClaimState::Confirmed => "confirmed",
-            ClaimState::Released => "released",
-            ClaimState::Expired => "expired",
-        }
-    }
-
     pub fn parse(raw: &str) -> Option<Self> {
-        Some(match raw {
-            "held" => ClaimState::Held,
-            "confirmed" => ClaimState::Confirmed,
-            "released" => ClaimState::Released,
-            "expired" => ClaimState::Expired,
-            _ => return None,
-        })
+        raw.parse().ok()
     }
+}
+
+/// What a sale sells: a quantity of one thing, or named seats.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString, strum::VariantNames,
+)]
+#[strum(serialize_all = "snake_case")]
+pub enum SaleKind {
+    Stock,
+    Seats,
+}
+wire_enum!(SaleKind);
+
+/// What is wrong with a claim's request (each its own error code).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WantProblem {
+    /// Neither or both of `quantity` and `seats`, or another field.
+    Claim,
+    Quantity,
+    Seats,
 }
 
 /// Whose units the per-user limit adds up: one visitor's, or, where the
@@ -279,17 +287,11 @@ impl Stock {
 /// What is left, as `GET …/sale` shows it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SaleView {
-    /// `"stock"` or `"seats"`.
-    #[serde(deserialize_with = "sale_kind")]
-    pub kind: WireName,
+    pub kind: SaleKind,
     pub stock_left: u64,
     pub seats: std::collections::BTreeMap<String, SeatState>,
     pub per_user_limit: u32,
     pub hold_ttl_s: u64,
-}
-
-fn sale_kind<'de, D: Deserializer<'de>>(d: D) -> Result<WireName, D::Error> {
-    one_of(d, &["stock", "seats"])
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -350,14 +352,14 @@ mod tests {
         assert_eq!(read.seats.as_ref(), claim.seats.as_slice());
 
         let sale = SaleView {
-            kind: "seats",
+            kind: SaleKind::Seats,
             stock_left: 1,
             seats: [("A1".to_string(), SeatState::Free)].into(),
             per_user_limit: 1,
             hold_ttl_s: 300,
         };
         let read: SaleView = serde_json::from_str(&serde_json::to_string(&sale).unwrap()).unwrap();
-        assert_eq!((read.kind, read.stock_left), ("seats", 1));
+        assert_eq!((read.kind, read.stock_left), (SaleKind::Seats, 1));
         assert_eq!(read.seats, sale.seats);
         let other =
             r#"{"kind":"raffle","stock_left":1,"seats":{},"per_user_limit":1,"hold_ttl_s":1}"#;

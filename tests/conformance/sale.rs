@@ -133,7 +133,7 @@ pub async fn seat_claims_are_all_or_nothing(h: &Harness) {
     );
     assert_eq!(view.seats["A1"], SeatState::Held);
     assert_eq!(view.stock_left, 2);
-    assert_eq!(view.kind, "seats");
+    assert_eq!(view.kind, waitroom::words::sale::SaleKind::Seats);
 }
 
 pub async fn claims_for_what_is_not_for_sale_are_refused(h: &Harness) {

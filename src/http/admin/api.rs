@@ -4,7 +4,7 @@ use actix_web::http::header;
 use actix_web::{HttpResponse, web};
 use serde_json::json;
 
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ErrorCode};
 use crate::http::extractors::{Operator, Room};
 use crate::http::state::Live;
 use crate::store::{self, SaleStore, Store};
@@ -27,7 +27,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 /// and any config field. The fields besides `id` are a `RoomPatch`, which
 /// refuses unknown ones (a typo is a 400, not a silently ignored setting).
 pub fn parse_new_room(mut body: serde_json::Value) -> Result<(RoomId, RoomConfig), ApiError> {
-    let invalid = |message: String| ApiError::bad_request("invalid_room", message);
+    let invalid = |message: String| ApiError::bad_request(ErrorCode::InvalidRoom, message);
     let fields = body
         .as_object_mut()
         .ok_or_else(|| invalid("the room must be a JSON object".into()))?;
@@ -41,7 +41,7 @@ pub fn parse_new_room(mut body: serde_json::Value) -> Result<(RoomId, RoomConfig
     };
     let config = patch
         .apply_to(&RoomConfig::new(name.clone(), target_url.clone()))
-        .map_err(|message| ApiError::bad_request("invalid_config", message))?;
+        .map_err(|message| ApiError::bad_request(ErrorCode::InvalidConfig, message))?;
     Ok((id, config))
 }
 
@@ -78,7 +78,8 @@ async fn change(
     store: web::Data<dyn Store>,
     live: web::Data<Live>,
 ) -> Result<HttpResponse, ApiError> {
-    let patch: RoomPatch = ApiError::parse_body(body.into_inner(), "invalid_config", "the change")?;
+    let patch: RoomPatch =
+        ApiError::parse_body(body.into_inner(), ErrorCode::InvalidConfig, "the change")?;
     let info = store.configure(&room, patch).await?;
     live.wakeups.note(&room);
     tracing::info!(%room, config = ?info.config, "room configured");
@@ -115,8 +116,11 @@ async fn revoke_pass(
     store: web::Data<dyn Store>,
     sale: web::Data<dyn SaleStore>,
 ) -> Result<HttpResponse, ApiError> {
-    let revocation: Revocation =
-        ApiError::parse_body(body.into_inner(), "invalid_revocation", "the revocation")?;
+    let revocation: Revocation = ApiError::parse_body(
+        body.into_inner(),
+        ErrorCode::InvalidRevocation,
+        "the revocation",
+    )?;
     let (visitor, pass_exp_s) = match (&revocation.pass, &revocation.visitor) {
         (Some(pass), None) => {
             let claims = credentials.pass_holder(pass, &room).map_err(|error| {
@@ -124,23 +128,22 @@ async fn revoke_pass(
                     CredentialError::WrongRoom => "the pass is for another room",
                     _ => "the pass is not one this deployment signed",
                 };
-                ApiError::bad_request("invalid_pass", why)
+                ApiError::bad_request(ErrorCode::InvalidPass, why)
             })?;
-            let visitor = claims
-                .sub
-                .parse()
-                .map_err(|_| ApiError::bad_request("invalid_pass", "the pass names no visitor"))?;
+            let visitor = claims.sub.parse().map_err(|_| {
+                ApiError::bad_request(ErrorCode::InvalidPass, "the pass names no visitor")
+            })?;
             (visitor, Some(claims.exp))
         }
         (None, Some(visitor)) => {
             let visitor: VisitorId = visitor.parse().map_err(|_| {
-                ApiError::bad_request("invalid_visitor", "visitor must be a pass's sub")
+                ApiError::bad_request(ErrorCode::InvalidVisitor, "visitor must be a pass's sub")
             })?;
             (visitor, None)
         }
         _ => {
             return Err(ApiError::bad_request(
-                "invalid_revocation",
+                ErrorCode::InvalidRevocation,
                 "send either {\"pass\": \"<jwt>\"} or {\"visitor\": \"<sub>\"}",
             ));
         }

@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 
 use super::client::{client_address, client_block};
 use super::{bearer, part};
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ErrorCode};
 use crate::http::refusal_log::RefusalLog;
 use crate::http::state::AdminAccess;
 use crate::store::Store;
@@ -134,13 +134,13 @@ impl Operator {
                 .failed(block)
                 .map_err(too_many_attempts)?;
             return Err(ApiError::unauthorized(
-                "invalid_admin_token",
+                ErrorCode::InvalidAdminToken,
                 "the admin token is not valid",
             ));
         }
         let Some(session) = admin_session(req).await? else {
             return Err(ApiError::unauthorized(
-                "missing_admin_token",
+                ErrorCode::MissingAdminToken,
                 "send the admin token as Authorization: Bearer <token>",
             ));
         };
@@ -153,7 +153,7 @@ impl Operator {
                 .unwrap_or("");
             if !part::<Credentials>(req).csrf_matches(&session, sent) {
                 return Err(ApiError::unauthorized(
-                    "invalid_csrf_token",
+                    ErrorCode::InvalidCsrfToken,
                     "missing or wrong X-CSRF-Token",
                 ));
             }

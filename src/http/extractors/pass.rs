@@ -8,7 +8,7 @@ use futures_util::future::LocalBoxFuture;
 
 use super::room::Room;
 use super::{bearer, part_data};
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ErrorCode};
 use crate::live::hub::Hub;
 use crate::store::{Store, StoreError};
 use crate::words::clock::Clock;
@@ -26,19 +26,21 @@ pub fn presented_pass(req: &HttpRequest) -> Option<String> {
 
 pub fn pass_error(error: CredentialError) -> ApiError {
     match error {
-        CredentialError::Expired => ApiError::unauthorized("pass_expired", "the pass has expired"),
+        CredentialError::Expired => {
+            ApiError::unauthorized(ErrorCode::PassExpired, "the pass has expired")
+        }
         CredentialError::WrongRoom => {
-            ApiError::unauthorized("invalid_pass", "the pass is not for this room")
+            ApiError::unauthorized(ErrorCode::InvalidPass, "the pass is not for this room")
         }
         CredentialError::Invalid | CredentialError::NotYetValid => {
-            ApiError::unauthorized("invalid_pass", "the pass is not valid")
+            ApiError::unauthorized(ErrorCode::InvalidPass, "the pass is not valid")
         }
     }
 }
 
 fn missing_pass() -> ApiError {
     ApiError::unauthorized(
-        "missing_pass",
+        ErrorCode::MissingPass,
         "send your pass as a Bearer token or wr_pass cookie",
     )
 }
@@ -75,7 +77,7 @@ impl PassRefusal {
             PassRefusal::Credential(error) => pass_error(error),
             PassRefusal::Revoked => revoked(),
             PassRefusal::RoomClosed(room) => ApiError::Conflict {
-                code: "room_closed",
+                code: ErrorCode::RoomClosed,
                 message: format!("room {:?} is closed: its sale is over", room.as_str()),
             },
             PassRefusal::RoomNotFound(room) => StoreError::RoomNotFound(room).into(),
@@ -88,14 +90,14 @@ impl PassRefusal {
     pub fn into_verify_error(self) -> ApiError {
         match self {
             PassRefusal::RoomClosed(room) => ApiError::unauthorized(
-                "room_closed",
+                ErrorCode::RoomClosed,
                 format!(
                     "room {:?} is closed: its passes no longer count",
                     room.as_str()
                 ),
             ),
             PassRefusal::RoomNotFound(room) => ApiError::unauthorized(
-                "room_not_found",
+                ErrorCode::RoomNotFound,
                 format!("there is no room {:?}", room.as_str()),
             ),
             other => other.into_api_error(),
@@ -105,7 +107,7 @@ impl PassRefusal {
 
 fn revoked() -> ApiError {
     ApiError::unauthorized(
-        "pass_revoked",
+        ErrorCode::PassRevoked,
         "the pass was given up, revoked, reclaimed unused, or replaced",
     )
 }

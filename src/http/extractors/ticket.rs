@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::room::Room;
 use super::{bearer, part};
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ErrorCode};
 use crate::words::clock::Clock;
 use crate::words::credentials::{CredentialError, Credentials};
 use crate::words::{RoomId, VisitorId};
@@ -38,7 +38,7 @@ pub fn ticket_error(error: CredentialError) -> ApiError {
         CredentialError::WrongRoom => "this ticket is for another room",
         _ => "the ticket is not valid; join again to get a new one",
     };
-    ApiError::unauthorized("invalid_ticket", message)
+    ApiError::unauthorized(ErrorCode::InvalidTicket, message)
 }
 
 impl Ticket {
@@ -57,7 +57,7 @@ impl Ticket {
             })
             .ok_or_else(|| {
                 ApiError::unauthorized(
-                    "missing_ticket",
+                    ErrorCode::MissingTicket,
                     "send your ticket as a Bearer token or cookie",
                 )
             })?;

@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 use super::events::{WireFacts, WireLine, list, parse_order};
 use crate::store::{Tick, TickReport};
 use crate::words::clock::Millis;
-use crate::words::sale::{Claim, ClaimState};
+use crate::words::sale::{Claim, ClaimState, SaleKind};
 use crate::words::{Place, PlaceState, VisitorId};
 
 /// A script's answer of many values, read as `T`.
@@ -183,7 +183,7 @@ impl WireClaim {
 /// `h:<claim>` (held) or `s:<claim>` (sold).
 #[derive(Deserialize)]
 pub(super) struct WireSale {
-    pub kind: String,
+    pub kind: SaleKind,
     /// Absent only if the sale's record lost it.
     #[serde(default)]
     pub stock_left: Option<u64>,

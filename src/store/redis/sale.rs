@@ -15,7 +15,8 @@ use super::replies::{WireClaim, WireSale, read, read_list};
 use super::script_error::ScriptError;
 use crate::store::SaleStore;
 use crate::words::sale::{
-    Buyer, Claim, Inventory, SaleConfig, SaleError, SaleView, SeatState, Stock, Want, new_claim_id,
+    Buyer, Claim, Inventory, SaleConfig, SaleError, SaleKind, SaleView, SeatState, Stock, Want,
+    new_claim_id,
 };
 use crate::words::{RoomId, VisitorId};
 
@@ -135,12 +136,8 @@ impl SaleStore for RedisStore {
                 (seat, state)
             })
             .collect();
-        let kind = if sale.kind == "seats" {
-            "seats"
-        } else {
-            "stock"
-        };
-        let stock_left = if kind == "seats" {
+        let kind = sale.kind;
+        let stock_left = if kind == SaleKind::Seats {
             seats.values().filter(|s| **s == SeatState::Free).count() as u64
         } else {
             sale.stock_left.ok_or_else(unreadable)?

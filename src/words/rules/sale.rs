@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use crate::words::VisitorId;
 use crate::words::clock::Millis;
 use crate::words::sale::{
-    Buyer, Claim, ClaimState, Inventory, SaleConfig, SaleError, SaleView, SeatState, Stock, Want,
-    new_claim_id,
+    Buyer, Claim, ClaimState, Inventory, SaleConfig, SaleError, SaleKind, SaleView, SeatState,
+    Stock, Want, new_claim_id,
 };
 
 pub struct SaleModel {
@@ -103,8 +103,8 @@ impl SaleModel {
         };
         SaleView {
             kind: match self.config.inventory {
-                Inventory::Stock(_) => "stock",
-                Inventory::Seats(_) => "seats",
+                Inventory::Stock(_) => SaleKind::Stock,
+                Inventory::Seats(_) => SaleKind::Seats,
             },
             stock_left,
             seats,
