@@ -129,33 +129,23 @@ fn yes() -> bool {
     true
 }
 
-/// How a room admits (api.md's `queue_method`).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Default,
-    strum::IntoStaticStr,
-    strum::EnumString,
-    strum::VariantNames,
-)]
-#[strum(serialize_all = "snake_case")]
-pub enum QueueMethod {
-    /// In join order.
-    #[default]
-    Fifo,
-    /// Each tick admits uniformly at random among those waiting; nobody has
-    /// a position, only an expected wait.
-    Random,
-    /// Every arrival is admitted at once, bucket and cap ignored; a line
-    /// that exists is admitted at the next tick.
-    Passthrough,
-    /// New arrivals are turned away; those waiting keep their places.
-    Reject,
+wire_enum! {
+    /// How a room admits (api.md's `queue_method`).
+    #[derive(Default)]
+    pub enum QueueMethod {
+        /// In join order.
+        #[default]
+        Fifo,
+        /// Each tick admits uniformly at random among those waiting; nobody has
+        /// a position, only an expected wait.
+        Random,
+        /// Every arrival is admitted at once, bucket and cap ignored; a line
+        /// that exists is admitted at the next tick.
+        Passthrough,
+        /// New arrivals are turned away; those waiting keep their places.
+        Reject,
+    }
 }
-wire_enum!(QueueMethod);
 
 impl QueueMethod {
     pub fn name(self) -> &'static str {

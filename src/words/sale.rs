@@ -149,17 +149,14 @@ impl Want {
     }
 }
 
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString, strum::VariantNames,
-)]
-#[strum(serialize_all = "snake_case")]
-pub enum ClaimState {
-    Held,
-    Confirmed,
-    Released,
-    Expired,
+wire_enum! {
+    pub enum ClaimState {
+        Held,
+        Confirmed,
+        Released,
+        Expired,
+    }
 }
-wire_enum!(ClaimState);
 
 impl ClaimState {
     pub fn parse(raw: &str) -> Option<Self> {
@@ -167,16 +164,13 @@ impl ClaimState {
     }
 }
 
-/// What a sale sells: a quantity of one thing, or named seats.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString, strum::VariantNames,
-)]
-#[strum(serialize_all = "snake_case")]
-pub enum SaleKind {
-    Stock,
-    Seats,
+wire_enum! {
+    /// What a sale sells: a quantity of one thing, or named seats.
+    pub enum SaleKind {
+        Stock,
+        Seats,
+    }
 }
-wire_enum!(SaleKind);
 
 /// What is wrong with a claim's request (each its own error code).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

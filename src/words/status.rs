@@ -49,32 +49,21 @@ pub struct Status<'a> {
     pub entry: Option<String>,
 }
 
-/// Where the visitor stands, as a status says it.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    strum::Display,
-    strum::IntoStaticStr,
-    strum::EnumString,
-    strum::VariantNames,
-)]
-#[strum(serialize_all = "snake_case")]
-pub enum State {
-    /// In the line, or in a scheduled room's pre-queue.
-    Waiting,
-    /// Holding a pass.
-    Admitted,
-    /// Unknown here, or their place or pass ran out.
-    Expired,
-    /// They gave up their place or pass (or it was taken back).
-    Left,
-    /// The room is closed.
-    Closed,
+wire_enum! {
+    /// Where the visitor stands, as a status says it.
+    pub enum State {
+        /// In the line, or in a scheduled room's pre-queue.
+        Waiting,
+        /// Holding a pass.
+        Admitted,
+        /// Unknown here, or their place or pass ran out.
+        Expired,
+        /// They gave up their place or pass (or it was taken back).
+        Left,
+        /// The room is closed.
+        Closed,
+    }
 }
-wire_enum!(State);
 
 impl State {
     pub fn of(place: &PlaceState) -> Self {
@@ -88,25 +77,14 @@ impl State {
     }
 }
 
-/// Why a room is `closed` to a visitor.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    strum::Display,
-    strum::IntoStaticStr,
-    strum::EnumString,
-    strum::VariantNames,
-)]
-#[strum(serialize_all = "snake_case")]
-pub enum CloseReason {
-    ClosedByOperator,
-    /// The sale behind the line has nothing left.
-    SoldOut,
+wire_enum! {
+    /// Why a room is `closed` to a visitor.
+    pub enum CloseReason {
+        ClosedByOperator,
+        /// The sale behind the line has nothing left.
+        SoldOut,
+    }
 }
-wire_enum!(CloseReason);
 
 /// Everything a status is built from.
 pub struct StatusInput<'a> {

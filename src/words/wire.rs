@@ -7,11 +7,29 @@ use std::fmt;
 
 use serde::Deserializer;
 
-/// Serde for an enum whose wire names strum derives (`IntoStaticStr`,
-/// `EnumString`, `VariantNames`): each name is written once, in the enum's
-/// `#[strum(serialize_all)]`, and read back only as one of them.
+/// An enum of names on the wire, snake case: each name is written once
+/// (strum derives it from the variant, `#[strum(serialize_all)]`), and serde
+/// writes it and reads back only one of them. Wraps the enum's definition,
+/// so every such enum has the same derives: `Debug, Clone, Copy, PartialEq,
+/// Eq`, `Display` and `&'static str` from it, `FromStr` and the list of
+/// names (`VariantNames`).
 macro_rules! wire_enum {
-    ($name:ty) => {
+    ($(#[$meta:meta])* $vis:vis enum $name:ident { $($body:tt)* }) => {
+        $(#[$meta])*
+        #[derive(
+            Debug,
+            Clone,
+            Copy,
+            PartialEq,
+            Eq,
+            strum::Display,
+            strum::IntoStaticStr,
+            strum::EnumString,
+            strum::VariantNames,
+        )]
+        #[strum(serialize_all = "snake_case")]
+        $vis enum $name { $($body)* }
+
         impl serde::Serialize for $name {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 s.serialize_str(<&'static str>::from(*self))
