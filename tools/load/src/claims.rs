@@ -14,7 +14,7 @@ use waitroom::words::sale::{ClaimView, SaleRequest, SaleView};
 use waitroom::words::status::{State, Status};
 use waitroom::words::{RoomConfig, RoomId};
 
-use super::common::{self, CpuUse, ErrorKinds, Latency, Node, create_room, say};
+use super::common::{self, CpuUse, ErrorKinds, Joins, Latency, Node, create_room, say};
 use super::error::{Failure, LoadError};
 
 /// The longest the join phase (joins and any status polls) may take.
@@ -231,36 +231,18 @@ async fn put_sales(
     Ok(())
 }
 
-/// How the join phase went.
-struct Joins {
-    joined: u64,
-    errors: ErrorKinds,
-    seconds: f64,
-}
-
 /// Step 3: passes.
 async fn join_phase(run: &ClaimsRun<'_>) -> (Vec<Option<String>>, Joins) {
     let visitors = run.visitors;
     let joined_at = Instant::now();
     let (passes, errors) =
         join_for_passes(run.nodes, run.room, visitors, run.join_concurrency).await;
-    let seconds = joined_at.elapsed().as_secs_f64();
-    let joined = passes.iter().filter(|p| p.is_some()).count() as u64;
-    say(
-        run.json,
+    let joins = Joins::tally(run.json, &passes, errors, joined_at, |joined, seconds| {
         format!(
             "{joined} of {visitors} visitors joined and hold a pass after {seconds:.2} s ({} errors)",
             visitors - joined
-        ),
-    );
-    for (kind, n) in &errors {
-        say(run.json, format!("  {n} × {kind}"));
-    }
-    let joins = Joins {
-        joined,
-        errors,
-        seconds,
-    };
+        )
+    });
     (passes, joins)
 }
 

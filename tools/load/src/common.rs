@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use waitroom::words::status::Status;
@@ -187,6 +187,38 @@ pub fn error_kind(error: &reqwest::Error) -> String {
 
 /// Counts of errors by kind.
 pub type ErrorKinds = BTreeMap<String, u64>;
+
+/// How a join phase went: who of those asked for got what they came for
+/// (a ticket, a pass), the errors by kind, and how long it took.
+pub struct Joins {
+    pub joined: u64,
+    pub errors: ErrorKinds,
+    pub seconds: f64,
+}
+
+impl Joins {
+    /// Counts the joins that got something since `started`, says so in the
+    /// line `said` makes of the count and the seconds, and lists the errors.
+    pub fn tally<T>(
+        json: bool,
+        got: &[Option<T>],
+        errors: ErrorKinds,
+        started: Instant,
+        said: impl FnOnce(u64, f64) -> String,
+    ) -> Self {
+        let seconds = started.elapsed().as_secs_f64();
+        let joined = got.iter().filter(|g| g.is_some()).count() as u64;
+        say(json, said(joined, seconds));
+        for (kind, n) in &errors {
+            say(json, format!("  {n} × {kind}"));
+        }
+        Joins {
+            joined,
+            errors,
+            seconds,
+        }
+    }
+}
 
 pub fn count(kinds: &mut ErrorKinds, kind: impl Into<String>) {
     *kinds.entry(kind.into()).or_default() += 1;

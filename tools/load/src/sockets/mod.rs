@@ -25,7 +25,7 @@ use serde::Serialize;
 use serde_json::json;
 use waitroom::words::{RoomConfig, RoomId};
 
-use crate::common::{self, ErrorKinds, Node, Scrape, create_room, say};
+use crate::common::{self, Joins, Node, Scrape, create_room, say};
 use crate::error::LoadError;
 use crate::floor;
 
@@ -174,13 +174,6 @@ async fn create_room_everywhere(run: &SocketsRun<'_>) -> Result<Vec<bool>, LoadE
     Ok(room_created)
 }
 
-/// How the joins went.
-struct Joins {
-    joined: u64,
-    errors: ErrorKinds,
-    seconds: f64,
-}
-
 /// Joins a visitor for every socket; their tickets.
 async fn join_phase(run: &SocketsRun<'_>) -> (Vec<Option<String>>, Joins) {
     let requested = run.sockets;
@@ -196,23 +189,12 @@ async fn join_phase(run: &SocketsRun<'_>) -> (Vec<Option<String>>, Joins) {
         },
     )
     .await;
-    let seconds = joined_at.elapsed().as_secs_f64();
-    let joined = tickets.iter().filter(|t| t.is_some()).count() as u64;
-    say(
-        run.json,
+    let joins = Joins::tally(run.json, &tickets, errors, joined_at, |joined, seconds| {
         format!(
             "joined {joined} of {requested} visitors in {seconds:.2} s ({} errors)",
             requested - joined
-        ),
-    );
-    for (kind, n) in &errors {
-        say(run.json, format!("  {n} × {kind}"));
-    }
-    let joins = Joins {
-        joined,
-        errors,
-        seconds,
-    };
+        )
+    });
     (tickets, joins)
 }
 
