@@ -1109,6 +1109,43 @@ async fn a_client_ping_frame_gets_its_pong() {
 }
 
 #[tokio::test]
+async fn a_websocket_handshake_the_server_would_not_relay_is_refused() {
+    let app = TestApp::spawn().await;
+    app.create_room("odd", json!({"paused": true})).await;
+    let status = app.join_api("odd").await;
+    let ticket = status["ticket"].as_str().unwrap();
+    // actix's HTTP/1 parser takes a request for an upgrade only when its
+    // `Upgrade` is `websocket` alone and it has no chunked body; actix-ws's
+    // handshake check takes both of these. Neither would ever get its
+    // frames through: each gets the handshake's own refusal, and no socket.
+    let handshake = raw_handshake("odd", ticket);
+    let handshake = String::from_utf8(handshake).unwrap();
+    for (what, request) in [
+        (
+            "another protocol beside websocket",
+            handshake.replace("Upgrade: websocket", "Upgrade: websocket, foo"),
+        ),
+        (
+            "a chunked body",
+            handshake.replace(
+                "\r\n\r\n",
+                "\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            ),
+        ),
+    ] {
+        let answer = raw_exchange(app.port, request.as_bytes(), "}").await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{what}: {answer}");
+        assert!(
+            answer.contains(r#""code":"not_a_websocket""#),
+            "{what}: {answer}"
+        );
+    }
+    // The same ticket's plain handshake opens its socket.
+    let mut socket = app.connect("odd", ticket).await;
+    assert_eq!(next_status(&mut socket).await["position"], 1);
+}
+
+#[tokio::test]
 async fn the_listen_queue_holds_a_burst_of_visitors() {
     // A full accept queue drops SYNs, and clients retry only after a
     // second; the kernel's default (128) is far below a ticket drop's burst.

@@ -2,8 +2,9 @@
 //! checked by its extractor, the node's socket cap and the handshake headers
 //! before anything else, and the socket is registered and given its place
 //! before the `101`, so every refusal is a plain HTTP error with its JSON
-//! body. actix-ws then carries the socket (statuses take its lane, see
-//! `live::lane`); its loop is `live::socket`.
+//! body. actix-ws then carries the socket: it reads what the client sends
+//! and closes it, while everything we send takes the connection's lane
+//! (`live::lane`); its loop is `live::socket`.
 
 use std::sync::Arc;
 
@@ -45,10 +46,17 @@ async fn connect(
             format!("WebSocket handshake failed: {error}"),
         )
     })?;
-    // The relay under the socket offers its lane (none when the request
-    // did not come through it).
-    let lane = req.extensions().get::<Arc<Lane>>().cloned();
-    let outlet = Arc::new(Outlet::new(session.clone(), Home::here(&live.tasks), lane));
+    // The server's upgrade path offers the connection's lane. A handshake
+    // that actix's HTTP/1 parser did not take for an upgrade (an `Upgrade`
+    // header naming more than `websocket`, a chunked body) stays with the
+    // HTTP dispatcher, which would never hand it the client's frames.
+    let Some(lane) = req.extensions().get::<Arc<Lane>>().cloned() else {
+        return Err(ApiError::bad_request(
+            ErrorCode::NotAWebsocket,
+            "WebSocket handshake failed: send `Upgrade: websocket` alone, and no body",
+        ));
+    };
+    let outlet = Arc::new(Outlet::new(lane, Home::here(&live.tasks)));
     let registration = live
         .hub
         .connect(

@@ -1,15 +1,22 @@
 //! A socket's outgoing lane: the one queue of bytes in front of its
-//! connection. Two writers share it. The fan-out puts each status (and any
-//! text we send) here as a whole WebSocket frame, written at once when
-//! nothing waits before it. The connection's relay puts here what actix-ws
-//! sends (pings, pongs, the close frame) and writes whatever had to wait.
+//! connection, and the one way a status (any message we send) reaches it.
+//! Two writers share it. The socket's outlet puts each text message, ping
+//! and pong here as a whole WebSocket frame, written at once when nothing
+//! waits before it. The connection's relay puts here the one frame
+//! actix-ws still sends (the close) and writes whatever had to wait.
 //!
-//! Why not actix-ws's own send for statuses: at a tick every socket gets
-//! one, and through actix-ws each costs a channel send, a wake-up of the
-//! relay's task and its poll before the write; on 2 cores that made the
-//! fan-out 1.5–1.7× the cost of writing the same frames straight to the
-//! same connections (BENCHMARKS.md, issue 14). actix-ws still carries the
-//! handshake, everything the client sends, and every control frame.
+//! What it saves: at a tick every socket gets a status, and through
+//! actix-ws's `Session` each cost a channel send, a wake-up of the relay's
+//! task and its poll before the write; on 2 cores that made the fan-out
+//! 1.5–1.7× the cost of writing the same frames straight to the same
+//! connections; the lane took the node's CPU during a 19,000-socket hold
+//! from 0.30 to 0.26 of 2 cores and its tick→socket p99 from 1.49 to 1.25×
+//! the floor's (`4a94cd7` → `48cf286`, BENCHMARKS.md, issue 14, "after the
+//! lane"). A ping or pong through actix-ws took the
+//! same hop and wake-up (issue 14 item 4): here it is one more frame.
+//! actix-ws still carries the handshake, everything the client sends, and
+//! the close frame: the session's close ends actix-ws's response body,
+//! which tells the relay the socket is done.
 //!
 //! Frames are encoded by actix-http's own WebSocket `Parser`.
 
@@ -33,8 +40,8 @@ pub enum Refused {
     Closing,
 }
 
-/// Frames the fan-out may leave waiting on a client that does not read
-/// (actix-ws bounds its own queue at the same number).
+/// Frames the outlet may leave waiting on a client that does not read
+/// (what actix-ws bounded its own queue at).
 const QUEUED_FRAMES_LIMIT: usize = 32;
 
 thread_local! {
@@ -66,6 +73,20 @@ impl Lane {
     /// Sends one text message as a frame: written now if nothing waits
     /// before it and the connection takes it, else queued for the relay.
     pub fn send_text(&self, text: &str) -> Result<(), Refused> {
+        self.send(text.as_bytes(), OpCode::Text)
+    }
+
+    /// Sends a ping frame with an empty payload.
+    pub fn send_ping(&self) -> Result<(), Refused> {
+        self.send(b"", OpCode::Ping)
+    }
+
+    /// Sends a pong frame echoing a ping's `payload`.
+    pub fn send_pong(&self, payload: &[u8]) -> Result<(), Refused> {
+        self.send(payload, OpCode::Pong)
+    }
+
+    fn send(&self, payload: &[u8], opcode: OpCode) -> Result<(), Refused> {
         let mut state = self.state.lock();
         if state.closed {
             return Err(Refused::Closing);
@@ -77,7 +98,7 @@ impl Lane {
             // Encoded in this thread's buffer: most frames are written at
             // once, and only what has to wait is copied.
             frame.clear();
-            Parser::write_message(frame, text, OpCode::Text, true, false);
+            Parser::write_message(frame, payload, opcode, true, false);
             let mut unwritten = &frame[..];
             if state.queued.is_empty()
                 && let Some(io) = &state.io
@@ -105,8 +126,9 @@ impl Lane {
         self.state.lock().io = Some(io);
     }
 
-    /// The relay's part: queues a chunk from actix-ws (bounded by actix-ws's
-    /// own queue, which the relay stops draining while bytes wait here).
+    /// The relay's part: queues a chunk from actix-ws, the close frame
+    /// (bounded by actix-ws's own queue, which the relay stops draining
+    /// while bytes wait here).
     pub fn push(&self, chunk: Bytes) {
         self.state.lock().queued.push_back(chunk);
     }

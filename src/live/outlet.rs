@@ -1,15 +1,14 @@
 //! The send side of one visitor's socket, shared by the hub's fan-outs and
-//! the socket's own loop: text messages go into the socket's lane (see
-//! [`super::lane`]) when the connection has one, control frames through
-//! its actix-ws `Session`. A send never waits: both queues are bounded, and
-//! a client that lets one fill is too slow to read, so its socket is asked
-//! to close with 1013 (the client reconnects and resumes) instead of
-//! growing memory.
+//! the socket's own loop: every message it sends (statuses, other texts,
+//! pings, pongs) goes as a frame into the socket's lane (see
+//! [`super::lane`]), the one path to the connection. A send never waits:
+//! the lane is bounded, and a client that lets it fill is too slow to read,
+//! so its socket is asked to close with 1013 (the client reconnects and
+//! resumes) instead of growing memory.
 
 use std::sync::Arc;
 
-use actix_ws::{CloseCode, CloseReason, Closed, Session};
-use futures_util::FutureExt;
+use actix_ws::{CloseCode, CloseReason};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
@@ -28,9 +27,6 @@ pub struct Outlet {
 
 struct Inner {
     wire: Wire,
-    /// Where text messages go, when the socket has a lane (see
-    /// [`super::lane`]); else they go through the session.
-    lane: Option<Arc<Lane>>,
     /// The newest status this socket was sent (see [`Outlet::send_status`]).
     last_sequence: u64,
     /// Text messages offered so far: the socket's heartbeat pings only a
@@ -41,7 +37,7 @@ struct Inner {
 }
 
 enum Wire {
-    Session(Session),
+    Lane(Arc<Lane>),
     /// Keeps what was sent, up to a number of messages: the hub's unit tests
     /// run without sockets.
     #[cfg(test)]
@@ -63,10 +59,8 @@ pub fn close_reason(code: CloseCode, description: &str) -> CloseReason {
 }
 
 impl Outlet {
-    pub fn new(session: Session, home: Arc<Home>, lane: Option<Arc<Lane>>) -> Self {
-        let outlet = Self::with_wire(Wire::Session(session), Some(home));
-        outlet.inner.lock().lane = lane;
-        outlet
+    pub fn new(lane: Arc<Lane>, home: Arc<Home>) -> Self {
+        Self::with_wire(Wire::Lane(lane), Some(home))
     }
 
     #[cfg(test)]
@@ -82,7 +76,6 @@ impl Outlet {
         Self {
             inner: Mutex::new(Inner {
                 wire,
-                lane: None,
                 last_sequence: 0,
                 texts_sent: 0,
                 closing: None,
@@ -154,41 +147,33 @@ impl Outlet {
         if matches!(message, Outgoing::Text(_)) {
             inner.texts_sent += 1;
         }
-        let sent = match (&mut inner.wire, &inner.lane, message) {
-            (_, Some(lane), Outgoing::Text(text)) => match lane.send_text(&text) {
-                Ok(()) => Some(Ok(())),
-                Err(Refused::TooSlow) => None,
-                Err(Refused::Closing) => Some(Err(Closed)),
+        let sent = match &mut inner.wire {
+            Wire::Lane(lane) => match message {
+                Outgoing::Text(text) => lane.send_text(&text),
+                Outgoing::Ping => lane.send_ping(),
+                Outgoing::Pong(payload) => lane.send_pong(payload),
             },
-            (Wire::Session(session), _, message) => try_send(session, message),
             #[cfg(test)]
-            (Wire::Recording { sent, capacity }, _, message) => {
+            Wire::Recording { sent, capacity } => {
                 if sent.len() == *capacity {
-                    None
+                    Err(Refused::TooSlow)
                 } else {
                     if let Outgoing::Text(text) = message {
                         sent.push(text);
                     }
-                    Some(Ok(()))
+                    Ok(())
                 }
             }
         };
-        match sent {
-            Some(Ok(())) => Ok(()),
-            Some(Err(Closed)) => {
-                inner.closing = Some(close_reason(CloseCode::Away, "closed"));
-                self.closing_asked.notify_one();
-                Err(Refused::Closing)
-            }
-            None => {
-                inner.closing = Some(close_reason(
-                    CloseCode::Again,
-                    "too slow to read; reconnect",
-                ));
-                self.closing_asked.notify_one();
-                Err(Refused::TooSlow)
-            }
-        }
+        let reason = match sent {
+            Ok(()) => return Ok(()),
+            // The relay ended: the connection is gone.
+            Err(Refused::Closing) => close_reason(CloseCode::Away, "closed"),
+            Err(Refused::TooSlow) => close_reason(CloseCode::Again, "too slow to read; reconnect"),
+        };
+        inner.closing = Some(reason);
+        self.closing_asked.notify_one();
+        sent
     }
 
     /// The text messages a recording outlet took, oldest first.
@@ -208,77 +193,33 @@ enum Outgoing<'a> {
     Pong(&'a [u8]),
 }
 
-/// Queues one message if the session's queue has room now: `None` if it
-/// is full. actix-ws's sends wait for room; polling once and giving up is
-/// what turns its bounded queue into a bound on a slow client.
-///
-/// The poll is unconstrained by tokio's cooperative budget: a task that
-/// has done its 128 operations sees every channel as full until it
-/// yields, and a task telling hundreds of sockets in a row (the draw's
-/// positions) would otherwise close all but the first 128 as too slow.
-fn try_send(session: &mut Session, message: Outgoing<'_>) -> Option<Result<(), Closed>> {
-    match message {
-        Outgoing::Text(text) => tokio::task::unconstrained(session.text(text)).now_or_never(),
-        Outgoing::Ping => tokio::task::unconstrained(session.ping(b"")).now_or_never(),
-        Outgoing::Pong(payload) => tokio::task::unconstrained(session.pong(payload)).now_or_never(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use actix_web::FromRequest;
-    use actix_web::http::header;
-    use actix_web::test::TestRequest;
-
     use super::*;
 
-    /// A session as a WebSocket handshake makes it, with its response
-    /// (whose body drains the session's queue) kept but never read.
-    async fn session() -> (Session, actix_web::HttpResponse) {
-        let (request, mut payload) = TestRequest::default()
-            .insert_header((header::UPGRADE, "websocket"))
-            .insert_header((header::CONNECTION, "upgrade"))
-            .insert_header((header::SEC_WEBSOCKET_VERSION, "13"))
-            .insert_header((header::SEC_WEBSOCKET_KEY, "dGhlIHNhbXBsZSBub25jZQ=="))
-            .to_http_parts();
-        let body = actix_web::web::Payload::from_request(&request, &mut payload)
-            .await
-            .expect("a payload");
-        let (response, session, _messages) = actix_ws::handle(&request, body).expect("handshake");
-        (session, response)
-    }
-
-    /// tokio gives a task a budget of operations per poll and then makes
-    /// every channel look full until it yields; a fan-out task telling
-    /// hundreds of sockets (the draw's) must not read that as slow clients.
-    #[tokio::test]
-    async fn a_task_that_tells_many_sockets_is_not_refused_by_its_budget() {
-        let mut outlets = Vec::new();
-        let mut responses = Vec::new();
-        for _ in 0..500 {
-            let (session, response) = session().await;
-            outlets.push(Outlet::with_wire(Wire::Session(session), None));
-            responses.push(response);
-        }
-        let refused = tokio::spawn(async move {
-            outlets
-                .iter()
-                .filter(|outlet| outlet.send_status(1, "{}".into()).is_err())
-                .count()
-        })
-        .await
-        .unwrap();
-        assert_eq!(refused, 0);
-    }
-
-    #[tokio::test]
-    async fn a_client_that_reads_nothing_is_refused_once_its_queue_is_full() {
-        let (session, _response) = session().await;
-        let outlet = Outlet::with_wire(Wire::Session(session), None);
+    /// A lane whose connection never comes (its handshake's answer is not
+    /// written yet): every frame waits, as for a client that reads nothing.
+    #[test]
+    fn a_client_that_reads_nothing_is_refused_once_its_lane_is_full() {
+        let outlet = Outlet::with_wire(Wire::Lane(Lane::new()), None);
         let taken = (1..=100)
             .take_while(|sequence| outlet.send_status(*sequence, "{}".into()).is_ok())
             .count();
-        assert_eq!(taken, 32, "actix-ws queues 32 messages per session");
+        assert_eq!(taken, 32, "a lane holds 32 waiting frames");
+        let closing = outlet.inner.lock().closing.clone();
+        assert_eq!(closing.expect("asked to close").code, CloseCode::Again);
         assert_eq!(outlet.send_text("x".into()), Err(Refused::Closing));
+        assert_eq!(outlet.send_ping(), Err(Refused::Closing));
+    }
+
+    #[test]
+    fn a_socket_whose_relay_ended_is_closed_as_gone() {
+        let lane = Lane::new();
+        let outlet = Outlet::with_wire(Wire::Lane(lane.clone()), None);
+        outlet.send_pong(b"p").unwrap();
+        lane.close();
+        assert_eq!(outlet.send_status(1, "{}".into()), Err(Refused::Closing));
+        let closing = outlet.inner.lock().closing.clone();
+        assert_eq!(closing.expect("asked to close").code, CloseCode::Away);
     }
 }

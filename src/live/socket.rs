@@ -28,6 +28,8 @@ pub const SILENCE_LIMIT: Duration = Duration::from_secs(30);
 const CLOSE_LINGER: Duration = Duration::from_secs(2);
 
 pub struct SocketLoop {
+    /// Sends the close frame only, which ends the socket's relay; every
+    /// other frame goes through the outlet.
     pub session: Session,
     pub messages: AggregatedMessageStream,
     pub outlet: Arc<Outlet>,

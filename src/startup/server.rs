@@ -8,10 +8,13 @@
 //! connection: a relay task feeds actix-ws's request payload from it and
 //! drains actix-ws's response body into it, and the HTTP/1 dispatcher ends,
 //! with the two 8 KiB buffers it keeps for every connection for the
-//! connection's life. The connection's lane (`live::lane`), offered to the
-//! route in the request's extensions, lets the fan-out write status frames
-//! straight onto it; actix-ws keeps the handshake, what the client sends,
-//! and every control frame. Any other answer to an upgrade request (a
+//! connection's life: with the socket left in the dispatcher, memory per
+//! held socket was 18.2 KiB, with the relay 10.5 (BENCHMARKS.md, issue 10;
+//! heaptrack put 16.4 KB of a socket in those buffers). The connection's lane (`live::lane`), offered to the
+//! route in the request's extensions, is how every frame we send but the
+//! close reaches it (the route refuses a handshake that comes without one);
+//! actix-ws keeps the handshake, what the client sends, and the close
+//! frame. Any other answer to an upgrade request (a
 //! refusal, an `h2c` upgrade of a plain GET) is written whole, and the
 //! connection closed. The request's body is fed only after a `101`, so an
 //! upgrade request that has one (or is not a GET) is refused at once
@@ -214,8 +217,8 @@ where
 
 /// Moves bytes between a bare connection and actix-ws until the socket
 /// ends: what the client sends feeds the request payload (read only while
-/// actix-ws wants more), what the session sends is drained from the
-/// response body into the socket's lane, whose waiting bytes it writes.
+/// actix-ws wants more), the close frame the session sends is drained from
+/// the response body into the socket's lane, whose waiting bytes it writes.
 async fn relay(io: Arc<TcpStream>, lane: Arc<Lane>, mut payload: PipeWriter, body: BoxBody) {
     tune_for_websocket(&io);
     let mut body = pin!(body);
@@ -249,7 +252,9 @@ enum Ended {
 
 /// A relay's state between wake-ups. Written as a poll function rather
 /// than a `select!` loop, so that a wake-up makes no future and registers
-/// nothing beyond the connection's own two readiness slots.
+/// nothing beyond the connection's own two readiness slots: memory per
+/// held socket 8.5 → 8.2 KiB, one run (BENCHMARKS.md, issue 14, "after the
+/// lane").
 #[derive(Default)]
 struct Relay {
     /// Running while bytes wait for the client to read.
@@ -315,9 +320,10 @@ impl Relay {
         }
     }
 
-    /// Writes what waits in the lane, then what actix-ws sends, until
-    /// neither has more for now. actix-ws is not drained while bytes wait,
-    /// so its own bounded queue holds back a client that does not read.
+    /// Writes what waits in the lane, then what actix-ws sends (the close
+    /// frame), until neither has more for now; the response body's end is
+    /// the socket's. actix-ws is not drained while bytes wait, so the close
+    /// goes after every frame queued before it.
     fn poll_write(
         &mut self,
         cx: &mut Context<'_>,
