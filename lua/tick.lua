@@ -1,7 +1,11 @@
 -- Runs the room's tick if one is due: safe to call from every node at once,
 -- since the stored time of the last tick decides. Work is O(admitted +
--- abandoned), never O(waiting); the opening is O(1), since each entrant's
--- place in the draw was fixed when they joined. Returns (`WireTick`)
+-- SWEEP_SLICE), never O(waiting): each sweep (absent visitors, passes never
+-- seen arriving) takes a slice at most, and a tick that filled one marks
+-- the room (sweep_left), so that the next call sweeps on even if no tick is
+-- due (admitting nobody) and asks to come back in SWEEP_AGAIN_MS. The
+-- opening is O(1), since each entrant's place in the draw was fixed when
+-- they joined. Returns (`WireTick`)
 -- { ran, admitted, abandoned, no_shows, waiting, active, next_due_in_ms,
 -- arrival_resumptions (see resume_arrivals.lua) } as JSON.
 -- ARGV[3]: the seed of this tick's random picks (16 hex digits).
@@ -37,34 +41,45 @@ local function answer(ran, counts)
   counts.ran, counts.arrival_resumptions = ran, resumptions
   return cjson.encode(counts)
 end
-if now < last_tick + tick_ms then
-  return answer(announced, { waiting = waiting, active = active, next_due_in_ms = next_due })
-end
+local due = now >= last_tick + tick_ms
+local sweep_left = room.sweep_left == '1'
 -- An empty room with a full bucket has nothing to do: no write, no event,
 -- so asking an idle room costs a read (the promoter's heartbeat).
-if waiting == 0 and active == 0 and num(room, 'tokens') >= num(room, 'admit_per_tick') then
+local idle = waiting == 0 and active == 0 and num(room, 'tokens') >= num(room, 'admit_per_tick')
+if idle and sweep_left then
+  redis.call('HSET', K_ROOM, 'sweep_left', '0')
+  sweep_left = false
+end
+if not (due or sweep_left) then
+  return answer(announced, { waiting = waiting, active = active, next_due_in_ms = next_due })
+end
+if idle then
   -- Nobody waits, so the presence set holds only visitors admitted since,
-  -- kept there until absent (see below): dropped once, then this is a read.
-  if redis.call('ZCARD', K_SEEN) > 0 then
-    redis.call('ZREMRANGEBYSCORE', K_SEEN, '-inf', now - num(room, 'abandon_after_s') * 1000)
-  end
+  -- kept there until absent (see below): dropped a slice at a time, then
+  -- this is a read.
+  local stale = redis.call('ZRANGEBYSCORE', K_SEEN, '-inf', now - num(room, 'abandon_after_s') * 1000,
+    'LIMIT', 0, SWEEP_SLICE)
+  if #stale > 0 then chunked('ZREM', K_SEEN, stale) end
   return answer(announced, { waiting = 0, active = 0, next_due_in_ms = tick_ms })
 end
-last_tick = last_tick + math.floor((now - last_tick) / tick_ms) * tick_ms
+if due then last_tick = last_tick + math.floor((now - last_tick) / tick_ms) * tick_ms end
 expire_passes(now)
+-- Whether a sweep below filled its slice: more to sweep at the next call.
+local more = false
 
 -- Passes no /api/verify has seen within the grace are taken back (no-shows).
 local no_shows = 0
 if arrival_grace_ms(room) then
-  local due = redis.call('ZRANGEBYSCORE', K_ARRIVALS, '-inf', now)
-  for _, visitor in ipairs(due) do
+  local arrivals_due = redis.call('ZRANGEBYSCORE', K_ARRIVALS, '-inf', now, 'LIMIT', 0, SWEEP_SLICE)
+  if #arrivals_due == SWEEP_SLICE then more = true end
+  for _, visitor in ipairs(arrivals_due) do
     local record = redis.call('HGET', K_VISITORS, visitor)
     if record and string.sub(record, 1, 1) == 'a' then
       revoke(room, visitor, record, now)
       no_shows = no_shows + 1
     end
   end
-  if #due > 0 then chunked('ZREM', K_ARRIVALS, due) end
+  if #arrivals_due > 0 then chunked('ZREM', K_ARRIVALS, arrivals_due) end
   if no_shows > 0 then redis.call('HINCRBY', K_ROOM, 'no_shows', no_shows) end
 end
 
@@ -73,7 +88,8 @@ local grace = num(room, 'abandon_after_s') * 1000
 -- The presence set may still hold visitors admitted since (a tick leaves
 -- them there: removing them from a large set costs more than finding them
 -- here), so only those still in line are dropped.
-local absent = redis.call('ZRANGEBYSCORE', K_SEEN, '-inf', now - grace)
+local absent = redis.call('ZRANGEBYSCORE', K_SEEN, '-inf', now - grace, 'LIMIT', 0, SWEEP_SLICE)
+if #absent == SWEEP_SLICE then more = true end
 local departed, dropped = {}, {}
 for _, visitor in ipairs(absent) do
   local record = redis.call('HGET', K_VISITORS, visitor)
@@ -150,7 +166,7 @@ local function take(n, method)
   return out
 end
 
-if opened(room, now) and room.paused ~= '1' and not sold_out(room) then
+if due and opened(room, now) and room.paused ~= '1' and not sold_out(room) then
   local method = queue_method(room)
   local n = math.min(tokens, cap_room(room))
   if method == 'passthrough' then n = waiting_count() end
@@ -184,19 +200,26 @@ if opened(room, now) and room.paused ~= '1' and not sold_out(room) then
   end
 end
 
-record_admissions(now, #admitted)
-local window_start = math.max(now - RATE_WINDOW_MS, num(room, 'created_at'))
-local span = math.max(now - window_start, tick_ms)
-local achieved = admitted_between(window_start, now) * 1000 / span
+if due then
+  -- Only a tick that was due counts for the pace (a sweep between ticks
+  -- admits nobody and leaves the rate and the schedule alone).
+  record_admissions(now, #admitted)
+  local window_start = math.max(now - RATE_WINDOW_MS, num(room, 'created_at'))
+  local span = math.max(now - window_start, tick_ms)
+  local achieved = admitted_between(window_start, now) * 1000 / span
+  redis.call('HSET', K_ROOM, 'tokens', tokens, 'last_tick', last_tick, 'last_tick_ran', now,
+    'achieved_rate', tostring(achieved), 'admitted_total', num(room, 'admitted_total') + #admitted)
+  room.last_tick_ran, room.achieved_rate = tostring(now), tostring(achieved)
+end
 local version = num(room, 'version') + 1
-redis.call('HSET', K_ROOM, 'tokens', tokens, 'last_tick', last_tick, 'last_tick_ran', now,
-  'achieved_rate', tostring(achieved), 'version', version,
-  'admitted_total', num(room, 'admitted_total') + #admitted)
-room.version, room.last_tick_ran, room.achieved_rate = version, tostring(now), tostring(achieved)
+redis.call('HSET', K_ROOM, 'version', version, 'sweep_left', more and '1' or '0')
+room.version = version
 
 for i, order in ipairs(departed) do departed[i] = tostring(order) end
 publish(room_event('tick', room, { admitted = admitted, departed = departed }))
-local due = last_tick + tick_ms - now
-if opens_at and room.drawn ~= '1' and now < opens_at then due = math.min(due, opens_at - now) end
+local due_in = last_tick + tick_ms - now
+if due_in <= 0 then due_in = tick_ms end
+if opens_at and room.drawn ~= '1' and now < opens_at then due_in = math.min(due_in, opens_at - now) end
+if more then due_in = math.min(due_in, SWEEP_AGAIN_MS) end
 return answer(true, { admitted = #admitted, abandoned = #departed, no_shows = no_shows,
-  waiting = waiting_count(), active = redis.call('ZCARD', K_ACTIVE), next_due_in_ms = due })
+  waiting = waiting_count(), active = redis.call('ZCARD', K_ACTIVE), next_due_in_ms = due_in })

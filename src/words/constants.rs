@@ -10,3 +10,13 @@ pub const RATE_WINDOW_MS: Millis = 60_000;
 /// The span the per-address join limit's rate is counted over (joins per
 /// minute; see `join_limit`).
 pub const JOIN_LIMIT_WINDOW_MS: Millis = 60_000;
+
+/// The most a tick sweeps of each kind (visitors absent too long, passes
+/// never seen arriving) in one call: a sweep never grows with the crowd. A
+/// tick that filled a slice leaves the rest for the room's next call and
+/// says it is due again after [`SWEEP_AGAIN_MS`], so a mass lapse clears a
+/// slice at a time, each a short step for the store.
+pub const SWEEP_SLICE: u64 = 1_000;
+
+/// How soon a tick that left sweeping to do asks to be called again.
+pub const SWEEP_AGAIN_MS: Millis = 50;

@@ -106,6 +106,8 @@ macro_rules! conformance_suite {
             places_read_many_as_status_reads_each,
             every_config_change_is_in_force_at_once_up_and_down,
             those_who_left_are_told_so_then_forgotten,
+            a_mass_lapse_is_swept_a_slice_at_a_time,
+            passes_never_seen_are_reclaimed_a_slice_at_a_time,
         );
         $crate::conformance_suite!(@draw $make;
             before_the_opening_everyone_waits_unordered_and_nobody_is_admitted,
@@ -166,6 +168,7 @@ pub mod sale;
 pub mod scenarios {
     use super::*;
     use waitroom::store::{JoinOptions, StoreError};
+    use waitroom::words::constants::{SWEEP_AGAIN_MS, SWEEP_SLICE};
     use waitroom::words::join_limit::JoinLimit;
     use waitroom::words::pow::Solved;
     use waitroom::words::{RoomEvent, StoreEvent};
@@ -907,6 +910,58 @@ pub mod scenarios {
             h.store.room(&room).await.unwrap().config.arrival_grace_s,
             Some(30)
         );
+    }
+
+    /// No sweep grows with the crowd: more than a slice of absent visitors
+    /// is swept a slice per call. The due tick that finds them sweeps one
+    /// and asks to be called again soon; the calls after it sweep on though
+    /// no tick is due, admitting nobody, until the rest is gone; nothing is
+    /// lost, and the schedule is back.
+    pub async fn a_mass_lapse_is_swept_a_slice_at_a_time(h: &Harness) {
+        let room = h.room("r", 1, None).await;
+        h.patch(&room, r#"{"abandon_after_s": 20, "paused": true}"#)
+            .await;
+        let lapsing = 2 * SWEEP_SLICE + SWEEP_SLICE / 2;
+        for _ in 0..lapsing {
+            h.join(&room).await;
+        }
+        h.clock.advance_ms(25_000);
+        let mut swept = Vec::new();
+        loop {
+            let tick = h.store.tick(&room).await.unwrap();
+            let Some(report) = tick.ran else { break };
+            assert_eq!(report.admitted, 0);
+            let more = report.abandoned == SWEEP_SLICE;
+            assert_eq!(
+                tick.next_due_in_ms <= SWEEP_AGAIN_MS,
+                more,
+                "due again soon while there is more to sweep"
+            );
+            swept.push(report.abandoned);
+        }
+        assert_eq!(swept, [SWEEP_SLICE, SWEEP_SLICE, SWEEP_SLICE / 2]);
+        assert_eq!(h.store.room(&room).await.unwrap().stats.waiting, 0);
+    }
+
+    /// The same for passes never seen arriving: a slice of no-shows per
+    /// call, every one of them reclaimed in the end.
+    pub async fn passes_never_seen_are_reclaimed_a_slice_at_a_time(h: &Harness) {
+        let admitted = SWEEP_SLICE + SWEEP_SLICE / 2;
+        let room = h.room("r", admitted as u32, None).await;
+        h.patch(&room, r#"{"arrival_grace_s": 10, "abandon_after_s": 3600}"#)
+            .await;
+        for _ in 0..admitted {
+            assert!(is_admitted(h.join(&room).await.1), "straight through");
+        }
+        h.clock.advance_ms(TICK_MS.max(10_000));
+        let first = h.store.tick(&room).await.unwrap();
+        assert_eq!(first.ran.unwrap().no_shows, SWEEP_SLICE);
+        assert!(first.next_due_in_ms <= SWEEP_AGAIN_MS);
+        let second = h.store.tick(&room).await.unwrap();
+        assert_eq!(second.ran.unwrap().no_shows, SWEEP_SLICE / 2);
+        assert!(second.next_due_in_ms > SWEEP_AGAIN_MS);
+        let stats = h.store.room(&room).await.unwrap().stats;
+        assert_eq!((stats.no_shows, stats.active), (admitted, 0));
     }
 
     pub async fn resumed_arrivals_get_a_whole_grace_once_per_outage(h: &Harness) {

@@ -11,7 +11,7 @@ use redis::Script;
 use super::events::EVENT_FORMAT;
 use super::keys;
 use super::script_error::CODES;
-use crate::words::constants::{JOIN_LIMIT_WINDOW_MS, RATE_WINDOW_MS};
+use crate::words::constants::{JOIN_LIMIT_WINDOW_MS, RATE_WINDOW_MS, SWEEP_AGAIN_MS, SWEEP_SLICE};
 
 /// Lua's `unpack()` is limited in the number of values it takes: commands
 /// with many members are sent in chunks of this size.
@@ -40,6 +40,8 @@ fn constants() -> Vec<(&'static str, Literal)> {
             Literal::Number(JOIN_LIMIT_WINDOW_MS),
         ),
         ("CHUNK", Literal::Number(CHUNK)),
+        ("SWEEP_SLICE", Literal::Number(SWEEP_SLICE)),
+        ("SWEEP_AGAIN_MS", Literal::Number(SWEEP_AGAIN_MS)),
         ("EVENT_FORMAT", Literal::Number(EVENT_FORMAT.into())),
         ("ROOM_KEY", Literal::Text(keys::ROOM)),
         ("EVENTS_KEY", Literal::Text(keys::EVENTS)),

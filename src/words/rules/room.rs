@@ -16,7 +16,7 @@ use super::pace::Pace;
 use super::passes::Passes;
 use crate::words::chance::{Dice, PickSeed};
 use crate::words::clock::Millis;
-use crate::words::constants::RATE_WINDOW_MS;
+use crate::words::constants::{RATE_WINDOW_MS, SWEEP_AGAIN_MS, SWEEP_SLICE};
 use crate::words::draw::{self, DrawInfo, DrawKey, EntryId};
 use crate::words::operations::{JoinOptions, StoreError, TickReport};
 use crate::words::sale::Stock;
@@ -64,6 +64,9 @@ pub struct RoomModel {
     departed: Departures,
     /// Whether the opening was announced (`RoomEvent::Drawn`).
     drawn_announced: bool,
+    /// The last tick filled a sweep's slice: the next call sweeps on,
+    /// whether a tick is due or not.
+    sweep_left: bool,
     /// Known users (a user token's `sub`) → the visitor holding their place.
     users: HashMap<String, VisitorId>,
     /// And back: the user whose place a visitor holds.
@@ -85,6 +88,7 @@ impl RoomModel {
             door: Door::default(),
             departed: Departures::default(),
             drawn_announced: false,
+            sweep_left: false,
             users: HashMap::new(),
             user_of: HashMap::new(),
         }
@@ -177,15 +181,18 @@ impl RoomModel {
         self.user_of.get(&visitor).cloned()
     }
 
-    /// Drops waiting visitors not seen for `abandon_after_s`; returns their places.
-    fn sweep_abandoned(&mut self, now: Millis) -> Vec<Order> {
+    /// Drops waiting visitors not seen for `abandon_after_s`, a slice at
+    /// most; returns their places, and whether the slice was full.
+    fn sweep_abandoned(&mut self, now: Millis) -> (Vec<Order>, bool) {
         let grace = self.config.abandon_after_s * 1000;
         let opened = self.opened(now);
         let mut departed = Vec::new();
+        let mut swept = 0;
         while let Some((last_seen, visitor)) = self.line.stalest() {
-            if last_seen + grace > now {
+            if last_seen + grace > now || swept == SWEEP_SLICE {
                 break;
             }
+            swept += 1;
             match self.visitors.get(&visitor).copied() {
                 Some(VisitorState::Waiting { spot, .. }) => {
                     self.forget(visitor);
@@ -197,7 +204,7 @@ impl RoomModel {
                 _ => self.line.unsee(visitor, last_seen),
             }
         }
-        departed
+        (departed, swept == SWEEP_SLICE)
     }
 
     fn under_cap(&self) -> bool {
@@ -342,11 +349,16 @@ impl RoomModel {
         );
     }
 
-    /// Passes whose visitor never arrived in time give their slot back;
-    /// returns how many.
-    fn reclaim_no_shows(&mut self, now: Millis) -> u64 {
+    /// Passes whose visitor never arrived in time give their slot back, a
+    /// slice of the arrivals due at most; returns how many, and whether the
+    /// slice was full.
+    fn reclaim_no_shows(&mut self, now: Millis) -> (u64, bool) {
         let before = self.passes.no_shows;
-        while let Some((due, visitor)) = self.passes.pop_due_arrival(now) {
+        let mut swept = 0;
+        while swept < SWEEP_SLICE
+            && let Some((due, visitor)) = self.passes.pop_due_arrival(now)
+        {
+            swept += 1;
             if let Some(&VisitorState::Admitted {
                 expires_at,
                 arrival_due: Some(pending),
@@ -359,7 +371,7 @@ impl RoomModel {
                 self.passes.no_shows += 1;
             }
         }
-        self.passes.no_shows - before
+        (self.passes.no_shows - before, swept == SWEEP_SLICE)
     }
 
     /// `/api/verify` saw the visitor's pass: they arrived.
@@ -445,7 +457,9 @@ impl RoomModel {
 
     /// The tick, if one is due, and the events it makes: the opening's
     /// announcement the first time the room is open, then the tick.
-    /// `random` admits by `pick` (see `words::chance::pick`).
+    /// `random` admits by `pick` (see `words::chance::pick`). After a tick
+    /// that filled a sweep's slice, a call that finds no tick due still
+    /// sweeps the next slice (and admits nobody).
     pub fn tick(&mut self, now: Millis, pick: PickSeed) -> Option<(TickReport, Vec<RoomEvent>)> {
         let mut events = Vec::new();
         if self.opening_due(now) {
@@ -462,10 +476,14 @@ impl RoomModel {
                 });
             }
         }
+        let due = now >= self.pace.last_tick + self.config.tick_ms;
         // An empty room with a full bucket has nothing to do (as on Redis,
         // where this keeps an idle room's heartbeat to a read).
         let idle = !self.busy() && self.pace.tokens >= self.config.admit_per_tick;
-        if now < self.pace.last_tick + self.config.tick_ms || idle {
+        if idle {
+            self.sweep_left = false;
+        }
+        if !(due || self.sweep_left) || idle {
             let report = TickReport {
                 waiting: self.line.waiting(),
                 active: self.passes.held(),
@@ -473,11 +491,19 @@ impl RoomModel {
             };
             return (!events.is_empty()).then_some((report, events));
         }
-        self.pace.start_tick(&self.config, now);
-        let departed = self.sweep_abandoned(now);
-        let no_shows = self.reclaim_no_shows(now);
-        let admitted = self.admit_due(now, pick);
-        self.pace.end_tick(&self.config, now, admitted.len() as u64);
+        if due {
+            self.pace.start_tick(&self.config, now);
+        }
+        let (departed, more_absent) = self.sweep_abandoned(now);
+        let (no_shows, more_no_shows) = self.reclaim_no_shows(now);
+        self.sweep_left = more_absent || more_no_shows;
+        let admitted = if due {
+            let admitted = self.admit_due(now, pick);
+            self.pace.end_tick(&self.config, now, admitted.len() as u64);
+            admitted
+        } else {
+            Vec::new()
+        };
         self.version += 1;
         let report = TickReport {
             admitted: admitted.len() as u64,
@@ -530,9 +556,12 @@ impl RoomModel {
     }
 
     /// When this room next needs its tick asked for: the tick period, or
-    /// sooner for an opening to announce.
+    /// sooner for an opening to announce or a sweep to go on with.
     pub fn next_due_in_ms(&self, now: Millis) -> Millis {
-        let tick = self.pace.next_due_in_ms(&self.config, now);
+        let mut tick = self.pace.next_due_in_ms(&self.config, now);
+        if self.sweep_left {
+            tick = tick.min(SWEEP_AGAIN_MS);
+        }
         match self.config.opens_at {
             Some(at) if self.line.draw.is_some() && !self.drawn_announced => {
                 tick.min(at.0.saturating_sub(now).max(1))
