@@ -313,6 +313,32 @@ pub fn room_config(room: &RoomId) -> RoomConfig {
     RoomConfig::new(format!("load test {room}"), "/")
 }
 
+/// Creates `room` on every node in turn, saying of each that it was created
+/// (`how`) or was there already, to be used as it is; whether each was
+/// created.
+pub async fn create_room_on_every_node(
+    http: &reqwest::Client,
+    nodes: &[Node],
+    admin_token: &str,
+    room: &RoomId,
+    config: &RoomConfig,
+    json: bool,
+    how: &str,
+) -> Result<Vec<bool>, LoadError> {
+    let mut created = Vec::new();
+    for node in nodes {
+        let made = create_room(http, node, admin_token, room, config).await?;
+        let what = if made {
+            format!("created ({how})")
+        } else {
+            "already exists: using it as it is".into()
+        };
+        say(json, format!("{}: room {room} {what}", node.base));
+        created.push(made);
+    }
+    Ok(created)
+}
+
 /// Creates `room` on `node`. `Ok(true)`: created; `Ok(false)`: it existed.
 pub async fn create_room(
     http: &reqwest::Client,

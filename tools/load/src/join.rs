@@ -11,7 +11,7 @@ use serde_json::json;
 use waitroom::words::status::Status;
 use waitroom::words::{RoomConfig, RoomId};
 
-use super::common::{self, ErrorKinds, Latency, Node, create_room, say};
+use super::common::{self, ErrorKinds, Latency, Node, say};
 use super::error::{Failure, LoadError};
 
 /// How the load is shaped; the same for the baseline and the joins.
@@ -185,21 +185,9 @@ async fn create_paused_room(run: &JoinRun<'_>) -> Result<(), LoadError> {
         abandon_after_s: 86_400,
         ..common::room_config(room)
     };
-    for node in run.nodes {
-        let created = create_room(&http, node, run.admin_token, room, &config).await?;
-        say(
-            run.json,
-            format!(
-                "{}: room {room} {}",
-                node.base,
-                if created {
-                    "created (paused: everyone waits)"
-                } else {
-                    "already exists: using it as it is"
-                }
-            ),
-        );
-    }
+    let (nodes, token) = (run.nodes, run.admin_token);
+    let how = "paused: everyone waits";
+    common::create_room_on_every_node(&http, nodes, token, room, &config, run.json, how).await?;
     Ok(())
 }
 

@@ -45,26 +45,13 @@ pub(super) struct FloorFigures {
 
 impl FloorFigures {
     pub(super) fn summary(&self, requested: u64) -> serde_json::Value {
-        let phase = &self.phase;
-        json!({
-            "servers": self.servers,
-            "workers": self.workers,
-            "opened": phase.opened,
-            "failed": requested - phase.opened,
-            "open_errors": phase.open_errors,
-            "open_s": phase.open_s,
-            "open_latency": phase.open_latency,
-            "closed_early": phase.closed_early.values().sum::<u64>(),
-            "closed_early_reasons": phase.closed_early,
-            "held_s": phase.held_s,
-            "ticks_measured": phase.ticks.per_tick.len(),
-            "deliveries": phase.ticks.delays_us.len(),
-            "missed_updates": phase.ticks.missed,
-            "tick_latency": phase.latency,
-            "tick_interval_ms": phase.ticks.interval_ms.map(|(min, max)| json!({"min": min, "max": max})),
-            "hold_cpu": phase.hold_cpu,
-            "server_reports": self.reports,
-        })
+        let mut summary = self.phase.figures(requested);
+        summary.extend([
+            ("servers".to_string(), json!(self.servers)),
+            ("workers".to_string(), json!(self.workers)),
+            ("server_reports".to_string(), json!(self.reports)),
+        ]);
+        summary.into()
     }
 }
 

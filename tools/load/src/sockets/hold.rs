@@ -72,6 +72,34 @@ pub(super) struct Phase {
     pub(super) tool_open_fds: Option<u64>,
 }
 
+impl Phase {
+    /// The figures both the node's and the floor's summaries give of a
+    /// phase that asked for `requested` sockets.
+    pub(super) fn figures(&self, requested: u64) -> serde_json::Map<String, serde_json::Value> {
+        let figures = serde_json::json!({
+            "opened": self.opened,
+            "failed": requested - self.opened,
+            "open_errors": self.open_errors,
+            "open_s": self.open_s,
+            "open_latency": self.open_latency,
+            "closed_early": self.closed_early.values().sum::<u64>(),
+            "closed_early_reasons": self.closed_early,
+            "held_s": self.held_s,
+            "ticks_measured": self.ticks.per_tick.len(),
+            "deliveries": self.ticks.delays_us.len(),
+            "missed_updates": self.ticks.missed,
+            "tick_latency": self.latency,
+            "tick_interval_ms": self.ticks.interval_ms
+                .map(|(min, max)| serde_json::json!({"min": min, "max": max})),
+            "hold_cpu": self.hold_cpu,
+        });
+        match figures {
+            serde_json::Value::Object(figures) => figures,
+            _ => unreachable!("json! of an object"),
+        }
+    }
+}
+
 /// Opens every socket of `specs` (at most `open_concurrency` handshakes at
 /// a time), meets the other processes at the barrier if there is one, holds
 /// them all for `hold` (running `mid_hold` half-way through), lets the

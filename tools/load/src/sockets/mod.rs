@@ -25,7 +25,7 @@ use serde::Serialize;
 use serde_json::json;
 use waitroom::words::{RoomConfig, RoomId};
 
-use crate::common::{self, Joins, Node, Scrape, create_room, say};
+use crate::common::{self, Joins, Node, Scrape, say};
 use crate::error::LoadError;
 use crate::floor;
 
@@ -154,24 +154,9 @@ async fn create_room_everywhere(run: &SocketsRun<'_>) -> Result<Vec<bool>, LoadE
         paused: false,
         ..common::room_config(room)
     };
-    let mut room_created = Vec::new();
-    for node in run.nodes {
-        let created = create_room(&http, node, run.admin_token, room, &room_config).await?;
-        say(
-            run.json,
-            format!(
-                "{}: room {room} {}",
-                node.base,
-                if created {
-                    format!("created ({admit_per_tick} admitted every {tick_ms} ms)")
-                } else {
-                    "already exists: using it as it is".into()
-                }
-            ),
-        );
-        room_created.push(created);
-    }
-    Ok(room_created)
+    let how = format!("{admit_per_tick} admitted every {tick_ms} ms");
+    let (nodes, token) = (run.nodes, run.admin_token);
+    common::create_room_on_every_node(&http, nodes, token, room, &room_config, run.json, &how).await
 }
 
 /// Joins a visitor for every socket; their tickets.
@@ -448,7 +433,8 @@ fn print_summary(run: &SocketsRun<'_>, summary: &Summary) {
         combined,
     } = summary;
     let requested = run.sockets;
-    let summary = json!({
+    let mut summary = phase.figures(requested);
+    let own = json!({
         "mode": "sockets",
         "nodes": run.nodes.iter().map(|n| &n.base).collect::<Vec<_>>(),
         "room": run.room,
@@ -458,32 +444,21 @@ fn print_summary(run: &SocketsRun<'_>, summary: &Summary) {
         "join_errors": joins.errors,
         "join_s": joins.seconds,
         "source_ips": run.source_ips,
-        "opened": phase.opened,
-        "failed": requested - phase.opened,
-        "open_errors": phase.open_errors,
-        "open_s": phase.open_s,
-        "open_latency": phase.open_latency,
-        "closed_early": phase.closed_early.values().sum::<u64>(),
-        "closed_early_reasons": phase.closed_early,
         "hold_s": run.hold.as_secs(),
-        "held_s": phase.held_s,
-        "ticks_measured": phase.ticks.per_tick.len(),
-        "deliveries": phase.ticks.delays_us.len(),
-        "missed_updates": phase.ticks.missed,
-        "tick_latency": phase.latency,
-        "tick_interval_ms": phase.ticks.interval_ms.map(|(min, max)| json!({"min": min, "max": max})),
         "servers": memory,
         "server_sockets_open": memory_figures.server_sockets_open,
         "memory_per_socket_bytes": memory_figures.per_socket,
         "tool_open_files_limit": run.open_files_limit,
         "tool_open_fds_held": phase.tool_open_fds,
-        "hold_cpu": phase.hold_cpu,
         "floor": floor.as_ref().map(|f| f.summary(requested)),
         "floor_ratio": floor_ratio,
         "floor_target_ratio": floor.as_ref().map(|_| FLOOR_TARGET),
         "combined": combined,
     });
-    println!("{summary}");
+    if let serde_json::Value::Object(own) = own {
+        summary.extend(own);
+    }
+    println!("{}", serde_json::Value::Object(summary));
 }
 
 fn report_scrape(json: bool, node: &Node, scrape: Result<Scrape, LoadError>) -> Option<Scrape> {
