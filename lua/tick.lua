@@ -63,9 +63,8 @@ if idle then
   return answer(announced, { waiting = 0, active = 0, next_due_in_ms = tick_ms })
 end
 if due then last_tick = last_tick + math.floor((now - last_tick) / tick_ms) * tick_ms end
-expire_passes(now)
--- Whether a sweep below filled its slice: more to sweep at the next call.
-local more = false
+-- Whether a sweep filled its slice: more to sweep at the next call.
+local more = expire_passes(now)
 
 -- Passes no /api/verify has seen within the grace are taken back (no-shows).
 local no_shows = 0
@@ -105,6 +104,8 @@ end
 if #dropped > 0 then
   chunked('HDEL', K_VISITORS, dropped)
   forget_users(dropped)
+  -- Each is told why when they come back (`expired`, `away_too_long`).
+  for _, visitor in ipairs(dropped) do mark_away(visitor, now) end
 end
 
 -- Refill the bucket (never above one tick's worth) and spend it on the head

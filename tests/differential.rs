@@ -167,6 +167,7 @@ enum State {
     Waiting { position: u64 },
     Admitted { admitted_at: u64, expires_at: u64 },
     Expired,
+    Away,
     Left,
     Closed,
 }
@@ -186,6 +187,7 @@ fn shown(place: Place) -> Shown {
                 expires_at,
             },
             PlaceState::Expired => State::Expired,
+            PlaceState::Away => State::Away,
             PlaceState::Left => State::Left,
             PlaceState::Closed => State::Closed,
         },

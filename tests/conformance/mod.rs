@@ -84,6 +84,7 @@ macro_rules! conformance_suite {
             join_is_idempotent,
             reentry_after_admission_or_leave_goes_to_the_back,
             absent_visitors_lose_their_place_and_burn_no_admission,
+            a_visitor_away_too_long_is_told_so_and_rejoins_at_the_back,
             present_visitors_keep_their_place,
             paused_rooms_admit_nobody,
             eta_follows_the_achieved_rate,
@@ -108,6 +109,7 @@ macro_rules! conformance_suite {
             those_who_left_are_told_so_then_forgotten,
             a_mass_lapse_is_swept_a_slice_at_a_time,
             passes_never_seen_are_reclaimed_a_slice_at_a_time,
+            a_mass_expiry_is_swept_a_slice_at_a_time_and_told_at_once,
         );
         $crate::conformance_suite!(@draw $make;
             before_the_opening_everyone_waits_unordered_and_nobody_is_admitted,
@@ -403,7 +405,65 @@ pub mod scenarios {
             is_admitted(h.state(&room, present).await),
             "the absent head burned no admission"
         );
-        assert!(matches!(h.state(&room, gone).await, PlaceState::Expired));
+        assert!(matches!(h.state(&room, gone).await, PlaceState::Away));
+    }
+
+    /// A place kept five minutes by default; its visitor, swept after
+    /// that, is told why (`Away`) for as long as `AWAY_REMEMBERED_MS`, then
+    /// plainly `Expired`; joining again is a new place at the back.
+    pub async fn a_visitor_away_too_long_is_told_so_and_rejoins_at_the_back(h: &Harness) {
+        use waitroom::words::constants::AWAY_REMEMBERED_MS;
+        let room = h.room("r", 1, None).await;
+        let config = h.store.room(&room).await.unwrap().config;
+        assert_eq!(
+            config.abandon_after_s, 300,
+            "the default keeps a place 5 min"
+        );
+        h.patch(&room, r#"{"paused": true}"#).await;
+        let (away, _) = h.join(&room).await;
+        let mut present = Vec::new();
+        for _ in 0..2 {
+            present.push(h.join(&room).await.0);
+        }
+        // Asking for the place would be a sign of life: the ticks' reports
+        // say when it went. Four minutes and fifty seconds of silence keep it.
+        let mut abandoned = 0;
+        for _ in 0..29 {
+            h.clock.advance_ms(10_000);
+            h.store.touch(&room, &present).await.unwrap();
+            abandoned += h
+                .store
+                .tick(&room)
+                .await
+                .unwrap()
+                .ran
+                .map_or(0, |r| r.abandoned);
+        }
+        assert_eq!(abandoned, 0, "kept at 290 s");
+        for _ in 0..2 {
+            h.clock.advance_ms(10_000);
+            h.store.touch(&room, &present).await.unwrap();
+            abandoned += h
+                .store
+                .tick(&room)
+                .await
+                .unwrap()
+                .ran
+                .map_or(0, |r| r.abandoned);
+        }
+        assert_eq!(abandoned, 1, "gone by 310 s");
+        assert!(matches!(h.state(&room, away).await, PlaceState::Away));
+        assert_eq!(position(h.state(&room, present[0]).await), 1);
+        // The reason is kept for the hour, then the visitor is a stranger.
+        h.clock.advance_ms(AWAY_REMEMBERED_MS - 20_000);
+        h.store.touch(&room, &present).await.unwrap();
+        assert!(matches!(h.state(&room, away).await, PlaceState::Away));
+        h.clock.advance_ms(20_000);
+        assert!(matches!(h.state(&room, away).await, PlaceState::Expired));
+        // Joining again is a new place behind those still there.
+        h.store.touch(&room, &present).await.unwrap();
+        let again = h.store.join(&room, away).await.unwrap().state;
+        assert_eq!(position(again), 3);
     }
 
     pub async fn present_visitors_keep_their_place(h: &Harness) {
@@ -454,10 +514,7 @@ pub mod scenarios {
             h.store.tick(&room).await.unwrap();
         }
         assert_eq!(position(h.state(&room, waiting[1]).await), 2);
-        assert!(matches!(
-            h.state(&room, waiting[2]).await,
-            PlaceState::Expired
-        ));
+        assert!(matches!(h.state(&room, waiting[2]).await, PlaceState::Away));
 
         h.store.close_room(&room).await.unwrap();
         let closed = h.store.places(&room, &waiting).await.unwrap();
@@ -962,6 +1019,48 @@ pub mod scenarios {
         assert!(second.next_due_in_ms > SWEEP_AGAIN_MS);
         let stats = h.store.room(&room).await.unwrap().stats;
         assert_eq!((stats.no_shows, stats.active), (admitted, 0));
+    }
+
+    /// Passes that run out together are swept a slice per call, while
+    /// every visitor whose pass ran out is told so at once, swept or not,
+    /// and may join again at once.
+    pub async fn a_mass_expiry_is_swept_a_slice_at_a_time_and_told_at_once(h: &Harness) {
+        let admitted = 3 * SWEEP_SLICE + SWEEP_SLICE / 2;
+        let room = h.room("r", admitted as u32, None).await;
+        h.patch(&room, r#"{"abandon_after_s": 3600}"#).await;
+        // Ids in order, so the sweeps' order (soonest expiry, then id) is known.
+        let visitors: Vec<VisitorId> = (1..=admitted).map(VisitorId).collect();
+        for visitor in &visitors {
+            let state = h.store.join(&room, *visitor).await.unwrap().state;
+            assert!(is_admitted(state), "straight through");
+        }
+        let ttl_s = h.store.room(&room).await.unwrap().config.pass_ttl_s;
+        h.clock.advance_ms(ttl_s * 1000);
+        // The last of them, whom no sweep has reached, joins again: a new
+        // place, at the back of an empty line.
+        let last = *visitors.last().unwrap();
+        let again = h.store.join(&room, last).await.unwrap().state;
+        assert_eq!(position(again), 1);
+        let slice = SWEEP_SLICE as usize;
+        let active = h.store.room(&room).await.unwrap().stats.active;
+        assert_eq!(
+            active,
+            admitted - 1 - 2 * SWEEP_SLICE,
+            "two calls swept a slice each, the rejoining visitor besides"
+        );
+        // Those no sweep has reached yet are told their pass ran out.
+        let unswept = &visitors[3 * slice..visitors.len() - 1];
+        let places = h.store.places(&room, unswept).await.unwrap();
+        assert!(
+            places
+                .iter()
+                .all(|place| matches!(place.state, PlaceState::Expired)),
+            "{:?}",
+            places
+                .iter()
+                .find(|p| !matches!(p.state, PlaceState::Expired))
+        );
+        assert_eq!(h.store.room(&room).await.unwrap().stats.active, 0);
     }
 
     pub async fn resumed_arrivals_get_a_whole_grace_once_per_outage(h: &Harness) {

@@ -60,6 +60,8 @@ enum WireState {
     Closed,
     #[serde(rename = "e")]
     Expired,
+    #[serde(rename = "x")]
+    Away,
 }
 
 impl WirePlace {
@@ -83,6 +85,7 @@ impl WirePlace {
             WireState::Left => PlaceState::Left,
             WireState::Closed => PlaceState::Closed,
             WireState::Expired => PlaceState::Expired,
+            WireState::Away => PlaceState::Away,
         };
         let queue_method = self.facts.queue_method().unwrap_or_default();
         Some(Place {
