@@ -272,10 +272,13 @@ struct Site {
     /// Whether it takes the pass as a Bearer token too (the origins do; the
     /// edge worker serves browsers, and takes the cookie only).
     takes_bearer: bool,
+    /// The waiting room's page, where it sends those without a valid pass.
+    waiting_room: String,
 }
 
 impl Site {
-    fn start(what: String, command: impl FnMut(u16) -> Command) -> Self {
+    /// Starts the site; it is to send visitors to `waiting_room`.
+    fn start(what: String, waiting_room: String, command: impl FnMut(u16) -> Command) -> Self {
         let (child, port) = support::ports::spawn_listening(&what, STARTUP, command);
         Self {
             child,
@@ -283,6 +286,7 @@ impl Site {
             what,
             served: 0,
             takes_bearer: true,
+            waiting_room,
         }
     }
 
@@ -309,7 +313,7 @@ impl Site {
         assert_eq!(answer.status(), 302, "{}: {what}", self.what);
         assert_eq!(
             answer.headers()[LOCATION],
-            deployment.waiting_room().as_str(),
+            self.waiting_room.as_str(),
             "{}: {what}",
             self.what
         );
@@ -465,20 +469,25 @@ fn origin(
     dir: &Path,
 ) -> Site {
     let waitroom = deployment.url();
-    Site::start(format!("the {what} origin ({mode})"), |port| {
-        let mut command = Command::new(program);
-        command
-            .args(args)
-            .current_dir(dir)
-            .env("WAITROOM_URL", &waitroom)
-            .env("WAITROOM_ROOM", ROOM)
-            .env("WAITROOM_VERIFY", mode)
-            .env("PORT", port.to_string())
-            .stdin(Stdio::null())
-            .stdout(log())
-            .stderr(log());
-        command
-    })
+    let waiting_room = deployment.waiting_room();
+    Site::start(
+        format!("the {what} origin ({mode})"),
+        waiting_room,
+        |port| {
+            let mut command = Command::new(program);
+            command
+                .args(args)
+                .current_dir(dir)
+                .env("WAITROOM_URL", &waitroom)
+                .env("WAITROOM_ROOM", ROOM)
+                .env("WAITROOM_VERIFY", mode)
+                .env("PORT", port.to_string())
+                .stdin(Stdio::null())
+                .stdout(log())
+                .stderr(log());
+            command
+        },
+    )
 }
 
 /// Runs an origin both ways, offline and through /api/verify.
@@ -570,6 +579,9 @@ async fn the_edge_worker_lets_through_only_valid_passes_of_its_room() {
     );
     let mut deployment = Deployment::start().await;
     let (origin_port, served) = protected_origin().await;
+    // The worker's WAITROOM_URL: the node's JWKS, counting its fetches.
+    let (relay_port, jwks_fetches) = jwks_relay(deployment.url()).await;
+    let waitroom = format!("http://127.0.0.1:{relay_port}");
 
     // The committed config and worker, their addresses changed, in a
     // directory of their own (the config embeds the worker beside it).
@@ -587,7 +599,7 @@ async fn the_edge_worker_lets_through_only_valid_passes_of_its_room() {
     let config = replaced(
         &config,
         "\"http://127.0.0.1:8080\"",
-        &format!("{:?}", deployment.url()),
+        &format!("{waitroom:?}"),
     );
     let config = replaced(
         &config,
@@ -595,7 +607,8 @@ async fn the_edge_worker_lets_through_only_valid_passes_of_its_room() {
         &format!("\"http://127.0.0.1:{origin_port}\""),
     );
     let config = replaced(&config, "\"spring-sale\"", &format!("{ROOM:?}"));
-    let mut worker = Site::start("the edge worker".into(), |port| {
+    let waiting_room = format!("{waitroom}/rooms/{ROOM}");
+    let mut worker = Site::start("the edge worker".into(), waiting_room, |port| {
         let path = dir.join(format!("config-{port}.capnp"));
         let listen = replaced(
             &config,
@@ -620,8 +633,67 @@ async fn the_edge_worker_lets_through_only_valid_passes_of_its_room() {
         worker.served,
         "the origin saw only the requests let through"
     );
+    // Some 30 requests, a pass with an unknown kid among them: one fetch,
+    // kept (the unknown kid fetches again only 30 s after the last).
+    assert_eq!(jwks_fetches.load(Ordering::SeqCst), 1, "JWKS fetches");
     drop(worker);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Serves the JWKS of the node at `node` (fetched from it at each request,
+/// so 502 once it is gone), counting the requests; anything else is 404.
+async fn jwks_relay(node: String) -> (u16, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let fetches = Arc::new(AtomicUsize::new(0));
+    let count = fetches.clone();
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            let (count, http, node) = (count.clone(), http.clone(), node.clone());
+            tokio::spawn(async move {
+                let Some(head) = request_head(&mut stream).await else {
+                    return;
+                };
+                let (status, body) = if head.starts_with("GET /.well-known/jwks.json ") {
+                    count.fetch_add(1, Ordering::SeqCst);
+                    let url = format!("{node}/.well-known/jwks.json");
+                    match http.get(url).send().await {
+                        Ok(answer) => ("200 OK", answer.text().await.unwrap_or_default()),
+                        Err(_) => ("502 Bad Gateway", String::new()),
+                    }
+                } else {
+                    ("404 Not Found", String::new())
+                };
+                let answer = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\n\
+                     Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    (port, fetches)
+}
+
+/// A request's head (request line and headers), read up to its blank line.
+async fn request_head(stream: &mut tokio::net::TcpStream) -> Option<String> {
+    let mut request = Vec::new();
+    let mut buffer = [0u8; 4096];
+    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut buffer).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => request.extend_from_slice(&buffer[..n]),
+        }
+    }
+    Some(String::from_utf8_lossy(&request).into_owned())
 }
 
 /// The site behind the edge worker: answers every request 200 "protected:
@@ -638,16 +710,10 @@ async fn protected_origin() -> (u16, Arc<AtomicUsize>) {
             };
             let count = count.clone();
             tokio::spawn(async move {
-                let mut request = Vec::new();
-                let mut buffer = [0u8; 4096];
-                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match stream.read(&mut buffer).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => request.extend_from_slice(&buffer[..n]),
-                    }
-                }
+                let Some(request) = request_head(&mut stream).await else {
+                    return;
+                };
                 count.fetch_add(1, Ordering::SeqCst);
-                let request = String::from_utf8_lossy(&request);
                 let visitor = request
                     .lines()
                     .find_map(|line| {
