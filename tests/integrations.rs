@@ -239,10 +239,6 @@ impl Deployment {
         assert_eq!(self.verify(&self.passes.valid).await, 401);
     }
 
-    fn waiting_room(&self) -> String {
-        self.node.url(&format!("/rooms/{ROOM}"))
-    }
-
     fn url(&self) -> String {
         self.node.url("")
     }
@@ -459,26 +455,24 @@ async fn check(deployment: &mut Deployment, offline: &mut Site, mut api: Option<
 }
 
 /// An origin of `integrations/origins/`, started as `program args` in `dir`
-/// with its environment naming the node, the room and `mode`.
+/// with its environment naming waitroom's URL, the room and `mode`.
 fn origin(
     what: &str,
-    deployment: &Deployment,
+    waitroom: &str,
     mode: &str,
     program: &Path,
     args: &[&str],
     dir: &Path,
 ) -> Site {
-    let waitroom = deployment.url();
-    let waiting_room = deployment.waiting_room();
     Site::start(
         format!("the {what} origin ({mode})"),
-        waiting_room,
+        format!("{waitroom}/rooms/{ROOM}"),
         |port| {
             let mut command = Command::new(program);
             command
                 .args(args)
                 .current_dir(dir)
-                .env("WAITROOM_URL", &waitroom)
+                .env("WAITROOM_URL", waitroom)
                 .env("WAITROOM_ROOM", ROOM)
                 .env("WAITROOM_VERIFY", mode)
                 .env("PORT", port.to_string())
@@ -490,12 +484,22 @@ fn origin(
     )
 }
 
-/// Runs an origin both ways, offline and through /api/verify.
+/// Runs an origin both ways: offline (the JWKS through a relay that counts
+/// its fetches) and through /api/verify (on the node).
 async fn check_origin(what: &str, program: &Path, args: &[&str], dir: &Path) {
     let mut deployment = Deployment::start().await;
-    let mut offline = origin(what, &deployment, "offline", program, args, dir);
-    let mut api = origin(what, &deployment, "api", program, args, dir);
+    let (relay_port, jwks_fetches) = jwks_relay(deployment.url()).await;
+    let relay = format!("http://127.0.0.1:{relay_port}");
+    let mut offline = origin(what, &relay, "offline", program, args, dir);
+    let mut api = origin(what, &deployment.url(), "api", program, args, dir);
     check(&mut deployment, &mut offline, Some(&mut api)).await;
+    // Some 50 requests, a pass with an unknown kid among them: one fetch,
+    // kept (the unknown kid may fetch again only 30 s after the last).
+    assert_eq!(
+        jwks_fetches.load(Ordering::SeqCst),
+        1,
+        "{what}: JWKS fetches"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -24,8 +24,11 @@ WAITING_ROOM = f"{WAITROOM_URL}/rooms/{urllib.parse.quote(ROOM)}"
 PASS = "wr_pass"
 
 # PyJWT keeps the key set for `lifespan` seconds, and fetches it again for
-# a kid it does not know (a key rotation).
-jwks = jwt.PyJWKClient(f"{WAITROOM_URL}/.well-known/jwks.json", lifespan=300, timeout=2)
+# a kid it does not know (a key rotation), at most every `cooldown_duration`
+# seconds.
+jwks = jwt.PyJWKClient(
+    f"{WAITROOM_URL}/.well-known/jwks.json", lifespan=300, cooldown_duration=30, timeout=2
+)
 
 
 def verify_offline(token):
