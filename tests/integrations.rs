@@ -10,10 +10,11 @@
 //! room changed, one signed by another deployment, one forged under our key's
 //! kid and one with `alg: none`; let a valid pass through (naming the
 //! visitor, whatever header the client forged); and turn `?wr_pass=` into
-//! the cookie with a 303 to the clean URL. A revoked pass is refused through
-//! `/api/verify` and, as the docs say, still let through offline; with the
-//! node gone, offline checks go on from the cached JWKS and `/api/verify`
-//! mode fails closed (503).
+//! the cookie with a 303 to the clean URL. Offline, they fetch the JWKS
+//! once for all of it (it comes through a relay here that counts). A
+//! revoked pass is refused through `/api/verify` and, as the docs say, still
+//! let through offline; with the node gone, offline checks go on from the
+//! cached JWKS and `/api/verify` mode fails closed (503).
 //!
 //! Needs Node and npm, Python 3 with venv, Go and Debian's
 //! golang-github-golang-jwt-jwt-dev, and what `./scripts/integrations-setup`
