@@ -110,6 +110,7 @@ macro_rules! conformance_suite {
             a_mass_lapse_is_swept_a_slice_at_a_time,
             passes_never_seen_are_reclaimed_a_slice_at_a_time,
             a_mass_expiry_is_swept_a_slice_at_a_time_and_told_at_once,
+            a_large_admission_goes_a_slice_per_call,
         );
         $crate::conformance_suite!(@draw $make;
             before_the_opening_everyone_waits_unordered_and_nobody_is_admitted,
@@ -1061,6 +1062,39 @@ pub mod scenarios {
                 .find(|p| !matches!(p.state, PlaceState::Expired))
         );
         assert_eq!(h.store.room(&room).await.unwrap().stats.active, 0);
+    }
+
+    /// A tick admits a slice at most, whether its bucket holds more or the
+    /// line goes through (`passthrough`); the calls after it admit on,
+    /// admitting nobody twice and nobody past the bucket.
+    pub async fn a_large_admission_goes_a_slice_per_call(h: &Harness) {
+        let slice = SWEEP_SLICE;
+        for (method, bucket) in [("fifo", 2 * slice + slice / 2 + 7), ("passthrough", 1)] {
+            let room = h.room(method, bucket as u32, None).await;
+            let paused = r#"{"paused": true, "abandon_after_s": 3600}"#;
+            h.patch(&room, paused).await;
+            let line = 2 * slice + slice / 2;
+            for _ in 0..line {
+                h.join(&room).await;
+            }
+            let go = format!(r#"{{"paused": false, "queue_method": "{method}"}}"#);
+            h.patch(&room, &go).await;
+            h.clock.advance_ms(TICK_MS);
+            let mut admitted = Vec::new();
+            loop {
+                let tick = h.store.tick(&room).await.unwrap();
+                let Some(report) = tick.ran else { break };
+                assert_eq!(
+                    tick.next_due_in_ms <= SWEEP_AGAIN_MS,
+                    report.admitted == slice,
+                    "{method}: due again soon after a whole slice"
+                );
+                admitted.push(report.admitted);
+            }
+            assert_eq!(admitted, [slice, slice, slice / 2], "{method}");
+            let stats = h.store.room(&room).await.unwrap().stats;
+            assert_eq!((stats.waiting, stats.active), (0, line), "{method}");
+        }
     }
 
     pub async fn resumed_arrivals_get_a_whole_grace_once_per_outage(h: &Harness) {

@@ -69,6 +69,8 @@ pub struct RoomModel {
     sweep_left: bool,
     /// The last expiry filled its slice: passes that ran out are left.
     passes_left: bool,
+    /// The last tick admitted a whole slice: the next call admits on.
+    admit_left: bool,
     /// Known users (a user token's `sub`) → the visitor holding their place.
     users: HashMap<String, VisitorId>,
     /// And back: the user whose place a visitor holds.
@@ -92,6 +94,7 @@ impl RoomModel {
             drawn_announced: false,
             sweep_left: false,
             passes_left: false,
+            admit_left: false,
             users: HashMap::new(),
             user_of: HashMap::new(),
         }
@@ -527,9 +530,9 @@ impl RoomModel {
         // where this keeps an idle room's heartbeat to a read).
         let idle = !self.busy() && self.pace.tokens >= self.config.admit_per_tick;
         if idle {
-            self.sweep_left = false;
+            (self.sweep_left, self.admit_left) = (false, false);
         }
-        if !(due || self.sweep_left) || idle {
+        if !(due || self.sweep_left || self.admit_left) || idle {
             let report = TickReport {
                 waiting: self.line.waiting(),
                 active: self.passes.held(),
@@ -543,8 +546,11 @@ impl RoomModel {
         let (departed, more_absent) = self.sweep_abandoned(now);
         let (no_shows, more_no_shows) = self.reclaim_no_shows(now);
         self.sweep_left = more_absent || more_no_shows || std::mem::take(&mut self.passes_left);
-        let admitted = if due {
+        // A tick admits a slice at most; the next calls admit on with what
+        // the bucket has left (or, `passthrough`, the rest of the line).
+        let admitted = if due || self.admit_left {
             let admitted = self.admit_due(now, pick);
+            self.admit_left = admitted.len() as u64 == SWEEP_SLICE;
             self.pace.end_tick(&self.config, now, admitted.len() as u64);
             admitted
         } else {
@@ -569,14 +575,16 @@ impl RoomModel {
 
     /// Whom this tick lets in: as many as the bucket and the cap allow, in
     /// the room's queue method; `passthrough` lets the whole line in, bucket
-    /// and cap ignored.
+    /// and cap ignored. A slice at most (`SWEEP_SLICE`) per call.
     fn admit_due(&mut self, now: Millis, pick: PickSeed) -> Vec<Admission> {
         let mut admitted = Vec::new();
         if !self.opened(now) || self.config.paused || self.facts.sold_out {
             return admitted;
         }
         let method = self.config.queue_method;
-        while method == QueueMethod::Passthrough || (self.pace.tokens > 0 && self.under_cap()) {
+        while (admitted.len() as u64) < SWEEP_SLICE
+            && (method == QueueMethod::Passthrough || (self.pace.tokens > 0 && self.under_cap()))
+        {
             let next = match method {
                 QueueMethod::Random => self.line.random(pick, admitted.len() as u64),
                 _ => self.line.first(),
@@ -605,7 +613,7 @@ impl RoomModel {
     /// sooner for an opening to announce or a sweep to go on with.
     pub fn next_due_in_ms(&self, now: Millis) -> Millis {
         let mut tick = self.pace.next_due_in_ms(&self.config, now);
-        if self.sweep_left {
+        if self.sweep_left || self.admit_left {
             tick = tick.min(SWEEP_AGAIN_MS);
         }
         match self.config.opens_at {
