@@ -198,9 +198,13 @@ local function admit(room, visitor, now)
 end
 
 -- The rate an ETA divides by: '' while paused or unknown.
+-- As words::rules::pace: the configured rate until a tick has run a whole
+-- window after the pace last changed (rate_since), then the achieved one.
 local function rate(room)
   if room.paused == '1' then return '' end
-  if room.last_tick_ran == '' then
+  local ran = tonumber(room.last_tick_ran or '')
+  local since = tonumber(room.rate_since or '') or num(room, 'created_at')
+  if not ran or ran < since + RATE_WINDOW_MS then
     return tostring(num(room, 'admit_per_tick') * 1000 / num(room, 'tick_ms'))
   end
   if num(room, 'achieved_rate') > 0 then return room.achieved_rate end

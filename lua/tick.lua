@@ -23,7 +23,9 @@ local resumptions = num(room, 'arrival_resumptions') or 0
 local opens_at = tonumber(room.opens_at or '')
 local announced = false
 if opens_at and room.drawn ~= '1' and now >= opens_at then
-  redis.call('HSET', K_ROOM, 'drawn', '1')
+  -- The pace starts at the opening: ETAs use the configured rate for a window.
+  redis.call('HSET', K_ROOM, 'drawn', '1', 'rate_since', opens_at)
+  room.rate_since = tostring(opens_at)
   if redis.call('ZCARD', K_DRAW) > 0 then
     local version = num(room, 'version') + 1
     redis.call('HSET', K_ROOM, 'version', version)

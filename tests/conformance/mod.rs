@@ -88,6 +88,7 @@ macro_rules! conformance_suite {
             present_visitors_keep_their_place,
             paused_rooms_admit_nobody,
             eta_follows_the_achieved_rate,
+            after_a_rate_change_the_eta_uses_the_new_rate_until_a_window_of_it,
             positions_count_only_those_still_ahead,
             closed_rooms_tell_visitors_and_refuse_joins,
             unknown_rooms_are_errors,
@@ -568,6 +569,45 @@ pub mod scenarios {
             .eta_seconds(24)
             .expect("something was admitted this minute");
         assert!(eta > 65 * 2, "eta {eta} reflects the slower achieved rate");
+    }
+
+    /// Right after the operator sets a new rate the achieved rate still
+    /// speaks of the old one: the ETA divides by the configured rate until
+    /// a whole window at the new one exists (design.md, rule 4), and is
+    /// within 10% of the real wait from the first tick on (no cap, nobody
+    /// leaving).
+    pub async fn after_a_rate_change_the_eta_uses_the_new_rate_until_a_window_of_it(h: &Harness) {
+        let room = h.room("r", 2, None).await;
+        h.patch(&room, r#"{"abandon_after_s": 3600}"#).await;
+        let mut line = Vec::new();
+        for _ in 0..202 {
+            line.push(h.join(&room).await.0);
+        }
+        let last = *line.last().unwrap();
+        // A minute at 2 per tick: the achieved rate is 0.4 per second.
+        for _ in 0..12 {
+            assert_eq!(h.tick(&room).await, 2);
+        }
+        h.patch(&room, r#"{"admit_per_tick": 10}"#).await;
+        assert_eq!(h.tick(&room).await, 10);
+        let place = h.store.status(&room, last).await.unwrap();
+        let at = position(place.state);
+        assert_eq!(at, 202 - 2 - 24 - 10);
+        let eta = place.line.eta_seconds(at).unwrap();
+        // The real wait: a tick admits 10 every 5 s.
+        let real = at.div_ceil(10) * TICK_MS / 1000;
+        assert!(
+            eta.abs_diff(real) * 10 <= real,
+            "eta {eta} s against a real wait of {real} s"
+        );
+        // A whole window at the new rate: the achieved rate is 2 per second.
+        for _ in 0..12 {
+            assert_eq!(h.tick(&room).await, 10);
+        }
+        let place = h.store.status(&room, last).await.unwrap();
+        let at = position(place.state);
+        assert_eq!(place.line.rate_per_s, Some(2.0));
+        assert_eq!(place.line.eta_seconds(at), Some(at / 2));
     }
 
     pub async fn positions_count_only_those_still_ahead(h: &Harness) {

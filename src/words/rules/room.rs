@@ -160,6 +160,10 @@ impl RoomModel {
             self.line.draw = Some(DrawLine::new(dice.draw_seed()));
         }
         self.pace.tokens = self.pace.tokens.min(config.admit_per_tick);
+        let pace = |c: &RoomConfig| (c.admit_per_tick, c.tick_ms, c.paused);
+        if pace(&config) != pace(&self.config) {
+            self.pace.changed_at(now);
+        }
         self.facts = Arc::new(RoomFacts::of(
             &config,
             self.facts.stock_left,
@@ -517,6 +521,9 @@ impl RoomModel {
             // entered: a line that formed after the opening has nothing
             // to read again).
             self.drawn_announced = true;
+            if let Some(opens_at) = self.config.opens_at {
+                self.pace.changed_at(opens_at.0);
+            }
             if self.line.drawn_waiting() > 0 {
                 self.version += 1;
                 events.push(RoomEvent::Drawn {
