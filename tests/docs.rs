@@ -238,6 +238,26 @@ fn the_readme_is_read_in_one_sitting() {
     );
 }
 
+/// The run and test commands, as the README has always given them (CI and
+/// other docs quote them).
+const README_COMMANDS: [&str; 2] = [
+    "cargo run --release -- --demo-room     # then open http://127.0.0.1:8080/rooms/demo",
+    "./scripts/test                         # every test; installs Chromium and Redis if missing",
+];
+
+#[test]
+fn the_readme_opens_with_the_two_commands() {
+    let readme = read(&root().join("README.md"));
+    let first_block: Vec<&str> = readme
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("README.md has a sh block")
+        .lines()
+        .collect();
+    assert_eq!(first_block, README_COMMANDS, "README.md's first sh block");
+}
+
 #[test]
 fn slugs_follow_github_and_mdbook() {
     let text = "# Issue 12: proof of work\n## What `--redis-wait-replicas 1` costs\n\
