@@ -4,7 +4,7 @@
 //! node of this release hears the nodes not yet upgraded. (A node of an
 //! earlier release cannot read the JSON ones: until it is replaced its
 //! sockets move only when they are read again; nothing stored is lost.
-//! README, "Upgrading".)
+//! See docs/src/upgrading.md.)
 
 use std::sync::Arc;
 
