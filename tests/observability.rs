@@ -170,6 +170,34 @@ async fn every_metric_the_dashboard_and_alerts_name_is_exported_on_redis() {
     }
 }
 
+#[test]
+fn the_docs_describe_every_metric_and_alert_named() {
+    let docs = read("docs/src/observability.md");
+    for name in named_metrics()
+        .into_iter()
+        .filter(|name| !MADE_BY_PROMETHEUS.contains(&name.as_str()))
+    {
+        let base = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|suffix| name.strip_suffix(suffix))
+            .unwrap_or(&name);
+        assert!(
+            docs.contains(&format!("`{base}`")),
+            "docs/src/observability.md does not describe {base}"
+        );
+    }
+    for alert in alert_names(&read(ALERTS)) {
+        assert!(
+            docs.contains(&format!("### {alert} (")),
+            "docs/src/observability.md has no section on {alert}"
+        );
+    }
+    assert!(
+        read("docs/src/SUMMARY.md").contains("(observability.md)"),
+        "the chapter is in the book's summary"
+    );
+}
+
 /// A test of the test: a dashboard naming a metric no node exports is
 /// caught (here, `waitroom_waiting` renamed).
 #[test]

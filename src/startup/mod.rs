@@ -300,6 +300,9 @@ impl Application {
 
         let socket_limit = settings.max_sockets.unwrap_or_else(default_socket_limit);
         metrics::gauge!("waitroom_socket_limit").set(socket_limit as f64);
+        // From the start, not from the first socket: a node nobody has
+        // connected to yet shows 0, not nothing.
+        metrics::gauge!("waitroom_sockets_open").set(hub.registry().open_sockets() as f64);
         let draining = Arc::new(AtomicBool::new(false));
         let parts = AppParts {
             store: web::Data::from(store.clone()),
