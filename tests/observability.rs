@@ -198,6 +198,93 @@ fn the_docs_describe_every_metric_and_alert_named() {
     );
 }
 
+/// What the store alerts and the tick-lag alert read, through a real
+/// outage: Redis (with its data on disk) killed under a busy room for
+/// `OUTAGE`, then started again.
+#[tokio::test]
+async fn a_redis_outage_shows_in_store_up_store_errors_and_tick_lag() {
+    const OUTAGE: Duration = Duration::from_millis(2_500);
+    let mut redis = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let url = redis.url();
+    let node = Node::start(env!("CARGO_BIN_EXE_waitroom"), &["--redis-url", &url]);
+    busy_node_metrics(&node).await;
+    let lag_over_a_second = |page: &str| {
+        let count = sample(page, "waitroom_tick_lag_seconds_count").unwrap_or(0.0);
+        let within = sample(page, r#"waitroom_tick_lag_seconds_bucket{le="1"}"#).unwrap_or(0.0);
+        count - within
+    };
+    let before = metrics_page(&node).await;
+    assert_eq!(
+        sample(&before, r#"waitroom_store_up{store="redis"}"#),
+        Some(1.0)
+    );
+    let late_before = lag_over_a_second(&before);
+
+    redis.stop();
+    let stopped = Instant::now();
+    let down = metrics_when(&node, |page| {
+        sample(page, r#"waitroom_store_up{store="redis"}"#) == Some(0.0)
+    })
+    .await;
+    assert_eq!(
+        sample(&down, r#"waitroom_store_up{store="redis"}"#),
+        Some(0.0),
+        "the node's store calls fail"
+    );
+    let failures: f64 = ["timeout", "connection", "failover", "other"]
+        .iter()
+        .filter_map(|kind| {
+            sample(
+                &down,
+                &format!(r#"waitroom_store_errors_total{{store="redis",kind="{kind}"}}"#),
+            )
+        })
+        .sum();
+    assert!(failures > 0.0, "the failed calls counted by kind:\n{down}");
+    // The outage's length is what is measured: it is waited out.
+    tokio::time::sleep(OUTAGE.saturating_sub(stopped.elapsed())).await;
+    redis.restart();
+
+    let back = metrics_when(&node, |page| {
+        sample(page, r#"waitroom_store_up{store="redis"}"#) == Some(1.0)
+            && lag_over_a_second(page) > late_before
+    })
+    .await;
+    assert!(
+        lag_over_a_second(&back) > late_before,
+        "the first tick after the outage counted as more than a second late:\n{back}"
+    );
+}
+
+async fn metrics_page(node: &Node) -> String {
+    reqwest::get(node.url("/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// The node's `/metrics` once `ready` says so (or, after the deadline, as
+/// it is, for the caller's assertion to show).
+async fn metrics_when(node: &Node, ready: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + SERIES_DEADLINE;
+    loop {
+        let page = metrics_page(node).await;
+        if ready(&page) || Instant::now() > deadline {
+            return page;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The value of the sample `series` (name and labels, as exported).
+fn sample(page: &str, series: &str) -> Option<f64> {
+    page.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse().ok())
+}
+
 /// A test of the test: a dashboard naming a metric no node exports is
 /// caught (here, `waitroom_waiting` renamed).
 #[test]
@@ -497,6 +584,12 @@ async fn busy_node_metrics(node: &Node) -> String {
         .await
         .unwrap();
     assert_eq!(refused.status(), 403);
+    let unknown = http
+        .post(node.url("/api/rooms/nowhere/join"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
     let (mut socket, _) = tokio_tungstenite::connect_async(format!(
         "ws://127.0.0.1:{}/api/rooms/capped/ws?ticket={}",
         node.port,
@@ -525,6 +618,14 @@ async fn busy_node_metrics(node: &Node) -> String {
                     r#"waitroom_turned_away_total{room="shut",reason="room_not_accepting"} 1"#
                 ),
                 "the refusal counted by room and reason"
+            );
+            assert!(
+                exported.contains(r#"waitroom_turned_away_total{reason="room_not_found"} 1"#),
+                "a join to no room counted, without a room label"
+            );
+            assert!(
+                !exported.contains("nowhere"),
+                "a made-up room id became a label"
             );
             assert!(
                 !exported.contains("waitroom_max_active{room=\"shut\""),
