@@ -198,6 +198,58 @@ fn the_docs_describe_every_metric_and_alert_named() {
     );
 }
 
+/// Per-room gauges come from every tick answer, not only from the ticks
+/// that ran on the node, so every node on one Redis shows a room's figures
+/// (the dashboard takes the max over nodes): here a node started after
+/// people joined a room whose next tick is a minute away, so that no tick
+/// runs on it. (The node they joined on asked when the room woke, at the
+/// first join: its figures are a tick old, as figures may be.)
+#[tokio::test]
+async fn every_node_shows_a_rooms_figures_between_its_ticks() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let first = Node::start(env!("CARGO_BIN_EXE_waitroom"), &["--redis-url", &url]);
+    let http = reqwest::Client::new();
+    let created = http
+        .post(first.url("/api/admin/rooms"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"id": "slow", "name": "Slow", "target_url": "/x",
+                      "max_active": 1, "admit_per_tick": 1, "tick_ms": 60_000}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    for _ in 0..3 {
+        let joined = http
+            .post(first.url("/api/rooms/slow/join"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(joined.status(), 200);
+    }
+    let second = Node::start(env!("CARGO_BIN_EXE_waitroom"), &["--redis-url", &url]);
+    let figures = [
+        r#"waitroom_waiting{room="slow"} 2"#,
+        r#"waitroom_active{room="slow"} 1"#,
+        r#"waitroom_max_active{room="slow"} 1"#,
+        r#"waitroom_room_paused{room="slow"} 0"#,
+        r#"waitroom_room_opened{room="slow"} 1"#,
+    ];
+    let page = metrics_when(&second, |page| figures.iter().all(|f| page.contains(f))).await;
+    for figure in figures {
+        assert!(
+            page.contains(figure),
+            "{figure} on the second node:\n{page}"
+        );
+    }
+    let cap = r#"waitroom_max_active{room="slow"} 1"#;
+    assert!(
+        metrics_when(&first, |page| page.contains(cap))
+            .await
+            .contains(cap)
+    );
+}
+
 /// What the store alerts and the tick-lag alert read, through a real
 /// outage: Redis (with its data on disk) killed under a busy room for
 /// `OUTAGE`, then started again.
