@@ -7,7 +7,9 @@
 -- opening is O(1), since each entrant's place in the draw was fixed when
 -- they joined. Returns (`WireTick`)
 -- { ran, admitted, abandoned, no_shows, waiting, active, next_due_in_ms,
--- arrival_resumptions (see resume_arrivals.lua) } as JSON.
+-- arrival_resumptions (see resume_arrivals.lua), line, max_active, opened }
+-- as JSON: the last three, the room's figures for the metrics, in every
+-- answer (ran or not), so every node that asks reports the same.
 -- ARGV[3]: the seed of this tick's random picks (16 hex digits).
 local room = load_room()
 if not room then return redis.error_reply(NOROOM) end
@@ -41,6 +43,7 @@ end
 -- A tick's answer: nothing was admitted, abandoned or taken back unless it ran.
 local function answer(ran, counts)
   counts.ran, counts.arrival_resumptions = ran, resumptions
+  counts.line, counts.max_active, counts.opened = line(room), room.max_active or '', opened(room, now)
   return cjson.encode(counts)
 end
 local due = now >= last_tick + tick_ms

@@ -89,22 +89,39 @@ async fn join(
     clock: web::Data<dyn Clock>,
     live: web::Data<Live>,
 ) -> Result<HttpResponse, ApiError> {
-    let answer = join_room(req, room.clone(), body, store, credentials, clock, live).await;
-    if let Err(error) = &answer
-        && TURNED_AWAY.contains(&error.code())
-    {
-        let reason: &'static str = error.code().into();
-        let labels = [("room", room.to_string()), ("reason", reason.to_string())];
-        metrics::counter!("waitroom_turned_away_total", &labels).increment(1);
+    let answer = join_room(req, &room, body, store, credentials, clock, live).await;
+    match &answer {
+        Err(error) => turned_away(&room, error.code()),
+        Ok((_, place)) if place.facts.sold_out && place.state == PlaceState::Closed => {
+            turned_away(&room, ErrorCode::SoldOut);
+        }
+        Ok(_) => {}
     }
-    answer
+    answer.map(|(response, _)| response)
 }
 
-/// The refusals `waitroom_turned_away_total` counts, by code: each of a
-/// room the store knows (it decided them, or was asked whether the room
-/// exists first), so the metric's labels are bounded by the rooms.
-const TURNED_AWAY: &[ErrorCode] = &[
+/// Counts a join that got no place in `waitroom_turned_away_total`, its
+/// `reason` the error code (a bounded set: [`ErrorCode`]). Only a refusal
+/// that shows the store knows the room ([`ROOM_KNOWN`]) carries the
+/// `room` label; any other (no such room, the store unreachable, input
+/// refused before the store was asked) is counted without it, so a made-up
+/// room id never becomes a label.
+fn turned_away(room: &RoomId, code: ErrorCode) {
+    let reason: &'static str = code.into();
+    if ROOM_KNOWN.contains(&code) {
+        metrics::counter!("waitroom_turned_away_total", "room" => room.to_string(), "reason" => reason)
+            .increment(1);
+    } else {
+        metrics::counter!("waitroom_turned_away_total", "reason" => reason).increment(1);
+    }
+}
+
+/// Refusals of a room the store knows: it decided them, or was asked
+/// whether the room exists first (`unless_no_such_room`, `known_user`).
+const ROOM_KNOWN: &[ErrorCode] = &[
     ErrorCode::RoomNotAccepting,
+    ErrorCode::RoomClosed,
+    ErrorCode::SoldOut,
     ErrorCode::RateLimited,
     ErrorCode::PowRequired,
     ErrorCode::PowInvalid,
@@ -112,15 +129,17 @@ const TURNED_AWAY: &[ErrorCode] = &[
     ErrorCode::InvalidUserToken,
 ];
 
+/// The join itself: its answer, and the place it gave.
 async fn join_room(
     req: HttpRequest,
-    room: RoomId,
+    room: &RoomId,
     body: web::Payload,
     store: web::Data<dyn Store>,
     credentials: web::Data<Credentials>,
     clock: web::Data<dyn Clock>,
     live: web::Data<Live>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<(HttpResponse, Place), ApiError> {
+    let room = room.clone();
     let started = Instant::now();
     let body = read_json_or_nothing(&req, body).await?;
     // Read whole (the page sends `{}`), so the connection stays open for
@@ -196,7 +215,8 @@ async fn join_room(
     };
     metrics::histogram!("waitroom_join_seconds").record(started.elapsed().as_secs_f64());
     tracing::debug!(%room, %visitor, state = <&str>::from(status::State::of(&place.state)), "join");
-    Ok(status_response(&credentials, now, &room, &ticket, &place))
+    let response = status_response(&credentials, now, &room, &ticket, &place);
+    Ok((response, place))
 }
 
 /// A proof-of-work challenge for the room's `pow_difficulty` (ALTCHA's

@@ -99,6 +99,7 @@ pub fn app(
         .wrap(actix_web::middleware::from_fn(cookies::secure_cookies))
         .wrap(actix_web::middleware::from_fn(middleware::conventions))
         .wrap(middleware::security_headers())
+        .wrap(actix_web::middleware::from_fn(middleware::count_answers))
         .wrap(TracingLogger::<middleware::RedactedRootSpan>::new())
         .configure(|cfg| parts.register(cfg))
         .app_data(body_configs::json_config())

@@ -18,7 +18,7 @@ use crate::words::chance::{Dice, PickSeed};
 use crate::words::clock::Millis;
 use crate::words::constants::{AWAY_REMEMBERED_MS, RATE_WINDOW_MS, SWEEP_AGAIN_MS, SWEEP_SLICE};
 use crate::words::draw::{self, DrawInfo, DrawKey, EntryId};
-use crate::words::operations::{JoinOptions, StoreError, TickReport};
+use crate::words::operations::{JoinOptions, RoomFigures, StoreError, TickReport};
 use crate::words::sale::Stock;
 use crate::words::{
     Admission, LineSummary, Order, Place, PlaceState, QueueMethod, RoomConfig, RoomEvent,
@@ -268,6 +268,19 @@ impl RoomModel {
             order,
             admitted_at: now,
             expires_at,
+        }
+    }
+
+    /// The room's figures for the metrics (`Tick::figures`).
+    pub fn figures(&self, now: Millis) -> RoomFigures {
+        let line = self.summary();
+        RoomFigures {
+            waiting: line.waiting,
+            active: self.passes.held(),
+            max_active: self.config.max_active,
+            paused: self.config.paused,
+            opened: self.opened(now),
+            tail_eta_s: line.eta_seconds(line.waiting),
         }
     }
 
