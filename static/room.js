@@ -57,7 +57,8 @@ function takeUserToken() {
   return token;
 }
 
-const st = createRoomState(takeUserToken());
+// Kept in the address bar (a reload joins with it again).
+const st = createRoomState(takeUserToken(), new URLSearchParams(location.search).get('return'));
 
 // Proof of work, when the room asks for it: the room's challenge, solved
 // in a worker so the page stays responsive; resolves to the payload a
