@@ -481,6 +481,37 @@ mod tests {
     }
 
     #[test]
+    fn a_tickets_return_is_signed_with_it_and_kept_through_a_rotation() {
+        let old = Credentials::from_secret("old");
+        let visitor = VisitorId::random();
+        let ret = "https://shop.example/checkout?item=7";
+        let ticket = old.issue_ticket_returning(&room("r"), visitor, 1_000, Some(ret));
+        assert_eq!(old.ticket_return(&room("r"), &ticket).as_deref(), Some(ret));
+        assert_eq!(old.ticket_return(&room("other"), &ticket), None);
+        let plain = old.issue_ticket(&room("r"), visitor, 1_000);
+        assert_eq!(old.ticket_return(&room("r"), &plain), None);
+        // Signed: another secret's ticket says nothing.
+        let forged = Credentials::from_secret("x").issue_ticket_returning(
+            &room("r"),
+            visitor,
+            1_000,
+            Some("https://evil.example/"),
+        );
+        assert_eq!(old.ticket_return(&room("r"), &forged), None);
+        // Renewed under a new secret, the ticket keeps its return.
+        let rotated = Credentials::rotating("new", Some("old"));
+        let (same, renewed) = rotated.renew_ticket(&room("r"), &ticket, 2_000).unwrap();
+        assert_eq!(same, visitor);
+        assert_ne!(renewed, ticket);
+        assert_eq!(
+            Credentials::from_secret("new")
+                .ticket_return(&room("r"), &renewed)
+                .as_deref(),
+            Some(ret)
+        );
+    }
+
+    #[test]
     fn tickets_round_trip_and_reject_forgery() {
         let ours = Credentials::from_secret("s1");
         let theirs = Credentials::from_secret("s2");
