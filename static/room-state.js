@@ -5,9 +5,12 @@
 import { isCount } from './lib-dom.js';
 
 // `userToken`: the signed-in customer's token the page arrived with, or null.
-export function createRoomState(userToken) {
+// `returnTo`: the page a forward-auth gate sent the visitor here from
+// (`?return=`), or null; the server decides whether it may be returned to.
+export function createRoomState(userToken, returnTo) {
   return {
     userToken,
+    returnTo: typeof returnTo === 'string' && returnTo ? returnTo : null,
     ticket: null,
     joinTimer: null,
     joinAttempt: 0,
@@ -28,10 +31,12 @@ export function createRoomState(userToken) {
   };
 }
 
-// What a join sends: the user token and a solved challenge, when there are.
+// What a join sends: the user token, a solved challenge and the return,
+// when there are.
 export function joinBody(st) {
   const b = st.userToken ? { user: st.userToken } : {};
   if (st.pow) b.pow = st.pow;
+  if (st.returnTo) b.return = st.returnTo;
   return b;
 }
 

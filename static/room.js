@@ -58,7 +58,8 @@ function takeUserToken() {
   return token;
 }
 
-const st = createRoomState(takeUserToken());
+// Kept in the address bar (a reload joins with it again).
+const st = createRoomState(takeUserToken(), new URLSearchParams(location.search).get('return'));
 // Until a status says otherwise, what the page was rendered with.
 st.keptAwaySeconds = Number(body.getAttribute('data-kept-away-seconds')) || 0;
 

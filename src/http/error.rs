@@ -53,6 +53,7 @@ crate::words::wire_enum! {
         PayloadTooLarge,
         PowInvalid,
         PowRequired,
+        PublicUrlUnknown,
         RateLimited,
         RoomClosed,
         RoomExists,

@@ -9,6 +9,7 @@ pub mod cookies;
 pub mod draw;
 pub mod error;
 pub mod extractors;
+pub mod gate;
 pub mod limits;
 pub mod login_guard;
 pub mod middleware;

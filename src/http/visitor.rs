@@ -19,6 +19,7 @@ use crate::store::{self, JoinOptions, SaleStore, Store};
 use crate::words::clock::{Clock, Millis};
 use crate::words::credentials::{CredentialError, Credentials, read_user_token};
 use crate::words::pow;
+use crate::words::return_url;
 use crate::words::status::{self, Status, StatusInput};
 use crate::words::{Place, PlaceState, RoomId, VisitorId};
 
@@ -184,6 +185,7 @@ async fn join_room(
             return Err(unless_no_such_room(store.get_ref(), &room, refusal).await);
         }
     };
+    let ret = join_return(&req, &fields);
     let now = clock.now_ms();
     let existing = match bearer(&req) {
         Some(ticket) => Some(
@@ -195,10 +197,16 @@ async fn join_room(
             .cookie(&ticket_cookie_name(&room))
             .and_then(|c| credentials.renew_ticket(&room, c.value(), now).ok()),
     };
-    let (visitor, ticket) = existing.unwrap_or_else(|| {
-        let visitor = VisitorId::random();
-        (visitor, credentials.issue_ticket(&room, visitor, now))
-    });
+    // A `return` given now replaces the one the ticket carries (so the
+    // ticket is signed anew); without one, the ticket keeps its own.
+    let (visitor, ticket) = match (existing, &ret) {
+        (Some(existing), None) => existing,
+        (existing, _) => {
+            let visitor = existing.map_or_else(VisitorId::random, |(visitor, _)| visitor);
+            let ticket = credentials.issue_ticket_returning(&room, visitor, now, ret.as_deref());
+            (visitor, ticket)
+        }
+    };
     let options = JoinOptions {
         limit: join_limit(&req),
         user,
@@ -211,12 +219,32 @@ async fn join_room(
     let ticket = if place.visitor == visitor {
         ticket
     } else {
-        credentials.issue_ticket(&room, place.visitor, now)
+        let ret = credentials.ticket_return(&room, &ticket);
+        credentials.issue_ticket_returning(&room, place.visitor, now, ret.as_deref())
     };
     metrics::histogram!("waitroom_join_seconds").record(started.elapsed().as_secs_f64());
     tracing::debug!(%room, %visitor, state = <&str>::from(status::State::of(&place.state)), "join");
     let response = status_response(&credentials, now, &room, &ticket, &place);
     Ok((response, place))
+}
+
+/// Where a forward-auth gate turned the visitor away from (`return`, in
+/// the body or the query; the body wins), if it can be a return at all
+/// (`return_url::parse_return`). Anything else is ignored, not refused:
+/// whether it is honoured is decided at admission, against the room's
+/// target then.
+fn join_return(
+    req: &HttpRequest,
+    fields: &serde_json::Map<String, serde_json::Value>,
+) -> Option<String> {
+    let from_body = fields.get("return").and_then(serde_json::Value::as_str);
+    let from_query = || {
+        url::form_urlencoded::parse(req.query_string().as_bytes())
+            .find(|(name, _)| name == "return")
+            .map(|(_, value)| value.into_owned())
+    };
+    let raw = from_body.map(str::to_string).or_else(from_query)?;
+    return_url::parse_return(&raw).map(String::from)
 }
 
 /// A proof-of-work challenge for the room's `pow_difficulty` (ALTCHA's
@@ -338,8 +366,8 @@ async fn leave(
 }
 
 #[derive(Debug, Deserialize)]
-struct VerifyQuery {
-    room: Option<String>,
+pub(super) struct VerifyQuery {
+    pub(super) room: Option<String>,
 }
 
 /// The header a proxy may name the room with (besides `?room=`).
@@ -348,7 +376,7 @@ const ROOM_HEADER: &str = "X-Waitroom-Room";
 /// The room a verify call asks about: `?room=` or `X-Waitroom-Room` (an
 /// empty value counts as none). It is required, and where both are given
 /// (or the header twice) they must agree: neither can override the other.
-fn room_to_verify(req: &HttpRequest, query: Option<String>) -> Result<RoomId, ApiError> {
+pub(super) fn room_to_verify(req: &HttpRequest, query: Option<String>) -> Result<RoomId, ApiError> {
     let mut named = Vec::new();
     for value in req.headers().get_all(ROOM_HEADER) {
         let value = value.to_str().map_err(|_| {

@@ -6,6 +6,7 @@ use ipnet::IpNet;
 use crate::http::client_address::parse_trusted_proxy;
 use crate::store::redis::RedisOptions;
 use crate::words::join_limit::{DEFAULT_IPV6_PREFIX, IPV6_PREFIXES};
+use crate::words::return_url::PublicUrl;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum LogFormat {
@@ -138,6 +139,18 @@ pub struct Settings {
     /// is the peer address, whatever the header says.
     #[arg(long, env = "WAITROOM_TRUSTED_PROXIES", value_delimiter = ',', value_parser = parse_trusted_proxy)]
     pub trusted_proxies: Vec<IpNet>,
+
+    // Forward auth (`/api/gate`, docs/src/proxies/).
+    /// The waiting room's public base URL (`https://queue.example`, a path
+    /// prefix allowed): `/api/gate`'s redirects to a room's page are built
+    /// on it, and a room whose `target_url` is a path is on its origin.
+    /// Absent, the gate builds them on the forwarded host.
+    #[arg(long, env = "WAITROOM_PUBLIC_URL", value_parser = parse_public_url)]
+    pub public_url: Option<PublicUrl>,
+}
+
+fn parse_public_url(raw: &str) -> Result<PublicUrl, String> {
+    PublicUrl::parse(raw)
 }
 
 /// The shortest admin token accepted: guessing one must be hopeless.
@@ -162,6 +175,17 @@ mod tests {
         Settings::try_parse_from(args)
             .map(|settings| settings.join_rate_ipv6_prefix)
             .map_err(|error| error.to_string())
+    }
+
+    #[test]
+    fn the_public_url_is_checked_at_start() {
+        let parse = |url: &str| Settings::try_parse_from(["waitroom", "--public-url", url]);
+        assert_eq!(
+            parse("https://queue.example/").unwrap().public_url,
+            Some(PublicUrl::parse("https://queue.example").unwrap())
+        );
+        let error = parse("queue.example").unwrap_err().to_string();
+        assert!(error.contains("--public-url"), "{error}");
     }
 
     #[test]

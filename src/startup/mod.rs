@@ -269,10 +269,10 @@ impl Application {
             Some(token) => token,
             None => generate_admin_token()?,
         };
-        let credentials = Arc::new(Credentials::rotating(
-            &secret,
-            settings.previous_secret.as_deref(),
-        ));
+        let credentials = Arc::new(
+            Credentials::rotating(&secret, settings.previous_secret.as_deref())
+                .with_public_url(settings.public_url.clone()),
+        );
         let tasks = Tasks::new();
         let hub = Arc::new(Hub::new(store.clone(), credentials.clone()));
         let wakeups = Arc::new(Wakeups::default());

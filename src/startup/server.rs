@@ -56,7 +56,7 @@ use crate::http::error::ApiError;
 use crate::http::limits::AsksToUpgrade;
 use crate::http::state::{AppParts, Ops};
 use crate::http::{
-    admin, cookies, draw, extractors, limits, middleware, ops, pages, sale, sockets, visitor,
+    admin, cookies, draw, extractors, gate, limits, middleware, ops, pages, sale, sockets, visitor,
 };
 use crate::live::lane::Lane;
 use crate::live::socket::SILENCE_LIMIT;
@@ -107,6 +107,7 @@ pub fn app(
         .app_data(body_configs::query_config())
         .app_data(body_configs::path_config())
         .configure(visitor::routes)
+        .configure(gate::routes)
         .configure(draw::routes)
         .configure(sockets::routes)
         .configure(admin::api::routes)

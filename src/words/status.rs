@@ -5,6 +5,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::words::clock::{Millis, rfc3339};
 use crate::words::credentials::Credentials;
+use crate::words::return_url;
 use crate::words::{
     LineSummary, PlaceState, QueueMethod, RoomFacts, RoomId, VisitorId, WireName, one_of, wire_enum,
 };
@@ -154,7 +155,16 @@ impl<'a> Status<'a> {
             } => {
                 let pass =
                     credentials.issue_pass(input.room, input.visitor, admitted_at, expires_at);
-                status.redirect_url = Some(with_pass(&input.facts.target_url, &pass));
+                // Back to the page a forward-auth gate turned them away
+                // from, when their ticket carries it and it is on the
+                // target's origin; else to the target.
+                let ret = credentials.ticket_return(input.room, input.ticket);
+                let destination = return_url::destination(
+                    ret.as_deref(),
+                    &input.facts.target_url,
+                    credentials.public_url(),
+                );
+                status.redirect_url = Some(with_pass(&destination, &pass));
                 status.expires_at = Some(rfc3339(expires_at));
                 status.pass = Some(pass);
             }
