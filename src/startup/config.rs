@@ -138,6 +138,14 @@ pub struct Settings {
     /// is the peer address, whatever the header says.
     #[arg(long, env = "WAITROOM_TRUSTED_PROXIES", value_delimiter = ',', value_parser = parse_trusted_proxy)]
     pub trusted_proxies: Vec<IpNet>,
+
+    /// A TOML file of `[[room]]` tables (api.md "Rooms from a file") every
+    /// node applies at start, before it serves: a missing room is created,
+    /// a room present gets the fields its table names, a table applied
+    /// before is not applied again. A bad file stops the start, naming
+    /// the line and field.
+    #[arg(long, env = "WAITROOM_ROOMS", value_name = "FILE")]
+    pub rooms: Option<std::path::PathBuf>,
 }
 
 /// The shortest admin token accepted: guessing one must be hopeless.
