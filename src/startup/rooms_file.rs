@@ -322,3 +322,169 @@ fn to_json(value: &toml::Value) -> Result<Value, String> {
         ),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str =
+        "[[room]]\nid = \"drop\"\nname = \"Drop\"\ntarget_url = \"https://shop.example/\"\n";
+
+    fn parse(text: &str) -> Result<RoomsFile, RoomsFileError> {
+        RoomsFile::parse(Path::new("/etc/waitroom/rooms.toml"), text)
+    }
+
+    /// The line and message of what is wrong with `text`.
+    fn fault(text: &str) -> (usize, String) {
+        match parse(text) {
+            Err(RoomsFileError::Invalid { line, message, .. }) => (line, message),
+            other => panic!("expected a fault in\n{text}\ngot {other:?}"),
+        }
+    }
+
+    fn hash(text: &str) -> TableHash {
+        let file = parse(text).unwrap();
+        file.rooms().next().unwrap().hash.clone()
+    }
+
+    #[test]
+    fn each_fault_is_named_by_its_line_and_field() {
+        let cases: &[(&str, usize, &[&str])] = &[
+            ("[[room]\nid = \"x\"\n", 1, &["expected `]`"]),
+            ("[[rooms]]\nid = \"x\"\n", 1, &["unknown field `rooms`"]),
+            (
+                &format!("{HEAD}admit_per_tik = 3\n"),
+                5,
+                &["field `admit_per_tik`", "unknown field"],
+            ),
+            (
+                &format!("{HEAD}admit_per_tick = \"ten\"\n"),
+                5,
+                &["field `admit_per_tick`", "invalid type"],
+            ),
+            (
+                &format!("{HEAD}admit_per_tick = -1\n"),
+                5,
+                &["field `admit_per_tick`"],
+            ),
+            (
+                &format!("{HEAD}\ntick_ms = 5\n"),
+                6,
+                &["field `tick_ms`", "tick_ms must be between 100 and 3600000"],
+            ),
+            (
+                "[[room]]\nid = \"Spring Sale\"\nname = \"x\"\ntarget_url = \"/x\"\n",
+                2,
+                &["field `id`", "[a-z0-9-]"],
+            ),
+            (
+                "[[room]]\nid = \"drop\"\nname = \"Drop\"\ntarget_url = \"ftp://shop.example/\"\n",
+                4,
+                &["field `target_url`", "absolute http(s) URL"],
+            ),
+            (
+                &format!("{HEAD}user_key_file = \"secrets/missing.key\"\n"),
+                5,
+                &[
+                    "field `user_key_file`",
+                    "cannot read /etc/waitroom/secrets/missing.key",
+                ],
+            ),
+            (
+                &format!("{HEAD}opens_at = 2026-06-01T09:00:00\n"),
+                5,
+                &["field `opens_at`", "RFC 3339"],
+            ),
+            (
+                &format!(
+                    "{HEAD}opens_at = 2026-06-01T09:00:00Z\ncloses_at = \"2026-06-01T08:00:00Z\"\n"
+                ),
+                6,
+                &["field `closes_at`", "closes_at must be after opens_at"],
+            ),
+            (
+                &format!("{HEAD}user_required = true\n"),
+                5,
+                &["field `user_required`", "needs a user_key"],
+            ),
+            (
+                "[[room]]\nid = \"drop\"\nname = \"Drop\"\n",
+                1,
+                &["room `drop` has no `target_url`"],
+            ),
+            ("[[room]]\nname = \"Drop\"\n", 1, &["needs an `id`"]),
+            (
+                &format!(
+                    "{HEAD}\n[[room]]\nid = \"drop\"\nname = \"Again\"\ntarget_url = \"/x\"\n"
+                ),
+                6,
+                &["room `drop` is declared twice (first on line 1)"],
+            ),
+        ];
+        for (text, line, words) in cases {
+            let (at, message) = fault(text);
+            assert_eq!(at, *line, "{message}\n{text}");
+            for word in *words {
+                assert!(message.contains(word), "{message:?} lacks {word:?}\n{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_user_key_comes_from_its_file_and_is_never_shown() {
+        let dir = std::env::temp_dir().join(format!("waitroom-rooms-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("secrets")).unwrap();
+        let key = "a-user-key-of-the-shop-0123456789abcdef";
+        std::fs::write(dir.join("secrets/shop.key"), format!("{key}\n")).unwrap();
+        std::fs::write(dir.join("secrets/short.key"), "sesame\n").unwrap();
+        let file = dir.join("rooms.toml");
+        let with = |name: &str| format!("{HEAD}user_key_file = \"secrets/{name}\"\n");
+
+        let read = RoomsFile::parse(&file, &with("shop.key")).unwrap();
+        let table = read.rooms().next().unwrap();
+        let set = table.patch.user_key.clone().flatten().expect("a key");
+        assert_eq!(
+            set.expose(),
+            key,
+            "read relative to the file, its line break left out"
+        );
+        assert!(!format!("{read:?}").contains(key));
+
+        // The key's content is hashed, not the file's name.
+        let inline = format!("{HEAD}user_key = \"{key}\"\n");
+        assert_eq!(table.hash, hash(&inline));
+
+        let error = RoomsFile::parse(&file, &with("short.key"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains(":5:") && error.contains("field `user_key_file`"),
+            "{error}"
+        );
+        assert!(error.contains("user_key must be"), "{error}");
+        assert!(!error.contains("sesame"), "{error}");
+
+        let both = format!("{}user_key = \"{key}\"\n", with("shop.key"));
+        assert!(
+            RoomsFile::parse(&file, &both)
+                .unwrap_err()
+                .to_string()
+                .contains("not both")
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_table_hashes_alike_however_it_is_laid_out() {
+        let plain = format!("{HEAD}admit_per_tick = 5\nopens_at = \"2026-06-01T09:00:00Z\"\n");
+        let laid_out = "# The spring drop.\n[[room]]\nopens_at = 2026-06-01T09:00:00Z   # a TOML datetime\n\
+             admit_per_tick = 5\ntarget_url = \"https://shop.example/\"\nname = \"Drop\"\nid = \"drop\"\n";
+        assert_eq!(hash(&plain), hash(laid_out));
+        assert_ne!(hash(&plain), hash(&format!("{HEAD}admit_per_tick = 6\n")));
+    }
+
+    #[test]
+    fn an_empty_file_declares_no_room() {
+        assert_eq!(parse("# nothing yet\n").unwrap().rooms().count(), 0);
+    }
+}
