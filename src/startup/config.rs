@@ -147,6 +147,14 @@ pub struct Settings {
     /// Absent, the gate builds them on the forwarded host.
     #[arg(long, env = "WAITROOM_PUBLIC_URL", value_parser = parse_public_url)]
     pub public_url: Option<PublicUrl>,
+
+    /// A TOML file of `[[room]]` tables (api.md "Rooms from a file") every
+    /// node applies at start, before it serves: a missing room is created,
+    /// a room present gets the fields its table names, a table applied
+    /// before is not applied again. A bad file stops the start, naming
+    /// the line and field.
+    #[arg(long, env = "WAITROOM_ROOMS", value_name = "FILE")]
+    pub rooms: Option<std::path::PathBuf>,
 }
 
 fn parse_public_url(raw: &str) -> Result<PublicUrl, String> {
