@@ -4,7 +4,6 @@
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::{Method, StatusCode};
 use actix_web::{HttpResponse, ResponseError};
-use serde_json::json;
 
 use crate::store::StoreError;
 
@@ -14,6 +13,7 @@ crate::words::wire_enum! {
     pub enum ErrorCode {
         AlreadyConfirmed,
         BodyTimeout,
+        Draining,
         ClaimNotFound,
         ClaimReleased,
         EditConflict,
@@ -64,6 +64,7 @@ crate::words::wire_enum! {
         SeatTaken,
         SoldOut,
         StoreUnavailable,
+        TaskFailed,
         TooManyAttempts,
         TooManySockets,
         UnknownSeat,
@@ -72,6 +73,20 @@ crate::words::wire_enum! {
         UserRequired,
         WrongKind,
     }
+}
+
+/// Every error answer's body: `{"error":{"code","message"}}`.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+#[schema(as = Error)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ErrorDetail {
+    pub code: ErrorCode,
+    /// For people: what was wrong, and what to do.
+    pub message: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -220,7 +235,12 @@ impl ResponseError for ApiError {
         if let ApiError::MethodNotAllowed { allowed } = self {
             response.insert_header((header::ALLOW, method_list(allowed)));
         }
-        response.json(json!({"error": {"code": self.code(), "message": self.to_string()}}))
+        response.json(ErrorBody {
+            error: ErrorDetail {
+                code: self.code(),
+                message: self.to_string(),
+            },
+        })
     }
 }
 

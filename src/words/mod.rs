@@ -16,7 +16,7 @@ pub mod pow;
 pub mod rules;
 pub mod sale;
 pub mod status;
-mod wire;
+pub(crate) mod wire;
 
 pub use model::*;
 pub use wire::WireName;

@@ -1,0 +1,328 @@
+//! The API description (`GET /api/openapi.json`, src/http/openapi.rs) kept
+//! true to the server: every route the app registers is described with its
+//! methods and nothing else is; the committed copy `docs/openapi.json` is
+//! what the server serves; the document validates (`openapi-spec-validator`);
+//! and schemathesis, run against a live node, finds no 5xx and no answer
+//! that breaks its schema. The two Python tools come from the venv that
+//! `./scripts/test` installs (`target/openapi-tools`, or the directory in
+//! `WAITROOM_OPENAPI_TOOLS`); a missing tool fails the test.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use syn::visit::Visit;
+use waitroom_testkit::TestApp;
+use waitroom_testkit::node::{ADMIN_TOKEN, Node};
+
+const COPY: &str = "docs/openapi.json";
+/// Set to refresh the committed copy from what the server serves.
+const REFRESH: &str = "WAITROOM_REFRESH_OPENAPI";
+/// The command that does it, as the failure and docs/src/openapi.md say.
+const REFRESH_COMMAND: &str =
+    "WAITROOM_REFRESH_OPENAPI=1 cargo test --test openapi the_committed_copy";
+/// The methods a description and a `web::resource` both name.
+const METHODS: [&str; 5] = ["get", "put", "post", "delete", "patch"];
+/// The schemathesis run's bounds: examples per operation, its seed, and
+/// how long it may take before the test gives up on it.
+const MAX_EXAMPLES: &str = "25";
+const SEED: &str = "20261126";
+const SCHEMATHESIS_DEADLINE: Duration = Duration::from_secs(240);
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A tool of the venv `./scripts/test` installs; fails loudly without it.
+fn tool(name: &str) -> PathBuf {
+    let dir = std::env::var_os("WAITROOM_OPENAPI_TOOLS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target/openapi-tools/bin"));
+    let path = dir.join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: run ./scripts/test, which installs it, or \
+         `python3 -m venv target/openapi-tools && target/openapi-tools/bin/pip install \
+         openapi-spec-validator 'schemathesis>=4,<5'`",
+        path.display()
+    );
+    path
+}
+
+async fn served(app: &TestApp) -> Value {
+    let answer = app
+        .http
+        .get(app.url("/api/openapi.json"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    answer.json().await.unwrap()
+}
+
+fn pretty(doc: &Value) -> String {
+    serde_json::to_string_pretty(doc).unwrap() + "\n"
+}
+
+#[tokio::test]
+async fn the_committed_copy_is_what_the_server_serves() {
+    let app = TestApp::spawn().await;
+    let served = pretty(&served(&app).await);
+    let copy = root().join(COPY);
+    if std::env::var_os(REFRESH).is_some() {
+        std::fs::write(&copy, &served).unwrap();
+    }
+    let committed = std::fs::read_to_string(&copy).unwrap_or_default();
+    assert!(
+        committed == served,
+        "{COPY} is not what GET /api/openapi.json serves; refresh it with\n  \
+         {REFRESH_COMMAND}\nand commit it"
+    );
+    let chapter = std::fs::read_to_string(root().join("docs/src/openapi.md")).unwrap();
+    assert!(
+        chapter.contains(REFRESH_COMMAND),
+        "docs/src/openapi.md gives another command"
+    );
+}
+
+/// Every route registered with `web::resource("…")` in src/http, with the
+/// methods its chain names (`.get(…)`, `.post(…)`, …), read from the source
+/// as Rust: the same calls the app makes, so the list cannot go stale.
+fn registered_routes() -> BTreeSet<(String, String)> {
+    #[derive(Default)]
+    struct Routes {
+        methods: BTreeMap<String, BTreeSet<String>>,
+        other_ways: Vec<String>,
+    }
+
+    impl<'ast> Visit<'ast> for Routes {
+        fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
+            let mut chain = vec![call.method.to_string()];
+            let mut receiver = &*call.receiver;
+            while let syn::Expr::MethodCall(inner) = receiver {
+                chain.push(inner.method.to_string());
+                receiver = &inner.receiver;
+            }
+            if let Some(path) = resource_path(receiver) {
+                let methods = self.methods.entry(path).or_default();
+                methods.extend(chain.into_iter().filter(|m| METHODS.contains(&m.as_str())));
+            }
+            if call.method == "route" || call.method == "to" {
+                self.other_ways.push(format!("a .{}(…) call", call.method));
+            }
+            syn::visit::visit_expr_method_call(self, call);
+        }
+
+        fn visit_path(&mut self, path: &'ast syn::Path) {
+            if path.segments.iter().any(|s| s.ident == "scope") {
+                self.other_ways.push("web::scope".into());
+            }
+            syn::visit::visit_path(self, path);
+        }
+    }
+
+    /// The literal of a `web::resource("…")` call.
+    fn resource_path(expr: &syn::Expr) -> Option<String> {
+        let syn::Expr::Call(call) = expr else {
+            return None;
+        };
+        let syn::Expr::Path(function) = &*call.func else {
+            return None;
+        };
+        if function.path.segments.last()?.ident != "resource" {
+            return None;
+        }
+        match call.args.first()? {
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(path),
+                ..
+            }) => Some(path.value()),
+            _ => panic!("a web::resource whose path is not a literal"),
+        }
+    }
+
+    fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+
+    let mut sources = Vec::new();
+    files(&root().join("src/http"), &mut sources);
+    let mut routes = Routes::default();
+    for file in &sources {
+        let text = std::fs::read_to_string(file).unwrap();
+        let parsed = syn::parse_file(&text).unwrap();
+        let before = routes.other_ways.len();
+        routes.visit_file(&parsed);
+        // Routes are registered as `web::resource` alone, so this reading
+        // sees them all.
+        let found: Vec<_> = routes.other_ways.drain(before..).collect();
+        assert!(
+            found.is_empty(),
+            "{} registers a route another way ({found:?}): register it with \
+             web::resource(\"…\") so tests/openapi.rs sees it",
+            file.display()
+        );
+    }
+    assert!(
+        routes.methods.len() > 20,
+        "the reading of src/http found only {:?}",
+        routes.methods
+    );
+    routes
+        .methods
+        .into_iter()
+        .flat_map(|(path, methods)| methods.into_iter().map(move |m| (m, path.clone())))
+        .collect()
+}
+
+fn described_routes(doc: &Value) -> BTreeSet<(String, String)> {
+    let mut routes = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in METHODS {
+            if item.get(method).is_some() {
+                routes.insert((method.to_string(), path.clone()));
+            }
+        }
+    }
+    routes
+}
+
+#[tokio::test]
+async fn every_route_is_described_and_nothing_else() {
+    let app = TestApp::spawn().await;
+    let described = described_routes(&served(&app).await);
+    let registered = registered_routes();
+    let undescribed: Vec<_> = registered.difference(&described).collect();
+    let unregistered: Vec<_> = described.difference(&registered).collect();
+    assert!(
+        undescribed.is_empty() && unregistered.is_empty(),
+        "routes without a description (add #[utoipa::path] to the handler and \
+         name it in ApiDoc's paths, src/http/openapi.rs): {undescribed:?}\n\
+         described but not registered: {unregistered:?}"
+    );
+}
+
+#[tokio::test]
+async fn every_error_answer_is_the_error_body_with_its_codes() {
+    let app = TestApp::spawn().await;
+    let doc = served(&app).await;
+    let mut seen = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in METHODS {
+            let Some(operation) = item.get(method) else {
+                continue;
+            };
+            for (status, answer) in operation["responses"].as_object().unwrap() {
+                let json = &answer["content"]["application/json"]["schema"];
+                if status.as_str() < "400" || json.is_null() {
+                    continue;
+                }
+                let codes = &json["allOf"][1]["properties"]["error"]["properties"]["code"]["enum"];
+                assert!(
+                    json["allOf"][0]["$ref"] == "#/components/schemas/Error"
+                        && codes.as_array().is_some_and(|c| !c.is_empty()),
+                    "{method} {path} {status}: {answer}"
+                );
+                seen += 1;
+            }
+        }
+    }
+    assert!(seen > 50, "only {seen} error answers");
+    // The operator's lockout: 429 with Retry-After, on every admin route.
+    let lockout = &doc["paths"]["/api/admin/rooms"]["get"]["responses"]["429"];
+    assert_eq!(lockout["headers"]["Retry-After"]["required"], true);
+    let codes = &lockout["content"]["application/json"]["schema"]["allOf"][1];
+    assert_eq!(
+        codes["properties"]["error"]["properties"]["code"]["enum"],
+        serde_json::json!(["too_many_attempts"])
+    );
+}
+
+#[tokio::test]
+async fn the_description_validates() {
+    let validator = tool("openapi-spec-validator");
+    let app = TestApp::spawn().await;
+    let file = std::env::temp_dir().join(format!("waitroom-openapi-{}.json", std::process::id()));
+    std::fs::write(&file, pretty(&served(&app).await)).unwrap();
+    let run = Command::new(validator).arg(&file).output().unwrap();
+    let _ = std::fs::remove_file(&file);
+    assert!(
+        run.status.success(),
+        "openapi-spec-validator refused the description:\n{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+}
+
+/// schemathesis against the real binary on the memory store, with the
+/// demo room (and its seat sale) for the examples to reach, the admin token
+/// as a header on every request.
+#[test]
+fn schemathesis_finds_no_server_error_and_no_answer_off_its_schema() {
+    let st = tool("st");
+    let node = Node::start(env!("CARGO_BIN_EXE_waitroom"), &["--demo-room"]);
+    let report = std::env::temp_dir().join(format!("waitroom-schemathesis-{}", std::process::id()));
+    let mut run = Command::new(st)
+        .args([
+            "run",
+            &node.url("/api/openapi.json"),
+            "--header",
+            &format!("Authorization: Bearer {ADMIN_TOKEN}"),
+            "--checks",
+            "not_a_server_error,response_schema_conformance",
+            "--phases",
+            "examples,coverage,fuzzing",
+            "--max-examples",
+            MAX_EXAMPLES,
+            "--seed",
+            SEED,
+            // One worker: with two, a run once stopped on an internal error
+            // of hypothesis and then hung.
+            "--workers",
+            "1",
+            "--request-timeout",
+            "10",
+            "--no-color",
+            "--report-dir",
+        ])
+        .arg(&report)
+        .current_dir(std::env::temp_dir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while run.try_wait().unwrap().is_none() {
+        if started.elapsed() > SCHEMATHESIS_DEADLINE {
+            run.kill().unwrap();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let output = run.wait_with_output().unwrap();
+    let _ = std::fs::remove_dir_all(&report);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        started.elapsed() <= SCHEMATHESIS_DEADLINE,
+        "schemathesis ran past {SCHEMATHESIS_DEADLINE:?}:\n{text}"
+    );
+    assert!(
+        output.status.success(),
+        "schemathesis found answers the description does not allow (or 5xx):\n{text}"
+    );
+    eprintln!("{text}");
+}
