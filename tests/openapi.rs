@@ -326,3 +326,42 @@ fn schemathesis_finds_no_server_error_and_no_answer_off_its_schema() {
     );
     eprintln!("{text}");
 }
+
+// What schemathesis found, each kept by a test of its own.
+
+/// A closed room's refusals named it as Rust's debug form of its id
+/// (`room RoomId("demo") is closed`); they name the id as the client wrote it.
+#[tokio::test]
+async fn refusals_name_the_room_as_its_id() {
+    let app = TestApp::spawn().await;
+    app.create_room("shut", serde_json::json!({})).await;
+    let again = app
+        .admin(reqwest::Method::POST, "/api/admin/rooms")
+        .json(&serde_json::json!({"id": "shut", "name": "Shut", "target_url": "/x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 409);
+    let body: Value = again.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "room_exists");
+    assert_eq!(
+        body["error"]["message"],
+        "a room called \"shut\" already exists"
+    );
+    let closed = app
+        .admin(reqwest::Method::DELETE, "/api/admin/rooms/shut")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(closed.status(), 204);
+    let entries = app
+        .http
+        .get(app.url("/api/rooms/shut/draw/entries"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(entries.status(), 409);
+    let body: Value = entries.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "room_closed");
+    assert_eq!(body["error"]["message"], "room \"shut\" is closed");
+}

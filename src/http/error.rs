@@ -306,17 +306,18 @@ impl From<StoreError> for ApiError {
             StoreError::RoomNotFound(id) => ApiError::RoomNotFound(id.to_string()),
             StoreError::RoomExists(id) => ApiError::Conflict {
                 code: ErrorCode::RoomExists,
-                message: format!("a room called {id:?} already exists"),
+                message: format!("a room called {:?} already exists", id.as_str()),
             },
             StoreError::RoomClosed(id) => ApiError::Conflict {
                 code: ErrorCode::RoomClosed,
-                message: format!("room {id:?} is closed"),
+                message: format!("room {:?} is closed", id.as_str()),
             },
             StoreError::InvalidConfig(message) => ApiError::bad_request(ErrorCode::InvalidConfig, message),
             StoreError::Conflict(id) => ApiError::Conflict {
                 code: ErrorCode::EditConflict,
                 message: format!(
-                    "room {id:?} was changed by someone else at the same time; read it and try again"
+                    "room {:?} was changed by someone else at the same time; read it and try again",
+                    id.as_str()
                 ),
             },
             StoreError::RateLimited { retry_after_s } => ApiError::RateLimited { retry_after_s },
