@@ -27,7 +27,7 @@ const REFRESH_COMMAND: &str =
 const METHODS: [&str; 5] = ["get", "put", "post", "delete", "patch"];
 /// The schemathesis runs' bounds: examples per operation, the seed, and
 /// how long one run may take before the test gives up on it.
-const MAX_EXAMPLES: &str = "25";
+const MAX_EXAMPLES: &str = "50";
 const SEED: &str = "20261126";
 const SCHEMATHESIS_DEADLINE: Duration = Duration::from_secs(120);
 
@@ -226,6 +226,12 @@ async fn every_error_answer_is_the_error_body_with_its_codes() {
                 if status.as_str() < "400" || json.is_null() {
                     continue;
                 }
+                // An answer that is HTML or an error (the admin login's 400).
+                if answer["content"].get("text/html").is_some()
+                    && json["$ref"] == "#/components/schemas/Error"
+                {
+                    continue;
+                }
                 let codes = &json["allOf"][1]["properties"]["error"]["properties"]["code"]["enum"];
                 assert!(
                     json["allOf"][0]["$ref"] == "#/components/schemas/Error"
@@ -322,7 +328,10 @@ fn schemathesis(st: &Path, url: &str, authorization: &str, only: Option<&str>) -
             "--header",
             &format!("Authorization: {authorization}"),
             "--checks",
-            "not_a_server_error,response_schema_conformance",
+            // The two the issue asks for, and that every status, media type
+            // and header of an answer is one the description gives.
+            "not_a_server_error,response_schema_conformance,status_code_conformance,\
+             content_type_conformance,response_headers_conformance",
             "--phases",
             "examples,coverage,fuzzing",
             "--max-examples",

@@ -8,7 +8,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 use serde::Deserialize;
 
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ErrorBody};
 use crate::http::extractors::{
     ADMIN_SESSION_COOKIE as SESSION_COOKIE, CsrfProtected, OperatorForm, admin_session,
     admin_session_cookie, client_address, client_block,
@@ -232,7 +232,9 @@ struct LoginForm {
     request_body(content = LoginForm, content_type = "application/x-www-form-urlencoded"),
     responses(
         (status = 303, description = "Logged in: to `/admin`, with the session cookie"),
-        (status = 400, description = "The form expired (the login form again)", content_type = "text/html"),
+        (status = 400, description = "The form expired (the login form again, HTML), or the form could not be read (`invalid_form`, JSON)", content(("text/html"), (ErrorBody = "application/json"))),
+        (status = 408, description = "body_timeout"),
+        (status = 415, description = "unsupported_media_type"),
         (status = 401, description = "A wrong token (the login form again)", content_type = "text/html"),
         (status = 429, description = "Too many wrong tokens from this address (the login form again)", content_type = "text/html"),
     ),

@@ -318,7 +318,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     summary = "A static asset of the pages (scripts, styles)",
     params(("file" = String, Path, description = "The asset's name", example = "style.css")),
     responses(
-        (status = 200, description = "The asset", content_type = "text/plain"),
+        (status = 200, description = "The asset", content(("text/javascript"), ("text/css"))),
         (status = 404, description = "not_found"),
     ),
 )]
