@@ -286,3 +286,26 @@ fn error_answer(status: u16, codes: &str) -> Value {
     }
     answer
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[should_panic(expected = "ErrorCode has no such code")]
+    fn an_error_answer_names_only_codes_that_exist() {
+        error_answer(409, "sold_out no_such_code");
+    }
+
+    #[test]
+    fn an_error_answer_is_the_error_body_with_its_codes() {
+        let answer = error_answer(429, "rate_limited");
+        let schema = &answer["content"]["application/json"]["schema"]["allOf"];
+        assert_eq!(schema[0]["$ref"], "#/components/schemas/Error");
+        assert_eq!(
+            schema[1]["properties"]["error"]["properties"]["code"]["enum"],
+            json!(["rate_limited"])
+        );
+        assert_eq!(answer["headers"]["Retry-After"]["required"], true);
+    }
+}
