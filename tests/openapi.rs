@@ -423,3 +423,27 @@ async fn refusals_name_the_room_as_its_id() {
     assert_eq!(body["error"]["code"], "room_closed");
     assert_eq!(body["error"]["message"], "room \"shut\" is closed");
 }
+
+/// The description gives the join's body as optional (`JoinBody` or null):
+/// a JSON `null` joins as no body does, and anything else not an object is
+/// still a 400.
+#[tokio::test]
+async fn a_join_with_a_null_body_joins() {
+    let app = TestApp::spawn().await;
+    app.create_room("open", serde_json::json!({})).await;
+    let join = |body: &'static str| {
+        app.http
+            .post(app.url("/api/rooms/open/join"))
+            .header("Content-Type", "application/json")
+            .body(body)
+            .send()
+    };
+    let joined = join("null").await.unwrap();
+    assert_eq!(joined.status(), 200);
+    let status: Value = joined.json().await.unwrap();
+    assert!(status["ticket"].as_str().is_some_and(|t| !t.is_empty()));
+    let refused = join("[]").await.unwrap();
+    assert_eq!(refused.status(), 400);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "invalid_json");
+}

@@ -160,14 +160,15 @@ async fn join_room(
     let fields = if body.is_empty() {
         serde_json::Map::new()
     } else {
-        serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&body).map_err(
-            |error| {
+        // `null` as no fields, as the description's optional body allows.
+        serde_json::from_slice::<Option<serde_json::Map<String, serde_json::Value>>>(&body)
+            .map_err(|error| {
                 ApiError::bad_request(
                     ErrorCode::InvalidJson,
                     format!("the join body must be a JSON object: {error}"),
                 )
-            },
-        )?
+            })?
+            .unwrap_or_default()
     };
     let pow = match fields.get("pow") {
         None | Some(serde_json::Value::Null) => None,
