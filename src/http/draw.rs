@@ -10,9 +10,10 @@ use bytes::Bytes;
 
 use super::error::ApiError;
 use super::extractors::Room;
+use super::openapi::RoomPath;
 use crate::store::Store;
 use crate::words::RoomId;
-use crate::words::draw::{DrawKey, EntryId};
+use crate::words::draw::{DrawInfo, DrawKey, EntryId};
 
 /// Entries read from the store per step of the stream: a step is one short
 /// store call, so a million entries never hold the store for long.
@@ -23,6 +24,18 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .service(web::resource("/api/rooms/{room}/draw/entries").get(entries));
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/rooms/{room}/draw",
+    tag = "draw",
+    summary = "The room's draw: its commitment, and its seed once drawn",
+    params(RoomPath),
+    responses(
+        (status = 200, body = DrawInfo, description = "The draw"),
+        (status = 404, description = "no_draw"),
+        (status = 409, description = "room_closed"),
+    ),
+)]
 async fn draw(Room(room): Room, store: web::Data<dyn Store>) -> Result<HttpResponse, ApiError> {
     let draw = store.draw(&room).await?;
     Ok(HttpResponse::Ok()
@@ -31,6 +44,18 @@ async fn draw(Room(room): Room, store: web::Data<dyn Store>) -> Result<HttpRespo
 }
 
 /// Every entry, one per line, in drawn order, streamed page by page.
+#[utoipa::path(
+    get,
+    path = "/api/rooms/{room}/draw/entries",
+    tag = "draw",
+    summary = "Every entrant's entry id, one per line, in drawn order",
+    params(RoomPath),
+    responses(
+        (status = 200, body = String, content_type = "text/plain", description = "One entry id per line, streamed"),
+        (status = 404, description = "no_draw"),
+        (status = 409, description = "not_drawn room_closed"),
+    ),
+)]
 async fn entries(Room(room): Room, store: web::Data<dyn Store>) -> Result<HttpResponse, ApiError> {
     // The first page is read before answering, so a room before its
     // opening (or without a draw) gets its error, not an empty 200.

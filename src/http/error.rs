@@ -4,7 +4,6 @@
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::{Method, StatusCode};
 use actix_web::{HttpResponse, ResponseError};
-use serde_json::json;
 
 use crate::store::StoreError;
 
@@ -14,6 +13,7 @@ crate::words::wire_enum! {
     pub enum ErrorCode {
         AlreadyConfirmed,
         BodyTimeout,
+        Draining,
         ClaimNotFound,
         ClaimReleased,
         EditConflict,
@@ -65,6 +65,7 @@ crate::words::wire_enum! {
         SeatTaken,
         SoldOut,
         StoreUnavailable,
+        TaskFailed,
         TooManyAttempts,
         TooManySockets,
         UnknownSeat,
@@ -73,6 +74,20 @@ crate::words::wire_enum! {
         UserRequired,
         WrongKind,
     }
+}
+
+/// Every error answer's body: `{"error":{"code","message"}}`.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+#[schema(as = Error)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ErrorDetail {
+    pub code: ErrorCode,
+    /// For people: what was wrong, and what to do.
+    pub message: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -221,7 +236,12 @@ impl ResponseError for ApiError {
         if let ApiError::MethodNotAllowed { allowed } = self {
             response.insert_header((header::ALLOW, method_list(allowed)));
         }
-        response.json(json!({"error": {"code": self.code(), "message": self.to_string()}}))
+        response.json(ErrorBody {
+            error: ErrorDetail {
+                code: self.code(),
+                message: self.to_string(),
+            },
+        })
     }
 }
 
@@ -287,17 +307,18 @@ impl From<StoreError> for ApiError {
             StoreError::RoomNotFound(id) => ApiError::RoomNotFound(id.to_string()),
             StoreError::RoomExists(id) => ApiError::Conflict {
                 code: ErrorCode::RoomExists,
-                message: format!("a room called {id:?} already exists"),
+                message: format!("a room called {:?} already exists", id.as_str()),
             },
             StoreError::RoomClosed(id) => ApiError::Conflict {
                 code: ErrorCode::RoomClosed,
-                message: format!("room {id:?} is closed"),
+                message: format!("room {:?} is closed", id.as_str()),
             },
             StoreError::InvalidConfig(message) => ApiError::bad_request(ErrorCode::InvalidConfig, message),
             StoreError::Conflict(id) => ApiError::Conflict {
                 code: ErrorCode::EditConflict,
                 message: format!(
-                    "room {id:?} was changed by someone else at the same time; read it and try again"
+                    "room {:?} was changed by someone else at the same time; read it and try again",
+                    id.as_str()
                 ),
             },
             StoreError::RateLimited { retry_after_s } => ApiError::RateLimited { retry_after_s },

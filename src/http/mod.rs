@@ -1,6 +1,7 @@
 //! HTTP: the application's state in parts (`state`), the errors and
 //! extractors, the routes by feature (visitor API, sockets, operators, sale,
-//! pages, ops), and the middleware every answer goes through.
+//! pages, ops, the API description), and the middleware every answer goes
+//! through.
 
 pub mod admin;
 pub mod body_configs;
@@ -13,6 +14,7 @@ pub mod gate;
 pub mod limits;
 pub mod login_guard;
 pub mod middleware;
+pub mod openapi;
 pub mod ops;
 pub mod pages;
 pub mod refusal_log;

@@ -7,9 +7,8 @@ use std::sync::atomic::Ordering;
 
 use actix_web::{HttpResponse, web};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use serde_json::json;
 
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ErrorBody, ErrorCode, ErrorDetail};
 use crate::http::state::{Live, Ops};
 use crate::store::Store;
 
@@ -127,10 +126,34 @@ fn describe() {
     }
 }
 
-async fn healthz() -> HttpResponse {
-    HttpResponse::Ok().json(json!({"status": "ok"}))
+/// `/healthz` and `/readyz` when all is well.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct Health {
+    /// `ok` (`/healthz`) or `ready` (`/readyz`).
+    status: &'static str,
 }
 
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "operations",
+    summary = "The process is up",
+    responses((status = 200, body = Health, description = "`{\"status\":\"ok\"}`")),
+)]
+async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().json(Health { status: "ok" })
+}
+
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "operations",
+    summary = "Ready for visitors: not draining, no background task failed, the store answers",
+    responses(
+        (status = 200, body = Health, description = "`{\"status\":\"ready\"}`"),
+        (status = 503, description = "draining task_failed store_unavailable"),
+    ),
+)]
 async fn readyz(
     ops: web::Data<Ops>,
     live: web::Data<Live>,
@@ -138,27 +161,42 @@ async fn readyz(
 ) -> HttpResponse {
     if ops.draining.load(Ordering::Relaxed) {
         return unready(
-            "draining",
+            ErrorCode::Draining,
             "this node is shutting down; send new visitors to another",
         );
     }
     let failed = live.tasks.failures();
     if !failed.is_empty() {
         return unready(
-            "task_failed",
+            ErrorCode::TaskFailed,
             &format!("background tasks stopped: {}", failed.join(", ")),
         );
     }
     match store.ping().await {
-        Ok(()) => HttpResponse::Ok().json(json!({"status": "ready"})),
-        Err(error) => unready("store_unavailable", &error.to_string()),
+        Ok(()) => HttpResponse::Ok().json(Health { status: "ready" }),
+        Err(error) => unready(ErrorCode::StoreUnavailable, &error.to_string()),
     }
 }
 
-fn unready(code: &str, message: &str) -> HttpResponse {
-    HttpResponse::ServiceUnavailable().json(json!({"error": {"code": code, "message": message}}))
+fn unready(code: ErrorCode, message: &str) -> HttpResponse {
+    HttpResponse::ServiceUnavailable().json(ErrorBody {
+        error: ErrorDetail {
+            code,
+            message: message.into(),
+        },
+    })
 }
 
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "operations",
+    summary = "Prometheus metrics (text format)",
+    responses(
+        (status = 200, body = String, content_type = "text/plain", description = "The metrics"),
+        (status = 404, description = "not_found"),
+    ),
+)]
 async fn metrics_text(ops: web::Data<Ops>) -> Result<HttpResponse, ApiError> {
     if ops.metrics_elsewhere {
         return Err(ApiError::NotFound("no such endpoint".into()));

@@ -5,13 +5,13 @@ use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
 use askama::Template;
 use serde::Deserialize;
-use serde_json::json;
 
 use crate::http::error::{ApiError, ErrorCode};
 use crate::http::extractors::{
     Expiry, Operator, PASS_COOKIE, Pass, PassChecker, PassHolder, PassRefusal, Room, check_pass,
     ticket_cookie_name,
 };
+use crate::http::openapi::{ClaimPath, RoomPath};
 use crate::http::pages::i18n::Catalogue;
 use crate::http::pages::{catalogue_for, render, texts_json};
 use crate::http::sale_views::SaleViews;
@@ -19,7 +19,9 @@ use crate::store::{SaleStore, Store, set_up_sale};
 use crate::words::RoomId;
 use crate::words::clock::{Clock, rfc3339_ms};
 use crate::words::credentials::Credentials;
-use crate::words::sale::{Claim, ClaimState, SaleRequest, SeatState, Want};
+use crate::words::sale::{
+    Claim, ClaimState, ClaimView, SaleRequest, SaleView, SeatState, Want, WantBody,
+};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/api/rooms/{room}/sale").get(show))
@@ -38,6 +40,39 @@ fn claim_json(room: &RoomId, claim: &Claim) -> serde_json::Value {
     serde_json::to_value(claim.view(room)).expect("a claim always serializes")
 }
 
+/// `GET …/sale`: what is left, and the caller's own claims.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[schema(as = Sale)]
+struct SaleShown<'a> {
+    #[serde(flatten)]
+    view: SaleView,
+    /// The caller's own claims (with a valid pass; empty without).
+    mine: Vec<ClaimView<'a>>,
+    /// The server's clock (RFC 3339, milliseconds), to count holds down against.
+    server_time: String,
+}
+
+/// `GET …/sale/orders`: confirmed claims in order of confirmation.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct Orders<'a> {
+    orders: Vec<ClaimView<'a>>,
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/rooms/{room}/sale",
+    tag = "sale",
+    summary = "What is left of the room's sale",
+    description = "May be served from a cache up to one second old; the caller's own claims (`mine`, with a valid pass) are read now.",
+    params(RoomPath),
+    security((), ("pass" = []), ("pass_cookie" = [])),
+    responses(
+        (status = 200, body = SaleShown, description = "The sale"),
+        (status = 401, description = "invalid_pass pass_expired pass_revoked"),
+        (status = 404, description = "sale_not_found"),
+        (status = 409, description = "room_closed"),
+    ),
+)]
 async fn show(
     Room(room): Room,
     holder: Option<PassHolder>,
@@ -52,7 +87,7 @@ async fn show(
         Some(PassHolder(pass)) => sale.claims_of(&room, pass.visitor).await?,
         None => Vec::new(),
     };
-    let mut body = serde_json::to_value(&*view).expect("a sale always serializes");
+    let mut view = SaleView::clone(&view);
     // The view may be a second old; the visitor's own claims are read now,
     // and their seats shown as they are.
     for claim in &mine {
@@ -61,17 +96,40 @@ async fn show(
             _ => SeatState::Held,
         };
         for seat in &claim.seats {
-            body["seats"][seat] = serde_json::to_value(shown).expect("a seat state serializes");
+            view.seats.insert(seat.clone(), shown);
         }
     }
-    body["mine"] = mine.iter().map(|c| claim_json(&room, c)).collect();
-    // The page counts holds down against the server's clock, not the device's.
-    body["server_time"] = rfc3339_ms(clock.now_ms()).into();
+    let body = SaleShown {
+        view,
+        mine: mine.iter().map(|c| c.view(&room)).collect(),
+        // The page counts holds down against the server's clock, not the device's.
+        server_time: rfc3339_ms(clock.now_ms()),
+    };
     Ok(HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "no-store"))
         .json(body))
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/rooms/{room}/sale/claims",
+    tag = "sale",
+    summary = "Hold units or seats for this pass's visitor, all or nothing",
+    description = "A retry with the same `Idempotency-Key` (after a timeout or a 503) gets the first answer again, never a second hold.",
+    params(
+        RoomPath,
+        ("Idempotency-Key" = Option<String>, Header, description = "1 to 128 visible characters"),
+    ),
+    request_body(content = WantBody, content_type = "application/json"),
+    security(("pass" = []), ("pass_cookie" = [])),
+    responses(
+        (status = 201, body = ClaimView, description = "The hold"),
+        (status = 400, description = "invalid_claim invalid_quantity invalid_seats invalid_idempotency_key unknown_seat wrong_kind"),
+        (status = 401, description = "missing_pass invalid_pass pass_expired pass_revoked"),
+        (status = 404, description = "sale_not_found"),
+        (status = 409, description = "sold_out seat_taken limit_reached room_closed"),
+    ),
+)]
 async fn hold(
     req: HttpRequest,
     Pass { room, visitor, .. }: Pass,
@@ -105,6 +163,21 @@ async fn hold(
     Ok(HttpResponse::Created().json(claim_json(&room, &claim)))
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/rooms/{room}/sale/claims/{claim}/confirm",
+    tag = "sale",
+    summary = "The payment went through: the hold becomes an order",
+    params(ClaimPath),
+    security(("pass" = []), ("pass_cookie" = [])),
+    responses(
+        (status = 200, body = ClaimView, description = "The order"),
+        (status = 401, description = "missing_pass invalid_pass pass_revoked"),
+        (status = 404, description = "sale_not_found claim_not_found"),
+        (status = 409, description = "claim_released room_closed"),
+        (status = 410, description = "hold_expired"),
+    ),
+)]
 async fn confirm(
     PassHolder(Pass { room, visitor, .. }): PassHolder,
     path: web::Path<(String, String)>,
@@ -116,6 +189,21 @@ async fn confirm(
     Ok(HttpResponse::Ok().json(claim_json(&room, &claim)))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/api/rooms/{room}/sale/claims/{claim}",
+    tag = "sale",
+    summary = "Give the hold back to stock",
+    params(ClaimPath),
+    security(("pass" = []), ("pass_cookie" = [])),
+    responses(
+        (status = 204, description = "Released"),
+        (status = 401, description = "missing_pass invalid_pass pass_revoked"),
+        (status = 404, description = "sale_not_found claim_not_found"),
+        (status = 409, description = "already_confirmed room_closed"),
+        (status = 410, description = "hold_expired"),
+    ),
+)]
 async fn release(
     PassHolder(Pass { room, visitor, .. }): PassHolder,
     path: web::Path<(String, String)>,
@@ -126,6 +214,20 @@ async fn release(
     Ok(HttpResponse::NoContent().finish())
 }
 
+#[utoipa::path(
+    put,
+    path = "/api/admin/rooms/{room}/sale",
+    tag = "operator",
+    summary = "Set up (or replace) the room's sale",
+    params(RoomPath),
+    request_body(content = SaleRequest, content_type = "application/json"),
+    security(("admin" = [])),
+    responses(
+        (status = 200, body = SaleView, description = "The sale as set up"),
+        (status = 400, description = "invalid_sale invalid_config"),
+        (status = 409, description = "room_closed"),
+    ),
+)]
 async fn configure(
     _: Operator,
     Room(room): Room,
@@ -142,14 +244,27 @@ async fn configure(
     Ok(HttpResponse::Ok().json(view))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/admin/rooms/{room}/sale/orders",
+    tag = "operator",
+    summary = "Confirmed orders, in order of confirmation",
+    params(RoomPath),
+    security(("admin" = [])),
+    responses(
+        (status = 200, body = Orders, description = "The orders"),
+        (status = 404, description = "sale_not_found"),
+    ),
+)]
 async fn orders(
     _: Operator,
     Room(room): Room,
     sale: web::Data<dyn SaleStore>,
 ) -> Result<HttpResponse, ApiError> {
     let orders = sale.orders(&room).await?;
-    let orders: Vec<serde_json::Value> = orders.iter().map(|c| claim_json(&room, c)).collect();
-    Ok(HttpResponse::Ok().json(json!({ "orders": orders })))
+    Ok(HttpResponse::Ok().json(Orders {
+        orders: orders.iter().map(|c| c.view(&room)).collect(),
+    }))
 }
 
 #[derive(Template)]
@@ -230,6 +345,21 @@ async fn pass_cookie_from_link(
 /// a redirect to the bare page, with the cookie only when
 /// `pass_cookie_from_link` allows it (anything else in the link is dropped
 /// without a word: the page then shows the visitor's own pass, or none).
+#[utoipa::path(
+    get,
+    path = "/rooms/{room}/sale",
+    operation_id = "sale_page",
+    tag = "pages",
+    summary = "The sale page (HTML)",
+    description = "A pass in the link (`?wr_pass=`) moves into the `wr_pass` cookie: the answer is then a 303 to the bare page.",
+    params(RoomPath, ("wr_pass" = Option<String>, Query, description = "A pass from the waiting room's redirect")),
+    responses(
+        (status = 200, description = "The page", content_type = "text/html"),
+        (status = 303, description = "To the bare page, the pass moved into a cookie"),
+        (status = 404, description = "room_not_found"),
+        (status = 503, description = "store_unavailable"),
+    ),
+)]
 async fn page(
     req: HttpRequest,
     path: web::Path<String>,

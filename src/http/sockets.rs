@@ -13,6 +13,7 @@ use actix_web::{FromRequest, HttpMessage, HttpRequest, HttpResponse, web};
 
 use super::error::{ApiError, ErrorCode};
 use super::extractors::Ticket;
+use super::openapi::RoomPath;
 use super::state::Live;
 use crate::live::frame_guard::FrameGuard;
 use crate::live::home::Home;
@@ -24,6 +25,24 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/api/rooms/{room}/ws").get(connect));
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/rooms/{room}/ws",
+    tag = "visitor",
+    summary = "The visitor's WebSocket: pushes `Status` messages",
+    description = "A WebSocket handshake (`Upgrade: websocket`, no body). Every message the server sends is a `Status` (`type` = `status`) or another type clients ignore; clients may send `{\"type\":\"ping\"}`. Oversized or binary frames close the socket.",
+    params(
+        RoomPath,
+        ("ticket" = Option<String>, Query, description = "The visitor's ticket (or send it as Bearer or the room's cookie)"),
+    ),
+    security(("ticket" = [])),
+    responses(
+        (status = 101, description = "Switching to the WebSocket protocol"),
+        (status = 400, description = "not_a_websocket upgrade_refused"),
+        (status = 401, description = "missing_ticket invalid_ticket"),
+        (status = 503, description = "too_many_sockets"),
+    ),
+)]
 async fn connect(
     req: HttpRequest,
     body: web::Payload,

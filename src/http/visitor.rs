@@ -14,10 +14,11 @@ use super::extractors::{
     check_pass_for_proxy, join_limit, presented_pass, ticket_cookie_name, ticket_error,
 };
 use super::limits::read_json_or_nothing;
+use super::openapi::RoomPath;
 use super::state::Live;
 use crate::store::{self, JoinOptions, SaleStore, Store};
 use crate::words::clock::{Clock, Millis};
-use crate::words::credentials::{CredentialError, Credentials, read_user_token};
+use crate::words::credentials::{CredentialError, Credentials, Jwks, read_user_token};
 use crate::words::pow;
 use crate::words::return_url;
 use crate::words::status::{self, Status, StatusInput};
@@ -78,9 +79,39 @@ fn status_response(
     response.json(status)
 }
 
+/// The fields a join's body may carry (all optional; no body is `{}`).
+/// `join_room` reads them from the object itself, so that a field of the
+/// wrong type gets its own refusal and fields a newer page sends are ignored.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct JoinBody {
+    /// A solved proof-of-work challenge (the base64 ALTCHA payload), where
+    /// the room asks for one.
+    pow: Option<String>,
+    /// A user token (HS256 JWT signed with the room's `user_key`).
+    user: Option<String>,
+}
+
 /// Joins the line, or returns the caller's place. A valid ticket (header or
 /// cookie) keeps its place; an invalid Bearer ticket is refused, while an
 /// invalid cookie (say, from before a secret change) is replaced.
+#[utoipa::path(
+    post,
+    path = "/api/rooms/{room}/join",
+    tag = "visitor",
+    summary = "Join the line, or get the caller's place",
+    description = "Idempotent per ticket: with a valid ticket (Bearer, or the `wr_ticket_<room>` cookie this sets) the caller keeps their place; a double submit never creates two places. The body is optional.",
+    params(RoomPath),
+    request_body(content = Option<JoinBody>, content_type = "application/json"),
+    security((), ("ticket" = [])),
+    responses(
+        (status = 200, body = Status, description = "The caller's place; sets the ticket cookie (and `wr_pass` when admitted)"),
+        (status = 401, description = "invalid_ticket user_required invalid_user_token"),
+        (status = 403, description = "room_not_accepting pow_required pow_invalid"),
+        (status = 409, description = "room_closed"),
+        (status = 429, description = "rate_limited"),
+    ),
+)]
 async fn join(
     req: HttpRequest,
     Room(room): Room,
@@ -149,14 +180,15 @@ async fn join_room(
     let fields = if body.is_empty() {
         serde_json::Map::new()
     } else {
-        serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&body).map_err(
-            |error| {
+        // `null` as no fields, as the description's optional body allows.
+        serde_json::from_slice::<Option<serde_json::Map<String, serde_json::Value>>>(&body)
+            .map_err(|error| {
                 ApiError::bad_request(
                     ErrorCode::InvalidJson,
                     format!("the join body must be a JSON object: {error}"),
                 )
-            },
-        )?
+            })?
+            .unwrap_or_default()
     };
     let pow = match fields.get("pow") {
         None | Some(serde_json::Value::Null) => None,
@@ -249,6 +281,14 @@ fn join_return(
 
 /// A proof-of-work challenge for the room's `pow_difficulty` (ALTCHA's
 /// format), signed, for this room only, valid for a few minutes.
+#[utoipa::path(
+    get,
+    path = "/api/rooms/{room}/challenge",
+    tag = "visitor",
+    summary = "A proof-of-work challenge to solve before joining",
+    params(RoomPath),
+    responses((status = 200, body = pow::ChallengeShape, description = "An ALTCHA challenge for this room, valid for five minutes")),
+)]
 async fn challenge(
     Room(room): Room,
     store: web::Data<dyn Store>,
@@ -313,6 +353,18 @@ async fn known_user(
         })
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/rooms/{room}/status",
+    tag = "visitor",
+    summary = "The caller's state now (the polling fallback of the WebSocket)",
+    params(RoomPath),
+    security(("ticket" = [])),
+    responses(
+        (status = 200, body = Status, description = "The caller's place"),
+        (status = 401, description = "missing_ticket invalid_ticket"),
+    ),
+)]
 async fn status_route(
     ticket: Ticket,
     store: web::Data<dyn Store>,
@@ -331,6 +383,19 @@ async fn status_route(
     ))
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/rooms/{room}/leave",
+    tag = "visitor",
+    summary = "Give up the place, or the admitted slot",
+    description = "With the ticket: gives up the place (or the slot, once admitted). With a pass of this room as Bearer: gives that pass up, as a revocation would.",
+    params(RoomPath),
+    security(("ticket" = []), ("pass" = [])),
+    responses(
+        (status = 204, description = "Given up (also when there was nothing to give up)"),
+        (status = 401, description = "missing_ticket invalid_ticket invalid_pass"),
+    ),
+)]
 async fn leave(
     leaver: Leaver,
     store: web::Data<dyn Store>,
@@ -414,6 +479,26 @@ pub(super) fn room_to_verify(req: &HttpRequest, query: Option<String>) -> Result
 /// pass given up with `leave` or of a closed room stops verifying at once;
 /// while the store is unreachable, by signature, room and expiry alone,
 /// answered with `X-Waitroom-Verified: signature`).
+#[utoipa::path(
+    get,
+    path = "/api/verify",
+    tag = "visitor",
+    summary = "Is this pass valid now? (for the protected site or its proxy)",
+    description = "The room is named by `?room=` or the `X-Waitroom-Room` header (if both, they must agree). With the store unreachable, the pass is judged by its signature, room and expiry alone, and the answer says so with `X-Waitroom-Verified: signature`.",
+    params(
+        ("room" = Option<String>, Query, description = "The room the pass must be for"),
+        ("X-Waitroom-Room" = Option<String>, Header, description = "The room the pass must be for"),
+    ),
+    security(("pass" = []), ("pass_cookie" = [])),
+    responses(
+        (status = 204, description = "The pass is valid now", headers(
+            ("X-Waitroom-Visitor" = String, description = "The pass's visitor (`sub`)"),
+            ("X-Waitroom-Verified" = String, description = "`signature` when the store could not be asked"),
+        )),
+        (status = 400, description = "room_required room_mismatch invalid_room invalid_query"),
+        (status = 401, description = "missing_pass invalid_pass pass_expired pass_revoked room_closed room_not_found"),
+    ),
+)]
 async fn verify(
     req: HttpRequest,
     query: web::Query<VerifyQuery>,
@@ -438,6 +523,13 @@ async fn verify(
     Ok(answer.finish())
 }
 
+#[utoipa::path(
+    get,
+    path = "/.well-known/jwks.json",
+    tag = "visitor",
+    summary = "The public keys that sign passes (JWKS)",
+    responses((status = 200, body = Jwks, description = "The current key, and the previous one during a rotation")),
+)]
 async fn jwks(credentials: web::Data<Credentials>) -> HttpResponse {
     HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "public, max-age=300"))

@@ -56,7 +56,8 @@ use crate::http::error::ApiError;
 use crate::http::limits::AsksToUpgrade;
 use crate::http::state::{AppParts, Ops};
 use crate::http::{
-    admin, cookies, draw, extractors, gate, limits, middleware, ops, pages, sale, sockets, visitor,
+    admin, cookies, draw, extractors, gate, limits, middleware, openapi, ops, pages, sale, sockets,
+    visitor,
 };
 use crate::live::lane::Lane;
 use crate::live::socket::SILENCE_LIMIT;
@@ -115,6 +116,7 @@ pub fn app(
         .configure(sale::routes)
         .configure(pages::routes)
         .configure(ops::routes)
+        .configure(openapi::routes)
         .default_service(web::to(not_found))
 }
 

@@ -87,6 +87,19 @@ impl serde::Serialize for Moment {
     }
 }
 
+impl utoipa::PartialSchema for Moment {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
+            .description(Some("RFC 3339, e.g. 2026-06-01T09:00:00Z (written in UTC)"))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for Moment {}
+
 impl<'de> serde::Deserialize<'de> for Moment {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;

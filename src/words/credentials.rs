@@ -126,6 +126,29 @@ impl AdminSession {
     }
 }
 
+/// `GET /.well-known/jwks.json`: the public keys that verify passes.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Jwks {
+    pub keys: Vec<Jwk>,
+}
+
+/// One Ed25519 public key, as RFC 8037 writes it.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Jwk {
+    #[schema(value_type = String, example = "OKP")]
+    pub kty: &'static str,
+    #[schema(value_type = String, example = "Ed25519")]
+    pub crv: &'static str,
+    #[schema(value_type = String, example = "EdDSA")]
+    pub alg: &'static str,
+    #[serde(rename = "use")]
+    #[schema(value_type = String, example = "sig")]
+    pub usage: &'static str,
+    pub kid: String,
+    /// The public key, base64url without padding.
+    pub x: String,
+}
+
 /// The claims of a pass. Any JWT library reads them.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct PassClaims {
@@ -400,17 +423,19 @@ impl Credentials {
 
     /// The JSON Web Key Set that verifies passes: the current key, and the
     /// previous one while a rotation is under way.
-    pub fn jwks(&self) -> serde_json::Value {
-        let keys: Vec<serde_json::Value> = self
+    pub fn jwks(&self) -> Jwks {
+        let keys = self
             .accepted()
-            .map(|keys| {
-                serde_json::json!({
-                    "kty": "OKP", "crv": "Ed25519", "alg": "EdDSA", "use": "sig",
-                    "kid": keys.pass_kid, "x": keys.pass_public_x,
-                })
+            .map(|keys| Jwk {
+                kty: "OKP",
+                crv: "Ed25519",
+                alg: "EdDSA",
+                usage: "sig",
+                kid: keys.pass_kid.clone(),
+                x: keys.pass_public_x.clone(),
             })
             .collect();
-        serde_json::json!({ "keys": keys })
+        Jwks { keys }
     }
 
     /// An operator session's cookie: its id, the idle deadline (pushed on
@@ -670,11 +695,11 @@ mod tests {
     }
 
     fn kids(credentials: &Credentials) -> Vec<String> {
-        credentials.jwks()["keys"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|key| key["kid"].as_str().unwrap().to_string())
+        credentials
+            .jwks()
+            .keys
+            .into_iter()
+            .map(|key| key.kid)
             .collect()
     }
 

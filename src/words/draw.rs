@@ -129,7 +129,7 @@ impl Serialize for EntryId {
 }
 
 /// A room's draw as anyone may see it (`GET /api/rooms/{room}/draw`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct DrawInfo {
     pub opens_at: Moment,
     pub commitment: String,

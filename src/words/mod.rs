@@ -18,7 +18,7 @@ pub mod room_table;
 pub mod rules;
 pub mod sale;
 pub mod status;
-mod wire;
+pub(crate) mod wire;
 
 pub use model::*;
 pub use wire::WireName;

@@ -36,6 +36,20 @@ impl fmt::Display for RoomId {
     }
 }
 
+/// The pattern `RoomId::parse` checks, for the API description.
+pub const ROOM_ID_PATTERN: &str = "^[a-z0-9-]{1,64}$";
+
+impl utoipa::PartialSchema for RoomId {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .pattern(Some(ROOM_ID_PATTERN))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for RoomId {}
+
 impl<'de> Deserialize<'de> for RoomId {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = String::deserialize(d)?;
@@ -79,7 +93,7 @@ impl Serialize for VisitorId {
 }
 
 /// What an operator sets on a room. Field names are the public API's.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RoomConfig {
     pub name: String,
     pub target_url: String,
@@ -99,6 +113,7 @@ pub struct RoomConfig {
     /// The HS256 key the room's site signs user tokens with. Write-only:
     /// never serialized (the operator API shows `user_key_set`) nor logged.
     #[serde(default, skip_serializing)]
+    #[schema(ignore)]
     pub user_key: Option<Secret>,
     /// Anonymous joins are refused (401 `user_required`).
     #[serde(default)]
@@ -209,7 +224,7 @@ pub const DEFAULT_ABANDON_AFTER_S: u64 = 300;
 
 /// A change to any subset of a room's config. `max_active: null` removes the cap,
 /// so that field distinguishes "absent" from "null".
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RoomPatch {
     pub name: Option<String>,
@@ -217,22 +232,29 @@ pub struct RoomPatch {
     pub admit_per_tick: Option<u32>,
     pub tick_ms: Option<u64>,
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<u64>)]
     pub max_active: Option<Option<u64>>,
     pub pass_ttl_s: Option<u64>,
     pub abandon_after_s: Option<u64>,
     pub paused: Option<bool>,
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<u64>)]
     pub arrival_grace_s: Option<Option<u64>>,
+    /// Write-only: at least 32 characters, or null to remove it.
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, write_only)]
     pub user_key: Option<Option<Secret>>,
     pub user_required: Option<bool>,
     pub pow_difficulty: Option<u32>,
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
     pub notice: Option<Option<String>>,
     pub queue_method: Option<QueueMethod>,
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Moment>)]
     pub opens_at: Option<Option<Moment>>,
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Moment>)]
     pub closes_at: Option<Option<Moment>>,
     pub close_when_sold_out: Option<bool>,
 }
@@ -431,7 +453,7 @@ fn target_url_ok(url: &str) -> bool {
 }
 
 /// Live figures of one room.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct RoomStats {
     pub waiting: u64,
     pub active: u64,
@@ -447,7 +469,7 @@ pub struct RoomStats {
 }
 
 /// A room as the operator API shows it: its id, config and stats.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct RoomInfo {
     pub id: RoomId,
     #[serde(flatten)]

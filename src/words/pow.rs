@@ -44,6 +44,25 @@ pub fn max_number(difficulty: u32) -> u64 {
     u64::from(difficulty.clamp(1, MAX_DIFFICULTY)) * NUMBERS_PER_STEP
 }
 
+/// A challenge as the API description shows it. The served one is the
+/// crate's `Challenge`, whose fields this mirrors (a test below serializes
+/// one and compares the names, so the two cannot part).
+#[derive(utoipa::ToSchema)]
+#[schema(as = Challenge)]
+#[allow(dead_code)]
+pub struct ChallengeShape {
+    /// Always `SHA-256`.
+    #[schema(example = "SHA-256")]
+    algorithm: String,
+    /// Hex SHA-256 of the salt and the secret number.
+    challenge: String,
+    /// The highest number the solution may be.
+    maxnumber: u64,
+    /// `<room>.<difficulty>.<random>?expires=<seconds>&`.
+    salt: String,
+    signature: String,
+}
+
 /// A fresh challenge for `room` at `difficulty` (clamped to the scale),
 /// valid until `now + CHALLENGE_TTL_MS`.
 pub fn challenge(key: &str, room: &RoomId, difficulty: u32, now: Millis) -> Challenge {
@@ -189,6 +208,19 @@ mod tests {
 
     fn room(id: &str) -> RoomId {
         RoomId::parse(id).unwrap()
+    }
+
+    #[test]
+    fn the_described_challenge_has_the_served_fields() {
+        use utoipa::PartialSchema;
+        use utoipa::openapi::{RefOr, schema::Schema};
+        let served = serde_json::to_value(challenge(KEY, &room("a"), 1, NOW)).unwrap();
+        let served: Vec<&String> = served.as_object().unwrap().keys().collect();
+        let RefOr::T(Schema::Object(shape)) = ChallengeShape::schema() else {
+            panic!("the challenge is described as an object");
+        };
+        let described: Vec<&String> = shape.properties.keys().collect();
+        assert_eq!(served, described);
     }
 
     fn solve(challenge: &Challenge) -> String {

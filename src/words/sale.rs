@@ -32,7 +32,7 @@ pub struct SaleConfig {
 }
 
 /// The operator's `PUT …/sale` body. A field written as `null` reads as absent.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SaleRequest {
     pub stock: Option<u64>,
@@ -149,6 +149,22 @@ impl Want {
     }
 }
 
+/// The body of a claim as the API description shows it (`Want::parse`
+/// reads it, so its messages can say which field was wrong).
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(untagged, deny_unknown_fields)]
+#[schema(as = ClaimRequest)]
+pub enum WantBody {
+    Quantity {
+        #[schema(minimum = 1)]
+        quantity: u64,
+    },
+    Seats {
+        #[schema(min_items = 1, max_items = 1000)]
+        seats: Vec<String>,
+    },
+}
+
 wire_enum! {
     pub enum ClaimState {
         Held,
@@ -224,13 +240,15 @@ pub struct Claim {
 }
 
 /// A claim as the API shows it; clients read it borrowing the ids.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = Claim)]
 pub struct ClaimView<'a> {
     pub claim_id: &'a str,
     pub room: &'a str,
     pub visitor: String,
     pub state: ClaimState,
     pub quantity: u64,
+    #[schema(value_type = Vec<String>)]
     pub seats: Cow<'a, [String]>,
     pub sequence: u64,
     pub hold_expires_at: String,
@@ -253,7 +271,7 @@ impl Claim {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SeatState {
     Free,
@@ -279,7 +297,7 @@ impl Stock {
 }
 
 /// What is left, as `GET …/sale` shows it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SaleView {
     pub kind: SaleKind,
     pub stock_left: u64,

@@ -12,10 +12,14 @@ use crate::words::{
 
 /// Written by the server; read by clients (the load tool), borrowing the
 /// room and the ticket from the message (neither is ever escaped in JSON).
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(
+    description = "A visitor's state: the answer of join and status, and every message of the WebSocket"
+)]
 pub struct Status<'a> {
     /// Always `"status"`: reading any other message type (`pong`, `error`) fails.
     #[serde(rename = "type", deserialize_with = "status_type")]
+    #[schema(schema_with = status_type_schema)]
     pub kind: WireName,
     pub room: &'a str,
     pub state: State,
@@ -30,6 +34,7 @@ pub struct Status<'a> {
     pub paused: bool,
     /// When the tick this status reflects ran (ms since the epoch), so a
     /// client can measure tick-to-screen latency.
+    #[schema(value_type = Option<u64>)]
     pub tick_at_ms: Option<Millis>,
     /// The operator's current message to everyone in the room.
     pub notice: Option<&'a str>,
@@ -185,8 +190,15 @@ impl<'a> Status<'a> {
     }
 }
 
+/// The one `type` a status has, read and described alike.
+const STATUS_TYPE: &[&str] = &["status"];
+
 fn status_type<'de, D: Deserializer<'de>>(d: D) -> Result<WireName, D::Error> {
-    one_of(d, &["status"])
+    one_of(d, STATUS_TYPE)
+}
+
+fn status_type_schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    crate::words::wire::names_schema(STATUS_TYPE)
 }
 
 /// The target URL with the pass attached as `wr_pass`.

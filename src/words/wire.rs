@@ -12,7 +12,8 @@ use serde::Deserializer;
 /// writes it and reads back only one of them. Wraps the enum's definition,
 /// so every such enum has the same derives: `Debug, Clone, Copy, PartialEq,
 /// Eq`, `Display` and `&'static str` from it, `FromStr` and the list of
-/// names (`VariantNames`).
+/// names (`VariantNames`), and its schema in the API description: a string,
+/// one of those names.
 macro_rules! wire_enum {
     ($(#[$meta:meta])* $vis:vis enum $name:ident { $($body:tt)* }) => {
         $(#[$meta])*
@@ -35,6 +36,15 @@ macro_rules! wire_enum {
                 s.serialize_str(<&'static str>::from(*self))
             }
         }
+
+        // The description's schema is the same list of names serde reads.
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                crate::words::wire::names_schema(<$name as strum::VariantNames>::VARIANTS)
+            }
+        }
+
+        impl utoipa::ToSchema for $name {}
 
         impl<'de> serde::Deserialize<'de> for $name {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -86,4 +96,13 @@ pub(crate) fn one_of<'de, D: Deserializer<'de>>(
     }
 
     d.deserialize_str(OneOf(names))
+}
+
+/// A string schema that is one of `names` (an enum of wire names, or a
+/// message's constant `type`).
+pub fn names_schema(names: &[&str]) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .enum_values(Some(names.iter().copied()))
+        .into()
 }

@@ -2,14 +2,16 @@
 
 use actix_web::http::header;
 use actix_web::{HttpResponse, web};
-use serde_json::json;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{Object, Schema, Type};
 
 use crate::http::error::{ApiError, ErrorCode};
 use crate::http::extractors::{Operator, Room};
+use crate::http::openapi::RoomPath;
 use crate::http::state::Live;
 use crate::store::{self, SaleStore, Store};
 use crate::words::credentials::{CredentialError, Credentials};
-use crate::words::{RoomConfig, RoomId, RoomPatch, VisitorId};
+use crate::words::{RoomConfig, RoomId, RoomInfo, RoomPatch, VisitorId};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/api/admin/rooms").get(list).post(create))
@@ -52,11 +54,63 @@ pub fn parse_new_room_patch(
     Ok((id, patch, config))
 }
 
-async fn list(_: Operator, store: web::Data<dyn Store>) -> Result<HttpResponse, ApiError> {
-    let rooms = store.rooms().await?;
-    Ok(HttpResponse::Ok().json(json!({ "rooms": rooms })))
+/// `GET /api/admin/rooms`: every room.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct Rooms {
+    rooms: Vec<RoomInfo>,
 }
 
+/// The body of `POST /api/admin/rooms` as the description shows it: `id`,
+/// `name` and `target_url`, and any other field of a [`RoomPatch`], which
+/// is what [`parse_new_room`] reads it as.
+struct NewRoom;
+
+impl utoipa::PartialSchema for NewRoom {
+    fn schema() -> RefOr<Schema> {
+        let RefOr::T(Schema::Object(mut object)) = RoomPatch::schema() else {
+            unreachable!("a room patch is described as an object");
+        };
+        let string = || RefOr::T(Schema::Object(Object::with_type(Type::String)));
+        object.properties.insert("id".into(), RoomId::schema());
+        object.properties.insert("name".into(), string());
+        object.properties.insert("target_url".into(), string());
+        object.required = vec!["id".into(), "name".into(), "target_url".into()];
+        RefOr::T(Schema::Object(object))
+    }
+}
+
+impl utoipa::ToSchema for NewRoom {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        RoomPatch::schemas(schemas);
+    }
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/admin/rooms",
+    tag = "operator",
+    summary = "Every room with its config and live stats",
+    security(("admin" = [])),
+    responses((status = 200, body = Rooms, description = "The rooms")),
+)]
+async fn list(_: Operator, store: web::Data<dyn Store>) -> Result<HttpResponse, ApiError> {
+    let rooms = store.rooms().await?;
+    Ok(HttpResponse::Ok().json(Rooms { rooms }))
+}
+
+#[utoipa::path(
+    post,
+    path = "/api/admin/rooms",
+    tag = "operator",
+    summary = "Create a room",
+    request_body(content = NewRoom, content_type = "application/json"),
+    security(("admin" = [])),
+    responses(
+        (status = 201, body = RoomInfo, description = "The room created", headers(("Location" = String, description = "The room's path in this API"))),
+        (status = 400, description = "invalid_room invalid_config"),
+        (status = 409, description = "room_exists"),
+    ),
+)]
 async fn create(
     _: Operator,
     body: web::Json<serde_json::Value>,
@@ -70,6 +124,15 @@ async fn create(
         .json(info))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/admin/rooms/{room}",
+    tag = "operator",
+    summary = "One room, its config and stats",
+    params(RoomPath),
+    security(("admin" = [])),
+    responses((status = 200, body = RoomInfo, description = "The room")),
+)]
 async fn show(
     _: Operator,
     Room(room): Room,
@@ -78,6 +141,21 @@ async fn show(
     Ok(HttpResponse::Ok().json(store.room(&room).await?))
 }
 
+#[utoipa::path(
+    patch,
+    path = "/api/admin/rooms/{room}",
+    tag = "operator",
+    summary = "Change any subset of a room's config",
+    description = "Every node applies it by the next tick. `null` removes a field that may be absent (`max_active`, `notice`, `opens_at`, …).",
+    params(RoomPath),
+    request_body(content = RoomPatch, content_type = "application/json"),
+    security(("admin" = [])),
+    responses(
+        (status = 200, body = RoomInfo, description = "The room as changed"),
+        (status = 400, description = "invalid_config"),
+        (status = 409, description = "room_closed edit_conflict"),
+    ),
+)]
 async fn change(
     _: Operator,
     Room(room): Room,
@@ -93,6 +171,18 @@ async fn change(
     Ok(HttpResponse::Ok().json(info))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/api/admin/rooms/{room}",
+    tag = "operator",
+    summary = "Close the room; connected visitors get `state: closed`",
+    params(RoomPath),
+    security(("admin" = [])),
+    responses(
+        (status = 204, description = "Closed"),
+        (status = 409, description = "room_closed"),
+    ),
+)]
 async fn close(
     _: Operator,
     Room(room): Room,
@@ -105,16 +195,33 @@ async fn close(
 
 /// What `POST /api/admin/rooms/{room}/passes/revoke` takes back: a pass,
 /// or whatever pass a visitor holds. Exactly one of the two.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct Revocation {
+    /// The pass (JWT) to revoke.
     pass: Option<String>,
+    /// Whatever pass this visitor (a pass's `sub`) holds.
     visitor: Option<String>,
 }
 
 /// Takes back a pass: `/api/verify` refuses it from now on (401
 /// `pass_revoked`) and its slot under `max_active` is free at once, on
 /// every node. Revoking a pass no longer held is not an error.
+#[utoipa::path(
+    post,
+    path = "/api/admin/rooms/{room}/passes/revoke",
+    tag = "operator",
+    summary = "Revoke a pass",
+    description = "`/api/verify` refuses it from then on (401 `pass_revoked`) and its slot under `max_active` is free at once. Revoking a pass no longer held is not an error.",
+    params(RoomPath),
+    request_body(content = Revocation, content_type = "application/json"),
+    security(("admin" = [])),
+    responses(
+        (status = 204, description = "Revoked"),
+        (status = 400, description = "invalid_revocation invalid_pass invalid_visitor"),
+        (status = 409, description = "room_closed"),
+    ),
+)]
 async fn revoke_pass(
     _: Operator,
     Room(room): Room,

@@ -8,11 +8,12 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 use serde::Deserialize;
 
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, ErrorBody};
 use crate::http::extractors::{
     ADMIN_SESSION_COOKIE as SESSION_COOKIE, CsrfProtected, OperatorForm, admin_session,
     admin_session_cookie, client_address, client_block,
 };
+use crate::http::openapi::RoomPath;
 use crate::http::pages::i18n::{self, Catalogue};
 use crate::http::pages::{accept_language, render, texts_json};
 use crate::http::refusal_log::RefusalLog;
@@ -138,12 +139,25 @@ impl From<RoomInfo> for AdminRoomRow {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct Notice {
     message: Option<String>,
     error: Option<String>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/admin",
+    operation_id = "admin_page",
+    tag = "pages",
+    summary = "The operator's page (HTML); the login form without a session",
+    params(Notice),
+    responses(
+        (status = 200, description = "The page, or the login form", content_type = "text/html"),
+        (status = 503, description = "store_unavailable"),
+    ),
+)]
 async fn page(
     req: HttpRequest,
     notice: web::Query<Notice>,
@@ -203,12 +217,28 @@ fn login_page(
     response
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 struct LoginForm {
     token: String,
     csrf: String,
 }
 
+#[utoipa::path(
+    post,
+    path = "/admin/login",
+    tag = "pages",
+    summary = "Log in to the admin page with the admin token",
+    description = "`csrf` must match the login form's cookie. Wrong tokens are counted per client address; past the limit, 429 until the lockout ends.",
+    request_body(content = LoginForm, content_type = "application/x-www-form-urlencoded"),
+    responses(
+        (status = 303, description = "Logged in: to `/admin`, with the session cookie"),
+        (status = 400, description = "The form expired (the login form again, HTML), or the form could not be read (`invalid_form`, JSON)", content(("text/html"), (ErrorBody = "application/json"))),
+        (status = 408, description = "body_timeout"),
+        (status = 415, description = "unsupported_media_type"),
+        (status = 401, description = "A wrong token (the login form again)", content_type = "text/html"),
+        (status = 429, description = "Too many wrong tokens from this address (the login form again)", content_type = "text/html"),
+    ),
+)]
 async fn login(
     req: HttpRequest,
     form: web::Form<LoginForm>,
@@ -265,7 +295,7 @@ async fn login(
         .finish()
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 struct CsrfForm {
     csrf: String,
 }
@@ -277,6 +307,18 @@ fn back_to_admin(kind: &str, text: &str) -> HttpResponse {
         .finish()
 }
 
+#[utoipa::path(
+    post,
+    path = "/admin/logout",
+    tag = "pages",
+    summary = "Log out of the admin page",
+    description = "A form of the admin page, with its session cookie and CSRF token. Answers 303 back to `/admin`, with the outcome or the reason for a refusal in the query.",
+    request_body(content = CsrfForm, content_type = "application/x-www-form-urlencoded"),
+    responses(
+        (status = 303, description = "Back to the admin page"),
+        (status = 503, description = "store_unavailable"),
+    ),
+)]
 async fn logout(
     OperatorForm(_, session): OperatorForm<CsrfForm>,
     store: web::Data<dyn Store>,
@@ -295,7 +337,7 @@ async fn logout(
 }
 
 /// The config fields of the admin forms; every value arrives as text.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 struct ConfigForm {
     csrf: String,
     id: Option<String>,
@@ -400,6 +442,18 @@ fn describe(error: crate::store::StoreError) -> String {
     ApiError::from(error).to_string()
 }
 
+#[utoipa::path(
+    post,
+    path = "/admin/rooms",
+    tag = "pages",
+    summary = "Create a room from the admin page",
+    description = "A form of the admin page, with its session cookie and CSRF token. Answers 303 back to `/admin`, with the outcome or the reason for a refusal in the query.",
+    request_body(content = ConfigForm, content_type = "application/x-www-form-urlencoded"),
+    responses(
+        (status = 303, description = "Back to the admin page"),
+        (status = 503, description = "store_unavailable"),
+    ),
+)]
 async fn create_room(
     OperatorForm(form, _): OperatorForm<ConfigForm>,
     store: web::Data<dyn Store>,
@@ -421,6 +475,19 @@ async fn create_room(
     outcome(result)
 }
 
+#[utoipa::path(
+    post,
+    path = "/admin/rooms/{room}",
+    tag = "pages",
+    summary = "Change a room from the admin page",
+    description = "A form of the admin page, with its session cookie and CSRF token. Answers 303 back to `/admin`, with the outcome or the reason for a refusal in the query.",
+    params(RoomPath),
+    request_body(content = ConfigForm, content_type = "application/x-www-form-urlencoded"),
+    responses(
+        (status = 303, description = "Back to the admin page"),
+        (status = 503, description = "store_unavailable"),
+    ),
+)]
 async fn change_room(
     path: web::Path<String>,
     OperatorForm(form, _): OperatorForm<ConfigForm>,
@@ -439,6 +506,19 @@ async fn change_room(
     outcome(result)
 }
 
+#[utoipa::path(
+    post,
+    path = "/admin/rooms/{room}/close",
+    tag = "pages",
+    summary = "Close a room from the admin page",
+    description = "A form of the admin page, with its session cookie and CSRF token. Answers 303 back to `/admin`, with the outcome or the reason for a refusal in the query.",
+    params(RoomPath),
+    request_body(content = CsrfForm, content_type = "application/x-www-form-urlencoded"),
+    responses(
+        (status = 303, description = "Back to the admin page"),
+        (status = 503, description = "store_unavailable"),
+    ),
+)]
 async fn close_room(
     path: web::Path<String>,
     _: OperatorForm<CsrfForm>,
@@ -454,7 +534,7 @@ async fn close_room(
     outcome(result)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 struct SaleForm {
     csrf: String,
     stock: Option<String>,
@@ -482,6 +562,19 @@ impl SaleForm {
     }
 }
 
+#[utoipa::path(
+    post,
+    path = "/admin/rooms/{room}/sale",
+    tag = "pages",
+    summary = "Set up a room's sale from the admin page",
+    description = "A form of the admin page, with its session cookie and CSRF token. Answers 303 back to `/admin`, with the outcome or the reason for a refusal in the query.",
+    params(RoomPath),
+    request_body(content = SaleForm, content_type = "application/x-www-form-urlencoded"),
+    responses(
+        (status = 303, description = "Back to the admin page"),
+        (status = 503, description = "store_unavailable"),
+    ),
+)]
 async fn set_up_sale(
     path: web::Path<String>,
     OperatorForm(form, _): OperatorForm<SaleForm>,

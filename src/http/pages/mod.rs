@@ -10,6 +10,7 @@ use askama::Template;
 use serde::Deserialize;
 
 use crate::http::error::ApiError;
+use crate::http::openapi::RoomPath;
 use crate::store::{Store, StoreError};
 use crate::words::clock::{Clock, rfc3339};
 use crate::words::credentials::{CredentialError, Credentials};
@@ -115,6 +116,18 @@ pub fn script_json(value: &impl serde::Serialize) -> String {
         .replace('&', "\\u0026")
 }
 
+#[utoipa::path(
+    get,
+    path = "/rooms/{room}",
+    tag = "pages",
+    summary = "The waiting-room page (HTML)",
+    description = "Joins, shows the position, ETA and progress live over the WebSocket (polling as a fallback), and sends the visitor on when admitted. Query: `lang`, `user`, `code`, as api.md says.",
+    params(RoomPath),
+    responses(
+        (status = 200, description = "The page", content_type = "text/html"),
+        (status = 404, description = "No such room (an HTML page)", content_type = "text/html"),
+    ),
+)]
 async fn room_page(
     req: HttpRequest,
     path: web::Path<String>,
@@ -156,13 +169,22 @@ async fn room_page(
     })
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct DemoQuery {
     wr_pass: Option<String>,
 }
 
 /// Stands in for the protected site in the demo: it verifies the pass
 /// offline, as any site with the JWKS would.
+#[utoipa::path(
+    get,
+    path = "/demo/target",
+    tag = "pages",
+    summary = "The demo's protected page (HTML): checks the pass offline",
+    params(DemoQuery),
+    responses((status = 200, description = "The page", content_type = "text/html")),
+)]
 async fn demo_target(
     req: HttpRequest,
     query: web::Query<DemoQuery>,
@@ -310,6 +332,17 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+#[utoipa::path(
+    get,
+    path = "/static/{file}",
+    tag = "pages",
+    summary = "A static asset of the pages (scripts, styles)",
+    params(("file" = String, Path, description = "The asset's name", example = "style.css")),
+    responses(
+        (status = 200, description = "The asset", content(("text/javascript"), ("text/css"))),
+        (status = 404, description = "not_found"),
+    ),
+)]
 async fn asset(path: web::Path<String>) -> HttpResponse {
     match ASSETS.iter().find(|(name, _, _)| *name == path.as_str()) {
         Some((_, content_type, body)) => HttpResponse::Ok()
@@ -321,6 +354,13 @@ async fn asset(path: web::Path<String>) -> HttpResponse {
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/",
+    tag = "pages",
+    summary = "To the admin page",
+    responses((status = 303, description = "To `/admin`")),
+)]
 async fn index() -> HttpResponse {
     HttpResponse::SeeOther()
         .insert_header((header::LOCATION, "/admin"))
