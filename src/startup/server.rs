@@ -56,7 +56,7 @@ use crate::http::error::ApiError;
 use crate::http::limits::AsksToUpgrade;
 use crate::http::state::{AppParts, Ops};
 use crate::http::{
-    admin, cookies, draw, extractors, limits, middleware, ops, pages, sale, sockets, visitor,
+    admin, cookies, cors, draw, extractors, limits, middleware, ops, pages, sale, sockets, visitor,
 };
 use crate::live::lane::Lane;
 use crate::live::socket::SILENCE_LIMIT;
@@ -98,6 +98,7 @@ pub fn app(
         ))
         .wrap(actix_web::middleware::from_fn(cookies::secure_cookies))
         .wrap(actix_web::middleware::from_fn(middleware::conventions))
+        .wrap(actix_web::middleware::from_fn(cors::cors))
         .wrap(middleware::security_headers())
         .wrap(TracingLogger::<middleware::RedactedRootSpan>::new())
         .configure(|cfg| parts.register(cfg))

@@ -1,11 +1,12 @@
-//! The operator API: create, read, change and close rooms; revoke passes.
+//! The operator API: create, read, change and close rooms; revoke passes
+//! (the one route the protected site's origin token opens too).
 
 use actix_web::http::header;
 use actix_web::{HttpResponse, web};
 use serde_json::json;
 
 use crate::http::error::{ApiError, ErrorCode};
-use crate::http::extractors::{Operator, Room};
+use crate::http::extractors::{Operator, PassRevoker, Room};
 use crate::http::state::Live;
 use crate::store::{self, SaleStore, Store};
 use crate::words::credentials::{CredentialError, Credentials};
@@ -109,7 +110,7 @@ struct Revocation {
 /// `pass_revoked`) and its slot under `max_active` is free at once, on
 /// every node. Revoking a pass no longer held is not an error.
 async fn revoke_pass(
-    _: Operator,
+    revoker: PassRevoker,
     Room(room): Room,
     body: web::Json<serde_json::Value>,
     credentials: web::Data<Credentials>,
@@ -150,7 +151,11 @@ async fn revoke_pass(
     };
     let taken =
         store::take_back_pass(store.get_ref(), sale.get_ref(), &room, visitor, pass_exp_s).await?;
-    tracing::info!(%room, %visitor, taken, "pass revoked by the operator");
+    let by = match revoker {
+        PassRevoker::Operator => "operator",
+        PassRevoker::Origin => "origin",
+    };
+    tracing::info!(%room, %visitor, taken, by, "pass revoked");
     Ok(HttpResponse::NoContent().finish())
 }
 
