@@ -149,6 +149,19 @@ async fn an_app_on_another_origin_follows_a_visitor_from_waiting_to_admitted() {
         .unwrap();
     let ticket = kept.as_str().expect("the page kept its ticket").to_string();
     assert_eq!(app.status_api("drop", &ticket).await.status(), 200);
+    // Coming back to the page keeps the place: the kept ticket carries it
+    // (the node's cookie, a third party's, does not reach it here).
+    browser.refresh().await.unwrap();
+    eventually("the reloaded page to show the same place", || async {
+        let state = text_of(&browser, "state").await?;
+        let position = text_of(&browser, "position").await?;
+        let connection = text_of(&browser, "connection").await?;
+        (state == "waiting" && connection == "live").then_some(())?;
+        assert_eq!(position, "3", "the same place, not a new one behind it");
+        Some(())
+    })
+    .await;
+    assert_eq!(app.join_api("drop").await["position"], 4, "one place each");
 
     // The admin API stays closed to the page, listed origin or not.
     let admin = browser
@@ -171,6 +184,7 @@ async fn an_app_on_another_origin_follows_a_visitor_from_waiting_to_admitted() {
         200
     );
     let mut last = 3;
+    // (The fourth visitor, joined through the API, waits behind.)
     let mut sent_on = false;
     for _ in 0..5 {
         app.step(1_000).await;
