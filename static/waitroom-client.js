@@ -251,17 +251,25 @@ export function joinRoom(options) {
   function onVisible() {
     if (document.visibilityState === 'visible' && !st.done && st.ticket) socket.retryNow(false);
   }
-  if (typeof window !== 'undefined') window.addEventListener('online', onOnline);
-  if (typeof document !== 'undefined') document.addEventListener('visibilitychange', onVisible);
+  // Coming back online, or to the tab, is a reason to reconnect at once.
+  function listen(yes) {
+    const change = yes ? 'addEventListener' : 'removeEventListener';
+    if (typeof window !== 'undefined') window[change]('online', onOnline);
+    if (typeof document !== 'undefined') document[change]('visibilitychange', onVisible);
+  }
 
   function stop() {
     if (!st.done) finish();
-    if (typeof window !== 'undefined') window.removeEventListener('online', onOnline);
-    if (typeof document !== 'undefined') document.removeEventListener('visibilitychange', onVisible);
+    listen(false);
   }
 
-  on.connection('connecting');
-  join();
+  function start() {
+    listen(true);
+    on.connection('connecting');
+    join();
+  }
+
+  start();
 
   return {
     // The current ticket (null until the join answered).
@@ -281,14 +289,14 @@ export function joinRoom(options) {
     // Stops following the place (no more calls); the place itself stays
     // until the server's grace period for absent visitors runs out.
     close: stop,
-    // After the place ended (left, expired): a new join, a new place.
+    // A new join and a new place (after `left` or `expired`, or a close).
     rejoin() {
+      stop();
       st.done = false;
       st.ticket = null;
       st.status = null;
       st.joinAttempt = 0;
-      on.connection('connecting');
-      join();
+      start();
     },
     // Reconnect the socket now rather than at the next backoff step;
     // `fresh` also starts the backoff over.
