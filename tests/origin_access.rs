@@ -212,6 +212,49 @@ async fn an_origin_token_is_refused_on_every_other_operator_route_and_the_admin_
     }
 }
 
+/// The admin page takes no Bearer token at all, and its login form takes
+/// the admin token only: an origin token there is a wrong login.
+#[tokio::test]
+async fn an_origin_token_does_not_log_in_to_the_admin_page() {
+    let app = app_with(&[ORIGIN_TOKEN], &[]).await;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let page = client
+        .get(app.url("/admin"))
+        .bearer_auth(ORIGIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    let cookie = |response: &Response, name: &str| {
+        response
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find_map(|v| v.strip_prefix(&format!("{name}=")))
+            .map(|v| v.split(';').next().unwrap().to_string())
+    };
+    let login_csrf = cookie(&page, "wr_csrf").expect("the login form, not the operator's page");
+    let html = page.text().await.unwrap();
+    let at = html.find(r#"name="csrf" value=""#).expect("a csrf field") + 19;
+    let form_csrf = html[at..].split('"').next().unwrap().to_string();
+    let login = |token: String| {
+        client
+            .post(app.url("/admin/login"))
+            .header("cookie", format!("wr_csrf={login_csrf}"))
+            .form(&[("token", token), ("csrf", form_csrf.clone())])
+            .send()
+    };
+    let refused = login(ORIGIN_TOKEN.to_string()).await.unwrap();
+    assert_eq!(cookie(&refused, "wr_admin"), None, "no operator session");
+    assert_ne!(refused.status(), 303);
+    let admitted = login(app.admin_token.clone()).await.unwrap();
+    assert_eq!(admitted.status(), 303, "the admin token logs in");
+    assert!(cookie(&admitted, "wr_admin").is_some());
+}
+
 #[tokio::test]
 async fn wrong_tokens_are_refused_and_count_towards_the_login_lockout() {
     let app = app_with(&[ORIGIN_TOKEN], &[]).await;
