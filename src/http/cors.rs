@@ -15,7 +15,8 @@
 //! its preflight is answered here with 204. Any other request is answered
 //! exactly as without the flag, with no CORS header.
 //!
-//! Written here rather than with `actix-cors` (0.7.2, read for this): once
+//! Written here rather than with `actix-cors` (0.7.2, read for this; it
+//! needs actix-web 4.15 or later and builds with ours, so it would fit): once
 //! credentials are on, it puts `Access-Control-Allow-Credentials` on every
 //! answer it wraps, to origins it refused too, so scoping it to the visitor
 //! API would mean wrapping each resource in every feature's `routes` (the
