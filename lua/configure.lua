@@ -5,8 +5,14 @@
 local room, err = open_room()
 if not room then return err end
 if room.config_rev ~= ARGV[3] then return redis.error_reply(CONFLICT) end
+local function pace(r) return r.admit_per_tick .. '/' .. r.tick_ms .. '/' .. (r.paused or '') end
+local pace_before = pace(room)
 redis.call('HSET', K_ROOM, unpack(ARGV, 6))
 room = load_room()
+if pace(room) ~= pace_before then
+  -- ETAs use the configured rate for a window (see rate()).
+  redis.call('HSET', K_ROOM, 'rate_since', now_ms())
+end
 if room.opens_at ~= '' and (room.draw_seed or '') == '' then
   redis.call('HSET', K_ROOM, 'draw_seed', ARGV[4], 'draw_commitment', ARGV[5])
 end

@@ -8,7 +8,7 @@ local now = now_ms()
 -- UNLINK: a draw of a million entrants is freed in the background.
 redis.call('UNLINK', K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS, K_USERS,
   K_DRAW, K_ENTRIES, K_USER_OF)
-for i = 12, #KEYS do redis.call('DEL', KEYS[i]) end
+for i = 12, #KEYS do redis.call('UNLINK', KEYS[i]) end
 redis.call('HSET', K_ROOM, unpack(ARGV, 5))
 if redis.call('HGET', K_ROOM, 'opens_at') ~= '' then
   redis.call('HSET', K_ROOM, 'draw_seed', ARGV[3], 'draw_commitment', ARGV[4])

@@ -19,13 +19,13 @@ local user = ARGV[5]
 if user ~= '' then
   -- One place per user: the user's live place, whichever visitor asks.
   local held = redis.call('HGET', K_USERS, user)
-  local held_record = held and redis.call('HGET', K_VISITORS, held)
+  local held_record = held and current_record(held, now)
   local held_kind = held_record and string.sub(held_record, 1, 1)
   if held_kind == 'w' or held_kind == 'd' or held_kind == 'a' then visitor = held end
 elseif room.user_required == '1' then
   return redis.error_reply(USERREQUIRED)
 end
-local record = redis.call('HGET', K_VISITORS, visitor)
+local record = current_record(visitor, now)
 local kind = record and string.sub(record, 1, 1)
 if kind == 'w' or kind == 'd' then
   mark_present(visitor, now)

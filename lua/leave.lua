@@ -6,7 +6,7 @@ if room.closed == '1' then return 0 end
 local now = now_ms()
 expire_passes(now)
 local visitor = ARGV[3]
-local record = redis.call('HGET', K_VISITORS, visitor)
+local record = current_record(visitor, now)
 if not record then return 0 end
 local kind = string.sub(record, 1, 1)
 if kind == 'w' or kind == 'd' then

@@ -76,15 +76,38 @@ local function forget_users(visitors)
   end
 end
 
--- Passes past their expiry free their slot: the visitor is forgotten.
+-- Passes past their expiry free their slot: the visitor is forgotten, a
+-- slice at a time (a mass expiry is swept over several calls; meanwhile the
+-- cap counts a pass until it is swept, never fewer). Whether the slice was
+-- full: more may be left.
 local function expire_passes(now)
-  local gone = redis.call('ZRANGEBYSCORE', K_ACTIVE, '-inf', now)
+  local gone = redis.call('ZRANGEBYSCORE', K_ACTIVE, '-inf', now, 'LIMIT', 0, SWEEP_SLICE)
   if #gone > 0 then
     chunked('ZREM', K_ACTIVE, gone)
     chunked('HDEL', K_VISITORS, gone)
     chunked('ZREM', K_ARRIVALS, gone)
     forget_users(gone)
   end
+  return #gone == SWEEP_SLICE
+end
+
+-- The pass of a record 'a|admitted_at|expires_at' has run out by `now`.
+local function ran_out(record, now)
+  local expires_at = tonumber(string.match(record or '', '^a|%d+|(%d+)$') or '')
+  return expires_at ~= nil and expires_at <= now
+end
+
+-- The visitor's record, after forgetting them if their pass ran out and no
+-- sweep has come to it yet (an operation on one visitor never waits for
+-- the sweep).
+local function current_record(visitor, now)
+  local record = redis.call('HGET', K_VISITORS, visitor)
+  if not ran_out(record, now) then return record end
+  redis.call('ZREM', K_ACTIVE, visitor)
+  redis.call('ZREM', K_ARRIVALS, visitor)
+  redis.call('HDEL', K_VISITORS, visitor)
+  forget_users({ visitor })
+  return nil
 end
 
 -- A visitor who gave up a place or a pass is forgotten at once; a key of
@@ -101,6 +124,12 @@ local function depart(room, visitor, now, left_until)
   redis.call('HDEL', K_VISITORS, visitor)
   forget_users({ visitor })
   redis.call('SET', left_key(visitor), left_until, 'PX', left_until - now)
+end
+
+-- A waiting visitor swept for being away: their departure key says so
+-- ('x' and until when) for AWAY_REMEMBERED_MS, and Redis drops it by itself.
+local function mark_away(visitor, now)
+  redis.call('SET', left_key(visitor), 'x' .. (now + AWAY_REMEMBERED_MS), 'PX', AWAY_REMEMBERED_MS)
 end
 
 -- The room's arrival grace in ms, or nil when passes are never reclaimed.
@@ -169,9 +198,13 @@ local function admit(room, visitor, now)
 end
 
 -- The rate an ETA divides by: '' while paused or unknown.
+-- As words::rules::pace: the configured rate until a tick has run a whole
+-- window after the pace last changed (rate_since), then the achieved one.
 local function rate(room)
   if room.paused == '1' then return '' end
-  if room.last_tick_ran == '' then
+  local ran = tonumber(room.last_tick_ran or '')
+  local since = tonumber(room.rate_since or '') or num(room, 'created_at')
+  if not ran or ran < since + RATE_WINDOW_MS then
     return tostring(num(room, 'admit_per_tick') * 1000 / num(room, 'tick_ms'))
   end
   if num(room, 'achieved_rate') > 0 then return room.achieved_rate end
@@ -235,21 +268,30 @@ end
 local function facts(room)
   return { queue_method = queue_method(room), stock_left = room.stock_left or '',
     sold_out = sold_out(room), opens_at = room.opens_at or '', target_url = room.target_url,
-    notice = room.notice or '' }
+    notice = room.notice or '', abandon_after_s = num(room, 'abandon_after_s') }
 end
 
 -- A visitor's place (`WirePlace`): its state ('w' waiting, 'p' in the
--- pre-queue, 'a' admitted, 'l' left, 'c' closed, 'e' expired) with what it
+-- pre-queue, 'a' admitted, 'l' left, 'c' closed, 'e' expired, 'x' swept for
+-- being away) with what it
 -- has (the order, as events carry it, and the position; or the pass's
 -- times), the line and the facts. `shared`: { line, facts } when the caller
 -- read them already for many.
 local function place(room, visitor, now, shared)
   local record = redis.call('HGET', K_VISITORS, visitor)
+  -- A pass that ran out is gone, swept or not.
+  if ran_out(record, now) then record = nil end
   local kind = record and string.sub(record, 1, 1)
   local out
   if not record then
-    local departed_until = tonumber(redis.call('GET', left_key(visitor)) or '')
-    out = { state = (departed_until and departed_until > now) and 'l' or 'e' }
+    local departed = redis.call('GET', left_key(visitor)) or ''
+    local away_until = tonumber(string.match(departed, '^x(%d+)$') or '')
+    local departed_until = tonumber(departed)
+    if away_until and away_until > now then
+      out = { state = 'x' }
+    else
+      out = { state = (departed_until and departed_until > now) and 'l' or 'e' }
+    end
   elseif (kind == 'w' or kind == 'd') and sold_out(room) then
     -- A line closed for a sold-out sale: its places stay, unused.
     out = { state = 'c' }

@@ -27,6 +27,7 @@ local JOIN_LIMIT_WINDOW_MS = 60000
 local CHUNK = 1000
 local SWEEP_SLICE = 1000
 local SWEEP_AGAIN_MS = 50
+local AWAY_REMEMBERED_MS = 3600000
 local EVENT_FORMAT = 1
 local ROOM_KEY = 'room'
 local EVENTS_KEY = 'events'

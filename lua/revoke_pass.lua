@@ -6,7 +6,7 @@ if not room then return err end
 local now = now_ms()
 expire_passes(now)
 local visitor = ARGV[3]
-local record = redis.call('HGET', K_VISITORS, visitor)
+local record = current_record(visitor, now)
 if not record then return 0 end
 local expires_at = string.match(record, '^a|%d+|(%d+)$')
 if not expires_at then return 0 end

@@ -7,7 +7,9 @@
 -- opening is O(1), since each entrant's place in the draw was fixed when
 -- they joined. Returns (`WireTick`)
 -- { ran, admitted, abandoned, no_shows, waiting, active, next_due_in_ms,
--- arrival_resumptions (see resume_arrivals.lua) } as JSON.
+-- arrival_resumptions (see resume_arrivals.lua), line, max_active, opened }
+-- as JSON: the last three, the room's figures for the metrics, in every
+-- answer (ran or not), so every node that asks reports the same.
 -- ARGV[3]: the seed of this tick's random picks (16 hex digits).
 local room = load_room()
 if not room then return redis.error_reply(NOROOM) end
@@ -23,7 +25,9 @@ local resumptions = num(room, 'arrival_resumptions') or 0
 local opens_at = tonumber(room.opens_at or '')
 local announced = false
 if opens_at and room.drawn ~= '1' and now >= opens_at then
-  redis.call('HSET', K_ROOM, 'drawn', '1')
+  -- The pace starts at the opening: ETAs use the configured rate for a window.
+  redis.call('HSET', K_ROOM, 'drawn', '1', 'rate_since', opens_at)
+  room.rate_since = tostring(opens_at)
   if redis.call('ZCARD', K_DRAW) > 0 then
     local version = num(room, 'version') + 1
     redis.call('HSET', K_ROOM, 'version', version)
@@ -39,18 +43,21 @@ end
 -- A tick's answer: nothing was admitted, abandoned or taken back unless it ran.
 local function answer(ran, counts)
   counts.ran, counts.arrival_resumptions = ran, resumptions
+  counts.line, counts.max_active, counts.opened = line(room), room.max_active or '', opened(room, now)
   return cjson.encode(counts)
 end
 local due = now >= last_tick + tick_ms
 local sweep_left = room.sweep_left == '1'
+-- The last call admitted a whole slice: this one admits on.
+local admit_left = room.admit_left == '1'
 -- An empty room with a full bucket has nothing to do: no write, no event,
 -- so asking an idle room costs a read (the promoter's heartbeat).
 local idle = waiting == 0 and active == 0 and num(room, 'tokens') >= num(room, 'admit_per_tick')
-if idle and sweep_left then
-  redis.call('HSET', K_ROOM, 'sweep_left', '0')
-  sweep_left = false
+if idle and (sweep_left or admit_left) then
+  redis.call('HSET', K_ROOM, 'sweep_left', '0', 'admit_left', '0')
+  sweep_left, admit_left = false, false
 end
-if not (due or sweep_left) then
+if not (due or sweep_left or admit_left) then
   return answer(announced, { waiting = waiting, active = active, next_due_in_ms = next_due })
 end
 if idle then
@@ -63,9 +70,8 @@ if idle then
   return answer(announced, { waiting = 0, active = 0, next_due_in_ms = tick_ms })
 end
 if due then last_tick = last_tick + math.floor((now - last_tick) / tick_ms) * tick_ms end
-expire_passes(now)
--- Whether a sweep below filled its slice: more to sweep at the next call.
-local more = false
+-- Whether a sweep filled its slice: more to sweep at the next call.
+local more = expire_passes(now)
 
 -- Passes no /api/verify has seen within the grace are taken back (no-shows).
 local no_shows = 0
@@ -105,11 +111,15 @@ end
 if #dropped > 0 then
   chunked('HDEL', K_VISITORS, dropped)
   forget_users(dropped)
+  -- Each is told why when they come back (`expired`, `away_too_long`).
+  for _, visitor in ipairs(dropped) do mark_away(visitor, now) end
 end
 
 -- Refill the bucket (never above one tick's worth) and spend it on the head
--- (fifo), on anyone (random), or let the whole line in (passthrough).
-local tokens = num(room, 'admit_per_tick')
+-- (fifo), on anyone (random), or let the whole line in (passthrough), a
+-- slice at most per call: a call after one that admitted a whole slice
+-- admits on with what the bucket has left.
+local tokens = due and num(room, 'admit_per_tick') or num(room, 'tokens')
 local admitted = {}
 -- The draw's entrants come first (they are 'key:visitor', in drawn order),
 -- then the line; `random` picks among the entrants while any wait.
@@ -166,10 +176,12 @@ local function take(n, method)
   return out
 end
 
-if due and opened(room, now) and room.paused ~= '1' and not sold_out(room) then
+local admitting = due or admit_left
+if admitting and opened(room, now) and room.paused ~= '1' and not sold_out(room) then
   local method = queue_method(room)
   local n = math.min(tokens, cap_room(room))
   if method == 'passthrough' then n = waiting_count() end
+  n = math.min(n, SWEEP_SLICE)
   if n > 0 then
     local head = take(n, method)
     local expires_at = now + num(room, 'pass_ttl_s') * 1000
@@ -200,9 +212,11 @@ if due and opened(room, now) and room.paused ~= '1' and not sold_out(room) then
   end
 end
 
-if due then
-  -- Only a tick that was due counts for the pace (a sweep between ticks
-  -- admits nobody and leaves the rate and the schedule alone).
+admit_left = #admitted == SWEEP_SLICE
+if admitting then
+  -- Only a tick that was due, or one admitting on after it, counts for the
+  -- pace (a sweep between ticks admits nobody and leaves the rate and the
+  -- schedule alone).
   record_admissions(now, #admitted)
   local window_start = math.max(now - RATE_WINDOW_MS, num(room, 'created_at'))
   local span = math.max(now - window_start, tick_ms)
@@ -212,7 +226,8 @@ if due then
   room.last_tick_ran, room.achieved_rate = tostring(now), tostring(achieved)
 end
 local version = num(room, 'version') + 1
-redis.call('HSET', K_ROOM, 'version', version, 'sweep_left', more and '1' or '0')
+redis.call('HSET', K_ROOM, 'version', version, 'sweep_left', more and '1' or '0',
+  'admit_left', admit_left and '1' or '0')
 room.version = version
 
 for i, order in ipairs(departed) do departed[i] = tostring(order) end
@@ -220,6 +235,6 @@ publish(room_event('tick', room, { admitted = admitted, departed = departed }))
 local due_in = last_tick + tick_ms - now
 if due_in <= 0 then due_in = tick_ms end
 if opens_at and room.drawn ~= '1' and now < opens_at then due_in = math.min(due_in, opens_at - now) end
-if more then due_in = math.min(due_in, SWEEP_AGAIN_MS) end
+if more or admit_left then due_in = math.min(due_in, SWEEP_AGAIN_MS) end
 return answer(true, { admitted = #admitted, abandoned = #departed, no_shows = no_shows,
   waiting = waiting_count(), active = redis.call('ZCARD', K_ACTIVE), next_due_in_ms = due_in })

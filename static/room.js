@@ -35,7 +35,8 @@ const el = {
   opening: $('opening'),
   countdown: $('countdown'),
   entryLine: $('entry-line'),
-  entry: $('entry')
+  entry: $('entry'),
+  keepOpen: $('keep-open')
 };
 
 // A user token from the site that sends its signed-in customers here
@@ -52,7 +53,12 @@ function takeUserToken() {
 }
 
 const userToken = takeUserToken();
+// Where a forward-auth gate sent the visitor from (`?return=`), for the
+// join; kept in the address bar (a reload joins with it again).
+const returnTo = new URLSearchParams(location.search).get('return');
 const st = createRoomState();
+// Until a status says otherwise, what the page was rendered with.
+st.keptAwaySeconds = Number(body.getAttribute('data-kept-away-seconds')) || 0;
 
 // Proof of work, when the room asks for it: solved in a worker so the
 // page stays responsive (the page and the worker share an origin; an app
@@ -156,8 +162,24 @@ function showStock(left) {
   el.stock.hidden = !known;
 }
 
+// How long a place is kept while its visitor is away, said as the server
+// says it (pages::kept_away): whole minutes, or seconds under a minute.
+function keptAway(seconds) {
+  return seconds >= 60 ? t('room.kept_minutes', { n: Math.floor(seconds / 60) })
+    : t('room.kept_seconds', { n: seconds });
+}
+
+// The note under the line tells how long the place is kept while away,
+// kept true when the operator changes it.
+function showKeptAway(seconds) {
+  if (!isCount(seconds)) return;
+  st.keptAwaySeconds = seconds;
+  if (el.keepOpen) setText(el.keepOpen, t('room.keep_open', { time: keptAway(seconds) }));
+}
+
 function handleStatus(s) {
   if (!s || typeof s !== 'object' || Array.isArray(s)) return;
+  showKeptAway(s.kept_away_seconds);
   showNotice(s.notice);
   showStock(s.stock_left);
   switch (s.state) {
@@ -167,7 +189,10 @@ function handleStatus(s) {
       if (s.reason === 'sold_out') onFinished(t('room.msg_sold_out'), 'closed', false);
       else onFinished(t('room.msg_closed'), 'closed', false);
       break;
-    case 'expired': onFinished(t('room.msg_expired'), 'expired', true); break;
+    case 'expired':
+      if (s.reason === 'away_too_long') onFinished(t('room.msg_away_too_long', { time: keptAway(st.keptAwaySeconds) }), 'expired', true);
+      else onFinished(t('room.msg_expired'), 'expired', true);
+      break;
     case 'left': onFinished(t('room.msg_left'), 'left', true); break;
     default: break; // unknown state: ignore
   }
@@ -326,6 +351,7 @@ if (room) {
   place = joinRoom({
     room,
     user: userToken,
+    returnUrl: returnTo,
     onStatus: handleStatus,
     onConnection: setConnection,
     onRefused,

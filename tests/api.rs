@@ -668,9 +668,38 @@ async fn a_reconnect_keeps_the_place_and_absence_loses_it() {
     let gone = app
         .status_api("steady", lost["ticket"].as_str().unwrap())
         .await;
-    assert_eq!(gone.json::<Value>().await.unwrap()["state"], "expired");
+    let gone: Value = gone.json().await.unwrap();
+    assert_eq!(
+        (&gone["state"], &gone["reason"]),
+        (&json!("expired"), &json!("away_too_long")),
+        "told plainly why: {gone}"
+    );
+    assert_eq!(gone["kept_away_seconds"], Value::Null);
     let here: Value = app.status_api("steady", ticket).await.json().await.unwrap();
     assert_eq!(here["position"], 1);
+    assert_eq!(here["kept_away_seconds"], 20);
+}
+
+/// The page says how long a place is kept while away, as the room is set
+/// now (five minutes by default), and the status carries it so the page's
+/// script keeps the note true when the operator changes it.
+#[tokio::test]
+async fn the_page_says_how_long_a_place_is_kept_while_away() {
+    let app = TestApp::spawn().await;
+    app.create_room("away", json!({})).await;
+    let page = app.get_text("/rooms/away").await;
+    assert!(
+        page.contains("your place is kept for 5 min.")
+            && page.contains(r#"data-kept-away-seconds="300""#),
+        "{page}"
+    );
+    app.patch_room("away", json!({"abandon_after_s": 45})).await;
+    let page = app.get_text("/rooms/away").await;
+    assert!(page.contains("your place is kept for 45 s."), "{page}");
+    app.patch_room("away", json!({"abandon_after_s": 600, "paused": true}))
+        .await;
+    let joined = app.join_api("away").await;
+    assert_eq!(joined["kept_away_seconds"], 600, "{joined}");
 }
 
 #[tokio::test]

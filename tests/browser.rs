@@ -613,6 +613,67 @@ async fn without_websockets_the_page_polls_and_still_gets_through() {
     browser.close().await.unwrap();
 }
 
+/// A visitor a forward-auth gate sent here (`/rooms/{room}?return=…`):
+/// the page hands the return to its join, and once admitted the visitor
+/// lands on the page they first asked for (on the target's origin), not
+/// the target; a return on another origin leads to the target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_waiting_page_sends_the_visitor_back_where_the_gate_found_them() {
+    let app = TestApp::spawn().await;
+    let driver = Driver::start().await;
+    app.create_room(
+        "back",
+        json!({"name": "Back", "admit_per_tick": 1, "tick_ms": 1000, "paused": true,
+               "target_url": app.url("/demo/target")}),
+    )
+    .await;
+    let browser = driver.browser(390, 844, json!({})).await;
+    for (asked, lands_on) in [
+        (app.url("/demo/target?from=gate"), "from=gate"),
+        (
+            "https://elsewhere.example/demo/target?from=evil".to_string(),
+            "",
+        ),
+    ] {
+        let encoded: String = url::form_urlencoded::byte_serialize(asked.as_bytes()).collect();
+        browser
+            .goto(&app.url(&format!("/rooms/back?return={encoded}")))
+            .await
+            .unwrap();
+        eventually("the place", BROWSER_PATIENCE, || async {
+            position(&browser).await.filter(|&p| p == 1)
+        })
+        .await;
+        assert_eq!(
+            app.patch_room("back", json!({"paused": false}))
+                .await
+                .status(),
+            200
+        );
+        app.step(1_000).await;
+        let query = eventually("the redirect", BROWSER_PATIENCE, || async {
+            let url = browser.current_url().await.ok()?;
+            (url.path() == "/demo/target").then(|| url.query().unwrap_or_default().to_string())
+        })
+        .await;
+        assert!(
+            query
+                .split('&')
+                .filter(|p| !p.is_empty() && !p.starts_with("wr_pass="))
+                .eq(lands_on.split('&').filter(|p| !p.is_empty())),
+            "{asked}: landed with ?{query}"
+        );
+        assert_eq!(
+            app.patch_room("back", json!({"paused": true}))
+                .await
+                .status(),
+            200
+        );
+        browser.delete_all_cookies().await.unwrap();
+    }
+    browser.close().await.unwrap();
+}
+
 /// Signs the browser in on the admin page with the app's admin token.
 async fn admin_login(browser: &Client, app: &TestApp) {
     browser.goto(&app.url("/admin")).await.unwrap();

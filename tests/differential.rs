@@ -24,7 +24,7 @@ use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::json;
 use waitroom::store::memory::MemoryStore;
 use waitroom::store::redis::RedisStore;
-use waitroom::store::{SaleStore, Store, Tick};
+use waitroom::store::{RoomFigures, SaleStore, Store, Tick};
 use waitroom::words::chance::SeededChance;
 use waitroom::words::clock::{Clock, ManualClock, Moment};
 use waitroom::words::sale::{Claim, Inventory, SaleConfig, Want};
@@ -135,6 +135,11 @@ enum Answer {
         admitted: Option<(u64, u64, u64, u64, u64)>,
         busy: bool,
         next_due_in_ms: u64,
+        /// What every node's metrics show of the room (`Tick::figures`),
+        /// but the ETA: Lua keeps the rate to 14 significant digits, so an
+        /// ETA that is a whole number of seconds in Rust (1 / (2/6)) can be
+        /// a second more there; the rate itself is compared in `Shown`.
+        figures: RoomFigures,
     },
     Done,
     Revoked(bool),
@@ -167,6 +172,7 @@ enum State {
     Waiting { position: u64 },
     Admitted { admitted_at: u64, expires_at: u64 },
     Expired,
+    Away,
     Left,
     Closed,
 }
@@ -186,6 +192,7 @@ fn shown(place: Place) -> Shown {
                 expires_at,
             },
             PlaceState::Expired => State::Expired,
+            PlaceState::Away => State::Away,
             PlaceState::Left => State::Left,
             PlaceState::Closed => State::Closed,
         },
@@ -223,6 +230,10 @@ fn tick_answer(tick: Tick) -> Answer {
             .map(|r| (r.admitted, r.abandoned, r.no_shows, r.waiting, r.active)),
         busy: tick.busy,
         next_due_in_ms: tick.next_due_in_ms,
+        figures: RoomFigures {
+            tail_eta_s: None,
+            ..tick.figures
+        },
     }
 }
 

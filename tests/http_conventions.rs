@@ -246,7 +246,8 @@ async fn a_join_takes_json_or_nothing() {
             "{content_type:?} {body:?}"
         );
     }
-    // The README's `curl -X POST …/join`: no body, no Content-Type.
+    // The visitor API's `curl -X POST …/join` (docs/src/api-visitor.md):
+    // no body, no Content-Type.
     let bare = join().send().await.unwrap();
     assert_eq!(bare.status(), 200);
     for content_type in ["application/json", "application/json; charset=utf-8"] {

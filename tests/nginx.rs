@@ -1,11 +1,14 @@
-//! The README's nginx blocks, read from README.md and run as they are (only
-//! their addresses changed) in a real nginx. In front of a small protected
-//! origin: no pass is sent to the waiting room, a valid pass of the room
-//! gets through, and another room's pass, a pass given up with `leave`, or a
-//! forged `X-Waitroom-Room` header do not. In front of three nodes of the
-//! waiting room on one Redis: a rolling restart of the nodes, while
-//! visitors join, poll and hold sockets through nginx, loses no place and no
-//! admission and answers no request with a 5xx.
+//! The nginx blocks of the docs, read from docs/src/proxies/nginx.md and run
+//! as they are (only their addresses changed) in a real nginx. In front of
+//! a small protected origin: no pass is sent to the waiting room, a valid
+//! pass of the room gets through, and another room's pass, a pass given up
+//! with `leave`, or a forged `X-Waitroom-Room` header do not. With no
+//! waitroom node answering, the fail-open block serves the site and the
+//! fail-closed one its static page (and both still judge passes while a
+//! node answers). In front of three nodes of the waiting room on one
+//! Redis: a rolling restart of the nodes, while visitors join, poll and
+//! hold sockets through nginx, loses no place and no admission and answers
+//! no request with a 5xx.
 //!
 //! Needs Debian's `nginx` (`/usr/sbin/nginx`; `./scripts/test` installs it).
 //! The test starts its own nginx on a free port, with its own prefix and
@@ -28,17 +31,21 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 const NGINX: &str = "/usr/sbin/nginx";
-/// The room the README's block guards.
+/// The room the docs' blocks guard.
 const ROOM: &str = "spring-sale";
 const WAITING_ROOM: &str = "https://queue.example/rooms/spring-sale";
 
-/// The first nginx block of the README after `heading`, exactly as printed there.
-fn readme_block(heading: &str) -> String {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md is readable");
-    let section = readme
+/// The first nginx block of docs/src/proxies/nginx.md after `heading`,
+/// exactly as printed there.
+fn doc_block(heading: &str) -> String {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/src/proxies/nginx.md"
+    ))
+    .expect("docs/src/proxies/nginx.md is readable");
+    let section = doc
         .split_once(heading)
-        .unwrap_or_else(|| panic!("the README has its section {heading:?}"))
+        .unwrap_or_else(|| panic!("docs/src/proxies/nginx.md has its section {heading:?}"))
         .1;
     let block = section
         .split_once("```nginx\n")
@@ -51,12 +58,12 @@ fn readme_block(heading: &str) -> String {
         .to_string()
 }
 
-/// `text` with `from` replaced, which must be in it (so the README and this
+/// `text` with `from` replaced, which must be in it (so the docs and this
 /// test can't drift apart silently).
 fn replaced(text: &str, from: &str, to: &str) -> String {
     assert!(
         text.contains(from),
-        "the README's nginx block no longer has {from:?}:\n{text}"
+        "the docs' nginx block no longer has {from:?}:\n{text}"
     );
     text.replace(from, to)
 }
@@ -178,7 +185,7 @@ async fn protected_origin() -> (u16, Arc<AtomicUsize>) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_readme_nginx_block_lets_through_only_valid_passes_of_its_room() {
+async fn the_documented_nginx_block_lets_through_only_valid_passes_of_its_room() {
     let app = TestApp::spawn().await;
     app.create_room(ROOM, json!({"admit_per_tick": 1_000}))
         .await;
@@ -186,7 +193,7 @@ async fn the_readme_nginx_block_lets_through_only_valid_passes_of_its_room() {
         .await;
     let (origin_port, served) = protected_origin().await;
 
-    let block = readme_block("With nginx in front of the protected site");
+    let block = doc_block("## With nginx in front of the protected site");
     let block = replaced(
         &block,
         "server 127.0.0.1:8080;",
@@ -290,6 +297,80 @@ async fn the_readme_nginx_block_lets_through_only_valid_passes_of_its_room() {
         3,
         "the origin saw only the requests let through"
     );
+}
+
+/// The fail-open and fail-closed blocks: while a node answers, they judge
+/// passes as the plain block does; with no node answering (nothing listens
+/// where waitroom should be), the first serves the site and the second its
+/// static "back soon" page, the site seeing no request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_waitroom_node_the_fail_open_block_serves_the_site_and_fail_closed_a_static_page() {
+    let app = TestApp::spawn().await;
+    app.create_room(ROOM, json!({"admit_per_tick": 1_000}))
+        .await;
+    let (origin_port, served) = protected_origin().await;
+    let pass = app.pass_for(ROOM).await;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let get = |nginx: &Nginx, cookie: Option<&str>| {
+        let mut request = client.get(nginx.url("/checkout"));
+        if let Some(pass) = cookie {
+            request = request.header(COOKIE, format!("wr_pass={pass}"));
+        }
+        async move { request.send().await.expect("nginx answers") }
+    };
+    // Nothing listens there: the port was free a moment ago and is not ours.
+    let no_node = support::ports::free_port();
+
+    for (heading, fails_open) in [("### Fail open", true), ("### Fail closed", false)] {
+        let block = doc_block(heading);
+        let block = replaced(
+            &block,
+            "server 127.0.0.1:3000;",
+            &format!("server 127.0.0.1:{origin_port};"),
+        );
+        let in_front_of = |node: u16| {
+            replaced(
+                &block,
+                "server 127.0.0.1:8080;",
+                &format!("server 127.0.0.1:{node};"),
+            )
+        };
+
+        let nginx = Nginx::start(&in_front_of(app.port));
+        let answer = get(&nginx, None).await;
+        assert_eq!(answer.status(), 302, "{heading}, a node up, no pass");
+        assert_eq!(answer.headers()[LOCATION], WAITING_ROOM, "{heading}");
+        let answer = get(&nginx, Some("not-a-pass")).await;
+        assert_eq!(answer.status(), 302, "{heading}, a node up, a forged pass");
+        let answer = get(&nginx, Some(&pass)).await;
+        assert_eq!(answer.status(), 200, "{heading}, a node up, a valid pass");
+        drop(nginx);
+
+        let nginx = Nginx::start(&in_front_of(no_node));
+        let before = served.load(Ordering::SeqCst);
+        for cookie in [None, Some(pass.as_str())] {
+            let answer = get(&nginx, cookie).await;
+            if fails_open {
+                assert_eq!(answer.status(), 200, "{heading}, no node, {cookie:?}");
+                assert_eq!(answer.text().await.unwrap(), "protected");
+            } else {
+                assert_eq!(answer.status(), 503, "{heading}, no node, {cookie:?}");
+                assert_eq!(answer.headers()["retry-after"], "30");
+                let page = answer.text().await.unwrap();
+                assert!(page.contains("<h1>Back soon</h1>"), "{page}");
+            }
+        }
+        let expected = if fails_open { before + 2 } else { before };
+        assert_eq!(
+            served.load(Ordering::SeqCst),
+            expected,
+            "{heading}: what the site saw with no node up"
+        );
+    }
 }
 
 /// A node of the rolling deployment: the real binary on the shared Redis,
@@ -475,7 +556,7 @@ async fn a_rolling_restart_behind_nginx_loses_no_place_nor_admission_and_answers
         nodes.push(node);
     }
     let ports: Vec<u16> = nodes.iter().map(|node| node.port).collect();
-    let mut block = readme_block("## Shutting down and rolling restarts");
+    let mut block = doc_block("## In front of the waiting room's nodes");
     for (documented, port) in [8081, 8082, 8083].into_iter().zip(&ports) {
         block = replaced(
             &block,

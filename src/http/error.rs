@@ -54,6 +54,7 @@ crate::words::wire_enum! {
         PayloadTooLarge,
         PowInvalid,
         PowRequired,
+        PublicUrlUnknown,
         RateLimited,
         RoomClosed,
         RoomExists,

@@ -3,6 +3,7 @@
 //!   wrong method on a known path, and the JSON error body on every error
 //!   that is not a page;
 //! - [`security_headers`]: CSP, framing, referrer and sniffing headers;
+//! - [`count_answers`]: `waitroom_http_responses_total` by status class;
 //! - [`RedactedRootSpan`]: the request's log span, with the query string's
 //!   values (tickets, passes, user tokens) redacted and the peer address as
 //!   the client, and the line an error answer writes (a client error's
@@ -39,6 +40,28 @@ fn allowed_methods(actix_allow: &str) -> Vec<Method> {
         }
     }
     allowed
+}
+
+/// Counts every answer by its status class (`1xx` … `5xx`: a bounded
+/// label set, whatever the path), for the rate of server errors.
+pub async fn count_answers(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<impl MessageBody + 'static>, Error> {
+    let answer = next.call(req).await;
+    let status = match &answer {
+        Ok(response) => response.status(),
+        Err(error) => error.as_response_error().status_code(),
+    };
+    let class = match status.as_u16() / 100 {
+        1 => "1xx",
+        2 => "2xx",
+        3 => "3xx",
+        4 => "4xx",
+        _ => "5xx",
+    };
+    metrics::counter!("waitroom_http_responses_total", "class" => class).increment(1);
+    answer
 }
 
 /// HEAD, 405 and JSON error bodies (see the module's documentation).

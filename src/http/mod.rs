@@ -11,6 +11,7 @@ pub mod cors;
 pub mod draw;
 pub mod error;
 pub mod extractors;
+pub mod gate;
 pub mod limits;
 pub mod login_guard;
 pub mod middleware;

@@ -29,8 +29,19 @@ pub fn metrics_handle() -> PrometheusHandle {
                 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                 1.0,
             ];
+            // A tick runs late by up to an outage's length, not by milliseconds.
+            let lag = [
+                0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+                300.0,
+            ];
             let recorder = PrometheusBuilder::new()
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &seconds)
+                .and_then(|builder| {
+                    builder.set_buckets_for_metric(
+                        Matcher::Full("waitroom_tick_lag_seconds".into()),
+                        &lag,
+                    )
+                })
                 .expect("non-empty buckets")
                 .build_recorder();
             let handle = recorder.handle();
@@ -66,6 +77,54 @@ fn describe() {
         "waitroom_memory_store_op_seconds",
         "time one operation of the memory store holds its room's lock"
     );
+    metrics::describe_gauge!(
+        "waitroom_max_active",
+        "the room's cap on visitors holding a pass (rooms with a cap only), by room"
+    );
+    metrics::describe_gauge!(
+        "waitroom_eta_seconds",
+        "the estimated wait the page shows the last in line, by room (NaN: paused or no rate yet)"
+    );
+    metrics::describe_gauge!(
+        "waitroom_room_paused",
+        "1 while the operator has paused the room's admission, by room"
+    );
+    metrics::describe_gauge!(
+        "waitroom_room_opened",
+        "0 before the room's opens_at (a pre-queue, admitting nobody), 1 after, by room"
+    );
+    metrics::describe_counter!(
+        "waitroom_turned_away_total",
+        "joins that got no place, by reason (the error code); by room where the store knows the room"
+    );
+    metrics::describe_histogram!(
+        "waitroom_store_op_seconds",
+        "time of one store call, by store and operation"
+    );
+    metrics::describe_counter!(
+        "waitroom_store_errors_total",
+        "store calls that failed, by store and kind"
+    );
+    metrics::describe_gauge!(
+        "waitroom_store_up",
+        "1 if the last store call was answered, 0 if the store was unreachable"
+    );
+    metrics::describe_gauge!(
+        "waitroom_socket_limit",
+        "visitor WebSockets this node accepts before answering 503 (--max-sockets, or the open-files limit less a reserve)"
+    );
+    metrics::describe_histogram!(
+        "waitroom_tick_lag_seconds",
+        "how late this node asked for a due tick that then ran"
+    );
+    metrics::describe_counter!(
+        "waitroom_http_responses_total",
+        "HTTP answers by status class"
+    );
+    // At zero from the start, so that the first 5xx is an increase.
+    for class in ["1xx", "2xx", "3xx", "4xx", "5xx"] {
+        metrics::counter!("waitroom_http_responses_total", "class" => class).increment(0);
+    }
 }
 
 async fn healthz() -> HttpResponse {
@@ -137,6 +196,11 @@ fn process_metrics() -> String {
         out.push_str("# HELP process_open_fds Number of open file descriptors.\n");
         out.push_str("# TYPE process_open_fds gauge\n");
         out.push_str(&format!("process_open_fds {}\n", entries.count()));
+    }
+    if let Ok((soft, _)) = rlimit::getrlimit(rlimit::Resource::NOFILE) {
+        out.push_str("# HELP process_max_fds Maximum number of open file descriptors.\n");
+        out.push_str("# TYPE process_max_fds gauge\n");
+        out.push_str(&format!("process_max_fds {soft}\n"));
     }
     out
 }

@@ -19,6 +19,7 @@ use crate::store::{self, JoinOptions, SaleStore, Store};
 use crate::words::clock::{Clock, Millis};
 use crate::words::credentials::{CredentialError, Credentials, read_user_token};
 use crate::words::pow;
+use crate::words::return_url;
 use crate::words::status::{self, Status, StatusInput};
 use crate::words::{Place, PlaceState, RoomId, VisitorId};
 
@@ -89,22 +90,39 @@ async fn join(
     clock: web::Data<dyn Clock>,
     live: web::Data<Live>,
 ) -> Result<HttpResponse, ApiError> {
-    let answer = join_room(req, room.clone(), body, store, credentials, clock, live).await;
-    if let Err(error) = &answer
-        && TURNED_AWAY.contains(&error.code())
-    {
-        let reason: &'static str = error.code().into();
-        let labels = [("room", room.to_string()), ("reason", reason.to_string())];
-        metrics::counter!("waitroom_turned_away_total", &labels).increment(1);
+    let answer = join_room(req, &room, body, store, credentials, clock, live).await;
+    match &answer {
+        Err(error) => turned_away(&room, error.code()),
+        Ok((_, place)) if place.facts.sold_out && place.state == PlaceState::Closed => {
+            turned_away(&room, ErrorCode::SoldOut);
+        }
+        Ok(_) => {}
     }
-    answer
+    answer.map(|(response, _)| response)
 }
 
-/// The refusals `waitroom_turned_away_total` counts, by code: each of a
-/// room the store knows (it decided them, or was asked whether the room
-/// exists first), so the metric's labels are bounded by the rooms.
-const TURNED_AWAY: &[ErrorCode] = &[
+/// Counts a join that got no place in `waitroom_turned_away_total`, its
+/// `reason` the error code (a bounded set: [`ErrorCode`]). Only a refusal
+/// that shows the store knows the room ([`ROOM_KNOWN`]) carries the
+/// `room` label; any other (no such room, the store unreachable, input
+/// refused before the store was asked) is counted without it, so a made-up
+/// room id never becomes a label.
+fn turned_away(room: &RoomId, code: ErrorCode) {
+    let reason: &'static str = code.into();
+    if ROOM_KNOWN.contains(&code) {
+        metrics::counter!("waitroom_turned_away_total", "room" => room.to_string(), "reason" => reason)
+            .increment(1);
+    } else {
+        metrics::counter!("waitroom_turned_away_total", "reason" => reason).increment(1);
+    }
+}
+
+/// Refusals of a room the store knows: it decided them, or was asked
+/// whether the room exists first (`unless_no_such_room`, `known_user`).
+const ROOM_KNOWN: &[ErrorCode] = &[
     ErrorCode::RoomNotAccepting,
+    ErrorCode::RoomClosed,
+    ErrorCode::SoldOut,
     ErrorCode::RateLimited,
     ErrorCode::PowRequired,
     ErrorCode::PowInvalid,
@@ -112,15 +130,17 @@ const TURNED_AWAY: &[ErrorCode] = &[
     ErrorCode::InvalidUserToken,
 ];
 
+/// The join itself: its answer, and the place it gave.
 async fn join_room(
     req: HttpRequest,
-    room: RoomId,
+    room: &RoomId,
     body: web::Payload,
     store: web::Data<dyn Store>,
     credentials: web::Data<Credentials>,
     clock: web::Data<dyn Clock>,
     live: web::Data<Live>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<(HttpResponse, Place), ApiError> {
+    let room = room.clone();
     let started = Instant::now();
     let body = read_json_or_nothing(&req, body).await?;
     // Read whole (the page sends `{}`), so the connection stays open for
@@ -165,6 +185,7 @@ async fn join_room(
             return Err(unless_no_such_room(store.get_ref(), &room, refusal).await);
         }
     };
+    let ret = join_return(&req, &fields);
     let now = clock.now_ms();
     let existing = match bearer(&req) {
         Some(ticket) => Some(
@@ -176,10 +197,16 @@ async fn join_room(
             .cookie(&ticket_cookie_name(&room))
             .and_then(|c| credentials.renew_ticket(&room, c.value(), now).ok()),
     };
-    let (visitor, ticket) = existing.unwrap_or_else(|| {
-        let visitor = VisitorId::random();
-        (visitor, credentials.issue_ticket(&room, visitor, now))
-    });
+    // A `return` given now replaces the one the ticket carries (so the
+    // ticket is signed anew); without one, the ticket keeps its own.
+    let (visitor, ticket) = match (existing, &ret) {
+        (Some(existing), None) => existing,
+        (existing, _) => {
+            let visitor = existing.map_or_else(VisitorId::random, |(visitor, _)| visitor);
+            let ticket = credentials.issue_ticket_returning(&room, visitor, now, ret.as_deref());
+            (visitor, ticket)
+        }
+    };
     let options = JoinOptions {
         limit: join_limit(&req),
         user,
@@ -192,11 +219,32 @@ async fn join_room(
     let ticket = if place.visitor == visitor {
         ticket
     } else {
-        credentials.issue_ticket(&room, place.visitor, now)
+        let ret = credentials.ticket_return(&room, &ticket);
+        credentials.issue_ticket_returning(&room, place.visitor, now, ret.as_deref())
     };
     metrics::histogram!("waitroom_join_seconds").record(started.elapsed().as_secs_f64());
     tracing::debug!(%room, %visitor, state = <&str>::from(status::State::of(&place.state)), "join");
-    Ok(status_response(&credentials, now, &room, &ticket, &place))
+    let response = status_response(&credentials, now, &room, &ticket, &place);
+    Ok((response, place))
+}
+
+/// Where a forward-auth gate turned the visitor away from (`return`, in
+/// the body or the query; the body wins), if it can be a return at all
+/// (`return_url::parse_return`). Anything else is ignored, not refused:
+/// whether it is honoured is decided at admission, against the room's
+/// target then.
+fn join_return(
+    req: &HttpRequest,
+    fields: &serde_json::Map<String, serde_json::Value>,
+) -> Option<String> {
+    let from_body = fields.get("return").and_then(serde_json::Value::as_str);
+    let from_query = || {
+        url::form_urlencoded::parse(req.query_string().as_bytes())
+            .find(|(name, _)| name == "return")
+            .map(|(_, value)| value.into_owned())
+    };
+    let raw = from_body.map(str::to_string).or_else(from_query)?;
+    return_url::parse_return(&raw).map(String::from)
 }
 
 /// A proof-of-work challenge for the room's `pow_difficulty` (ALTCHA's
@@ -318,8 +366,8 @@ async fn leave(
 }
 
 #[derive(Debug, Deserialize)]
-struct VerifyQuery {
-    room: Option<String>,
+pub(super) struct VerifyQuery {
+    pub(super) room: Option<String>,
 }
 
 /// The header a proxy may name the room with (besides `?room=`).
@@ -328,7 +376,7 @@ const ROOM_HEADER: &str = "X-Waitroom-Room";
 /// The room a verify call asks about: `?room=` or `X-Waitroom-Room` (an
 /// empty value counts as none). It is required, and where both are given
 /// (or the header twice) they must agree: neither can override the other.
-fn room_to_verify(req: &HttpRequest, query: Option<String>) -> Result<RoomId, ApiError> {
+pub(super) fn room_to_verify(req: &HttpRequest, query: Option<String>) -> Result<RoomId, ApiError> {
     let mut named = Vec::new();
     for value in req.headers().get_all(ROOM_HEADER) {
         let value = value.to_str().map_err(|_| {

@@ -117,7 +117,8 @@ pub fn advance(view: View, visitor: VisitorId, movement: &Movement) -> Option<(V
         let state = if movement.by_leaving {
             PlaceState::Left
         } else {
-            PlaceState::Expired
+            // A tick's departures who did not leave were swept as away.
+            PlaceState::Away
         };
         return Some((View::Settled, state));
     }
@@ -299,7 +300,7 @@ mod tests {
         assert_eq!(state, PlaceState::Left);
         let (_, state) =
             advance(waiting, me, &Movement::tick(1, Arc::new([]), &joined(&[4]))).unwrap();
-        assert_eq!(state, PlaceState::Expired);
+        assert_eq!(state, PlaceState::Away);
     }
 
     #[test]

@@ -100,6 +100,10 @@ impl Wakeups {
 struct Schedule {
     queue: DelayQueue<RoomId>,
     keys: HashMap<RoomId, (Key, Instant)>,
+    /// When each busy room's next tick is due, as the store last said; kept
+    /// through failed asks, so that a tick that runs after an outage shows
+    /// how late it is (`waitroom_tick_lag_seconds`).
+    due: HashMap<RoomId, Instant>,
 }
 
 impl Schedule {
@@ -122,6 +126,23 @@ impl Schedule {
     fn forget(&mut self, room: &RoomId) {
         if let Some((key, _)) = self.keys.remove(room) {
             self.queue.remove(&key);
+        }
+        self.due.remove(room);
+    }
+
+    /// What an answer to asking `room` at `asked` says of its ticks: how
+    /// late a due tick that ran was (recorded), and when the next is due.
+    fn answered(&mut self, room: &RoomId, asked: Instant, tick: &Tick) {
+        let due = self.due.remove(room);
+        if let (Some(due), Some(_)) = (due, tick.ran) {
+            metrics::histogram!("waitroom_tick_lag_seconds")
+                .record(asked.saturating_duration_since(due).as_secs_f64());
+        }
+        // A tick that did not run here either was not due yet or ran on
+        // another node: either way the store's word on the next is news.
+        if tick.busy {
+            let next = asked + Duration::from_millis(tick.next_due_in_ms);
+            self.due.insert(room.clone(), next);
         }
     }
 
@@ -178,6 +199,9 @@ pub struct Promoter {
     hub: Arc<Hub>,
     wakeups: Arc<Wakeups>,
     asked: Arc<AtomicU64>,
+    /// Rooms whose `waitroom_max_active` gauge this node set, so that a cap
+    /// taken off clears it.
+    capped: Arc<Mutex<HashSet<RoomId>>>,
     /// What this node last announced of each room's sale, and until when a
     /// room found without a sale is not asked again.
     stock: Arc<Mutex<HashMap<RoomId, StockSeen>>>,
@@ -206,6 +230,7 @@ impl Promoter {
             hub,
             wakeups,
             asked: Arc::default(),
+            capped: Arc::default(),
             stock: Arc::default(),
         }
     }
@@ -293,11 +318,10 @@ impl Promoter {
         if tick.ran.is_some() {
             self.follow_stock(room).await;
         }
+        let labels = [("room", room.to_string())];
+        self.show(&labels, room, &tick);
         if let Some(report) = tick.ran {
-            let labels = [("room", room.to_string())];
             metrics::histogram!("waitroom_tick_seconds").record(started.elapsed().as_secs_f64());
-            metrics::gauge!("waitroom_waiting", &labels).set(report.waiting as f64);
-            metrics::gauge!("waitroom_active", &labels).set(report.active as f64);
             metrics::counter!("waitroom_admitted_total", &labels).increment(report.admitted);
             if report.no_shows > 0 {
                 metrics::counter!("waitroom_no_shows_total", &labels).increment(report.no_shows);
@@ -307,6 +331,40 @@ impl Promoter {
             }
         }
         Ok(tick)
+    }
+
+    /// The room's figures as this answer found them, whichever node's tick
+    /// ran: every node asks for a busy room's ticks, so every node shows
+    /// the same (dashboards take the `max` over nodes). `room` is one the
+    /// store knows, so its id is a label with a bounded set of values.
+    fn show(&self, labels: &[(&'static str, String); 1], room: &RoomId, tick: &Tick) {
+        let figures = tick.figures;
+        metrics::gauge!("waitroom_waiting", labels).set(figures.waiting as f64);
+        metrics::gauge!("waitroom_active", labels).set(figures.active as f64);
+        metrics::gauge!("waitroom_room_paused", labels).set(f64::from(u8::from(figures.paused)));
+        metrics::gauge!("waitroom_room_opened", labels).set(f64::from(u8::from(figures.opened)));
+        // Unknown (paused, or no rate yet) is NaN: a gap, not a wait of 0.
+        metrics::gauge!("waitroom_eta_seconds", labels)
+            .set(figures.tail_eta_s.map_or(f64::NAN, |eta| eta as f64));
+        // On every node, so that summing it over nodes never misses one.
+        metrics::counter!("waitroom_admitted_total", labels).increment(0);
+        match figures.max_active {
+            Some(cap) => {
+                self.capped.lock().insert(room.clone());
+                metrics::gauge!("waitroom_max_active", labels).set(cap as f64);
+            }
+            // A cap taken off: its gauge says nothing from then on.
+            None if self.capped.lock().remove(room) => {
+                metrics::gauge!("waitroom_max_active", labels).set(f64::NAN);
+            }
+            None => {}
+        }
+    }
+
+    /// A closed room's figures, shown once: nobody waits in it any more.
+    fn show_closed(&self, room: &RoomId) {
+        let labels = [("room", room.to_string())];
+        self.show(&labels, room, &Tick::default());
     }
 
     /// Marks every visitor with a socket on this node present, in batches of
@@ -386,8 +444,10 @@ impl Promoter {
                     // Not ticking while it is asked: a join that lands meanwhile
                     // wakes it again, so none is missed if the room goes idle.
                     self.wakeups.set_ticking(&room, false);
+                    let asked = Instant::now();
                     match self.tick(&room).await {
                         Ok(tick) => {
+                            schedule.answered(&room, asked, &tick);
                             if failing {
                                 failing = false;
                                 tracing::info!("ticks are running again");
@@ -401,7 +461,13 @@ impl Promoter {
                             schedule.no_later_than(room, pause);
                         }
                         // Gone: off the schedule until a refresh or a wake-up finds it.
-                        Err(StoreError::RoomNotFound(_) | StoreError::RoomClosed(_)) => {}
+                        Err(StoreError::RoomNotFound(_)) => {
+                            schedule.due.remove(&room);
+                        }
+                        Err(StoreError::RoomClosed(_)) => {
+                            schedule.due.remove(&room);
+                            self.show_closed(&room);
+                        }
                         Err(error) => {
                             if !failing {
                                 failing = true;

@@ -6,6 +6,7 @@ use ipnet::IpNet;
 use crate::http::client_address::parse_trusted_proxy;
 use crate::store::redis::RedisOptions;
 use crate::words::join_limit::{DEFAULT_IPV6_PREFIX, IPV6_PREFIXES};
+use crate::words::return_url::PublicUrl;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum LogFormat {
@@ -139,6 +140,14 @@ pub struct Settings {
     #[arg(long, env = "WAITROOM_TRUSTED_PROXIES", value_delimiter = ',', value_parser = parse_trusted_proxy)]
     pub trusted_proxies: Vec<IpNet>,
 
+    // Forward auth (`/api/gate`, docs/src/proxies/).
+    /// The waiting room's public base URL (`https://queue.example`, a path
+    /// prefix allowed): `/api/gate`'s redirects to a room's page are built
+    /// on it, and a room whose `target_url` is a path is on its origin.
+    /// Absent, the gate builds them on the forwarded host.
+    #[arg(long, env = "WAITROOM_PUBLIC_URL", value_parser = parse_public_url)]
+    pub public_url: Option<PublicUrl>,
+
     // --- Who else may call: origin tokens and CORS (issue 29, items 7 and 8).
     /// A token the protected site (the origin) uses to revoke passes
     /// (`POST /api/admin/rooms/{room}/passes/revoke`) and to call
@@ -187,6 +196,10 @@ pub fn parse_cors_origin(given: &str) -> Result<String, String> {
         ));
     }
     Ok(origin)
+}
+
+fn parse_public_url(raw: &str) -> Result<PublicUrl, String> {
+    PublicUrl::parse(raw)
 }
 
 /// The shortest admin token accepted: guessing one must be hopeless.
@@ -257,6 +270,17 @@ mod tests {
             Settings::try_parse_from(["waitroom", "--origin-token", "a", "--origin-token", "b"])
                 .unwrap();
         assert_eq!(settings.origin_tokens, ["a", "b"]);
+    }
+
+    #[test]
+    fn the_public_url_is_checked_at_start() {
+        let parse = |url: &str| Settings::try_parse_from(["waitroom", "--public-url", url]);
+        assert_eq!(
+            parse("https://queue.example/").unwrap().public_url,
+            Some(PublicUrl::parse("https://queue.example").unwrap())
+        );
+        let error = parse("queue.example").unwrap_err().to_string();
+        assert!(error.contains("--public-url"), "{error}");
     }
 
     #[test]

@@ -21,6 +21,7 @@ use crate::http::state::{AdminAccess, AppParts, ClientRules, Live, Ops, ServerSe
 use crate::live::hub::Hub;
 use crate::live::promoter::{Promoter, Wakeups};
 use crate::live::tasks::Tasks;
+use crate::store::measured::Measured;
 use crate::store::memory::MemoryStore;
 use crate::store::redis::{RedisOptions, RedisStore};
 use crate::store::{SaleStore, Store};
@@ -274,10 +275,14 @@ impl Application {
         clock: SharedClock,
         stores: Stores,
     ) -> Result<Self, StartError> {
+        // First, so that what is measured from here on is recorded.
+        let metrics = ops::metrics_handle();
         let Stores {
             admission: store,
             sale,
         } = stores;
+        let sale = Measured::sale(sale, store.name());
+        let store = Measured::store(store);
         let secret = settings.secret.clone().unwrap_or_else(|| {
             tracing::warn!("no --secret given: generated one for this process; tickets and passes will not survive a restart or verify on other nodes");
             random_secret()
@@ -298,10 +303,10 @@ impl Application {
             None => generate_admin_token()?,
         };
         check_origin_tokens(&settings.origin_tokens, &admin_token)?;
-        let credentials = Arc::new(Credentials::rotating(
-            &secret,
-            settings.previous_secret.as_deref(),
-        ));
+        let credentials = Arc::new(
+            Credentials::rotating(&secret, settings.previous_secret.as_deref())
+                .with_public_url(settings.public_url.clone()),
+        );
         let tasks = Tasks::new();
         let hub = Arc::new(Hub::new(store.clone(), credentials.clone()));
         let wakeups = Arc::new(Wakeups::default());
@@ -327,6 +332,11 @@ impl Application {
             );
         }
 
+        let socket_limit = settings.max_sockets.unwrap_or_else(default_socket_limit);
+        metrics::gauge!("waitroom_socket_limit").set(socket_limit as f64);
+        // From the start, not from the first socket: a node nobody has
+        // connected to yet shows 0, not nothing.
+        metrics::gauge!("waitroom_sockets_open").set(hub.registry().open_sockets() as f64);
         let draining = Arc::new(AtomicBool::new(false));
         let parts = AppParts {
             store: web::Data::from(store.clone()),
@@ -338,7 +348,7 @@ impl Application {
                 hub: hub.clone(),
                 wakeups,
                 tasks: tasks.clone(),
-                socket_limit: settings.max_sockets.unwrap_or_else(default_socket_limit),
+                socket_limit,
             }),
             admin: web::Data::new(AdminAccess {
                 token: admin_token,
@@ -357,7 +367,7 @@ impl Application {
                 cors_origins: settings.cors_origins.clone(),
             }),
             ops: web::Data::new(Ops {
-                metrics: ops::metrics_handle(),
+                metrics,
                 metrics_elsewhere: settings.metrics_listen.is_some(),
                 draining: draining.clone(),
             }),

@@ -56,7 +56,8 @@ use crate::http::error::ApiError;
 use crate::http::limits::AsksToUpgrade;
 use crate::http::state::{AppParts, Ops};
 use crate::http::{
-    admin, cookies, cors, draw, extractors, limits, middleware, ops, pages, sale, sockets, visitor,
+    admin, cookies, cors, draw, extractors, gate, limits, middleware, ops, pages, sale, sockets,
+    visitor,
 };
 use crate::live::lane::Lane;
 use crate::live::socket::SILENCE_LIMIT;
@@ -100,6 +101,7 @@ pub fn app(
         .wrap(actix_web::middleware::from_fn(middleware::conventions))
         .wrap(actix_web::middleware::from_fn(cors::cors))
         .wrap(middleware::security_headers())
+        .wrap(actix_web::middleware::from_fn(middleware::count_answers))
         .wrap(TracingLogger::<middleware::RedactedRootSpan>::new())
         .configure(|cfg| parts.register(cfg))
         .app_data(body_configs::json_config())
@@ -107,6 +109,7 @@ pub fn app(
         .app_data(body_configs::query_config())
         .app_data(body_configs::path_config())
         .configure(visitor::routes)
+        .configure(gate::routes)
         .configure(draw::routes)
         .configure(sockets::routes)
         .configure(admin::api::routes)

@@ -2,6 +2,7 @@
 //! each one atomic step: one critical section in memory, one Lua script on
 //! Redis), and the two stores, memory and Redis.
 
+pub mod measured;
 pub mod memory;
 pub mod redis;
 mod sale;
@@ -13,12 +14,22 @@ use tokio::sync::broadcast;
 
 use crate::words::clock::Millis;
 use crate::words::draw::{DrawInfo, DrawKey, EntryId};
-pub use crate::words::operations::{JoinOptions, StoreError, Tick, TickReport};
+pub use crate::words::operations::{JoinOptions, RoomFigures, StoreError, Tick, TickReport};
 use crate::words::sale::{SaleConfig, SaleError, SaleView, Stock};
 use crate::words::{Place, RoomConfig, RoomId, RoomInfo, RoomPatch, StoreEvent, VisitorId};
 
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
+    /// What kind of store this is, as the metrics name it (`memory`, `redis`).
+    fn name(&self) -> &'static str {
+        "custom"
+    }
+    /// The kinds of failure this store counts in `waitroom_store_errors_total`
+    /// (besides `unexpected`, which every store may give), registered at
+    /// zero when the store is put to use (see [`measured`]).
+    fn failure_kinds(&self) -> &'static [&'static str] {
+        &[]
+    }
     async fn create_room(&self, id: RoomId, config: RoomConfig) -> Result<RoomInfo, StoreError>;
     async fn configure(&self, id: &RoomId, patch: RoomPatch) -> Result<RoomInfo, StoreError>;
     /// Closes a room: every visitor's state becomes `closed`.

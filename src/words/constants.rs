@@ -20,3 +20,9 @@ pub const SWEEP_SLICE: u64 = 1_000;
 
 /// How soon a tick that left sweeping to do asks to be called again.
 pub const SWEEP_AGAIN_MS: Millis = 50;
+
+/// How long a visitor whose place was swept for being away is told so
+/// (`expired`, `away_too_long`) rather than plainly `expired`: long enough
+/// for a phone unlocked after lunch, short enough that a mass lapse's
+/// markers leave the store by themselves within the hour.
+pub const AWAY_REMEMBERED_MS: Millis = 3_600_000;

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::words::clock::Millis;
+use crate::words::return_url::PublicUrl;
 use crate::words::{RoomId, VisitorId};
 
 type HmacSha256 = Hmac<Sha256>;
@@ -100,6 +101,11 @@ struct TicketClaims {
     sub: String,
     room: String,
     iat: u64,
+    /// Where the visitor asked to go back to once admitted (a forward-auth
+    /// gate's `return`): kept signed here, not in the store, so that any
+    /// node admitting them on any later tick knows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ret: Option<String>,
 }
 
 /// One operator's logged-in session.
@@ -156,6 +162,9 @@ struct Keys {
 pub struct Credentials {
     current: Keys,
     previous: Option<Keys>,
+    /// `--public-url`: what a ticket's signed `return` is judged against
+    /// when the room's target is a path.
+    public_url: Option<PublicUrl>,
 }
 
 fn to_hex(bytes: &[u8]) -> String {
@@ -214,7 +223,18 @@ impl Credentials {
         Self {
             current: Keys::derive_from(current),
             previous: previous.map(Keys::derive_from),
+            public_url: None,
         }
+    }
+
+    /// With the deployment's public URL (`--public-url`).
+    pub fn with_public_url(mut self, public_url: Option<PublicUrl>) -> Self {
+        self.public_url = public_url;
+        self
+    }
+
+    pub fn public_url(&self) -> Option<&PublicUrl> {
+        self.public_url.as_ref()
     }
 
     /// The keys something may have been signed with: current first.
@@ -233,10 +253,24 @@ impl Credentials {
     }
 
     pub fn issue_ticket(&self, room: &RoomId, visitor: VisitorId, now: Millis) -> String {
+        self.issue_ticket_returning(room, visitor, now, None)
+    }
+
+    /// A ticket that also carries where to send the visitor back to once
+    /// admitted (see `return_url::destination`, which decides whether it
+    /// may).
+    pub fn issue_ticket_returning(
+        &self,
+        room: &RoomId,
+        visitor: VisitorId,
+        now: Millis,
+        ret: Option<&str>,
+    ) -> String {
         let claims = TicketClaims {
             sub: visitor.to_string(),
             room: room.to_string(),
             iat: now / 1000,
+            ret: ret.map(str::to_string),
         };
         jsonwebtoken::encode(
             &Header::new(Algorithm::HS256),
@@ -249,7 +283,14 @@ impl Credentials {
     /// The visitor a ticket names, if it is ours and for this room.
     pub fn read_ticket(&self, room: &RoomId, ticket: &str) -> Result<VisitorId, CredentialError> {
         self.read_ticket_signed(room, ticket)
-            .map(|(visitor, _)| visitor)
+            .map(|(visitor, _, _)| visitor)
+    }
+
+    /// The `return` a valid ticket of this room carries, if any.
+    pub fn ticket_return(&self, room: &RoomId, ticket: &str) -> Option<String> {
+        self.read_ticket_signed(room, ticket)
+            .ok()
+            .and_then(|(_, _, ret)| ret)
     }
 
     /// The visitor a ticket names, and the ticket to hand back: the same
@@ -262,21 +303,22 @@ impl Credentials {
         ticket: &str,
         now: Millis,
     ) -> Result<(VisitorId, String), CredentialError> {
-        let (visitor, current) = self.read_ticket_signed(room, ticket)?;
+        let (visitor, current, ret) = self.read_ticket_signed(room, ticket)?;
         let ticket = if current {
             ticket.to_string()
         } else {
-            self.issue_ticket(room, visitor, now)
+            self.issue_ticket_returning(room, visitor, now, ret.as_deref())
         };
         Ok((visitor, ticket))
     }
 
-    /// The visitor, and whether the current secret signed the ticket.
+    /// The visitor, whether the current secret signed the ticket, and its
+    /// `return`.
     fn read_ticket_signed(
         &self,
         room: &RoomId,
         ticket: &str,
-    ) -> Result<(VisitorId, bool), CredentialError> {
+    ) -> Result<(VisitorId, bool, Option<String>), CredentialError> {
         let mut validation = Validation::new(Algorithm::HS256);
         validation.required_spec_claims.clear();
         validation.validate_exp = false;
@@ -293,7 +335,7 @@ impl Credentials {
             return Err(CredentialError::WrongRoom);
         }
         let visitor = claims.sub.parse().map_err(|_| CredentialError::Invalid)?;
-        Ok((visitor, current))
+        Ok((visitor, current, claims.ret))
     }
 
     /// Signs a pass. Ed25519 is deterministic, so every node issues the very
@@ -436,6 +478,37 @@ mod tests {
 
     fn room(id: &str) -> RoomId {
         RoomId::parse(id).unwrap()
+    }
+
+    #[test]
+    fn a_tickets_return_is_signed_with_it_and_kept_through_a_rotation() {
+        let old = Credentials::from_secret("old");
+        let visitor = VisitorId::random();
+        let ret = "https://shop.example/checkout?item=7";
+        let ticket = old.issue_ticket_returning(&room("r"), visitor, 1_000, Some(ret));
+        assert_eq!(old.ticket_return(&room("r"), &ticket).as_deref(), Some(ret));
+        assert_eq!(old.ticket_return(&room("other"), &ticket), None);
+        let plain = old.issue_ticket(&room("r"), visitor, 1_000);
+        assert_eq!(old.ticket_return(&room("r"), &plain), None);
+        // Signed: another secret's ticket says nothing.
+        let forged = Credentials::from_secret("x").issue_ticket_returning(
+            &room("r"),
+            visitor,
+            1_000,
+            Some("https://evil.example/"),
+        );
+        assert_eq!(old.ticket_return(&room("r"), &forged), None);
+        // Renewed under a new secret, the ticket keeps its return.
+        let rotated = Credentials::rotating("new", Some("old"));
+        let (same, renewed) = rotated.renew_ticket(&room("r"), &ticket, 2_000).unwrap();
+        assert_eq!(same, visitor);
+        assert_ne!(renewed, ticket);
+        assert_eq!(
+            Credentials::from_secret("new")
+                .ticket_return(&room("r"), &renewed)
+                .as_deref(),
+            Some(ret)
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod join_limit;
 mod model;
 pub mod operations;
 pub mod pow;
+pub mod return_url;
 pub mod rules;
 pub mod sale;
 pub mod status;

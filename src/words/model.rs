@@ -202,7 +202,10 @@ pub const MIN_USER_KEY_CHARS: usize = 32;
 pub const DEFAULT_ADMIT_PER_TICK: u32 = 10;
 pub const DEFAULT_TICK_MS: u64 = 5_000;
 pub const DEFAULT_PASS_TTL_S: u64 = 600;
-pub const DEFAULT_ABANDON_AFTER_S: u64 = 60;
+/// How long a visitor with no socket and no poll keeps a place: a phone
+/// that locks or a tab in the background for a few minutes must come back
+/// to it (hosted rooms keep a place 5 to 20 minutes).
+pub const DEFAULT_ABANDON_AFTER_S: u64 = 300;
 
 /// A change to any subset of a room's config. `max_active: null` removes the cap,
 /// so that field distinguishes "absent" from "null".
@@ -499,8 +502,11 @@ pub enum PlaceState {
         admitted_at: Millis,
         expires_at: Millis,
     },
-    /// The pass ran out, or the place was lost to abandonment.
+    /// The pass ran out, or nothing is known of the visitor here.
     Expired,
+    /// The place was lost because its visitor was away (no socket, no poll)
+    /// for longer than `abandon_after_s`; told so for `AWAY_REMEMBERED_MS`.
+    Away,
     Left,
     Closed,
 }
@@ -530,6 +536,9 @@ pub struct RoomFacts {
     /// The sale sold out and the room closes its line for it
     /// (`close_when_sold_out`): the waiting are told `closed`, `sold_out`.
     pub sold_out: bool,
+    /// How long a waiting visitor who is away (no socket, no poll) keeps
+    /// the place, at least: the room's `abandon_after_s`.
+    pub abandon_after_s: u64,
 }
 
 impl RoomFacts {
@@ -542,6 +551,7 @@ impl RoomFacts {
             queue_method: config.queue_method,
             stock_left,
             sold_out,
+            abandon_after_s: config.abandon_after_s,
         }
     }
 }

@@ -85,6 +85,26 @@ pub struct Tick {
     /// How many times the room's arrivals were resumed after an outage
     /// (`Store::resume_arrivals`), as of this tick.
     pub arrival_resumptions: u64,
+    /// The room as this answer found it, whether a tick ran or not: every
+    /// node asks for a busy room's ticks, so every node's per-room metrics
+    /// agree to within a tick, whichever node's tick ran.
+    pub figures: RoomFigures,
+}
+
+/// A room's figures for the metrics, read in the tick's atomic step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RoomFigures {
+    pub waiting: u64,
+    pub active: u64,
+    pub max_active: Option<u64>,
+    pub paused: bool,
+    /// Past `opens_at` (or without one): before it, those waiting are a
+    /// pre-queue that nobody is admitted from, by design.
+    pub opened: bool,
+    /// The estimated wait the page shows the last in line
+    /// (`LineSummary::eta_seconds` of `waiting`); none while paused or
+    /// before any rate can be said.
+    pub tail_eta_s: Option<u64>,
 }
 
 /// What a due tick did, for the promoter's metrics and logs.

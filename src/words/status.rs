@@ -5,6 +5,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::words::clock::{Millis, rfc3339};
 use crate::words::credentials::Credentials;
+use crate::words::return_url;
 use crate::words::{
     LineSummary, PlaceState, QueueMethod, RoomFacts, RoomId, VisitorId, WireName, one_of, wire_enum,
 };
@@ -35,9 +36,10 @@ pub struct Status<'a> {
     /// How the line is admitted: `fifo`, `random`, `passthrough`, `reject`.
     #[serde(default)]
     pub queue_method: QueueMethod,
-    /// Why the room is `closed`.
+    /// Why the room is `closed`, or why the place `expired` when its
+    /// visitor was away too long.
     #[serde(default)]
-    pub reason: Option<CloseReason>,
+    pub reason: Option<Reason>,
     /// Units or seats still free in the room's sale (null: no sale).
     #[serde(default)]
     pub stock_left: Option<u64>,
@@ -47,6 +49,10 @@ pub struct Status<'a> {
     /// The visitor's public id in the room's draw (pre-queue entrants).
     #[serde(default)]
     pub entry: Option<String>,
+    /// While waiting: how long the place is kept, at least, for a visitor
+    /// who is away (no socket, no poll: a closed tab, a locked phone).
+    #[serde(default)]
+    pub kept_away_seconds: Option<u64>,
 }
 
 wire_enum! {
@@ -70,7 +76,7 @@ impl State {
         match place {
             PlaceState::PreQueue { .. } | PlaceState::Waiting { .. } => Self::Waiting,
             PlaceState::Admitted { .. } => Self::Admitted,
-            PlaceState::Expired => Self::Expired,
+            PlaceState::Expired | PlaceState::Away => Self::Expired,
             PlaceState::Left => Self::Left,
             PlaceState::Closed => Self::Closed,
         }
@@ -78,11 +84,14 @@ impl State {
 }
 
 wire_enum! {
-    /// Why a room is `closed` to a visitor.
-    pub enum CloseReason {
+    /// Why a room is `closed` to a visitor, or why their place `expired`.
+    pub enum Reason {
         ClosedByOperator,
         /// The sale behind the line has nothing left.
         SoldOut,
+        /// Nobody saw the visitor (no socket, no poll) for the room's
+        /// `abandon_after_s`, so the place went to those still there.
+        AwayTooLong,
     }
 }
 
@@ -117,10 +126,14 @@ impl<'a> Status<'a> {
             stock_left: input.facts.stock_left,
             opens_at: input.facts.opens_at.map(|at| rfc3339(at.0)),
             entry: None,
+            kept_away_seconds: None,
         };
         match input.state {
             // No order exists before the draw: no position, no wait.
-            PlaceState::PreQueue { entry } => status.entry = Some(entry.to_string()),
+            PlaceState::PreQueue { entry } => {
+                status.entry = Some(entry.to_string());
+                status.kept_away_seconds = Some(input.facts.abandon_after_s);
+            }
             // A random line has no order: everyone's expected wait is the
             // line's length at the achieved rate.
             PlaceState::Waiting { order, .. }
@@ -128,11 +141,13 @@ impl<'a> Status<'a> {
             {
                 status.entry = order.entry().map(|entry| entry.to_string());
                 status.eta_seconds = input.line.eta_seconds(input.line.waiting);
+                status.kept_away_seconds = Some(input.facts.abandon_after_s);
             }
             PlaceState::Waiting { order, position } => {
                 status.entry = order.entry().map(|entry| entry.to_string());
                 status.position = Some(position);
                 status.eta_seconds = input.line.eta_seconds(position);
+                status.kept_away_seconds = Some(input.facts.abandon_after_s);
             }
             PlaceState::Admitted {
                 admitted_at,
@@ -140,14 +155,22 @@ impl<'a> Status<'a> {
             } => {
                 let pass =
                     credentials.issue_pass(input.room, input.visitor, admitted_at, expires_at);
-                status.redirect_url = Some(with_pass(&input.facts.target_url, &pass));
+                // Back to the page a forward-auth gate turned them away
+                // from, when their ticket carries it and it is on the
+                // target's origin; else to the target.
+                let ret = credentials.ticket_return(input.room, input.ticket);
+                let destination = return_url::destination(
+                    ret.as_deref(),
+                    &input.facts.target_url,
+                    credentials.public_url(),
+                );
+                status.redirect_url = Some(with_pass(&destination, &pass));
                 status.expires_at = Some(rfc3339(expires_at));
                 status.pass = Some(pass);
             }
-            PlaceState::Closed if input.facts.sold_out => {
-                status.reason = Some(CloseReason::SoldOut)
-            }
-            PlaceState::Closed => status.reason = Some(CloseReason::ClosedByOperator),
+            PlaceState::Closed if input.facts.sold_out => status.reason = Some(Reason::SoldOut),
+            PlaceState::Closed => status.reason = Some(Reason::ClosedByOperator),
+            PlaceState::Away => status.reason = Some(Reason::AwayTooLong),
             PlaceState::Expired | PlaceState::Left => {}
         }
         status
@@ -205,7 +228,7 @@ mod tests {
                 state
             );
         }
-        let reason = serde_json::to_string(&CloseReason::ClosedByOperator).unwrap();
+        let reason = serde_json::to_string(&Reason::ClosedByOperator).unwrap();
         assert_eq!(reason, r#""closed_by_operator""#);
         assert_eq!(
             QueueMethod::parse("passthrough"),

@@ -234,7 +234,7 @@ pub async fn silent_entrants_leave_the_pre_queue(h: &Harness) {
         .ran
         .expect("a tick is due");
     assert_eq!((report.abandoned, report.admitted), (1, 0));
-    assert!(matches!(h.state(&room, silent).await, PlaceState::Expired));
+    assert!(matches!(h.state(&room, silent).await, PlaceState::Away));
     assert_eq!(h.store.room(&room).await.unwrap().stats.pre_queue, 1);
     open(h, 20_000, 0);
     assert_eq!(position(h.state(&room, present).await), 1);

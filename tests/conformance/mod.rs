@@ -84,9 +84,11 @@ macro_rules! conformance_suite {
             join_is_idempotent,
             reentry_after_admission_or_leave_goes_to_the_back,
             absent_visitors_lose_their_place_and_burn_no_admission,
+            a_visitor_away_too_long_is_told_so_and_rejoins_at_the_back,
             present_visitors_keep_their_place,
             paused_rooms_admit_nobody,
             eta_follows_the_achieved_rate,
+            after_a_rate_change_the_eta_uses_the_new_rate_until_a_window_of_it,
             positions_count_only_those_still_ahead,
             closed_rooms_tell_visitors_and_refuse_joins,
             unknown_rooms_are_errors,
@@ -108,6 +110,8 @@ macro_rules! conformance_suite {
             those_who_left_are_told_so_then_forgotten,
             a_mass_lapse_is_swept_a_slice_at_a_time,
             passes_never_seen_are_reclaimed_a_slice_at_a_time,
+            a_mass_expiry_is_swept_a_slice_at_a_time_and_told_at_once,
+            a_large_admission_goes_a_slice_per_call,
         );
         $crate::conformance_suite!(@draw $make;
             before_the_opening_everyone_waits_unordered_and_nobody_is_admitted,
@@ -403,7 +407,60 @@ pub mod scenarios {
             is_admitted(h.state(&room, present).await),
             "the absent head burned no admission"
         );
-        assert!(matches!(h.state(&room, gone).await, PlaceState::Expired));
+        assert!(matches!(h.state(&room, gone).await, PlaceState::Away));
+    }
+
+    /// A place kept five minutes by default; its visitor, swept after
+    /// that, is told why (`Away`) for as long as `AWAY_REMEMBERED_MS`, then
+    /// plainly `Expired`; joining again is a new place at the back.
+    pub async fn a_visitor_away_too_long_is_told_so_and_rejoins_at_the_back(h: &Harness) {
+        use waitroom::words::constants::AWAY_REMEMBERED_MS;
+        let room = h.room("r", 1, None).await;
+        let config = h.store.room(&room).await.unwrap().config;
+        assert_eq!(
+            config.abandon_after_s, 300,
+            "the default keeps a place 5 min"
+        );
+        h.patch(&room, r#"{"paused": true}"#).await;
+        let (away, _) = h.join(&room).await;
+        let mut present = Vec::new();
+        for _ in 0..2 {
+            present.push(h.join(&room).await.0);
+        }
+        // Asking for the place would be a sign of life: the ticks' reports
+        // say when it went. Four minutes and fifty seconds of silence keep it.
+        async fn abandoned_in(h: &Harness, room: &RoomId, present: &[VisitorId], s: u64) -> u64 {
+            let mut abandoned = 0;
+            for _ in 0..s / 10 {
+                h.clock.advance_ms(10_000);
+                h.store.touch(room, present).await.unwrap();
+                let tick = h.store.tick(room).await.unwrap();
+                abandoned += tick.ran.map_or(0, |r| r.abandoned);
+            }
+            abandoned
+        }
+        assert_eq!(
+            abandoned_in(h, &room, &present, 290).await,
+            0,
+            "kept at 290 s"
+        );
+        assert_eq!(
+            abandoned_in(h, &room, &present, 20).await,
+            1,
+            "gone by 310 s"
+        );
+        assert!(matches!(h.state(&room, away).await, PlaceState::Away));
+        assert_eq!(position(h.state(&room, present[0]).await), 1);
+        // The reason is kept for the hour, then the visitor is a stranger.
+        h.clock.advance_ms(AWAY_REMEMBERED_MS - 20_000);
+        h.store.touch(&room, &present).await.unwrap();
+        assert!(matches!(h.state(&room, away).await, PlaceState::Away));
+        h.clock.advance_ms(20_000);
+        assert!(matches!(h.state(&room, away).await, PlaceState::Expired));
+        // Joining again is a new place behind those still there.
+        h.store.touch(&room, &present).await.unwrap();
+        let again = h.store.join(&room, away).await.unwrap().state;
+        assert_eq!(position(again), 3);
     }
 
     pub async fn present_visitors_keep_their_place(h: &Harness) {
@@ -454,10 +511,7 @@ pub mod scenarios {
             h.store.tick(&room).await.unwrap();
         }
         assert_eq!(position(h.state(&room, waiting[1]).await), 2);
-        assert!(matches!(
-            h.state(&room, waiting[2]).await,
-            PlaceState::Expired
-        ));
+        assert!(matches!(h.state(&room, waiting[2]).await, PlaceState::Away));
 
         h.store.close_room(&room).await.unwrap();
         let closed = h.store.places(&room, &waiting).await.unwrap();
@@ -515,6 +569,45 @@ pub mod scenarios {
             .eta_seconds(24)
             .expect("something was admitted this minute");
         assert!(eta > 65 * 2, "eta {eta} reflects the slower achieved rate");
+    }
+
+    /// Right after the operator sets a new rate the achieved rate still
+    /// speaks of the old one: the ETA divides by the configured rate until
+    /// a whole window at the new one exists (design.md, rule 4), and is
+    /// within 10% of the real wait from the first tick on (no cap, nobody
+    /// leaving).
+    pub async fn after_a_rate_change_the_eta_uses_the_new_rate_until_a_window_of_it(h: &Harness) {
+        let room = h.room("r", 2, None).await;
+        h.patch(&room, r#"{"abandon_after_s": 3600}"#).await;
+        let mut line = Vec::new();
+        for _ in 0..202 {
+            line.push(h.join(&room).await.0);
+        }
+        let last = *line.last().unwrap();
+        // A minute at 2 per tick: the achieved rate is 0.4 per second.
+        for _ in 0..12 {
+            assert_eq!(h.tick(&room).await, 2);
+        }
+        h.patch(&room, r#"{"admit_per_tick": 10}"#).await;
+        assert_eq!(h.tick(&room).await, 10);
+        let place = h.store.status(&room, last).await.unwrap();
+        let at = position(place.state);
+        assert_eq!(at, 202 - 2 - 24 - 10);
+        let eta = place.line.eta_seconds(at).unwrap();
+        // The real wait: a tick admits 10 every 5 s.
+        let real = at.div_ceil(10) * TICK_MS / 1000;
+        assert!(
+            eta.abs_diff(real) * 10 <= real,
+            "eta {eta} s against a real wait of {real} s"
+        );
+        // A whole window at the new rate: the achieved rate is 2 per second.
+        for _ in 0..12 {
+            assert_eq!(h.tick(&room).await, 10);
+        }
+        let place = h.store.status(&room, last).await.unwrap();
+        let at = position(place.state);
+        assert_eq!(place.line.rate_per_s, Some(2.0));
+        assert_eq!(place.line.eta_seconds(at), Some(at / 2));
     }
 
     pub async fn positions_count_only_those_still_ahead(h: &Harness) {
@@ -962,6 +1055,81 @@ pub mod scenarios {
         assert!(second.next_due_in_ms > SWEEP_AGAIN_MS);
         let stats = h.store.room(&room).await.unwrap().stats;
         assert_eq!((stats.no_shows, stats.active), (admitted, 0));
+    }
+
+    /// Passes that run out together are swept a slice per call, while
+    /// every visitor whose pass ran out is told so at once, swept or not,
+    /// and may join again at once.
+    pub async fn a_mass_expiry_is_swept_a_slice_at_a_time_and_told_at_once(h: &Harness) {
+        let admitted = 3 * SWEEP_SLICE + SWEEP_SLICE / 2;
+        let room = h.room("r", admitted as u32, None).await;
+        h.patch(&room, r#"{"abandon_after_s": 3600}"#).await;
+        // Ids in order, so the sweeps' order (soonest expiry, then id) is known.
+        let visitors: Vec<VisitorId> = (1..=admitted).map(VisitorId).collect();
+        for visitor in &visitors {
+            let state = h.store.join(&room, *visitor).await.unwrap().state;
+            assert!(is_admitted(state), "straight through");
+        }
+        let ttl_s = h.store.room(&room).await.unwrap().config.pass_ttl_s;
+        h.clock.advance_ms(ttl_s * 1000);
+        // The last of them, whom no sweep has reached, joins again: a new
+        // place, at the back of an empty line.
+        let last = *visitors.last().unwrap();
+        let again = h.store.join(&room, last).await.unwrap().state;
+        assert_eq!(position(again), 1);
+        let slice = SWEEP_SLICE as usize;
+        let active = h.store.room(&room).await.unwrap().stats.active;
+        assert_eq!(
+            active,
+            admitted - 1 - 2 * SWEEP_SLICE,
+            "two calls swept a slice each, the rejoining visitor besides"
+        );
+        // Those no sweep has reached yet are told their pass ran out.
+        let unswept = &visitors[3 * slice..visitors.len() - 1];
+        let places = h.store.places(&room, unswept).await.unwrap();
+        assert!(
+            places
+                .iter()
+                .all(|place| matches!(place.state, PlaceState::Expired)),
+            "{:?}",
+            places
+                .iter()
+                .find(|p| !matches!(p.state, PlaceState::Expired))
+        );
+        assert_eq!(h.store.room(&room).await.unwrap().stats.active, 0);
+    }
+
+    /// A tick admits a slice at most, whether its bucket holds more or the
+    /// line goes through (`passthrough`); the calls after it admit on,
+    /// admitting nobody twice and nobody past the bucket.
+    pub async fn a_large_admission_goes_a_slice_per_call(h: &Harness) {
+        let slice = SWEEP_SLICE;
+        for (method, bucket) in [("fifo", 2 * slice + slice / 2 + 7), ("passthrough", 1)] {
+            let room = h.room(method, bucket as u32, None).await;
+            let paused = r#"{"paused": true, "abandon_after_s": 3600}"#;
+            h.patch(&room, paused).await;
+            let line = 2 * slice + slice / 2;
+            for _ in 0..line {
+                h.join(&room).await;
+            }
+            let go = format!(r#"{{"paused": false, "queue_method": "{method}"}}"#);
+            h.patch(&room, &go).await;
+            h.clock.advance_ms(TICK_MS);
+            let mut admitted = Vec::new();
+            loop {
+                let tick = h.store.tick(&room).await.unwrap();
+                let Some(report) = tick.ran else { break };
+                assert_eq!(
+                    tick.next_due_in_ms <= SWEEP_AGAIN_MS,
+                    report.admitted == slice,
+                    "{method}: due again soon after a whole slice"
+                );
+                admitted.push(report.admitted);
+            }
+            assert_eq!(admitted, [slice, slice, slice / 2], "{method}");
+            let stats = h.store.room(&room).await.unwrap().stats;
+            assert_eq!((stats.waiting, stats.active), (0, line), "{method}");
+        }
     }
 
     pub async fn resumed_arrivals_get_a_whole_grace_once_per_outage(h: &Harness) {

@@ -266,7 +266,7 @@ async fn confirm_with_store(
         // The store forgets a visitor whose pass ran out; a pass still
         // running whose visitor it does not know is from another life of
         // the room.
-        PlaceState::Expired => ran_out && expiry == Expiry::Ignored,
+        PlaceState::Expired | PlaceState::Away => ran_out && expiry == Expiry::Ignored,
         PlaceState::PreQueue { .. } | PlaceState::Waiting { .. } | PlaceState::Left => false,
     };
     if accepted {

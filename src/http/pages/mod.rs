@@ -11,9 +11,9 @@ use serde::Deserialize;
 
 use crate::http::error::ApiError;
 use crate::store::{Store, StoreError};
-use crate::words::RoomId;
 use crate::words::clock::{Clock, rfc3339};
 use crate::words::credentials::{CredentialError, Credentials};
+use crate::words::{DEFAULT_ABANDON_AFTER_S, RoomId};
 use i18n::Catalogue;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -64,6 +64,21 @@ pub struct RoomPage {
     /// Where a visitor signs in for a room that takes known users: the
     /// origin of the room's target (or this site, for a path).
     pub site_url: String,
+    /// The note saying how long an away visitor keeps the place; the
+    /// script keeps it true when the operator changes it.
+    pub keep_open: String,
+    pub abandon_after_s: u64,
+}
+
+/// How long a place is kept while its visitor is away, in `t`'s words:
+/// whole minutes (rounded down: the place is kept at least that long),
+/// or seconds under a minute. `static/room.js` says it the same way.
+pub fn kept_away(t: &Catalogue, seconds: u64) -> String {
+    if seconds >= 60 {
+        t.fill("room.kept_minutes", "n", seconds / 60)
+    } else {
+        t.fill("room.kept_seconds", "n", seconds)
+    }
 }
 
 /// The site behind a room: the origin of an absolute target, else `/`.
@@ -117,13 +132,17 @@ async fn room_page(
     let Some(room) = RoomId::parse(&path) else {
         return missing();
     };
-    let (room_name, site_url) = match store.room(&room).await {
-        Ok(info) => (info.config.name, site_of(&info.config.target_url)),
+    let (room_name, site_url, abandon_after_s) = match store.room(&room).await {
+        Ok(info) => (
+            info.config.name,
+            site_of(&info.config.target_url),
+            info.config.abandon_after_s,
+        ),
         Err(StoreError::RoomNotFound(_) | StoreError::RoomClosed(_)) => return missing(),
         // The page itself still loads; its script retries the join.
         Err(error) => {
             tracing::warn!(%room, %error, "store unavailable while rendering the room page");
-            (room.to_string(), "/".into())
+            (room.to_string(), "/".into(), DEFAULT_ABANDON_AFTER_S)
         }
     };
     render(&RoomPage {
@@ -132,6 +151,8 @@ async fn room_page(
         room_name,
         texts_json: texts_json(t, "room."),
         site_url,
+        keep_open: t.fill("room.keep_open", "time", kept_away(t, abandon_after_s)),
+        abandon_after_s,
     })
 }
 

@@ -175,6 +175,10 @@ impl Drop for HeldRoom<'_> {
 
 #[async_trait]
 impl Store for MemoryStore {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
     async fn create_room(&self, id: RoomId, config: RoomConfig) -> Result<RoomInfo, StoreError> {
         let dice = self.dice();
         config.validate().map_err(StoreError::InvalidConfig)?;
@@ -366,6 +370,7 @@ impl Store for MemoryStore {
             busy: model.busy(),
             next_due_in_ms: model.next_due_in_ms(now),
             arrival_resumptions: model.arrival_resumptions(),
+            figures: model.figures(now),
         })
     }
 

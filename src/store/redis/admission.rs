@@ -529,6 +529,14 @@ async fn forward_events(
 
 #[async_trait]
 impl Store for RedisStore {
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+
+    fn failure_kinds(&self) -> &'static [&'static str] {
+        super::connection::FAILURE_KINDS
+    }
+
     /// The set of room ids lives in a slot of its own (on a Cluster no
     /// script can touch it and a room's keys together), so creating and
     /// closing are ordered to make a failure between the two steps harmless:

@@ -232,8 +232,50 @@ fn with_resp3(url: &str) -> String {
     }
 }
 
+/// What a write whose replicas did not confirm it in time fails with.
+const REPLICAS_UNCONFIRMED: &str = "replicas did not confirm the write";
+
 pub(super) fn unavailable(error: RedisError) -> StoreError {
+    count_failure(&error);
     StoreError::Unavailable(error.to_string())
+}
+
+/// The kinds of failure `waitroom_store_errors_total{store="redis"}` tells
+/// apart, each registered at zero when the store connects.
+pub(super) const FAILURE_KINDS: &[&str] =
+    &["timeout", "connection", "failover", "replicas", "other"];
+
+/// Counts a call that failed on Redis (once per call a caller sees fail;
+/// the attempts `again_if_it_never_ran` repeats are not counted), by kind.
+pub(super) fn count_failure(error: &RedisError) {
+    let kind = if error.is_timeout() {
+        "timeout"
+    } else if error.to_string().contains(REPLICAS_UNCONFIRMED) {
+        "replicas"
+    } else if error.is_io_error()
+        || error.is_connection_dropped()
+        || error.is_connection_refusal()
+        || error.kind() == ErrorKind::ClusterConnectionNotFound
+    {
+        "connection"
+    } else if matches!(
+        error.kind(),
+        ErrorKind::Server(
+            ServerErrorKind::ReadOnly
+                | ServerErrorKind::MasterDown
+                | ServerErrorKind::ClusterDown
+                | ServerErrorKind::TryAgain
+                | ServerErrorKind::BusyLoading
+                | ServerErrorKind::Moved
+                | ServerErrorKind::Ask
+        )
+    ) {
+        "failover"
+    } else {
+        "other"
+    };
+    metrics::counter!(crate::store::measured::STORE_ERRORS, "store" => "redis", "kind" => kind)
+        .increment(1);
 }
 
 /// Whether an error is how a call fails when its server is gone, stalled
@@ -651,7 +693,7 @@ impl Link {
         if confirmed < i64::from(self.wait_replicas) {
             return Err(RedisError::from((
                 ErrorKind::Io,
-                "replicas did not confirm the write",
+                REPLICAS_UNCONFIRMED,
                 format!(
                     "{confirmed} of {} within {} ms; nothing was acknowledged",
                     self.wait_replicas,

@@ -4,13 +4,14 @@
 //! node of this release hears the nodes not yet upgraded. (A node of an
 //! earlier release cannot read the JSON ones: until it is replaced its
 //! sockets move only when they are read again; nothing stored is lost.
-//! README, "Upgrading".)
+//! See docs/src/upgrading.md.)
 
 use std::sync::Arc;
 
 use serde::Deserialize;
 use serde::de::{Deserializer, IgnoredAny};
 
+use crate::words::DEFAULT_ABANDON_AFTER_S;
 use crate::words::clock::Moment;
 use crate::words::{Admission, LineSummary, Order, QueueMethod, RoomEvent, RoomFacts, RoomId};
 
@@ -128,6 +129,13 @@ pub(super) struct WireFacts {
     target_url: String,
     #[serde(default)]
     notice: String,
+    /// Absent from the facts of a node that predates it (a rolling upgrade).
+    #[serde(default = "default_abandon_after_s")]
+    abandon_after_s: u64,
+}
+
+fn default_abandon_after_s() -> u64 {
+    DEFAULT_ABANDON_AFTER_S
 }
 
 impl WireFacts {
@@ -144,6 +152,7 @@ impl WireFacts {
             stock_left: self.stock_left.parse().ok(),
             sold_out: self.sold_out,
             opens_at: self.opens_at.parse().ok().map(Moment),
+            abandon_after_s: self.abandon_after_s,
         }
     }
 }
@@ -282,6 +291,7 @@ fn parse_pipe_event(room: RoomId, payload: &str) -> Option<RoomEvent> {
                     stock_left: stock_left.parse().ok(),
                     sold_out: sold_out == "1",
                     opens_at: opens_at.parse().ok().map(Moment),
+                    abandon_after_s: DEFAULT_ABANDON_AFTER_S,
                 }),
             })
         }

@@ -11,7 +11,9 @@ use redis::Script;
 use super::events::EVENT_FORMAT;
 use super::keys;
 use super::script_error::CODES;
-use crate::words::constants::{JOIN_LIMIT_WINDOW_MS, RATE_WINDOW_MS, SWEEP_AGAIN_MS, SWEEP_SLICE};
+use crate::words::constants::{
+    AWAY_REMEMBERED_MS, JOIN_LIMIT_WINDOW_MS, RATE_WINDOW_MS, SWEEP_AGAIN_MS, SWEEP_SLICE,
+};
 
 /// Lua's `unpack()` is limited in the number of values it takes: commands
 /// with many members are sent in chunks of this size.
@@ -42,6 +44,7 @@ fn constants() -> Vec<(&'static str, Literal)> {
         ("CHUNK", Literal::Number(CHUNK)),
         ("SWEEP_SLICE", Literal::Number(SWEEP_SLICE)),
         ("SWEEP_AGAIN_MS", Literal::Number(SWEEP_AGAIN_MS)),
+        ("AWAY_REMEMBERED_MS", Literal::Number(AWAY_REMEMBERED_MS)),
         ("EVENT_FORMAT", Literal::Number(EVENT_FORMAT.into())),
         ("ROOM_KEY", Literal::Text(keys::ROOM)),
         ("EVENTS_KEY", Literal::Text(keys::EVENTS)),

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use super::events::{WireFacts, WireLine, list, parse_order};
-use crate::store::{Tick, TickReport};
+use crate::store::{RoomFigures, Tick, TickReport};
 use crate::words::clock::Millis;
 use crate::words::sale::{Claim, ClaimState, SaleKind};
 use crate::words::{Place, PlaceState, VisitorId};
@@ -60,6 +60,8 @@ enum WireState {
     Closed,
     #[serde(rename = "e")]
     Expired,
+    #[serde(rename = "x")]
+    Away,
 }
 
 impl WirePlace {
@@ -83,6 +85,7 @@ impl WirePlace {
             WireState::Left => PlaceState::Left,
             WireState::Closed => PlaceState::Closed,
             WireState::Expired => PlaceState::Expired,
+            WireState::Away => PlaceState::Away,
         };
         let queue_method = self.facts.queue_method().unwrap_or_default();
         Some(Place {
@@ -108,6 +111,11 @@ pub(super) struct WireTick {
     active: u64,
     next_due_in_ms: Millis,
     arrival_resumptions: u64,
+    line: WireLine,
+    /// '' without a cap.
+    #[serde(default)]
+    max_active: String,
+    opened: bool,
 }
 
 impl From<WireTick> for Tick {
@@ -123,6 +131,17 @@ impl From<WireTick> for Tick {
             busy: tick.waiting > 0 || tick.active > 0,
             next_due_in_ms: tick.next_due_in_ms,
             arrival_resumptions: tick.arrival_resumptions,
+            figures: {
+                let line = tick.line.summary();
+                RoomFigures {
+                    waiting: line.waiting,
+                    active: tick.active,
+                    max_active: tick.max_active.parse().ok(),
+                    paused: line.paused,
+                    opened: tick.opened,
+                    tail_eta_s: line.eta_seconds(line.waiting),
+                }
+            },
         }
     }
 }
@@ -261,15 +280,23 @@ mod tests {
     #[test]
     fn a_tick_that_did_not_run_counts_nothing() {
         let idle: Tick = read::<WireTick>(
-            r#"{"ran":false,"waiting":0,"active":2,"next_due_in_ms":250,"arrival_resumptions":1}"#,
+            r#"{"ran":false,"waiting":0,"active":2,"next_due_in_ms":250,"arrival_resumptions":1,"line":{"version":3,"waiting":0,"rate":"","tick_at":"","paused":"1"},"max_active":"","opened":false}"#,
         )
         .unwrap()
         .into();
         assert_eq!(idle.ran, None);
         assert!(idle.busy);
         assert_eq!((idle.next_due_in_ms, idle.arrival_resumptions), (250, 1));
+        assert_eq!(
+            idle.figures,
+            RoomFigures {
+                active: 2,
+                paused: true,
+                ..RoomFigures::default()
+            }
+        );
         let ran: Tick = read::<WireTick>(
-            r#"{"ran":true,"admitted":5,"abandoned":1,"no_shows":2,"waiting":9,"active":5,"next_due_in_ms":1000,"arrival_resumptions":0}"#,
+            r#"{"ran":true,"admitted":5,"abandoned":1,"no_shows":2,"waiting":9,"active":5,"next_due_in_ms":1000,"arrival_resumptions":0,"line":{"version":4,"waiting":9,"rate":"0.5","tick_at":"900","paused":"0"},"max_active":"5","opened":true}"#,
         )
         .unwrap()
         .into();
@@ -282,6 +309,17 @@ mod tests {
                 waiting: 9,
                 active: 5
             })
+        );
+        assert_eq!(
+            ran.figures,
+            RoomFigures {
+                waiting: 9,
+                active: 5,
+                max_active: Some(5),
+                paused: false,
+                opened: true,
+                tail_eta_s: Some(18),
+            }
         );
     }
 

@@ -56,7 +56,10 @@ fn sale_error(error: RedisError) -> SaleError {
         Some(ScriptError::Released) => SaleError::Released,
         Some(ScriptError::Confirmed) => SaleError::AlreadyConfirmed,
         Some(other) => SaleError::Unavailable(format!("unexpected refusal {other:?}")),
-        None => SaleError::Unavailable(error.to_string()),
+        None => {
+            super::connection::count_failure(&error);
+            SaleError::Unavailable(error.to_string())
+        }
     }
 }
 

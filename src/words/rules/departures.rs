@@ -1,27 +1,40 @@
-//! Visitors who gave up their place or pass (or had it taken back): until
-//! when each is told `left`, forgotten then, a bounded number per
-//! operation, soonest first.
+//! Visitors who gave up their place or pass (or had it taken back), and
+//! those whose place was swept because they were away: until when each is
+//! told so (`left`, or `expired` for being away), forgotten then, a bounded
+//! number per operation, soonest first.
 
 use std::collections::{BTreeSet, HashMap};
 
 use crate::words::VisitorId;
 use crate::words::clock::Millis;
 
+/// Why a visitor is remembered after their place is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Departure {
+    /// They gave it up, or it was taken back.
+    Left,
+    /// It was swept: nobody saw them for `abandon_after_s`.
+    Away,
+}
+
 #[derive(Default)]
 pub(super) struct Departures {
-    until: HashMap<VisitorId, Millis>,
+    until: HashMap<VisitorId, (Millis, Departure)>,
     soonest: BTreeSet<(Millis, VisitorId)>,
 }
 
 impl Departures {
-    pub(super) fn depart(&mut self, visitor: VisitorId, until: Millis) {
-        self.until.insert(visitor, until);
+    pub(super) fn depart(&mut self, visitor: VisitorId, until: Millis, why: Departure) {
+        self.until.insert(visitor, (until, why));
         self.soonest.insert((until, visitor));
     }
 
-    /// Is the visitor told `left` at `now`?
-    pub(super) fn left(&self, visitor: VisitorId, now: Millis) -> bool {
-        self.until.get(&visitor).is_some_and(|until| *until > now)
+    /// Why the visitor's place is gone, if they are still told at `now`.
+    pub(super) fn departure(&self, visitor: VisitorId, now: Millis) -> Option<Departure> {
+        self.until
+            .get(&visitor)
+            .filter(|(until, _)| *until > now)
+            .map(|(_, why)| *why)
     }
 
     /// Forgets up to `at_most` of those no longer told `left` at `now`.
@@ -30,7 +43,7 @@ impl Departures {
             match self.soonest.first() {
                 Some(&(until, visitor)) if until <= now => {
                     self.soonest.pop_first();
-                    if self.until.get(&visitor) == Some(&until) {
+                    if self.until.get(&visitor).map(|(at, _)| *at) == Some(until) {
                         self.until.remove(&visitor);
                     }
                 }

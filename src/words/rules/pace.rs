@@ -20,6 +20,11 @@ pub(super) struct Pace {
     achieved_rate: f64,
     /// (time, admitted) over the rate window, oldest first.
     admissions: VecDeque<(Millis, u64)>,
+    /// When the pace last changed (the room made, the rate or the tick
+    /// set, admission resumed, the opening): until a whole rate window has
+    /// passed since, the achieved rate says more of the old pace than of
+    /// this one, and an ETA divides by the configured rate instead.
+    rate_since: Millis,
 }
 
 impl Pace {
@@ -31,7 +36,13 @@ impl Pace {
             last_tick_ran: None,
             achieved_rate: 0.0,
             admissions: VecDeque::new(),
+            rate_since: now,
         }
+    }
+
+    /// The pace changed at `at`: ETAs use the configured rate for a window.
+    pub(super) fn changed_at(&mut self, at: Millis) {
+        self.rate_since = at;
     }
 
     /// Starts the tick due at `now`: the bucket full again, the cadence kept
@@ -86,16 +97,19 @@ impl Pace {
         admitted as f64 * 1000.0 / span_ms as f64
     }
 
-    /// The rate an ETA divides by: none while paused, the configured rate
-    /// before the first tick, then the rate achieved (none if nothing got in).
+    /// The rate an ETA divides by: none while paused; the configured rate
+    /// until a tick has run a whole rate window after the pace last changed
+    /// (design.md, rule 4); then the rate achieved (none if nothing got in).
     pub(super) fn rate_per_s(&self, config: &RoomConfig) -> Option<f64> {
         if config.paused {
             return None;
         }
-        if self.last_tick_ran.is_none() {
-            return Some(config.admit_per_tick as f64 * 1000.0 / config.tick_ms as f64);
+        match self.last_tick_ran {
+            Some(ran) if ran >= self.rate_since + RATE_WINDOW_MS => {
+                (self.achieved_rate > 0.0).then_some(self.achieved_rate)
+            }
+            _ => Some(config.admit_per_tick as f64 * 1000.0 / config.tick_ms as f64),
         }
-        (self.achieved_rate > 0.0).then_some(self.achieved_rate)
     }
 
     /// When the room next needs its tick asked for: the tick period from

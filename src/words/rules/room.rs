@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::departures::Departures;
+use super::departures::{Departure, Departures};
 use super::door::Door;
 use super::draw_line::DrawLine;
 use super::line::{Line, Spot};
@@ -16,9 +16,9 @@ use super::pace::Pace;
 use super::passes::Passes;
 use crate::words::chance::{Dice, PickSeed};
 use crate::words::clock::Millis;
-use crate::words::constants::{RATE_WINDOW_MS, SWEEP_AGAIN_MS, SWEEP_SLICE};
+use crate::words::constants::{AWAY_REMEMBERED_MS, RATE_WINDOW_MS, SWEEP_AGAIN_MS, SWEEP_SLICE};
 use crate::words::draw::{self, DrawInfo, DrawKey, EntryId};
-use crate::words::operations::{JoinOptions, StoreError, TickReport};
+use crate::words::operations::{JoinOptions, RoomFigures, StoreError, TickReport};
 use crate::words::sale::Stock;
 use crate::words::{
     Admission, LineSummary, Order, Place, PlaceState, QueueMethod, RoomConfig, RoomEvent,
@@ -67,6 +67,10 @@ pub struct RoomModel {
     /// The last tick filled a sweep's slice: the next call sweeps on,
     /// whether a tick is due or not.
     sweep_left: bool,
+    /// The last expiry filled its slice: passes that ran out are left.
+    passes_left: bool,
+    /// The last tick admitted a whole slice: the next call admits on.
+    admit_left: bool,
     /// Known users (a user token's `sub`) → the visitor holding their place.
     users: HashMap<String, VisitorId>,
     /// And back: the user whose place a visitor holds.
@@ -89,6 +93,8 @@ impl RoomModel {
             departed: Departures::default(),
             drawn_announced: false,
             sweep_left: false,
+            passes_left: false,
+            admit_left: false,
             users: HashMap::new(),
             user_of: HashMap::new(),
         }
@@ -98,10 +104,17 @@ impl RoomModel {
         &self.config
     }
 
-    /// What time alone ends: passes run out, and departed visitors are
-    /// forgotten (up to `at_most` of them).
+    /// What time alone ends: passes run out (a slice of them at most: a
+    /// mass expiry is swept over several calls, and the cap counts a pass
+    /// until it is swept, never fewer), and departed visitors are forgotten
+    /// (up to `at_most` of them).
     pub fn expire(&mut self, now: Millis, at_most: usize) {
-        while let Some(visitor) = self.passes.pop_expired(now) {
+        let mut swept = 0;
+        while swept < SWEEP_SLICE {
+            let Some(visitor) = self.passes.pop_expired(now) else {
+                break;
+            };
+            swept += 1;
             if let Some(VisitorState::Admitted {
                 arrival_due: Some(due),
                 ..
@@ -110,7 +123,24 @@ impl RoomModel {
                 self.passes.arrived(due, visitor);
             }
         }
+        // As the last call before a tick left it: that tick sweeps on.
+        self.passes_left = swept == SWEEP_SLICE;
         self.departed.forget(now, at_most);
+    }
+
+    /// Forgets the visitor if their pass ran out and no sweep has come to
+    /// it yet: an operation on one visitor never waits for the sweep.
+    fn expire_visitor(&mut self, visitor: VisitorId, now: Millis) {
+        if let Some(VisitorState::Admitted {
+            expires_at,
+            arrival_due,
+            ..
+        }) = self.visitors.get(&visitor).copied()
+            && expires_at <= now
+        {
+            self.passes.take_back(visitor, expires_at, arrival_due);
+            self.forget(visitor);
+        }
     }
 
     /// Applies an operator's change; the event that tells every node.
@@ -130,6 +160,10 @@ impl RoomModel {
             self.line.draw = Some(DrawLine::new(dice.draw_seed()));
         }
         self.pace.tokens = self.pace.tokens.min(config.admit_per_tick);
+        let pace = |c: &RoomConfig| (c.admit_per_tick, c.tick_ms, c.paused);
+        if pace(&config) != pace(&self.config) {
+            self.pace.changed_at(now);
+        }
         self.facts = Arc::new(RoomFacts::of(
             &config,
             self.facts.stock_left,
@@ -160,7 +194,7 @@ impl RoomModel {
     fn depart(&mut self, visitor: VisitorId, until: Millis, now: Millis) {
         let until = until.max(now + self.config.abandon_after_s * 1000);
         self.forget(visitor);
-        self.departed.depart(visitor, until);
+        self.departed.depart(visitor, until, Departure::Left);
     }
 
     /// Whether the room is open: it has no `opens_at`, or that has passed.
@@ -196,6 +230,8 @@ impl RoomModel {
             match self.visitors.get(&visitor).copied() {
                 Some(VisitorState::Waiting { spot, .. }) => {
                     self.forget(visitor);
+                    self.departed
+                        .depart(visitor, now + AWAY_REMEMBERED_MS, Departure::Away);
                     self.line.remove(spot, last_seen, visitor, opened);
                     departed.push(spot.order());
                 }
@@ -235,6 +271,19 @@ impl RoomModel {
         }
     }
 
+    /// The room's figures for the metrics (`Tick::figures`).
+    pub fn figures(&self, now: Millis) -> RoomFigures {
+        let line = self.summary();
+        RoomFigures {
+            waiting: line.waiting,
+            active: self.passes.held(),
+            max_active: self.config.max_active,
+            paused: self.config.paused,
+            opened: self.opened(now),
+            tail_eta_s: line.eta_seconds(line.waiting),
+        }
+    }
+
     fn summary(&self) -> LineSummary {
         LineSummary {
             version: self.version,
@@ -258,6 +307,10 @@ impl RoomModel {
                 order: spot.order(),
                 position: self.line.position(*spot),
             },
+            // A pass that ran out is gone, swept or not.
+            Some(VisitorState::Admitted { expires_at, .. }) if *expires_at <= now => {
+                PlaceState::Expired
+            }
             Some(VisitorState::Admitted {
                 admitted_at,
                 expires_at,
@@ -266,8 +319,11 @@ impl RoomModel {
                 admitted_at: *admitted_at,
                 expires_at: *expires_at,
             },
-            None if self.departed.left(visitor, now) => PlaceState::Left,
-            None => PlaceState::Expired,
+            None => match self.departed.departure(visitor, now) {
+                Some(Departure::Left) => PlaceState::Left,
+                Some(Departure::Away) => PlaceState::Away,
+                None => PlaceState::Expired,
+            },
         };
         Place {
             visitor,
@@ -295,11 +351,19 @@ impl RoomModel {
         now: Millis,
         dice: &Dice,
     ) -> Result<Place, StoreError> {
+        self.expire_visitor(visitor, now);
         let visitor = match &options.user {
             // One place per user: the user's live place, whoever asks.
-            Some(user) => match self.users.get(user) {
-                Some(held) if self.visitors.contains_key(held) => *held,
-                _ => visitor,
+            Some(user) => match self.users.get(user).copied() {
+                Some(held) => {
+                    self.expire_visitor(held, now);
+                    if self.visitors.contains_key(&held) {
+                        held
+                    } else {
+                        visitor
+                    }
+                }
+                None => visitor,
             },
             None if self.config.user_required => return Err(StoreError::UserRequired),
             None => visitor,
@@ -414,6 +478,7 @@ impl RoomModel {
         pass_exp_s: Option<u64>,
         now: Millis,
     ) -> bool {
+        self.expire_visitor(visitor, now);
         match self.visitors.get(&visitor) {
             Some(VisitorState::Admitted { expires_at, .. })
                 if pass_exp_s.is_none_or(|exp| exp == *expires_at / 1000) =>
@@ -429,6 +494,7 @@ impl RoomModel {
     /// for a while (`depart`). The event that tells every node, if they
     /// were waiting.
     pub fn leave(&mut self, visitor: VisitorId, now: Millis) -> Option<RoomEvent> {
+        self.expire_visitor(visitor, now);
         match self.visitors.get(&visitor).copied()? {
             VisitorState::Waiting {
                 spot, last_seen, ..
@@ -468,6 +534,9 @@ impl RoomModel {
             // entered: a line that formed after the opening has nothing
             // to read again).
             self.drawn_announced = true;
+            if let Some(opens_at) = self.config.opens_at {
+                self.pace.changed_at(opens_at.0);
+            }
             if self.line.drawn_waiting() > 0 {
                 self.version += 1;
                 events.push(RoomEvent::Drawn {
@@ -481,9 +550,9 @@ impl RoomModel {
         // where this keeps an idle room's heartbeat to a read).
         let idle = !self.busy() && self.pace.tokens >= self.config.admit_per_tick;
         if idle {
-            self.sweep_left = false;
+            (self.sweep_left, self.admit_left) = (false, false);
         }
-        if !(due || self.sweep_left) || idle {
+        if !(due || self.sweep_left || self.admit_left) || idle {
             let report = TickReport {
                 waiting: self.line.waiting(),
                 active: self.passes.held(),
@@ -496,9 +565,12 @@ impl RoomModel {
         }
         let (departed, more_absent) = self.sweep_abandoned(now);
         let (no_shows, more_no_shows) = self.reclaim_no_shows(now);
-        self.sweep_left = more_absent || more_no_shows;
-        let admitted = if due {
+        self.sweep_left = more_absent || more_no_shows || std::mem::take(&mut self.passes_left);
+        // A tick admits a slice at most; the next calls admit on with what
+        // the bucket has left (or, `passthrough`, the rest of the line).
+        let admitted = if due || self.admit_left {
             let admitted = self.admit_due(now, pick);
+            self.admit_left = admitted.len() as u64 == SWEEP_SLICE;
             self.pace.end_tick(&self.config, now, admitted.len() as u64);
             admitted
         } else {
@@ -523,14 +595,16 @@ impl RoomModel {
 
     /// Whom this tick lets in: as many as the bucket and the cap allow, in
     /// the room's queue method; `passthrough` lets the whole line in, bucket
-    /// and cap ignored.
+    /// and cap ignored. A slice at most (`SWEEP_SLICE`) per call.
     fn admit_due(&mut self, now: Millis, pick: PickSeed) -> Vec<Admission> {
         let mut admitted = Vec::new();
         if !self.opened(now) || self.config.paused || self.facts.sold_out {
             return admitted;
         }
         let method = self.config.queue_method;
-        while method == QueueMethod::Passthrough || (self.pace.tokens > 0 && self.under_cap()) {
+        while (admitted.len() as u64) < SWEEP_SLICE
+            && (method == QueueMethod::Passthrough || (self.pace.tokens > 0 && self.under_cap()))
+        {
             let next = match method {
                 QueueMethod::Random => self.line.random(pick, admitted.len() as u64),
                 _ => self.line.first(),
@@ -559,7 +633,7 @@ impl RoomModel {
     /// sooner for an opening to announce or a sweep to go on with.
     pub fn next_due_in_ms(&self, now: Millis) -> Millis {
         let mut tick = self.pace.next_due_in_ms(&self.config, now);
-        if self.sweep_left {
+        if self.sweep_left || self.admit_left {
             tick = tick.min(SWEEP_AGAIN_MS);
         }
         match self.config.opens_at {
@@ -702,6 +776,9 @@ mod tests {
             room.tick(now, dice().pick);
         }
         assert!(room.visitors.is_empty(), "{:?}", room.visitors);
+        // #3 is told for an hour that they were away too long.
+        assert_eq!(room.departed.remembered(), 1);
+        room.expire(at(20) + AWAY_REMEMBERED_MS, FORGOTTEN_PER_TICK);
         assert!(room.departed.is_empty());
         assert!(room.users.is_empty() && room.user_of.is_empty());
         assert!(room.line.is_empty() && room.passes.is_empty());

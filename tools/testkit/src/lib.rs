@@ -60,6 +60,7 @@ pub fn test_settings() -> Settings {
         join_rate_ipv6_prefix: DEFAULT_IPV6_PREFIX,
         trusted_proxies: Vec::new(),
         drain_s: 5,
+        public_url: None,
         origin_tokens: Vec::new(),
         cors_origins: Vec::new(),
     }

@@ -1,0 +1,328 @@
+//! `GET /api/gate`: forward auth for proxies that hand the auth answer
+//! itself to the visitor (Caddy's `forward_auth`, Traefik's `ForwardAuth`,
+//! Envoy's `ext_authz`, HAProxy through a Lua action). 204 lets the request
+//! through; a 302 sends the visitor to the room's page with `return=` the
+//! URL they asked for, or, on their first request back (the pass in the
+//! URL as `wr_pass`), to the same URL without it, the pass now a cookie.
+//!
+//! The pass is checked as `/api/verify` checks it (`check_pass_for_proxy`:
+//! with the store down, by signature, room and expiry alone).
+
+use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
+use actix_web::http::header;
+use actix_web::{HttpRequest, HttpResponse, web};
+use url::Url;
+
+use super::error::{ApiError, ErrorCode};
+use super::extractors::{
+    PASS_COOKIE, PassChecker, PassRefusal, Verified, check_pass_for_proxy, presented_pass,
+};
+use super::state::Live;
+use super::visitor::{VerifyQuery, room_to_verify};
+use crate::store::{Store, StoreError};
+use crate::words::RoomId;
+use crate::words::clock::Clock;
+use crate::words::credentials::Credentials;
+use crate::words::return_url::{MAX_RETURN_BYTES, PASS_PARAMETER, parse_return, without_pass};
+
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource("/api/gate").get(gate))
+        .service(web::resource("/api/gate/{original:.*}").get(envoy_gate));
+}
+
+/// How the proxy asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Asking {
+    /// `/api/gate`: the original URL in `X-Forwarded-*` (or
+    /// `X-Original-URL`), the room in `X-Waitroom-Room` or `?room=`.
+    Plain,
+    /// `/api/gate/<original path>?<original query>`, as Envoy's `ext_authz`
+    /// asks (it appends the visitor's path to `path_prefix` and sends their
+    /// `Host`): the query is the visitor's, so the room comes from
+    /// `X-Waitroom-Room` alone; and Envoy lets only a 200 through, so a
+    /// valid pass gets 200 rather than 204.
+    Envoy,
+}
+
+async fn gate(
+    req: HttpRequest,
+    query: web::Query<VerifyQuery>,
+    checker: PassChecker,
+    live: web::Data<Live>,
+    store: web::Data<dyn Store>,
+    credentials: web::Data<Credentials>,
+    clock: web::Data<dyn Clock>,
+) -> Result<HttpResponse, ApiError> {
+    let room = room_to_verify(&req, query.into_inner().room)?;
+    let forwarded = Forwarded::of(&req, Asking::Plain);
+    let gate = Gate {
+        checker,
+        live,
+        store,
+        credentials,
+        clock,
+    };
+    gate.answer(&req, room, forwarded, Asking::Plain).await
+}
+
+async fn envoy_gate(
+    req: HttpRequest,
+    checker: PassChecker,
+    live: web::Data<Live>,
+    store: web::Data<dyn Store>,
+    credentials: web::Data<Credentials>,
+    clock: web::Data<dyn Clock>,
+) -> Result<HttpResponse, ApiError> {
+    let room = room_to_verify(&req, None)?;
+    let forwarded = Forwarded::of(&req, Asking::Envoy);
+    let gate = Gate {
+        checker,
+        live,
+        store,
+        credentials,
+        clock,
+    };
+    gate.answer(&req, room, forwarded, Asking::Envoy).await
+}
+
+/// Says why the gate turned a request away (`pass_revoked`, `missing_pass`,
+/// …), for whoever reads the proxy's logs; the visitor just follows the 302.
+const REFUSAL_HEADER: &str = "X-Waitroom-Refused";
+
+/// What the gate reads.
+struct Gate {
+    checker: PassChecker,
+    live: web::Data<Live>,
+    store: web::Data<dyn Store>,
+    credentials: web::Data<Credentials>,
+    clock: web::Data<dyn Clock>,
+}
+
+impl Gate {
+    async fn answer(
+        self,
+        req: &HttpRequest,
+        room: RoomId,
+        forwarded: Forwarded,
+        asking: Asking,
+    ) -> Result<HttpResponse, ApiError> {
+        let Gate {
+            checker,
+            live,
+            store,
+            credentials,
+            clock,
+        } = self;
+        let original = forwarded.original_url();
+
+        // The visitor's first request back from the room: the pass in the URL.
+        // A valid one becomes the cookie, and the URL loses it.
+        if let Some((url, pass)) = original
+            .as_ref()
+            .and_then(|url| pass_in(url).map(|pass| (url, pass)))
+        {
+            match check_pass_for_proxy(&checker, &live.hub, &room, &pass).await {
+                Ok((checked, _)) => {
+                    let seconds_left =
+                        (checked.claims.exp * 1000).saturating_sub(clock.now_ms()) / 1000;
+                    let cookie = Cookie::build(PASS_COOKIE, pass)
+                        .path("/")
+                        .http_only(true)
+                        .secure(url.scheme() == "https")
+                        .same_site(SameSite::Lax)
+                        .max_age(CookieDuration::seconds(seconds_left as i64))
+                        .finish();
+                    return Ok(HttpResponse::Found()
+                        .insert_header((header::LOCATION, without_pass(url.clone()).to_string()))
+                        .insert_header((header::CACHE_CONTROL, "no-store"))
+                        .cookie(cookie)
+                        .finish());
+                }
+                // Not a pass of this room now: the cookie or Bearer may be.
+                Err(refusal) => {
+                    unless_no_such_room(refusal)?;
+                }
+            }
+        }
+
+        let refused = match presented_pass(req) {
+            None => ErrorCode::MissingPass,
+            Some(pass) => match check_pass_for_proxy(&checker, &live.hub, &room, &pass).await {
+                Ok((pass, verified)) => {
+                    let mut answer = match asking {
+                        Asking::Plain => HttpResponse::NoContent(),
+                        Asking::Envoy => HttpResponse::Ok(),
+                    };
+                    answer.insert_header(("X-Waitroom-Visitor", pass.claims.sub));
+                    if verified == Verified::BySignatureAlone {
+                        answer.insert_header(("X-Waitroom-Verified", "signature"));
+                    }
+                    return Ok(answer.finish());
+                }
+                Err(refusal) => {
+                    let refusal = unless_no_such_room(refusal)?;
+                    refusal.code()
+                }
+            },
+        };
+
+        // To the room's page; an unknown room is a 404, while with the store
+        // down the page is the right place all the same (it keeps retrying).
+        match store.room(&room).await {
+            Ok(_) | Err(StoreError::Unavailable(_)) => {}
+            Err(error) => return Err(error.into()),
+        }
+        let location = room_page(&credentials, &forwarded, &room, original)?;
+        Ok(HttpResponse::Found()
+            .insert_header((header::LOCATION, location))
+            .insert_header((header::CACHE_CONTROL, "no-store"))
+            .insert_header((REFUSAL_HEADER, <&str>::from(refused)))
+            .finish())
+    }
+}
+
+/// A refusal of the pass, unless it says the room does not exist (the 404).
+fn unless_no_such_room(refusal: PassRefusal) -> Result<ApiError, ApiError> {
+    match refusal {
+        PassRefusal::RoomNotFound(room) => Err(StoreError::RoomNotFound(room).into()),
+        PassRefusal::Store(error) => Err(error.into()),
+        other => Ok(other.into_verify_error()),
+    }
+}
+
+/// The first `wr_pass` of the URL's query.
+fn pass_in(url: &Url) -> Option<String> {
+    url.query_pairs()
+        .find(|(name, _)| name == PASS_PARAMETER)
+        .map(|(_, value)| value.into_owned())
+        .filter(|pass| !pass.is_empty())
+}
+
+/// The room's waiting page, absolute: under `--public-url`, or else on the
+/// forwarded host; with `return=` the original URL (without any pass) when
+/// there is one.
+fn room_page(
+    credentials: &Credentials,
+    forwarded: &Forwarded,
+    room: &RoomId,
+    original: Option<Url>,
+) -> Result<String, ApiError> {
+    let path = format!("/rooms/{room}");
+    let mut page = match credentials.public_url() {
+        Some(public) => public.join(&path),
+        None => match forwarded.site() {
+            Some(site) => format!("{site}{path}"),
+            None => {
+                return Err(ApiError::bad_request(
+                    ErrorCode::PublicUrlUnknown,
+                    "the gate cannot tell where the waiting room is: start waitroom with \
+                     --public-url, or have the proxy send X-Forwarded-Host",
+                ));
+            }
+        },
+    };
+    if let Some(original) = original.map(without_pass)
+        && original.as_str().len() <= MAX_RETURN_BYTES
+    {
+        page.push_str("?return=");
+        page.extend(url::form_urlencoded::byte_serialize(
+            original.as_str().as_bytes(),
+        ));
+    }
+    Ok(page)
+}
+
+/// What the proxy says about the request it asks about.
+struct Forwarded {
+    proto: Option<String>,
+    host: Option<String>,
+    uri: Option<String>,
+    original_url: Option<String>,
+}
+
+impl Forwarded {
+    fn of(req: &HttpRequest, asking: Asking) -> Self {
+        let first = |name: &str| {
+            req.headers()
+                .get(name)
+                .and_then(|value| value.to_str().ok())
+                .and_then(|value| value.split(',').next())
+                .map(|value| value.trim().to_string())
+                .filter(|value| !value.is_empty())
+        };
+        // Envoy names neither: the host is the visitor's `Host`, and the
+        // path is what follows `/api/gate`.
+        let envoy_host = || (asking == Asking::Envoy).then(|| first("Host")).flatten();
+        let envoy_uri = || {
+            (asking == Asking::Envoy).then(|| {
+                // As sent (not percent-decoded, as the match would be).
+                let path = req.path().strip_prefix("/api/gate").unwrap_or("/");
+                match req.query_string() {
+                    "" => path.to_string(),
+                    query => format!("{path}?{query}"),
+                }
+            })
+        };
+        Self {
+            proto: first("X-Forwarded-Proto").map(|proto| proto.to_ascii_lowercase()),
+            host: first("X-Forwarded-Host")
+                .or_else(envoy_host)
+                .filter(|host| plain_host(host)),
+            // Not split on commas: a URI may hold them.
+            uri: req
+                .headers()
+                .get("X-Forwarded-Uri")
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_string)
+                .or_else(envoy_uri),
+            original_url: req
+                .headers()
+                .get("X-Original-URL")
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_string),
+        }
+    }
+
+    /// `scheme://host` of the protected site, if the proxy named its host.
+    fn site(&self) -> Option<String> {
+        let proto = match self.proto.as_deref() {
+            Some(proto @ ("http" | "https")) => proto,
+            Some(_) => return None,
+            None => "http",
+        };
+        let host = self.host.as_deref()?;
+        Some(format!("{proto}://{host}"))
+    }
+
+    /// The URL the visitor asked for, if the proxy said it plainly enough;
+    /// anything else is no URL (a malformed return is ignored).
+    fn original_url(&self) -> Option<Url> {
+        let within_site = |path: &str| {
+            if !path.starts_with('/') || path.starts_with("//") {
+                return None;
+            }
+            let site = self.site()?;
+            let url = Url::parse(&format!("{site}{path}")).ok()?;
+            // The path cannot have moved the host.
+            (Url::parse(&site).ok()?.origin() == url.origin()).then_some(url)
+        };
+        if let Some(uri) = &self.uri {
+            return within_site(uri);
+        }
+        let original = self.original_url.as_deref()?;
+        if original.starts_with('/') {
+            return within_site(original);
+        }
+        parse_return(original)?;
+        Url::parse(original).ok()
+    }
+}
+
+/// A host (and port) alone: nothing that could carry a path, userinfo or
+/// a second URL into the `Location` built from it.
+fn plain_host(host: &str) -> bool {
+    host.len() <= 255
+        && host.bytes().all(|b| {
+            b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']' | b'_')
+        })
+}
