@@ -339,3 +339,50 @@ local function mark_present(visitor, now)
   -- XX: only visitors still waiting are in the presence set.
   redis.call('ZADD', K_SEEN, 'XX', now, visitor)
 end
+
+-- Makes the room (replacing a closed one) from the config's field/value
+-- pairs at ARGV[first…]; `seed` and `commitment` start its draw if it has
+-- an opens_at. KEYS[12…]: the room's sale keys (same hash tag), so a room
+-- made again under an old id starts with no sale, hold or order of its
+-- predecessor's. Shared by create_room.lua and apply_table.lua.
+local function make_room(seed, commitment, first)
+  local now = now_ms()
+  -- UNLINK: a draw of a million entrants is freed in the background.
+  redis.call('UNLINK', K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS, K_USERS,
+    K_DRAW, K_ENTRIES, K_USER_OF)
+  for i = 12, #KEYS do redis.call('UNLINK', KEYS[i]) end
+  redis.call('HSET', K_ROOM, unpack(ARGV, first))
+  if redis.call('HGET', K_ROOM, 'opens_at') ~= '' then
+    redis.call('HSET', K_ROOM, 'draw_seed', seed, 'draw_commitment', commitment)
+  end
+  local admit_per_tick = redis.call('HGET', K_ROOM, 'admit_per_tick')
+  redis.call('HSET', K_ROOM, 'closed', '0', 'created_at', now, 'tokens', admit_per_tick,
+    'last_tick', now, 'last_tick_ran', '', 'achieved_rate', '0', 'version', 0, 'next_seq', 0,
+    'admitted_total', 0, 'config_rev', 0, 'turned_away', 0, 'no_shows', 0)
+  return now
+end
+
+-- Writes a whole new config (field/value pairs at ARGV[first…]) over an
+-- open room and tells every node; `seed` and `commitment` are taken if the
+-- room gets its first opens_at (a draw's seed never changes). Shared by
+-- configure.lua and apply_table.lua.
+local function reconfigure(seed, commitment, first)
+  local function pace(r) return r.admit_per_tick .. '/' .. r.tick_ms .. '/' .. (r.paused or '') end
+  local pace_before = pace(load_room())
+  redis.call('HSET', K_ROOM, unpack(ARGV, first))
+  local room = load_room()
+  if pace(room) ~= pace_before then
+    -- ETAs use the configured rate for a window (see rate()).
+    redis.call('HSET', K_ROOM, 'rate_since', now_ms())
+  end
+  if room.opens_at ~= '' and (room.draw_seed or '') == '' then
+    redis.call('HSET', K_ROOM, 'draw_seed', seed, 'draw_commitment', commitment)
+  end
+  if room.close_when_sold_out == '0' then
+    redis.call('HSET', K_ROOM, 'sold_out', '0')
+    room.sold_out = '0'
+  end
+  redis.call('HSET', K_ROOM, 'config_rev', num(room, 'config_rev') + 1,
+    'tokens', math.min(num(room, 'tokens'), num(room, 'admit_per_tick')))
+  publish(room_event('configured', room, { facts = facts(room) }))
+end

@@ -148,6 +148,14 @@ pub struct Settings {
     #[arg(long, env = "WAITROOM_PUBLIC_URL", value_parser = parse_public_url)]
     pub public_url: Option<PublicUrl>,
 
+    /// A TOML file of `[[room]]` tables (api.md "Rooms from a file") every
+    /// node applies at start, before it serves: a missing room is created,
+    /// a room present gets the fields its table names, a table applied
+    /// before is not applied again. A bad file stops the start, naming
+    /// the line and field.
+    #[arg(long, env = "WAITROOM_ROOMS", value_name = "FILE")]
+    pub rooms: Option<std::path::PathBuf>,
+
     // --- Who else may call: origin tokens and CORS (issue 29, items 7 and 8).
     /// A token the protected site (the origin) uses to revoke passes
     /// (`POST /api/admin/rooms/{room}/passes/revoke`) and to call

@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod demo;
+pub mod rooms_file;
 mod server;
 pub mod telemetry;
 mod write_guard;
@@ -28,6 +29,7 @@ use crate::store::{SaleStore, Store};
 use crate::words::clock::{Moment, SharedClock};
 use crate::words::credentials::{Credentials, random_secret};
 use config::Settings;
+use rooms_file::RoomsFile;
 
 /// How long shutdown waits for sockets to send their close frames and
 /// background tasks to stop.
@@ -54,6 +56,8 @@ pub enum StartError {
     Store { url: String, reason: String },
     #[error("could not set up the demo room: {0}")]
     Demo(String),
+    #[error(transparent)]
+    Rooms(#[from] rooms_file::RoomsFileError),
     #[error(
         "the admin token must be at least {min} characters (it has {given}); leave it out to have a strong one generated"
     )]
@@ -257,6 +261,8 @@ impl Application {
     /// Builds the application on the store the settings name: Redis (its
     /// server time decides) with `--redis-url`, the memory store without.
     pub async fn build(settings: Settings, clock: SharedClock) -> Result<Self, StartError> {
+        // A bad rooms file stops the start before anything is connected.
+        let rooms = read_rooms(&settings)?;
         let stores = match &settings.redis_url {
             Some(url) => Stores::redis_with(url, &settings.redis_options(), None)
                 .await
@@ -266,7 +272,7 @@ impl Application {
                 })?,
             None => Stores::memory(clock.clone()),
         };
-        Self::build_with_stores(settings, clock, stores).await
+        Self::assemble(settings, clock, stores, rooms).await
     }
 
     /// Builds the application on given stores (tests drive their clock).
@@ -274,6 +280,16 @@ impl Application {
         settings: Settings,
         clock: SharedClock,
         stores: Stores,
+    ) -> Result<Self, StartError> {
+        let rooms = read_rooms(&settings)?;
+        Self::assemble(settings, clock, stores, rooms).await
+    }
+
+    async fn assemble(
+        settings: Settings,
+        clock: SharedClock,
+        stores: Stores,
+        rooms: Option<RoomsFile>,
     ) -> Result<Self, StartError> {
         // First, so that what is measured from here on is recorded.
         let metrics = ops::metrics_handle();
@@ -307,6 +323,11 @@ impl Application {
             Credentials::rotating(&secret, settings.previous_secret.as_deref())
                 .with_public_url(settings.public_url.clone()),
         );
+        // Before anything serves or ticks: the node's first answer already
+        // knows the file's rooms.
+        if let Some(rooms) = &rooms {
+            rooms.apply(store.as_ref()).await?;
+        }
         let tasks = Tasks::new();
         let hub = Arc::new(Hub::new(store.clone(), credentials.clone()));
         let wakeups = Arc::new(Wakeups::default());
@@ -442,6 +463,11 @@ impl Application {
         }
         self.server.await
     }
+}
+
+/// The rooms file the settings name, read and checked.
+fn read_rooms(settings: &Settings) -> Result<Option<RoomsFile>, StartError> {
+    Ok(settings.rooms.as_deref().map(RoomsFile::load).transpose()?)
 }
 
 async fn wait_for_signal() {

@@ -19,6 +19,7 @@ use tokio::sync::broadcast;
 use super::{JoinOptions, SaleStore, Store, StoreError, Tick};
 use crate::words::clock::Millis;
 use crate::words::draw::{DrawInfo, DrawKey, EntryId};
+use crate::words::room_table::{Applied, RoomTable};
 use crate::words::sale::{Claim, SaleConfig, SaleError, SaleView, Stock, Want};
 use crate::words::{Place, RoomConfig, RoomId, RoomInfo, RoomPatch, StoreEvent, VisitorId};
 
@@ -125,6 +126,10 @@ impl Store for Measured<dyn Store> {
 
     async fn configure(&self, id: &RoomId, patch: RoomPatch) -> Result<RoomInfo, StoreError> {
         measure(self.name, "configure", self.inner.configure(id, patch)).await
+    }
+
+    async fn apply_table(&self, table: &RoomTable) -> Result<Applied, StoreError> {
+        measure(self.name, "apply_table", self.inner.apply_table(table)).await
     }
 
     async fn close_room(&self, id: &RoomId) -> Result<(), StoreError> {

@@ -15,6 +15,7 @@ use tokio::sync::broadcast;
 use crate::words::clock::Millis;
 use crate::words::draw::{DrawInfo, DrawKey, EntryId};
 pub use crate::words::operations::{JoinOptions, RoomFigures, StoreError, Tick, TickReport};
+use crate::words::room_table::{Applied, RoomTable};
 use crate::words::sale::{SaleConfig, SaleError, SaleView, Stock};
 use crate::words::{Place, RoomConfig, RoomId, RoomInfo, RoomPatch, StoreEvent, VisitorId};
 
@@ -32,6 +33,13 @@ pub trait Store: Send + Sync + 'static {
     }
     async fn create_room(&self, id: RoomId, config: RoomConfig) -> Result<RoomInfo, StoreError>;
     async fn configure(&self, id: &RoomId, patch: RoomPatch) -> Result<RoomInfo, StoreError>;
+    /// Applies a table of the rooms file, in one atomic step: a room
+    /// missing (or closed under another table) is created from it; an open
+    /// room under another table (or none) takes the fields it names, as
+    /// `configure` would; a room whose last table was this one is left as
+    /// it is, open or closed. However many nodes apply it at once, it is
+    /// applied once.
+    async fn apply_table(&self, table: &RoomTable) -> Result<Applied, StoreError>;
     /// Closes a room: every visitor's state becomes `closed`.
     async fn close_room(&self, id: &RoomId) -> Result<(), StoreError>;
     /// An open room with its live stats.

@@ -14,6 +14,7 @@ mod model;
 pub mod operations;
 pub mod pow;
 pub mod return_url;
+pub mod room_table;
 pub mod rules;
 pub mod sale;
 pub mod status;

@@ -245,6 +245,15 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
 }
 
 impl RoomPatch {
+    /// The config of a new room made of this patch: the defaults, with the
+    /// patch's fields (`name` and `target_url` are required).
+    pub fn new_room(&self) -> Result<RoomConfig, String> {
+        let (Some(name), Some(target_url)) = (&self.name, &self.target_url) else {
+            return Err("name and target_url are required".into());
+        };
+        self.apply_to(&RoomConfig::new(name.clone(), target_url.clone()))
+    }
+
     /// The config this patch makes of `base`, or what is wrong with it.
     pub fn apply_to(&self, base: &RoomConfig) -> Result<RoomConfig, String> {
         let mut next = base.clone();

@@ -136,6 +136,23 @@ macro_rules! conformance_suite {
             a_known_users_limit_counts_every_visit_and_device,
             a_pass_taken_back_gives_its_holds_back,
         );
+        $crate::conformance_suite!(@rooms_file $make;
+            a_table_creates_its_room_and_then_changes_nothing,
+            an_unchanged_table_leaves_a_live_change_alone,
+            a_changed_table_applies_only_the_fields_it_names,
+            applies_made_at_once_apply_once,
+            a_room_closed_stays_closed_under_its_unchanged_table,
+            a_table_the_room_cannot_take_changes_nothing,
+        );
+    };
+    (@rooms_file $make:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                let harness: $crate::conformance::Harness = $make().await;
+                $crate::conformance::rooms_file::$name(&harness).await;
+            }
+        )*
     };
     (@draw $make:expr; $($name:ident),* $(,)?) => {
         $(
@@ -167,6 +184,7 @@ macro_rules! conformance_suite {
 }
 
 pub mod draw;
+pub mod rooms_file;
 pub mod sale;
 
 pub mod scenarios {

@@ -23,11 +23,18 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .service(web::resource("/api/admin/rooms/{room}/passes/revoke").post(revoke_pass));
 }
 
-/// The body of `POST /api/admin/rooms`: an id, a name, a target, and any config.
 /// Reads the body of `POST /api/admin/rooms`: `id`, `name`, `target_url`,
 /// and any config field. The fields besides `id` are a `RoomPatch`, which
 /// refuses unknown ones (a typo is a 400, not a silently ignored setting).
-pub fn parse_new_room(mut body: serde_json::Value) -> Result<(RoomId, RoomConfig), ApiError> {
+pub fn parse_new_room(body: serde_json::Value) -> Result<(RoomId, RoomConfig), ApiError> {
+    parse_new_room_patch(body).map(|(id, _, config)| (id, config))
+}
+
+/// [`parse_new_room`], with the fields the body named (the rooms file
+/// applies those to a room that exists: `startup::rooms_file`).
+pub fn parse_new_room_patch(
+    mut body: serde_json::Value,
+) -> Result<(RoomId, RoomPatch, RoomConfig), ApiError> {
     let invalid = |message: String| ApiError::bad_request(ErrorCode::InvalidRoom, message);
     let fields = body
         .as_object_mut()
@@ -37,13 +44,13 @@ pub fn parse_new_room(mut body: serde_json::Value) -> Result<(RoomId, RoomConfig
         .ok_or_else(|| invalid("id is required".into()))?;
     let id: RoomId = serde_json::from_value(id).map_err(|e| invalid(format!("id: {e}")))?;
     let patch: RoomPatch = serde_json::from_value(body).map_err(|e| invalid(e.to_string()))?;
-    let (Some(name), Some(target_url)) = (&patch.name, &patch.target_url) else {
+    if patch.name.is_none() || patch.target_url.is_none() {
         return Err(invalid("name and target_url are required".into()));
-    };
+    }
     let config = patch
-        .apply_to(&RoomConfig::new(name.clone(), target_url.clone()))
+        .new_room()
         .map_err(|message| ApiError::bad_request(ErrorCode::InvalidConfig, message))?;
-    Ok((id, config))
+    Ok((id, patch, config))
 }
 
 async fn list(_: Operator, store: web::Data<dyn Store>) -> Result<HttpResponse, ApiError> {

@@ -18,6 +18,7 @@ use crate::store::{JoinOptions, Store, StoreError, Tick};
 use crate::words::chance::{Dice, OsChance, SharedChance};
 use crate::words::clock::{Millis, SharedClock};
 use crate::words::draw::{DrawKey, EntryId};
+use crate::words::room_table::{Applied, RoomTable, TableHash};
 use crate::words::rules::{FORGOTTEN_PER_OPERATION, FORGOTTEN_PER_TICK, RoomModel};
 use crate::words::sale::Stock;
 use crate::words::{
@@ -41,8 +42,42 @@ pub struct MemoryStore {
 }
 
 /// A room as the store keeps it: a closed room stays, without its model
-/// (so without its visitors), until its id is used again.
-type Kept = Option<RoomModel>;
+/// (so without its visitors), until its id is used again; it keeps the
+/// rooms file's table it was last under, so that an unchanged file does not
+/// make it again (lua/close_room.lua keeps the room's record likewise).
+enum Kept {
+    /// Boxed: a room's model is large, and a closed room keeps a hash only.
+    Open(Box<RoomModel>),
+    Closed {
+        applied: Option<TableHash>,
+    },
+}
+
+impl Kept {
+    fn model(&mut self) -> Option<&mut RoomModel> {
+        match self {
+            Kept::Open(model) => Some(model),
+            Kept::Closed { .. } => None,
+        }
+    }
+
+    fn is_open(&self) -> bool {
+        matches!(self, Kept::Open(_))
+    }
+
+    /// Closes the room; whether it was open.
+    fn close(&mut self) -> bool {
+        match self {
+            Kept::Open(model) => {
+                *self = Kept::Closed {
+                    applied: model.applied().cloned(),
+                };
+                true
+            }
+            Kept::Closed { .. } => false,
+        }
+    }
+}
 
 impl MemoryStore {
     /// A store on the operating system's randomness.
@@ -85,7 +120,7 @@ impl MemoryStore {
     ) -> Result<T, StoreError> {
         let handle = self.room_handle(id)?;
         let mut room = HeldRoom::lock(&handle, name);
-        let Some(model) = room.as_mut() else {
+        let Some(model) = room.model() else {
             return Err(StoreError::RoomClosed(id.clone()));
         };
         let now = self.clock.now_ms();
@@ -185,7 +220,7 @@ impl Store for MemoryStore {
         let now = self.clock.now_ms();
         let mut rooms = self.rooms.write();
         if let Some(existing) = rooms.get(&id)
-            && existing.lock().is_some()
+            && existing.lock().is_open()
         {
             return Err(StoreError::RoomExists(id));
         }
@@ -195,8 +230,42 @@ impl Store for MemoryStore {
         self.sale.wipe(&id);
         let model = RoomModel::new(id.clone(), config, now, &dice);
         let info = model.info(now);
-        rooms.insert(id, Arc::new(Mutex::new(Some(model))));
+        rooms.insert(id, Arc::new(Mutex::new(Kept::Open(Box::new(model)))));
         Ok(info)
+    }
+
+    async fn apply_table(&self, table: &RoomTable) -> Result<Applied, StoreError> {
+        let dice = self.dice();
+        let now = self.clock.now_ms();
+        // The map's lock, held throughout as `create_room` holds it: nobody
+        // makes or replaces this room between the look and the act.
+        let mut rooms = self.rooms.write();
+        if let Some(handle) = rooms.get(&table.id).cloned() {
+            let mut room = HeldRoom::lock(&handle, "apply_table");
+            match &mut *room {
+                Kept::Open(model) => {
+                    model.expire(now, FORGOTTEN_PER_OPERATION);
+                    return Ok(match model.apply_table(table, now, &dice)? {
+                        Some((_, event)) => {
+                            self.publish(event);
+                            Applied::Changed
+                        }
+                        None => Applied::Unchanged,
+                    });
+                }
+                Kept::Closed { applied } if applied.as_ref() == Some(&table.hash) => {
+                    return Ok(Applied::Unchanged);
+                }
+                Kept::Closed { .. } => {}
+            }
+        }
+        let model = RoomModel::from_table(table, now, &dice)?;
+        self.sale.wipe(&table.id);
+        rooms.insert(
+            table.id.clone(),
+            Arc::new(Mutex::new(Kept::Open(Box::new(model)))),
+        );
+        Ok(Applied::Created)
     }
 
     async fn configure(&self, id: &RoomId, patch: RoomPatch) -> Result<RoomInfo, StoreError> {
@@ -211,7 +280,7 @@ impl Store for MemoryStore {
     async fn close_room(&self, id: &RoomId) -> Result<(), StoreError> {
         let handle = self.room_handle(id)?;
         let mut room = HeldRoom::lock(&handle, "close_room");
-        if room.take().is_none() {
+        if !room.close() {
             return Err(StoreError::RoomNotFound(id.clone()));
         }
         self.publish(RoomEvent::Closed { room: id.clone() });
@@ -233,7 +302,7 @@ impl Store for MemoryStore {
             .iter()
             .filter_map(|handle| {
                 let mut room = HeldRoom::lock(handle, "rooms");
-                room.as_mut().map(|model| {
+                room.model().map(|model| {
                     model.expire(now, FORGOTTEN_PER_OPERATION);
                     model.info(now)
                 })
@@ -247,7 +316,7 @@ impl Store for MemoryStore {
         let rooms = self.rooms.read();
         Ok(rooms
             .iter()
-            .filter(|(_, room)| room.lock().is_some())
+            .filter(|(_, room)| room.lock().is_open())
             .map(|(id, _)| id.clone())
             .collect())
     }
@@ -338,7 +407,7 @@ impl Store for MemoryStore {
         let mut room = HeldRoom::lock(&handle, "touch");
         // A closed room has no one to mark (as lua/touch.lua): no error, so
         // the promoter does not warn about it while its sockets go.
-        let Some(model) = room.as_mut() else {
+        let Some(model) = room.model() else {
             return Ok(());
         };
         let now = self.clock.now_ms();
@@ -353,7 +422,7 @@ impl Store for MemoryStore {
         let dice = self.dice();
         let handle = self.room_handle(id)?;
         let mut room = HeldRoom::lock(&handle, "tick");
-        let Some(model) = room.as_mut() else {
+        let Some(model) = room.model() else {
             return Err(StoreError::RoomClosed(id.clone()));
         };
         let now = self.clock.now_ms();

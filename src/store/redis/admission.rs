@@ -22,13 +22,14 @@ use super::keys::{
     ROOMS_KEY, channel, ended_session_key, room_key, room_keys, room_of_channel, sale_keys,
 };
 use super::prelude::room_script;
-use super::replies::{WirePlace, WireRoomInfo, WireTick, read, read_list};
+use super::replies::{TableReply, WirePlace, WireRoomInfo, WireTick, read, read_list};
 use super::script_error::ScriptError;
 use crate::store::{JoinOptions, Store, StoreError, Tick};
 use crate::words::chance::{Dice, OsChance, SharedChance};
 use crate::words::clock::SharedClock;
 use crate::words::clock::{Millis, Moment};
 use crate::words::draw::{self, DrawInfo, DrawKey, DrawSeed, EntryId};
+use crate::words::room_table::{Applied, RoomTable, TableHash};
 use crate::words::sale::Stock;
 use crate::words::{
     Place, QueueMethod, RoomConfig, RoomId, RoomInfo, RoomPatch, RoomStats, Secret, StoreEvent,
@@ -46,6 +47,7 @@ macro_rules! script {
 
 struct Scripts {
     create_room: Script,
+    apply_table: Script,
     configure: Script,
     close_room: Script,
     room_info: Script,
@@ -83,6 +85,7 @@ impl Scripts {
     fn load() -> Self {
         Self {
             create_room: script!("create_room.lua"),
+            apply_table: script!("apply_table.lua"),
             configure: script!("configure.lua"),
             close_room: script!("close_room.lua"),
             room_info: script!("room_info.lua"),
@@ -350,6 +353,8 @@ struct RoomRecord {
     revision: String,
     /// The store's time of the read.
     now: Millis,
+    /// The rooms file's table the room was under last, if any.
+    applied: Option<TableHash>,
 }
 
 fn config_args(config: &RoomConfig) -> Vec<String> {
@@ -475,6 +480,7 @@ fn parse_info(room: &RoomId, wire: WireRoomInfo) -> Option<RoomRecord> {
             drawn_at: wire.opened.then_some(opens_at),
         });
     Some(RoomRecord {
+        applied: field("applied").map(TableHash::stored),
         revision: field("config_rev")?,
         now: wire.now,
         info: RoomInfo::new(room.clone(), config, stats, draw),
@@ -571,6 +577,7 @@ impl Store for RedisStore {
                 info,
                 revision,
                 now,
+                ..
             } = self.record(id).await?;
             let config = patch
                 .apply_to(&info.config)
@@ -590,6 +597,80 @@ impl Store for RedisStore {
                 Err(StoreError::Conflict(_)) => continue,
                 Err(error) => return Err(error),
             }
+        }
+        Err(StoreError::Conflict(id.clone()))
+    }
+
+    /// As `configure`, optimistic: the config is made from the room as
+    /// read, and `apply_table.lua` writes it only if the room is still what
+    /// was read; the script alone decides whether the table is new, so that
+    /// nodes applying it at once apply it once. A table already applied is
+    /// not checked again (a past `opens_at` it set is no error then).
+    async fn apply_table(&self, table: &RoomTable) -> Result<Applied, StoreError> {
+        let dice = self.dice();
+        let id = &table.id;
+        for _ in 0..10 {
+            let (config, revision) = match self.record(id).await {
+                Ok(record) if record.applied.as_ref() == Some(&table.hash) => {
+                    return Ok(Applied::Unchanged);
+                }
+                Ok(RoomRecord {
+                    info,
+                    revision,
+                    now,
+                    ..
+                }) => {
+                    let config = table
+                        .patch
+                        .apply_to(&info.config)
+                        .map_err(StoreError::InvalidConfig)?;
+                    draw::check_schedule(
+                        info.config.opens_at,
+                        config.opens_at,
+                        now,
+                        info.stats.pre_queue,
+                    )
+                    .map_err(StoreError::InvalidConfig)?;
+                    (config, revision)
+                }
+                Err(StoreError::RoomNotFound(_) | StoreError::RoomClosed(_)) => {
+                    let config = table.patch.new_room().map_err(StoreError::InvalidConfig)?;
+                    // Listed before it exists, as `create_room` does.
+                    self.link
+                        .write(redis::cmd("SADD").arg(ROOMS_KEY).arg(id.as_str()))
+                        .await
+                        .map_err(unavailable)?;
+                    (config, String::new())
+                }
+                Err(error) => return Err(error),
+            };
+            let args = [table.hash.as_str().to_string(), revision]
+                .into_iter()
+                .chain(seed_args(&dice))
+                .chain(config_args(&config));
+            let reply: String = match self
+                .run_with_keys(&self.scripts.apply_table, id, &sale_keys(id), args)
+                .await
+            {
+                Ok(reply) => reply,
+                Err(StoreError::Conflict(_)) => continue,
+                Err(error) => return Err(error),
+            };
+            return match reply.parse::<TableReply>() {
+                Ok(TableReply::Created) => Ok(Applied::Created),
+                Ok(TableReply::Changed) => Ok(Applied::Changed),
+                Ok(TableReply::Unchanged) => Ok(Applied::Unchanged),
+                Ok(TableReply::StillClosed) => {
+                    self.link
+                        .write(redis::cmd("SREM").arg(ROOMS_KEY).arg(id.as_str()))
+                        .await
+                        .map_err(unavailable)?;
+                    Ok(Applied::Unchanged)
+                }
+                Err(_) => Err(StoreError::Unexpected(format!(
+                    "apply_table answered {reply}"
+                ))),
+            };
         }
         Err(StoreError::Conflict(id.clone()))
     }

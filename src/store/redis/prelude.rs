@@ -10,6 +10,7 @@ use redis::Script;
 
 use super::events::EVENT_FORMAT;
 use super::keys;
+use super::replies::TableReply;
 use super::script_error::CODES;
 use crate::words::constants::{
     AWAY_REMEMBERED_MS, JOIN_LIMIT_WINDOW_MS, RATE_WINDOW_MS, SWEEP_AGAIN_MS, SWEEP_SLICE,
@@ -49,6 +50,16 @@ fn constants() -> Vec<(&'static str, Literal)> {
         ("ROOM_KEY", Literal::Text(keys::ROOM)),
         ("EVENTS_KEY", Literal::Text(keys::EVENTS)),
         ("LEFT_KEY", Literal::Text(keys::LEFT_PREFIX)),
+        ("TABLE_CREATED", Literal::Text(TableReply::Created.into())),
+        ("TABLE_CHANGED", Literal::Text(TableReply::Changed.into())),
+        (
+            "TABLE_UNCHANGED",
+            Literal::Text(TableReply::Unchanged.into()),
+        ),
+        (
+            "TABLE_STILL_CLOSED",
+            Literal::Text(TableReply::StillClosed.into()),
+        ),
     ]);
     constants
 }

@@ -14,7 +14,20 @@ use super::events::{WireFacts, WireLine, list, parse_order};
 use crate::store::{RoomFigures, Tick, TickReport};
 use crate::words::clock::Millis;
 use crate::words::sale::{Claim, ClaimState, SaleKind};
-use crate::words::{Place, PlaceState, VisitorId};
+use crate::words::{Place, PlaceState, VisitorId, wire_enum};
+
+wire_enum! {
+    /// What `lua/apply_table.lua` did (its answer, one of the prelude's
+    /// `TABLE_…` names).
+    pub(super) enum TableReply {
+        Created,
+        Changed,
+        Unchanged,
+        /// Unchanged, and the room is closed: the node takes its id off
+        /// the list of open rooms it put it on to create it.
+        StillClosed,
+    }
+}
 
 /// A script's answer of many values, read as `T`.
 pub(super) fn read<T: DeserializeOwned>(json: &str) -> serde_json::Result<T> {

@@ -19,6 +19,7 @@ use crate::words::clock::Millis;
 use crate::words::constants::{AWAY_REMEMBERED_MS, RATE_WINDOW_MS, SWEEP_AGAIN_MS, SWEEP_SLICE};
 use crate::words::draw::{self, DrawInfo, DrawKey, EntryId};
 use crate::words::operations::{JoinOptions, RoomFigures, StoreError, TickReport};
+use crate::words::room_table::{RoomTable, TableHash};
 use crate::words::sale::Stock;
 use crate::words::{
     Admission, LineSummary, Order, Place, PlaceState, QueueMethod, RoomConfig, RoomEvent,
@@ -75,6 +76,8 @@ pub struct RoomModel {
     users: HashMap<String, VisitorId>,
     /// And back: the user whose place a visitor holds.
     user_of: HashMap<VisitorId, String>,
+    /// The rooms file's table applied last to this room, if any.
+    applied: Option<TableHash>,
 }
 
 impl RoomModel {
@@ -97,7 +100,38 @@ impl RoomModel {
             admit_left: false,
             users: HashMap::new(),
             user_of: HashMap::new(),
+            applied: None,
         }
+    }
+
+    /// A new room made of a table of the rooms file, which it remembers.
+    pub fn from_table(table: &RoomTable, now: Millis, dice: &Dice) -> Result<Self, StoreError> {
+        let config = table.patch.new_room().map_err(StoreError::InvalidConfig)?;
+        let mut room = Self::new(table.id.clone(), config, now, dice);
+        room.applied = Some(table.hash.clone());
+        Ok(room)
+    }
+
+    /// The rooms file's table applied last, if any.
+    pub fn applied(&self) -> Option<&TableHash> {
+        self.applied.as_ref()
+    }
+
+    /// Applies a table of the rooms file as an operator's change of the
+    /// fields it names, unless it is the table applied last: `None` then,
+    /// and nothing changes (what the operator changed since stays).
+    pub fn apply_table(
+        &mut self,
+        table: &RoomTable,
+        now: Millis,
+        dice: &Dice,
+    ) -> Result<Option<(RoomInfo, RoomEvent)>, StoreError> {
+        if self.applied.as_ref() == Some(&table.hash) {
+            return Ok(None);
+        }
+        let changed = self.configure(&table.patch, now, dice)?;
+        self.applied = Some(table.hash.clone());
+        Ok(Some(changed))
     }
 
     pub fn config(&self) -> &RoomConfig {

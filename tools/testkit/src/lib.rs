@@ -61,6 +61,7 @@ pub fn test_settings() -> Settings {
         trusted_proxies: Vec::new(),
         drain_s: 5,
         public_url: None,
+        rooms: None,
         origin_tokens: Vec::new(),
         cors_origins: Vec::new(),
     }

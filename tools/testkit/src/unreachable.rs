@@ -12,6 +12,7 @@ use waitroom::startup::Stores;
 use waitroom::store::{JoinOptions, Store, StoreError, Tick};
 use waitroom::words::clock::{Millis, SharedClock};
 use waitroom::words::draw::{DrawKey, EntryId};
+use waitroom::words::room_table::{Applied, RoomTable};
 use waitroom::words::sale::Stock;
 use waitroom::words::{Place, RoomConfig, RoomId, RoomInfo, RoomPatch, StoreEvent, VisitorId};
 
@@ -55,6 +56,9 @@ impl Store for Unreachable {
     }
     async fn configure(&self, id: &RoomId, patch: RoomPatch) -> Result<RoomInfo, StoreError> {
         self.reach()?.configure(id, patch).await
+    }
+    async fn apply_table(&self, table: &RoomTable) -> Result<Applied, StoreError> {
+        self.reach()?.apply_table(table).await
     }
     async fn close_room(&self, id: &RoomId) -> Result<(), StoreError> {
         self.reach()?.close_room(id).await
