@@ -1,4 +1,5 @@
-// Shared JSON calls to the app's API: one same-origin request helper that
+// Shared JSON calls to the app's API: one request helper (same-origin
+// unless asked) that
 // resolves for any HTTP answer, readers for the `{"error":{"code","message"}}`
 // error shape, retry delays, and Idempotency-Key values.
 
@@ -11,12 +12,14 @@
 //   opts.body     sent as JSON (with a Content-Type) unless undefined
 //   opts.headers  added after Accept (and Content-Type)
 //   opts.cache    the fetch cache mode, e.g. 'no-store'
+//   opts.credentials  the fetch credentials mode (default 'same-origin';
+//                 waitroom-client.js asks 'include', for calls across origins)
 export function request(method, url, opts) {
   const o = opts || {};
   const headers = { 'Accept': 'application/json' };
   if (o.body !== undefined) headers['Content-Type'] = 'application/json';
   if (o.headers) Object.assign(headers, o.headers);
-  const init = { method, credentials: 'same-origin', headers };
+  const init = { method, credentials: o.credentials || 'same-origin', headers };
   if (o.cache) init.cache = o.cache;
   if (o.body !== undefined) init.body = JSON.stringify(o.body);
   const sent = Date.now();

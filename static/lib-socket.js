@@ -12,10 +12,12 @@ const SERVICE_RESTART = 1012;
 // polls only if the reconnection fails.
 const RESTART_JITTER_MS = 2000;
 
-// The ws:// or wss:// URL of a path on this host.
-export function socketUrl(path) {
-  const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
-  return proto + '//' + location.host + path;
+// The ws:// or wss:// URL of a path on `base` (an http(s) URL whose
+// origin is taken), or on this page's host when there is none.
+export function socketUrl(path, base) {
+  const at = base ? new URL(base, location.href) : location;
+  const proto = at.protocol === 'https:' ? 'wss:' : 'ws:';
+  return proto + '//' + at.host + path;
 }
 
 // opts:

@@ -1,23 +1,13 @@
-// Waiting page model: the one state object room.js keeps (the ticket, the
-// join and its retries, the proof of work, the draw and its countdown, the
+// Waiting page model: the one state object room.js keeps (whether the
+// page is done, the draw and its countdown, the progress bar's start, the
 // pacing of aria-live announcements) and the changes to it that are
-// decisions rather than drawing. Nothing here touches the DOM.
+// decisions rather than drawing. Nothing here touches the DOM; the place
+// itself (ticket, join, socket) is waitroom-client.js's.
 import { isCount } from './lib-dom.js';
 
-// `userToken`: the signed-in customer's token the page arrived with, or null.
-// `returnTo`: the page a forward-auth gate sent the visitor here from
-// (`?return=`), or null; the server decides whether it may be returned to.
-export function createRoomState(userToken, returnTo) {
+export function createRoomState() {
   return {
-    userToken,
-    returnTo: typeof returnTo === 'string' && returnTo ? returnTo : null,
-    ticket: null,
-    joinTimer: null,
-    joinAttempt: 0,
-    joining: false,
-    pow: null,            // a solved challenge for the next join, if the room asks
-    powTries: 0,
-    done: false,          // terminal state reached: no more reconnecting
+    done: false,          // terminal state shown: the page waits for "join again"
     firstPosition: null,  // first position seen, for the progress bar
     opensAt: null,        // the scheduled opening (ms), while in the pre-queue
     countdownTimer: null,
@@ -31,29 +21,10 @@ export function createRoomState(userToken, returnTo) {
   };
 }
 
-// What a join sends: the user token, a solved challenge and the return,
-// when there are.
-export function joinBody(st) {
-  const b = st.userToken ? { user: st.userToken } : {};
-  if (st.pow) b.pow = st.pow;
-  if (st.returnTo) b.return = st.returnTo;
-  return b;
-}
-
-// A join answered: the challenge is used up (a later join needs a new one,
-// if any) and the retries start over.
-export function joined(st) {
-  st.joining = false;
-  st.pow = null;
-  st.powTries = 0;
-  st.joinAttempt = 0;
-}
-
-// "Join again" after leaving or expiring: a new ticket and a new line.
+// "Join again" after leaving or expiring: a new line from the start.
 export function startOver(st) {
   st.done = false;
   st.firstPosition = null;
-  st.ticket = null;
   st.lastAnnounced = '';
 }
 

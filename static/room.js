@@ -1,27 +1,21 @@
-// Waiting-room page: joins the line, follows the visitor's place over the
-// status socket (polling while it is down) and sends the visitor on when
-// admitted. Owns the join and status calls and the drawing of the page's
+// Waiting-room page: shows the visitor's place as waitroom-client.js
+// follows it (the join, the status socket, polling while it is down), and
+// sends the visitor on when admitted. Owns the drawing of the page's
 // figures and messages; its state and the decisions on it live in
-// room-state.js, its texts come from lib-i18n.js, the socket lives in
-// lib-socket.js.
+// room-state.js, its texts come from lib-i18n.js.
 import { $, setText, isCount, formatCount } from './lib-dom.js';
-import { request, backoff, errorCode } from './lib-api.js';
-import { statusSocket, socketUrl } from './lib-socket.js';
 import { t, lang } from './lib-i18n.js';
+import { joinRoom } from './waitroom-client.js';
 import {
-  createRoomState, joinBody, joined, startOver, inPreQueue, enterPreQueue, leavePreQueue,
+  createRoomState, startOver, inPreQueue, enterPreQueue, leavePreQueue,
   notePosition, paceAnnouncement
 } from './room-state.js';
 
-const PING_MS = 20000;
-const POLL_MS = 5000;
-const RETRY = { base: 1000, max: 30000 };
 const REDIRECT_DELAY_MS = 1500;
 const ANNOUNCE_MIN_GAP_MS = 10000;
 
 const body = document.body;
 const room = body.getAttribute('data-room') || '';
-const base = '/api/rooms/' + encodeURIComponent(room);
 
 const el = {
   heading: $('heading'),
@@ -58,50 +52,25 @@ function takeUserToken() {
   return token;
 }
 
-// Kept in the address bar (a reload joins with it again).
-const st = createRoomState(takeUserToken(), new URLSearchParams(location.search).get('return'));
+const userToken = takeUserToken();
+// Where a forward-auth gate sent the visitor from (`?return=`), for the
+// join; kept in the address bar (a reload joins with it again).
+const returnTo = new URLSearchParams(location.search).get('return');
+const st = createRoomState();
 // Until a status says otherwise, what the page was rendered with.
 st.keptAwaySeconds = Number(body.getAttribute('data-kept-away-seconds')) || 0;
 
-// Proof of work, when the room asks for it: the room's challenge, solved
-// in a worker so the page stays responsive; resolves to the payload a
-// join carries (base64 of ALTCHA's JSON).
-function solvePow() {
-  return request('GET', base + '/challenge', { cache: 'no-store' }).then(function (res) {
-    if (!res.ok || !res.parsed) throw new Error('challenge answered ' + res.status);
-    const c = res.body;
-    return new Promise(function (resolve, reject) {
-      const worker = new Worker('/static/pow-worker.js');
-      worker.onmessage = function (e) {
-        worker.terminate();
-        if (e.data.number === null) { reject(new Error('no solution')); return; }
-        resolve(btoa(JSON.stringify({
-          algorithm: c.algorithm, challenge: c.challenge, number: e.data.number,
-          salt: c.salt, signature: c.signature, took: e.data.took
-        })));
-      };
-      worker.onerror = function () { worker.terminate(); reject(new Error('worker failed')); };
-      worker.postMessage({ challenge: c.challenge, salt: c.salt, maxnumber: c.maxnumber });
-    });
+// Proof of work, when the room asks for it: solved in a worker so the
+// page stays responsive (the page and the worker share an origin; an app
+// elsewhere solves on its own thread, waitroom-client.js's default).
+function solveInWorker(c) {
+  return new Promise(function (resolve, reject) {
+    const worker = new Worker('/static/pow-worker.js');
+    worker.onmessage = function (e) { worker.terminate(); resolve(e.data.number); };
+    worker.onerror = function () { worker.terminate(); reject(new Error('worker failed')); };
+    worker.postMessage({ challenge: c.challenge, salt: c.salt, maxnumber: c.maxnumber });
   });
 }
-
-// Seconds a 429 asks to wait (Retry-After), within reason.
-function retryAfterSeconds(res) {
-  const n = parseInt(res.retryAfter, 10);
-  return isCount(n) && n > 0 ? Math.min(n, 600) : 30;
-}
-
-const socket = statusSocket({
-  url: () => (st.ticket ? socketUrl(base + '/ws?ticket=' + encodeURIComponent(st.ticket)) : null),
-  active: () => !st.done,
-  onStatus: handleStatus,
-  onConnection: setConnection,
-  poll,
-  pingMs: PING_MS,
-  pollMs: POLL_MS,
-  retry: RETRY
-});
 
 // --- view -------------------------------------------------------------------
 function setConnection(state) {
@@ -211,7 +180,6 @@ function showKeptAway(seconds) {
 function handleStatus(s) {
   if (!s || typeof s !== 'object' || Array.isArray(s)) return;
   showKeptAway(s.kept_away_seconds);
-  if (typeof s.ticket === 'string' && s.ticket) st.ticket = s.ticket;
   showNotice(s.notice);
   showStock(s.stock_left);
   switch (s.state) {
@@ -341,74 +309,30 @@ function onFinished(text, state, canRejoin) {
   showJoinAgain(canRejoin);
 }
 
+// The client has stopped by itself (the place ended); the page's timers too.
 function stopAll() {
-  clearTimeout(st.joinTimer); st.joinTimer = null;
   hidePreQueue();
-  socket.stop();
 }
 
-// --- join -----------------------------------------------------------------
-function join() {
-  if (st.joining) return;
-  st.joining = true;
-  clearTimeout(st.joinTimer); st.joinTimer = null;
-  request('POST', base + '/join', { body: joinBody(st) }).then(function (res) {
-    const code = errorCode(res);
-    if (res.status === 403 && (code === 'pow_required' || code === 'pow_invalid') && st.powTries < 3) {
-      st.powTries++;
-      setMessage(t('room.msg_checking'), 'checking');
-      return solvePow().then(function (payload) {
-        st.pow = payload;
-        st.joining = false;
-        join();
-      });
-    }
-    if (res.status === 403 && code === 'room_not_accepting') {
-      st.joining = false;
-      onFinished(t('room.msg_not_accepting'), 'closed', false);
-      return;
-    }
-    if (res.status === 401 && (code === 'user_required' || code === 'invalid_user_token')) {
-      st.joining = false;
-      const again = code === 'invalid_user_token';
-      onFinished(again ? t('room.msg_sign_in_again') : t('room.msg_sign_in'), 'closed', false);
-      if (el.signIn) el.signIn.hidden = false;
-      return;
-    }
-    if (res.status === 429 && code === 'rate_limited') {
-      st.joining = false;
-      const wait = retryAfterSeconds(res);
-      setMessage(t('room.msg_rate_limited', { n: wait }), 'retrying');
-      setConnection('offline');
-      st.joinTimer = setTimeout(join, wait * 1000);
-      return;
-    }
-    if (res.status === 404) {
-      st.joining = false;
-      onFinished(t('room.msg_not_found'), 'closed', false);
-      return;
-    }
-    if (res.status === 409) { // room_closed: nothing to retry
-      st.joining = false;
-      onFinished(t('room.msg_closed'), 'closed', false);
-      return;
-    }
-    if (!res.ok || !res.parsed) throw new Error('join answered ' + res.status);
-    const s = res.body;
-    joined(st);
-    if (!s || typeof s !== 'object' || typeof s.state !== 'string') throw new Error('bad join answer');
-    handleStatus(s);
-    // A socket still open belongs to the old ticket.
-    if (!st.done) socket.restart();
-  }).catch(function () {
-    st.joining = false;
-    if (st.done) return;
-    setMessage(t('room.msg_retrying'), 'retrying');
-    setConnection('offline');
-    const delay = backoff(st.joinAttempt++, { base: RETRY.base, max: RETRY.max, jitter: true });
-    st.joinTimer = setTimeout(join, delay);
-  });
+// --- the place, as waitroom-client.js follows it ---------------------------
+// Join refusals that end the page, by code (a 404 is any unknown room).
+function onRefused(r) {
+  if (r.status === 401) {
+    onFinished(r.code === 'invalid_user_token' ? t('room.msg_sign_in_again') : t('room.msg_sign_in'), 'closed', false);
+    if (el.signIn) el.signIn.hidden = false;
+    return;
+  }
+  if (r.status === 404) { onFinished(t('room.msg_not_found'), 'closed', false); return; }
+  if (r.code === 'room_not_accepting') { onFinished(t('room.msg_not_accepting'), 'closed', false); return; }
+  onFinished(t('room.msg_closed'), 'closed', false); // room_closed: nothing to retry
 }
+
+function onRetry(r) {
+  if (r.reason === 'rate_limited') setMessage(t('room.msg_rate_limited', { n: Math.round(r.inMs / 1000) }), 'retrying');
+  else setMessage(t('room.msg_retrying'), 'retrying');
+}
+
+let place = null;
 
 function joinAgain() {
   startOver(st);
@@ -418,45 +342,21 @@ function joinAgain() {
   setProgress(0);
   setPageState('joining');
   setMessage(t('room.msg_joining'), 'joining');
-  setConnection('connecting');
-  join();
+  place.rejoin();
 }
 
-// --- polling fallback (run by the socket while it is down) -----------------
-function poll() {
-  if (st.done || !st.ticket || st.joining) return;
-  const asked = st.ticket;
-  request('GET', base + '/status', { headers: { 'Authorization': 'Bearer ' + asked } }).then(function (res) {
-    if (res.status === 401) {
-      if (!st.done && st.ticket === asked) join();
-      return;
-    }
-    if (res.status === 404) {
-      onFinished(t('room.msg_not_found'), 'closed', false);
-      return;
-    }
-    if (!res.ok || !res.parsed) throw new Error('status answered ' + res.status);
-    const s = res.body;
-    if (s === null || st.done) return;
-    if (!socket.isOpen()) setConnection('polling');
-    handleStatus(s);
-  }).catch(function () {
-    if (!st.done && !socket.hasSocket()) setConnection('offline');
-  });
-}
-
-// --- wiring -----------------------------------------------------------------
 if (el.joinAgain) el.joinAgain.addEventListener('click', joinAgain);
-window.addEventListener('online', function () {
-  if (st.done) return;
-  if (!st.ticket) { join(); return; }
-  socket.retryNow(true);
-});
-document.addEventListener('visibilitychange', function () {
-  if (document.visibilityState === 'visible' && !st.done && st.ticket) socket.retryNow(false);
-});
 
 if (room) {
-  setConnection('connecting');
-  join();
+  place = joinRoom({
+    room,
+    user: userToken,
+    returnUrl: returnTo,
+    onStatus: handleStatus,
+    onConnection: setConnection,
+    onRefused,
+    onRetry,
+    onChallenge: function () { setMessage(t('room.msg_checking'), 'checking'); },
+    solvePow: solveInWorker
+  });
 }

@@ -48,6 +48,7 @@ crate::words::wire_enum! {
         NotAWebsocket,
         NotDrawn,
         NotFound,
+        OriginTokenNotAllowed,
         PassExpired,
         PassRevoked,
         PayloadTooLarge,

@@ -1,12 +1,13 @@
 //! HTTP: the application's state in parts (`state`), the errors and
 //! extractors, the routes by feature (visitor API, sockets, operators, sale,
 //! pages, ops, the API description), and the middleware every answer goes
-//! through.
+//! through (CORS for the listed origins among them).
 
 pub mod admin;
 pub mod body_configs;
 pub mod client_address;
 pub mod cookies;
+pub mod cors;
 pub mod draw;
 pub mod error;
 pub mod extractors;

@@ -29,7 +29,7 @@ use crate::live::promoter::Wakeups;
 use crate::live::tasks::Tasks;
 use crate::store::{SaleStore, Store};
 use crate::words::clock::Clock;
-use crate::words::credentials::Credentials;
+use crate::words::credentials::{Credentials, constant_time_eq};
 
 /// The live side of the node, as the routes reach it.
 pub struct Live {
@@ -45,11 +45,41 @@ pub struct Live {
     pub socket_limit: usize,
 }
 
-/// What lets an operator in.
+/// What lets an operator in, and the protected sites' narrower tokens.
 pub struct AdminAccess {
     pub token: String,
-    /// Wrong admin tokens, counted per client block (see `client_block`).
+    /// Tokens of the protected sites (`--origin-token`): they may revoke
+    /// passes and call `/api/verify`, nothing else.
+    pub origin_tokens: Vec<String>,
+    /// Wrong admin and origin tokens, counted per client block (see `client_block`).
     pub login_guard: LoginGuard,
+}
+
+/// Whose token a request's Bearer is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenHolder {
+    Operator,
+    Origin,
+}
+
+impl AdminAccess {
+    /// Whose token `sent` is, if anyone's. Every token is compared, in
+    /// constant time, whatever matched first: how long the answer takes
+    /// says nothing about which token, or how much of one, was right.
+    pub fn holder_of(&self, sent: &str) -> Option<TokenHolder> {
+        let operator = constant_time_eq(sent, &self.token);
+        let origin = self
+            .origin_tokens
+            .iter()
+            .fold(false, |found, token| found | constant_time_eq(sent, token));
+        if operator {
+            Some(TokenHolder::Operator)
+        } else if origin {
+            Some(TokenHolder::Origin)
+        } else {
+            None
+        }
+    }
 }
 
 /// Who a request's client is, and how often it may take a place.
@@ -69,6 +99,8 @@ pub struct ServerSettings {
     pub secure_cookies: bool,
     /// How long a request body may take to arrive.
     pub body_timeout: Duration,
+    /// Origins whose pages may call the visitor API (`--cors-origins`; see `http::cors`).
+    pub cors_origins: Vec<String>,
 }
 
 /// What the operations endpoints report.

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::error::{ApiError, ErrorCode};
 use super::extractors::{
     Leaver, PASS_COOKIE, PassChecker, PassRefusal, Room, Ticket, Verified, bearer,
-    check_pass_for_proxy, join_limit, presented_pass, ticket_cookie_name, ticket_error,
+    check_pass_for_proxy, join_limit, presented_pass_to_verify, ticket_cookie_name, ticket_error,
 };
 use super::limits::read_json_or_nothing;
 use super::openapi::RoomPath;
@@ -506,10 +506,11 @@ async fn verify(
     live: web::Data<Live>,
 ) -> Result<HttpResponse, ApiError> {
     let room = room_to_verify(&req, query.into_inner().room)?;
-    let pass = presented_pass(&req).ok_or_else(|| {
+    let pass = presented_pass_to_verify(&req).ok_or_else(|| {
         ApiError::unauthorized(
             ErrorCode::MissingPass,
-            "send the pass as a Bearer token or wr_pass cookie",
+            "send the pass as a Bearer token or wr_pass cookie \
+             (the cookie, when the Bearer is an origin token)",
         )
     })?;
     let (pass, verified) = check_pass_for_proxy(&checker, &live.hub, &room, &pass)

@@ -155,6 +155,55 @@ pub struct Settings {
     /// the line and field.
     #[arg(long, env = "WAITROOM_ROOMS", value_name = "FILE")]
     pub rooms: Option<std::path::PathBuf>,
+
+    // --- Who else may call: origin tokens and CORS (issue 29, items 7 and 8).
+    /// A token the protected site (the origin) uses to revoke passes
+    /// (`POST /api/admin/rooms/{room}/passes/revoke`) and to call
+    /// `/api/verify`, and for nothing else; at least 32 characters. Give
+    /// the flag once per token (the variable: comma-separated), so a token
+    /// can be rotated by adding the new one before removing the old.
+    #[arg(
+        long = "origin-token",
+        env = "WAITROOM_ORIGIN_TOKEN",
+        value_name = "TOKEN",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub origin_tokens: Vec<String>,
+
+    /// Origins whose pages may call the visitor API from a browser, with
+    /// their cookies (CORS), comma-separated, each exactly as a browser
+    /// sends it (`https://shop.example.com`, `http://localhost:3000`); the
+    /// admin API never answers CORS. Absent: no CORS headers at all.
+    #[arg(
+        long = "cors-origins",
+        env = "WAITROOM_CORS_ORIGINS",
+        value_name = "ORIGINS",
+        value_delimiter = ',',
+        value_parser = parse_cors_origin
+    )]
+    pub cors_origins: Vec<String>,
+}
+
+/// One origin for `--cors-origins`: `scheme://host[:port]`, http or https,
+/// written as the browser's `Origin` header writes it (lowercase host, no
+/// default port, no path or trailing slash), since CORS compares origins as
+/// exact strings: anything else would be a setting that never matches.
+pub fn parse_cors_origin(given: &str) -> Result<String, String> {
+    let given = given.trim();
+    let url =
+        url::Url::parse(given).map_err(|error| format!("{given:?} is not an origin: {error}"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!("{given:?}: an origin is http:// or https://"));
+    }
+    let origin = url.origin().ascii_serialization();
+    if origin != given {
+        return Err(format!(
+            "{given:?} is not written as a browser sends its origin; write {origin:?} \
+             (scheme, host and port only: no path, no trailing slash, no default port)"
+        ));
+    }
+    Ok(origin)
 }
 
 fn parse_public_url(raw: &str) -> Result<PublicUrl, String> {
@@ -163,6 +212,9 @@ fn parse_public_url(raw: &str) -> Result<PublicUrl, String> {
 
 /// The shortest admin token accepted: guessing one must be hopeless.
 pub const MIN_ADMIN_TOKEN_CHARS: usize = 32;
+
+/// The shortest origin token accepted: as for the admin token.
+pub const MIN_ORIGIN_TOKEN_CHARS: usize = MIN_ADMIN_TOKEN_CHARS;
 
 impl Settings {
     /// How the Redis store connects and when a write is acknowledged.
@@ -183,6 +235,49 @@ mod tests {
         Settings::try_parse_from(args)
             .map(|settings| settings.join_rate_ipv6_prefix)
             .map_err(|error| error.to_string())
+    }
+
+    fn cors_origins(args: &[&str]) -> Result<Vec<String>, String> {
+        let args = ["waitroom"].iter().chain(args);
+        Settings::try_parse_from(args)
+            .map(|settings| settings.cors_origins)
+            .map_err(|error| error.to_string())
+    }
+
+    #[test]
+    fn cors_origins_are_exact_origins_or_the_start_fails() {
+        assert_eq!(cors_origins(&[]), Ok(vec![]));
+        assert_eq!(
+            cors_origins(&[
+                "--cors-origins",
+                "https://shop.example.com,http://127.0.0.1:3000"
+            ]),
+            Ok(vec![
+                "https://shop.example.com".to_string(),
+                "http://127.0.0.1:3000".to_string()
+            ])
+        );
+        for refused in [
+            "*",
+            "null",
+            "shop.example.com",
+            "https://shop.example.com/",
+            "https://shop.example.com/app",
+            "https://Shop.example.com",
+            "https://shop.example.com:443",
+            "ftp://shop.example.com",
+        ] {
+            let error = cors_origins(&["--cors-origins", refused]).unwrap_err();
+            assert!(error.contains("--cors-origins"), "{refused}: {error}");
+        }
+    }
+
+    #[test]
+    fn origin_tokens_repeat_on_the_command_line() {
+        let settings =
+            Settings::try_parse_from(["waitroom", "--origin-token", "a", "--origin-token", "b"])
+                .unwrap();
+        assert_eq!(settings.origin_tokens, ["a", "b"]);
     }
 
     #[test]

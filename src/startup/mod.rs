@@ -63,6 +63,19 @@ pub enum StartError {
     )]
     WeakAdminToken { min: usize, given: usize },
     #[error(
+        "origin token number {number} must be at least {min} characters (it has {given}); \
+         make one with, say, `openssl rand -base64 32`"
+    )]
+    WeakOriginToken {
+        number: usize,
+        min: usize,
+        given: usize,
+    },
+    #[error(
+        "origin token number {number} is the admin token; an origin token must be a token of its own"
+    )]
+    OriginTokenIsAdminToken { number: usize },
+    #[error(
         "--previous-secret is the same as --secret; give the secret being replaced, or leave it out"
     )]
     PreviousSecretIsCurrent,
@@ -99,6 +112,26 @@ fn generate_admin_token() -> Result<String, StartError> {
         "no --admin-token given: generated one for this process and wrote it to a file only this user can read"
     );
     Ok(token)
+}
+
+/// Each origin token is long enough to be unguessable and is not the admin
+/// token (which would make the narrower token a second name for the full one).
+fn check_origin_tokens(tokens: &[String], admin_token: &str) -> Result<(), StartError> {
+    for (index, token) in tokens.iter().enumerate() {
+        let number = index + 1;
+        let given = token.chars().count();
+        if given < config::MIN_ORIGIN_TOKEN_CHARS {
+            return Err(StartError::WeakOriginToken {
+                number,
+                min: config::MIN_ORIGIN_TOKEN_CHARS,
+                given,
+            });
+        }
+        if token == admin_token {
+            return Err(StartError::OriginTokenIsAdminToken { number });
+        }
+    }
+    Ok(())
 }
 
 /// The stores an application runs on: admission and the sale, on the
@@ -285,6 +318,7 @@ impl Application {
             Some(token) => token,
             None => generate_admin_token()?,
         };
+        check_origin_tokens(&settings.origin_tokens, &admin_token)?;
         let credentials = Arc::new(
             Credentials::rotating(&secret, settings.previous_secret.as_deref())
                 .with_public_url(settings.public_url.clone()),
@@ -339,6 +373,7 @@ impl Application {
             }),
             admin: web::Data::new(AdminAccess {
                 token: admin_token,
+                origin_tokens: settings.origin_tokens.clone(),
                 login_guard: Default::default(),
             }),
             refusal_log: Default::default(),
@@ -350,6 +385,7 @@ impl Application {
             server: web::Data::new(ServerSettings {
                 secure_cookies: settings.secure_cookies,
                 body_timeout: Duration::from_millis(settings.body_timeout_ms),
+                cors_origins: settings.cors_origins.clone(),
             }),
             ops: web::Data::new(Ops {
                 metrics,

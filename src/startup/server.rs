@@ -56,8 +56,8 @@ use crate::http::error::ApiError;
 use crate::http::limits::AsksToUpgrade;
 use crate::http::state::{AppParts, Ops};
 use crate::http::{
-    admin, cookies, draw, extractors, gate, limits, middleware, openapi, ops, pages, sale, sockets,
-    visitor,
+    admin, cookies, cors, draw, extractors, gate, limits, middleware, openapi, ops, pages, sale,
+    sockets, visitor,
 };
 use crate::live::lane::Lane;
 use crate::live::socket::SILENCE_LIMIT;
@@ -99,6 +99,7 @@ pub fn app(
         ))
         .wrap(actix_web::middleware::from_fn(cookies::secure_cookies))
         .wrap(actix_web::middleware::from_fn(middleware::conventions))
+        .wrap(actix_web::middleware::from_fn(cors::cors))
         .wrap(middleware::security_headers())
         .wrap(actix_web::middleware::from_fn(middleware::count_answers))
         .wrap(TracingLogger::<middleware::RedactedRootSpan>::new())

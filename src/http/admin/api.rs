@@ -1,4 +1,5 @@
-//! The operator API: create, read, change and close rooms; revoke passes.
+//! The operator API: create, read, change and close rooms; revoke passes
+//! (the one route the protected site's origin token opens too).
 
 use actix_web::http::header;
 use actix_web::{HttpResponse, web};
@@ -6,7 +7,7 @@ use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{Object, Schema, Type};
 
 use crate::http::error::{ApiError, ErrorCode};
-use crate::http::extractors::{Operator, Room};
+use crate::http::extractors::{Operator, PassRevoker, Room};
 use crate::http::openapi::RoomPath;
 use crate::http::state::Live;
 use crate::store::{self, SaleStore, Store};
@@ -223,7 +224,7 @@ struct Revocation {
     ),
 )]
 async fn revoke_pass(
-    _: Operator,
+    revoker: PassRevoker,
     Room(room): Room,
     body: web::Json<serde_json::Value>,
     credentials: web::Data<Credentials>,
@@ -264,7 +265,11 @@ async fn revoke_pass(
     };
     let taken =
         store::take_back_pass(store.get_ref(), sale.get_ref(), &room, visitor, pass_exp_s).await?;
-    tracing::info!(%room, %visitor, taken, "pass revoked by the operator");
+    let by = match revoker {
+        PassRevoker::Operator => "operator",
+        PassRevoker::Origin => "origin",
+    };
+    tracing::info!(%room, %visitor, taken, by, "pass revoked");
     Ok(HttpResponse::NoContent().finish())
 }
 

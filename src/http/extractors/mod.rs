@@ -20,11 +20,11 @@ pub use client::{client_address, client_block, join_limit};
 pub use leaver::Leaver;
 pub use operator::{
     ADMIN_IDLE, ADMIN_SESSION_COOKIE, CSRF_HEADER, CsrfProtected, Operator, OperatorForm,
-    admin_session, admin_session_cookie, refresh_admin_session,
+    PassRevoker, admin_session, admin_session_cookie, refresh_admin_session,
 };
 pub use pass::{
     Expiry, PASS_COOKIE, Pass, PassChecker, PassHolder, PassRefusal, Verified, check_pass,
-    check_pass_for_proxy, pass_error, presented_pass,
+    check_pass_for_proxy, pass_error, presented_pass, presented_pass_to_verify,
 };
 pub use room::Room;
 pub use ticket::{Ticket, ticket_cookie_name, ticket_error};

@@ -1,5 +1,6 @@
 //! An operator: the admin token, or the admin page's session with its
-//! CSRF token; the session's cookie and its idle deadline.
+//! CSRF token; the session's cookie and its idle deadline. And who may
+//! revoke a pass: an operator, or the protected site's origin token.
 
 use std::time::Duration;
 
@@ -16,10 +17,10 @@ use super::client::{client_address, client_block};
 use super::{bearer, part};
 use crate::http::error::{ApiError, ErrorCode};
 use crate::http::refusal_log::RefusalLog;
-use crate::http::state::AdminAccess;
+use crate::http::state::{AdminAccess, TokenHolder};
 use crate::store::Store;
 use crate::words::clock::{Clock, Millis};
-use crate::words::credentials::{AdminSession, Credentials, constant_time_eq};
+use crate::words::credentials::{AdminSession, Credentials};
 
 pub const ADMIN_SESSION_COOKIE: &str = "wr_admin";
 pub const CSRF_HEADER: &str = "X-CSRF-Token";
@@ -105,38 +106,65 @@ fn too_many_attempts(wait: Duration) -> ApiError {
     }
 }
 
+/// Whose token a request's Bearer is, the admin token or an origin token
+/// (`--origin-token`). A token that is neither is counted against the
+/// client's block, like a wrong admin login (`login_guard`): past the
+/// limit, 429, the right token included, so guessing either kind of token
+/// gets nowhere.
+fn token_holder(req: &HttpRequest, token: &str) -> Result<TokenHolder, ApiError> {
+    let access = part::<AdminAccess>(req);
+    let address = client_address(req);
+    let block = client_block(req);
+    access
+        .login_guard
+        .may_try(block)
+        .map_err(too_many_attempts)?;
+    if let Some(holder) = access.holder_of(token) {
+        return Ok(holder);
+    }
+    let now = part::<dyn Clock>(req).now_ms();
+    if let Some(left_out) = part::<RefusalLog>(req).admit("wrong_admin_token", now) {
+        tracing::warn!(%address, left_out, "a wrong admin or origin token");
+    }
+    access
+        .login_guard
+        .failed(block)
+        .map_err(too_many_attempts)?;
+    Err(ApiError::unauthorized(
+        ErrorCode::InvalidAdminToken,
+        "the admin token is not valid",
+    ))
+}
+
+/// An origin token on a route that is not one of its two. 403, not 401:
+/// the token is right and the answer says so, so the site's developer
+/// learns that this call needs the admin token rather than retrying with
+/// the same one; and it is not counted as a guess.
+fn origin_token_refused(req: &HttpRequest) -> ApiError {
+    tracing::debug!(path = %req.path(), "an origin token on an operator route");
+    ApiError::Forbidden {
+        code: ErrorCode::OriginTokenNotAllowed,
+        message: "an origin token may only revoke passes and call /api/verify; \
+                  this route needs the admin token"
+            .into(),
+    }
+}
+
 /// An operator: the Bearer admin token, or the admin page's session. With a
 /// session, a request that may change state (any method but GET and HEAD)
 /// must carry the session's CSRF token in `X-CSRF-Token`. Wrong tokens are
-/// counted per address; past the limit, 429 (see `login_guard`).
+/// counted per address; past the limit, 429 (see `login_guard`). An origin
+/// token is refused with 403 `origin_token_not_allowed`.
 #[derive(Debug, Clone, Copy)]
 pub struct Operator;
 
 impl Operator {
     async fn of(req: &HttpRequest) -> Result<Self, ApiError> {
         if let Some(token) = bearer(req) {
-            let access = part::<AdminAccess>(req);
-            let address = client_address(req);
-            let block = client_block(req);
-            access
-                .login_guard
-                .may_try(block)
-                .map_err(too_many_attempts)?;
-            if constant_time_eq(token, &access.token) {
-                return Ok(Operator);
-            }
-            let now = part::<dyn Clock>(req).now_ms();
-            if let Some(left_out) = part::<RefusalLog>(req).admit("wrong_admin_token", now) {
-                tracing::warn!(%address, left_out, "a wrong admin token");
-            }
-            access
-                .login_guard
-                .failed(block)
-                .map_err(too_many_attempts)?;
-            return Err(ApiError::unauthorized(
-                ErrorCode::InvalidAdminToken,
-                "the admin token is not valid",
-            ));
+            return match token_holder(req, token)? {
+                TokenHolder::Operator => Ok(Operator),
+                TokenHolder::Origin => Err(origin_token_refused(req)),
+            };
         }
         let Some(session) = admin_session(req).await? else {
             return Err(ApiError::unauthorized(
@@ -169,6 +197,36 @@ impl FromRequest for Operator {
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let req = req.clone();
         Box::pin(async move { Operator::of(&req).await })
+    }
+}
+
+/// Who may revoke a pass: an operator (as [`Operator`]) or the protected
+/// site with one of its origin tokens, the one operator route an origin
+/// token opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PassRevoker {
+    Operator,
+    Origin,
+}
+
+impl FromRequest for PassRevoker {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move {
+            if let Some(token) = bearer(&req) {
+                return Ok(match token_holder(&req, token)? {
+                    TokenHolder::Operator => PassRevoker::Operator,
+                    TokenHolder::Origin => PassRevoker::Origin,
+                });
+            }
+            // No Bearer: the admin page's session, with its CSRF check.
+            Operator::of(&req)
+                .await
+                .map(|Operator| PassRevoker::Operator)
+        })
     }
 }
 

@@ -7,8 +7,9 @@ use actix_web::{FromRequest, HttpRequest, web};
 use futures_util::future::LocalBoxFuture;
 
 use super::room::Room;
-use super::{bearer, part_data};
+use super::{bearer, part, part_data};
 use crate::http::error::{ApiError, ErrorCode};
+use crate::http::state::{AdminAccess, TokenHolder};
 use crate::live::hub::Hub;
 use crate::store::{Store, StoreError};
 use crate::words::clock::Clock;
@@ -22,6 +23,20 @@ pub fn presented_pass(req: &HttpRequest) -> Option<String> {
     bearer(req)
         .map(str::to_string)
         .or_else(|| req.cookie(PASS_COOKIE).map(|c| c.value().to_string()))
+}
+
+/// The pass a `/api/verify` call presents. The protected site may call it
+/// with one of its origin tokens as the Bearer (verify is open to anyone,
+/// so the token changes nothing): then the pass is the `wr_pass` cookie
+/// the site passes on, not the token.
+pub fn presented_pass_to_verify(req: &HttpRequest) -> Option<String> {
+    let origin_token = bearer(req).is_some_and(|token| {
+        part::<AdminAccess>(req).holder_of(token) == Some(TokenHolder::Origin)
+    });
+    if origin_token {
+        return req.cookie(PASS_COOKIE).map(|c| c.value().to_string());
+    }
+    presented_pass(req)
 }
 
 pub fn pass_error(error: CredentialError) -> ApiError {

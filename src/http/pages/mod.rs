@@ -217,7 +217,8 @@ async fn demo_target(
 // Page scripts are ES modules (`<script type="module">`); the lib-*.js ones
 // are shared by the three pages (lib-i18n.js hands them their texts), the
 // room*.js, sale*.js and admin*.js ones make up each page, its state in
-// its *-state.js. The catalogues (static/i18n/) are not served: each page
+// its *-state.js; waitroom-client.js is the waiting page's client of the
+// API, also for apps on other origins (see `http::cors`). The catalogues (static/i18n/) are not served: each page
 // gets its part inline as JSON data (see `texts_json`).
 const ASSETS: &[(&str, &str, &str)] = &[
     (
@@ -244,6 +245,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         "room.js",
         "text/javascript; charset=utf-8",
         include_str!("../../../static/room.js"),
+    ),
+    (
+        "waitroom-client.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/waitroom-client.js"),
     ),
     (
         "room-state.js",

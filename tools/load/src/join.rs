@@ -440,7 +440,7 @@ async fn worker(
             }
         };
         let request = if is_join && body {
-            // What the waiting page's join sends (static/room.js).
+            // What the waiting page's join sends (static/waitroom-client.js).
             http.post(&url)
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body("{}")

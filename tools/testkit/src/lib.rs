@@ -62,6 +62,8 @@ pub fn test_settings() -> Settings {
         drain_s: 5,
         public_url: None,
         rooms: None,
+        origin_tokens: Vec::new(),
+        cors_origins: Vec::new(),
     }
 }
 

@@ -1,7 +1,7 @@
 //! `drop` mode: a drop as it happens, through the waiting page's own
 //! sequence. Creates a room with a sale (per-user limit 1) on nodes that
 //! share one store, then starts V visitors at a steady rate over T seconds,
-//! visitor i on node i mod n, each an async task doing what `static/room.js`
+//! visitor i on node i mod n, each an async task doing what `static/waitroom-client.js`
 //! and the protected site do:
 //!
 //! 1. `POST /api/rooms/{room}/join` with `{}` (`Content-Type:

@@ -21,7 +21,7 @@ use crate::common::{self, ErrorKinds, Node, epoch_micros};
 use crate::error::Failure;
 use crate::sockets::{self, SocketSpec};
 
-/// The page pings its socket this often (`PING_MS` in `static/room.js`).
+/// The page pings its socket this often (`pingMs` in `static/waitroom-client.js`).
 pub(super) const PING_EVERY: Duration = Duration::from_secs(20);
 
 /// While its socket is down the page polls this often (`POLL_MS`).
