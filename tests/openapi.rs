@@ -123,6 +123,25 @@ fn registered_routes() -> BTreeSet<(String, String)> {
         }
     }
 
+    /// A path as OpenAPI writes it: `{original:.*}` (actix's segment with
+    /// its pattern) is `{original}`.
+    fn without_patterns(path: &str) -> String {
+        let mut out = String::new();
+        let mut in_pattern = false;
+        for c in path.chars() {
+            match c {
+                ':' if out.rfind('{') > out.rfind('}') => in_pattern = true,
+                '}' => {
+                    in_pattern = false;
+                    out.push(c);
+                }
+                _ if in_pattern => {}
+                _ => out.push(c),
+            }
+        }
+        out
+    }
+
     /// The literal of a `web::resource("…")` call.
     fn resource_path(expr: &syn::Expr) -> Option<String> {
         let syn::Expr::Call(call) = expr else {
@@ -138,7 +157,7 @@ fn registered_routes() -> BTreeSet<(String, String)> {
             syn::Expr::Lit(syn::ExprLit {
                 lit: syn::Lit::Str(path),
                 ..
-            }) => Some(path.value()),
+            }) => Some(without_patterns(&path.value())),
             _ => panic!("a web::resource whose path is not a literal"),
         }
     }

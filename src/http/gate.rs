@@ -44,6 +44,34 @@ enum Asking {
     Envoy,
 }
 
+/// Forward auth for proxies that pass the answer to the visitor (Caddy,
+/// Traefik): 204 for a valid pass, else a 302 to the room's page.
+#[utoipa::path(
+    get,
+    path = "/api/gate",
+    tag = "visitor",
+    summary = "Forward auth: let a visitor with a valid pass through, send anyone else to the room",
+    description = "The room is named by `?room=` or `X-Waitroom-Room`; the original URL comes from `X-Forwarded-Proto`, `X-Forwarded-Host` and `X-Forwarded-Uri` (or `X-Original-URL`). A valid pass gets 204. A valid `wr_pass` in the original URL (the visitor's first request back) gets a 302 to the same URL without it, setting the `wr_pass` cookie. Anyone else gets a 302 to the room's page with `return=` the original URL, absolute on `--public-url` (else the forwarded host). With the store unreachable, the pass is judged by its signature, room and expiry alone.",
+    params(
+        ("room" = Option<String>, Query, description = "The room the pass must be for"),
+        ("X-Waitroom-Room" = Option<String>, Header, description = "The room the pass must be for"),
+        ("X-Forwarded-Proto" = Option<String>, Header, description = "The original request's scheme"),
+        ("X-Forwarded-Host" = Option<String>, Header, description = "The original request's host"),
+        ("X-Forwarded-Uri" = Option<String>, Header, description = "The original request's path and query"),
+        ("X-Original-URL" = Option<String>, Header, description = "The original URL, instead of the three above"),
+    ),
+    security(("pass" = []), ("pass_cookie" = [])),
+    responses(
+        (status = 204, description = "The pass is valid now", headers(
+            ("X-Waitroom-Visitor" = String, description = "The pass's visitor (`sub`)"),
+        )),
+        (status = 302, description = "To the room's page, or to the original URL with the pass taken out into the cookie", headers(
+            ("Location" = String, description = "Where to go"),
+        )),
+        (status = 400, description = "room_required room_mismatch invalid_room invalid_query public_url_unknown"),
+        (status = 404, description = "room_not_found"),
+    ),
+)]
 async fn gate(
     req: HttpRequest,
     query: web::Query<VerifyQuery>,
@@ -65,6 +93,26 @@ async fn gate(
     gate.answer(&req, room, forwarded, Asking::Plain).await
 }
 
+/// The gate as Envoy's `ext_authz` asks: the visitor's path after
+/// `/api/gate`, the room in `X-Waitroom-Room`, 200 (not 204) for a pass.
+#[utoipa::path(
+    get,
+    path = "/api/gate/{original}",
+    tag = "visitor",
+    summary = "Forward auth as Envoy's ext_authz asks",
+    description = "As `/api/gate`, for Envoy, which appends the visitor's path (and query) to `path_prefix` and lets only a 200 through: the room comes from `X-Waitroom-Room` alone, the original host from `Host`, and a valid pass gets 200.",
+    params(
+        ("original" = String, Path, description = "The visitor's original path"),
+        ("X-Waitroom-Room" = String, Header, description = "The room the pass must be for"),
+    ),
+    security(("pass" = []), ("pass_cookie" = [])),
+    responses(
+        (status = 200, description = "The pass is valid now"),
+        (status = 302, description = "To the room's page, or to the original URL with the pass taken out into the cookie"),
+        (status = 400, description = "room_required invalid_room public_url_unknown"),
+        (status = 404, description = "room_not_found"),
+    ),
+)]
 async fn envoy_gate(
     req: HttpRequest,
     checker: PassChecker,

@@ -17,7 +17,8 @@
 //! The answers every route of a kind can give are added here once, as the
 //! extractors give them: 404 `room_not_found` on `/api/` paths with a
 //! `{room}`, the body's refusals (400, 408, 413, 415) on routes that read
-//! one, the operator's 401 and 429 on `/api/admin/`, and 503
+//! one, the operator's 401, 403 (an origin token) and 429 on
+//! `/api/admin/`, and 503
 //! `store_unavailable` on `/api/`.
 
 use std::collections::BTreeSet;
@@ -70,6 +71,8 @@ pub struct ClaimPath {
         super::visitor::leave,
         super::visitor::verify,
         super::visitor::jwks,
+        super::gate::gate,
+        super::gate::envoy_gate,
         super::sockets::connect,
         super::draw::draw,
         super::draw::entries,
@@ -134,6 +137,10 @@ impl utoipa::Modify for SecuritySchemes {
         components.add_security_scheme(
             "admin",
             bearer("The admin token (`--admin-token`). The admin page's session cookie (`wr_admin`, with `X-CSRF-Token` on changes) is accepted too. Wrong tokens are counted per client address: past the limit, 429 `too_many_attempts` with `Retry-After`."),
+        );
+        components.add_security_scheme(
+            "origin",
+            bearer("An origin token (`--origin-token`): the protected site's token, which may revoke passes and call `/api/verify`, and nothing else (every other operator route answers 403 `origin_token_not_allowed`)."),
         );
         components.add_security_scheme(
             "ticket",
@@ -228,6 +235,9 @@ fn error_answers(doc: &mut Value) {
                     "missing_admin_token invalid_admin_token invalid_csrf_token",
                 );
                 add(429, "too_many_attempts");
+                if !path.ends_with("/passes/revoke") {
+                    add(403, "origin_token_not_allowed");
+                }
             }
             if reads_json {
                 add(400, "invalid_json invalid_body");

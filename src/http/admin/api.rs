@@ -216,7 +216,7 @@ struct Revocation {
     description = "`/api/verify` refuses it from then on (401 `pass_revoked`) and its slot under `max_active` is free at once. Revoking a pass no longer held is not an error.",
     params(RoomPath),
     request_body(content = Revocation, content_type = "application/json"),
-    security(("admin" = [])),
+    security(("admin" = []), ("origin" = [])),
     responses(
         (status = 204, description = "Revoked"),
         (status = 400, description = "invalid_revocation invalid_pass invalid_visitor"),
