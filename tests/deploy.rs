@@ -226,7 +226,9 @@ fn logs(container: &str) -> String {
 fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
-        .timeout(Duration::from_secs(5))
+        // Long for one request: only a failure waits for it, and on a loaded
+        // machine an operator's write through nginx once took more than 5 s.
+        .timeout(Duration::from_secs(15))
         .build()
         .unwrap()
 }
@@ -257,7 +259,12 @@ async fn until_status(
 
 /// Joins `room` through `base`, lets the operator speed the room up, and
 /// waits for the admission: the `Status` that carries the pass.
-async fn admitted(base: &str, room: &str, admin_token: &str) -> Value {
+async fn admitted(
+    base: &str,
+    room: &str,
+    admin_token: &str,
+    context: &dyn Fn() -> String,
+) -> Value {
     let http = client();
     let joined: Value = http
         .post(format!("{base}/api/rooms/{room}/join"))
@@ -278,7 +285,7 @@ async fn admitted(base: &str, room: &str, admin_token: &str) -> Value {
         .json(&json!({"admit_per_tick": 1000, "tick_ms": 200, "paused": false}))
         .send()
         .await
-        .unwrap();
+        .unwrap_or_else(|e| panic!("the operator's PATCH: {e}\n{}", context()));
     assert_eq!(
         patched.status(),
         StatusCode::OK,
@@ -519,7 +526,7 @@ async fn two_containers_on_one_redis_behind_nginx_let_a_pass_through_to_the_orig
         "{}",
         created.text().await.unwrap()
     );
-    let status = admitted(&base, "demo", admin_token).await;
+    let status = admitted(&base, "demo", admin_token, &|| logs(&nginx)).await;
     origin_lets_only_the_pass_through(&base, &status).await;
     let _ = std::fs::remove_dir_all(&conf_dir);
 }
@@ -675,16 +682,17 @@ async fn the_compose_file_walks_a_visitor_from_the_line_to_the_protected_origin(
     });
     let base = format!("http://127.0.0.1:{http_port}");
     let container = |service: &str| format!("{}_{service}_1", stack.project);
+    let stack_logs = || -> String {
+        ["nginx", "node1", "node2", "node3", "redis"]
+            .iter()
+            .map(|service| format!("== {service}\n{}", logs(&container(service))))
+            .collect()
+    };
     until_status(
         &format!("{base}/api/rooms/demo/status"),
         StatusCode::UNAUTHORIZED,
         STARTUP,
-        || {
-            ["nginx", "node1", "node2", "node3", "redis"]
-                .iter()
-                .map(|service| format!("== {service}\n{}", logs(&container(service))))
-                .collect()
-        },
+        stack_logs,
     )
     .await;
 
@@ -699,7 +707,7 @@ async fn the_compose_file_walks_a_visitor_from_the_line_to_the_protected_origin(
         .unwrap();
     assert_eq!(page.status(), StatusCode::OK);
 
-    let status = admitted(&base, "demo", &admin_token).await;
+    let status = admitted(&base, "demo", &admin_token, &stack_logs).await;
     origin_lets_only_the_pass_through(&base, &status).await;
 
     // Prometheus scrapes every node.
@@ -885,5 +893,68 @@ fn the_kubernetes_manifests_probe_readyz_and_healthz_and_cover_the_drain() {
     assert_eq!(
         pod["securityContext"]["runAsUser"], 10001,
         "the image's user"
+    );
+}
+
+#[test]
+fn a_bad_demo_target_stops_the_node_at_start_saying_why() {
+    let refused = Command::new(env!("CARGO_BIN_EXE_waitroom"))
+        .args(["--listen", "127.0.0.1:0", "--demo-room"])
+        .args(["--demo-target", "//elsewhere.example/"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stdout);
+    assert!(
+        said.contains("--demo-target: target_url must be"),
+        "the log names the flag and what is wrong: {said}"
+    );
+
+    let alone = Command::new(env!("CARGO_BIN_EXE_waitroom"))
+        .args(["--demo-target", "/origin/"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(alone.status.code(), Some(2), "a usage error");
+    let said = String::from_utf8_lossy(&alone.stderr);
+    assert!(said.contains("--demo-room"), "it needs --demo-room: {said}");
+}
+
+/// The files the deployment chapters name exist, and the image the tests
+/// build is built as the container chapter says.
+#[test]
+fn the_deployment_chapters_name_files_that_exist() {
+    let summary = std::fs::read_to_string(repo("docs/src/SUMMARY.md")).unwrap();
+    for chapter in ["container", "compose", "systemd", "kubernetes"] {
+        let path = format!("deploy/{chapter}.md");
+        assert!(
+            summary.contains(&format!("]({path})")),
+            "SUMMARY.md lists {path}"
+        );
+        let text = std::fs::read_to_string(repo(&format!("docs/src/{path}"))).unwrap();
+        for quoted in text.split('`').skip(1).step_by(2) {
+            let named = quoted.split_whitespace().next().unwrap_or_default();
+            let named = named.trim_end_matches([',', '.', ':']);
+            let is_file = ["deploy/", "tests/", "Containerfile"]
+                .iter()
+                .any(|start| named.starts_with(start))
+                && !named.contains(['<', '*', '%']);
+            // Written by the observability part of issue 28 (its own tests
+            // check them); compose mounts them.
+            let observability =
+                named == "deploy/prometheus/alerts.yml" || named.starts_with("deploy/grafana/");
+            if is_file && !observability {
+                assert!(
+                    repo(named).exists(),
+                    "{path} names {named}, which does not exist"
+                );
+            }
+        }
+    }
+    let container = std::fs::read_to_string(repo("docs/src/deploy/container.md")).unwrap();
+    assert!(
+        container.contains("podman build --format docker --target prebuilt -f Containerfile"),
+        "the container chapter shows the prebuilt build the tests run"
     );
 }
