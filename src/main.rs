@@ -5,13 +5,25 @@ use std::sync::Arc;
 
 use clap::Parser;
 use waitroom::Application;
-use waitroom::startup::config::Settings;
+use waitroom::startup::config::{Mode, Settings};
+use waitroom::startup::healthcheck;
 use waitroom::startup::telemetry;
 use waitroom::words::clock::SystemClock;
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let settings = Settings::parse();
+    if settings.mode == Some(Mode::Healthcheck) {
+        // No logging set up: a container runtime keeps this output as the
+        // check's result, so one plain line says it all.
+        return match healthcheck::check(&settings.listen) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(reason) => {
+                eprintln!("unhealthy: {reason}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     telemetry::init(settings.log_format);
     match rlimit::increase_nofile_limit(u64::MAX) {
         Ok(limit) => tracing::info!(

@@ -17,9 +17,20 @@ pub enum LogFormat {
     Json,
 }
 
+/// What the binary does instead of serving.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::Subcommand)]
+pub enum Mode {
+    /// Ask the node at `--listen` for `/healthz` and exit 0 if it answers
+    /// 200, 1 otherwise (a container's HEALTHCHECK, where no curl is).
+    Healthcheck,
+}
+
 #[derive(Debug, Clone, Parser)]
 #[command(name = "waitroom", version, about = "A real-time virtual waiting room")]
 pub struct Settings {
+    #[command(subcommand)]
+    pub mode: Option<Mode>,
+
     /// Address to listen on.
     #[arg(long, env = "WAITROOM_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: String,
@@ -75,6 +86,17 @@ pub struct Settings {
         requires = "demo_room"
     )]
     pub demo_opens_in: Option<u64>,
+
+    /// Where the demo room sends admitted visitors (default: its own seat
+    /// sale, `/rooms/demo/sale`): a path on this site or an absolute
+    /// http(s) URL, say a page guarded by a proxy's `auth_request`.
+    #[arg(
+        long,
+        env = "WAITROOM_DEMO_TARGET",
+        value_name = "URL",
+        requires = "demo_room"
+    )]
+    pub demo_target: Option<String>,
 
     /// Log format.
     #[arg(long, env = "WAITROOM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]

@@ -23,13 +23,17 @@ pub const DEMO_ROOM: &str = "demo";
 /// Simulated visitors already waiting when the demo starts.
 const INITIAL_LINE: usize = 12;
 
+/// Where admitted visitors go unless `--demo-target` says otherwise.
+pub const DEMO_TARGET: &str = "/rooms/demo/sale";
+
 pub async fn create(
     store: &dyn Store,
     sale: &dyn SaleStore,
     opens_at: Option<Moment>,
+    target: Option<&str>,
 ) -> Result<RoomId, String> {
     let id = RoomId::parse(DEMO_ROOM).expect("a valid slug");
-    let mut config = RoomConfig::new("Demo sale", "/rooms/demo/sale");
+    let mut config = RoomConfig::new("Demo sale", target.unwrap_or(DEMO_TARGET));
     config.admit_per_tick = 2;
     config.tick_ms = 5_000;
     config.pass_ttl_s = 300;
@@ -38,6 +42,10 @@ pub async fn create(
         "This is a demo: the visitors ahead of you are simulated, and the seats are not real."
             .into(),
     );
+    // A bad --demo-target stops the node at start, saying why.
+    config
+        .validate()
+        .map_err(|reason| format!("--demo-target: {reason}"))?;
     match store.create_room(id.clone(), config).await {
         Ok(_) => {}
         // Another node of the deployment made it (and its sale) already.

@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod demo;
+pub mod healthcheck;
 pub mod rooms_file;
 mod server;
 pub mod telemetry;
@@ -339,9 +340,14 @@ impl Application {
             let opens_at = settings
                 .demo_opens_in
                 .map(|s| Moment((clock.now_ms() / 1000 + s) * 1000));
-            let room = demo::create(store.as_ref(), sale.as_ref(), opens_at)
-                .await
-                .map_err(StartError::Demo)?;
+            let room = demo::create(
+                store.as_ref(),
+                sale.as_ref(),
+                opens_at,
+                settings.demo_target.as_deref(),
+            )
+            .await
+            .map_err(StartError::Demo)?;
             tasks.spawn_service(
                 "demo visitors",
                 demo::simulate_visitors(

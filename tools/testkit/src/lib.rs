@@ -40,6 +40,7 @@ pub const PATIENCE: Duration = Duration::from_secs(10);
 /// them (tests change the fields they need).
 pub fn test_settings() -> Settings {
     Settings {
+        mode: None,
         listen: "127.0.0.1:0".into(),
         redis_url: None,
         redis_ca_file: None,
@@ -49,6 +50,7 @@ pub fn test_settings() -> Settings {
         previous_secret: None,
         demo_room: false,
         demo_opens_in: None,
+        demo_target: None,
         log_format: LogFormat::Text,
         max_sockets: None,
         workers: Some(2),
