@@ -352,6 +352,7 @@ if (room) {
     room,
     user: userToken,
     returnUrl: returnTo,
+    returning: body.hasAttribute('data-returning'),
     onStatus: handleStatus,
     onConnection: setConnection,
     onRefused,

@@ -77,6 +77,8 @@ export async function solveChallengeHere(c) {
 //   ticket        a ticket kept from before, to take the same place back
 //   user, code    a user token, a priority code, for the join
 //   returnUrl     where the visitor came from (the join's `return`)
+//   returning     the caller holds a ticket it cannot hand over (an HttpOnly
+//                 cookie): ask where the place stands before joining
 //   onStatus(s)   every Status: the join's answer, each socket message, each poll
 //   onTicket(t)   the ticket, whenever it is new: keep it to resume the place
 //   onConnection(state)  connecting | live | reconnecting | polling | offline | done
@@ -263,13 +265,23 @@ export function joinRoom(options) {
     listen(false);
   }
 
-  function start() {
+  // `lookFirst`: a visitor coming back (a reopened tab, a phone unlocked)
+  // whose place lapsed while they were away is told so (`expired`,
+  // `away_too_long`) rather than silently given a new place at the back;
+  // anyone else joins (which returns a place still held).
+  function start(lookFirst) {
     listen(true);
     on.connection('connecting');
-    join();
+    if (!lookFirst) { join(); return; }
+    call('GET', '/status').then((res) => {
+      const s = res.ok && res.parsed ? res.body : null;
+      if (s && s.state === 'expired' && s.reason === 'away_too_long') deliver(s);
+      else join();
+    }, join);
   }
 
-  start();
+  // Only a visitor with a ticket can be coming back.
+  start(st.ticket !== null || o.returning === true);
 
   return {
     // The current ticket (null until the join answered).
@@ -296,7 +308,7 @@ export function joinRoom(options) {
       st.ticket = null;
       st.status = null;
       st.joinAttempt = 0;
-      start();
+      start(false);
     },
     // Reconnect the socket now rather than at the next backoff step;
     // `fresh` also starts the backoff over.

@@ -518,6 +518,69 @@ async fn a_visitor_who_left_can_join_again_and_a_closed_room_says_so() {
     browser.close().await.unwrap();
 }
 
+/// A phone that locks keeps its place for the time the page states; a
+/// visitor back after that is told plainly that they were away too long,
+/// with one button to join again at the back of the line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_visitor_away_too_long_is_told_so_and_joins_again_at_the_back() {
+    let app = TestApp::spawn().await;
+    let driver = Driver::start().await;
+    app.create_room(
+        "away",
+        json!({"name": "Away", "paused": true, "abandon_after_s": 20}),
+    )
+    .await;
+    app.join_api("away").await;
+    let browser = driver.browser(390, 844, json!({})).await;
+    browser.goto(&app.url("/rooms/away")).await.unwrap();
+    eventually("the first place", BROWSER_PATIENCE, || async {
+        position(&browser).await.filter(|&p| p == 2)
+    })
+    .await;
+    wait_until_live(&browser, "the WebSocket to be live").await;
+    let note = text_of(&browser, "keep-open").await.unwrap_or_default();
+    assert!(note.contains("kept for 20 s"), "{note}");
+    // The operator lengthens it: the note follows with the next status.
+    app.patch_room("away", json!({"abandon_after_s": 60})).await;
+    eventually("the note to follow", BROWSER_PATIENCE, || async {
+        let note = text_of(&browser, "keep-open").await.unwrap_or_default();
+        note.contains("kept for 1 min").then_some(())
+    })
+    .await;
+    app.patch_room("away", json!({"abandon_after_s": 20})).await;
+
+    // The tab goes away (its socket with it) for longer than the room keeps
+    // a place; the other visitor keeps polling.
+    browser.goto("about:blank").await.unwrap();
+    let other = app.join_api("away").await;
+    let other = other["ticket"].as_str().unwrap().to_owned();
+    for _ in 0..6 {
+        app.step(5_000).await;
+        assert_eq!(app.status_api("away", &other).await.status(), 200);
+    }
+    browser.goto(&app.url("/rooms/away")).await.unwrap();
+    eventually(
+        "the page to say the place lapsed",
+        BROWSER_PATIENCE,
+        || async {
+            let state = attr_of(&browser, "#message", "data-state").await;
+            (state.as_deref() == Some("expired")).then_some(())
+        },
+    )
+    .await;
+    let message = text_of(&browser, "message").await.unwrap_or_default();
+    assert!(message.contains("away for more than 20 s"), "{message}");
+    let join_again = browser.find(Locator::Id("join-again")).await.unwrap();
+    assert!(join_again.is_displayed().await.unwrap(), "one way back");
+    screenshot(&browser, "away-too-long").await;
+    join_again.click().await.unwrap();
+    eventually("a new place at the back", BROWSER_PATIENCE, || async {
+        position(&browser).await.filter(|&p| p == 2)
+    })
+    .await;
+    browser.close().await.unwrap();
+}
+
 /// Makes every page the browser opens from now on see WebSockets that never
 /// connect (as behind a proxy that drops upgrades), through chromedriver's
 /// DevTools bridge.

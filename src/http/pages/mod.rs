@@ -10,6 +10,7 @@ use askama::Template;
 use serde::Deserialize;
 
 use crate::http::error::ApiError;
+use crate::http::extractors::ticket_cookie_name;
 use crate::http::openapi::RoomPath;
 use crate::store::{Store, StoreError};
 use crate::words::clock::{Clock, rfc3339};
@@ -69,6 +70,10 @@ pub struct RoomPage {
     /// script keeps it true when the operator changes it.
     pub keep_open: String,
     pub abandon_after_s: u64,
+    /// The browser sends this room's ticket cookie (which the page's script
+    /// cannot read): the visitor is coming back, so the script asks where
+    /// their place stands before joining.
+    pub returning: bool,
 }
 
 /// How long a place is kept while its visitor is away, in `t`'s words:
@@ -166,6 +171,7 @@ async fn room_page(
         site_url,
         keep_open: t.fill("room.keep_open", "time", kept_away(t, abandon_after_s)),
         abandon_after_s,
+        returning: req.cookie(&ticket_cookie_name(&room)).is_some(),
     })
 }
 
