@@ -35,6 +35,7 @@ use reqwest::StatusCode;
 use reqwest::header::{AUTHORIZATION, COOKIE, HeaderName, LOCATION, SET_COOKIE};
 use serde_json::{Value, json};
 use support::TestApp;
+use support::docs::replaced;
 use support::node::{ADMIN_TOKEN, Node, SECRET};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -561,16 +562,6 @@ async fn the_go_origin_lets_through_only_valid_passes_of_its_room() {
         String::from_utf8_lossy(&build.stderr)
     );
     check_origin("Go", &built, &[], &dir).await;
-}
-
-/// `text` with `from` replaced, which must be in it (so the committed
-/// config and this test can't drift apart silently).
-fn replaced(text: &str, from: &str, to: &str) -> String {
-    assert!(
-        text.contains(from),
-        "the workerd config no longer has {from:?}:\n{text}"
-    );
-    text.replace(from, to)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

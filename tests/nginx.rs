@@ -26,6 +26,7 @@ use std::time::Duration;
 use reqwest::header::{AUTHORIZATION, COOKIE, LOCATION};
 use serde_json::json;
 use support::TestApp;
+use support::docs::replaced;
 use support::node::{ADMIN_TOKEN, Node};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -38,34 +39,7 @@ const WAITING_ROOM: &str = "https://queue.example/rooms/spring-sale";
 /// The first nginx block of docs/src/proxies/nginx.md after `heading`,
 /// exactly as printed there.
 fn doc_block(heading: &str) -> String {
-    let doc = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/docs/src/proxies/nginx.md"
-    ))
-    .expect("docs/src/proxies/nginx.md is readable");
-    let section = doc
-        .split_once(heading)
-        .unwrap_or_else(|| panic!("docs/src/proxies/nginx.md has its section {heading:?}"))
-        .1;
-    let block = section
-        .split_once("```nginx\n")
-        .expect("the section has an nginx block")
-        .1;
-    block
-        .split_once("```")
-        .expect("the nginx block ends")
-        .0
-        .to_string()
-}
-
-/// `text` with `from` replaced, which must be in it (so the docs and this
-/// test can't drift apart silently).
-fn replaced(text: &str, from: &str, to: &str) -> String {
-    assert!(
-        text.contains(from),
-        "the docs' nginx block no longer has {from:?}:\n{text}"
-    );
-    text.replace(from, to)
+    support::docs::doc_block("docs/src/proxies/nginx.md", heading, "nginx")
 }
 
 /// A foreground nginx with a prefix of its own; killed when dropped.

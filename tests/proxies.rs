@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use reqwest::header::{AUTHORIZATION, COOKIE, LOCATION, SET_COOKIE};
 use serde_json::{Value, json};
+use support::docs::replaced;
 use support::{TestApp, test_settings};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -38,32 +39,7 @@ const PUBLIC: &str = "https://queue.example";
 
 /// The first ````lang` block of docs/src/proxies/`page` after `heading`.
 fn doc_block(page: &str, heading: &str, lang: &str) -> String {
-    let path = format!("{}/docs/src/proxies/{page}", env!("CARGO_MANIFEST_DIR"));
-    let doc = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let section = doc
-        .split_once(heading)
-        .unwrap_or_else(|| panic!("{page} has its section {heading:?}"))
-        .1;
-    let fence = format!("```{lang}\n");
-    let block = section
-        .split_once(&fence)
-        .unwrap_or_else(|| panic!("{page}'s {heading:?} has a {lang} block"))
-        .1;
-    block
-        .split_once("```")
-        .expect("the block ends")
-        .0
-        .to_string()
-}
-
-/// `text` with `from` replaced, which must be in it (so the docs and this
-/// test cannot drift apart silently).
-fn replaced(text: &str, from: &str, to: &str) -> String {
-    assert!(
-        text.contains(from),
-        "the documented config no longer has {from:?}:\n{text}"
-    );
-    text.replace(from, to)
+    support::docs::doc_block(&format!("docs/src/proxies/{page}"), heading, lang)
 }
 
 /// What the origin saw: each request's head, lowercased.

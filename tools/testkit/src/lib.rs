@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod browser;
+pub mod docs;
 pub mod draw;
 pub mod node;
 pub mod ports;
