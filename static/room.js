@@ -15,6 +15,8 @@ const REDIRECT_DELAY_MS = 1500;
 const ANNOUNCE_MIN_GAP_MS = 10000;
 
 const body = document.body;
+// The page's live parts are shown only once this script runs (style.css).
+body.classList.remove('no-js');
 const room = body.getAttribute('data-room') || '';
 
 const el = {

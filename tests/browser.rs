@@ -518,6 +518,40 @@ async fn a_visitor_who_left_can_join_again_and_a_closed_room_says_so() {
     browser.close().await.unwrap();
 }
 
+/// With JavaScript off nothing on the waiting page can move, so the page
+/// says plainly that it needs JavaScript and shows nothing that would
+/// pretend otherwise (no "Getting you a place", no "Connecting…").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_javascript_the_page_says_so_and_nothing_else() {
+    let app = TestApp::spawn().await;
+    let driver = Driver::start().await;
+    app.create_room("plain", json!({"name": "Plain", "paused": true}))
+        .await;
+    // With it on, the live parts are there and the notice is not. (First:
+    // the profile keeps the preference of the session after it.)
+    let browser = driver.browser(390, 844, json!({})).await;
+    browser.goto(&app.url("/rooms/plain")).await.unwrap();
+    wait_until_live(&browser, "the WebSocket to be live").await;
+    let message = browser.find(Locator::Id("message")).await.unwrap();
+    assert!(message.is_displayed().await.unwrap());
+    assert!(browser.find(Locator::Id("noscript")).await.is_err());
+    browser.close().await.unwrap();
+
+    let no_script = json!({"profile.managed_default_content_settings.javascript": 2});
+    let browser = driver.browser(390, 844, no_script).await;
+    browser.goto(&app.url("/rooms/plain")).await.unwrap();
+    let notice = browser.find(Locator::Id("noscript")).await.unwrap();
+    assert!(notice.is_displayed().await.unwrap());
+    let text = notice.text().await.unwrap();
+    assert!(text.contains("needs JavaScript"), "{text}");
+    for live in ["heading", "message", "connection", "position", "keep-open"] {
+        let element = browser.find(Locator::Id(live)).await.unwrap();
+        assert!(!element.is_displayed().await.unwrap(), "#{live} is shown");
+    }
+    screenshot(&browser, "no-javascript").await;
+    browser.close().await.unwrap();
+}
+
 /// A phone that locks keeps its place for the time the page states; a
 /// visitor back after that is told plainly that they were away too long,
 /// with one button to join again at the back of the line.
@@ -1279,7 +1313,7 @@ async fn the_waiting_page_counts_the_stock_down_and_ends_at_sold_out() {
         text_of(&browser, "stock").await
     })
     .await;
-    assert_eq!(left, "1 left");
+    assert_eq!(left, "1 still for sale");
 
     let pass = buyer["pass"].as_str().unwrap();
     let held: Value = app
