@@ -2156,8 +2156,12 @@ fn waitroom_solve(challenge: &Value) -> u64 {
 #[tokio::test]
 async fn a_join_with_proof_of_work_counts_once_and_bad_ones_are_refused() {
     let app = TestApp::spawn().await;
-    app.create_room("guarded", json!({"paused": true, "pow_difficulty": 1}))
-        .await;
+    // The place outlives the challenge's expiry below, whichever tick runs.
+    app.create_room(
+        "guarded",
+        json!({"paused": true, "pow_difficulty": 1, "abandon_after_s": 3600}),
+    )
+    .await;
     app.create_room("other", json!({"pow_difficulty": 1})).await;
     let refused = join_as(&app, "guarded", json!({})).await;
     assert_eq!(refused.status(), 403);
@@ -2178,7 +2182,7 @@ async fn a_join_with_proof_of_work_counts_once_and_bad_ones_are_refused() {
 
     let elsewhere = solve_challenge(&app, "other").await;
     let late = solve_challenge(&app, "guarded").await;
-    app.clock.advance_ms(5 * 60_000 + 1_000);
+    app.step(5 * 60_000 + 1_000).await;
     for (body, what) in [
         (json!({"pow": elsewhere}), "another room's"),
         (json!({"pow": late}), "expired"),
@@ -2239,8 +2243,12 @@ fn with_salt(payload: &str, edit: impl Fn(&str) -> String) -> String {
 #[tokio::test]
 async fn proof_of_work_made_easy_is_refused() {
     let app = TestApp::spawn().await;
-    app.create_room("steep", json!({"paused": true, "pow_difficulty": 1}))
-        .await;
+    // The place outlives the challenge's expiry below, whichever tick runs.
+    app.create_room(
+        "steep",
+        json!({"paused": true, "pow_difficulty": 1, "abandon_after_s": 3600}),
+    )
+    .await;
     let refused_why = |answer: reqwest::Response| async move {
         let status = answer.status();
         let body: Value = answer.json().await.unwrap();
@@ -2268,7 +2276,7 @@ async fn proof_of_work_made_easy_is_refused() {
     });
     let why = refused_why(join_as(&app, "steep", json!({"pow": repeated})).await).await;
     assert!(why.contains("repeats a parameter"), "{why}");
-    app.clock.advance_ms(5 * 60_000 + 1_000);
+    app.step(5 * 60_000 + 1_000).await;
     let extended = with_salt(&overridden, |salt| format!("{salt}expires={far}"));
     refused_why(join_as(&app, "steep", json!({"pow": extended})).await).await;
     // And as it came: expired.
