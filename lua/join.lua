@@ -8,8 +8,31 @@
 -- ARGV[7]: the commitment of the seed the node drew ARGV[9] (the draw key,
 -- hex) for ARGV[8] (a new entry id) with, or '': Lua has no HMAC, so the
 -- node makes the key; a node without the room's seed is told 'DRAWSEED'.
+-- ARGV[11]: the client's address ('4:' and 8 hex digits, '6:' and 32), or
+-- '': a new arrival from the room's bypass_match networks is admitted at
+-- once, outside the cap, whatever the bucket, pause, method or opening.
 -- Returns the place (JSON, as place() makes it) with `visitor`, whose place
 -- it is (a known user's place may be another visitor's).
+-- Whether `address` is in one of `networks` ('<family>:<hex>/<bits>'
+-- each, space-separated): the whole hex digits of the prefix, then the
+-- bits of one more digit.
+local function in_networks(networks, address)
+  if networks == nil or networks == '' or address == '' then return false end
+  local family, digits = string.sub(address, 1, 1), string.sub(address, 3)
+  for net_family, hex, bits in string.gmatch(networks, '(%d):(%x+)/(%d+)') do
+    bits = tonumber(bits)
+    local whole, rest = math.floor(bits / 4), bits % 4
+    if net_family == family and string.sub(digits, 1, whole) == string.sub(hex, 1, whole) then
+      if rest == 0 then return true end
+      local drop = 2 ^ (4 - rest)
+      local mine = tonumber(string.sub(digits, whole + 1, whole + 1), 16)
+      local theirs = tonumber(string.sub(hex, whole + 1, whole + 1), 16)
+      if math.floor(mine / drop) == math.floor(theirs / drop) then return true end
+    end
+  end
+  return false
+end
+
 local room, err = open_room()
 if not room then return err end
 local now = now_ms()
@@ -34,6 +57,13 @@ elseif kind ~= 'a' and sold_out(room) then
   local out = place(room, visitor, now)
   out.state, out.visitor = 'c', visitor
   return cjson.encode(out)
+elseif kind ~= 'a' and in_networks(room.bypass_match, ARGV[11]) then
+  local closes_at = tonumber(room.closes_at or '')
+  if closes_at and now >= closes_at then
+    redis.call('HINCRBY', K_ROOM, 'turned_away', 1)
+    return redis.error_reply(NOTACCEPTING)
+  end
+  admit_bypassed(room, visitor, now)
 elseif kind ~= 'a' then
   local pre_queue = not opened(room, now)
   if pre_queue and (ARGV[7] == '' or ARGV[7] ~= room.draw_commitment) then

@@ -23,6 +23,9 @@ local PUBLISH = ARGV[1]
 -- wr:{room}:room -> wr:{room}:
 local ROOM_PREFIX = string.sub(K_ROOM, 1, -#ROOM_KEY - 1)
 local CHANNEL = ROOM_PREFIX .. EVENTS_KEY
+-- Bypass networks' passes, outside the cap (score: expiry). Named, not
+-- declared: its hash tag keeps it in the room's Cluster slot.
+local K_BYPASSED = ROOM_PREFIX .. BYPASSED_KEY
 
 local DEFERRED = {}
 local function publish(message)
@@ -78,10 +81,17 @@ end
 
 -- Passes past their expiry free their slot: the visitor is forgotten, a
 -- slice at a time (a mass expiry is swept over several calls; meanwhile the
--- cap counts a pass until it is swept, never fewer). Whether the slice was
--- full: more may be left.
+-- cap counts a pass until it is swept, never fewer). Bypass passes share
+-- the slice. Whether the slice was full: more may be left.
 local function expire_passes(now)
   local gone = redis.call('ZRANGEBYSCORE', K_ACTIVE, '-inf', now, 'LIMIT', 0, SWEEP_SLICE)
+  if #gone < SWEEP_SLICE then
+    local bypassed = redis.call('ZRANGEBYSCORE', K_BYPASSED, '-inf', now, 'LIMIT', 0, SWEEP_SLICE - #gone)
+    if #bypassed > 0 then
+      chunked('ZREM', K_BYPASSED, bypassed)
+      for _, visitor in ipairs(bypassed) do table.insert(gone, visitor) end
+    end
+  end
   if #gone > 0 then
     chunked('ZREM', K_ACTIVE, gone)
     chunked('HDEL', K_VISITORS, gone)
@@ -104,6 +114,7 @@ local function current_record(visitor, now)
   local record = redis.call('HGET', K_VISITORS, visitor)
   if not ran_out(record, now) then return record end
   redis.call('ZREM', K_ACTIVE, visitor)
+  redis.call('ZREM', K_BYPASSED, visitor)
   redis.call('ZREM', K_ARRIVALS, visitor)
   redis.call('HDEL', K_VISITORS, visitor)
   forget_users({ visitor })
@@ -143,6 +154,7 @@ end
 local function revoke(room, visitor, record, now)
   local expires_at = tonumber(string.match(record, '^a|%d+|(%d+)$'))
   redis.call('ZREM', K_ACTIVE, visitor)
+  redis.call('ZREM', K_BYPASSED, visitor)
   redis.call('ZREM', K_ARRIVALS, visitor)
   depart(room, visitor, now, expires_at)
 end
@@ -186,6 +198,15 @@ local function admitted_between(after, upto)
     if at > after and at <= upto then total = total + tonumber(n) end
   end
   return total
+end
+
+-- A pass outside the cap for a bypass network's client: no token spent,
+-- no admission counted in the rate, no arrival awaited.
+local function admit_bypassed(room, visitor, now)
+  local expires_at = now + num(room, 'pass_ttl_s') * 1000
+  redis.call('HSET', K_VISITORS, visitor, 'a|' .. now .. '|' .. expires_at)
+  redis.call('ZADD', K_BYPASSED, expires_at, visitor)
+  redis.call('HINCRBY', K_ROOM, 'bypassed', 1)
 end
 
 local function admit(room, visitor, now)
@@ -349,7 +370,7 @@ local function make_room(seed, commitment, first)
   local now = now_ms()
   -- UNLINK: a draw of a million entrants is freed in the background.
   redis.call('UNLINK', K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS, K_USERS,
-    K_DRAW, K_ENTRIES, K_USER_OF)
+    K_DRAW, K_ENTRIES, K_USER_OF, K_BYPASSED)
   for i = 12, #KEYS do redis.call('UNLINK', KEYS[i]) end
   redis.call('HSET', K_ROOM, unpack(ARGV, first))
   if redis.call('HGET', K_ROOM, 'opens_at') ~= '' then

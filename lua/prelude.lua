@@ -32,6 +32,7 @@ local EVENT_FORMAT = 1
 local ROOM_KEY = 'room'
 local EVENTS_KEY = 'events'
 local LEFT_KEY = 'left:'
+local BYPASSED_KEY = 'bypassed'
 local TABLE_CREATED = 'created'
 local TABLE_CHANGED = 'changed'
 local TABLE_UNCHANGED = 'unchanged'

@@ -1,6 +1,6 @@
 -- An open room's config and stats (`WireRoomInfo`): { room (its stored
 -- fields), waiting, active, admitted_last_minute, oldest_wait_ms, pre_queue,
--- entrants, opened, now } as JSON.
+-- bypassed_active, entrants, opened, now } as JSON.
 local room, err = open_room()
 if not room then return err end
 local now = now_ms()
@@ -20,5 +20,6 @@ end
 local is_open = opened(room, now)
 return cjson.encode({ room = room, waiting = waiting_count(), active = redis.call('ZCARD', K_ACTIVE),
   admitted_last_minute = admitted_between(now - RATE_WINDOW_MS, now), oldest_wait_ms = oldest,
-  pre_queue = is_open and 0 or redis.call('ZCARD', K_DRAW), entrants = redis.call('ZCARD', K_ENTRIES),
+  pre_queue = is_open and 0 or redis.call('ZCARD', K_DRAW),
+  bypassed_active = redis.call('ZCOUNT', K_BYPASSED, '(' .. now, '+inf'), entrants = redis.call('ZCARD', K_ENTRIES),
   opened = is_open, now = now })

@@ -14,8 +14,8 @@ const REFRESH_MS = 1000;
 const RETRY = { base: REFRESH_MS, max: 15000, cap: 4 };
 // Rooms without a sale are asked again only every few seconds.
 const NO_SALE_RECHECK_MS = 5000;
-const STATS = ['pre_queue', 'waiting', 'active', 'admitted_total', 'admitted_last_minute', 'oldest_wait_seconds', 'turned_away', 'no_shows'];
-const CONFIG = ['admit_per_tick', 'tick_ms', 'max_active', 'pass_ttl_s', 'abandon_after_s', 'arrival_grace_s', 'paused', 'user_required', 'pow_difficulty', 'notice', 'queue_method', 'close_when_sold_out', 'closes_at', 'opens_at'];
+const STATS = ['pre_queue', 'waiting', 'active', 'admitted_total', 'admitted_last_minute', 'oldest_wait_seconds', 'turned_away', 'no_shows', 'bypassed'];
+const CONFIG = ['admit_per_tick', 'tick_ms', 'max_active', 'pass_ttl_s', 'abandon_after_s', 'arrival_grace_s', 'paused', 'user_required', 'pow_difficulty', 'notice', 'queue_method', 'close_when_sold_out', 'closes_at', 'opens_at', 'bypass_networks'];
 
 const live = $('live-status');
 const st = createAdminState();
@@ -90,7 +90,8 @@ function editing(input) {
 function syncField(form, name, value) {
   const input = form.elements.namedItem(name);
   if (!input || !input.tagName || editing(input)) return; // no tagName: several fields share the name
-  const text = value === null || value === undefined ? '' : String(value);
+  // A list (bypass_networks) is edited one entry a line.
+  const text = value === null || value === undefined ? '' : Array.isArray(value) ? value.join('\n') : String(value);
   if (input.tagName === 'SELECT') {
     for (let i = 0; i < input.options.length; i++) {
       const o = input.options[i];

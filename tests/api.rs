@@ -1645,6 +1645,162 @@ async fn join_from(app: &TestApp, room: &str, forwarded_for: &str) -> reqwest::R
         .unwrap()
 }
 
+/// api.md, "Bypass networks": the address is the one the join limit reads
+/// (a trusted proxy's `X-Forwarded-For`); such a client is admitted at once,
+/// paused room, cap or join limit notwithstanding, outside the cap.
+#[tokio::test]
+async fn a_bypass_networks_client_is_let_in_at_once_and_bad_entries_are_named() {
+    let app = limited_app(1, &["127.0.0.1"]).await;
+    let networks = json!(["203.0.113.0/24", "2001:db8::/32", "192.0.2.7"]);
+    let created = app
+        .create_room(
+            "drop",
+            json!({"paused": true, "max_active": 1, "bypass_networks": networks}),
+        )
+        .await;
+    assert_eq!(created["bypass_networks"], networks, "shown as given");
+    for (from, state) in [
+        ("203.0.113.9", "admitted"),
+        ("203.0.113.9", "admitted"),
+        ("2001:db8::7", "admitted"),
+        ("198.51.100.1", "waiting"),
+        ("192.0.2.7", "admitted"),
+    ] {
+        let answer = join_from(&app, "drop", from).await;
+        assert_eq!(answer.status(), 200, "{from}: past the join limit too");
+        let status: Value = answer.json().await.unwrap();
+        assert_eq!(status["state"], state, "{from}");
+        if state == "admitted" {
+            let verified = app
+                .http
+                .get(app.url("/api/verify?room=drop"))
+                .bearer_auth(status["pass"].as_str().unwrap())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(verified.status(), 204, "{from}: the pass is a pass");
+        }
+    }
+    // Without the trusted proxy's word, the peer (127.0.0.1) is no bypass.
+    let direct = limited_app(10, &[]).await;
+    direct
+        .create_room("drop", json!({"paused": true, "bypass_networks": networks}))
+        .await;
+    let status: Value = join_from(&direct, "drop", "203.0.113.9")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        status["state"], "waiting",
+        "a client's own X-Forwarded-For is ignored"
+    );
+
+    let room = app
+        .admin(Method::GET, "/api/admin/rooms/drop")
+        .fetch_json()
+        .await;
+    let stats = &room["stats"];
+    assert_eq!(
+        (
+            &stats["bypassed"],
+            &stats["bypassed_active"],
+            &stats["active"],
+            &stats["waiting"]
+        ),
+        (&json!(4), &json!(4), &json!(0), &json!(1))
+    );
+
+    for (bad, named) in [
+        (json!(["10.0.0.0/33"]), "\"10.0.0.0/33\""),
+        (json!(["10.0.0.1", "shop.example"]), "\"shop.example\""),
+        (json!(["2001:db8::/129"]), "\"2001:db8::/129\""),
+        (json!("10.0.0.0/8"), "bypass_networks"),
+    ] {
+        let refused = app
+            .patch_room("drop", json!({"bypass_networks": bad}))
+            .await;
+        assert_eq!(refused.status(), 400, "{bad}");
+        let body: Value = refused.json().await.unwrap();
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(named), "{bad}: {message}");
+        assert_eq!(body["error"]["code"], "invalid_config", "{bad}");
+        let created = app
+            .admin(Method::POST, "/api/admin/rooms")
+            .json(&json!({"id": "other", "name": "O", "target_url": "/", "bypass_networks": bad}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status(), 400, "{bad}");
+    }
+    let room = app
+        .admin(Method::GET, "/api/admin/rooms/drop")
+        .fetch_json()
+        .await;
+    assert_eq!(
+        room["bypass_networks"], networks,
+        "a refused change changes nothing"
+    );
+}
+
+/// The admin page edits the list one entry a line; a bad entry comes back
+/// as the page's error and changes nothing.
+#[tokio::test]
+async fn the_admin_page_edits_bypass_networks() {
+    let app = TestApp::spawn().await;
+    app.create_room("drop", json!({})).await;
+    let client = no_redirects();
+    let session = log_in(&app, &client).await;
+    let page = |client: &reqwest::Client| {
+        client
+            .get(app.url("/admin"))
+            .header("cookie", format!("wr_admin={session}"))
+            .send()
+    };
+    let csrf = csrf_field(&page(&client).await.unwrap().text().await.unwrap());
+    let post = |networks: &'static str| {
+        client
+            .post(app.url("/admin/rooms/drop"))
+            .header("cookie", format!("wr_admin={session}"))
+            .form(&[("csrf", csrf.as_str()), ("bypass_networks", networks)])
+            .send()
+    };
+    let answer = post("203.0.113.7\r\n 10.20.0.0/16 \n\n2001:db8::/32")
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 303);
+    let room = app
+        .admin(Method::GET, "/api/admin/rooms/drop")
+        .fetch_json()
+        .await;
+    assert_eq!(
+        room["bypass_networks"],
+        json!(["203.0.113.7", "10.20.0.0/16", "2001:db8::/32"])
+    );
+    let html = page(&client).await.unwrap().text().await.unwrap();
+    assert!(
+        html.contains(">203.0.113.7\n10.20.0.0/16\n2001:db8::/32</textarea>"),
+        "shown one a line"
+    );
+
+    let refused = post("10.0.0.0/8\nnot-a-network").await.unwrap();
+    let location = refused.headers()["location"].to_str().unwrap().to_owned();
+    assert!(location.contains("error="), "{location}");
+    assert!(location.contains("not-a-network"), "{location}");
+    let room = app
+        .admin(Method::GET, "/api/admin/rooms/drop")
+        .fetch_json()
+        .await;
+    assert_eq!(room["bypass_networks"].as_array().unwrap().len(), 3);
+
+    assert_eq!(post("").await.unwrap().status(), 303);
+    let room = app
+        .admin(Method::GET, "/api/admin/rooms/drop")
+        .fetch_json()
+        .await;
+    assert_eq!(room["bypass_networks"], json!([]), "emptied");
+}
+
 #[tokio::test]
 async fn joins_past_the_per_address_limit_are_429_with_retry_after() {
     let app = limited_app(2, &[]).await;

@@ -56,13 +56,8 @@ fn parse_hop(hop: &str) -> Option<IpAddr> {
 }
 
 /// One `--trusted-proxies` entry: an address (`10.0.0.7`) or a network
-/// (`10.0.0.0/8`, `2001:db8::/32`).
-pub fn parse_trusted_proxy(entry: &str) -> Result<IpNet, String> {
-    let entry = entry.trim();
-    IpNet::from_str(entry)
-        .or_else(|_| IpAddr::from_str(entry).map(IpNet::from))
-        .map_err(|_| format!("{entry:?} is neither an IP address nor a network like 10.0.0.0/8"))
-}
+/// (`10.0.0.0/8`, `2001:db8::/32`), read as a room's `bypass_networks` are.
+pub use crate::words::networks::parse_network as parse_trusted_proxy;
 
 #[cfg(test)]
 mod tests {

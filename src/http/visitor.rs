@@ -11,7 +11,8 @@ use serde::Deserialize;
 use super::error::{ApiError, ErrorCode};
 use super::extractors::{
     Leaver, PASS_COOKIE, PassChecker, PassRefusal, Room, Ticket, Verified, bearer,
-    check_pass_for_proxy, join_limit, presented_pass_to_verify, ticket_cookie_name, ticket_error,
+    check_pass_for_proxy, client_address, join_limit, presented_pass_to_verify, ticket_cookie_name,
+    ticket_error,
 };
 use super::limits::read_json_or_nothing;
 use super::openapi::RoomPath;
@@ -240,6 +241,7 @@ async fn join_room(
         }
     };
     let options = JoinOptions {
+        address: Some(client_address(&req)),
         limit: join_limit(&req),
         user,
         pow,

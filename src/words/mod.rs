@@ -11,6 +11,7 @@ pub mod credentials;
 pub mod draw;
 pub mod join_limit;
 mod model;
+pub mod networks;
 pub mod operations;
 pub mod pow;
 pub mod return_url;

@@ -9,6 +9,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::words::clock::{Millis, Moment};
 use crate::words::draw::{DrawInfo, EntryId};
+use crate::words::networks::Networks;
 use crate::words::wire_enum;
 
 /// A room's slug: `[a-z0-9-]{1,64}`. Cheap to clone.
@@ -138,6 +139,12 @@ pub struct RoomConfig {
     /// waiting is told `closed`, `sold_out`, and so is every new arrival.
     #[serde(default = "yes")]
     pub close_when_sold_out: bool,
+    /// Clients from these addresses and networks are admitted at once,
+    /// whatever the bucket, the cap, `paused`, the method or the opening,
+    /// and hold passes outside the cap (api.md, "Bypass networks").
+    #[serde(default)]
+    #[schema(value_type = Vec<String>, example = json!(["203.0.113.7", "10.20.0.0/16"]))]
+    pub bypass_networks: Networks,
 }
 
 fn yes() -> bool {
@@ -257,6 +264,10 @@ pub struct RoomPatch {
     #[schema(value_type = Option<Moment>)]
     pub closes_at: Option<Option<Moment>>,
     pub close_when_sold_out: Option<bool>,
+    /// Read as a list of text, so a bad entry is the config's error
+    /// (`invalid_config`, naming it), not the body's.
+    #[serde(default, deserialize_with = "network_list")]
+    pub bypass_networks: Option<Vec<String>>,
 }
 
 /// A field that may be absent (unchanged) or `null` (removed).
@@ -264,6 +275,15 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     d: D,
 ) -> Result<Option<Option<T>>, D::Error> {
     Option::<T>::deserialize(d).map(Some)
+}
+
+/// `bypass_networks` as a list of text; anything else is refused by name.
+fn network_list<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    Vec::<String>::deserialize(d).map(Some).map_err(|error| {
+        serde::de::Error::custom(format!(
+            "bypass_networks must be a list of addresses and networks: {error}"
+        ))
+    })
 }
 
 impl RoomPatch {
@@ -331,6 +351,9 @@ impl RoomPatch {
         if let Some(v) = self.close_when_sold_out {
             next.close_when_sold_out = v;
         }
+        if let Some(v) = &self.bypass_networks {
+            next.bypass_networks = Networks::parse(v)?;
+        }
         next.validate()?;
         Ok(next)
     }
@@ -356,6 +379,7 @@ impl RoomConfig {
             opens_at: None,
             closes_at: None,
             close_when_sold_out: true,
+            bypass_networks: Networks::default(),
         }
     }
 
@@ -466,6 +490,10 @@ pub struct RoomStats {
     pub no_shows: u64,
     /// Visitors waiting for the opening (before it; 0 after).
     pub pre_queue: u64,
+    /// Visitors admitted from a `bypass_networks` address, ever.
+    pub bypassed: u64,
+    /// Of those, the ones whose pass is valid now (outside `active`).
+    pub bypassed_active: u64,
 }
 
 /// A room as the operator API shows it: its id, config and stats.

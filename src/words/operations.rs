@@ -2,6 +2,8 @@
 //! the rules they implement share: a join's options, what a tick did, and
 //! why an operation was refused ([`StoreError`]).
 
+use std::net::IpAddr;
+
 use crate::words::RoomId;
 use crate::words::clock::Millis;
 use crate::words::join_limit::JoinLimit;
@@ -70,6 +72,9 @@ pub struct JoinOptions {
     /// A solved proof-of-work challenge (checked by the caller); the store
     /// accepts each once, on every node, and only for a new place.
     pub pow: Option<Solved>,
+    /// The client's address (as the join limit reads it), matched against
+    /// the room's `bypass_networks` in the join's own step.
+    pub address: Option<IpAddr>,
 }
 
 /// What asking a room for its tick found: whether one ran and when the next

@@ -112,6 +112,8 @@ macro_rules! conformance_suite {
             passes_never_seen_are_reclaimed_a_slice_at_a_time,
             a_mass_expiry_is_swept_a_slice_at_a_time_and_told_at_once,
             a_large_admission_goes_a_slice_per_call,
+            bypass_networks_are_let_in_at_once_outside_the_cap,
+            bypass_networks_wait_for_nothing_but_closes_at,
         );
         $crate::conformance_suite!(@draw $make;
             before_the_opening_everyone_waits_unordered_and_nobody_is_admitted,
@@ -813,7 +815,7 @@ pub mod scenarios {
             ),
             "closes_at moved to now: closed at once"
         );
-        let later = rfc3339(h.clock.now_ms() + 3_600_000);
+        let later = rfc3339(waitroom::words::clock::Clock::now_ms(&h.clock) + 3_600_000);
         h.patch(&room, &format!(r#"{{"closes_at": "{later}"}}"#))
             .await;
         h.join(&room).await;
@@ -850,7 +852,7 @@ pub mod scenarios {
         h.patch(&late, &format!(r#"{{"opens_at": "{soon}"}}"#))
             .await;
         let (entrant, _) = h.join(&late).await;
-        let far = rfc3339(h.clock.now_ms() + 3_600_000);
+        let far = rfc3339(waitroom::words::clock::Clock::now_ms(&h.clock) + 3_600_000);
         h.patch(&late, &format!(r#"{{"opens_at": "{far}"}}"#)).await;
         h.clock.advance_ms(60_000);
         h.store.touch(&late, &[entrant]).await.unwrap();
@@ -1409,6 +1411,168 @@ pub mod scenarios {
             .unwrap();
         let stats = h.store.room(&room).await.unwrap().stats;
         assert_eq!((stats.waiting, stats.turned_away), (3, 1));
+    }
+
+    fn from_address(address: &str) -> JoinOptions {
+        JoinOptions {
+            address: Some(address.parse().unwrap()),
+            ..JoinOptions::default()
+        }
+    }
+
+    /// api.md, "Bypass networks": admitted at once whatever the bucket, the
+    /// cap, `paused`, the method or proof of work; outside `active`.
+    pub async fn bypass_networks_are_let_in_at_once_outside_the_cap(h: &Harness) {
+        let room = h.room("r", 1, Some(1)).await;
+        let (_, first) = h.join(&room).await;
+        assert!(is_admitted(first), "the one pass the cap allows");
+        // Prefixes that end inside a hex digit (/13, /30) as well as on one.
+        h.patch(
+            &room,
+            r#"{"bypass_networks": ["10.16.0.0/13", "2001:db8::/30", "192.0.2.7", "198.51.100.0/24"],
+                "paused": true, "pow_difficulty": 3, "queue_method": "reject"}"#,
+        )
+        .await;
+        let mut staff = Vec::new();
+        for address in [
+            "10.23.255.254",
+            "10.16.0.1",
+            "2001:dbb:ffff::1",
+            "::ffff:192.0.2.7",
+            "198.51.100.200",
+        ] {
+            let visitor = VisitorId::random();
+            let place = h
+                .store
+                .join_with(&room, visitor, &from_address(address))
+                .await
+                .unwrap();
+            assert!(is_admitted(place.state), "{address}: {:?}", place.state);
+            staff.push(visitor);
+        }
+        for address in [
+            "10.24.0.1",
+            "10.15.255.255",
+            "2001:dbc::1",
+            "192.0.2.8",
+            "198.51.101.1",
+        ] {
+            assert!(
+                matches!(
+                    h.store
+                        .join_with(&room, VisitorId::random(), &from_address(address))
+                        .await,
+                    Err(StoreError::NotAccepting)
+                ),
+                "{address} is no bypass: the room turns arrivals away"
+            );
+        }
+        let again = h
+            .store
+            .join_with(&room, staff[0], &from_address("10.23.255.254"))
+            .await
+            .unwrap();
+        assert!(is_admitted(again.state), "a second join keeps the pass");
+        let stats = h.store.room(&room).await.unwrap().stats;
+        assert_eq!(
+            (
+                stats.active,
+                stats.bypassed,
+                stats.bypassed_active,
+                stats.admitted_total
+            ),
+            (1, 5, 5, 1),
+            "outside the cap and the line's admissions"
+        );
+        assert_eq!(stats.turned_away, 5);
+
+        // Their passes run out as any pass does; the count stays.
+        let ttl = h.store.room(&room).await.unwrap().config.pass_ttl_s;
+        h.clock.advance_ms(ttl * 1000);
+        assert_eq!(h.state(&room, staff[1]).await, PlaceState::Expired);
+        let stats = h.store.room(&room).await.unwrap().stats;
+        assert_eq!(
+            (stats.active, stats.bypassed, stats.bypassed_active),
+            (0, 5, 0)
+        );
+
+        // Before an opening too: straight in, not into the pre-queue.
+        let opens_at = waitroom::words::clock::rfc3339(
+            waitroom::words::clock::Clock::now_ms(&h.clock) + 3_600_000,
+        );
+        h.patch(
+            &room,
+            &format!(
+                r#"{{"opens_at": "{opens_at}", "queue_method": "fifo", "pow_difficulty": 0}}"#
+            ),
+        )
+        .await;
+        let early = h
+            .store
+            .join_with(&room, VisitorId::random(), &from_address("198.51.100.1"))
+            .await
+            .unwrap();
+        assert!(is_admitted(early.state), "{:?}", early.state);
+        let (_, other) = h.join(&room).await;
+        assert!(matches!(other, PlaceState::PreQueue { .. }), "{other:?}");
+
+        // Taken off the list: by the next join.
+        h.patch(&room, r#"{"bypass_networks": []}"#).await;
+        let later = h
+            .store
+            .join_with(&room, VisitorId::random(), &from_address("198.51.100.1"))
+            .await
+            .unwrap();
+        assert!(
+            matches!(later.state, PlaceState::PreQueue { .. }),
+            "{:?}",
+            later.state
+        );
+    }
+
+    /// Not after `closes_at`, and `user_required` still applies.
+    pub async fn bypass_networks_wait_for_nothing_but_closes_at(h: &Harness) {
+        let room = h.room("r", 1, None).await;
+        let closes_at = waitroom::words::clock::rfc3339(
+            waitroom::words::clock::Clock::now_ms(&h.clock) + 10_000,
+        );
+        h.patch(
+            &room,
+            &format!(r#"{{"bypass_networks": ["10.0.0.0/8"], "closes_at": "{closes_at}"}}"#),
+        )
+        .await;
+        h.patch(
+            &room,
+            r#"{"user_key": "a-user-key-of-thirty-two-characters!", "user_required": true}"#,
+        )
+        .await;
+        assert!(matches!(
+            h.store
+                .join_with(&room, VisitorId::random(), &from_address("10.1.2.3"))
+                .await,
+            Err(StoreError::UserRequired)
+        ));
+        let staff = JoinOptions {
+            user: Some("staff-1".into()),
+            ..from_address("10.1.2.3")
+        };
+        let place = h
+            .store
+            .join_with(&room, VisitorId::random(), &staff)
+            .await
+            .unwrap();
+        assert!(is_admitted(place.state));
+        h.clock.advance_ms(10_000);
+        let staff = JoinOptions {
+            user: Some("staff-2".into()),
+            ..from_address("10.1.2.3")
+        };
+        assert!(matches!(
+            h.store.join_with(&room, VisitorId::random(), &staff).await,
+            Err(StoreError::NotAccepting)
+        ));
+        let stats = h.store.room(&room).await.unwrap().stats;
+        assert_eq!((stats.bypassed, stats.turned_away), (1, 1));
     }
 
     pub async fn unknown_rooms_are_errors(h: &Harness) {

@@ -90,6 +90,10 @@ pub struct AdminRoomRow {
     /// RFC 3339, empty for no scheduled opening.
     pub opens_at: String,
     pub pre_queue: u64,
+    /// One entry a line.
+    pub bypass_networks: String,
+    pub bypassed: u64,
+    pub bypassed_active: u64,
     /// The draw, with `opens_at`: commitment, seed (empty before the
     /// opening) and entrants.
     pub draw: Option<(String, String, u64)>,
@@ -134,6 +138,13 @@ impl From<RoomInfo> for AdminRoomRow {
             closes_at: config.closes_at.map(|at| rfc3339(at.0)).unwrap_or_default(),
             opens_at: config.opens_at.map(|at| rfc3339(at.0)).unwrap_or_default(),
             pre_queue: stats.pre_queue,
+            bypass_networks: config
+                .bypass_networks
+                .shown()
+                .collect::<Vec<_>>()
+                .join("\n"),
+            bypassed: stats.bypassed,
+            bypassed_active: stats.bypassed_active,
             draw: draw.map(|d| (d.commitment, d.seed.unwrap_or_default(), d.entrants)),
         }
     }
@@ -358,6 +369,7 @@ struct ConfigForm {
     notice: Option<String>,
     queue_method: Option<String>,
     close_when_sold_out: Option<String>,
+    bypass_networks: Option<String>,
     closes_at: Option<String>,
     opens_at: Option<String>,
     paused: Option<String>,
@@ -427,6 +439,14 @@ impl ConfigForm {
             opens_at: moment("opens_at", &self.opens_at)?,
             close_when_sold_out: self.close_when_sold_out.as_deref().map(|c| c == "true"),
             paused: self.paused.as_deref().map(|p| p == "true" || p == "on"),
+            // One entry a line (or comma-separated); empty: none.
+            bypass_networks: self.bypass_networks.as_deref().map(|text| {
+                text.split([',', '\n'])
+                    .map(str::trim)
+                    .filter(|entry| !entry.is_empty())
+                    .map(String::from)
+                    .collect()
+            }),
         })
     }
 }

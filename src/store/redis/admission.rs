@@ -9,6 +9,7 @@
 //! `connection`'s.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -29,6 +30,7 @@ use crate::words::chance::{Dice, OsChance, SharedChance};
 use crate::words::clock::SharedClock;
 use crate::words::clock::{Millis, Moment};
 use crate::words::draw::{self, DrawInfo, DrawKey, DrawSeed, EntryId};
+use crate::words::networks::Networks;
 use crate::words::room_table::{Applied, RoomTable, TableHash};
 use crate::words::sale::Stock;
 use crate::words::{
@@ -331,6 +333,7 @@ impl RedisStore {
                 .as_ref()
                 .map(|p| p.difficulty.to_string())
                 .unwrap_or_default(),
+            options.address.map(address_form).unwrap_or_default(),
         ];
         let reply: String = self
             .run_with_keys(&self.scripts.join, id, &keys, args)
@@ -410,10 +413,35 @@ fn config_args(config: &RoomConfig) -> Vec<String> {
                 .map(|at| at.0.to_string())
                 .unwrap_or_default(),
         ),
+        (
+            "bypass_networks",
+            serde_json::to_string(&config.bypass_networks).unwrap_or_default(),
+        ),
+        ("bypass_match", bypass_match(&config.bypass_networks)),
     ]
     .into_iter()
     .flat_map(|(field, value)| [field.to_string(), value])
     .collect()
+}
+
+/// The networks as `join.lua` matches them: `<family>:<hex>/<bits>` of
+/// each network's first address, space-separated (Lua has no address type;
+/// comparing hex digits and the bits of one more is all a match takes).
+fn bypass_match(networks: &Networks) -> String {
+    networks
+        .iter()
+        .map(|net| format!("{}/{}", address_form(net.network()), net.prefix_len()))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// An address as `join.lua` reads it: `4:` and 8 hex digits, or `6:` and
+/// 32 (an IPv4-mapped IPv6 address as its IPv4 address).
+fn address_form(address: IpAddr) -> String {
+    match address.to_canonical() {
+        IpAddr::V4(v4) => format!("4:{:08x}", u32::from(v4)),
+        IpAddr::V6(v6) => format!("6:{:032x}", u128::from(v6)),
+    }
 }
 
 /// A fresh draw seed and its commitment, for the scripts that keep one if
@@ -455,6 +483,9 @@ fn parse_info(room: &RoomId, wire: WireRoomInfo) -> Option<RoomRecord> {
             .map(Moment),
         opens_at: field("opens_at").and_then(|at| at.parse().ok()).map(Moment),
         close_when_sold_out: field("close_when_sold_out").as_deref() != Some("0"),
+        bypass_networks: field("bypass_networks")
+            .and_then(|list| serde_json::from_str(&list).ok())
+            .unwrap_or_default(),
     };
     let stats = RoomStats {
         waiting: wire.waiting,
@@ -467,6 +498,8 @@ fn parse_info(room: &RoomId, wire: WireRoomInfo) -> Option<RoomRecord> {
             .unwrap_or(0),
         no_shows: field("no_shows").and_then(|n| n.parse().ok()).unwrap_or(0),
         pre_queue: wire.pre_queue,
+        bypassed: field("bypassed").and_then(|n| n.parse().ok()).unwrap_or(0),
+        bypassed_active: wire.bypassed_active,
     };
     let draw = config
         .opens_at

@@ -14,6 +14,9 @@ pub(super) const ROOM: &str = "room";
 pub(super) const EVENTS: &str = "events";
 /// A visitor who left: `wr:{room}:left:<visitor>`, named by the scripts only.
 pub(super) const LEFT_PREFIX: &str = "left:";
+/// The passes of bypass networks' clients, outside the cap (a sorted set
+/// by expiry): `wr:{room}:bypassed`, named by the scripts only.
+pub(super) const BYPASSED: &str = "bypassed";
 
 /// One of a room's keys: `wr:{room}:name`.
 pub(super) fn room_key(room: &RoomId, name: &str) -> String {

@@ -50,6 +50,7 @@ fn constants() -> Vec<(&'static str, Literal)> {
         ("ROOM_KEY", Literal::Text(keys::ROOM)),
         ("EVENTS_KEY", Literal::Text(keys::EVENTS)),
         ("LEFT_KEY", Literal::Text(keys::LEFT_PREFIX)),
+        ("BYPASSED_KEY", Literal::Text(keys::BYPASSED)),
         ("TABLE_CREATED", Literal::Text(TableReply::Created.into())),
         ("TABLE_CHANGED", Literal::Text(TableReply::Changed.into())),
         (

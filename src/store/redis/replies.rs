@@ -169,6 +169,9 @@ pub(super) struct WireRoomInfo {
     pub admitted_last_minute: u64,
     pub oldest_wait_ms: Millis,
     pub pre_queue: u64,
+    /// Bypass passes valid now (outside `active`).
+    #[serde(default)]
+    pub bypassed_active: u64,
     pub entrants: u64,
     pub opened: bool,
     /// The store's time of the read.

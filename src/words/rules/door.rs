@@ -76,6 +76,20 @@ impl Door {
         Ok(())
     }
 
+    /// Whether the room still takes arrivals at all (`closes_at`), for a
+    /// join the other rules do not apply to (a bypass network's client).
+    pub(super) fn still_accepting(
+        &mut self,
+        config: &RoomConfig,
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        if config.closes_at.is_some_and(|at| now >= at.0) {
+            self.turned_away += 1;
+            return Err(StoreError::NotAccepting);
+        }
+        Ok(())
+    }
+
     fn refusal(
         config: &RoomConfig,
         options: &JoinOptions,

@@ -1,5 +1,6 @@
-//! A room's passes: who holds one until when, who has not been seen
-//! arriving yet (`arrival_grace_s`), and the counts the room reports.
+//! A room's passes: who holds one until when (against the cap, or outside
+//! it for a `bypass_networks` client), who has not been seen arriving yet
+//! (`arrival_grace_s`), and the counts the room reports.
 
 use std::collections::BTreeSet;
 
@@ -8,8 +9,13 @@ use crate::words::clock::Millis;
 
 #[derive(Default)]
 pub(super) struct Passes {
-    /// (pass expiry, visitor) of every admitted visitor, soonest first.
+    /// (pass expiry, visitor) of every visitor admitted from the line or
+    /// straight through, soonest first: these count against the cap.
     active: BTreeSet<(Millis, VisitorId)>,
+    /// (pass expiry, visitor) of every visitor admitted for their address,
+    /// outside the cap.
+    bypassed: BTreeSet<(Millis, VisitorId)>,
+    pub(super) bypassed_total: u64,
     /// (arrival due, visitor) of every admitted visitor `/api/verify` has
     /// not seen yet, when the room has an `arrival_grace_s`.
     arrivals: BTreeSet<(Millis, VisitorId)>,
@@ -33,23 +39,44 @@ impl Passes {
         self.admitted_total += 1;
     }
 
+    /// A pass outside the cap, for a client of `bypass_networks`.
+    pub(super) fn issue_bypassed(&mut self, visitor: VisitorId, expires_at: Millis) {
+        self.bypassed.insert((expires_at, visitor));
+        self.bypassed_total += 1;
+    }
+
+    /// Passes outside the cap that are valid at `now`.
+    pub(super) fn bypassed_valid(&self, now: Millis) -> u64 {
+        // Those run out but not swept yet are at most a sweep's backlog.
+        let run_out = self.bypassed.range(..(now + 1, VisitorId(0))).count();
+        (self.bypassed.len() - run_out) as u64
+    }
+
     pub(super) fn take_back(
         &mut self,
         visitor: VisitorId,
         expires_at: Millis,
         due: Option<Millis>,
     ) {
-        self.active.remove(&(expires_at, visitor));
+        if !self.active.remove(&(expires_at, visitor)) {
+            self.bypassed.remove(&(expires_at, visitor));
+        }
         if let Some(due) = due {
             self.arrivals.remove(&(due, visitor));
         }
     }
 
-    /// The next pass to have run out by `now`, no longer held.
+    /// The next pass to have run out by `now` (of either kind), no longer
+    /// held.
     pub(super) fn pop_expired(&mut self, now: Millis) -> Option<VisitorId> {
-        let &(expires_at, visitor) = self.active.first()?;
+        let sooner = match (self.active.first(), self.bypassed.first()) {
+            (Some(held), Some(bypassed)) if bypassed < held => &mut self.bypassed,
+            (None, Some(_)) => &mut self.bypassed,
+            _ => &mut self.active,
+        };
+        let &(expires_at, visitor) = sooner.first()?;
         (expires_at <= now).then(|| {
-            self.active.pop_first();
+            sooner.pop_first();
             visitor
         })
     }
@@ -83,6 +110,6 @@ impl Passes {
 
     #[cfg(test)]
     pub(super) fn is_empty(&self) -> bool {
-        self.active.is_empty() && self.arrivals.is_empty()
+        self.active.is_empty() && self.bypassed.is_empty() && self.arrivals.is_empty()
     }
 }

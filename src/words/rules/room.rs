@@ -305,6 +305,21 @@ impl RoomModel {
         }
     }
 
+    /// A pass outside the cap: no token spent, no admission counted in the
+    /// rate (the line's ETA is not about these), no arrival awaited.
+    fn admit_bypassed(&mut self, visitor: VisitorId, now: Millis) {
+        let expires_at = now + self.config.pass_ttl_s * 1000;
+        self.passes.issue_bypassed(visitor, expires_at);
+        self.visitors.insert(
+            visitor,
+            VisitorState::Admitted {
+                admitted_at: now,
+                expires_at,
+                arrival_due: None,
+            },
+        );
+    }
+
     /// The room's figures for the metrics (`Tick::figures`).
     pub fn figures(&self, now: Millis) -> RoomFigures {
         let line = self.summary();
@@ -410,6 +425,15 @@ impl RoomModel {
                 let mut place = self.place(visitor, now);
                 place.state = PlaceState::Closed;
                 return Ok(place);
+            }
+            // Straight in for a bypass network's client, whatever the
+            // bucket, cap, pause, method or opening; not once closed.
+            None if options
+                .address
+                .is_some_and(|address| self.config.bypass_networks.contains(address)) =>
+            {
+                self.door.still_accepting(&self.config, now)?;
+                self.admit_bypassed(visitor, now);
             }
             None => {
                 self.door.welcome(&self.config, options, now)?;
@@ -759,6 +783,8 @@ impl RoomModel {
                     Some(draw) if !self.opened(now) => draw.waiting(),
                     _ => 0,
                 },
+                bypassed: self.passes.bypassed_total,
+                bypassed_active: self.passes.bypassed_valid(now),
             },
             self.draw_info(now),
         )
