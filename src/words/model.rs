@@ -9,6 +9,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::words::clock::{Millis, Moment};
 use crate::words::draw::{DrawInfo, EntryId};
+use crate::words::language::Language;
 use crate::words::wire_enum;
 
 /// A room's slug: `[a-z0-9-]{1,64}`. Cheap to clone.
@@ -138,6 +139,10 @@ pub struct RoomConfig {
     /// waiting is told `closed`, `sold_out`, and so is every new arrival.
     #[serde(default = "yes")]
     pub close_when_sold_out: bool,
+    /// The pages' language for a visitor who asks for none we speak
+    /// (neither `?lang=`, the `wr_lang` cookie nor `Accept-Language`).
+    #[serde(default)]
+    pub language: Language,
 }
 
 fn yes() -> bool {
@@ -257,6 +262,11 @@ pub struct RoomPatch {
     #[schema(value_type = Option<Moment>)]
     pub closes_at: Option<Option<Moment>>,
     pub close_when_sold_out: Option<bool>,
+    /// A language code (`en`, `ko`, `ja`, `zh-Hans`, `es`, `fr`, `de`,
+    /// `pt-BR`) or an alias of one (`zh`, `zh-CN`, `pt`, …); stored as
+    /// its code.
+    #[schema(value_type = Option<String>, example = "ko")]
+    pub language: Option<String>,
 }
 
 /// A field that may be absent (unchanged) or `null` (removed).
@@ -331,6 +341,14 @@ impl RoomPatch {
         if let Some(v) = self.close_when_sold_out {
             next.close_when_sold_out = v;
         }
+        if let Some(tag) = &self.language {
+            next.language = Language::from_tag(tag).ok_or_else(|| {
+                format!(
+                    "language {tag:?} is not one we speak: it must be {}",
+                    Language::expected()
+                )
+            })?;
+        }
         next.validate()?;
         Ok(next)
     }
@@ -356,6 +374,7 @@ impl RoomConfig {
             opens_at: None,
             closes_at: None,
             close_when_sold_out: true,
+            language: Language::default(),
         }
     }
 

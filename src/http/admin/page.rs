@@ -427,6 +427,8 @@ impl ConfigForm {
             opens_at: moment("opens_at", &self.opens_at)?,
             close_when_sold_out: self.close_when_sold_out.as_deref().map(|c| c == "true"),
             paused: self.paused.as_deref().map(|p| p == "true" || p == "on"),
+            // The form has no language field: the API and the rooms file set it.
+            language: None,
         })
     }
 }

@@ -29,6 +29,7 @@ use crate::words::chance::{Dice, OsChance, SharedChance};
 use crate::words::clock::SharedClock;
 use crate::words::clock::{Millis, Moment};
 use crate::words::draw::{self, DrawInfo, DrawKey, DrawSeed, EntryId};
+use crate::words::language::Language;
 use crate::words::room_table::{Applied, RoomTable, TableHash};
 use crate::words::sale::Stock;
 use crate::words::{
@@ -392,6 +393,7 @@ fn config_args(config: &RoomConfig) -> Vec<String> {
         ("pow_difficulty", config.pow_difficulty.to_string()),
         ("notice", config.notice.clone().unwrap_or_default()),
         ("queue_method", config.queue_method.name().to_string()),
+        ("language", config.language.code().to_string()),
         (
             "close_when_sold_out",
             if config.close_when_sold_out { "1" } else { "0" }.to_string(),
@@ -455,6 +457,10 @@ fn parse_info(room: &RoomId, wire: WireRoomInfo) -> Option<RoomRecord> {
             .map(Moment),
         opens_at: field("opens_at").and_then(|at| at.parse().ok()).map(Moment),
         close_when_sold_out: field("close_when_sold_out").as_deref() != Some("0"),
+        // A room stored before rooms had a language speaks English.
+        language: field("language")
+            .and_then(|tag| Language::from_tag(&tag))
+            .unwrap_or_default(),
     };
     let stats = RoomStats {
         waiting: wire.waiting,
