@@ -556,7 +556,7 @@ async fn a_lang_in_the_address_is_kept_in_a_cookie_and_nothing_else_sets_it() {
         .await
         .unwrap();
     assert_eq!(html_lang(&html), "zh-Hans");
-    assert!(html.contains("您已进入排队"), "{html}");
+    assert!(html.contains("您正在排队"), "{html}");
     // Only a `?lang=` naming a language of ours sets it.
     for (lang, cookie, header) in [
         (None, Some("ja"), Some("ko")),
