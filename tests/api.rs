@@ -435,6 +435,260 @@ async fn every_page_speaks_the_language_the_browser_asks_for() {
     assert!(html.contains(r#""admin.live_unavailable":"#), "{html}");
 }
 
+/// A visitor page as a browser would ask for it: `lang` the page's
+/// `?lang=`, `cookie` its `wr_lang` cookie, `header` its Accept-Language.
+async fn page_in(
+    app: &TestApp,
+    path: &str,
+    lang: Option<&str>,
+    cookie: Option<&str>,
+    header: Option<&str>,
+) -> reqwest::Response {
+    let url = match lang {
+        Some(lang) => format!("{path}?lang={lang}"),
+        None => path.to_string(),
+    };
+    let mut request = no_redirects().get(app.url(&url));
+    if let Some(cookie) = cookie {
+        request = request.header("cookie", format!("wr_lang={cookie}"));
+    }
+    if let Some(header) = header {
+        request = request.header("Accept-Language", header);
+    }
+    request.send().await.unwrap()
+}
+
+/// The `<html lang>` of a page.
+fn html_lang(html: &str) -> &str {
+    let rest = html.split("<html lang=\"").nth(1).expect("an <html lang>");
+    rest.split('"').next().unwrap()
+}
+
+/// The `wr_lang` cookie an answer sets, whole.
+fn language_cookie(response: &reqwest::Response) -> Option<String> {
+    response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .find(|cookie| cookie.starts_with("wr_lang="))
+        .map(str::to_string)
+}
+
+#[tokio::test]
+async fn the_page_language_is_the_query_then_the_cookie_then_the_header_then_the_room() {
+    let app = TestApp::spawn().await;
+    app.create_room("halle", json!({"language": "de"})).await;
+    let lang_of = |lang, cookie, header| {
+        let app = &app;
+        async move {
+            let page = page_in(app, "/rooms/halle", lang, cookie, header).await;
+            assert_eq!(page.status(), 200);
+            html_lang(&page.text().await.unwrap()).to_string()
+        }
+    };
+    // Each rule beats every one after it.
+    assert_eq!(lang_of(Some("fr"), Some("ja"), Some("ko")).await, "fr");
+    assert_eq!(lang_of(None, Some("ja"), Some("ko")).await, "ja");
+    assert_eq!(lang_of(None, None, Some("ko-KR,ko;q=0.9")).await, "ko");
+    assert_eq!(lang_of(None, None, None).await, "de");
+    assert_eq!(lang_of(None, None, Some("it, nl;q=0.5")).await, "de");
+    // The aliases, in any case.
+    assert_eq!(lang_of(Some("zh-CN"), None, None).await, "zh-Hans");
+    assert_eq!(lang_of(Some("ZH-sg"), None, None).await, "zh-Hans");
+    assert_eq!(lang_of(Some("zh"), None, None).await, "zh-Hans");
+    assert_eq!(lang_of(Some("pt"), None, None).await, "pt-BR");
+    assert_eq!(lang_of(None, Some("pt-PT"), None).await, "pt-BR");
+    assert_eq!(lang_of(None, None, Some("zh-CN,zh;q=0.9")).await, "zh-Hans");
+    // A choice naming no language of ours falls through to the next.
+    assert_eq!(lang_of(Some("klingon"), Some("es"), Some("ko")).await, "es");
+    assert_eq!(lang_of(Some("zh-TW"), Some("xx"), Some("ja")).await, "ja");
+    assert_eq!(lang_of(Some(""), None, Some("zh-HK")).await, "de");
+
+    // The texts are the chosen language's, the script's too.
+    let html = page_in(&app, "/rooms/halle", None, None, None)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(html.contains("Sie sind in der Warteschlange"), "{html}");
+    assert!(html.contains(r#""room.conn_live":"Live""#), "{html}");
+    assert!(html.contains("Geschätzte Wartezeit"), "{html}");
+    let html = page_in(&app, "/rooms/halle", Some("ja"), None, None)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(html.contains("順番待ちの列に並んでいます"), "{html}");
+    assert!(
+        html.contains(r#""room.conn_live":"リアルタイム""#),
+        "{html}"
+    );
+    assert!(!html.contains("Warteschlange"), "{html}");
+}
+
+#[tokio::test]
+async fn a_lang_in_the_address_is_kept_in_a_cookie_and_nothing_else_sets_it() {
+    let app = TestApp::spawn().await;
+    app.create_room("hall", json!({})).await;
+    let page = page_in(&app, "/rooms/hall", Some("zh-CN"), None, None).await;
+    let cookie = language_cookie(&page).expect("?lang= sets the cookie");
+    let attributes: Vec<&str> = cookie.split(';').map(str::trim).collect();
+    assert_eq!(
+        attributes[0], "wr_lang=zh-Hans",
+        "kept as its code: {cookie}"
+    );
+    assert!(attributes.contains(&"Path=/"), "{cookie}");
+    assert!(attributes.contains(&"SameSite=Lax"), "{cookie}");
+    assert!(
+        attributes.iter().any(|a| a.starts_with("Max-Age=")),
+        "{cookie}"
+    );
+    // The cookie, sent back, is the choice on the next page.
+    let kept = cookie
+        .split(';')
+        .next()
+        .unwrap()
+        .trim_start_matches("wr_lang=");
+    let html = page_in(&app, "/rooms/hall", None, Some(kept), Some("ko"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(html_lang(&html), "zh-Hans");
+    assert!(html.contains("您正在排队"), "{html}");
+    // Only a `?lang=` naming a language of ours sets it.
+    for (lang, cookie, header) in [
+        (None, Some("ja"), Some("ko")),
+        (Some("klingon"), None, None),
+        (None, None, Some("fr")),
+    ] {
+        let page = page_in(&app, "/rooms/hall", lang, cookie, header).await;
+        assert_eq!(
+            language_cookie(&page),
+            None,
+            "{lang:?} {cookie:?} {header:?}"
+        );
+    }
+    // The sale page and the unknown-room page keep it alike.
+    for path in ["/rooms/hall/sale", "/rooms/nowhere"] {
+        let page = page_in(&app, path, Some("pt-PT"), None, None).await;
+        let cookie = language_cookie(&page).unwrap_or_default();
+        assert!(cookie.starts_with("wr_lang=pt-BR;"), "{path}: {cookie}");
+    }
+}
+
+#[tokio::test]
+async fn the_sale_page_and_the_unknown_room_page_follow_the_same_rules() {
+    let app = TestApp::spawn().await;
+    app.create_room("salle", json!({"language": "fr"})).await;
+    let html = |path: &'static str, lang, cookie, header| {
+        let app = &app;
+        async move {
+            page_in(app, path, lang, cookie, header)
+                .await
+                .text()
+                .await
+                .unwrap()
+        }
+    };
+    // The sale page: the room's language, then the visitor's choices over it.
+    let page = html("/rooms/salle/sale", None, None, None).await;
+    assert_eq!(html_lang(&page), "fr");
+    assert!(page.contains("Chargement de la vente…"), "{page}");
+    assert!(page.contains(r#""sale.hold":"Réserver""#), "{page}");
+    let page = html("/rooms/salle/sale", None, None, Some("es-MX")).await;
+    assert_eq!(html_lang(&page), "es");
+    assert!(page.contains("Cargando la venta…"), "{page}");
+    let page = html("/rooms/salle/sale", Some("de"), Some("es"), Some("ko")).await;
+    assert_eq!(html_lang(&page), "de");
+    assert!(page.contains(r#""sale.hold":"Reservieren""#), "{page}");
+    let page = html("/rooms/salle/sale", None, Some("pt-BR"), Some("ko")).await;
+    assert_eq!(html_lang(&page), "pt-BR");
+    assert!(page.contains("Carregando a venda…"), "{page}");
+
+    // No room, no room language: English, unless the visitor asks.
+    let page = html("/rooms/nowhere", None, None, None).await;
+    assert_eq!(html_lang(&page), "en");
+    assert!(page.contains("Waiting room not found"), "{page}");
+    let page = html("/rooms/nowhere", Some("ja"), Some("ko"), Some("de")).await;
+    assert_eq!(html_lang(&page), "ja");
+    assert!(page.contains("待合室が見つかりません"), "{page}");
+    let page = html("/rooms/nowhere", None, Some("zh"), Some("de")).await;
+    assert_eq!(html_lang(&page), "zh-Hans");
+    assert!(page.contains("找不到该排队"), "{page}");
+    let page = html("/rooms/nowhere", None, None, Some("pt-PT,pt;q=0.9")).await;
+    assert_eq!(html_lang(&page), "pt-BR");
+    assert!(page.contains("Sala de espera não encontrada"), "{page}");
+    let page = html("/rooms/Bad%20Id", Some("es"), None, None).await;
+    assert_eq!(html_lang(&page), "es");
+    assert!(page.contains("Sala de espera no encontrada"), "{page}");
+}
+
+#[tokio::test]
+async fn a_rooms_language_must_be_one_we_speak_and_a_bad_one_loses_nothing() {
+    let app = TestApp::spawn().await;
+    let room = app.create_room("drop", json!({"language": "ZH-cn"})).await;
+    assert_eq!(room["language"], "zh-Hans", "an alias, kept as its code");
+    let room = app.create_room("plain", json!({})).await;
+    assert_eq!(room["language"], "en", "the default");
+
+    let refused = app
+        .admin(Method::POST, "/api/admin/rooms")
+        .json(&json!({"id": "bad", "name": "Bad", "target_url": "/x", "language": "klingon"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "invalid_config");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("\"klingon\""),
+        "names the value: {message}"
+    );
+    assert!(message.contains("pt-BR"), "says what would do: {message}");
+    let missing = app
+        .admin(Method::GET, "/api/admin/rooms/bad")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404, "nothing was created");
+
+    for bad in ["zh-TW", "", "english", "pt-AO"] {
+        let refused = app.patch_room("drop", json!({"language": bad})).await;
+        assert_eq!(refused.status(), 400, "{bad:?}");
+        let body: Value = refused.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "invalid_config", "{bad:?}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(&format!("{bad:?}")), "{message}");
+    }
+    let room: Value = app
+        .admin(Method::GET, "/api/admin/rooms/drop")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        room["language"], "zh-Hans",
+        "a refused change loses nothing"
+    );
+
+    let changed = app.patch_room("drop", json!({"language": "pt"})).await;
+    assert_eq!(changed.status(), 200);
+    let room: Value = changed.json().await.unwrap();
+    assert_eq!(room["language"], "pt-BR");
+    let html = page_in(&app, "/rooms/drop", None, None, None)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(html_lang(&html), "pt-BR", "the page follows the change");
+    assert!(html.contains("Você está na fila"), "{html}");
+}
+
 #[tokio::test]
 async fn malformed_input_gets_a_400_that_names_the_problem() {
     let app = TestApp::spawn().await;

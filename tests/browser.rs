@@ -427,6 +427,94 @@ async fn a_korean_browser_gets_the_korean_page_and_an_unknown_room_a_404_page() 
     browser.close().await.unwrap();
 }
 
+/// The text of `key` in the catalogue of `code` (static/i18n/{code}.json):
+/// what the page must show, read from the file the server embeds.
+fn catalogue_text(code: &str, key: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("static/i18n/{code}.json"));
+    let catalogue: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    catalogue[key]
+        .as_str()
+        .unwrap_or_else(|| panic!("{code} has no {key}"))
+        .to_string()
+}
+
+/// The waiting page in three languages, each reached by another rule: a
+/// `?lang=` (then kept by its cookie), the browser's languages, and the
+/// room's own `language` for a browser that asks for none we speak. With
+/// `WAITROOM_SCREENSHOT_DIR=docs/src/images` this makes the book's
+/// `room-ko.png`, `room-ja.png` and `room-de.png`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_waiting_page_speaks_korean_japanese_and_german() {
+    let app = TestApp::spawn().await;
+    app.create_room(
+        "drop",
+        json!({"name": "Spring drop", "paused": true, "language": "de"}),
+    )
+    .await;
+    for _ in 0..41 {
+        app.join_api("drop").await;
+    }
+    let italian = json!({"intl": {"accept_languages": "it-IT,it"}});
+    let cases = [
+        ("ko", "/rooms/drop?lang=ko", italian.clone()),
+        (
+            "ja",
+            "/rooms/drop",
+            json!({"intl": {"accept_languages": "ja-JP,ja,en-US"}}),
+        ),
+        ("de", "/rooms/drop", italian.clone()),
+    ];
+    for (code, path, prefs) in cases {
+        // A browser of its own each (a driver's sessions share a profile,
+        // so its cookies): nobody's earlier choice or place carries over.
+        let driver = Driver::start().await;
+        let browser = driver.browser(390, 844, prefs).await;
+        browser.goto(&app.url(path)).await.unwrap();
+        assert_eq!(
+            attr_of(&browser, "html", "lang").await.as_deref(),
+            Some(code)
+        );
+        let heading = catalogue_text(code, "room.heading");
+        assert_eq!(
+            text_of(&browser, "heading").await.as_deref(),
+            Some(heading.as_str()),
+            "{code}"
+        );
+        eventually(
+            &format!("the {code} page's place"),
+            BROWSER_PATIENCE,
+            || async { position(&browser).await.filter(|&p| p > 41) },
+        )
+        .await;
+        // The script speaks the page's language too.
+        let live = catalogue_text(code, "room.conn_live");
+        eventually(
+            &format!("the {code} page live"),
+            BROWSER_PATIENCE,
+            || async {
+                (text_of(&browser, "connection").await.as_deref() == Some(live.as_str()))
+                    .then_some(())
+            },
+        )
+        .await;
+        assert_eq!(
+            text_of(&browser, "heading").await.as_deref(),
+            Some(heading.as_str()),
+            "{code}: the script keeps the heading"
+        );
+        screenshot(&browser, &format!("room-{code}")).await;
+        if code == "ko" {
+            // The cookie keeps the choice for the next page, over the room's.
+            browser.goto(&app.url("/rooms/drop")).await.unwrap();
+            assert_eq!(
+                attr_of(&browser, "html", "lang").await.as_deref(),
+                Some("ko")
+            );
+        }
+        browser.close().await.unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_visitor_who_left_can_join_again_and_a_closed_room_says_so() {
     let app = TestApp::spawn().await;

@@ -13,12 +13,13 @@ use crate::http::extractors::{
 };
 use crate::http::openapi::{ClaimPath, RoomPath};
 use crate::http::pages::i18n::Catalogue;
-use crate::http::pages::{catalogue_for, render, texts_json};
+use crate::http::pages::{page_language, render, texts_json};
 use crate::http::sale_views::SaleViews;
 use crate::store::{SaleStore, Store, set_up_sale};
 use crate::words::RoomId;
 use crate::words::clock::{Clock, rfc3339_ms};
 use crate::words::credentials::Credentials;
+use crate::words::language::Language;
 use crate::words::sale::{
     Claim, ClaimState, ClaimView, SaleRequest, SaleView, SeatState, Want, WantBody,
 };
@@ -352,7 +353,7 @@ async fn pass_cookie_from_link(
     tag = "pages",
     summary = "The sale page (HTML)",
     description = "A pass in the link (`?wr_pass=`) moves into the `wr_pass` cookie: the answer is then a 303 to the bare page.",
-    params(RoomPath, ("wr_pass" = Option<String>, Query, description = "A pass from the waiting room's redirect")),
+    params(RoomPath, ("wr_pass" = Option<String>, Query, description = "A pass from the waiting room's redirect"), ("lang" = Option<String>, Query, description = "The page's language (kept in the `wr_lang` cookie), as on the waiting page")),
     responses(
         (status = 200, description = "The page", content_type = "text/html"),
         (status = 303, description = "To the bare page, the pass moved into a cookie"),
@@ -373,6 +374,8 @@ async fn page(
         return ApiError::RoomNotFound(path.to_string()).error_response();
     };
     if let Some(offered) = query.into_inner().wr_pass {
+        // A `?lang=` beside the pass is kept in its cookie, as the page would.
+        let language = page_language(&req, Language::default());
         let cookie = match pass_cookie_from_link(
             &req,
             &checker,
@@ -394,17 +397,18 @@ async fn page(
         if let Some(cookie) = cookie {
             response.cookie(cookie);
         }
-        return response.finish();
+        return language.kept(response.finish());
     }
-    let room_name = match store.room(&room).await {
-        Ok(info) => info.config.name,
-        Err(_) => room.to_string(),
+    let (room_name, room_language) = match store.room(&room).await {
+        Ok(info) => (info.config.name, info.config.language),
+        Err(_) => (room.to_string(), Language::default()),
     };
-    let t = catalogue_for(&req);
-    render(&SalePage {
+    let language = page_language(&req, room_language);
+    let t = language.t;
+    language.kept(render(&SalePage {
         t,
         room_id: room.to_string(),
         room_name,
         texts_json: texts_json(t, "sale."),
-    })
+    }))
 }

@@ -408,6 +408,11 @@ mod tests {
                 &["field `user_required`", "needs a user_key"],
             ),
             (
+                &format!("{HEAD}paused = true\nlanguage = \"klingon\"\n"),
+                6,
+                &["field `language`", "\"klingon\"", "zh-Hans"],
+            ),
+            (
                 "[[room]]\nid = \"drop\"\nname = \"Drop\"\n",
                 1,
                 &["room `drop` has no `target_url`"],
@@ -481,6 +486,14 @@ mod tests {
              admit_per_tick = 5\ntarget_url = \"https://shop.example/\"\nname = \"Drop\"\nid = \"drop\"\n";
         assert_eq!(hash(&plain), hash(laid_out));
         assert_ne!(hash(&plain), hash(&format!("{HEAD}admit_per_tick = 6\n")));
+    }
+
+    #[test]
+    fn a_rooms_language_may_be_an_alias_and_is_kept_as_its_code() {
+        let file = parse(&format!("{HEAD}language = \"zh-CN\"\n")).unwrap();
+        let table = file.rooms().next().unwrap();
+        let config = table.patch.new_room().unwrap();
+        assert_eq!(config.language.code(), "zh-Hans");
     }
 
     #[test]

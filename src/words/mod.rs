@@ -1,5 +1,5 @@
 //! Words and rules: the vocabulary every other layer speaks (rooms, visitors,
-//! places, events, the sale, the status message, time, chance and
+//! places, events, the sale, the status message, the pages' languages, time, chance and
 //! credentials), the rules that need no store (config validation, ETA,
 //! signing), and the rules every store implements, as a pure model
 //! (`rules`). Nothing here knows actix or Redis.
@@ -10,6 +10,7 @@ pub mod constants;
 pub mod credentials;
 pub mod draw;
 pub mod join_limit;
+pub mod language;
 mod model;
 pub mod networks;
 pub mod operations;

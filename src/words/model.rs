@@ -9,6 +9,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::words::clock::{Millis, Moment};
 use crate::words::draw::{DrawInfo, EntryId};
+use crate::words::language::Language;
 use crate::words::networks::Networks;
 use crate::words::wire_enum;
 
@@ -145,6 +146,10 @@ pub struct RoomConfig {
     #[serde(default)]
     #[schema(value_type = Vec<String>, example = json!(["203.0.113.7", "10.20.0.0/16"]))]
     pub bypass_networks: Networks,
+    /// The pages' language for a visitor who asks for none we speak
+    /// (neither `?lang=`, the `wr_lang` cookie nor `Accept-Language`).
+    #[serde(default)]
+    pub language: Language,
 }
 
 fn yes() -> bool {
@@ -268,6 +273,11 @@ pub struct RoomPatch {
     /// (`invalid_config`, naming it), not the body's.
     #[serde(default, deserialize_with = "network_list")]
     pub bypass_networks: Option<Vec<String>>,
+    /// A language code (`en`, `ko`, `ja`, `zh-Hans`, `es`, `fr`, `de`,
+    /// `pt-BR`) or an alias of one (`zh`, `zh-CN`, `pt`, …); stored as
+    /// its code.
+    #[schema(value_type = Option<String>, example = "ko")]
+    pub language: Option<String>,
 }
 
 /// A field that may be absent (unchanged) or `null` (removed).
@@ -354,6 +364,14 @@ impl RoomPatch {
         if let Some(v) = &self.bypass_networks {
             next.bypass_networks = Networks::parse(v)?;
         }
+        if let Some(tag) = &self.language {
+            next.language = Language::from_tag(tag).ok_or_else(|| {
+                format!(
+                    "language {tag:?} is not one we speak: it must be {}",
+                    Language::expected()
+                )
+            })?;
+        }
         next.validate()?;
         Ok(next)
     }
@@ -380,6 +398,7 @@ impl RoomConfig {
             closes_at: None,
             close_when_sold_out: true,
             bypass_networks: Networks::default(),
+            language: Language::default(),
         }
     }
 

@@ -101,6 +101,7 @@ macro_rules! conformance_suite {
             proof_of_work_is_asked_of_new_places_and_each_solution_counts_once,
             a_solution_easier_than_the_room_asks_now_is_refused,
             a_notice_reaches_every_place_and_the_event_of_its_change,
+            a_rooms_language_is_kept_as_its_code_and_a_bad_one_changes_nothing,
             reject_turns_new_arrivals_away_and_keeps_the_line,
             closes_at_turns_away_arrivals_after_it,
             passthrough_admits_every_arrival_and_then_the_line,
@@ -194,6 +195,7 @@ pub mod scenarios {
     use waitroom::store::{JoinOptions, StoreError};
     use waitroom::words::constants::{SWEEP_AGAIN_MS, SWEEP_SLICE};
     use waitroom::words::join_limit::JoinLimit;
+    use waitroom::words::language::Language;
     use waitroom::words::pow::Solved;
     use waitroom::words::{RoomEvent, StoreEvent};
 
@@ -699,6 +701,29 @@ pub mod scenarios {
         h.patch(&room, r#"{"notice": ""}"#).await;
         let place = h.store.status(&room, visitor).await.unwrap();
         assert_eq!(place.facts.notice, None, "an empty notice is none");
+    }
+
+    pub async fn a_rooms_language_is_kept_as_its_code_and_a_bad_one_changes_nothing(h: &Harness) {
+        let id = RoomId::parse("r").unwrap();
+        let mut config = RoomConfig::new("Test room", "https://shop.example/buy");
+        config.language = Language::Japanese;
+        h.store.create_room(id.clone(), config).await.unwrap();
+        let stored = || async { h.store.room(&id).await.unwrap().config.language };
+        assert_eq!(stored().await, Language::Japanese);
+        h.patch(&id, r#"{"paused": true}"#).await;
+        assert_eq!(stored().await, Language::Japanese, "another field keeps it");
+        h.patch(&id, r#"{"language": "zh-SG"}"#).await;
+        assert_eq!(stored().await, Language::SimplifiedChinese);
+        let bad: RoomPatch = serde_json::from_str(r#"{"language": "klingon"}"#).unwrap();
+        match h.store.configure(&id, bad).await {
+            Err(StoreError::InvalidConfig(message)) => {
+                assert!(message.contains("\"klingon\""), "{message}");
+            }
+            other => panic!("a bad language was taken: {other:?}"),
+        }
+        assert_eq!(stored().await, Language::SimplifiedChinese, "nothing lost");
+        h.patch(&id, r#"{"language": "pt-PT"}"#).await;
+        assert_eq!(stored().await, Language::BrazilianPortuguese);
     }
 
     pub async fn reject_turns_new_arrivals_away_and_keeps_the_line(h: &Harness) {

@@ -447,6 +447,8 @@ impl ConfigForm {
                     .map(String::from)
                     .collect()
             }),
+            // The form has no language field: the API and the rooms file set it.
+            language: None,
         })
     }
 }

@@ -1,9 +1,12 @@
 //! Server-rendered pages: the waiting room, the demo's protected page, and
 //! the static assets they use (embedded in the binary, so it runs anywhere).
-//! Their texts come from the catalogues of `i18n`.
+//! Their texts come from the catalogues of `i18n`, in the language
+//! [`page_language`] picks for the request (a `?lang=` kept in a cookie).
 
 pub mod i18n;
 
+use actix_web::cookie::time::Duration as CookieDuration;
+use actix_web::cookie::{Cookie, SameSite};
 use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
 use askama::Template;
@@ -15,6 +18,7 @@ use crate::http::openapi::RoomPath;
 use crate::store::{Store, StoreError};
 use crate::words::clock::{Clock, rfc3339};
 use crate::words::credentials::{CredentialError, Credentials};
+use crate::words::language::Language;
 use crate::words::{DEFAULT_ABANDON_AFTER_S, RoomId};
 use i18n::Catalogue;
 
@@ -31,9 +35,53 @@ pub fn texts_json(t: &Catalogue, prefix: &str) -> String {
     script_json(&t.page_texts(prefix))
 }
 
-/// The catalogue a request's `Accept-Language` asks for.
-pub fn catalogue_for(req: &HttpRequest) -> &'static Catalogue {
-    i18n::negotiate(accept_language(req))
+/// The cookie that keeps a visitor's `?lang=` for the pages that follow.
+pub const LANGUAGE_COOKIE: &str = "wr_lang";
+
+/// How long the language cookie is kept: a choice made once holds for the
+/// next sale too.
+const LANGUAGE_COOKIE_DAYS: i64 = 365;
+
+/// The language a visitor page speaks, and whether the answer keeps it in
+/// the `wr_lang` cookie (it does when the address said `?lang=`).
+pub struct PageLanguage {
+    pub t: &'static Catalogue,
+    keep: Option<Language>,
+}
+
+impl PageLanguage {
+    /// `response` with the cookie that keeps a `?lang=` choice.
+    pub fn kept(&self, mut response: HttpResponse) -> HttpResponse {
+        if let Some(language) = self.keep {
+            let cookie = Cookie::build(LANGUAGE_COOKIE, language.code())
+                .path("/")
+                .same_site(SameSite::Lax)
+                .max_age(CookieDuration::days(LANGUAGE_COOKIE_DAYS))
+                .finish();
+            if let Err(error) = response.add_cookie(&cookie) {
+                tracing::warn!(%error, "the language cookie could not be set");
+            }
+        }
+        response
+    }
+}
+
+/// The language of a visitor page for this request, where the room speaks
+/// `room_language` (`i18n::choose` says in which order the request is heard).
+pub fn page_language(req: &HttpRequest, room_language: Language) -> PageLanguage {
+    let query = url::form_urlencoded::parse(req.query_string().as_bytes())
+        .find(|(name, _)| name == "lang")
+        .map(|(_, value)| value.into_owned());
+    let cookie = req.cookie(LANGUAGE_COOKIE);
+    let asked = i18n::Asked {
+        query: query.as_deref(),
+        cookie: cookie.as_ref().map(|c| c.value()),
+        accept_language: accept_language(req),
+    };
+    PageLanguage {
+        t: i18n::choose(&asked, room_language),
+        keep: asked.query_language(),
+    }
 }
 
 pub fn accept_language(req: &HttpRequest) -> Option<&str> {
@@ -126,7 +174,7 @@ pub fn script_json(value: &impl serde::Serialize) -> String {
     path = "/rooms/{room}",
     tag = "pages",
     summary = "The waiting-room page (HTML)",
-    description = "Joins, shows the position, ETA and progress live over the WebSocket (polling as a fallback), and sends the visitor on when admitted. Query: `lang`, `user`, `code`, as api.md says.",
+    description = "Joins, shows the position, ETA and progress live over the WebSocket (polling as a fallback), and sends the visitor on when admitted. Query: `lang`, `user`, `code`, as api.md says. The language is `?lang=` (kept in the `wr_lang` cookie), else that cookie, else `Accept-Language`, else the room's `language`.",
     params(RoomPath),
     responses(
         (status = 200, description = "The page", content_type = "text/html"),
@@ -138,32 +186,40 @@ async fn room_page(
     path: web::Path<String>,
     store: web::Data<dyn Store>,
 ) -> HttpResponse {
-    let t = catalogue_for(&req);
     let missing = || {
+        let language = page_language(&req, Language::default());
         let mut response = render(&RoomMissingPage {
-            t,
+            t: language.t,
             room_id: path.to_string(),
         });
         *response.status_mut() = actix_web::http::StatusCode::NOT_FOUND;
-        response
+        language.kept(response)
     };
     let Some(room) = RoomId::parse(&path) else {
         return missing();
     };
-    let (room_name, site_url, abandon_after_s) = match store.room(&room).await {
+    let (room_name, site_url, abandon_after_s, room_language) = match store.room(&room).await {
         Ok(info) => (
             info.config.name,
             site_of(&info.config.target_url),
             info.config.abandon_after_s,
+            info.config.language,
         ),
         Err(StoreError::RoomNotFound(_) | StoreError::RoomClosed(_)) => return missing(),
         // The page itself still loads; its script retries the join.
         Err(error) => {
             tracing::warn!(%room, %error, "store unavailable while rendering the room page");
-            (room.to_string(), "/".into(), DEFAULT_ABANDON_AFTER_S)
+            (
+                room.to_string(),
+                "/".into(),
+                DEFAULT_ABANDON_AFTER_S,
+                Language::default(),
+            )
         }
     };
-    render(&RoomPage {
+    let language = page_language(&req, room_language);
+    let t = language.t;
+    language.kept(render(&RoomPage {
         t,
         room_id: room.to_string(),
         room_name,
@@ -172,7 +228,7 @@ async fn room_page(
         keep_open: t.fill("room.keep_open", "time", kept_away(t, abandon_after_s)),
         abandon_after_s,
         returning: req.cookie(&ticket_cookie_name(&room)).is_some(),
-    })
+    }))
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]

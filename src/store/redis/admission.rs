@@ -30,6 +30,7 @@ use crate::words::chance::{Dice, OsChance, SharedChance};
 use crate::words::clock::SharedClock;
 use crate::words::clock::{Millis, Moment};
 use crate::words::draw::{self, DrawInfo, DrawKey, DrawSeed, EntryId};
+use crate::words::language::Language;
 use crate::words::networks::Networks;
 use crate::words::room_table::{Applied, RoomTable, TableHash};
 use crate::words::sale::Stock;
@@ -395,6 +396,7 @@ fn config_args(config: &RoomConfig) -> Vec<String> {
         ("pow_difficulty", config.pow_difficulty.to_string()),
         ("notice", config.notice.clone().unwrap_or_default()),
         ("queue_method", config.queue_method.name().to_string()),
+        ("language", config.language.code().to_string()),
         (
             "close_when_sold_out",
             if config.close_when_sold_out { "1" } else { "0" }.to_string(),
@@ -485,6 +487,10 @@ fn parse_info(room: &RoomId, wire: WireRoomInfo) -> Option<RoomRecord> {
         close_when_sold_out: field("close_when_sold_out").as_deref() != Some("0"),
         bypass_networks: field("bypass_networks")
             .and_then(|list| serde_json::from_str(&list).ok())
+            .unwrap_or_default(),
+        // A room stored before rooms had a language speaks English.
+        language: field("language")
+            .and_then(|tag| Language::from_tag(&tag))
             .unwrap_or_default(),
     };
     let stats = RoomStats {
