@@ -222,6 +222,14 @@ function tickCountdown() {
   setText(el.countdown, left > 0 ? countdownText(left) : t('room.opening_drawing'));
 }
 
+// The big number: a count, or a short phrase ("Drawn at the opening"),
+// which is set smaller so that it wraps between words, not inside them.
+function setPosition(text, phrase) {
+  if (!el.position) return;
+  el.position.classList.toggle('phrase', phrase);
+  setText(el.position, text);
+}
+
 function showPreQueue(s) {
   const needsTimer = enterPreQueue(st, s);
   if (el.opening) el.opening.hidden = false;
@@ -229,7 +237,7 @@ function showPreQueue(s) {
     setText(el.entry, s.entry);
     el.entryLine.hidden = false;
   }
-  setText(el.position, t('room.position_at_opening'));
+  setPosition(t('room.position_at_opening'), true);
   tickCountdown();
   if (needsTimer) st.countdownTimer = setInterval(tickCountdown, 1000);
 }
@@ -260,12 +268,12 @@ function onWaiting(s) {
       if (el.opening) el.opening.hidden = true;
       say(t('room.announce_drawn', { n: pos }), true);
     }
-    setText(el.position, String(pos));
+    setPosition(String(pos), false);
     setProgress(progress);
     if (!justDrawn) say(t('room.announce_position', { n: pos }), false);
   } else if (s.queue_method === 'random') {
     // A random line has no order: the wait is expected, not counted down.
-    setText(el.position, t('room.position_random'));
+    setPosition(t('room.position_random'), true);
   }
   if (isCount(s.waiting)) setText(el.waiting, formatCount(s.waiting, lang));
   setText(el.eta, formatEta(s.eta_seconds, paused));
@@ -280,19 +288,21 @@ function onAdmitted(s) {
   setPageState('admitted');
   setConnection('done');
   setProgress(100);
-  setText(el.position, '✓');
+  setPosition('✓', false);
   setText(el.eta, '–');
   showJoinAgain(false);
   const url = safeRedirect(s.redirect_url);
   if (url) {
-    setMessage(t('room.msg_admitted'), 'admitted');
-    say(t('room.msg_admitted'), true);
     if (el.cont) { el.cont.href = url; el.cont.hidden = false; }
     // Send the visitor on once per pass: coming back to this page (the back
-    // button) shows the link instead of bouncing them forward again.
+    // button) shows the link instead of bouncing them forward again, and
+    // says so rather than promising a redirect that will not come.
     const key = 'wr-sent:' + room + ':' + url;
     let sent = false;
     try { sent = sessionStorage.getItem(key) === '1'; sessionStorage.setItem(key, '1'); } catch (e) { /* storage off */ }
+    const text = sent ? t('room.msg_admitted_back') : t('room.msg_admitted');
+    setMessage(text, 'admitted');
+    say(text, true);
     if (!sent) setTimeout(function () { location.assign(url); }, REDIRECT_DELAY_MS);
   } else {
     setMessage(t('room.msg_admitted_no_link'), 'admitted');
@@ -340,7 +350,7 @@ function joinAgain() {
   startOver(st);
   showJoinAgain(false);
   if (el.cont) el.cont.hidden = true;
-  setText(el.position, '–');
+  setPosition('–', false);
   setProgress(0);
   setPageState('joining');
   setMessage(t('room.msg_joining'), 'joining');
@@ -348,6 +358,14 @@ function joinAgain() {
 }
 
 if (el.joinAgain) el.joinAgain.addEventListener('click', joinAgain);
+
+// Back from the site after the redirect, restored as it was left: the
+// redirect is done, so the page offers the link and says so.
+window.addEventListener('pageshow', function (event) {
+  if (event.persisted && body.getAttribute('data-state') === 'admitted' && el.cont && !el.cont.hidden) {
+    setMessage(t('room.msg_admitted_back'), 'admitted');
+  }
+});
 
 if (room) {
   place = joinRoom({

@@ -219,6 +219,41 @@ async fn the_waiting_page_follows_the_line_live_and_sends_the_visitor_on() {
         "the pass names the room"
     );
     screenshot(&browser, "target-page").await;
+
+    // Back from the target: the waiting page says the visitor is through and
+    // offers the link; nothing on it looks like a live line.
+    browser.back().await.unwrap();
+    eventually("the waiting page again", BROWSER_PATIENCE, || async {
+        (path_of(&browser).await == "/rooms/drop").then_some(())
+    })
+    .await;
+    eventually("the admitted page, settled", BROWSER_PATIENCE, || async {
+        let state = attr_of(&browser, "#message", "data-state").await;
+        (state.as_deref() == Some("admitted") && displayed(&browser, "continue").await)
+            .then_some(())
+    })
+    .await;
+    let connection = attr_of(&browser, "#connection", "data-state").await;
+    assert_eq!(
+        connection.as_deref(),
+        Some("done"),
+        "no live connection shown"
+    );
+    assert_eq!(text_of(&browser, "position").await.as_deref(), Some("✓"));
+    assert_eq!(
+        text_of(&browser, "message").await.as_deref(),
+        Some("You're through. Use the button to go on to the site."),
+        "no promise of a redirect that will not come"
+    );
+    assert!(
+        !displayed(&browser, "waiting").await,
+        "the line's figures are over"
+    );
+    assert_eq!(
+        attr_of(&browser, "body", "data-state").await.as_deref(),
+        Some("admitted")
+    );
+    screenshot(&browser, "back-on-the-waiting-page").await;
     browser.close().await.unwrap();
 }
 
@@ -1747,5 +1782,64 @@ async fn a_korean_browser_gets_the_sale_page_in_korean() {
     );
     assert_eq!(text_of(&browser, "hold").await.as_deref(), Some("예약"));
     screenshot(&browser, "sale-page-ko").await;
+    browser.close().await.unwrap();
+}
+
+/// Words of the big number split across lines, and whether it overflows
+/// its box (issue 27, item 7: "Auslosung" broke as "Auslo-sung" on a phone).
+async fn broken_words(browser: &Client) -> Value {
+    browser
+        .execute(
+            r#"const el = document.getElementById('position');
+            const text = el.firstChild;
+            const broken = [];
+            const re = /\S+/g;
+            let m;
+            while ((m = re.exec(text.data)) !== null) {
+              const range = document.createRange();
+              range.setStart(text, m.index);
+              range.setEnd(text, m.index + m[0].length);
+              const lines = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+              if (lines.size > 1) broken.push(m[0]);
+            }
+            return { text: text.data, broken, overflows: el.scrollWidth > el.clientWidth };"#,
+            vec![],
+        )
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_big_number_never_breaks_a_word_on_a_small_phone() {
+    let app = TestApp::spawn().await;
+    let driver = Driver::start().await;
+    let opens_at = rfc3339(support::START_MS + 3_600_000);
+    app.create_room("later", json!({"name": "Drop", "opens_at": opens_at}))
+        .await;
+    app.create_room(
+        "lottery",
+        json!({"name": "Drop", "queue_method": "random", "paused": true}),
+    )
+    .await;
+    app.join_api("lottery").await;
+    let browser = driver.browser(320, 640, json!({})).await;
+    for lang in ["de", "en", "fr", "pt-BR", "es", "ja"] {
+        for room in ["later", "lottery"] {
+            browser
+                .goto(&app.url(&format!("/rooms/{room}?lang={lang}")))
+                .await
+                .unwrap();
+            eventually("the phrase in the big number", BROWSER_PATIENCE, || async {
+                attr_of(&browser, "#position", "class")
+                    .await
+                    .filter(|class| class.contains("phrase"))
+            })
+            .await;
+            let found = broken_words(&browser).await;
+            assert_eq!(found["broken"], json!([]), "{lang} {room}: {found}");
+            assert_eq!(found["overflows"], false, "{lang} {room}: {found}");
+        }
+    }
+    screenshot(&browser, "big-number-phrase").await;
     browser.close().await.unwrap();
 }
