@@ -74,18 +74,33 @@ if due then last_tick = last_tick + math.floor((now - last_tick) / tick_ms) * ti
 local more = expire_passes(now)
 
 -- Passes no /api/verify has seen within the grace are taken back (no-shows).
+-- An arrival due before the last resumption's deadline, of a visitor
+-- admitted before that resumption, is moved to that deadline instead
+-- (resume_arrivals.lua writes it once; the sweep applies it, a slice a call).
 local no_shows = 0
 if arrival_grace_ms(room) then
-  local arrivals_due = redis.call('ZRANGEBYSCORE', K_ARRIVALS, '-inf', now, 'LIMIT', 0, SWEEP_SLICE)
-  if #arrivals_due == SWEEP_SLICE then more = true end
-  for _, visitor in ipairs(arrivals_due) do
+  local due_now = redis.call('ZRANGEBYSCORE', K_ARRIVALS, '-inf', now, 'WITHSCORES', 'LIMIT', 0, SWEEP_SLICE)
+  if #due_now == 2 * SWEEP_SLICE then more = true end
+  local resumed_at = tonumber(room.arrivals_resumed_at or '')
+  local resumed_due = tonumber(room.arrivals_resumed_due or '')
+  local gone, moved = {}, {}
+  for i = 1, #due_now, 2 do
+    local visitor, due = due_now[i], tonumber(due_now[i + 1])
     local record = redis.call('HGET', K_VISITORS, visitor)
-    if record and string.sub(record, 1, 1) == 'a' then
-      revoke(room, visitor, record, now)
-      no_shows = no_shows + 1
+    local admitted_at = tonumber(string.match(record or '', '^a|(%d+)|') or '')
+    if admitted_at and resumed_at and admitted_at < resumed_at and due < resumed_due and resumed_due > now then
+      table.insert(moved, resumed_due)
+      table.insert(moved, visitor)
+    else
+      table.insert(gone, visitor)
+      if admitted_at then
+        revoke(room, visitor, record, now)
+        no_shows = no_shows + 1
+      end
     end
   end
-  if #arrivals_due > 0 then chunked('ZREM', K_ARRIVALS, arrivals_due) end
+  if #gone > 0 then chunked('ZREM', K_ARRIVALS, gone) end
+  if #moved > 0 then chunked('ZADD', K_ARRIVALS, moved) end
   if no_shows > 0 then redis.call('HINCRBY', K_ROOM, 'no_shows', no_shows) end
 end
 

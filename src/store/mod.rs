@@ -100,7 +100,10 @@ pub trait Store: Send + Sync + 'static {
     /// so nobody who arrived meanwhile is reclaimed as a no-show, and the
     /// room's count of resumptions goes up. Unless it went up since `seen`
     /// (the count the caller last saw in a tick): then another node resumed
-    /// after the same outage, and nothing changes. Returns the count.
+    /// after the same outage, and nothing changes. Returns the count. One
+    /// bounded step however many passes wait: the new deadline is written
+    /// once, and the tick's no-show sweep moves each arrival to it, a slice
+    /// a call.
     async fn resume_arrivals(&self, id: &RoomId, seen: Option<u64>) -> Result<u64, StoreError>;
     /// Takes back the visitor's pass (only the admission whose pass has
     /// this `exp`, in seconds, if given); its slot is free at once, and a

@@ -113,6 +113,7 @@ macro_rules! conformance_suite {
             passes_never_seen_are_reclaimed_a_slice_at_a_time,
             a_mass_expiry_is_swept_a_slice_at_a_time_and_told_at_once,
             a_large_admission_goes_a_slice_per_call,
+            a_resumption_over_many_passes_is_one_step_and_loses_none,
             bypass_networks_are_let_in_at_once_outside_the_cap,
             bypass_networks_wait_for_nothing_but_closes_at,
         );
@@ -1217,6 +1218,38 @@ pub mod scenarios {
         assert_eq!(h.store.tick(&room).await.unwrap().ran.unwrap().no_shows, 1);
         assert!(matches!(h.state(&room, late).await, PlaceState::Left));
         assert_eq!(h.store.room(&room).await.unwrap().stats.no_shows, 2);
+    }
+
+    /// Issue 26, item 1: resuming arrivals after an outage is one step
+    /// whatever the crowd; the sweep moves each arrival to the new deadline
+    /// a slice a call, and reclaims them a slice a call once it passes.
+    pub async fn a_resumption_over_many_passes_is_one_step_and_loses_none(h: &Harness) {
+        let admitted = SWEEP_SLICE + SWEEP_SLICE / 2;
+        let room = h.room("r", admitted as u32, None).await;
+        h.patch(&room, r#"{"arrival_grace_s": 10, "abandon_after_s": 3600}"#)
+            .await;
+        for _ in 0..admitted {
+            assert!(is_admitted(h.join(&room).await.1), "straight through");
+        }
+        h.clock.advance_ms(30_000); // the store was away until 30 s
+        assert_eq!(h.store.resume_arrivals(&room, None).await.unwrap(), 1);
+        // Due at 10 s, but counted again from 30 s: the sweep moves them,
+        // a slice a call, and takes nobody.
+        let first = h.store.tick(&room).await.unwrap();
+        assert_eq!(first.ran.unwrap().no_shows, 0);
+        assert!(first.next_due_in_ms <= SWEEP_AGAIN_MS, "more to move");
+        let second = h.store.tick(&room).await.unwrap();
+        assert_eq!(second.ran.unwrap().no_shows, 0);
+        assert!(second.next_due_in_ms > SWEEP_AGAIN_MS, "all moved");
+        h.clock.advance_ms(9_999);
+        assert_eq!(h.store.tick(&room).await.unwrap().ran.unwrap().no_shows, 0);
+        h.clock.advance_ms(1); // 40 s: a whole grace after the return
+        let third = h.store.tick(&room).await.unwrap();
+        assert_eq!(third.ran.unwrap().no_shows, SWEEP_SLICE);
+        let fourth = h.store.tick(&room).await.unwrap();
+        assert_eq!(fourth.ran.unwrap().no_shows, SWEEP_SLICE / 2);
+        let stats = h.store.room(&room).await.unwrap().stats;
+        assert_eq!((stats.no_shows, stats.active), (admitted, 0));
     }
 
     fn as_user(user: &str) -> JoinOptions {

@@ -7,6 +7,13 @@ use std::collections::BTreeSet;
 use crate::words::VisitorId;
 use crate::words::clock::Millis;
 
+/// A resumption of arrivals after an outage: when, and the deadline it set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Resumed {
+    pub(super) at: Millis,
+    pub(super) due: Millis,
+}
+
 #[derive(Default)]
 pub(super) struct Passes {
     /// (pass expiry, visitor) of every visitor admitted from the line or
@@ -21,6 +28,9 @@ pub(super) struct Passes {
     arrivals: BTreeSet<(Millis, VisitorId)>,
     /// How many times `arrivals` were resumed after an outage.
     pub(super) resumptions: u64,
+    /// The last resumption: arrivals of visitors admitted before it are
+    /// due at its deadline at the earliest.
+    pub(super) resumed: Option<Resumed>,
     pub(super) no_shows: u64,
     pub(super) admitted_total: u64,
 }
@@ -94,18 +104,9 @@ impl Passes {
         self.arrivals.remove(&(due, visitor));
     }
 
-    /// Every arrival due before `due` is due then instead; returns whose.
-    pub(super) fn postpone_arrivals_to(&mut self, due: Millis) -> Vec<VisitorId> {
-        let earlier: Vec<(Millis, VisitorId)> = self
-            .arrivals
-            .range(..(due, VisitorId(0)))
-            .copied()
-            .collect();
-        for (was, visitor) in &earlier {
-            self.arrivals.remove(&(*was, *visitor));
-            self.arrivals.insert((due, *visitor));
-        }
-        earlier.into_iter().map(|(_, visitor)| visitor).collect()
+    /// The visitor's arrival is awaited until `due`.
+    pub(super) fn await_arrival(&mut self, due: Millis, visitor: VisitorId) {
+        self.arrivals.insert((due, visitor));
     }
 
     #[cfg(test)]

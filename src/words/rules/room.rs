@@ -13,7 +13,7 @@ use super::door::Door;
 use super::draw_line::DrawLine;
 use super::line::{Line, Spot};
 use super::pace::Pace;
-use super::passes::Passes;
+use super::passes::{Passes, Resumed};
 use crate::words::chance::{Dice, PickSeed};
 use crate::words::clock::Millis;
 use crate::words::constants::{AWAY_REMEMBERED_MS, RATE_WINDOW_MS, SWEEP_AGAIN_MS, SWEEP_SLICE};
@@ -474,6 +474,10 @@ impl RoomModel {
     /// Passes whose visitor never arrived in time give their slot back, a
     /// slice of the arrivals due at most; returns how many, and whether the
     /// slice was full.
+    ///
+    /// An arrival due before the last resumption's deadline, of a visitor
+    /// admitted before that resumption, is not due yet: it is moved to that
+    /// deadline here, as the sweep meets it (see `resume_arrivals`).
     fn reclaim_no_shows(&mut self, now: Millis) -> (u64, bool) {
         let before = self.passes.no_shows;
         let mut swept = 0;
@@ -481,17 +485,33 @@ impl RoomModel {
             && let Some((due, visitor)) = self.passes.pop_due_arrival(now)
         {
             swept += 1;
-            if let Some(&VisitorState::Admitted {
+            let Some(&VisitorState::Admitted {
+                admitted_at,
                 expires_at,
                 arrival_due: Some(pending),
-                ..
             }) = self.visitors.get(&visitor)
-                && pending == due
-            {
-                self.passes.take_back(visitor, expires_at, None);
-                self.depart(visitor, expires_at, now);
-                self.passes.no_shows += 1;
+            else {
+                continue;
+            };
+            if pending != due {
+                continue;
             }
+            if let Some(resumed) = self.passes.resumed
+                && admitted_at < resumed.at
+                && due < resumed.due
+                && resumed.due > now
+            {
+                self.passes.await_arrival(resumed.due, visitor);
+                if let Some(VisitorState::Admitted { arrival_due, .. }) =
+                    self.visitors.get_mut(&visitor)
+                {
+                    *arrival_due = Some(resumed.due);
+                }
+                continue;
+            }
+            self.passes.take_back(visitor, expires_at, None);
+            self.depart(visitor, expires_at, now);
+            self.passes.no_shows += 1;
         }
         (self.passes.no_shows - before, swept == SWEEP_SLICE)
     }
@@ -506,8 +526,10 @@ impl RoomModel {
     }
 
     /// Gives every admitted visitor not seen yet the whole arrival grace
-    /// again from `now`, unless that was done since `seen` (see
-    /// `Store::resume_arrivals`); the count of resumptions.
+    /// again from `now` (a later deadline stays), unless that was done since
+    /// `seen` (see `Store::resume_arrivals`); the count of resumptions.
+    /// One step whatever the crowd: the new deadline is written once, and
+    /// the no-show sweep moves each arrival to it as it meets one.
     pub fn resume_arrivals(&mut self, seen: Option<u64>, now: Millis) -> u64 {
         if seen.is_some_and(|seen| self.passes.resumptions > seen) {
             return self.passes.resumptions;
@@ -516,14 +538,11 @@ impl RoomModel {
         let Some(grace) = self.config.arrival_grace_s else {
             return self.passes.resumptions;
         };
-        let resumed_due = now + grace * 1000;
-        for visitor in self.passes.postpone_arrivals_to(resumed_due) {
-            if let Some(VisitorState::Admitted { arrival_due, .. }) =
-                self.visitors.get_mut(&visitor)
-            {
-                *arrival_due = Some(resumed_due);
-            }
-        }
+        let due = now + grace * 1000;
+        self.passes.resumed = Some(Resumed {
+            at: now,
+            due: self.passes.resumed.map_or(due, |r| r.due.max(due)),
+        });
         self.passes.resumptions
     }
 
