@@ -7,7 +7,6 @@
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ed25519_dalek::SigningKey;
-use ed25519_dalek::pkcs8::EncodePrivateKey;
 use hmac::{Hmac, Mac};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
@@ -169,7 +168,8 @@ pub struct PassClaims {
 struct Keys {
     ticket_encoding: EncodingKey,
     ticket_decoding: DecodingKey,
-    pass_encoding: EncodingKey,
+    /// The pass key, prepared once (see `sign_pass`).
+    pass_signing: SigningKey,
     pass_decoding: DecodingKey,
     pass_public_x: String,
     pass_kid: String,
@@ -190,6 +190,25 @@ pub struct Credentials {
     public_url: Option<PublicUrl>,
 }
 
+/// A pass as `jsonwebtoken::encode` would make it, with a key prepared once.
+/// Written here because jsonwebtoken takes no prepared signer: its `encode`
+/// rebuilds the Ed25519 key from PKCS#8 on every call, which derives the
+/// public key again (a scalar multiplication as costly as the signature),
+/// about half of what signing a pass cost (BENCHMARKS.md, "Signing a pass").
+/// The parts are its own: the header is its `Header`, each part serde JSON
+/// in unpadded base64url (a unit test compares the two byte for byte).
+fn sign_pass(header: &Header, claims: &PassClaims, key: &SigningKey) -> String {
+    use ed25519_dalek::Signer;
+    let part = |json: Vec<u8>| URL_SAFE_NO_PAD.encode(json);
+    let message = format!(
+        "{}.{}",
+        part(serde_json::to_vec(header).expect("a header serializes")),
+        part(serde_json::to_vec(claims).expect("claims serialize"))
+    );
+    let signature = key.sign(message.as_bytes());
+    format!("{message}.{}", URL_SAFE_NO_PAD.encode(signature.to_bytes()))
+}
+
 fn to_hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -206,16 +225,13 @@ impl Keys {
         let secret = secret.as_bytes();
         let ticket_key = derive(secret, "ticket");
         let signing = SigningKey::from_bytes(&derive(secret, "pass-ed25519"));
-        let der = signing
-            .to_pkcs8_der()
-            .expect("an Ed25519 key always encodes as PKCS#8");
         let public = signing.verifying_key().to_bytes();
         let pass_public_x = URL_SAFE_NO_PAD.encode(public);
         let pass_kid = URL_SAFE_NO_PAD.encode(&Sha256::digest(public)[..12]);
         Self {
             ticket_encoding: EncodingKey::from_secret(&ticket_key),
             ticket_decoding: DecodingKey::from_secret(&ticket_key),
-            pass_encoding: EncodingKey::from_ed_der(der.as_bytes()),
+            pass_signing: signing,
             pass_decoding: DecodingKey::from_ed_components(&pass_public_x)
                 .expect("a valid Ed25519 public key"),
             pass_public_x,
@@ -379,8 +395,7 @@ impl Credentials {
         };
         let mut header = Header::new(Algorithm::EdDSA);
         header.kid = Some(self.current.pass_kid.clone());
-        jsonwebtoken::encode(&header, &claims, &self.current.pass_encoding)
-            .expect("EdDSA encoding cannot fail")
+        sign_pass(&header, &claims, &self.current.pass_signing)
     }
 
     /// Checks a pass's signature (by the key its `kid` names: the current
@@ -503,6 +518,33 @@ mod tests {
 
     fn room(id: &str) -> RoomId {
         RoomId::parse(id).unwrap()
+    }
+
+    #[test]
+    fn a_pass_is_what_jsonwebtoken_would_sign() {
+        use ed25519_dalek::pkcs8::EncodePrivateKey;
+        let credentials = Credentials::from_secret("a-secret");
+        let (visitor, at) = (VisitorId::random(), 1_767_225_600_000);
+        let ours = credentials.issue_pass(&room("drop"), visitor, at, at + 600_000);
+        let claims = PassClaims {
+            sub: visitor.to_string(),
+            room: "drop".into(),
+            iat: at / 1000,
+            exp: (at + 600_000) / 1000,
+            jti: format!("{visitor}.{at}"),
+        };
+        let mut header = Header::new(Algorithm::EdDSA);
+        header.kid = Some(credentials.current.pass_kid.clone());
+        let der = credentials.current.pass_signing.to_pkcs8_der().unwrap();
+        let theirs =
+            jsonwebtoken::encode(&header, &claims, &EncodingKey::from_ed_der(der.as_bytes()))
+                .unwrap();
+        assert_eq!(ours, theirs);
+        assert!(
+            credentials
+                .read_pass(&ours, Some(&room("drop")), at)
+                .is_ok()
+        );
     }
 
     #[test]
