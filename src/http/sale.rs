@@ -13,12 +13,13 @@ use crate::http::extractors::{
 };
 use crate::http::openapi::{ClaimPath, RoomPath};
 use crate::http::pages::i18n::Catalogue;
-use crate::http::pages::{catalogue_for, render, texts_json};
+use crate::http::pages::{branding, catalogue_for, render, texts_json};
 use crate::http::sale_views::SaleViews;
 use crate::store::{SaleStore, Store, set_up_sale};
 use crate::words::RoomId;
 use crate::words::clock::{Clock, rfc3339_ms};
 use crate::words::credentials::Credentials;
+use crate::words::page::PageBranding;
 use crate::words::sale::{
     Claim, ClaimState, ClaimView, SaleRequest, SaleView, SeatState, Want, WantBody,
 };
@@ -275,6 +276,9 @@ pub struct SalePage {
     pub room_name: String,
     /// The `sale.` texts, for `static/sale*.js`.
     pub texts_json: String,
+    /// The room's branding: title, headline, logo, colours, footer.
+    pub page: PageBranding,
+    pub room_style_url: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -396,15 +400,18 @@ async fn page(
         }
         return response.finish();
     }
-    let room_name = match store.room(&room).await {
-        Ok(info) => info.config.name,
-        Err(_) => room.to_string(),
+    let (room_name, page) = match store.room(&room).await {
+        Ok(info) => (info.config.name, info.config.page),
+        Err(_) => (room.to_string(), PageBranding::default()),
     };
     let t = catalogue_for(&req);
-    render(&SalePage {
+    let page_answer = render(&SalePage {
         t,
         room_id: room.to_string(),
         room_name,
         texts_json: texts_json(t, "sale."),
-    })
+        room_style_url: branding::stylesheet_url(&room, &page),
+        page: page.clone(),
+    });
+    branding::with_policy(page_answer, &page)
 }

@@ -12,6 +12,7 @@ pub mod draw;
 pub mod join_limit;
 mod model;
 pub mod operations;
+pub mod page;
 pub mod pow;
 pub mod return_url;
 pub mod room_table;

@@ -9,6 +9,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::words::clock::{Millis, Moment};
 use crate::words::draw::{DrawInfo, EntryId};
+use crate::words::page::{PageBranding, PagePatch, is_deceptive};
 use crate::words::wire_enum;
 
 /// A room's slug: `[a-z0-9-]{1,64}`. Cheap to clone.
@@ -138,6 +139,9 @@ pub struct RoomConfig {
     /// waiting is told `closed`, `sold_out`, and so is every new arrival.
     #[serde(default = "yes")]
     pub close_when_sold_out: bool,
+    /// The operator's branding of the waiting and sale pages.
+    #[serde(default)]
+    pub page: PageBranding,
 }
 
 fn yes() -> bool {
@@ -257,6 +261,10 @@ pub struct RoomPatch {
     #[schema(value_type = Option<Moment>)]
     pub closes_at: Option<Option<Moment>>,
     pub close_when_sold_out: Option<bool>,
+    /// The fields given change; `null` removes every one.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<PagePatch>)]
+    pub page: Option<Option<PagePatch>>,
 }
 
 /// A field that may be absent (unchanged) or `null` (removed).
@@ -331,6 +339,11 @@ impl RoomPatch {
         if let Some(v) = self.close_when_sold_out {
             next.close_when_sold_out = v;
         }
+        match &self.page {
+            Some(Some(patch)) => next.page = patch.apply_to(&next.page),
+            Some(None) => next.page = PageBranding::default(),
+            None => {}
+        }
         next.validate()?;
         Ok(next)
     }
@@ -356,6 +369,7 @@ impl RoomConfig {
             opens_at: None,
             closes_at: None,
             close_when_sold_out: true,
+            page: PageBranding::default(),
         }
     }
 
@@ -421,6 +435,7 @@ impl RoomConfig {
         {
             return Err("closes_at must be after opens_at".into());
         }
+        self.page.validate()?;
         if self.user_required && self.user_key.is_none() {
             return Err(
                 "user_required needs a user_key: without one no user token can be checked".into(),
@@ -428,12 +443,6 @@ impl RoomConfig {
         }
         Ok(())
     }
-}
-
-/// Characters that make a name show something other than it says:
-/// controls, and the bidirectional embeddings, overrides and isolates.
-fn is_deceptive(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
 /// Where admitted visitors go: an absolute http(s) URL with a host, or a

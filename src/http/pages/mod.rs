@@ -2,7 +2,9 @@
 //! the static assets they use (embedded in the binary, so it runs anywhere).
 //! Their texts come from the catalogues of `i18n`.
 
+pub mod branding;
 pub mod i18n;
+pub mod operator_templates;
 
 use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
@@ -15,11 +17,14 @@ use crate::http::openapi::RoomPath;
 use crate::store::{Store, StoreError};
 use crate::words::clock::{Clock, rfc3339};
 use crate::words::credentials::{CredentialError, Credentials};
+use crate::words::page::PageBranding;
 use crate::words::{DEFAULT_ABANDON_AFTER_S, RoomId};
 use i18n::Catalogue;
+use operator_templates::{OperatorTemplates, PageVars, RoomPageVars, RoomVars};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/rooms/{room}").get(room_page))
+        .service(web::resource("/rooms/{room}/style.css").get(branding::room_stylesheet))
         .service(web::resource("/demo/target").get(demo_target))
         .service(web::resource("/static/{file}").get(asset))
         .service(web::resource("/").get(index));
@@ -45,15 +50,20 @@ pub fn accept_language(req: &HttpRequest) -> Option<&str> {
 /// Renders a template as an uncached HTML page.
 pub fn render(page: &impl Template) -> HttpResponse {
     match page.render() {
-        Ok(html) => HttpResponse::Ok()
-            .content_type("text/html; charset=utf-8")
-            .insert_header((header::CACHE_CONTROL, "no-store"))
-            .body(html),
+        Ok(html) => html_page(html),
         Err(error) => {
             tracing::error!(%error, "template failed to render");
             ApiError::Internal.error_response()
         }
     }
+}
+
+/// A rendered page, uncached.
+fn html_page(html: String) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/html; charset=utf-8")
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .body(html)
 }
 
 #[derive(Template)]
@@ -74,6 +84,15 @@ pub struct RoomPage {
     /// cannot read): the visitor is coming back, so the script asks where
     /// their place stands before joining.
     pub returning: bool,
+    /// The tab's title, the line at the top and the introduction: the
+    /// room's `page` ones, else the defaults.
+    pub title: String,
+    pub headline: String,
+    pub intro: String,
+    /// The operator's page fields (logo, message, footer).
+    pub page: PageBranding,
+    /// The room's colours (`branding::stylesheet_url`), if it sets any.
+    pub room_style_url: Option<String>,
 }
 
 /// How long a place is kept while its visitor is away, in `t`'s words:
@@ -137,6 +156,7 @@ async fn room_page(
     req: HttpRequest,
     path: web::Path<String>,
     store: web::Data<dyn Store>,
+    templates: web::Data<OperatorTemplates>,
 ) -> HttpResponse {
     let t = catalogue_for(&req);
     let missing = || {
@@ -150,29 +170,87 @@ async fn room_page(
     let Some(room) = RoomId::parse(&path) else {
         return missing();
     };
-    let (room_name, site_url, abandon_after_s) = match store.room(&room).await {
+    let (room_name, site_url, abandon_after_s, page) = match store.room(&room).await {
         Ok(info) => (
             info.config.name,
             site_of(&info.config.target_url),
             info.config.abandon_after_s,
+            info.config.page,
         ),
         Err(StoreError::RoomNotFound(_) | StoreError::RoomClosed(_)) => return missing(),
         // The page itself still loads; its script retries the join.
         Err(error) => {
             tracing::warn!(%room, %error, "store unavailable while rendering the room page");
-            (room.to_string(), "/".into(), DEFAULT_ABANDON_AFTER_S)
+            (
+                room.to_string(),
+                "/".into(),
+                DEFAULT_ABANDON_AFTER_S,
+                PageBranding::default(),
+            )
         }
     };
-    render(&RoomPage {
-        t,
-        room_id: room.to_string(),
-        room_name,
-        texts_json: texts_json(t, "room."),
-        site_url,
-        keep_open: t.fill("room.keep_open", "time", kept_away(t, abandon_after_s)),
-        abandon_after_s,
-        returning: req.cookie(&ticket_cookie_name(&room)).is_some(),
-    })
+    let texts_json = texts_json(t, "room.");
+    let keep_open = t.fill("room.keep_open", "time", kept_away(t, abandon_after_s));
+    let returning = req.cookie(&ticket_cookie_name(&room)).is_some();
+    let title = page
+        .title
+        .clone()
+        .unwrap_or_else(|| format!("{room_name} · {}", t.text("room.page_title")));
+    let headline = page.headline.clone().unwrap_or_else(|| room_name.clone());
+    let intro = page
+        .message
+        .clone()
+        .unwrap_or_else(|| t.text("room.intro").to_string());
+    let room_style_url = branding::stylesheet_url(&room, &page);
+    let csp = branding::content_security_policy(&page);
+    let room_texts = t
+        .page_texts("room.")
+        .into_iter()
+        .map(|(key, text)| (key.strip_prefix("room.").unwrap_or(key), text))
+        .collect();
+    let operators = templates.render(
+        &room,
+        &RoomPageVars {
+            room: RoomVars {
+                id: room.as_str(),
+                name: &room_name,
+            },
+            page: PageVars::from(&page),
+            lang: t.lang(),
+            texts: room_texts,
+            texts_json: &texts_json,
+            title: &title,
+            headline: &headline,
+            intro: &intro,
+            keep_open: &keep_open,
+            abandon_after_s,
+            returning,
+            site_url: &site_url,
+            script_url: "/static/room.js",
+            style_url: "/static/style.css",
+            room_style_url: room_style_url.as_deref(),
+            csp: &csp,
+        },
+    );
+    let response = match operators {
+        Some(html) => html_page(html),
+        None => render(&RoomPage {
+            t,
+            room_id: room.to_string(),
+            room_name,
+            texts_json,
+            site_url,
+            keep_open,
+            abandon_after_s,
+            returning,
+            title,
+            headline,
+            intro,
+            page: page.clone(),
+            room_style_url,
+        }),
+    };
+    branding::with_policy(response, &page)
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -276,6 +354,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         "admin.js",
         "text/javascript; charset=utf-8",
         include_str!("../../../static/admin.js"),
+    ),
+    (
+        "admin-preview.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/admin-preview.js"),
     ),
     (
         "admin-state.js",

@@ -29,6 +29,7 @@ use crate::words::chance::{Dice, OsChance, SharedChance};
 use crate::words::clock::SharedClock;
 use crate::words::clock::{Millis, Moment};
 use crate::words::draw::{self, DrawInfo, DrawKey, DrawSeed, EntryId};
+use crate::words::page::PageBranding;
 use crate::words::room_table::{Applied, RoomTable, TableHash};
 use crate::words::sale::Stock;
 use crate::words::{
@@ -410,6 +411,15 @@ fn config_args(config: &RoomConfig) -> Vec<String> {
                 .map(|at| at.0.to_string())
                 .unwrap_or_default(),
         ),
+        // The page as its JSON, '' for none: the scripts store it as given.
+        (
+            "page",
+            if config.page.is_empty() {
+                String::new()
+            } else {
+                serde_json::to_string(&config.page).unwrap_or_default()
+            },
+        ),
     ]
     .into_iter()
     .flat_map(|(field, value)| [field.to_string(), value])
@@ -455,6 +465,10 @@ fn parse_info(room: &RoomId, wire: WireRoomInfo) -> Option<RoomRecord> {
             .map(Moment),
         opens_at: field("opens_at").and_then(|at| at.parse().ok()).map(Moment),
         close_when_sold_out: field("close_when_sold_out").as_deref() != Some("0"),
+        page: match field("page").filter(|page| !page.is_empty()) {
+            Some(json) => serde_json::from_str(&json).ok()?,
+            None => PageBranding::default(),
+        },
     };
     let stats = RoomStats {
         waiting: wire.waiting,
