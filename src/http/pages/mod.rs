@@ -157,6 +157,7 @@ async fn room_page(
     path: web::Path<String>,
     store: web::Data<dyn Store>,
     templates: web::Data<OperatorTemplates>,
+    clock: web::Data<dyn Clock>,
 ) -> HttpResponse {
     let t = catalogue_for(&req);
     let missing = || {
@@ -231,6 +232,7 @@ async fn room_page(
             room_style_url: room_style_url.as_deref(),
             csp: &csp,
         },
+        clock.now_ms(),
     );
     let response = match operators {
         Some(html) => html_page(html),

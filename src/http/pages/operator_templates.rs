@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use minijinja::{Environment, UndefinedBehavior, Value};
 use serde::Serialize;
 
+use crate::http::refusal_log::RefusalLog;
 use crate::words::RoomId;
+use crate::words::clock::Millis;
 use crate::words::page::PageBranding;
 
 /// The template every room uses unless it has its own.
@@ -25,6 +27,9 @@ pub struct OperatorTemplates {
     env: Environment<'static>,
     /// The templates that did not parse (or could not be read), and why.
     broken: BTreeMap<String, String>,
+    /// A failing template is tried on every page view: one warning per
+    /// template every 10 s, saying how many were left out, not one a view.
+    warnings: RefusalLog,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -125,6 +130,7 @@ impl OperatorTemplates {
             dir: Some(dir.to_path_buf()),
             env: environment(),
             broken: BTreeMap::new(),
+            warnings: RefusalLog::default(),
         };
         for entry in std::fs::read_dir(dir).map_err(unreadable)? {
             let entry = entry.map_err(unreadable)?;
@@ -164,16 +170,25 @@ impl OperatorTemplates {
     }
 
     /// The operator's page for `room`, or `None` for the built-in one (no
-    /// template for it, or one that fails: then a warning says why).
-    pub fn render(&self, room: &RoomId, vars: &RoomPageVars<'_>) -> Option<String> {
+    /// template for it, or one that fails at `now`: then a warning says why).
+    pub fn render(&self, room: &RoomId, vars: &RoomPageVars<'_>, now: Millis) -> Option<String> {
         let name = self.template_for(room)?;
-        let dir = self
-            .dir
-            .as_deref()
-            .map(|d| d.display().to_string())
-            .unwrap_or_default();
+        let warn = |error: &str, message: &str| {
+            let Some(left_out) = self.warnings.admit(&name, now) else {
+                return;
+            };
+            let dir = self
+                .dir
+                .as_deref()
+                .map(|d| d.display().to_string())
+                .unwrap_or_default();
+            tracing::warn!(%room, template = %name, %dir, %error, left_out, "{message}");
+        };
         if let Some(error) = self.broken.get(&name) {
-            tracing::warn!(%room, template = %name, %dir, %error, "operator template did not load: showing the built-in page");
+            warn(
+                error,
+                "operator template did not load: showing the built-in page",
+            );
             return None;
         }
         let rendered = self
@@ -183,8 +198,10 @@ impl OperatorTemplates {
         match rendered {
             Ok(html) => Some(html),
             Err(error) => {
-                let error = describe(&error);
-                tracing::warn!(%room, template = %name, %dir, %error, "operator template failed to render: showing the built-in page");
+                warn(
+                    &describe(&error),
+                    "operator template failed to render: showing the built-in page",
+                );
                 None
             }
         }
