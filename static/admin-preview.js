@@ -40,6 +40,7 @@ function draw(form, figure) {
   const page = part('page');
   const headline = value(form, 'page_headline').trim();
   setText(part('headline'), headline || figure.getAttribute('data-name') || '');
+  part('headline').classList.toggle('brand-headline', headline !== '');
   const message = value(form, 'page_message');
   const intro = part('message');
   if (intro && !intro.hasAttribute('data-default')) intro.setAttribute('data-default', intro.textContent);
@@ -71,9 +72,9 @@ function draw(form, figure) {
   if (COLOUR.test(accent)) {
     page.style.setProperty('--accent', accent);
     page.style.setProperty('--accent-text', isDark(accent) ? '#ffffff' : '#0b1524');
+    page.style.setProperty('--accent-soft', 'color-mix(in srgb, ' + accent + ' 16%, var(--surface))');
   } else {
-    page.style.removeProperty('--accent');
-    page.style.removeProperty('--accent-text');
+    for (const name of ['--accent', '--accent-text', '--accent-soft']) page.style.removeProperty(name);
   }
   form.querySelectorAll('[name^="page_"]').forEach(function (input) {
     const bad = input.value.trim() !== '' && (

@@ -722,6 +722,11 @@ async fn the_admin_page_previews_the_branding_as_it_is_typed_and_saves_it() {
         computed(&browser, "#preview-drop .preview-fill", "background-color").await,
         "rgb(255, 191, 71)"
     );
+    assert_eq!(
+        computed(&browser, preview, "color").await,
+        "rgb(255, 191, 71)",
+        "the headline in the accent colour, as on the page"
+    );
     // A colour the server would refuse is marked as the operator types.
     let field = browser
         .find(Locator::Id("edit-drop-page_accent_color"))
@@ -739,9 +744,10 @@ async fn the_admin_page_previews_the_branding_as_it_is_typed_and_saves_it() {
     assert!(invalid.is_some(), "marked invalid");
     field.clear().await.unwrap();
     field.send_keys("#ffbf47").await.unwrap();
+    let element = browser.find(Locator::Id("edit-drop-page")).await.unwrap();
+    let png = element.screenshot().await.unwrap();
+    std::fs::write(repo("docs/src/images/admin-branding.png"), &png).unwrap();
     if let Some(dir) = std::env::var_os("WAITROOM_SCREENSHOT_DIR") {
-        let element = browser.find(Locator::Id("edit-drop-page")).await.unwrap();
-        let png = element.screenshot().await.unwrap();
         std::fs::write(Path::new(&dir).join("admin-branding.png"), png).unwrap();
     }
 
