@@ -95,6 +95,39 @@ pub struct RoomPage {
     pub room_style_url: Option<String>,
 }
 
+impl RoomPage {
+    /// What an operator's template is given: this page's own values
+    /// (docs/src/branding.md lists them), under the policy `csp`.
+    fn template_vars<'a>(&'a self, csp: &'a str) -> RoomPageVars<'a> {
+        RoomPageVars {
+            room: RoomVars {
+                id: &self.room_id,
+                name: &self.room_name,
+            },
+            page: PageVars::from(&self.page),
+            lang: self.t.lang(),
+            texts: self
+                .t
+                .page_texts("room.")
+                .into_iter()
+                .map(|(key, text)| (key.strip_prefix("room.").unwrap_or(key), text))
+                .collect(),
+            texts_json: &self.texts_json,
+            title: &self.title,
+            headline: &self.headline,
+            intro: &self.intro,
+            keep_open: &self.keep_open,
+            abandon_after_s: self.abandon_after_s,
+            returning: self.returning,
+            site_url: &self.site_url,
+            script_url: "/static/room.js",
+            style_url: "/static/style.css",
+            room_style_url: self.room_style_url.as_deref(),
+            csp,
+        }
+    }
+}
+
 /// How long a place is kept while its visitor is away, in `t`'s words:
 /// whole minutes (rounded down: the place is kept at least that long),
 /// or seconds under a minute. `static/room.js` says it the same way.
@@ -190,69 +223,34 @@ async fn room_page(
             )
         }
     };
-    let texts_json = texts_json(t, "room.");
-    let keep_open = t.fill("room.keep_open", "time", kept_away(t, abandon_after_s));
-    let returning = req.cookie(&ticket_cookie_name(&room)).is_some();
-    let title = page
-        .title
-        .clone()
-        .unwrap_or_else(|| format!("{room_name} · {}", t.text("room.page_title")));
-    let headline = page.headline.clone().unwrap_or_else(|| room_name.clone());
-    let intro = page
-        .message
-        .clone()
-        .unwrap_or_else(|| t.text("room.intro").to_string());
-    let room_style_url = branding::stylesheet_url(&room, &page);
-    let csp = branding::content_security_policy(&page);
-    let room_texts = t
-        .page_texts("room.")
-        .into_iter()
-        .map(|(key, text)| (key.strip_prefix("room.").unwrap_or(key), text))
-        .collect();
-    let operators = templates.render(
-        &room,
-        &RoomPageVars {
-            room: RoomVars {
-                id: room.as_str(),
-                name: &room_name,
-            },
-            page: PageVars::from(&page),
-            lang: t.lang(),
-            texts: room_texts,
-            texts_json: &texts_json,
-            title: &title,
-            headline: &headline,
-            intro: &intro,
-            keep_open: &keep_open,
-            abandon_after_s,
-            returning,
-            site_url: &site_url,
-            script_url: "/static/room.js",
-            style_url: "/static/style.css",
-            room_style_url: room_style_url.as_deref(),
-            csp: &csp,
-        },
-        clock.now_ms(),
-    );
+    let built_in = RoomPage {
+        t,
+        room_id: room.to_string(),
+        texts_json: texts_json(t, "room."),
+        site_url,
+        keep_open: t.fill("room.keep_open", "time", kept_away(t, abandon_after_s)),
+        abandon_after_s,
+        returning: req.cookie(&ticket_cookie_name(&room)).is_some(),
+        title: page
+            .title
+            .clone()
+            .unwrap_or_else(|| format!("{room_name} · {}", t.text("room.page_title"))),
+        headline: page.headline.clone().unwrap_or_else(|| room_name.clone()),
+        intro: page
+            .message
+            .clone()
+            .unwrap_or_else(|| t.text("room.intro").to_string()),
+        room_style_url: branding::stylesheet_url(&room, &page),
+        room_name,
+        page,
+    };
+    let csp = branding::content_security_policy(&built_in.page);
+    let operators = templates.render(&room, &built_in.template_vars(&csp), clock.now_ms());
     let response = match operators {
         Some(html) => html_page(html),
-        None => render(&RoomPage {
-            t,
-            room_id: room.to_string(),
-            room_name,
-            texts_json,
-            site_url,
-            keep_open,
-            abandon_after_s,
-            returning,
-            title,
-            headline,
-            intro,
-            page: page.clone(),
-            room_style_url,
-        }),
+        None => render(&built_in),
     };
-    branding::with_policy(response, &page)
+    branding::with_policy(response, &built_in.page)
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
