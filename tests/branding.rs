@@ -338,7 +338,12 @@ const SHARED_TEMPLATE: &str = r#"<!doctype html>
 async fn the_operator_s_template_renders_a_room_s_own_winning_and_a_broken_one_falls_back() {
     let (app, _dir) = app_with_templates(&[
         ("room.html", SHARED_TEMPLATE),
-        ("room-vip.html", "<p id=\"vip\">VIP {{ room.name }}</p>"),
+        // A page may extend another file of the directory.
+        ("layout.html", "<main>{% block body %}{% endblock %}</main>"),
+        (
+            "room-vip.html",
+            "{% extends \"layout.html\" %}{% block body %}<p id=\"vip\">VIP {{ room.name }}</p>{% endblock %}",
+        ),
         // Does not parse: given way to at every request.
         ("room-broken.html", "<p>{% if %}</p>"),
         // Parses, fails as it renders: the name is misspelt.
@@ -384,7 +389,7 @@ async fn the_operator_s_template_renders_a_room_s_own_winning_and_a_broken_one_f
 
     let vip = app.get_text("/rooms/vip").await;
     assert_eq!(
-        vip, r#"<p id="vip">VIP Room vip</p>"#,
+        vip, r#"<main><p id="vip">VIP Room vip</p></main>"#,
         "the room's own wins"
     );
 

@@ -1,6 +1,7 @@
 //! The operator's own waiting page (`--templates-dir`, api.md "The page:
 //! branding and languages"): `room-{room}.html` for one room, else
-//! `room.html`, read once at start and rendered with minijinja (HTML
+//! `room.html` (either may extend or include the directory's other `.html`
+//! files), read once at start and rendered with minijinja (HTML
 //! autoescaped) from the variables docs/src/branding.md lists. A template
 //! that did not load or does not render gives way to the built-in page,
 //! and a warning says which room, which file and why.
@@ -103,13 +104,11 @@ impl<'a> From<&'a PageBranding> for PageVars<'a> {
     }
 }
 
-/// Whether `name` is one of the templates this directory may hold.
-fn is_room_template(name: &str) -> bool {
-    name == SHARED
-        || name
-            .strip_prefix("room-")
-            .and_then(|rest| rest.strip_suffix(".html"))
-            .is_some_and(|room| RoomId::parse(room).is_some())
+/// Whether `name` is a template: every `.html` file is read, so that the
+/// pages (`room.html`, `room-{room}.html`) may `{% extends %}` or
+/// `{% include %}` the others.
+fn is_template(name: &str) -> bool {
+    name.ends_with(".html")
 }
 
 impl OperatorTemplates {
@@ -118,7 +117,7 @@ impl OperatorTemplates {
         Self::default()
     }
 
-    /// Reads `room.html` and every `room-{room}.html` in `dir`. A directory
+    /// Reads every `.html` file in `dir` (not its subdirectories). A directory
     /// that cannot be read stops the start; a template that does not parse
     /// is logged now and gives way to the built-in page when used.
     pub fn load(dir: &Path) -> Result<Self, TemplatesDirError> {
@@ -137,7 +136,7 @@ impl OperatorTemplates {
             let Some(name) = entry.file_name().to_str().map(str::to_string) else {
                 continue;
             };
-            if !is_room_template(&name) {
+            if !is_template(&name) {
                 continue;
             }
             let loaded = std::fs::read_to_string(entry.path())
