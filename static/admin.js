@@ -3,12 +3,14 @@
 // in step with config changed elsewhere without touching a field the
 // operator is editing, follows each room's sale (stock left, holds, orders),
 // and asks before closing a room or replacing a sale. The forms themselves
-// post normally, with their CSRF field. Its state lives in admin-state.js.
+// post normally, with their CSRF field. Its state lives in admin-state.js,
+// the preview of each room's waiting page in admin-preview.js.
 import { $, isNonNegative, pad2 } from './lib-dom.js';
 import { request, backoff } from './lib-api.js';
 import { t } from './lib-i18n.js';
 import { drawRoom } from './admin-chart.js';
 import { createAdminState, recordSample, saleCheckDue, noteNoSale, noteSale } from './admin-state.js';
+import { startPreviews, redraw } from './admin-preview.js';
 
 const REFRESH_MS = 1000;
 const RETRY = { base: REFRESH_MS, max: 15000, cap: 4 };
@@ -16,6 +18,8 @@ const RETRY = { base: REFRESH_MS, max: 15000, cap: 4 };
 const NO_SALE_RECHECK_MS = 5000;
 const STATS = ['pre_queue', 'waiting', 'active', 'admitted_total', 'admitted_last_minute', 'oldest_wait_seconds', 'turned_away', 'no_shows', 'bypassed'];
 const CONFIG = ['admit_per_tick', 'tick_ms', 'max_active', 'pass_ttl_s', 'abandon_after_s', 'arrival_grace_s', 'paused', 'user_required', 'pow_difficulty', 'notice', 'queue_method', 'close_when_sold_out', 'closes_at', 'opens_at', 'bypass_networks'];
+// The room's `page` fields, as the form names them (`page_title`, …).
+const PAGE = ['title', 'headline', 'message', 'logo_url', 'accent_color', 'background_color', 'footer'];
 
 const live = $('live-status');
 const st = createAdminState();
@@ -141,6 +145,10 @@ function apply(data) {
     if (form) {
       for (const key of CONFIG) {
         if (Object.prototype.hasOwnProperty.call(r, key)) syncField(form, key, r[key]);
+      }
+      if (r.page && typeof r.page === 'object') {
+        for (const key of PAGE) syncField(form, 'page_' + key, r.page[key]);
+        redraw(form);
       }
     }
   }
@@ -338,5 +346,6 @@ window.addEventListener('pageshow', function () {
   forms.forEach((form) => form.removeAttribute('data-sent'));
 });
 
+startPreviews();
 if ($('rooms-table') || $('no-rooms')) refresh();
 if (saleSections.length) refreshSales();

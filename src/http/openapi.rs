@@ -97,6 +97,7 @@ pub struct ClaimPath {
         super::admin::page::close_room,
         super::admin::page::set_up_sale,
         super::pages::room_page,
+        super::pages::branding::room_stylesheet,
         super::pages::demo_target,
         super::pages::asset,
         super::pages::index,

@@ -15,10 +15,12 @@ use crate::words::clock::Millis;
 pub const WINDOW_MS: Millis = 10_000;
 
 /// Decides which refusal lines are written (see the module's header).
-/// Kinds are the codes of our errors, a bounded set, so the map is too.
+/// Kinds are the codes of our errors, a bounded set, so the map is too
+/// (the operator's templates use one of their own per template file, also
+/// bounded: `pages::operator_templates`).
 #[derive(Default)]
 pub struct RefusalLog {
-    kinds: Mutex<HashMap<&'static str, Window>>,
+    kinds: Mutex<HashMap<String, Window>>,
 }
 
 /// One kind's current window.
@@ -33,7 +35,7 @@ impl RefusalLog {
     /// Whether to write a line of `kind` at `now`: `Some(left_out)` to
     /// write it, saying how many of its kind were left out since the last
     /// one written; `None` to leave it out (it is counted).
-    pub fn admit(&self, kind: &'static str, now: Millis) -> Option<u64> {
+    pub fn admit(&self, kind: &str, now: Millis) -> Option<u64> {
         let mut kinds = self.kinds.lock();
         match kinds.get_mut(kind) {
             Some(window) if now < window.opened_at.saturating_add(WINDOW_MS) => {
@@ -50,7 +52,7 @@ impl RefusalLog {
             }
             None => {
                 kinds.insert(
-                    kind,
+                    kind.to_string(),
                     Window {
                         opened_at: now,
                         left_out: 0,

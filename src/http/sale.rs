@@ -13,13 +13,14 @@ use crate::http::extractors::{
 };
 use crate::http::openapi::{ClaimPath, RoomPath};
 use crate::http::pages::i18n::Catalogue;
-use crate::http::pages::{page_language, render, texts_json};
+use crate::http::pages::{branding, page_language, render, texts_json};
 use crate::http::sale_views::SaleViews;
 use crate::store::{SaleStore, Store, set_up_sale};
 use crate::words::RoomId;
 use crate::words::clock::{Clock, rfc3339_ms};
 use crate::words::credentials::Credentials;
 use crate::words::language::Language;
+use crate::words::page::PageBranding;
 use crate::words::sale::{
     Claim, ClaimState, ClaimView, SaleRequest, SaleView, SeatState, Want, WantBody,
 };
@@ -276,6 +277,9 @@ pub struct SalePage {
     pub room_name: String,
     /// The `sale.` texts, for `static/sale*.js`.
     pub texts_json: String,
+    /// The room's branding: title, headline, logo, colours, footer.
+    pub page: PageBranding,
+    pub room_style_url: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -399,16 +403,23 @@ async fn page(
         }
         return language.kept(response.finish());
     }
-    let (room_name, room_language) = match store.room(&room).await {
-        Ok(info) => (info.config.name, info.config.language),
-        Err(_) => (room.to_string(), Language::default()),
+    let (room_name, room_language, page) = match store.room(&room).await {
+        Ok(info) => (info.config.name, info.config.language, info.config.page),
+        Err(_) => (
+            room.to_string(),
+            Language::default(),
+            PageBranding::default(),
+        ),
     };
     let language = page_language(&req, room_language);
     let t = language.t;
-    language.kept(render(&SalePage {
+    let page_answer = render(&SalePage {
         t,
         room_id: room.to_string(),
         room_name,
         texts_json: texts_json(t, "sale."),
-    }))
+        room_style_url: branding::stylesheet_url(&room, &page),
+        page: page.clone(),
+    });
+    language.kept(branding::with_policy(page_answer, &page))
 }

@@ -9,7 +9,8 @@
 //! - [`ClientRules`]: who a request's client is, and how often it may join;
 //! - [`ServerSettings`]: cookies and body deadlines, read by middleware;
 //! - [`Ops`]: metrics and draining, for the operations endpoints;
-//! - `web::Data<RefusalLog>`: the rate limit on lines about refused requests.
+//! - `web::Data<RefusalLog>`: the rate limit on lines about refused requests;
+//! - `web::Data<OperatorTemplates>`: the operator's waiting-page templates.
 //!
 //! [`AppParts`] holds one handle on each, for start-up to build and register.
 
@@ -22,6 +23,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::http::client_address::TrustedProxies;
 use crate::http::login_guard::LoginGuard;
+use crate::http::pages::operator_templates::OperatorTemplates;
 use crate::http::refusal_log::RefusalLog;
 use crate::http::sale_views::SaleViews;
 use crate::live::hub::Hub;
@@ -130,6 +132,8 @@ pub struct AppParts {
     pub clients: web::Data<ClientRules>,
     pub server: web::Data<ServerSettings>,
     pub ops: web::Data<Ops>,
+    /// The operator's own waiting pages (`--templates-dir`), if any.
+    pub templates: web::Data<OperatorTemplates>,
 }
 
 impl AppParts {
@@ -145,6 +149,7 @@ impl AppParts {
             .app_data(self.refusal_log.clone())
             .app_data(self.clients.clone())
             .app_data(self.server.clone())
-            .app_data(self.ops.clone());
+            .app_data(self.ops.clone())
+            .app_data(self.templates.clone());
     }
 }

@@ -178,6 +178,13 @@ pub struct Settings {
     #[arg(long, env = "WAITROOM_ROOMS", value_name = "FILE")]
     pub rooms: Option<std::path::PathBuf>,
 
+    /// A directory holding the operator's own waiting page: `room.html`
+    /// for every room, `room-{room}.html` for one (docs/src/branding.md
+    /// lists the variables). Read once at start; a template that fails to
+    /// load or render gives way to the built-in page, with a warning.
+    #[arg(long, env = "WAITROOM_TEMPLATES_DIR", value_name = "DIR")]
+    pub templates_dir: Option<std::path::PathBuf>,
+
     // --- Who else may call: origin tokens and CORS (issue 29, items 7 and 8).
     /// A token the protected site (the origin) uses to revoke passes
     /// (`POST /api/admin/rooms/{room}/passes/revoke`) and to call

@@ -19,6 +19,7 @@ use actix_web::web;
 
 use crate::http::client_address::TrustedProxies;
 use crate::http::ops;
+use crate::http::pages::operator_templates::{OperatorTemplates, TemplatesDirError};
 use crate::http::state::{AdminAccess, AppParts, ClientRules, Live, Ops, ServerSettings};
 use crate::live::hub::Hub;
 use crate::live::promoter::{Promoter, Wakeups};
@@ -59,6 +60,8 @@ pub enum StartError {
     Demo(String),
     #[error(transparent)]
     Rooms(#[from] rooms_file::RoomsFileError),
+    #[error(transparent)]
+    Templates(#[from] TemplatesDirError),
     #[error(
         "the admin token must be at least {min} characters (it has {given}); leave it out to have a strong one generated"
     )]
@@ -365,6 +368,10 @@ impl Application {
         // connected to yet shows 0, not nothing.
         metrics::gauge!("waitroom_sockets_open").set(hub.registry().open_sockets() as f64);
         let draining = Arc::new(AtomicBool::new(false));
+        let templates = match &settings.templates_dir {
+            Some(dir) => OperatorTemplates::load(dir)?,
+            None => OperatorTemplates::none(),
+        };
         let parts = AppParts {
             store: web::Data::from(store.clone()),
             sale: web::Data::from(sale.clone()),
@@ -398,6 +405,7 @@ impl Application {
                 metrics_elsewhere: settings.metrics_listen.is_some(),
                 draining: draining.clone(),
             }),
+            templates: web::Data::new(templates),
         };
         let (listener, listening) = listen(&settings.listen)
             .and_then(|listener| Ok((listener.try_clone()?, listener)))

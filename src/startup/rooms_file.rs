@@ -285,7 +285,8 @@ impl Reader<'_> {
 }
 
 /// The field a message of the admin API's checks is about: its messages
-/// start with the field's name ("tick_ms must be between…"); a key read
+/// start with the field's name ("tick_ms must be between…", or
+/// "page.logo_url must be…" for a field of the `page` table); a key read
 /// from `user_key_file` is blamed on that line.
 fn blamed<'a>(message: &str, fields: &'a [Field]) -> Option<&'a Field> {
     fields
@@ -297,7 +298,7 @@ fn blamed<'a>(message: &str, fields: &'a [Field]) -> Option<&'a Field> {
             };
             message
                 .strip_prefix(name)
-                .is_some_and(|rest| rest.starts_with([' ', ':']))
+                .is_some_and(|rest| rest.starts_with([' ', ':', '.']))
         })
         .max_by_key(|(key, _)| key.get_ref().len())
 }
@@ -403,6 +404,19 @@ mod tests {
                 &["field `closes_at`", "closes_at must be after opens_at"],
             ),
             (
+                &format!("{HEAD}page = {{ title = \"Drop\", accent_color = \"red\" }}\n"),
+                5,
+                &[
+                    "field `page`",
+                    "page.accent_color must be a colour written #rrggbb",
+                ],
+            ),
+            (
+                &format!("{HEAD}\n[room.page]\nheadline = \"Drop\"\ncolour = \"#ffffff\"\n"),
+                6,
+                &["field `page`", "unknown field `colour`"],
+            ),
+            (
                 &format!("{HEAD}user_required = true\n"),
                 5,
                 &["field `user_required`", "needs a user_key"],
@@ -494,6 +508,22 @@ mod tests {
         let table = file.rooms().next().unwrap();
         let config = table.patch.new_room().unwrap();
         assert_eq!(config.language.code(), "zh-Hans");
+    }
+
+    #[test]
+    fn a_page_table_is_the_room_s_branding() {
+        let file = parse(&format!(
+            "{HEAD}\n[room.page]\nheadline = \"Spring drop\"\nmessage = \"\"\"\nDoors open at ten.\nBe early.\"\"\"\nbackground_color = \"#101820\"\n"
+        ))
+        .unwrap();
+        let table = file.rooms().next().unwrap();
+        let config = table.patch.new_room().unwrap();
+        assert_eq!(config.page.headline.as_deref(), Some("Spring drop"));
+        assert_eq!(
+            config.page.message.as_deref(),
+            Some("Doors open at ten.\nBe early.")
+        );
+        assert_eq!(config.page.background_color.as_deref(), Some("#101820"));
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod language;
 mod model;
 pub mod networks;
 pub mod operations;
+pub mod page;
 pub mod pow;
 pub mod return_url;
 pub mod room_table;

@@ -11,6 +11,7 @@ use crate::words::clock::{Millis, Moment};
 use crate::words::draw::{DrawInfo, EntryId};
 use crate::words::language::Language;
 use crate::words::networks::Networks;
+use crate::words::page::{PageBranding, PagePatch, is_deceptive};
 use crate::words::wire_enum;
 
 /// A room's slug: `[a-z0-9-]{1,64}`. Cheap to clone.
@@ -150,6 +151,9 @@ pub struct RoomConfig {
     /// (neither `?lang=`, the `wr_lang` cookie nor `Accept-Language`).
     #[serde(default)]
     pub language: Language,
+    /// The operator's branding of the waiting and sale pages.
+    #[serde(default)]
+    pub page: PageBranding,
 }
 
 fn yes() -> bool {
@@ -278,6 +282,10 @@ pub struct RoomPatch {
     /// its code.
     #[schema(value_type = Option<String>, example = "ko")]
     pub language: Option<String>,
+    /// The fields given change; `null` removes every one.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<PagePatch>)]
+    pub page: Option<Option<PagePatch>>,
 }
 
 /// A field that may be absent (unchanged) or `null` (removed).
@@ -372,6 +380,11 @@ impl RoomPatch {
                 )
             })?;
         }
+        match &self.page {
+            Some(Some(patch)) => next.page = patch.apply_to(&next.page),
+            Some(None) => next.page = PageBranding::default(),
+            None => {}
+        }
         next.validate()?;
         Ok(next)
     }
@@ -399,6 +412,7 @@ impl RoomConfig {
             close_when_sold_out: true,
             bypass_networks: Networks::default(),
             language: Language::default(),
+            page: PageBranding::default(),
         }
     }
 
@@ -464,6 +478,7 @@ impl RoomConfig {
         {
             return Err("closes_at must be after opens_at".into());
         }
+        self.page.validate()?;
         if self.user_required && self.user_key.is_none() {
             return Err(
                 "user_required needs a user_key: without one no user token can be checked".into(),
@@ -471,12 +486,6 @@ impl RoomConfig {
         }
         Ok(())
     }
-}
-
-/// Characters that make a name show something other than it says:
-/// controls, and the bidirectional embeddings, overrides and isolates.
-fn is_deceptive(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
 /// Where admitted visitors go: an absolute http(s) URL with a host, or a

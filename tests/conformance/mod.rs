@@ -102,6 +102,7 @@ macro_rules! conformance_suite {
             a_solution_easier_than_the_room_asks_now_is_refused,
             a_notice_reaches_every_place_and_the_event_of_its_change,
             a_rooms_language_is_kept_as_its_code_and_a_bad_one_changes_nothing,
+            a_room_keeps_its_page_branding_field_by_field,
             reject_turns_new_arrivals_away_and_keeps_the_line,
             closes_at_turns_away_arrivals_after_it,
             passthrough_admits_every_arrival_and_then_the_line,
@@ -725,6 +726,56 @@ pub mod scenarios {
         assert_eq!(stored().await, Language::SimplifiedChinese, "nothing lost");
         h.patch(&id, r#"{"language": "pt-PT"}"#).await;
         assert_eq!(stored().await, Language::BrazilianPortuguese);
+    }
+
+    pub async fn a_room_keeps_its_page_branding_field_by_field(h: &Harness) {
+        async fn page_of(h: &Harness, room: &RoomId) -> waitroom::words::page::PageBranding {
+            h.store.room(room).await.unwrap().config.page
+        }
+        let room = h.room("r", 1, None).await;
+        assert!(
+            page_of(h, &room).await.is_empty(),
+            "a new room has the default page"
+        );
+        // Markup, quotes, a '|' and line breaks are kept as given.
+        h.patch(
+            &room,
+            r##"{"page": {"headline": "Spring \"drop\" | 봄", "message": "<b>Doors</b> at 9\nbring ID",
+                "accent_color": "#0a7a3b", "logo_url": "https://cdn.example/logo.svg"}}"##,
+        )
+        .await;
+        let first = page_of(h, &room).await;
+        assert_eq!(first.headline.as_deref(), Some("Spring \"drop\" | 봄"));
+        assert_eq!(
+            first.message.as_deref(),
+            Some("<b>Doors</b> at 9\nbring ID")
+        );
+        assert_eq!(first.accent_color.as_deref(), Some("#0a7a3b"));
+        // A later change names one field: the others stay; "" removes one.
+        h.patch(
+            &room,
+            r##"{"page": {"footer": "© Shop", "accent_color": ""}}"##,
+        )
+        .await;
+        let second = page_of(h, &room).await;
+        assert_eq!(second.footer.as_deref(), Some("© Shop"));
+        assert_eq!(second.accent_color, None);
+        assert_eq!(second.headline, first.headline);
+        assert_eq!(second.logo_url, first.logo_url);
+        // A change of another field leaves the page alone.
+        h.patch(&room, r#"{"paused": true}"#).await;
+        assert_eq!(page_of(h, &room).await, second);
+        // A bad value changes nothing.
+        let bad: RoomPatch =
+            serde_json::from_str(r##"{"page": {"background_color": "blue"}}"##).unwrap();
+        let refused = h.store.configure(&room, bad).await;
+        assert!(refused.is_err(), "{refused:?}");
+        assert_eq!(page_of(h, &room).await, second);
+        h.patch(&room, r#"{"page": null}"#).await;
+        assert!(
+            page_of(h, &room).await.is_empty(),
+            "null removes the whole page"
+        );
     }
 
     pub async fn reject_turns_new_arrivals_away_and_keeps_the_line(h: &Harness) {

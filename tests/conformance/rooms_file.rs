@@ -76,16 +76,17 @@ pub async fn an_unchanged_table_leaves_a_live_change_alone(h: &Harness) {
 }
 
 pub async fn a_changed_table_applies_only_the_fields_it_names(h: &Harness) {
-    let first = drop_table("admit_per_tick = 5\n");
+    let first = drop_table("admit_per_tick = 5\n[room.page]\nheadline = \"Drop\"\n");
     assert_eq!(apply(h, &first).await, Applied::Created);
     h.patch(
         &first.id,
-        r#"{"paused": true, "max_active": 7, "notice": "Back soon"}"#,
+        r#"{"paused": true, "max_active": 7, "notice": "Back soon", "page": {"footer": "Live"}}"#,
     )
     .await;
     let second = table(
         "[[room]]\nid = \"drop\"\nname = \"Drop, second wave\"\n\
-         target_url = \"https://shop.example/wave-2\"\nadmit_per_tick = 8\n",
+         target_url = \"https://shop.example/wave-2\"\nadmit_per_tick = 8\n\
+         [room.page]\nheadline = \"Second wave\"\n",
     );
     assert_eq!(apply(h, &second).await, Applied::Changed);
     let config = h.store.room(&first.id).await.unwrap().config;
@@ -101,6 +102,14 @@ pub async fn a_changed_table_applies_only_the_fields_it_names(h: &Harness) {
         (config.paused, config.max_active, config.notice.as_deref()),
         (true, Some(7), Some("Back soon")),
         "what the table does not name stays as the operator left it"
+    );
+    assert_eq!(
+        (
+            config.page.headline.as_deref(),
+            config.page.footer.as_deref()
+        ),
+        (Some("Second wave"), Some("Live")),
+        "so too within the page: the table's headline, the operator's footer"
     );
 
     // A room the admin API made has no table yet: the file's is applied.

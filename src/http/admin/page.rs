@@ -22,6 +22,7 @@ use crate::store::{self, SaleStore, Store};
 use crate::words::clock::{Clock, Moment, rfc3339};
 use crate::words::credentials::{AdminSession, Credentials};
 use crate::words::credentials::{constant_time_eq, random_secret};
+use crate::words::page::{PageBranding, PagePatch};
 use crate::words::{QueueMethod, RoomConfig, RoomId, RoomInfo, RoomPatch, Secret};
 
 const LOGIN_CSRF_COOKIE: &str = "wr_csrf";
@@ -94,6 +95,8 @@ pub struct AdminRoomRow {
     pub bypass_networks: String,
     pub bypassed: u64,
     pub bypassed_active: u64,
+    /// The room's page branding, each field empty for the default.
+    pub page: PageBranding,
     /// The draw, with `opens_at`: commitment, seed (empty before the
     /// opening) and entrants.
     pub draw: Option<(String, String, u64)>,
@@ -145,6 +148,7 @@ impl From<RoomInfo> for AdminRoomRow {
                 .join("\n"),
             bypassed: stats.bypassed,
             bypassed_active: stats.bypassed_active,
+            page: config.page,
             draw: draw.map(|d| (d.commitment, d.seed.unwrap_or_default(), d.entrants)),
         }
     }
@@ -187,15 +191,26 @@ async fn page(
         .collect();
     let csrf = credentials.csrf_for_session(&session);
     let t = operator_catalogue(&req);
-    Ok(render(&AdminPage {
+    let mut page = render(&AdminPage {
         t,
         texts_json: texts_json(t, "admin."),
         csrf,
         rooms,
         message,
         error,
-    }))
+    });
+    // The preview of a room's page shows its logo, wherever it is.
+    page.headers_mut().insert(
+        header::CONTENT_SECURITY_POLICY,
+        header::HeaderValue::from_static(ADMIN_CONTENT_SECURITY_POLICY),
+    );
+    Ok(page)
 }
+
+/// The policy of every answer, with images from any `https://` origin:
+/// the admin page previews each room's logo (`page.logo_url`).
+const ADMIN_CONTENT_SECURITY_POLICY: &str = "default-src 'self'; img-src 'self' data: https:; \
+     object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 /// The catalogue of an operator page: English or Korean, as the browser asks.
 fn operator_catalogue(req: &HttpRequest) -> &'static Catalogue {
@@ -373,6 +388,13 @@ struct ConfigForm {
     closes_at: Option<String>,
     opens_at: Option<String>,
     paused: Option<String>,
+    page_title: Option<String>,
+    page_headline: Option<String>,
+    page_message: Option<String>,
+    page_logo_url: Option<String>,
+    page_accent_color: Option<String>,
+    page_background_color: Option<String>,
+    page_footer: Option<String>,
 }
 
 fn number<T: std::str::FromStr>(field: &str, value: &Option<String>) -> Result<Option<T>, String> {
@@ -449,7 +471,35 @@ impl ConfigForm {
             }),
             // The form has no language field: the API and the rooms file set it.
             language: None,
+            page: self.page_patch(),
         })
+    }
+
+    /// The `page_*` fields: absent, unchanged; empty, the default. A
+    /// browser sends `\r\n` for a textarea's line breaks: kept as `\n`.
+    fn page_patch(&self) -> Option<Option<PagePatch>> {
+        let field = |value: &Option<String>| value.as_ref().map(|v| Some(v.replace("\r\n", "\n")));
+        let patch = PagePatch {
+            title: field(&self.page_title),
+            headline: field(&self.page_headline),
+            message: field(&self.page_message),
+            logo_url: field(&self.page_logo_url),
+            accent_color: field(&self.page_accent_color),
+            background_color: field(&self.page_background_color),
+            footer: field(&self.page_footer),
+        };
+        let given = [
+            &patch.title,
+            &patch.headline,
+            &patch.message,
+            &patch.logo_url,
+            &patch.accent_color,
+            &patch.background_color,
+            &patch.footer,
+        ]
+        .iter()
+        .any(|field| field.is_some());
+        given.then_some(Some(patch))
     }
 }
 
@@ -630,5 +680,19 @@ impl CsrfProtected for ConfigForm {
 impl CsrfProtected for SaleForm {
     fn csrf(&self) -> &str {
         &self.csrf
+    }
+}
+
+#[cfg(test)]
+mod policy_tests {
+    use super::ADMIN_CONTENT_SECURITY_POLICY;
+    use crate::http::middleware::CONTENT_SECURITY_POLICY;
+
+    #[test]
+    fn the_admin_policy_only_widens_images() {
+        assert_eq!(
+            ADMIN_CONTENT_SECURITY_POLICY,
+            CONTENT_SECURITY_POLICY.replace("img-src 'self' data:", "img-src 'self' data: https:")
+        );
     }
 }

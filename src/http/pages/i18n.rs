@@ -644,6 +644,11 @@ mod tests {
             Some(ADMIN_PREFIX),
             &mut faults,
         );
+        // The waiting page's defaults that the branding may replace.
+        let pages = include_str!("mod.rs");
+        let mut found = keys_after(pages, "t.text(", '"');
+        found.extend(keys_after(pages, "t.fill(", '"'));
+        check("src/http/pages/mod.rs", found, None, &mut faults);
         for key in english.texts.keys() {
             if !used.contains(key) {
                 faults.push(format!("{key} is used nowhere"));

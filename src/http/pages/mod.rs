@@ -3,7 +3,9 @@
 //! Their texts come from the catalogues of `i18n`, in the language
 //! [`page_language`] picks for the request (a `?lang=` kept in a cookie).
 
+pub mod branding;
 pub mod i18n;
+pub mod operator_templates;
 
 use actix_web::cookie::time::Duration as CookieDuration;
 use actix_web::cookie::{Cookie, SameSite};
@@ -19,11 +21,14 @@ use crate::store::{Store, StoreError};
 use crate::words::clock::{Clock, rfc3339};
 use crate::words::credentials::{CredentialError, Credentials};
 use crate::words::language::Language;
+use crate::words::page::PageBranding;
 use crate::words::{DEFAULT_ABANDON_AFTER_S, RoomId};
 use i18n::Catalogue;
+use operator_templates::{OperatorTemplates, PageVars, RoomPageVars, RoomVars};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/rooms/{room}").get(room_page))
+        .service(web::resource("/rooms/{room}/style.css").get(branding::room_stylesheet))
         .service(web::resource("/demo/target").get(demo_target))
         .service(web::resource("/static/{file}").get(asset))
         .service(web::resource("/").get(index));
@@ -93,15 +98,20 @@ pub fn accept_language(req: &HttpRequest) -> Option<&str> {
 /// Renders a template as an uncached HTML page.
 pub fn render(page: &impl Template) -> HttpResponse {
     match page.render() {
-        Ok(html) => HttpResponse::Ok()
-            .content_type("text/html; charset=utf-8")
-            .insert_header((header::CACHE_CONTROL, "no-store"))
-            .body(html),
+        Ok(html) => html_page(html),
         Err(error) => {
             tracing::error!(%error, "template failed to render");
             ApiError::Internal.error_response()
         }
     }
+}
+
+/// A rendered page, uncached.
+fn html_page(html: String) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/html; charset=utf-8")
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .body(html)
 }
 
 #[derive(Template)]
@@ -122,6 +132,48 @@ pub struct RoomPage {
     /// cannot read): the visitor is coming back, so the script asks where
     /// their place stands before joining.
     pub returning: bool,
+    /// The tab's title, the line at the top and the introduction: the
+    /// room's `page` ones, else the defaults.
+    pub title: String,
+    pub headline: String,
+    pub intro: String,
+    /// The operator's page fields (logo, message, footer).
+    pub page: PageBranding,
+    /// The room's colours (`branding::stylesheet_url`), if it sets any.
+    pub room_style_url: Option<String>,
+}
+
+impl RoomPage {
+    /// What an operator's template is given: this page's own values
+    /// (docs/src/branding.md lists them), under the policy `csp`.
+    fn template_vars<'a>(&'a self, csp: &'a str) -> RoomPageVars<'a> {
+        RoomPageVars {
+            room: RoomVars {
+                id: &self.room_id,
+                name: &self.room_name,
+            },
+            page: PageVars::from(&self.page),
+            lang: self.t.lang(),
+            texts: self
+                .t
+                .page_texts("room.")
+                .into_iter()
+                .map(|(key, text)| (key.strip_prefix("room.").unwrap_or(key), text))
+                .collect(),
+            texts_json: &self.texts_json,
+            title: &self.title,
+            headline: &self.headline,
+            intro: &self.intro,
+            keep_open: &self.keep_open,
+            abandon_after_s: self.abandon_after_s,
+            returning: self.returning,
+            site_url: &self.site_url,
+            script_url: "/static/room.js",
+            style_url: "/static/style.css",
+            room_style_url: self.room_style_url.as_deref(),
+            csp,
+        }
+    }
 }
 
 /// How long a place is kept while its visitor is away, in `t`'s words:
@@ -185,6 +237,8 @@ async fn room_page(
     req: HttpRequest,
     path: web::Path<String>,
     store: web::Data<dyn Store>,
+    templates: web::Data<OperatorTemplates>,
+    clock: web::Data<dyn Clock>,
 ) -> HttpResponse {
     let missing = || {
         let language = page_language(&req, Language::default());
@@ -198,12 +252,14 @@ async fn room_page(
     let Some(room) = RoomId::parse(&path) else {
         return missing();
     };
-    let (room_name, site_url, abandon_after_s, room_language) = match store.room(&room).await {
+    let (room_name, site_url, abandon_after_s, room_language, page) = match store.room(&room).await
+    {
         Ok(info) => (
             info.config.name,
             site_of(&info.config.target_url),
             info.config.abandon_after_s,
             info.config.language,
+            info.config.page,
         ),
         Err(StoreError::RoomNotFound(_) | StoreError::RoomClosed(_)) => return missing(),
         // The page itself still loads; its script retries the join.
@@ -214,21 +270,40 @@ async fn room_page(
                 "/".into(),
                 DEFAULT_ABANDON_AFTER_S,
                 Language::default(),
+                PageBranding::default(),
             )
         }
     };
     let language = page_language(&req, room_language);
     let t = language.t;
-    language.kept(render(&RoomPage {
+    let built_in = RoomPage {
         t,
         room_id: room.to_string(),
-        room_name,
         texts_json: texts_json(t, "room."),
         site_url,
         keep_open: t.fill("room.keep_open", "time", kept_away(t, abandon_after_s)),
         abandon_after_s,
         returning: req.cookie(&ticket_cookie_name(&room)).is_some(),
-    }))
+        title: page
+            .title
+            .clone()
+            .unwrap_or_else(|| format!("{room_name} · {}", t.text("room.page_title"))),
+        headline: page.headline.clone().unwrap_or_else(|| room_name.clone()),
+        intro: page
+            .message
+            .clone()
+            .unwrap_or_else(|| t.text("room.intro").to_string()),
+        room_style_url: branding::stylesheet_url(&room, &page),
+        room_name,
+        page,
+    };
+    let csp = branding::content_security_policy(&built_in.page);
+    let operators = templates.render(&room, &built_in.template_vars(&csp), clock.now_ms());
+    let response = match operators {
+        Some(html) => html_page(html),
+        None => render(&built_in),
+    };
+    language.kept(branding::with_policy(response, &built_in.page))
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -332,6 +407,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         "admin.js",
         "text/javascript; charset=utf-8",
         include_str!("../../../static/admin.js"),
+    ),
+    (
+        "admin-preview.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/admin-preview.js"),
     ),
     (
         "admin-state.js",

@@ -32,6 +32,7 @@ use crate::words::clock::{Millis, Moment};
 use crate::words::draw::{self, DrawInfo, DrawKey, DrawSeed, EntryId};
 use crate::words::language::Language;
 use crate::words::networks::Networks;
+use crate::words::page::PageBranding;
 use crate::words::room_table::{Applied, RoomTable, TableHash};
 use crate::words::sale::Stock;
 use crate::words::{
@@ -420,6 +421,15 @@ fn config_args(config: &RoomConfig) -> Vec<String> {
             serde_json::to_string(&config.bypass_networks).unwrap_or_default(),
         ),
         ("bypass_match", bypass_match(&config.bypass_networks)),
+        // The page as its JSON, '' for none: the scripts store it as given.
+        (
+            "page",
+            if config.page.is_empty() {
+                String::new()
+            } else {
+                serde_json::to_string(&config.page).unwrap_or_default()
+            },
+        ),
     ]
     .into_iter()
     .flat_map(|(field, value)| [field.to_string(), value])
@@ -492,6 +502,10 @@ fn parse_info(room: &RoomId, wire: WireRoomInfo) -> Option<RoomRecord> {
         language: field("language")
             .and_then(|tag| Language::from_tag(&tag))
             .unwrap_or_default(),
+        page: match field("page").filter(|page| !page.is_empty()) {
+            Some(json) => serde_json::from_str(&json).ok()?,
+            None => PageBranding::default(),
+        },
     };
     let stats = RoomStats {
         waiting: wire.waiting,

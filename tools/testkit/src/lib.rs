@@ -65,6 +65,7 @@ pub fn test_settings() -> Settings {
         drain_s: 5,
         public_url: None,
         rooms: None,
+        templates_dir: None,
         origin_tokens: Vec::new(),
         cors_origins: Vec::new(),
     }

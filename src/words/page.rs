@@ -1,0 +1,359 @@
+//! A room's branding (api.md "The page: branding and languages"): the
+//! operator's title, headline, message, logo, colours and footer shown on
+//! the waiting and sale pages, the rules they keep, and what a page needs
+//! of them (the logo's origin for the CSP, whether a colour is dark).
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// Up to this many characters across all the fields of a room's page.
+pub const MAX_PAGE_CHARS: usize = 2_000;
+
+/// A room's page: every field optional, `None` showing the default.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PageBranding {
+    /// The browser tab's title, instead of "{room name} · Waiting room".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// The line at the top of the page, instead of the room's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headline: Option<String>,
+    /// Plain text under the heading of the waiting page, instead of its
+    /// default introduction; line breaks are kept, markup is shown as text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// `https://…`, or a path on this site starting with `/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logo_url: Option<String>,
+    /// `#rrggbb`: buttons, links, the progress bar.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accent_color: Option<String>,
+    /// `#rrggbb`: the page's background (the text around it follows:
+    /// light on a dark background, dark on a light one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background_color: Option<String>,
+    /// Plain text at the foot of the page; line breaks are kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub footer: Option<String>,
+}
+
+/// A change to a room's page: a field absent is unchanged, `null` or `""`
+/// removes it.
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PagePatch {
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub title: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub headline: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub message: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub logo_url: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub accent_color: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub background_color: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub footer: Option<Option<String>>,
+}
+
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
+/// The fields by name, in the order the API lists them.
+macro_rules! each_field {
+    ($mac:ident) => {
+        $mac!(title);
+        $mac!(headline);
+        $mac!(message);
+        $mac!(logo_url);
+        $mac!(accent_color);
+        $mac!(background_color);
+        $mac!(footer);
+    };
+}
+
+impl PagePatch {
+    /// `base` with this patch's fields; an empty or blank value is none.
+    pub fn apply_to(&self, base: &PageBranding) -> PageBranding {
+        let mut next = base.clone();
+        macro_rules! take {
+            ($field:ident) => {
+                if let Some(value) = &self.$field {
+                    next.$field = value.clone().filter(|v| !v.trim().is_empty());
+                }
+            };
+        }
+        each_field!(take);
+        next
+    }
+}
+
+impl PageBranding {
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// What is wrong with the page, naming the field (`page.…`).
+    pub fn validate(&self) -> Result<(), String> {
+        let one_line = |name: &str, value: &Option<String>, max: usize| match value {
+            Some(text) if text.chars().count() > max || text.chars().any(is_deceptive) => {
+                Err(format!(
+                    "page.{name} must be one line of at most {max} characters, without control characters or bidirectional overrides"
+                ))
+            }
+            _ => Ok(()),
+        };
+        let text = |name: &str, value: &Option<String>| match value {
+            Some(text)
+                if text
+                    .chars()
+                    .any(|c| is_deceptive(c) && c != '\n' && c != '\r') =>
+            {
+                Err(format!(
+                    "page.{name} must be plain text without control characters (line breaks allowed) or bidirectional overrides"
+                ))
+            }
+            _ => Ok(()),
+        };
+        let colour = |name: &str, value: &Option<String>| match value {
+            Some(value) if Colour::parse(value).is_none() => Err(format!(
+                "page.{name} must be a colour written #rrggbb (six hex digits), not {value:?}"
+            )),
+            _ => Ok(()),
+        };
+        one_line("title", &self.title, 200)?;
+        one_line("headline", &self.headline, 200)?;
+        text("message", &self.message)?;
+        text("footer", &self.footer)?;
+        if let Some(url) = &self.logo_url
+            && !logo_url_ok(url)
+        {
+            return Err(
+                "page.logo_url must be an https:// URL with a host, or a path starting with a single /"
+                    .into(),
+            );
+        }
+        colour("accent_color", &self.accent_color)?;
+        colour("background_color", &self.background_color)?;
+        let total = self.total_chars();
+        if total > MAX_PAGE_CHARS {
+            return Err(format!(
+                "page must be at most {MAX_PAGE_CHARS} characters in all ({total} given)"
+            ));
+        }
+        Ok(())
+    }
+
+    fn total_chars(&self) -> usize {
+        let mut total = 0;
+        macro_rules! count {
+            ($field:ident) => {
+                total += self.$field.as_deref().map_or(0, |v| v.chars().count());
+            };
+        }
+        each_field!(count);
+        total
+    }
+
+    /// The origin of an `https://` logo (`https://cdn.example`), which the
+    /// page's `img-src` must allow; `None` for a logo on this site.
+    pub fn logo_origin(&self) -> Option<String> {
+        let url = url::Url::parse(self.logo_url.as_deref()?).ok()?;
+        (url.scheme() == "https").then(|| url.origin().ascii_serialization())
+    }
+
+    /// The colours, parsed (validation made sure they parse).
+    pub fn accent(&self) -> Option<Colour> {
+        self.accent_color.as_deref().and_then(Colour::parse)
+    }
+
+    pub fn background(&self) -> Option<Colour> {
+        self.background_color.as_deref().and_then(Colour::parse)
+    }
+}
+
+/// A colour written `#rrggbb`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Colour([u8; 3]);
+
+impl Colour {
+    pub fn parse(text: &str) -> Option<Self> {
+        let hex = text.strip_prefix('#')?;
+        if hex.len() != 6 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let byte = |i: usize| u8::from_str_radix(&hex[i..i + 2], 16).ok();
+        Some(Self([byte(0)?, byte(2)?, byte(4)?]))
+    }
+
+    /// Whether text on it should be light: its relative luminance (WCAG
+    /// 2) is below the point where white and near-black contrast alike.
+    pub fn is_dark(self) -> bool {
+        let linear = |channel: u8| {
+            let c = f64::from(channel) / 255.0;
+            if c <= 0.039_28 {
+                c / 12.92
+            } else {
+                ((c + 0.055) / 1.055).powf(2.4)
+            }
+        };
+        let [r, g, b] = self.0;
+        let luminance = 0.2126 * linear(r) + 0.7152 * linear(g) + 0.0722 * linear(b);
+        luminance < 0.179
+    }
+
+    /// `#rrggbb`, lower case.
+    pub fn css(self) -> String {
+        let [r, g, b] = self.0;
+        format!("#{r:02x}{g:02x}{b:02x}")
+    }
+}
+
+/// Characters that make a text show something other than it says:
+/// controls, and the bidirectional embeddings, overrides and isolates.
+pub(crate) fn is_deceptive(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// An `https://` URL with a host, or a path on this site (`//host` and
+/// `/\host` are other hosts to a browser).
+fn logo_url_ok(url: &str) -> bool {
+    if url.len() > 2048 || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return false;
+    }
+    if let Some(rest) = url.strip_prefix('/') {
+        return !rest.starts_with('/') && !rest.starts_with('\\');
+    }
+    url::Url::parse(url).is_ok_and(|parsed| {
+        parsed.scheme() == "https" && parsed.host_str().is_some_and(|h| !h.is_empty())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Change = Box<dyn FnOnce(&mut PageBranding)>;
+
+    fn with(change: impl FnOnce(&mut PageBranding)) -> Result<(), String> {
+        let mut page = PageBranding::default();
+        change(&mut page);
+        page.validate()
+    }
+
+    #[test]
+    fn each_bad_field_is_named() {
+        let cases: [(&str, Change); 7] = [
+            ("page.title", Box::new(|p| p.title = Some("a\nb".into()))),
+            (
+                "page.headline",
+                Box::new(|p| p.headline = Some("x\u{202E}y".into())),
+            ),
+            (
+                "page.message",
+                Box::new(|p| p.message = Some("\u{7}".into())),
+            ),
+            (
+                "page.footer",
+                Box::new(|p| p.footer = Some("\u{2066}".into())),
+            ),
+            (
+                "page.logo_url",
+                Box::new(|p| p.logo_url = Some("http://cdn.example/l.png".into())),
+            ),
+            (
+                "page.accent_color",
+                Box::new(|p| p.accent_color = Some("red".into())),
+            ),
+            (
+                "page.background_color",
+                Box::new(|p| p.background_color = Some("#12345".into())),
+            ),
+        ];
+        for (field, change) in cases {
+            let error = with(change).unwrap_err();
+            assert!(error.starts_with(&format!("{field} ")), "{field}: {error}");
+        }
+    }
+
+    #[test]
+    fn good_values_pass() {
+        let page = PageBranding {
+            title: Some("Spring drop".into()),
+            headline: Some("Spring drop — 봄".into()),
+            message: Some("Line one\nLine two <b>not bold</b>".into()),
+            logo_url: Some("https://cdn.example/logo.svg".into()),
+            accent_color: Some("#0A7a3B".into()),
+            background_color: Some("#ffffff".into()),
+            footer: Some("© Shop\r\nTerms apply".into()),
+        };
+        assert_eq!(page.validate(), Ok(()));
+        assert_eq!(page.logo_origin().as_deref(), Some("https://cdn.example"));
+        for path in ["/static/logo.png", "/logo.svg?v=2"] {
+            assert_eq!(with(|p| p.logo_url = Some(path.into())), Ok(()), "{path}");
+        }
+        for bad in [
+            "//evil.example/x.png",
+            "/\\evil.example",
+            "javascript:x",
+            "https://",
+        ] {
+            assert!(with(|p| p.logo_url = Some(bad.into())).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_page_has_one_budget_of_characters() {
+        let error = with(|p| {
+            p.message = Some("m".repeat(1_500));
+            p.footer = Some("f".repeat(501));
+        })
+        .unwrap_err();
+        assert!(error.starts_with("page must be at most 2000"), "{error}");
+        assert_eq!(
+            with(|p| {
+                p.message = Some("m".repeat(1_500));
+                p.footer = Some("f".repeat(500));
+            }),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn a_patch_sets_removes_and_keeps() {
+        let base = PageBranding {
+            title: Some("Old".into()),
+            footer: Some("Keep".into()),
+            accent_color: Some("#000000".into()),
+            ..PageBranding::default()
+        };
+        let patch: PagePatch =
+            serde_json::from_str(r##"{"title":"New","accent_color":null,"headline":" "}"##)
+                .unwrap();
+        let next = patch.apply_to(&base);
+        assert_eq!(next.title.as_deref(), Some("New"));
+        assert_eq!(next.footer.as_deref(), Some("Keep"));
+        assert_eq!(next.accent_color, None);
+        assert_eq!(next.headline, None);
+        assert!(serde_json::from_str::<PagePatch>(r##"{"colour":"#000000"}"##).is_err());
+    }
+
+    #[test]
+    fn dark_colours_take_light_text() {
+        assert!(Colour::parse("#101820").unwrap().is_dark());
+        assert!(Colour::parse("#1f5fbf").unwrap().is_dark());
+        assert!(!Colour::parse("#ffffff").unwrap().is_dark());
+        assert!(!Colour::parse("#ffbf47").unwrap().is_dark());
+        assert_eq!(Colour::parse("#0A7a3B").unwrap().css(), "#0a7a3b");
+    }
+}
