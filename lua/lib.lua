@@ -23,6 +23,13 @@ local PUBLISH = ARGV[1]
 -- wr:{room}:room -> wr:{room}:
 local ROOM_PREFIX = string.sub(K_ROOM, 1, -#ROOM_KEY - 1)
 local CHANNEL = ROOM_PREFIX .. EVENTS_KEY
+-- The priority line (code holders) and the codes: named, not declared,
+-- like left_key() (the hash tag keeps them in the room's slot). K_PRIO
+-- scores priority * 2^32 + the level's join sequence number; a waiting
+-- code holder's record is 'q|<group>|<priority>|<seq>|<joined ms>'.
+local K_PRIO, K_GROUPS, K_GROUPS_USED =
+  ROOM_PREFIX .. PRIORITY_KEY, ROOM_PREFIX .. GROUPS_KEY, ROOM_PREFIX .. GROUPS_USED_KEY
+local LEVEL = 4294967296
 
 local DEFERRED = {}
 local function publish(message)
@@ -217,9 +224,15 @@ local function opened(room, now)
   return at == nil or now >= at
 end
 
--- Everyone waiting: the draw's entrants, then the line.
+-- Everyone waiting: the priority line, the draw's entrants, then the line.
 local function waiting_count()
-  return redis.call('ZCARD', K_DRAW) + redis.call('ZCARD', K_LINE)
+  return redis.call('ZCARD', K_PRIO) + redis.call('ZCARD', K_DRAW) + redis.call('ZCARD', K_LINE)
+end
+
+-- A place in the priority line as events carry it: 'p<priority>-<seq>'.
+local function priority_order(score)
+  local priority = math.floor(score / LEVEL)
+  return string.format('p%.0f-%.0f', priority, score - priority * LEVEL)
 end
 
 -- A drawn visitor's record 'd|<key hex>|<entry>|<joined ms>'.
@@ -236,7 +249,13 @@ end
 -- Takes a waiting visitor's place out of the draw or the line; returns its
 -- order. Before the opening an entrant who goes is no entrant at all.
 local function unqueue(room, visitor, record, now)
-  if string.sub(record, 1, 1) == 'd' then
+  local kind = string.sub(record, 1, 1)
+  if kind == 'q' then
+    local score = tonumber(redis.call('ZSCORE', K_PRIO, visitor))
+    redis.call('ZREM', K_PRIO, visitor)
+    return priority_order(score)
+  end
+  if kind == 'd' then
     local key, entry = drawn_record(record)
     redis.call('ZREM', K_DRAW, key .. ':' .. visitor)
     if not opened(room, now) then redis.call('ZREM', K_ENTRIES, key .. ':' .. entry) end
@@ -292,20 +311,24 @@ local function place(room, visitor, now, shared)
     else
       out = { state = (departed_until and departed_until > now) and 'l' or 'e' }
     end
-  elseif (kind == 'w' or kind == 'd') and sold_out(room) then
+  elseif (kind == 'w' or kind == 'd' or kind == 'q') and sold_out(room) then
     -- A line closed for a sold-out sale: its places stay, unused.
     out = { state = 'c' }
   elseif kind == 'd' then
     local key, entry = drawn_record(record)
     if opened(room, now) then
       out = { state = 'w', order = drawn_order(key, entry),
-        position = redis.call('ZRANK', K_DRAW, key .. ':' .. visitor) + 1 }
+        position = redis.call('ZCARD', K_PRIO) + redis.call('ZRANK', K_DRAW, key .. ':' .. visitor) + 1 }
     else
       out = { state = 'p', order = drawn_order(key, entry) }
     end
   elseif kind == 'w' then
     out = { state = 'w', order = string.match(record, '^w|(%d+)|'),
-      position = redis.call('ZCARD', K_DRAW) + redis.call('ZRANK', K_LINE, visitor) + 1 }
+      position = redis.call('ZCARD', K_PRIO) + redis.call('ZCARD', K_DRAW)
+        + redis.call('ZRANK', K_LINE, visitor) + 1 }
+  elseif kind == 'q' then
+    out = { state = 'w', order = priority_order(tonumber(redis.call('ZSCORE', K_PRIO, visitor))),
+      position = redis.call('ZRANK', K_PRIO, visitor) + 1, priority = string.match(record, '^q|([^|]+)|') }
   elseif kind == 'a' then
     local admitted_at, expires_at = string.match(record, '^a|(%d+)|(%d+)$')
     out = { state = 'a', admitted_at = tonumber(admitted_at), expires_at = tonumber(expires_at) }
@@ -348,8 +371,11 @@ end
 local function make_room(seed, commitment, first)
   local now = now_ms()
   -- UNLINK: a draw of a million entrants is freed in the background.
+  for _, group in ipairs(redis.call('HKEYS', K_GROUPS)) do
+    redis.call('UNLINK', ROOM_PREFIX .. CODES_KEY .. group)
+  end
   redis.call('UNLINK', K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS, K_USERS,
-    K_DRAW, K_ENTRIES, K_USER_OF)
+    K_DRAW, K_ENTRIES, K_USER_OF, K_PRIO, K_GROUPS, K_GROUPS_USED)
   for i = 12, #KEYS do redis.call('UNLINK', KEYS[i]) end
   redis.call('HSET', K_ROOM, unpack(ARGV, first))
   if redis.call('HGET', K_ROOM, 'opens_at') ~= '' then

@@ -136,6 +136,16 @@ macro_rules! conformance_suite {
             a_known_users_limit_counts_every_visit_and_device,
             a_pass_taken_back_gives_its_holds_back,
         );
+        $crate::conformance_suite!(@codes $make;
+            code_holders_are_admitted_first_lower_priority_first,
+            a_code_makes_as_many_places_as_its_uses,
+            an_unknown_code_is_refused_and_changes_nothing,
+            a_removed_group_stops_its_codes_at_once,
+            code_required_refuses_joins_without_a_valid_code,
+            a_visitor_waiting_in_the_general_line_moves_ahead_with_a_code,
+            a_second_device_of_the_same_user_spends_nothing,
+            code_holders_before_the_opening_go_first_at_it,
+        );
         $crate::conformance_suite!(@rooms_file $make;
             a_table_creates_its_room_and_then_changes_nothing,
             an_unchanged_table_leaves_a_live_change_alone,
@@ -151,6 +161,15 @@ macro_rules! conformance_suite {
             async fn $name() {
                 let harness: $crate::conformance::Harness = $make().await;
                 $crate::conformance::rooms_file::$name(&harness).await;
+            }
+        )*
+    };
+    (@codes $make:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                let harness: $crate::conformance::Harness = $make().await;
+                $crate::conformance::codes::$name(&harness).await;
             }
         )*
     };
@@ -183,6 +202,7 @@ macro_rules! conformance_suite {
     };
 }
 
+pub mod codes;
 pub mod draw;
 pub mod rooms_file;
 pub mod sale;

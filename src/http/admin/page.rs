@@ -414,6 +414,7 @@ impl ConfigForm {
                     .map(|k| Some(Secret::new(k)))
             },
             user_required: self.user_required.as_deref().map(|r| r == "true"),
+            code_required: None,
             pow_difficulty: number("pow_difficulty", &self.pow_difficulty)?,
             // Absent: unchanged; empty: no notice.
             notice: self.notice.clone().map(Some),

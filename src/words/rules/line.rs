@@ -1,6 +1,8 @@
-//! The line of a room: who waits and in what order. The draw's entrants
-//! (a scheduled room's pre-queue) first, in drawn order, then everyone who
-//! joined since, in joining order; each one's position in O(log n), and
+//! The line of a room: who waits and in what order. The priority line
+//! first (code holders: lower priority first, joining order within), then
+//! the draw's entrants (a scheduled room's pre-queue), in drawn order, then
+//! everyone who joined since, in joining order; each one's position in
+//! O(log n) (plus one step per priority level in use), and
 //! who was seen least recently, for the abandonment sweep.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -15,6 +17,9 @@ use crate::words::{Order, VisitorId};
 /// Where a waiting visitor's place is kept.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Spot {
+    /// In the priority line, by priority, then by the level's own join
+    /// sequence number.
+    Priority { priority: u32, seq: u64 },
     /// In the line, by join sequence number.
     Joined(u64),
     /// In the draw (joined before the opening).
@@ -25,6 +30,7 @@ impl Spot {
     pub(super) fn order(self) -> Order {
         match self {
             Spot::Joined(seq) => Order::Joined(seq),
+            Spot::Priority { priority, seq } => Order::Priority { priority, seq },
             Spot::Drawn { key, entry } => Order::Drawn {
                 key: key.prefix(),
                 entry,
@@ -33,7 +39,16 @@ impl Spot {
     }
 }
 
+/// The visitors of one priority in the priority line.
+struct Level {
+    index: LineIndex,
+    joined: BTreeMap<u64, VisitorId>,
+}
+
 pub(super) struct Line {
+    /// The priority line, by priority: levels stay once made (a few per
+    /// room), so each level's sequence numbers never start again.
+    levels: BTreeMap<u32, Level>,
     index: LineIndex,
     /// Join sequence number → visitor, head first.
     joined: BTreeMap<u64, VisitorId>,
@@ -48,6 +63,7 @@ pub(super) struct Line {
 impl Line {
     pub(super) fn new(draw_seed: Option<DrawSeed>) -> Self {
         Self {
+            levels: BTreeMap::new(),
             index: LineIndex::new(),
             joined: BTreeMap::new(),
             presence: BTreeSet::new(),
@@ -55,9 +71,31 @@ impl Line {
         }
     }
 
-    /// Everyone waiting: the draw's entrants and the line.
+    /// Everyone waiting: the priority line, the draw's entrants and the line.
     pub(super) fn waiting(&self) -> u64 {
-        self.drawn_waiting() + self.joined.len() as u64
+        self.priority_waiting() + self.drawn_waiting() + self.joined.len() as u64
+    }
+
+    /// Those waiting in the priority line.
+    pub(super) fn priority_waiting(&self) -> u64 {
+        self.levels.values().map(|l| l.joined.len() as u64).sum()
+    }
+
+    /// Puts a code holder at the back of their priority's level.
+    pub(super) fn enter_priority(
+        &mut self,
+        visitor: VisitorId,
+        priority: u32,
+        now: Millis,
+    ) -> Spot {
+        let level = self.levels.entry(priority).or_insert_with(|| Level {
+            index: LineIndex::new(),
+            joined: BTreeMap::new(),
+        });
+        let seq = level.index.push_waiting();
+        level.joined.insert(seq, visitor);
+        self.presence.insert((now, visitor));
+        Spot::Priority { priority, seq }
     }
 
     /// The draw's entrants still waiting.
@@ -102,6 +140,13 @@ impl Line {
                 self.joined.remove(&seq);
                 self.index.remove(seq);
             }
+            Spot::Priority { priority, seq } => {
+                if let Some(level) = self.levels.get_mut(&priority)
+                    && level.joined.remove(&seq).is_some()
+                {
+                    level.index.remove(seq);
+                }
+            }
             Spot::Drawn { key, .. } => {
                 if let Some(draw) = &mut self.draw {
                     draw.remove(&key, !opened);
@@ -126,18 +171,40 @@ impl Line {
         self.presence.first().copied()
     }
 
-    /// 1-based: the draw's entrants first, then the line.
+    /// 1-based: the priority line first, then the draw's entrants, then the line.
     pub(super) fn position(&self, spot: Spot) -> u64 {
         match spot {
-            Spot::Drawn { key, .. } => self.draw.as_ref().map_or(1, |draw| draw.rank(&key)),
-            Spot::Joined(seq) => self.drawn_waiting() + self.index.rank(seq),
+            Spot::Priority { priority, seq } => {
+                let ahead: u64 = self
+                    .levels
+                    .range(..priority)
+                    .map(|(_, l)| l.joined.len() as u64)
+                    .sum();
+                ahead + self.levels.get(&priority).map_or(1, |l| l.index.rank(seq))
+            }
+            Spot::Drawn { key, .. } => {
+                self.priority_waiting() + self.draw.as_ref().map_or(1, |draw| draw.rank(&key))
+            }
+            Spot::Joined(seq) => {
+                self.priority_waiting() + self.drawn_waiting() + self.index.rank(seq)
+            }
         }
+    }
+
+    /// The first level of the priority line with anyone in it.
+    fn first_level(&self) -> Option<&Level> {
+        self.levels.values().find(|l| !l.joined.is_empty())
     }
 
     /// The `nth` random choice of a tick (`random`), each waiting visitor
     /// as likely as any other; in a drawn room, one of the draw's entrants
     /// while any wait. By rank, as `lua/tick.lua` picks.
     pub(super) fn random(&self, seed: PickSeed, nth: u64) -> Option<VisitorId> {
+        // The priority line first: its first level, like the draw.
+        if let Some(level) = self.first_level() {
+            let rank = pick(seed, nth, level.joined.len() as u64) + 1;
+            return Some(level.joined[&level.index.select(rank)]);
+        }
         if let Some(draw) = self.draw.as_ref().filter(|draw| draw.waiting() > 0) {
             let rank = pick(seed, nth, draw.waiting()) + 1;
             return draw.select(rank).map(|(_, visitor)| visitor);
@@ -146,8 +213,12 @@ impl Line {
         (waiting > 0).then(|| self.joined[&self.index.select(pick(seed, nth, waiting) + 1)])
     }
 
-    /// The head: the draw's first entrant, else the line's.
+    /// The head: the priority line's first, else the draw's first entrant,
+    /// else the line's.
     pub(super) fn first(&self) -> Option<VisitorId> {
+        if let Some(level) = self.first_level() {
+            return level.joined.first_key_value().map(|(_, visitor)| *visitor);
+        }
         if let Some((_, visitor)) = self.draw.as_ref().and_then(|draw| draw.select(1)) {
             return Some(visitor);
         }
@@ -157,6 +228,9 @@ impl Line {
     /// Nobody waits, and nobody is kept as seen.
     #[cfg(test)]
     pub(super) fn is_empty(&self) -> bool {
-        self.joined.is_empty() && self.presence.is_empty() && self.drawn_waiting() == 0
+        self.joined.is_empty()
+            && self.presence.is_empty()
+            && self.drawn_waiting() == 0
+            && self.priority_waiting() == 0
     }
 }
