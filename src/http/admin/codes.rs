@@ -22,10 +22,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(
         web::resource("/api/admin/rooms/{room}/codes")
             .app_data(json_config_up_to(CODES_BODY_LIMIT))
-            .get(list)
-            .post(add),
+            .get(list_codes)
+            .post(add_codes),
     )
-    .service(web::resource("/api/admin/rooms/{room}/codes/{group}").delete(remove));
+    .service(web::resource("/api/admin/rooms/{room}/codes/{group}").delete(remove_codes));
 }
 
 /// A group of codes to add: `codes` given, or `generate` made here.
@@ -144,7 +144,7 @@ fn new_group(body: AddCodes) -> Result<(NewGroup, Vec<String>), ApiError> {
         (status = 413, description = "payload_too_large"),
     ),
 )]
-async fn add(
+async fn add_codes(
     _: Operator,
     Room(room): Room,
     body: web::Json<serde_json::Value>,
@@ -177,9 +177,12 @@ async fn add(
     summary = "The room's groups of codes (never the codes)",
     params(RoomPath),
     security(("admin" = [])),
-    responses((status = 200, body = CodeGroups, description = "Every group: total codes, and those used at least once")),
+    responses(
+        (status = 200, body = CodeGroups, description = "Every group: total codes, and those used at least once"),
+        (status = 409, description = "room_closed"),
+    ),
 )]
-async fn list(
+async fn list_codes(
     _: Operator,
     Room(room): Room,
     store: web::Data<dyn Store>,
@@ -200,9 +203,10 @@ async fn list(
     responses(
         (status = 204, description = "Removed"),
         (status = 404, description = "group_not_found room_not_found"),
+        (status = 409, description = "room_closed"),
     ),
 )]
-async fn remove(
+async fn remove_codes(
     _: Operator,
     Room(room): Room,
     path: web::Path<GroupPath>,
