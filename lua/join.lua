@@ -53,18 +53,30 @@ end
 -- Puts the visitor at the back of their priority's level and tells every
 -- node (everyone behind moves back one); `from`: their order in the
 -- general line, if they waited there.
+-- general line, if they waited there. Before the opening they are drawn
+-- among their priority's code holders (ARGV[9] their draw key for the new
+-- entry ARGV[8]; the caller checked the seed).
 local function enter_priority(granted, joined, from)
-  local seq = redis.call('HINCRBY', K_ROOM, 'pseq:' .. granted.priority, 1)
-  local score = granted.priority * LEVEL + seq
-  redis.call('ZADD', K_PRIO, string.format('%.0f', score), visitor)
+  local score, member
+  if not opened(room, now) then
+    local key, entry = ARGV[9], ARGV[8]
+    score, member = granted.priority * LEVEL, key .. ':' .. visitor
+    redis.call('ZADD', K_PENTRIES, granted.priority, key .. ':' .. entry)
+    redis.call('HSET', K_VISITORS, visitor, 'r|' .. granted.group .. '|' .. granted.priority .. '|'
+      .. key .. '|' .. entry .. '|' .. joined)
+  else
+    local seq = redis.call('HINCRBY', K_ROOM, 'pseq:' .. granted.priority, 1)
+    score, member = granted.priority * LEVEL + seq, visitor
+    redis.call('HSET', K_VISITORS, visitor,
+      'q|' .. granted.group .. '|' .. granted.priority .. '|' .. seq .. '|' .. joined)
+  end
+  redis.call('ZADD', K_PRIO, string.format('%.0f', score), member)
   redis.call('ZADD', K_SEEN, now, visitor)
-  redis.call('HSET', K_VISITORS, visitor,
-    'q|' .. granted.group .. '|' .. granted.priority .. '|' .. seq .. '|' .. joined)
   local version = num(room, 'version') + 1
   redis.call('HSET', K_ROOM, 'version', version)
   room.version = version
-  publish(room_event('entered', room, { visitor = visitor, order = priority_order(score),
-    from = from or '', group = granted.group, position = redis.call('ZRANK', K_PRIO, visitor) + 1 }))
+  publish(room_event('entered', room, { visitor = visitor, order = priority_order(score, member),
+    from = from or '', group = granted.group, position = redis.call('ZRANK', K_PRIO, member) + 1 }))
 end
 
 if user ~= '' then
@@ -72,7 +84,8 @@ if user ~= '' then
   local held = redis.call('HGET', K_USERS, user)
   local held_record = held and current_record(held, now)
   local held_kind = held_record and string.sub(held_record, 1, 1)
-  if held_kind == 'w' or held_kind == 'd' or held_kind == 'q' or held_kind == 'a' then
+  if held_kind == 'w' or held_kind == 'd' or held_kind == 'q' or held_kind == 'r'
+    or held_kind == 'a' then
     visitor = held
   end
 elseif room.user_required == '1' then
@@ -86,11 +99,14 @@ if kind == 'w' or kind == 'd' then
   if code ~= '' then
     local granted, refusal = check_code()
     if not granted then return refusal end
+    if not opened(room, now) and (ARGV[7] == '' or ARGV[7] ~= room.draw_commitment) then
+      return redis.error_reply(DRAWSEED)
+    end
     spend_code(granted)
     local from = unqueue(room, visitor, record, now)
     enter_priority(granted, tonumber(string.match(record, '|(%d+)$')), tostring(from))
   end
-elseif kind == 'q' then
+elseif kind == 'q' or kind == 'r' then
   -- In the priority line already: a code spends nothing.
   mark_present(visitor, now)
 elseif kind ~= 'a' and sold_out(room) then

@@ -8,7 +8,9 @@ expire_passes(now)
 local oldest = 0
 -- The head: the priority line's, the draw's ('key:visitor'), or the line's.
 local head = redis.call('ZRANGE', K_PRIO, 0, 0)
-if #head == 0 then
+if #head > 0 then
+  head = { string.match(head[1], ':(.+)$') or head[1] }
+else
   head = redis.call('ZRANGE', K_DRAW, 0, 0)
   if #head > 0 then
     head = { string.match(head[1], ':(.+)$') }
@@ -24,6 +26,8 @@ end
 local is_open = opened(room, now)
 return cjson.encode({ room = room, waiting = waiting_count(), active = redis.call('ZCARD', K_ACTIVE),
   admitted_last_minute = admitted_between(now - RATE_WINDOW_MS, now), oldest_wait_ms = oldest,
-  pre_queue = is_open and 0 or redis.call('ZCARD', K_DRAW), priority_waiting = redis.call('ZCARD', K_PRIO),
-  entrants = redis.call('ZCARD', K_ENTRIES),
+  pre_queue = is_open and 0 or (redis.call('ZCARD', K_DRAW) + redis.call('ZCARD', K_PRIO)),
+  priority_waiting = redis.call('ZCARD', K_PRIO),
+  entrants = redis.call('ZCARD', K_ENTRIES) + redis.call('ZCARD', K_PENTRIES),
+  priority_entrants = redis.call('ZCARD', K_PENTRIES),
   opened = is_open, now = now })

@@ -28,7 +28,7 @@ if opens_at and room.drawn ~= '1' and now >= opens_at then
   -- The pace starts at the opening: ETAs use the configured rate for a window.
   redis.call('HSET', K_ROOM, 'drawn', '1', 'rate_since', opens_at)
   room.rate_since = tostring(opens_at)
-  if redis.call('ZCARD', K_DRAW) > 0 then
+  if redis.call('ZCARD', K_DRAW) + redis.call('ZCARD', K_PRIO) > 0 then
     local version = num(room, 'version') + 1
     redis.call('HSET', K_ROOM, 'version', version)
     room.version = version
@@ -100,7 +100,7 @@ local departed, dropped = {}, {}
 for _, visitor in ipairs(absent) do
   local record = redis.call('HGET', K_VISITORS, visitor)
   local kind = record and string.sub(record, 1, 1)
-  if kind == 'w' or kind == 'd' or kind == 'q' then
+  if kind == 'w' or kind == 'd' or kind == 'q' or kind == 'r' then
     table.insert(departed, unqueue(room, visitor, record, now))
     table.insert(dropped, visitor)
   end
@@ -150,8 +150,8 @@ local function take_random(n)
       local rank = pick(count)
       local chosen = redis.call('ZRANGE', K_PRIO, rank, rank, 'WITHSCORES')
       redis.call('ZREM', K_PRIO, chosen[1])
-      table.insert(out, chosen[1])
-      table.insert(out, priority_order(tonumber(chosen[2])))
+      table.insert(out, string.match(chosen[1], ':(.+)$') or chosen[1])
+      table.insert(out, priority_order(tonumber(chosen[2]), chosen[1]))
     else
       local in_draw = redis.call('ZCARD', K_DRAW)
       local key = in_draw > 0 and K_DRAW or K_LINE
@@ -177,8 +177,8 @@ local function take(n, method)
   local out = {}
   local priority = redis.call('ZPOPMIN', K_PRIO, n)
   for i = 1, #priority, 2 do
-    table.insert(out, priority[i])
-    table.insert(out, priority_order(tonumber(priority[i + 1])))
+    table.insert(out, string.match(priority[i], ':(.+)$') or priority[i])
+    table.insert(out, priority_order(tonumber(priority[i + 1]), priority[i]))
   end
   if n - #out / 2 > 0 then
     local drawn = redis.call('ZPOPMIN', K_DRAW, n - #out / 2)

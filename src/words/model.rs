@@ -510,11 +510,14 @@ impl RoomInfo {
 /// opening (by join sequence number).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Order {
-    /// In the priority line (joined with a code): lower `priority` first,
-    /// then by the sequence number of joins at that priority.
+    /// In the priority line (joined with a code): lower `priority` first;
+    /// within it, code holders drawn at the opening (`seq` 0, by `key`, the
+    /// draw key's first 8 bytes), then by the sequence number of joins at
+    /// that priority (`key` 0).
     Priority {
         priority: u32,
         seq: u64,
+        key: u64,
     },
     /// Drawn at the opening; `key` is the draw key's first 8 bytes.
     Drawn {

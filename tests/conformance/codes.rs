@@ -250,28 +250,81 @@ pub async fn a_second_device_of_the_same_user_spends_nothing(h: &Harness) {
     assert_eq!(h.store.room(&room).await.unwrap().stats.waiting, 1);
 }
 
-pub async fn code_holders_before_the_opening_go_first_at_it(h: &Harness) {
+pub async fn code_holders_before_the_opening_are_drawn_first_lower_priority_first(h: &Harness) {
     let room = h.room("r", 1, None).await;
     let opens_at = waitroom::words::clock::rfc3339(h.clock.now_ms() + 60_000);
     h.patch(&room, &format!(r#"{{"opens_at": "{opens_at}"}}"#))
         .await;
-    add(h, &room, "presale", 1, 1, &["EARLY"]).await;
+    add(h, &room, "fans", 2, 3, &["FAN"]).await;
+    add(h, &room, "staff", 1, 2, &["STAFF"]).await;
     let mut general = Vec::new();
-    for _ in 0..3 {
-        general.push(h.join(&room).await.0);
+    let mut entry_of = std::collections::HashMap::new();
+    for _ in 0..4 {
+        let (visitor, state) = h.join(&room).await;
+        let PlaceState::PreQueue { entry } = state else {
+            panic!("the pre-queue, not {state:?}")
+        };
+        entry_of.insert(visitor, entry);
+        general.push(visitor);
     }
-    let holder = join_code(h, &room, "EARLY").await.unwrap();
-    assert_eq!(holder.priority.as_deref(), Some("presale"));
+    let mut holders = Vec::new();
+    for code in ["FAN", "STAFF", "FAN", "STAFF", "FAN"] {
+        let place = join_code(h, &room, code).await.unwrap();
+        let PlaceState::PreQueue { entry } = place.state else {
+            panic!(
+                "a code holder waits for the draw too, not {:?}",
+                place.state
+            )
+        };
+        assert!(place.priority.is_some());
+        entry_of.insert(place.visitor, entry);
+        holders.push((place.visitor, if code == "STAFF" { 1 } else { 2 }));
+    }
+    let stats = h.store.room(&room).await.unwrap().stats;
+    assert_eq!((stats.pre_queue, stats.priority_waiting), (9, 5));
+    let draw = h.store.draw(&room).await.unwrap();
+    assert_eq!((draw.entrants, draw.priority_entrants), (9, 5));
+
+    // Paused, so that the opening's tick admits nobody yet.
+    h.patch(&room, r#"{"paused": true}"#).await;
     h.clock.advance_ms(60_000);
     h.store.tick(&room).await.unwrap();
-    assert!(
-        is_admitted(h.state(&room, holder.visitor).await),
-        "the code holder is admitted first at the opening"
-    );
-    for visitor in general {
-        assert!(matches!(
-            h.state(&room, visitor).await,
-            PlaceState::Waiting { .. }
-        ));
+    let draw = h.store.draw(&room).await.unwrap();
+    let seed: waitroom::words::draw::DrawSeed = draw.seed.unwrap().parse().unwrap();
+    let key = |visitor: &VisitorId| seed.key_of(&entry_of[visitor]);
+    // The published order: code holders by (priority, HMAC), then the rest by HMAC.
+    let mut expected: Vec<VisitorId> = holders.iter().map(|(v, _)| *v).collect();
+    let priority_of: std::collections::HashMap<VisitorId, u32> = holders.iter().copied().collect();
+    expected.sort_by_key(|v| (priority_of[v], key(v)));
+    let mut rest = general.clone();
+    rest.sort_by_key(|v| key(v));
+    expected.extend(rest);
+    for (index, visitor) in expected.iter().enumerate() {
+        assert_eq!(
+            position(h.state(&room, *visitor).await),
+            index as u64 + 1,
+            "{index}"
+        );
+    }
+    let listed = h.store.draw_entries(&room, None, 100).await.unwrap();
+    let listed: Vec<_> = listed.iter().map(|(_, entry)| *entry).collect();
+    let wanted: Vec<_> = expected.iter().map(|v| entry_of[v]).collect();
+    assert_eq!(listed, wanted, "draw/entries lists the code holders first");
+    // Paged two at a time, across the code holders' end, the same list.
+    let mut paged = Vec::new();
+    let mut after = None;
+    loop {
+        let page = h.store.draw_entries(&room, after, 2).await.unwrap();
+        if page.is_empty() {
+            break;
+        }
+        after = page.last().copied();
+        paged.extend(page.iter().map(|(_, entry)| *entry));
+    }
+    assert_eq!(paged, wanted);
+    h.patch(&room, r#"{"paused": false}"#).await;
+    for visitor in &expected[..5] {
+        h.tick(&room).await;
+        assert!(is_admitted(h.state(&room, *visitor).await));
     }
 }

@@ -144,7 +144,7 @@ macro_rules! conformance_suite {
             code_required_refuses_joins_without_a_valid_code,
             a_visitor_waiting_in_the_general_line_moves_ahead_with_a_code,
             a_second_device_of_the_same_user_spends_nothing,
-            code_holders_before_the_opening_go_first_at_it,
+            code_holders_before_the_opening_are_drawn_first_lower_priority_first,
         );
         $crate::conformance_suite!(@rooms_file $make;
             a_table_creates_its_room_and_then_changes_nothing,

@@ -501,6 +501,7 @@ fn parse_info(room: &RoomId, wire: WireRoomInfo) -> Option<RoomRecord> {
             // The seed stays in the store until the opening reveals it.
             seed: field("draw_seed").filter(|_| wire.opened),
             entrants: wire.entrants,
+            priority_entrants: wire.priority_entrants,
             drawn_at: wire.opened.then_some(opens_at),
         });
     Some(RoomRecord {

@@ -20,14 +20,21 @@ use crate::words::{Admission, LineSummary, Order, QueueMethod, RoomEvent, RoomFa
 pub(super) const EVENT_FORMAT: u32 = 1;
 
 /// A place in the order as the scripts write it: the join sequence number,
-/// `d<first 16 hex of the draw key>-<entry>`, or `p<priority>-<seq>` in
-/// the priority line.
+/// `d<first 16 hex of the draw key>-<entry>`, or in the priority line
+/// `p<priority>-<seq>` (joined) or `p<priority>-0-<first 16 hex of the draw
+/// key>` (drawn).
 pub(super) fn parse_order(text: &str) -> Option<Order> {
     if let Some(priority) = text.strip_prefix('p') {
-        let (priority, seq) = priority.split_once('-')?;
+        let mut parts = priority.split('-');
+        let (priority, seq) = (parts.next()?, parts.next()?);
+        let key = match parts.next() {
+            Some(key) => u64::from_str_radix(key, 16).ok()?,
+            None => 0,
+        };
         return Some(Order::Priority {
             priority: priority.parse().ok()?,
             seq: seq.parse().ok()?,
+            key,
         });
     }
     match text.strip_prefix('d') {

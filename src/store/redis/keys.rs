@@ -17,6 +17,8 @@ pub(super) const LEFT_PREFIX: &str = "left:";
 /// The priority line: a sorted set, score priority × 2³² + the level's
 /// join sequence number; named by the scripts only.
 pub(super) const PRIORITY: &str = "priority";
+/// The code holders drawn: score priority, members `<draw key hex>:<entry>`.
+pub(super) const PRIORITY_ENTRIES: &str = "priority-entries";
 /// The room's groups of codes: name → `priority|uses|total`.
 pub(super) const CODE_GROUPS: &str = "code-groups";
 /// Each group's codes used at least once: name → count.

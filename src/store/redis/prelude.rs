@@ -52,6 +52,10 @@ fn constants() -> Vec<(&'static str, Literal)> {
         ("EVENTS_KEY", Literal::Text(keys::EVENTS)),
         ("LEFT_KEY", Literal::Text(keys::LEFT_PREFIX)),
         ("PRIORITY_KEY", Literal::Text(keys::PRIORITY)),
+        (
+            "PRIORITY_ENTRIES_KEY",
+            Literal::Text(keys::PRIORITY_ENTRIES),
+        ),
         ("GROUPS_KEY", Literal::Text(keys::CODE_GROUPS)),
         ("GROUPS_USED_KEY", Literal::Text(keys::CODE_GROUPS_USED)),
         ("CODES_KEY", Literal::Text(keys::CODES_PREFIX)),

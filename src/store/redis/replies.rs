@@ -176,6 +176,8 @@ pub(super) struct WireRoomInfo {
     #[serde(default)]
     pub priority_waiting: u64,
     pub entrants: u64,
+    #[serde(default)]
+    pub priority_entrants: u64,
     pub opened: bool,
     /// The store's time of the read.
     pub now: Millis,

@@ -20,6 +20,13 @@ pub(super) enum Spot {
     /// In the priority line, by priority, then by the level's own join
     /// sequence number.
     Priority { priority: u32, seq: u64 },
+    /// In the priority line's draw (a code holder who joined before the
+    /// opening): by priority, then drawn order, ahead of the level's joins.
+    PriorityDrawn {
+        priority: u32,
+        key: DrawKey,
+        entry: EntryId,
+    },
     /// In the line, by join sequence number.
     Joined(u64),
     /// In the draw (joined before the opening).
@@ -30,7 +37,16 @@ impl Spot {
     pub(super) fn order(self) -> Order {
         match self {
             Spot::Joined(seq) => Order::Joined(seq),
-            Spot::Priority { priority, seq } => Order::Priority { priority, seq },
+            Spot::Priority { priority, seq } => Order::Priority {
+                priority,
+                seq,
+                key: 0,
+            },
+            Spot::PriorityDrawn { priority, key, .. } => Order::Priority {
+                priority,
+                seq: 0,
+                key: key.prefix(),
+            },
             Spot::Drawn { key, entry } => Order::Drawn {
                 key: key.prefix(),
                 entry,
@@ -39,10 +55,33 @@ impl Spot {
     }
 }
 
-/// The visitors of one priority in the priority line.
+/// The visitors of one priority in the priority line: those drawn at the
+/// opening (code holders who joined before it) first, then those who
+/// joined since.
 struct Level {
     index: LineIndex,
     joined: BTreeMap<u64, VisitorId>,
+    draw: Option<DrawLine>,
+}
+
+impl Level {
+    fn waiting(&self) -> u64 {
+        self.joined.len() as u64 + self.drawn_waiting()
+    }
+
+    fn drawn_waiting(&self) -> u64 {
+        self.draw.as_ref().map_or(0, DrawLine::waiting)
+    }
+
+    /// The visitor at 1-based `rank` in this level.
+    fn select(&self, rank: u64) -> Option<VisitorId> {
+        let drawn = self.drawn_waiting();
+        if rank <= drawn {
+            return self.draw.as_ref()?.select(rank).map(|(_, v)| v);
+        }
+        let rank = rank - drawn;
+        (rank as usize <= self.joined.len()).then(|| self.joined[&self.index.select(rank)])
+    }
 }
 
 pub(super) struct Line {
@@ -78,23 +117,54 @@ impl Line {
 
     /// Those waiting in the priority line.
     pub(super) fn priority_waiting(&self) -> u64 {
-        self.levels.values().map(|l| l.joined.len() as u64).sum()
+        self.levels.values().map(Level::waiting).sum()
     }
 
-    /// Puts a code holder at the back of their priority's level.
+    /// How many code holders were drawn (or wait to be).
+    pub(super) fn priority_entrants(&self) -> u64 {
+        self.levels
+            .values()
+            .filter_map(|l| l.draw.as_ref())
+            .map(|d| d.entries.len() as u64)
+            .sum()
+    }
+
+    /// Every code holder drawn, in drawn order (lower priority first).
+    pub(super) fn priority_entries(&self) -> impl Iterator<Item = (DrawKey, EntryId)> + '_ {
+        self.levels
+            .values()
+            .filter_map(|l| l.draw.as_ref())
+            .flat_map(|d| d.entries.iter().map(|(k, e)| (*k, *e)))
+    }
+
+    /// Puts a code holder in their priority's draw (before the opening of
+    /// a room with a draw) or at the back of their priority's level.
     pub(super) fn enter_priority(
         &mut self,
         visitor: VisitorId,
         priority: u32,
+        opened: bool,
+        entry: EntryId,
         now: Millis,
     ) -> Spot {
+        let seed = self.draw.as_ref().map(|d| d.seed.clone());
         let level = self.levels.entry(priority).or_insert_with(|| Level {
             index: LineIndex::new(),
             joined: BTreeMap::new(),
+            draw: None,
         });
+        self.presence.insert((now, visitor));
+        if let Some(seed) = seed.filter(|_| !opened) {
+            let draw = level.draw.get_or_insert_with(|| DrawLine::new(seed));
+            let key = draw.enter(visitor, entry);
+            return Spot::PriorityDrawn {
+                priority,
+                key,
+                entry,
+            };
+        }
         let seq = level.index.push_waiting();
         level.joined.insert(seq, visitor);
-        self.presence.insert((now, visitor));
         Spot::Priority { priority, seq }
     }
 
@@ -147,6 +217,11 @@ impl Line {
                     level.index.remove(seq);
                 }
             }
+            Spot::PriorityDrawn { priority, key, .. } => {
+                if let Some(draw) = self.levels.get_mut(&priority).and_then(|l| l.draw.as_mut()) {
+                    draw.remove(&key, !opened);
+                }
+            }
             Spot::Drawn { key, .. } => {
                 if let Some(draw) = &mut self.draw {
                     draw.remove(&key, !opened);
@@ -178,9 +253,26 @@ impl Line {
                 let ahead: u64 = self
                     .levels
                     .range(..priority)
-                    .map(|(_, l)| l.joined.len() as u64)
+                    .map(|(_, l)| l.waiting())
                     .sum();
-                ahead + self.levels.get(&priority).map_or(1, |l| l.index.rank(seq))
+                ahead
+                    + self
+                        .levels
+                        .get(&priority)
+                        .map_or(1, |l| l.drawn_waiting() + l.index.rank(seq))
+            }
+            Spot::PriorityDrawn { priority, key, .. } => {
+                let ahead: u64 = self
+                    .levels
+                    .range(..priority)
+                    .map(|(_, l)| l.waiting())
+                    .sum();
+                ahead
+                    + self
+                        .levels
+                        .get(&priority)
+                        .and_then(|l| l.draw.as_ref())
+                        .map_or(1, |d| d.rank(&key))
             }
             Spot::Drawn { key, .. } => {
                 self.priority_waiting() + self.draw.as_ref().map_or(1, |draw| draw.rank(&key))
@@ -193,7 +285,7 @@ impl Line {
 
     /// The first level of the priority line with anyone in it.
     fn first_level(&self) -> Option<&Level> {
-        self.levels.values().find(|l| !l.joined.is_empty())
+        self.levels.values().find(|l| l.waiting() > 0)
     }
 
     /// The `nth` random choice of a tick (`random`), each waiting visitor
@@ -202,8 +294,7 @@ impl Line {
     pub(super) fn random(&self, seed: PickSeed, nth: u64) -> Option<VisitorId> {
         // The priority line first: its first level, like the draw.
         if let Some(level) = self.first_level() {
-            let rank = pick(seed, nth, level.joined.len() as u64) + 1;
-            return Some(level.joined[&level.index.select(rank)]);
+            return level.select(pick(seed, nth, level.waiting()) + 1);
         }
         if let Some(draw) = self.draw.as_ref().filter(|draw| draw.waiting() > 0) {
             let rank = pick(seed, nth, draw.waiting()) + 1;
@@ -217,7 +308,7 @@ impl Line {
     /// else the line's.
     pub(super) fn first(&self) -> Option<VisitorId> {
         if let Some(level) = self.first_level() {
-            return level.joined.first_key_value().map(|(_, visitor)| *visitor);
+            return level.select(1);
         }
         if let Some((_, visitor)) = self.draw.as_ref().and_then(|draw| draw.select(1)) {
             return Some(visitor);

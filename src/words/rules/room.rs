@@ -343,7 +343,7 @@ impl RoomModel {
             // A line closed for a sold-out sale: its places stay, unused.
             Some(VisitorState::Waiting { .. }) if self.facts.sold_out => PlaceState::Closed,
             Some(VisitorState::Waiting {
-                spot: Spot::Drawn { entry, .. },
+                spot: Spot::Drawn { entry, .. } | Spot::PriorityDrawn { entry, .. },
                 ..
             }) if !self.opened(now) => PlaceState::PreQueue { entry: *entry },
             Some(VisitorState::Waiting { spot, .. }) => PlaceState::Waiting {
@@ -429,12 +429,13 @@ impl RoomModel {
                 // A code moves a visitor of the general line ahead; one
                 // already in the priority line spends nothing.
                 if let Some(code) = options.code
-                    && !matches!(spot, Spot::Priority { .. })
+                    && !matches!(spot, Spot::Priority { .. } | Spot::PriorityDrawn { .. })
                 {
                     let granted = self.grant(code)?;
                     let seen = last_seen.max(now);
                     self.line.remove(spot, seen, visitor, self.opened(now));
-                    event = Some(self.enter_priority(visitor, granted, Some(spot.order()), now));
+                    let from = Some(spot.order());
+                    event = Some(self.enter_priority(visitor, granted, from, dice.entry, now));
                 }
             }
             Some(VisitorState::Admitted { .. }) => {}
@@ -487,9 +488,13 @@ impl RoomModel {
         visitor: VisitorId,
         granted: Granted,
         from: Option<Order>,
+        entry: EntryId,
         now: Millis,
     ) -> RoomEvent {
-        let spot = self.line.enter_priority(visitor, granted.priority, now);
+        let opened = self.opened(now);
+        let spot = self
+            .line
+            .enter_priority(visitor, granted.priority, opened, entry, now);
         let group: Arc<str> = granted.group.into();
         self.groups_of.insert(visitor, group.clone());
         let joined_at = match self.visitors.get(&visitor) {
@@ -563,7 +568,7 @@ impl RoomModel {
             return None;
         }
         if let Some(granted) = granted {
-            return Some(self.enter_priority(visitor, granted, None, now));
+            return Some(self.enter_priority(visitor, granted, None, entry, now));
         }
         let spot = self.line.enter(visitor, opened, entry, now);
         self.visitors.insert(
@@ -701,7 +706,7 @@ impl RoomModel {
             if let Some(opens_at) = self.config.opens_at {
                 self.pace.changed_at(opens_at.0);
             }
-            if self.line.drawn_waiting() > 0 {
+            if self.line.drawn_waiting() + self.line.priority_waiting() > 0 {
                 self.version += 1;
                 events.push(RoomEvent::Drawn {
                     room: self.id.clone(),
@@ -838,26 +843,47 @@ impl RoomModel {
         if !self.opened(now) {
             return Err(StoreError::NotDrawn);
         }
-        let from = match after {
-            Some((key, _)) => std::ops::Bound::Excluded(key),
-            None => std::ops::Bound::Unbounded,
+        // Code holders first (lower priority first, each in drawn order),
+        // then everyone else; a page after a code holder goes on among them.
+        let everyone = |from| {
+            draw.entries
+                .range((from, std::ops::Bound::Unbounded))
+                .map(|(key, entry)| (*key, *entry))
         };
-        Ok(draw
-            .entries
-            .range((from, std::ops::Bound::Unbounded))
-            .take(limit)
-            .map(|(key, entry)| (*key, *entry))
-            .collect())
+        let entries: Vec<(DrawKey, EntryId)> = match after {
+            Some((key, _)) if draw.entries.contains_key(&key) => {
+                everyone(std::ops::Bound::Excluded(key))
+                    .take(limit)
+                    .collect()
+            }
+            Some((key, _)) => self
+                .line
+                .priority_entries()
+                .skip_while(|(k, _)| *k != key)
+                .skip(1)
+                .chain(everyone(std::ops::Bound::Unbounded))
+                .take(limit)
+                .collect(),
+            None => self
+                .line
+                .priority_entries()
+                .chain(everyone(std::ops::Bound::Unbounded))
+                .take(limit)
+                .collect(),
+        };
+        Ok(entries)
     }
 
     fn draw_info(&self, now: Millis) -> Option<DrawInfo> {
         let (draw, opens_at) = (self.line.draw.as_ref()?, self.config.opens_at?);
         let opened = self.opened(now);
+        let priority_entrants = self.line.priority_entrants();
         Some(DrawInfo {
             opens_at,
             commitment: draw.commitment.clone(),
             seed: opened.then(|| draw.seed.to_hex()),
-            entrants: draw.entries.len() as u64,
+            entrants: draw.entries.len() as u64 + priority_entrants,
+            priority_entrants,
             drawn_at: opened.then_some(opens_at),
         })
     }
@@ -886,7 +912,9 @@ impl RoomModel {
                 turned_away: self.door.turned_away,
                 no_shows: self.passes.no_shows,
                 pre_queue: match &self.line.draw {
-                    Some(draw) if !self.opened(now) => draw.waiting(),
+                    Some(draw) if !self.opened(now) => {
+                        draw.waiting() + self.line.priority_waiting()
+                    }
                     _ => 0,
                 },
                 priority_waiting: self.line.priority_waiting(),
