@@ -370,6 +370,47 @@ mod tests {
     }
 
     #[test]
+    fn a_code_holder_entering_ahead_moves_those_behind_back_and_the_mover_ahead() {
+        let priority = Order::Priority {
+            priority: 1,
+            seq: 1,
+            key: 0,
+        };
+        let mover = VisitorId(9);
+        let entering = |from| {
+            Movement::entering(
+                2,
+                Entering {
+                    visitor: mover,
+                    order: priority,
+                    from,
+                    group: "fans".into(),
+                    position: 1,
+                },
+            )
+        };
+        let at = |seq, position| View::Waiting {
+            order: Order::Joined(seq),
+            position,
+            version: 1,
+        };
+        // A new code holder: everyone in the general line moves back one.
+        let (_, state) = advance(at(3, 2), VisitorId(1), &entering(None)).unwrap();
+        assert_eq!(position(state), Some(3));
+        // One moved from seq 2: those behind them keep their number, those
+        // ahead move back one, and the mover is at the front.
+        let moved = entering(Some(Order::Joined(2)));
+        let (_, state) = advance(at(3, 3), VisitorId(1), &moved).unwrap();
+        assert_eq!(position(state), Some(3));
+        let (_, state) = advance(at(1, 1), VisitorId(2), &moved).unwrap();
+        assert_eq!(position(state), Some(2));
+        let (view, state) = advance(at(2, 2), mover, &moved).unwrap();
+        assert_eq!(position(state), Some(1));
+        assert!(matches!(view, View::Waiting { order, .. } if order == priority));
+        assert_eq!(moved.moved(mover).map(|g| &**g), Some("fans"));
+    }
+
+    #[test]
     fn positions_never_rise_and_never_reach_zero() {
         // A visitor whose read position undercounts what moved ahead stays at 1.
         let view = View::Waiting {
