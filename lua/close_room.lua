@@ -3,7 +3,7 @@ local room = load_room()
 if not room or room.closed == '1' then return redis.error_reply(NOROOM) end
 -- UNLINK: a draw of a million entrants is freed in the background.
 redis.call('UNLINK', K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS, K_USERS,
-  K_DRAW, K_ENTRIES, K_USER_OF, K_BYPASSED)
+  K_DRAW, K_ENTRIES, K_USER_OF, K_BYPASSED, K_PRIO, K_PENTRIES)
 redis.call('HSET', K_ROOM, 'closed', '1')
 publish(room_event('closed'))
 return 1

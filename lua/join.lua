@@ -8,7 +8,11 @@
 -- ARGV[7]: the commitment of the seed the node drew ARGV[9] (the draw key,
 -- hex) for ARGV[8] (a new entry id) with, or '': Lua has no HMAC, so the
 -- node makes the key; a node without the room's seed is told 'DRAWSEED'.
--- ARGV[11]: the client's address ('4:' and 8 hex digits, '6:' and 32), or
+-- ARGV[11]: the SHA-256 (hex) of the join's priority code, or '': a valid
+-- one puts a new place (or one waiting in the general line) in the
+-- priority line and spends one use, here, so one use makes one place
+-- whichever node asks.
+-- ARGV[12]: the client's address ('4:' and 8 hex digits, '6:' and 32), or
 -- '': a new arrival from the room's bypass_match networks is admitted at
 -- once, outside the cap, whatever the bucket, pause, method or opening.
 -- Returns the place (JSON, as place() makes it) with `visitor`, whose place
@@ -39,12 +43,74 @@ local now = now_ms()
 expire_passes(now)
 local visitor = ARGV[3]
 local user = ARGV[5]
+local code = ARGV[11]
+
+-- The group that grants `code` (of those holding it, the first by priority,
+-- then name, with a use left): its name and priority; or the refusal.
+local function check_code()
+  local groups = redis.call('HGETALL', K_GROUPS)
+  local best, held = nil, false
+  for i = 1, #groups, 2 do
+    local name = groups[i]
+    local priority, uses = string.match(groups[i + 1], '^(%d+)|(%d+)|')
+    priority, uses = tonumber(priority), tonumber(uses)
+    local spent = redis.call('HGET', ROOM_PREFIX .. CODES_KEY .. name, code)
+    if spent then
+      held = true
+      if tonumber(spent) < uses and (not best or priority < best.priority
+        or (priority == best.priority and name < best.group)) then
+        best = { group = name, priority = priority }
+      end
+    end
+  end
+  if best then return best end
+  local refusal = held and CODEUSED or INVALIDCODE
+  return nil, redis.error_reply(refusal)
+end
+
+local function spend_code(granted)
+  local spent = redis.call('HINCRBY', ROOM_PREFIX .. CODES_KEY .. granted.group, code, 1)
+  if spent == 1 then redis.call('HINCRBY', K_GROUPS_USED, granted.group, 1) end
+end
+
+-- Puts the visitor at the back of their priority's level and tells every
+-- node (everyone behind moves back one); `from`: their order in the
+-- general line, if they waited there.
+-- general line, if they waited there. Before the opening they are drawn
+-- among their priority's code holders (ARGV[9] their draw key for the new
+-- entry ARGV[8]; the caller checked the seed).
+local function enter_priority(granted, joined, from)
+  local score, member
+  if not opened(room, now) then
+    local key, entry = ARGV[9], ARGV[8]
+    score, member = granted.priority * LEVEL, key .. ':' .. visitor
+    redis.call('ZADD', K_PENTRIES, granted.priority, key .. ':' .. entry)
+    redis.call('HSET', K_VISITORS, visitor, 'r|' .. granted.group .. '|' .. granted.priority .. '|'
+      .. key .. '|' .. entry .. '|' .. joined)
+  else
+    local seq = redis.call('HINCRBY', K_ROOM, 'pseq:' .. granted.priority, 1)
+    score, member = granted.priority * LEVEL + seq, visitor
+    redis.call('HSET', K_VISITORS, visitor,
+      'q|' .. granted.group .. '|' .. granted.priority .. '|' .. seq .. '|' .. joined)
+  end
+  redis.call('ZADD', K_PRIO, string.format('%.0f', score), member)
+  redis.call('ZADD', K_SEEN, now, visitor)
+  local version = num(room, 'version') + 1
+  redis.call('HSET', K_ROOM, 'version', version)
+  room.version = version
+  publish(room_event('entered', room, { visitor = visitor, order = priority_order(score, member),
+    from = from or '', group = granted.group, position = redis.call('ZRANK', K_PRIO, member) + 1 }))
+end
+
 if user ~= '' then
   -- One place per user: the user's live place, whichever visitor asks.
   local held = redis.call('HGET', K_USERS, user)
   local held_record = held and current_record(held, now)
   local held_kind = held_record and string.sub(held_record, 1, 1)
-  if held_kind == 'w' or held_kind == 'd' or held_kind == 'a' then visitor = held end
+  if held_kind == 'w' or held_kind == 'd' or held_kind == 'q' or held_kind == 'r'
+    or held_kind == 'a' then
+    visitor = held
+  end
 elseif room.user_required == '1' then
   return redis.error_reply(USERREQUIRED)
 end
@@ -52,12 +118,26 @@ local record = current_record(visitor, now)
 local kind = record and string.sub(record, 1, 1)
 if kind == 'w' or kind == 'd' then
   mark_present(visitor, now)
+  -- A code moves a visitor of the general line ahead.
+  if code ~= '' then
+    local granted, refusal = check_code()
+    if not granted then return refusal end
+    if not opened(room, now) and (ARGV[7] == '' or ARGV[7] ~= room.draw_commitment) then
+      return redis.error_reply(DRAWSEED)
+    end
+    spend_code(granted)
+    local from = unqueue(room, visitor, record, now)
+    enter_priority(granted, tonumber(string.match(record, '|(%d+)$')), tostring(from))
+  end
+elseif kind == 'q' or kind == 'r' then
+  -- In the priority line already: a code spends nothing.
+  mark_present(visitor, now)
 elseif kind ~= 'a' and sold_out(room) then
   -- Sold out: new arrivals are told so, and take nothing.
   local out = place(room, visitor, now)
   out.state, out.visitor = 'c', visitor
   return cjson.encode(out)
-elseif kind ~= 'a' and in_networks(room.bypass_match, ARGV[11]) then
+elseif kind ~= 'a' and in_networks(room.bypass_match, ARGV[12]) then
   local closes_at = tonumber(room.closes_at or '')
   if closes_at and now >= closes_at then
     redis.call('HINCRBY', K_ROOM, 'turned_away', 1)
@@ -68,6 +148,14 @@ elseif kind ~= 'a' then
   local pre_queue = not opened(room, now)
   if pre_queue and (ARGV[7] == '' or ARGV[7] ~= room.draw_commitment) then
     return redis.error_reply(DRAWSEED)
+  end
+  local granted
+  if code ~= '' then
+    local refusal
+    granted, refusal = check_code()
+    if not granted then return refusal end
+  elseif room.code_required == '1' then
+    return redis.error_reply(CODEREQUIRED)
   end
   local closes_at = tonumber(room.closes_at or '')
   if queue_method(room) == 'reject' or (closes_at and now >= closes_at) then
@@ -101,20 +189,23 @@ elseif kind ~= 'a' then
   if pow then
     redis.call('SET', KEYS[13], '1', 'PX', math.max(1, tonumber(ARGV[6]) - now))
   end
+  if granted then spend_code(granted) end
   local tokens = num(room, 'tokens')
   local through = queue_method(room) == 'passthrough'
     or (tokens > 0 and waiting_count() == 0 and under_cap(room))
-  if pre_queue then
+  if pre_queue and not granted then
     local key, entry = ARGV[9], ARGV[8]
     redis.call('ZADD', K_DRAW, 0, key .. ':' .. visitor)
     redis.call('ZADD', K_ENTRIES, 0, key .. ':' .. entry)
     redis.call('ZADD', K_SEEN, now, visitor)
     redis.call('HSET', K_VISITORS, visitor, 'd|' .. key .. '|' .. entry .. '|' .. now)
-  elseif room.paused ~= '1' and through then
+  elseif not pre_queue and room.paused ~= '1' and through then
     admit(room, visitor, now)
     redis.call('HSET', K_ROOM, 'tokens', math.max(0, tokens - 1),
       'admitted_total', num(room, 'admitted_total') + 1)
     record_admissions(now, 1)
+  elseif granted then
+    enter_priority(granted, now)
   else
     local seq = num(room, 'next_seq') + 1
     redis.call('HSET', K_ROOM, 'next_seq', seq)

@@ -26,6 +26,20 @@ local CHANNEL = ROOM_PREFIX .. EVENTS_KEY
 -- Bypass networks' passes, outside the cap (score: expiry). Named, not
 -- declared: its hash tag keeps it in the room's Cluster slot.
 local K_BYPASSED = ROOM_PREFIX .. BYPASSED_KEY
+-- The priority line (code holders) and the codes: named, not declared,
+-- like left_key() (the hash tag keeps them in the room's slot). K_PRIO
+-- scores priority * 2^32 + the level's join sequence number, members the
+-- visitors; a code holder who joined before the opening is drawn: scored
+-- priority * 2^32 (seq 0), member '<draw key hex>:<visitor>', so that
+-- among equal scores the members' order is the draw's. K_PENTRIES lists the
+-- code holders drawn ('<key hex>:<entry>', scored by priority), as K_ENTRIES
+-- does everyone else. A waiting code holder's record is
+-- 'q|<group>|<priority>|<seq>|<joined ms>', or drawn
+-- 'r|<group>|<priority>|<key hex>|<entry>|<joined ms>'.
+local K_PRIO, K_PENTRIES, K_GROUPS, K_GROUPS_USED =
+  ROOM_PREFIX .. PRIORITY_KEY, ROOM_PREFIX .. PRIORITY_ENTRIES_KEY, ROOM_PREFIX .. GROUPS_KEY,
+  ROOM_PREFIX .. GROUPS_USED_KEY
+local LEVEL = 4294967296
 
 local DEFERRED = {}
 local function publish(message)
@@ -238,9 +252,24 @@ local function opened(room, now)
   return at == nil or now >= at
 end
 
--- Everyone waiting: the draw's entrants, then the line.
+-- Everyone waiting: the priority line, the draw's entrants, then the line.
 local function waiting_count()
-  return redis.call('ZCARD', K_DRAW) + redis.call('ZCARD', K_LINE)
+  return redis.call('ZCARD', K_PRIO) + redis.call('ZCARD', K_DRAW) + redis.call('ZCARD', K_LINE)
+end
+
+-- A place in the priority line as events carry it, from its score and
+-- member: 'p<priority>-<seq>', or drawn 'p<priority>-0-<first 16 hex of
+-- the draw key>'.
+local function priority_order(score, member)
+  local priority = math.floor(score / LEVEL)
+  local key = string.match(member, '^(%x+):')
+  if key then return string.format('p%.0f-0-', priority) .. string.sub(key, 1, 16) end
+  return string.format('p%.0f-%.0f', priority, score - priority * LEVEL)
+end
+
+-- A drawn code holder's record: group, priority, key, entry.
+local function priority_drawn_record(record)
+  return string.match(record, '^r|([^|]+)|(%d+)|(%x+)|(%x+)|%d+$')
 end
 
 -- A drawn visitor's record 'd|<key hex>|<entry>|<joined ms>'.
@@ -257,7 +286,21 @@ end
 -- Takes a waiting visitor's place out of the draw or the line; returns its
 -- order. Before the opening an entrant who goes is no entrant at all.
 local function unqueue(room, visitor, record, now)
-  if string.sub(record, 1, 1) == 'd' then
+  local kind = string.sub(record, 1, 1)
+  if kind == 'q' then
+    local score = tonumber(redis.call('ZSCORE', K_PRIO, visitor))
+    redis.call('ZREM', K_PRIO, visitor)
+    return priority_order(score, visitor)
+  end
+  if kind == 'r' then
+    local _, _, key, entry = priority_drawn_record(record)
+    local member = key .. ':' .. visitor
+    local score = tonumber(redis.call('ZSCORE', K_PRIO, member))
+    redis.call('ZREM', K_PRIO, member)
+    if not opened(room, now) then redis.call('ZREM', K_PENTRIES, key .. ':' .. entry) end
+    return priority_order(score, member)
+  end
+  if kind == 'd' then
     local key, entry = drawn_record(record)
     redis.call('ZREM', K_DRAW, key .. ':' .. visitor)
     if not opened(room, now) then redis.call('ZREM', K_ENTRIES, key .. ':' .. entry) end
@@ -313,20 +356,33 @@ local function place(room, visitor, now, shared)
     else
       out = { state = (departed_until and departed_until > now) and 'l' or 'e' }
     end
-  elseif (kind == 'w' or kind == 'd') and sold_out(room) then
+  elseif (kind == 'w' or kind == 'd' or kind == 'q' or kind == 'r') and sold_out(room) then
     -- A line closed for a sold-out sale: its places stay, unused.
     out = { state = 'c' }
   elseif kind == 'd' then
     local key, entry = drawn_record(record)
     if opened(room, now) then
       out = { state = 'w', order = drawn_order(key, entry),
-        position = redis.call('ZRANK', K_DRAW, key .. ':' .. visitor) + 1 }
+        position = redis.call('ZCARD', K_PRIO) + redis.call('ZRANK', K_DRAW, key .. ':' .. visitor) + 1 }
     else
       out = { state = 'p', order = drawn_order(key, entry) }
     end
   elseif kind == 'w' then
     out = { state = 'w', order = string.match(record, '^w|(%d+)|'),
-      position = redis.call('ZCARD', K_DRAW) + redis.call('ZRANK', K_LINE, visitor) + 1 }
+      position = redis.call('ZCARD', K_PRIO) + redis.call('ZCARD', K_DRAW)
+        + redis.call('ZRANK', K_LINE, visitor) + 1 }
+  elseif kind == 'q' then
+    out = { state = 'w', order = priority_order(tonumber(redis.call('ZSCORE', K_PRIO, visitor)), visitor),
+      position = redis.call('ZRANK', K_PRIO, visitor) + 1, priority = string.match(record, '^q|([^|]+)|') }
+  elseif kind == 'r' then
+    local group, _, key, entry = priority_drawn_record(record)
+    local member = key .. ':' .. visitor
+    if opened(room, now) then
+      out = { state = 'w', order = priority_order(tonumber(redis.call('ZSCORE', K_PRIO, member)), member),
+        position = redis.call('ZRANK', K_PRIO, member) + 1, priority = group }
+    else
+      out = { state = 'p', order = drawn_order(key, entry), priority = group }
+    end
   elseif kind == 'a' then
     local admitted_at, expires_at = string.match(record, '^a|(%d+)|(%d+)$')
     out = { state = 'a', admitted_at = tonumber(admitted_at), expires_at = tonumber(expires_at) }
@@ -369,8 +425,11 @@ end
 local function make_room(seed, commitment, first)
   local now = now_ms()
   -- UNLINK: a draw of a million entrants is freed in the background.
+  for _, group in ipairs(redis.call('HKEYS', K_GROUPS)) do
+    redis.call('UNLINK', ROOM_PREFIX .. CODES_KEY .. group)
+  end
   redis.call('UNLINK', K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS, K_USERS,
-    K_DRAW, K_ENTRIES, K_USER_OF, K_BYPASSED)
+    K_DRAW, K_ENTRIES, K_USER_OF, K_BYPASSED, K_PRIO, K_PENTRIES, K_GROUPS, K_GROUPS_USED)
   for i = 12, #KEYS do redis.call('UNLINK', KEYS[i]) end
   redis.call('HSET', K_ROOM, unpack(ARGV, first))
   if redis.call('HGET', K_ROOM, 'opens_at') ~= '' then

@@ -1,16 +1,23 @@
 -- An open room's config and stats (`WireRoomInfo`): { room (its stored
 -- fields), waiting, active, admitted_last_minute, oldest_wait_ms, pre_queue,
--- bypassed_active, entrants, opened, now } as JSON.
+-- bypassed_active, priority_waiting, entrants, priority_entrants, opened,
+-- now } as JSON.
 local room, err = open_room()
 if not room then return err end
 local now = now_ms()
 expire_passes(now)
 local oldest = 0
-local head = redis.call('ZRANGE', K_DRAW, 0, 0)
+-- The head: the priority line's, the draw's ('key:visitor'), or the line's.
+local head = redis.call('ZRANGE', K_PRIO, 0, 0)
 if #head > 0 then
-  head = { string.match(head[1], ':(.+)$') }
+  head = { string.match(head[1], ':(.+)$') or head[1] }
 else
-  head = redis.call('ZRANGE', K_LINE, 0, 0)
+  head = redis.call('ZRANGE', K_DRAW, 0, 0)
+  if #head > 0 then
+    head = { string.match(head[1], ':(.+)$') }
+  else
+    head = redis.call('ZRANGE', K_LINE, 0, 0)
+  end
 end
 if #head > 0 then
   local record = redis.call('HGET', K_VISITORS, head[1])
@@ -20,6 +27,9 @@ end
 local is_open = opened(room, now)
 return cjson.encode({ room = room, waiting = waiting_count(), active = redis.call('ZCARD', K_ACTIVE),
   admitted_last_minute = admitted_between(now - RATE_WINDOW_MS, now), oldest_wait_ms = oldest,
-  pre_queue = is_open and 0 or redis.call('ZCARD', K_DRAW),
-  bypassed_active = redis.call('ZCOUNT', K_BYPASSED, '(' .. now, '+inf'), entrants = redis.call('ZCARD', K_ENTRIES),
+  bypassed_active = redis.call('ZCOUNT', K_BYPASSED, '(' .. now, '+inf'),
+  pre_queue = is_open and 0 or (redis.call('ZCARD', K_DRAW) + redis.call('ZCARD', K_PRIO)),
+  priority_waiting = redis.call('ZCARD', K_PRIO),
+  entrants = redis.call('ZCARD', K_ENTRIES) + redis.call('ZCARD', K_PENTRIES),
+  priority_entrants = redis.call('ZCARD', K_PENTRIES),
   opened = is_open, now = now })

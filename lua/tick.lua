@@ -28,7 +28,7 @@ if opens_at and room.drawn ~= '1' and now >= opens_at then
   -- The pace starts at the opening: ETAs use the configured rate for a window.
   redis.call('HSET', K_ROOM, 'drawn', '1', 'rate_since', opens_at)
   room.rate_since = tostring(opens_at)
-  if redis.call('ZCARD', K_DRAW) > 0 then
+  if redis.call('ZCARD', K_DRAW) + redis.call('ZCARD', K_PRIO) > 0 then
     local version = num(room, 'version') + 1
     redis.call('HSET', K_ROOM, 'version', version)
     room.version = version
@@ -115,7 +115,7 @@ local departed, dropped = {}, {}
 for _, visitor in ipairs(absent) do
   local record = redis.call('HGET', K_VISITORS, visitor)
   local kind = record and string.sub(record, 1, 1)
-  if kind == 'w' or kind == 'd' then
+  if kind == 'w' or kind == 'd' or kind == 'q' or kind == 'r' then
     table.insert(departed, unqueue(room, visitor, record, now))
     table.insert(dropped, visitor)
   end
@@ -156,20 +156,33 @@ end
 local function take_random(n)
   local out = {}
   for _ = 1, n do
-    local in_draw = redis.call('ZCARD', K_DRAW)
-    local key = in_draw > 0 and K_DRAW or K_LINE
-    local count = in_draw > 0 and in_draw or redis.call('ZCARD', K_LINE)
-    if count == 0 then break end
-    local rank = pick(count)
-    local chosen = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
-    redis.call('ZREM', key, chosen[1])
-    if key == K_DRAW then
-      local visitor, order = entrant(chosen[1])
-      table.insert(out, visitor)
-      table.insert(out, order)
+    -- The priority line's first level first, as the draw's entrants.
+    local first = redis.call('ZRANGE', K_PRIO, 0, 0, 'WITHSCORES')
+    if #first > 0 then
+      local level = math.floor(tonumber(first[2]) / LEVEL)
+      local count = redis.call('ZCOUNT', K_PRIO, string.format('%.0f', level * LEVEL),
+        string.format('(%.0f', (level + 1) * LEVEL))
+      local rank = pick(count)
+      local chosen = redis.call('ZRANGE', K_PRIO, rank, rank, 'WITHSCORES')
+      redis.call('ZREM', K_PRIO, chosen[1])
+      table.insert(out, string.match(chosen[1], ':(.+)$') or chosen[1])
+      table.insert(out, priority_order(tonumber(chosen[2]), chosen[1]))
     else
-      table.insert(out, chosen[1])
-      table.insert(out, chosen[2])
+      local in_draw = redis.call('ZCARD', K_DRAW)
+      local key = in_draw > 0 and K_DRAW or K_LINE
+      local count = in_draw > 0 and in_draw or redis.call('ZCARD', K_LINE)
+      if count == 0 then break end
+      local rank = pick(count)
+      local chosen = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
+      redis.call('ZREM', key, chosen[1])
+      if key == K_DRAW then
+        local visitor, order = entrant(chosen[1])
+        table.insert(out, visitor)
+        table.insert(out, order)
+      else
+        table.insert(out, chosen[1])
+        table.insert(out, chosen[2])
+      end
     end
   end
   return out
@@ -177,11 +190,18 @@ end
 local function take(n, method)
   if method == 'random' then return take_random(n) end
   local out = {}
-  local drawn = redis.call('ZPOPMIN', K_DRAW, n)
-  for i = 1, #drawn, 2 do
-    local visitor, order = entrant(drawn[i])
-    table.insert(out, visitor)
-    table.insert(out, order)
+  local priority = redis.call('ZPOPMIN', K_PRIO, n)
+  for i = 1, #priority, 2 do
+    table.insert(out, string.match(priority[i], ':(.+)$') or priority[i])
+    table.insert(out, priority_order(tonumber(priority[i + 1]), priority[i]))
+  end
+  if n - #out / 2 > 0 then
+    local drawn = redis.call('ZPOPMIN', K_DRAW, n - #out / 2)
+    for i = 1, #drawn, 2 do
+      local visitor, order = entrant(drawn[i])
+      table.insert(out, visitor)
+      table.insert(out, order)
+    end
   end
   local rest = n - #out / 2
   if rest > 0 then

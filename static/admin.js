@@ -6,7 +6,7 @@
 // post normally, with their CSRF field. Its state lives in admin-state.js,
 // the preview of each room's waiting page in admin-preview.js.
 import { $, isNonNegative, pad2 } from './lib-dom.js';
-import { request, backoff } from './lib-api.js';
+import { request, backoff, errorMessage } from './lib-api.js';
 import { t } from './lib-i18n.js';
 import { drawRoom } from './admin-chart.js';
 import { createAdminState, recordSample, saleCheckDue, noteNoSale, noteSale } from './admin-state.js';
@@ -17,7 +17,7 @@ const RETRY = { base: REFRESH_MS, max: 15000, cap: 4 };
 // Rooms without a sale are asked again only every few seconds.
 const NO_SALE_RECHECK_MS = 5000;
 const STATS = ['pre_queue', 'waiting', 'active', 'admitted_total', 'admitted_last_minute', 'oldest_wait_seconds', 'turned_away', 'no_shows', 'bypassed'];
-const CONFIG = ['admit_per_tick', 'tick_ms', 'max_active', 'pass_ttl_s', 'abandon_after_s', 'arrival_grace_s', 'paused', 'user_required', 'pow_difficulty', 'notice', 'queue_method', 'close_when_sold_out', 'closes_at', 'opens_at', 'bypass_networks'];
+const CONFIG = ['admit_per_tick', 'tick_ms', 'max_active', 'pass_ttl_s', 'abandon_after_s', 'arrival_grace_s', 'paused', 'user_required', 'code_required', 'pow_difficulty', 'notice', 'queue_method', 'close_when_sold_out', 'closes_at', 'opens_at', 'bypass_networks'];
 // The room's `page` fields, as the form names them (`page_title`, …).
 const PAGE = ['title', 'headline', 'message', 'logo_url', 'accent_color', 'background_color', 'footer'];
 
@@ -347,5 +347,118 @@ window.addEventListener('pageshow', function () {
 });
 
 startPreviews();
+// --- priority codes ------------------------------------------------------------
+// Each room's groups of codes, read from the operator API (never the codes
+// themselves); a group is added with given codes or generated ones, which
+// are offered once as a CSV download, and removed after a confirmation.
+// Calls that change something carry the session's CSRF token.
+const csrfField = document.querySelector('input[name="csrf"]');
+const CSRF = csrfField ? { 'X-CSRF-Token': csrfField.value } : {};
+
+function codesUrl(roomId, group) {
+  const base = '/api/admin/rooms/' + encodeURIComponent(roomId) + '/codes';
+  return group === undefined ? base : base + '/' + encodeURIComponent(group);
+}
+
+function cell(text, className) {
+  const td = document.createElement('td');
+  if (className) td.className = className;
+  td.textContent = text;
+  return td;
+}
+
+function showGroups(roomId, groups) {
+  const body = $('codes-' + roomId + '-groups');
+  if (!body) return;
+  body.textContent = '';
+  if (!groups.length) {
+    const row = document.createElement('tr');
+    const none = cell(t('admin.codes_none'), 'hint');
+    none.colSpan = 5;
+    row.appendChild(none);
+    body.appendChild(row);
+    return;
+  }
+  groups.forEach(function (g) {
+    const row = document.createElement('tr');
+    row.setAttribute('data-group', g.group);
+    const name = document.createElement('th');
+    name.scope = 'row';
+    name.textContent = g.group;
+    row.appendChild(name);
+    row.appendChild(cell(String(g.priority), 'num'));
+    row.appendChild(cell(String(g.uses), 'num'));
+    row.appendChild(cell(g.used + ' / ' + g.total, 'num'));
+    const actions = document.createElement('td');
+    const remove = document.createElement('button');
+    remove.type = 'button';
+    remove.className = 'button danger small';
+    remove.textContent = t('admin.codes_remove');
+    remove.addEventListener('click', function () {
+      if (!window.confirm(t('admin.codes_remove_confirm', { group: g.group }))) return;
+      request('DELETE', codesUrl(roomId, g.group), { headers: CSRF }).then(function () {
+        loadGroups(roomId);
+      });
+    });
+    actions.appendChild(remove);
+    row.appendChild(actions);
+    body.appendChild(row);
+  });
+}
+
+function loadGroups(roomId) {
+  return request('GET', codesUrl(roomId), { cache: 'no-store' }).then(function (res) {
+    if (res.ok && res.body && Array.isArray(res.body.groups)) showGroups(roomId, res.body.groups);
+  });
+}
+
+// The generated codes as a CSV file to download, once.
+function offerDownload(result, roomId, added) {
+  const lines = ['code,group,priority,uses'].concat(added.codes.map(function (code) {
+    return code + ',' + added.group + ',' + added.priority + ',' + added.uses;
+  }));
+  const blob = new Blob([lines.join('\n') + '\n'], { type: 'text/csv' });
+  const link = document.createElement('a');
+  link.href = URL.createObjectURL(blob);
+  link.download = 'codes-' + roomId + '-' + added.group + '.csv';
+  link.className = 'codes-download';
+  link.textContent = t('admin.codes_download', { n: added.codes.length });
+  result.appendChild(document.createTextNode(' '));
+  result.appendChild(link);
+}
+
+function guardCodesForm(form) {
+  const roomId = form.getAttribute('data-room') || '';
+  const result = $('codes-' + roomId + '-result');
+  let sending = false;
+  form.addEventListener('submit', function (ev) {
+    ev.preventDefault();
+    if (sending) return;
+    sending = true;
+    const field = function (name) { return form.elements.namedItem(name).value.trim(); };
+    const body = { group: field('group'), priority: Number(field('priority')), uses: Number(field('uses')) };
+    const given = field('codes').split(/\s+/).filter(function (c) { return c !== ''; });
+    if (field('generate') !== '') body.generate = Number(field('generate'));
+    else body.codes = given;
+    request('POST', codesUrl(roomId), { body, headers: CSRF }).then(function (res) {
+      sending = false;
+      form.removeAttribute('data-sent');
+      result.textContent = '';
+      if (res.status !== 201 || !res.body) {
+        result.textContent = t('admin.codes_failed', { message: errorMessage(res) || ('HTTP ' + res.status) });
+        result.setAttribute('data-state', 'error');
+        return;
+      }
+      result.setAttribute('data-state', 'added');
+      result.textContent = t('admin.codes_added', { group: res.body.group, n: res.body.added });
+      if (res.body.codes && res.body.codes.length) offerDownload(result, roomId, res.body);
+      form.reset();
+      loadGroups(roomId);
+    });
+  });
+  loadGroups(roomId);
+}
+document.querySelectorAll('form.codes-form').forEach(guardCodesForm);
+
 if ($('rooms-table') || $('no-rooms')) refresh();
 if (saleSections.length) refreshSales();

@@ -42,19 +42,21 @@ const el = {
 };
 
 // A user token from the site that sends its signed-in customers here
-// (`?user=…`): read once, then taken out of the address bar so it is not
-// bookmarked or shared; the ticket cookie keeps the place after that.
-function takeUserToken() {
+// (`?user=…`), or a priority code (`?code=…`): read once, then taken out
+// of the address bar so it is not bookmarked or shared (a code shared is a
+// code spent); the ticket cookie keeps the place after that.
+function takeFromAddress(name) {
   const params = new URLSearchParams(location.search);
-  const token = params.get('user');
-  if (token === null) return null;
-  params.delete('user');
+  const value = params.get(name);
+  if (value === null) return null;
+  params.delete(name);
   const query = params.toString();
   history.replaceState(null, '', location.pathname + (query ? '?' + query : '') + location.hash);
-  return token;
+  return value;
 }
 
-const userToken = takeUserToken();
+const userToken = takeFromAddress('user');
+const priorityCode = takeFromAddress('code');
 // Where a forward-auth gate sent the visitor from (`?return=`), for the
 // join; kept in the address bar (a reload joins with it again).
 const returnTo = new URLSearchParams(location.search).get('return');
@@ -336,6 +338,9 @@ function onRefused(r) {
   }
   if (r.status === 404) { onFinished(t('room.msg_not_found'), 'closed', false); return; }
   if (r.code === 'room_not_accepting') { onFinished(t('room.msg_not_accepting'), 'closed', false); return; }
+  if (r.code === 'code_required') { onFinished(t('room.msg_code_required'), 'closed', false); return; }
+  if (r.code === 'invalid_code') { onFinished(t('room.msg_invalid_code'), 'closed', false); return; }
+  if (r.code === 'code_used') { onFinished(t('room.msg_code_used'), 'closed', false); return; }
   onFinished(t('room.msg_closed'), 'closed', false); // room_closed: nothing to retry
 }
 
@@ -371,6 +376,7 @@ if (room) {
   place = joinRoom({
     room,
     user: userToken,
+    code: priorityCode,
     returnUrl: returnTo,
     returning: body.hasAttribute('data-returning'),
     onStatus: handleStatus,

@@ -1843,3 +1843,158 @@ async fn the_big_number_never_breaks_a_word_on_a_small_phone() {
     screenshot(&browser, "big-number-phrase").await;
     browser.close().await.unwrap();
 }
+
+/// Issue 27, item 1: a code in the waiting page's address puts the visitor
+/// in the priority line, and leaves the address bar (a link shared after
+/// is not a code shared).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_code_in_the_address_puts_the_visitor_ahead_and_leaves_the_address_bar() {
+    let app = TestApp::spawn().await;
+    let driver = Driver::start().await;
+    app.create_room("presale", json!({"paused": true})).await;
+    let added = app
+        .admin(reqwest::Method::POST, "/api/admin/rooms/presale/codes")
+        .json(&json!({"group": "fanclub", "codes": ["FAN-0001"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(added.status(), 201);
+    for _ in 0..3 {
+        app.join_api("presale").await;
+    }
+    let browser = driver.browser(390, 844, json!({})).await;
+    browser
+        .goto(&app.url("/rooms/presale?code=FAN-0001&utm=mail"))
+        .await
+        .unwrap();
+    let seen = eventually("the code holder's position", BROWSER_PATIENCE, || async {
+        position(&browser).await
+    })
+    .await;
+    assert_eq!(seen, 1, "ahead of the three who joined without a code");
+    let address = browser.current_url().await.unwrap();
+    assert!(
+        !address.as_str().contains("code="),
+        "the code leaves the address bar: {address}"
+    );
+    assert!(
+        address.as_str().contains("utm=mail"),
+        "the rest stays: {address}"
+    );
+    let groups = app
+        .admin(reqwest::Method::GET, "/api/admin/rooms/presale/codes")
+        .fetch_json()
+        .await;
+    assert_eq!(groups["groups"][0]["used"], 1);
+
+    // The same code again, in another browser: it was used.
+    let other_driver = Driver::start().await;
+    let other = other_driver.browser(390, 844, json!({})).await;
+    other
+        .goto(&app.url("/rooms/presale?code=FAN-0001"))
+        .await
+        .unwrap();
+    let said = eventually("the used code's message", BROWSER_PATIENCE, || async {
+        text_of(&other, "message")
+            .await
+            .filter(|m| m.contains("used"))
+    })
+    .await;
+    assert!(said.contains("used already"), "{said}");
+}
+
+/// The admin page's codes panel: a group of generated codes is added, its
+/// CSV offered once, the group listed with used/total, then removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_codes_panel_adds_lists_and_removes_groups() {
+    let app = TestApp::spawn().await;
+    let driver = Driver::start().await;
+    app.create_room("presale", json!({"name": "Presale", "paused": true}))
+        .await;
+    app.admin(reqwest::Method::POST, "/api/admin/rooms/presale/codes")
+        .json(&json!({"group": "staff", "priority": 0, "uses": 2, "codes": ["S-1", "S-2"]}))
+        .send()
+        .await
+        .unwrap();
+    let browser = driver.browser(1280, 1400, json!({})).await;
+    admin_login(&browser, &app).await;
+    eventually("the listed group", BROWSER_PATIENCE, || async {
+        attr_of(
+            &browser,
+            "#codes-presale-groups tr[data-group='staff']",
+            "data-group",
+        )
+        .await
+    })
+    .await;
+    let fill = |id: &'static str, text: &'static str| {
+        let browser = browser.clone();
+        async move {
+            let field = browser.find(Locator::Id(id)).await.unwrap();
+            field.clear().await.unwrap();
+            field.send_keys(text).await.unwrap();
+        }
+    };
+    fill("codes-presale-group", "fanclub").await;
+    fill("codes-presale-priority", "2").await;
+    fill("codes-presale-generate", "25").await;
+    click(&browser, Locator::Id("codes-presale-submit")).await;
+    let link = eventually("the CSV download", BROWSER_PATIENCE, || async {
+        browser
+            .find(Locator::Css("#codes-presale-result a.codes-download"))
+            .await
+            .ok()
+    })
+    .await;
+    assert_eq!(
+        link.attr("download").await.unwrap().as_deref(),
+        Some("codes-presale-fanclub.csv")
+    );
+    let used = eventually("the new group's row", BROWSER_PATIENCE, || async {
+        let row = browser
+            .find(Locator::Css(
+                "#codes-presale-groups tr[data-group='fanclub']",
+            ))
+            .await
+            .ok()?;
+        row.text().await.ok()
+    })
+    .await;
+    assert!(used.contains("0 / 25"), "{used}");
+    screenshot(&browser, "admin-codes").await;
+    if let Some(dir) = std::env::var_os("WAITROOM_DOCS_IMAGES") {
+        let panel = browser.find(Locator::Id("codes-presale")).await.unwrap();
+        let png = panel.screenshot().await.unwrap();
+        std::fs::write(Path::new(&dir).join("admin-codes.png"), png).unwrap();
+    }
+    let groups = app
+        .admin(reqwest::Method::GET, "/api/admin/rooms/presale/codes")
+        .fetch_json()
+        .await;
+    assert_eq!(groups["groups"].as_array().unwrap().len(), 2);
+
+    // Removing asks first; accepted, the group is gone.
+    browser
+        .execute("window.confirm = function () { return true; };", vec![])
+        .await
+        .unwrap();
+    click(
+        &browser,
+        Locator::Css("#codes-presale-groups tr[data-group='staff'] button"),
+    )
+    .await;
+    eventually("the removed group gone", BROWSER_PATIENCE, || async {
+        browser
+            .find(Locator::Css("#codes-presale-groups tr[data-group='staff']"))
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await;
+    let groups = app
+        .admin(reqwest::Method::GET, "/api/admin/rooms/presale/codes")
+        .fetch_json()
+        .await;
+    assert_eq!(groups["groups"][0]["group"], "fanclub");
+    assert_eq!(groups["groups"].as_array().unwrap().len(), 1);
+}

@@ -1116,3 +1116,66 @@ async fn fresh_stats(app: &TestApp) -> Value {
         .await["stats"]
         .clone()
 }
+
+/// Issue 27, item 1: a code of one use, raced for by dozens of joins over
+/// two nodes, makes one place; every other join is told it was used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_code_of_one_use_raced_over_two_nodes_makes_one_place() {
+    let nodes = Nodes::start(2).await;
+    nodes.apps[0]
+        .create_room("presale", json!({"paused": true}))
+        .await;
+    let added = nodes.apps[1]
+        .admin(Method::POST, "/api/admin/rooms/presale/codes")
+        .json(&json!({"group": "vip", "codes": ["ONLY-ONE"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(added.status(), 201);
+    let answers: Vec<(u16, Value)> = stream::iter(0..48)
+        .map(|i| {
+            let app = &nodes.apps[i % 2];
+            async move {
+                let answer = app
+                    .http
+                    .post(app.url("/api/rooms/presale/join"))
+                    .json(&json!({"code": "ONLY-ONE"}))
+                    .send()
+                    .await
+                    .unwrap();
+                let status = answer.status().as_u16();
+                (status, answer.json::<Value>().await.unwrap())
+            }
+        })
+        .buffer_unordered(48)
+        .collect()
+        .await;
+    let placed: Vec<&Value> = answers
+        .iter()
+        .filter(|(status, _)| *status == 200)
+        .map(|(_, body)| body)
+        .collect();
+    let statuses: Vec<u16> = answers.iter().map(|(status, _)| *status).collect();
+    assert_eq!(placed.len(), 1, "{statuses:?}");
+    assert_eq!(placed[0]["priority"], "vip");
+    assert!(
+        answers
+            .iter()
+            .filter(|(status, _)| *status != 200)
+            .all(|(status, body)| *status == 403 && body["error"]["code"] == "code_used"),
+        "{statuses:?}"
+    );
+    let stats = nodes.stats("presale").await;
+    assert_eq!(
+        (
+            stats["waiting"].as_u64(),
+            stats["priority_waiting"].as_u64()
+        ),
+        (Some(1), Some(1))
+    );
+    let groups = nodes.apps[0]
+        .admin(Method::GET, "/api/admin/rooms/presale/codes")
+        .fetch_json()
+        .await;
+    assert_eq!(groups["groups"][0]["used"], 1);
+}

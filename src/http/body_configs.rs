@@ -12,12 +12,18 @@ use super::limits::{JSON_LIMIT, is_body_timeout};
 /// JSON routes read a JSON media type (actix's check: `…/json` or
 /// `…+json`), and refuse any other, or none, with a 415.
 pub fn json_config() -> web::JsonConfig {
-    web::JsonConfig::default().limit(JSON_LIMIT).error_handler(
-        |err: JsonPayloadError, _: &HttpRequest| {
+    json_config_up_to(JSON_LIMIT)
+}
+
+/// [`json_config`] for a route that reads larger bodies (up to `limit`
+/// bytes): set on that route's resource only.
+pub fn json_config_up_to(limit: usize) -> web::JsonConfig {
+    web::JsonConfig::default().limit(limit).error_handler(
+        move |err: JsonPayloadError, _: &HttpRequest| {
             match err {
                 JsonPayloadError::Overflow { .. }
                 | JsonPayloadError::OverflowKnownLength { .. } => {
-                    ApiError::PayloadTooLarge { limit: JSON_LIMIT }
+                    ApiError::PayloadTooLarge { limit }
                 }
                 // A wrong (or missing) media type is 415, not the 400
                 // of a malformed body.

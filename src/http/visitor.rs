@@ -19,6 +19,7 @@ use super::openapi::RoomPath;
 use super::state::Live;
 use crate::store::{self, JoinOptions, SaleStore, Store};
 use crate::words::clock::{Clock, Millis};
+use crate::words::codes::CodeHash;
 use crate::words::credentials::{CredentialError, Credentials, Jwks, read_user_token};
 use crate::words::pow;
 use crate::words::return_url;
@@ -53,6 +54,7 @@ fn status_response(
             state: place.state,
             line: &place.line,
             facts: &place.facts,
+            priority: place.priority.as_deref(),
         },
         credentials,
     );
@@ -91,6 +93,9 @@ pub struct JoinBody {
     pow: Option<String>,
     /// A user token (HS256 JWT signed with the room's `user_key`).
     user: Option<String>,
+    /// A priority or invite code: a valid one puts the visitor in the
+    /// priority line (and is spent if the join makes a new place).
+    code: Option<String>,
 }
 
 /// Joins the line, or returns the caller's place. A valid ticket (header or
@@ -108,7 +113,7 @@ pub struct JoinBody {
     responses(
         (status = 200, body = Status, description = "The caller's place; sets the ticket cookie (and `wr_pass` when admitted)"),
         (status = 401, description = "invalid_ticket user_required invalid_user_token"),
-        (status = 403, description = "room_not_accepting pow_required pow_invalid"),
+        (status = 403, description = "room_not_accepting pow_required pow_invalid code_required invalid_code code_used"),
         (status = 409, description = "room_closed"),
         (status = 429, description = "rate_limited"),
     ),
@@ -160,6 +165,9 @@ const ROOM_KNOWN: &[ErrorCode] = &[
     ErrorCode::PowInvalid,
     ErrorCode::UserRequired,
     ErrorCode::InvalidUserToken,
+    ErrorCode::CodeRequired,
+    ErrorCode::InvalidCode,
+    ErrorCode::CodeUsed,
 ];
 
 /// The join itself: its answer, and the place it gave.
@@ -218,6 +226,17 @@ async fn join_room(
             return Err(unless_no_such_room(store.get_ref(), &room, refusal).await);
         }
     };
+    let code = match fields.get("code") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(code)) if code.is_empty() => None,
+        Some(serde_json::Value::String(code)) => Some(CodeHash::of(code)),
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                ErrorCode::InvalidBody,
+                "code must be the code as a string",
+            ));
+        }
+    };
     let ret = join_return(&req, &fields);
     let now = clock.now_ms();
     let existing = match bearer(&req) {
@@ -245,6 +264,7 @@ async fn join_room(
         limit: join_limit(&req),
         user,
         pow,
+        code,
     };
     let place = store.join_with(&room, visitor, &options).await?;
     live.wakeups.note(&room);

@@ -30,6 +30,7 @@ pub struct Pending {
     pub ticket: Arc<str>,
     pub visitor: VisitorId,
     pub state: PlaceState,
+    pub priority: Option<Arc<str>>,
 }
 
 /// The statuses of one room after one event, and what they share.
@@ -125,6 +126,7 @@ impl Shared {
                     state: pending.state,
                     line: &self.line,
                     facts: &self.facts,
+                    priority: pending.priority.as_deref(),
                 },
                 credentials,
             );

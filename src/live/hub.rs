@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::arrival_gaps::ArrivalGaps;
 use super::fanout::{Batch, Pending, broadcast as tell};
 use super::outlet::{Outlet, SERVICE_RESTART, close_reason};
-use super::positions::{Movement, View};
+use super::positions::{Entering, Movement, View};
 use super::registry::{Registration, Registry, RoomSockets, SocketId};
 use super::tasks::Tasks;
 use crate::store::{Store, StoreError};
@@ -137,6 +137,7 @@ impl Hub {
                 return Err(Synced::Gone);
             };
             socket.view = view;
+            socket.priority = place.priority.clone();
             batch.statuses.push(Pending {
                 id,
                 outlet: socket.outlet.clone(),
@@ -144,6 +145,7 @@ impl Hub {
                 ticket: socket.ticket.clone(),
                 visitor: socket.visitor,
                 state,
+                priority: socket.priority.clone(),
             });
             if matches!(state, PlaceState::Closed) {
                 batch.close_after = Some(close_reason(CloseCode::Normal, "room closed"));
@@ -288,6 +290,7 @@ impl Hub {
         let version = match event {
             RoomEvent::Tick { line, .. }
             | RoomEvent::Left { line, .. }
+            | RoomEvent::Entered { line, .. }
             | RoomEvent::Drawn { line, .. } => line.version,
             RoomEvent::Configured { .. } | RoomEvent::Closed { .. } => return Vec::new(),
         };
@@ -425,6 +428,28 @@ fn prepare(room: &RoomId, sockets: &mut RoomSockets, event: RoomEvent) -> Batch 
             // Positions move now; visitors see it with the next tick.
             (Movement::leaving(line.version, order), false)
         }
+        RoomEvent::Entered {
+            visitor,
+            order,
+            from,
+            group,
+            position,
+            line,
+            ..
+        } => {
+            if line.version >= sockets.line.version {
+                sockets.line.version = line.version;
+                sockets.line.waiting = line.waiting;
+            }
+            let entering = Entering {
+                visitor,
+                order,
+                from,
+                group,
+                position,
+            };
+            (Movement::entering(line.version, entering), false)
+        }
         // The pre-queue's sockets are read again (`Hub::read_drawn`); the
         // rest of the room hears of it with the next tick.
         RoomEvent::Drawn { .. } => {
@@ -450,7 +475,11 @@ fn prepare(room: &RoomId, sockets: &mut RoomSockets, event: RoomEvent) -> Batch 
             continue;
         };
         socket.view = view;
-        if notify || matches!(view, View::Settled) {
+        let moved = movement.moved(socket.visitor);
+        if let Some(group) = moved {
+            socket.priority = Some(group.clone());
+        }
+        if notify || matches!(view, View::Settled) || moved.is_some() {
             batch.statuses.push(pending(*id, socket, sequence, state));
         }
     }
@@ -524,6 +553,7 @@ fn pending(
         ticket: socket.ticket.clone(),
         visitor: socket.visitor,
         state,
+        priority: socket.priority.clone(),
     }
 }
 

@@ -14,7 +14,8 @@ use crate::words::{Admission, Order, Place, PlaceState, VisitorId};
 pub const REPLAY_EVENTS: usize = 64;
 
 /// One position-moving event: who left the head (admitted, in line order)
-/// and which places in the order left from anywhere else (sorted).
+/// and which places in the order left from anywhere else (sorted), or who
+/// entered the priority line (ahead of everyone after them).
 #[derive(Debug, Clone)]
 pub struct Movement {
     pub version: u64,
@@ -22,6 +23,19 @@ pub struct Movement {
     pub departed: Arc<[Order]>,
     /// Whether `departed` gave up their places (`left`) or were dropped as absent.
     pub by_leaving: bool,
+    pub entered: Option<Arc<Entering>>,
+}
+
+/// A visitor who took a place in the priority line: new, or moved there
+/// from `from` in the general line.
+#[derive(Debug, Clone)]
+pub struct Entering {
+    pub visitor: VisitorId,
+    pub order: Order,
+    pub from: Option<Order>,
+    pub group: Arc<str>,
+    /// Their position once entered, as the store counted it.
+    pub position: u64,
 }
 
 impl Movement {
@@ -34,7 +48,27 @@ impl Movement {
             admitted,
             departed: departed.into(),
             by_leaving: false,
+            entered: None,
         }
+    }
+
+    /// A visitor entering the priority line.
+    pub fn entering(version: u64, entering: Entering) -> Self {
+        Self {
+            version,
+            admitted: Arc::new([]),
+            departed: Arc::new([]),
+            by_leaving: false,
+            entered: Some(Arc::new(entering)),
+        }
+    }
+
+    /// The group `visitor` moved into, if this movement moved them.
+    pub fn moved(&self, visitor: VisitorId) -> Option<&Arc<str>> {
+        self.entered
+            .as_ref()
+            .filter(|e| e.visitor == visitor)
+            .map(|e| &e.group)
     }
 
     /// One waiting visitor giving up the place.
@@ -44,12 +78,25 @@ impl Movement {
             admitted: Arc::new([]),
             departed: Arc::new([order]),
             by_leaving: true,
+            entered: None,
         }
     }
 
-    /// How many of those who moved were ahead of `order`.
+    /// How many of those who moved were ahead of `order` and are gone.
     fn ahead_of(&self, order: Order) -> u64 {
-        self.admitted.len() as u64 + self.departed.partition_point(|d| *d < order) as u64
+        let moved_away = self
+            .entered
+            .as_ref()
+            .and_then(|e| e.from)
+            .is_some_and(|from| from < order);
+        self.admitted.len() as u64
+            + self.departed.partition_point(|d| *d < order) as u64
+            + u64::from(moved_away)
+    }
+
+    /// How many took a place ahead of `order`.
+    fn came_ahead_of(&self, order: Order) -> u64 {
+        u64::from(self.entered.as_ref().is_some_and(|e| e.order < order))
     }
 }
 
@@ -100,6 +147,22 @@ pub fn advance(view: View, visitor: VisitorId, movement: &Movement) -> Option<(V
     if version >= movement.version {
         return None;
     }
+    if let Some(entering) = movement
+        .entered
+        .as_ref()
+        .filter(|e| e.visitor == visitor && e.from == Some(order))
+    {
+        let view = View::Waiting {
+            order: entering.order,
+            position: entering.position,
+            version: movement.version,
+        };
+        let state = PlaceState::Waiting {
+            order: entering.order,
+            position: entering.position,
+        };
+        return Some((view, state));
+    }
     let admitted = movement
         .admitted
         .binary_search_by_key(&order, |a| a.order)
@@ -122,8 +185,10 @@ pub fn advance(view: View, visitor: VisitorId, movement: &Movement) -> Option<(V
         };
         return Some((View::Settled, state));
     }
-    // Never below 1, never up: positions only fall.
-    let position = position.saturating_sub(movement.ahead_of(order)).max(1);
+    // Never below 1; up only for someone entering the priority line ahead.
+    let position = (position + movement.came_ahead_of(order))
+        .saturating_sub(movement.ahead_of(order))
+        .max(1);
     let view = View::Waiting {
         order,
         position,
@@ -198,6 +263,7 @@ pub mod fixtures {
                 ..LineSummary::default()
             },
             facts: Default::default(),
+            priority: None,
         }
     }
 }
@@ -301,6 +367,47 @@ mod tests {
         let (_, state) =
             advance(waiting, me, &Movement::tick(1, Arc::new([]), &joined(&[4]))).unwrap();
         assert_eq!(state, PlaceState::Away);
+    }
+
+    #[test]
+    fn a_code_holder_entering_ahead_moves_those_behind_back_and_the_mover_ahead() {
+        let priority = Order::Priority {
+            priority: 1,
+            seq: 1,
+            key: 0,
+        };
+        let mover = VisitorId(9);
+        let entering = |from| {
+            Movement::entering(
+                2,
+                Entering {
+                    visitor: mover,
+                    order: priority,
+                    from,
+                    group: "fans".into(),
+                    position: 1,
+                },
+            )
+        };
+        let at = |seq, position| View::Waiting {
+            order: Order::Joined(seq),
+            position,
+            version: 1,
+        };
+        // A new code holder: everyone in the general line moves back one.
+        let (_, state) = advance(at(3, 2), VisitorId(1), &entering(None)).unwrap();
+        assert_eq!(position(state), Some(3));
+        // One moved from seq 2: those behind them keep their number, those
+        // ahead move back one, and the mover is at the front.
+        let moved = entering(Some(Order::Joined(2)));
+        let (_, state) = advance(at(3, 3), VisitorId(1), &moved).unwrap();
+        assert_eq!(position(state), Some(3));
+        let (_, state) = advance(at(1, 1), VisitorId(2), &moved).unwrap();
+        assert_eq!(position(state), Some(2));
+        let (view, state) = advance(at(2, 2), mover, &moved).unwrap();
+        assert_eq!(position(state), Some(1));
+        assert!(matches!(view, View::Waiting { order, .. } if order == priority));
+        assert_eq!(moved.moved(mover).map(|g| &**g), Some("fans"));
     }
 
     #[test]

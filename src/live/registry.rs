@@ -83,6 +83,8 @@ pub struct Socket {
     pub ticket: Arc<str>,
     pub view: View,
     pub outlet: Arc<Outlet>,
+    /// The code group whose line the visitor waits in, as last read or moved.
+    pub priority: Option<Arc<str>>,
 }
 
 impl Registry {
@@ -101,6 +103,7 @@ impl Registry {
             ticket,
             view: View::Syncing,
             outlet,
+            priority: None,
         };
         let replaced = self
             .rooms

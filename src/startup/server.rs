@@ -113,6 +113,7 @@ pub fn app(
         .configure(draw::routes)
         .configure(sockets::routes)
         .configure(admin::api::routes)
+        .configure(admin::codes::routes)
         .configure(admin::page::routes)
         .configure(sale::routes)
         .configure(pages::routes)

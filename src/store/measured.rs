@@ -18,6 +18,7 @@ use tokio::sync::broadcast;
 
 use super::{JoinOptions, SaleStore, Store, StoreError, Tick};
 use crate::words::clock::Millis;
+use crate::words::codes::{GroupSummary, NewGroup};
 use crate::words::draw::{DrawInfo, DrawKey, EntryId};
 use crate::words::room_table::{Applied, RoomTable};
 use crate::words::sale::{Claim, SaleConfig, SaleError, SaleView, Stock, Want};
@@ -188,6 +189,23 @@ impl Store for Measured<dyn Store> {
             self.name,
             "draw_entries",
             self.inner.draw_entries(id, after, limit),
+        )
+        .await
+    }
+
+    async fn add_codes(&self, id: &RoomId, group: NewGroup) -> Result<GroupSummary, StoreError> {
+        measure(self.name, "add_codes", self.inner.add_codes(id, group)).await
+    }
+
+    async fn code_groups(&self, id: &RoomId) -> Result<Vec<GroupSummary>, StoreError> {
+        measure(self.name, "code_groups", self.inner.code_groups(id)).await
+    }
+
+    async fn remove_codes(&self, id: &RoomId, group: &str) -> Result<(), StoreError> {
+        measure(
+            self.name,
+            "remove_codes",
+            self.inner.remove_codes(id, group),
         )
         .await
     }

@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use tokio::sync::broadcast;
 
 use crate::words::clock::Millis;
+use crate::words::codes::{GroupSummary, NewGroup};
 use crate::words::draw::{DrawInfo, DrawKey, EntryId};
 pub use crate::words::operations::{JoinOptions, RoomFigures, StoreError, Tick, TickReport};
 use crate::words::room_table::{Applied, RoomTable};
@@ -84,6 +85,14 @@ pub trait Store: Send + Sync + 'static {
         after: Option<(DrawKey, EntryId)>,
         limit: usize,
     ) -> Result<Vec<(DrawKey, EntryId)>, StoreError>;
+    /// Adds a group of priority codes to an open room; `GroupExists` if
+    /// one of that name is there.
+    async fn add_codes(&self, id: &RoomId, group: NewGroup) -> Result<GroupSummary, StoreError>;
+    /// The room's groups of codes, by name (never the codes).
+    async fn code_groups(&self, id: &RoomId) -> Result<Vec<GroupSummary>, StoreError>;
+    /// Removes a group: its unused codes stop working at once;
+    /// `GroupNotFound` if there is none of that name.
+    async fn remove_codes(&self, id: &RoomId, group: &str) -> Result<(), StoreError>;
     /// The user (a user token's `sub`) whose place this visitor holds, if
     /// the visitor joined with one: their sale's limit counts per user.
     async fn user_of(&self, id: &RoomId, visitor: VisitorId) -> Result<Option<String>, StoreError>;

@@ -137,6 +137,11 @@ pub struct DrawInfo {
     pub seed: Option<String>,
     /// Everyone in the pre-queue: so far, or at the opening once drawn.
     pub entrants: u64,
+    /// Of the entrants, the code holders, drawn ahead of everyone else and
+    /// listed first by `draw/entries` (lower priority first, each priority
+    /// in HMAC order).
+    #[serde(default)]
+    pub priority_entrants: u64,
     /// The opening, once it has passed: the order took effect then.
     pub drawn_at: Option<Moment>,
 }

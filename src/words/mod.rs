@@ -6,6 +6,7 @@
 
 pub mod chance;
 pub mod clock;
+pub mod codes;
 pub mod constants;
 pub mod credentials;
 pub mod draw;

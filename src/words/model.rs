@@ -121,6 +121,10 @@ pub struct RoomConfig {
     /// Anonymous joins are refused (401 `user_required`).
     #[serde(default)]
     pub user_required: bool,
+    /// A join without a valid code is refused (403 `code_required`):
+    /// invite-only rooms, presale phases.
+    #[serde(default)]
+    pub code_required: bool,
     /// A join that makes a new place must carry a solved challenge; 0 = off.
     #[serde(default)]
     pub pow_difficulty: u32,
@@ -261,6 +265,7 @@ pub struct RoomPatch {
     #[schema(value_type = Option<String>, write_only)]
     pub user_key: Option<Option<Secret>>,
     pub user_required: Option<bool>,
+    pub code_required: Option<bool>,
     pub pow_difficulty: Option<u32>,
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<String>)]
@@ -350,6 +355,9 @@ impl RoomPatch {
         if let Some(v) = self.user_required {
             next.user_required = v;
         }
+        if let Some(v) = self.code_required {
+            next.code_required = v;
+        }
         if let Some(v) = self.pow_difficulty {
             next.pow_difficulty = v;
         }
@@ -404,6 +412,7 @@ impl RoomConfig {
             arrival_grace_s: None,
             user_key: None,
             user_required: false,
+            code_required: false,
             pow_difficulty: 0,
             notice: None,
             queue_method: QueueMethod::Fifo,
@@ -522,6 +531,9 @@ pub struct RoomStats {
     pub bypassed: u64,
     /// Of those, the ones whose pass is valid now (outside `active`).
     pub bypassed_active: u64,
+    /// Visitors waiting in the priority line (they joined with a code).
+    #[serde(default)]
+    pub priority_waiting: u64,
 }
 
 /// A room as the operator API shows it: its id, config and stats.
@@ -554,6 +566,15 @@ impl RoomInfo {
 /// opening (by join sequence number).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Order {
+    /// In the priority line (joined with a code): lower `priority` first;
+    /// within it, code holders drawn at the opening (`seq` 0, by `key`, the
+    /// draw key's first 8 bytes), then by the sequence number of joins at
+    /// that priority (`key` 0).
+    Priority {
+        priority: u32,
+        seq: u64,
+        key: u64,
+    },
     /// Drawn at the opening; `key` is the draw key's first 8 bytes.
     Drawn {
         key: u64,
@@ -567,7 +588,7 @@ impl Order {
     pub fn entry(self) -> Option<EntryId> {
         match self {
             Order::Drawn { entry, .. } => Some(entry),
-            Order::Joined(_) => None,
+            Order::Joined(_) | Order::Priority { .. } => None,
         }
     }
 }
@@ -606,6 +627,8 @@ pub struct Place {
     pub line: LineSummary,
     /// Where an admitted visitor is sent, and what the operator says.
     pub facts: Arc<RoomFacts>,
+    /// The code group whose line the visitor waits in, if they joined with a code.
+    pub priority: Option<Arc<str>>,
 }
 
 /// What every status says about the room besides the line: where an
@@ -689,6 +712,19 @@ pub enum RoomEvent {
         departed: Arc<[Order]>,
         line: LineSummary,
     },
+    /// A visitor took a place in the priority line, ahead of everyone
+    /// after `order` (a new place, or one moved from `from`, the general
+    /// line). Positions behind it rise by one.
+    Entered {
+        room: RoomId,
+        visitor: VisitorId,
+        order: Order,
+        from: Option<Order>,
+        group: Arc<str>,
+        /// The entrant's position in the line, once entered.
+        position: u64,
+        line: LineSummary,
+    },
     /// A waiting visitor gave up the place.
     Left {
         room: RoomId,
@@ -727,6 +763,7 @@ impl RoomEvent {
         match self {
             RoomEvent::Tick { room, .. }
             | RoomEvent::Left { room, .. }
+            | RoomEvent::Entered { room, .. }
             | RoomEvent::Drawn { room, .. }
             | RoomEvent::Configured { room, .. }
             | RoomEvent::Closed { room } => room,

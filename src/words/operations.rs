@@ -6,6 +6,7 @@ use std::net::IpAddr;
 
 use crate::words::RoomId;
 use crate::words::clock::Millis;
+use crate::words::codes::CodeHash;
 use crate::words::join_limit::JoinLimit;
 use crate::words::pow::Solved;
 
@@ -55,6 +56,24 @@ pub enum StoreError {
     /// The room takes known users only, and the join named none.
     #[error("this room admits signed-in users only")]
     UserRequired,
+    /// The room takes code holders only, and the join had no code.
+    #[error("this room admits code holders only")]
+    CodeRequired,
+    /// No group holds the code (or its group was removed).
+    #[error("this code is not valid here")]
+    InvalidCode,
+    /// Every use of the code was spent.
+    #[error("this code was used already")]
+    CodeUsed,
+    /// A group of that name exists in the room.
+    #[error("group {0} exists")]
+    GroupExists(String),
+    /// No group of that name in the room.
+    #[error("no group {0}")]
+    GroupNotFound(String),
+    /// The room holds as many groups as it may.
+    #[error("a room holds up to {0} groups of codes")]
+    TooManyGroups(usize),
     /// An answer no version of the store gives: a bug, not an outage.
     #[error("unexpected store answer: {0}")]
     Unexpected(String),
@@ -75,6 +94,9 @@ pub struct JoinOptions {
     /// The client's address (as the join limit reads it), matched against
     /// the room's `bypass_networks` in the join's own step.
     pub address: Option<IpAddr>,
+    /// A priority code (its hash): checked, and spent if the join makes a
+    /// new place, in the join's atomic step.
+    pub code: Option<CodeHash>,
 }
 
 /// What asking a room for its tick found: whether one ran and when the next

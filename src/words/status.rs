@@ -58,6 +58,10 @@ pub struct Status<'a> {
     /// who is away (no socket, no poll: a closed tab, a locked phone).
     #[serde(default)]
     pub kept_away_seconds: Option<u64>,
+    /// The code group whose priority line the visitor waits in (they
+    /// joined with a code); null in the general line, and once admitted.
+    #[serde(default)]
+    pub priority: Option<&'a str>,
 }
 
 wire_enum! {
@@ -108,6 +112,8 @@ pub struct StatusInput<'a> {
     pub state: PlaceState,
     pub line: &'a LineSummary,
     pub facts: &'a RoomFacts,
+    /// The visitor's code group, if they joined with a code.
+    pub priority: Option<&'a str>,
 }
 
 impl<'a> Status<'a> {
@@ -132,6 +138,10 @@ impl<'a> Status<'a> {
             opens_at: input.facts.opens_at.map(|at| rfc3339(at.0)),
             entry: None,
             kept_away_seconds: None,
+            priority: match input.state {
+                PlaceState::Waiting { .. } | PlaceState::PreQueue { .. } => input.priority,
+                _ => None,
+            },
         };
         match input.state {
             // No order exists before the draw: no position, no wait.
@@ -272,6 +282,7 @@ mod tests {
                 state,
                 line: &line,
                 facts: &facts,
+                priority: None,
             };
             Status::build(input, &credentials).to_json()
         };

@@ -141,6 +141,16 @@ macro_rules! conformance_suite {
             a_known_users_limit_counts_every_visit_and_device,
             a_pass_taken_back_gives_its_holds_back,
         );
+        $crate::conformance_suite!(@codes $make;
+            code_holders_are_admitted_first_lower_priority_first,
+            a_code_makes_as_many_places_as_its_uses,
+            an_unknown_code_is_refused_and_changes_nothing,
+            a_removed_group_stops_its_codes_at_once,
+            code_required_refuses_joins_without_a_valid_code,
+            a_visitor_waiting_in_the_general_line_moves_ahead_with_a_code,
+            a_second_device_of_the_same_user_spends_nothing,
+            code_holders_before_the_opening_are_drawn_first_lower_priority_first,
+        );
         $crate::conformance_suite!(@rooms_file $make;
             a_table_creates_its_room_and_then_changes_nothing,
             an_unchanged_table_leaves_a_live_change_alone,
@@ -156,6 +166,15 @@ macro_rules! conformance_suite {
             async fn $name() {
                 let harness: $crate::conformance::Harness = $make().await;
                 $crate::conformance::rooms_file::$name(&harness).await;
+            }
+        )*
+    };
+    (@codes $make:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                let harness: $crate::conformance::Harness = $make().await;
+                $crate::conformance::codes::$name(&harness).await;
             }
         )*
     };
@@ -188,6 +207,7 @@ macro_rules! conformance_suite {
     };
 }
 
+pub mod codes;
 pub mod draw;
 pub mod rooms_file;
 pub mod sale;
@@ -1624,6 +1644,16 @@ pub mod scenarios {
         assert!(is_admitted(early.state), "{:?}", early.state);
         let (_, other) = h.join(&room).await;
         assert!(matches!(other, PlaceState::PreQueue { .. }), "{other:?}");
+
+        // An invite-only room asks no code of them.
+        h.patch(&room, r#"{"code_required": true}"#).await;
+        let invited = h
+            .store
+            .join_with(&room, VisitorId::random(), &from_address("198.51.100.2"))
+            .await
+            .unwrap();
+        assert!(is_admitted(invited.state), "{:?}", invited.state);
+        h.patch(&room, r#"{"code_required": false}"#).await;
 
         // Taken off the list: by the next join.
         h.patch(&room, r#"{"bypass_networks": []}"#).await;

@@ -2,4 +2,5 @@
 //! decided by the `Operator` and `OperatorForm` extractors.
 
 pub mod api;
+pub mod codes;
 pub mod page;

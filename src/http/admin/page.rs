@@ -81,6 +81,8 @@ pub struct AdminRoomRow {
     /// Whether a user key is set; its value is never shown.
     pub user_key_set: bool,
     pub user_required: bool,
+    pub code_required: bool,
+    pub priority_waiting: u64,
     pub pow_difficulty: u32,
     /// Empty for none.
     pub notice: String,
@@ -134,6 +136,8 @@ impl From<RoomInfo> for AdminRoomRow {
             no_shows: stats.no_shows,
             user_key_set,
             user_required: config.user_required,
+            code_required: config.code_required,
+            priority_waiting: stats.priority_waiting,
             pow_difficulty: config.pow_difficulty,
             notice: config.notice.unwrap_or_default(),
             queue_method: config.queue_method.name(),
@@ -380,6 +384,7 @@ struct ConfigForm {
     /// Ticked: the key is removed.
     remove_user_key: Option<String>,
     user_required: Option<String>,
+    code_required: Option<String>,
     pow_difficulty: Option<String>,
     notice: Option<String>,
     queue_method: Option<String>,
@@ -448,6 +453,7 @@ impl ConfigForm {
                     .map(|k| Some(Secret::new(k)))
             },
             user_required: self.user_required.as_deref().map(|r| r == "true"),
+            code_required: self.code_required.as_deref().map(|r| r == "true"),
             pow_difficulty: number("pow_difficulty", &self.pow_difficulty)?,
             // Absent: unchanged; empty: no notice.
             notice: self.notice.clone().map(Some),

@@ -17,6 +17,7 @@ use super::sale::MemorySale;
 use crate::store::{JoinOptions, Store, StoreError, Tick};
 use crate::words::chance::{Dice, OsChance, SharedChance};
 use crate::words::clock::{Millis, SharedClock};
+use crate::words::codes::{GroupSummary, NewGroup};
 use crate::words::draw::{DrawKey, EntryId};
 use crate::words::room_table::{Applied, RoomTable, TableHash};
 use crate::words::rules::{FORGOTTEN_PER_OPERATION, FORGOTTEN_PER_TICK, RoomModel};
@@ -165,6 +166,7 @@ fn closed_place(visitor: VisitorId) -> Place {
         state: PlaceState::Closed,
         line: LineSummary::default(),
         facts: Arc::default(),
+        priority: None,
     }
 }
 
@@ -328,9 +330,25 @@ impl Store for MemoryStore {
         options: &JoinOptions,
     ) -> Result<Place, StoreError> {
         let dice = self.dice();
-        self.with_open_room(id, "join", |room, now| {
+        let (place, event) = self.with_open_room(id, "join", |room, now| {
             room.join(visitor, options, now, &dice)
-        })?
+        })??;
+        if let Some(event) = event {
+            self.publish(event);
+        }
+        Ok(place)
+    }
+
+    async fn add_codes(&self, id: &RoomId, group: NewGroup) -> Result<GroupSummary, StoreError> {
+        self.with_open_room(id, "add_codes", |room, _| room.add_codes(group))?
+    }
+
+    async fn code_groups(&self, id: &RoomId) -> Result<Vec<GroupSummary>, StoreError> {
+        self.with_open_room(id, "code_groups", |room, _| room.code_groups())
+    }
+
+    async fn remove_codes(&self, id: &RoomId, group: &str) -> Result<(), StoreError> {
+        self.with_open_room(id, "remove_codes", |room, _| room.remove_codes(group))?
     }
 
     async fn draw_entries(

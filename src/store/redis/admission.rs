@@ -29,6 +29,7 @@ use crate::store::{JoinOptions, Store, StoreError, Tick};
 use crate::words::chance::{Dice, OsChance, SharedChance};
 use crate::words::clock::SharedClock;
 use crate::words::clock::{Millis, Moment};
+use crate::words::codes::{CodeHash, GroupSummary, NewGroup};
 use crate::words::draw::{self, DrawInfo, DrawKey, DrawSeed, EntryId};
 use crate::words::language::Language;
 use crate::words::networks::Networks;
@@ -66,6 +67,9 @@ struct Scripts {
     revoke_pass: Script,
     announce_stock: Script,
     draw_entries: Script,
+    add_codes: Script,
+    code_groups: Script,
+    remove_codes: Script,
 }
 
 impl Scripts {
@@ -78,6 +82,7 @@ impl Scripts {
             &self.places,
             &self.touch,
             &self.draw_entries,
+            &self.code_groups,
         ];
         if reads.iter().any(|read| std::ptr::eq(*read, script)) {
             Effect::Reads
@@ -104,6 +109,9 @@ impl Scripts {
             revoke_pass: script!("revoke_pass.lua"),
             announce_stock: script!("announce_stock.lua"),
             draw_entries: script!("draw_entries.lua"),
+            add_codes: script!("add_codes.lua"),
+            code_groups: script!("code_groups.lua"),
+            remove_codes: script!("remove_codes.lua"),
         }
     }
 }
@@ -245,6 +253,15 @@ impl RedisStore {
                 Some(ScriptError::NoDraw) => StoreError::NoDraw,
                 Some(ScriptError::NotDrawn) => StoreError::NotDrawn,
                 Some(ScriptError::DrawSeed) => StoreError::DrawSeed,
+                Some(ScriptError::CodeRequired) => StoreError::CodeRequired,
+                Some(ScriptError::InvalidCode) => StoreError::InvalidCode,
+                Some(ScriptError::CodeUsed) => StoreError::CodeUsed,
+                // The callers name the group (`add_codes`, `remove_codes`).
+                Some(ScriptError::GroupExists) => StoreError::GroupExists(String::new()),
+                Some(ScriptError::NoGroup) => StoreError::GroupNotFound(String::new()),
+                Some(ScriptError::TooManyGroups) => {
+                    StoreError::TooManyGroups(crate::words::codes::MAX_GROUPS)
+                }
                 Some(other) => {
                     StoreError::Unexpected(format!("{other:?} from an admission script"))
                 }
@@ -335,6 +352,7 @@ impl RedisStore {
                 .as_ref()
                 .map(|p| p.difficulty.to_string())
                 .unwrap_or_default(),
+            options.code.map(CodeHash::to_hex).unwrap_or_default(),
             options.address.map(address_form).unwrap_or_default(),
         ];
         let reply: String = self
@@ -393,6 +411,10 @@ fn config_args(config: &RoomConfig) -> Vec<String> {
         (
             "user_required",
             if config.user_required { "1" } else { "0" }.to_string(),
+        ),
+        (
+            "code_required",
+            if config.code_required { "1" } else { "0" }.to_string(),
         ),
         ("pow_difficulty", config.pow_difficulty.to_string()),
         ("notice", config.notice.clone().unwrap_or_default()),
@@ -483,6 +505,7 @@ fn parse_info(room: &RoomId, wire: WireRoomInfo) -> Option<RoomRecord> {
         arrival_grace_s: field("arrival_grace_s").and_then(|g| g.parse().ok()),
         user_key: field("user_key").filter(|k| !k.is_empty()).map(Secret::new),
         user_required: field("user_required").as_deref() == Some("1"),
+        code_required: field("code_required").as_deref() == Some("1"),
         pow_difficulty: field("pow_difficulty")
             .and_then(|d| d.parse().ok())
             .unwrap_or(0),
@@ -520,6 +543,7 @@ fn parse_info(room: &RoomId, wire: WireRoomInfo) -> Option<RoomRecord> {
         pre_queue: wire.pre_queue,
         bypassed: field("bypassed").and_then(|n| n.parse().ok()).unwrap_or(0),
         bypassed_active: wire.bypassed_active,
+        priority_waiting: wire.priority_waiting,
     };
     let draw = config
         .opens_at
@@ -530,6 +554,7 @@ fn parse_info(room: &RoomId, wire: WireRoomInfo) -> Option<RoomRecord> {
             // The seed stays in the store until the opening reveals it.
             seed: field("draw_seed").filter(|_| wire.opened),
             entrants: wire.entrants,
+            priority_entrants: wire.priority_entrants,
             drawn_at: wire.opened.then_some(opens_at),
         });
     Some(RoomRecord {
@@ -785,6 +810,47 @@ impl Store for RedisStore {
             }
             other => other,
         }
+    }
+
+    async fn add_codes(&self, id: &RoomId, group: NewGroup) -> Result<GroupSummary, StoreError> {
+        let args = [
+            group.group.clone(),
+            group.priority.to_string(),
+            group.uses.to_string(),
+        ]
+        .into_iter()
+        .chain(group.codes.iter().map(|code| code.to_hex()));
+        let total: u64 = self
+            .run(&self.scripts.add_codes, id, args)
+            .await
+            .map_err(|error| match error {
+                StoreError::GroupExists(_) => StoreError::GroupExists(group.group.clone()),
+                other => other,
+            })?;
+        Ok(GroupSummary {
+            group: group.group,
+            priority: group.priority,
+            uses: group.uses,
+            total,
+            used: 0,
+        })
+    }
+
+    async fn code_groups(&self, id: &RoomId) -> Result<Vec<GroupSummary>, StoreError> {
+        let reply: String = self.run(&self.scripts.code_groups, id, []).await?;
+        let mut groups: Vec<GroupSummary> = read_list(&reply)
+            .map_err(|_| StoreError::Unexpected("unreadable groups of codes".into()))?;
+        groups.sort_by(|a, b| a.group.cmp(&b.group));
+        Ok(groups)
+    }
+
+    async fn remove_codes(&self, id: &RoomId, group: &str) -> Result<(), StoreError> {
+        self.run::<()>(&self.scripts.remove_codes, id, [group.to_string()])
+            .await
+            .map_err(|error| match error {
+                StoreError::GroupNotFound(_) => StoreError::GroupNotFound(group.to_string()),
+                other => other,
+            })
     }
 
     async fn draw_entries(

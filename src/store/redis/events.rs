@@ -20,8 +20,23 @@ use crate::words::{Admission, LineSummary, Order, QueueMethod, RoomEvent, RoomFa
 pub(super) const EVENT_FORMAT: u32 = 1;
 
 /// A place in the order as the scripts write it: the join sequence number,
-/// or `d<first 16 hex of the draw key>-<entry>`.
+/// `d<first 16 hex of the draw key>-<entry>`, or in the priority line
+/// `p<priority>-<seq>` (joined) or `p<priority>-0-<first 16 hex of the draw
+/// key>` (drawn).
 pub(super) fn parse_order(text: &str) -> Option<Order> {
+    if let Some(priority) = text.strip_prefix('p') {
+        let mut parts = priority.split('-');
+        let (priority, seq) = (parts.next()?, parts.next()?);
+        let key = match parts.next() {
+            Some(key) => u64::from_str_radix(key, 16).ok()?,
+            None => 0,
+        };
+        return Some(Order::Priority {
+            priority: priority.parse().ok()?,
+            seq: seq.parse().ok()?,
+            key,
+        });
+    }
     match text.strip_prefix('d') {
         Some(drawn) => {
             let (key, entry) = drawn.split_once('-')?;
@@ -72,6 +87,15 @@ enum WireEvent {
     Left {
         line: WireLine,
         order: String,
+    },
+    Entered {
+        line: WireLine,
+        visitor: String,
+        order: String,
+        /// '' for a new place.
+        from: String,
+        group: String,
+        position: u64,
     },
     Drawn {
         line: WireLine,
@@ -208,6 +232,26 @@ fn parse_json_event(room: RoomId, payload: &str) -> Option<RoomEvent> {
         WireEvent::Left { line, order } => RoomEvent::Left {
             room,
             order: parse_order(&order)?,
+            line: line.summary(),
+        },
+        WireEvent::Entered {
+            line,
+            visitor,
+            order,
+            from,
+            group,
+            position,
+        } => RoomEvent::Entered {
+            room,
+            visitor: visitor.parse().ok()?,
+            order: parse_order(&order)?,
+            from: if from.is_empty() {
+                None
+            } else {
+                Some(parse_order(&from)?)
+            },
+            group: group.into(),
+            position,
             line: line.summary(),
         },
         WireEvent::Drawn { line } => RoomEvent::Drawn {

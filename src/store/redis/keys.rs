@@ -17,6 +17,17 @@ pub(super) const LEFT_PREFIX: &str = "left:";
 /// The passes of bypass networks' clients, outside the cap (a sorted set
 /// by expiry): `wr:{room}:bypassed`, named by the scripts only.
 pub(super) const BYPASSED: &str = "bypassed";
+/// The priority line: a sorted set, score priority × 2³² + the level's
+/// join sequence number; named by the scripts only.
+pub(super) const PRIORITY: &str = "priority";
+/// The code holders drawn: score priority, members `<draw key hex>:<entry>`.
+pub(super) const PRIORITY_ENTRIES: &str = "priority-entries";
+/// The room's groups of codes: name → `priority|uses|total`.
+pub(super) const CODE_GROUPS: &str = "code-groups";
+/// Each group's codes used at least once: name → count.
+pub(super) const CODE_GROUPS_USED: &str = "code-groups-used";
+/// A group's codes: `wr:{room}:codes:<group>`, SHA-256 hex → uses spent.
+pub(super) const CODES_PREFIX: &str = "codes:";
 
 /// One of a room's keys: `wr:{room}:name`.
 pub(super) fn room_key(room: &RoomId, name: &str) -> String {

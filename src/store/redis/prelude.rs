@@ -12,6 +12,7 @@ use super::events::EVENT_FORMAT;
 use super::keys;
 use super::replies::TableReply;
 use super::script_error::CODES;
+use crate::words::codes::MAX_GROUPS;
 use crate::words::constants::{
     AWAY_REMEMBERED_MS, JOIN_LIMIT_WINDOW_MS, RATE_WINDOW_MS, SWEEP_AGAIN_MS, SWEEP_SLICE,
 };
@@ -51,6 +52,15 @@ fn constants() -> Vec<(&'static str, Literal)> {
         ("EVENTS_KEY", Literal::Text(keys::EVENTS)),
         ("LEFT_KEY", Literal::Text(keys::LEFT_PREFIX)),
         ("BYPASSED_KEY", Literal::Text(keys::BYPASSED)),
+        ("PRIORITY_KEY", Literal::Text(keys::PRIORITY)),
+        (
+            "PRIORITY_ENTRIES_KEY",
+            Literal::Text(keys::PRIORITY_ENTRIES),
+        ),
+        ("GROUPS_KEY", Literal::Text(keys::CODE_GROUPS)),
+        ("GROUPS_USED_KEY", Literal::Text(keys::CODE_GROUPS_USED)),
+        ("CODES_KEY", Literal::Text(keys::CODES_PREFIX)),
+        ("MAX_GROUPS", Literal::Number(MAX_GROUPS as u64)),
         ("TABLE_CREATED", Literal::Text(TableReply::Created.into())),
         ("TABLE_CHANGED", Literal::Text(TableReply::Changed.into())),
         (

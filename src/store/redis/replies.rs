@@ -53,6 +53,9 @@ pub(super) struct WirePlace {
     /// may be another visitor's.
     #[serde(default)]
     pub visitor: Option<String>,
+    /// The code group of a place in the priority line.
+    #[serde(default)]
+    priority: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -106,6 +109,7 @@ impl WirePlace {
             state,
             line: self.line.summary(),
             facts: Arc::new(self.facts.into_facts(queue_method)),
+            priority: self.priority.map(Into::into),
         })
     }
 }
@@ -172,7 +176,11 @@ pub(super) struct WireRoomInfo {
     /// Bypass passes valid now (outside `active`).
     #[serde(default)]
     pub bypassed_active: u64,
+    #[serde(default)]
+    pub priority_waiting: u64,
     pub entrants: u64,
+    #[serde(default)]
+    pub priority_entrants: u64,
     pub opened: bool,
     /// The store's time of the read.
     pub now: Millis,

@@ -31,10 +31,16 @@ pub(super) mod code {
     pub const EXPIRED: &str = "EXPIRED";
     pub const RELEASED: &str = "RELEASED";
     pub const CONFIRMED: &str = "CONFIRMED";
+    pub const CODEREQUIRED: &str = "CODEREQUIRED";
+    pub const INVALIDCODE: &str = "INVALIDCODE";
+    pub const CODEUSED: &str = "CODEUSED";
+    pub const GROUPEXISTS: &str = "GROUPEXISTS";
+    pub const NOGROUP: &str = "NOGROUP";
+    pub const TOOMANYGROUPS: &str = "TOOMANYGROUPS";
 }
 
 /// Every refusal code, for the scripts' prelude.
-pub(super) const CODES: [&str; 23] = [
+pub(super) const CODES: [&str; 29] = [
     code::NOROOM,
     code::CLOSED,
     code::EXISTS,
@@ -58,6 +64,12 @@ pub(super) const CODES: [&str; 23] = [
     code::EXPIRED,
     code::RELEASED,
     code::CONFIRMED,
+    code::CODEREQUIRED,
+    code::INVALIDCODE,
+    code::CODEUSED,
+    code::GROUPEXISTS,
+    code::NOGROUP,
+    code::TOOMANYGROUPS,
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,6 +104,13 @@ pub enum ScriptError {
     Expired,
     Released,
     Confirmed,
+    /// The room admits code holders only.
+    CodeRequired,
+    InvalidCode,
+    CodeUsed,
+    GroupExists,
+    NoGroup,
+    TooManyGroups,
 }
 
 impl ScriptError {
@@ -132,6 +151,12 @@ impl ScriptError {
             code::EXPIRED => Self::Expired,
             code::RELEASED => Self::Released,
             code::CONFIRMED => Self::Confirmed,
+            code::CODEREQUIRED => Self::CodeRequired,
+            code::INVALIDCODE => Self::InvalidCode,
+            code::CODEUSED => Self::CodeUsed,
+            code::GROUPEXISTS => Self::GroupExists,
+            code::NOGROUP => Self::NoGroup,
+            code::TOOMANYGROUPS => Self::TooManyGroups,
             // Redis's own codes (LOADING, NOSCRIPT, READONLY…) are outages.
             _ => return None,
         })

@@ -1,6 +1,8 @@
-//! The line of a room: who waits and in what order. The draw's entrants
-//! (a scheduled room's pre-queue) first, in drawn order, then everyone who
-//! joined since, in joining order; each one's position in O(log n), and
+//! The line of a room: who waits and in what order. The priority line
+//! first (code holders: lower priority first, joining order within), then
+//! the draw's entrants (a scheduled room's pre-queue), in drawn order, then
+//! everyone who joined since, in joining order; each one's position in
+//! O(log n) (plus one step per priority level in use), and
 //! who was seen least recently, for the abandonment sweep.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -15,6 +17,16 @@ use crate::words::{Order, VisitorId};
 /// Where a waiting visitor's place is kept.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Spot {
+    /// In the priority line, by priority, then by the level's own join
+    /// sequence number.
+    Priority { priority: u32, seq: u64 },
+    /// In the priority line's draw (a code holder who joined before the
+    /// opening): by priority, then drawn order, ahead of the level's joins.
+    PriorityDrawn {
+        priority: u32,
+        key: DrawKey,
+        entry: EntryId,
+    },
     /// In the line, by join sequence number.
     Joined(u64),
     /// In the draw (joined before the opening).
@@ -25,6 +37,16 @@ impl Spot {
     pub(super) fn order(self) -> Order {
         match self {
             Spot::Joined(seq) => Order::Joined(seq),
+            Spot::Priority { priority, seq } => Order::Priority {
+                priority,
+                seq,
+                key: 0,
+            },
+            Spot::PriorityDrawn { priority, key, .. } => Order::Priority {
+                priority,
+                seq: 0,
+                key: key.prefix(),
+            },
             Spot::Drawn { key, entry } => Order::Drawn {
                 key: key.prefix(),
                 entry,
@@ -33,7 +55,39 @@ impl Spot {
     }
 }
 
+/// The visitors of one priority in the priority line: those drawn at the
+/// opening (code holders who joined before it) first, then those who
+/// joined since.
+struct Level {
+    index: LineIndex,
+    joined: BTreeMap<u64, VisitorId>,
+    draw: Option<DrawLine>,
+}
+
+impl Level {
+    fn waiting(&self) -> u64 {
+        self.joined.len() as u64 + self.drawn_waiting()
+    }
+
+    fn drawn_waiting(&self) -> u64 {
+        self.draw.as_ref().map_or(0, DrawLine::waiting)
+    }
+
+    /// The visitor at 1-based `rank` in this level.
+    fn select(&self, rank: u64) -> Option<VisitorId> {
+        let drawn = self.drawn_waiting();
+        if rank <= drawn {
+            return self.draw.as_ref()?.select(rank).map(|(_, v)| v);
+        }
+        let rank = rank - drawn;
+        (rank as usize <= self.joined.len()).then(|| self.joined[&self.index.select(rank)])
+    }
+}
+
 pub(super) struct Line {
+    /// The priority line, by priority: levels stay once made (a few per
+    /// room), so each level's sequence numbers never start again.
+    levels: BTreeMap<u32, Level>,
     index: LineIndex,
     /// Join sequence number → visitor, head first.
     joined: BTreeMap<u64, VisitorId>,
@@ -48,6 +102,7 @@ pub(super) struct Line {
 impl Line {
     pub(super) fn new(draw_seed: Option<DrawSeed>) -> Self {
         Self {
+            levels: BTreeMap::new(),
             index: LineIndex::new(),
             joined: BTreeMap::new(),
             presence: BTreeSet::new(),
@@ -55,9 +110,62 @@ impl Line {
         }
     }
 
-    /// Everyone waiting: the draw's entrants and the line.
+    /// Everyone waiting: the priority line, the draw's entrants and the line.
     pub(super) fn waiting(&self) -> u64 {
-        self.drawn_waiting() + self.joined.len() as u64
+        self.priority_waiting() + self.drawn_waiting() + self.joined.len() as u64
+    }
+
+    /// Those waiting in the priority line.
+    pub(super) fn priority_waiting(&self) -> u64 {
+        self.levels.values().map(Level::waiting).sum()
+    }
+
+    /// How many code holders were drawn (or wait to be).
+    pub(super) fn priority_entrants(&self) -> u64 {
+        self.levels
+            .values()
+            .filter_map(|l| l.draw.as_ref())
+            .map(|d| d.entries.len() as u64)
+            .sum()
+    }
+
+    /// Every code holder drawn, in drawn order (lower priority first).
+    pub(super) fn priority_entries(&self) -> impl Iterator<Item = (DrawKey, EntryId)> + '_ {
+        self.levels
+            .values()
+            .filter_map(|l| l.draw.as_ref())
+            .flat_map(|d| d.entries.iter().map(|(k, e)| (*k, *e)))
+    }
+
+    /// Puts a code holder in their priority's draw (before the opening of
+    /// a room with a draw) or at the back of their priority's level.
+    pub(super) fn enter_priority(
+        &mut self,
+        visitor: VisitorId,
+        priority: u32,
+        opened: bool,
+        entry: EntryId,
+        now: Millis,
+    ) -> Spot {
+        let seed = self.draw.as_ref().map(|d| d.seed.clone());
+        let level = self.levels.entry(priority).or_insert_with(|| Level {
+            index: LineIndex::new(),
+            joined: BTreeMap::new(),
+            draw: None,
+        });
+        self.presence.insert((now, visitor));
+        if let Some(seed) = seed.filter(|_| !opened) {
+            let draw = level.draw.get_or_insert_with(|| DrawLine::new(seed));
+            let key = draw.enter(visitor, entry);
+            return Spot::PriorityDrawn {
+                priority,
+                key,
+                entry,
+            };
+        }
+        let seq = level.index.push_waiting();
+        level.joined.insert(seq, visitor);
+        Spot::Priority { priority, seq }
     }
 
     /// The draw's entrants still waiting.
@@ -102,6 +210,18 @@ impl Line {
                 self.joined.remove(&seq);
                 self.index.remove(seq);
             }
+            Spot::Priority { priority, seq } => {
+                if let Some(level) = self.levels.get_mut(&priority)
+                    && level.joined.remove(&seq).is_some()
+                {
+                    level.index.remove(seq);
+                }
+            }
+            Spot::PriorityDrawn { priority, key, .. } => {
+                if let Some(draw) = self.levels.get_mut(&priority).and_then(|l| l.draw.as_mut()) {
+                    draw.remove(&key, !opened);
+                }
+            }
             Spot::Drawn { key, .. } => {
                 if let Some(draw) = &mut self.draw {
                     draw.remove(&key, !opened);
@@ -126,18 +246,56 @@ impl Line {
         self.presence.first().copied()
     }
 
-    /// 1-based: the draw's entrants first, then the line.
+    /// 1-based: the priority line first, then the draw's entrants, then the line.
     pub(super) fn position(&self, spot: Spot) -> u64 {
         match spot {
-            Spot::Drawn { key, .. } => self.draw.as_ref().map_or(1, |draw| draw.rank(&key)),
-            Spot::Joined(seq) => self.drawn_waiting() + self.index.rank(seq),
+            Spot::Priority { priority, seq } => {
+                let ahead: u64 = self
+                    .levels
+                    .range(..priority)
+                    .map(|(_, l)| l.waiting())
+                    .sum();
+                ahead
+                    + self
+                        .levels
+                        .get(&priority)
+                        .map_or(1, |l| l.drawn_waiting() + l.index.rank(seq))
+            }
+            Spot::PriorityDrawn { priority, key, .. } => {
+                let ahead: u64 = self
+                    .levels
+                    .range(..priority)
+                    .map(|(_, l)| l.waiting())
+                    .sum();
+                ahead
+                    + self
+                        .levels
+                        .get(&priority)
+                        .and_then(|l| l.draw.as_ref())
+                        .map_or(1, |d| d.rank(&key))
+            }
+            Spot::Drawn { key, .. } => {
+                self.priority_waiting() + self.draw.as_ref().map_or(1, |draw| draw.rank(&key))
+            }
+            Spot::Joined(seq) => {
+                self.priority_waiting() + self.drawn_waiting() + self.index.rank(seq)
+            }
         }
+    }
+
+    /// The first level of the priority line with anyone in it.
+    fn first_level(&self) -> Option<&Level> {
+        self.levels.values().find(|l| l.waiting() > 0)
     }
 
     /// The `nth` random choice of a tick (`random`), each waiting visitor
     /// as likely as any other; in a drawn room, one of the draw's entrants
     /// while any wait. By rank, as `lua/tick.lua` picks.
     pub(super) fn random(&self, seed: PickSeed, nth: u64) -> Option<VisitorId> {
+        // The priority line first: its first level, like the draw.
+        if let Some(level) = self.first_level() {
+            return level.select(pick(seed, nth, level.waiting()) + 1);
+        }
         if let Some(draw) = self.draw.as_ref().filter(|draw| draw.waiting() > 0) {
             let rank = pick(seed, nth, draw.waiting()) + 1;
             return draw.select(rank).map(|(_, visitor)| visitor);
@@ -146,8 +304,12 @@ impl Line {
         (waiting > 0).then(|| self.joined[&self.index.select(pick(seed, nth, waiting) + 1)])
     }
 
-    /// The head: the draw's first entrant, else the line's.
+    /// The head: the priority line's first, else the draw's first entrant,
+    /// else the line's.
     pub(super) fn first(&self) -> Option<VisitorId> {
+        if let Some(level) = self.first_level() {
+            return level.select(1);
+        }
         if let Some((_, visitor)) = self.draw.as_ref().and_then(|draw| draw.select(1)) {
             return Some(visitor);
         }
@@ -157,6 +319,9 @@ impl Line {
     /// Nobody waits, and nobody is kept as seen.
     #[cfg(test)]
     pub(super) fn is_empty(&self) -> bool {
-        self.joined.is_empty() && self.presence.is_empty() && self.drawn_waiting() == 0
+        self.joined.is_empty()
+            && self.presence.is_empty()
+            && self.drawn_waiting() == 0
+            && self.priority_waiting() == 0
     }
 }

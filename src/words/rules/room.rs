@@ -16,6 +16,7 @@ use super::pace::Pace;
 use super::passes::{Passes, Resumed};
 use crate::words::chance::{Dice, PickSeed};
 use crate::words::clock::Millis;
+use crate::words::codes::{CodeHash, Codes, Granted, GroupSummary, NewGroup, Refused};
 use crate::words::constants::{AWAY_REMEMBERED_MS, RATE_WINDOW_MS, SWEEP_AGAIN_MS, SWEEP_SLICE};
 use crate::words::draw::{self, DrawInfo, DrawKey, EntryId};
 use crate::words::operations::{JoinOptions, RoomFigures, StoreError, TickReport};
@@ -78,6 +79,10 @@ pub struct RoomModel {
     user_of: HashMap<VisitorId, String>,
     /// The rooms file's table applied last to this room, if any.
     applied: Option<TableHash>,
+    /// The room's priority codes.
+    codes: Codes,
+    /// The group each visitor in the priority line joined with.
+    groups_of: HashMap<VisitorId, Arc<str>>,
 }
 
 impl RoomModel {
@@ -101,6 +106,8 @@ impl RoomModel {
             users: HashMap::new(),
             user_of: HashMap::new(),
             applied: None,
+            codes: Codes::default(),
+            groups_of: HashMap::new(),
         }
     }
 
@@ -215,6 +222,7 @@ impl RoomModel {
     /// Drops everything the room keeps of a visitor (their user's place
     /// included, if it was theirs); returns the state they were in.
     fn forget(&mut self, visitor: VisitorId) -> Option<VisitorState> {
+        self.groups_of.remove(&visitor);
         if let Some(user) = self.user_of.remove(&visitor)
             && self.users.get(&user) == Some(&visitor)
         {
@@ -286,6 +294,7 @@ impl RoomModel {
     fn admit(&mut self, visitor: VisitorId, order: Order, now: Millis) -> Admission {
         let expires_at = now + self.config.pass_ttl_s * 1000;
         let arrival_due = self.config.arrival_grace_s.map(|grace| now + grace * 1000);
+        self.groups_of.remove(&visitor);
         self.passes.issue(visitor, expires_at, arrival_due);
         self.visitors.insert(
             visitor,
@@ -349,7 +358,7 @@ impl RoomModel {
             // A line closed for a sold-out sale: its places stay, unused.
             Some(VisitorState::Waiting { .. }) if self.facts.sold_out => PlaceState::Closed,
             Some(VisitorState::Waiting {
-                spot: Spot::Drawn { entry, .. },
+                spot: Spot::Drawn { entry, .. } | Spot::PriorityDrawn { entry, .. },
                 ..
             }) if !self.opened(now) => PlaceState::PreQueue { entry: *entry },
             Some(VisitorState::Waiting { spot, .. }) => PlaceState::Waiting {
@@ -374,11 +383,18 @@ impl RoomModel {
                 None => PlaceState::Expired,
             },
         };
+        let priority = match state {
+            PlaceState::Waiting { .. } | PlaceState::PreQueue { .. } => {
+                self.groups_of.get(&visitor).cloned()
+            }
+            _ => None,
+        };
         Place {
             visitor,
             state,
             line: self.summary(),
             facts: self.facts.clone(),
+            priority,
         }
     }
 
@@ -392,14 +408,16 @@ impl RoomModel {
         }
     }
 
-    /// Joins, or returns the visitor's (or their user's) place.
+    /// Joins, or returns the visitor's (or their user's) place; with a
+    /// valid code, in the priority line (moving a visitor waiting in the
+    /// general line there). The event, when the priority line took someone.
     pub fn join(
         &mut self,
         visitor: VisitorId,
         options: &JoinOptions,
         now: Millis,
         dice: &Dice,
-    ) -> Result<Place, StoreError> {
+    ) -> Result<(Place, Option<RoomEvent>), StoreError> {
         self.expire_visitor(visitor, now);
         let visitor = match &options.user {
             // One place per user: the user's live place, whoever asks.
@@ -417,14 +435,30 @@ impl RoomModel {
             None if self.config.user_required => return Err(StoreError::UserRequired),
             None => visitor,
         };
-        match self.visitors.get(&visitor) {
-            Some(VisitorState::Waiting { .. }) => self.mark_present(visitor, now),
+        let mut event = None;
+        match self.visitors.get(&visitor).copied() {
+            Some(VisitorState::Waiting {
+                spot, last_seen, ..
+            }) => {
+                self.mark_present(visitor, now);
+                // A code moves a visitor of the general line ahead; one
+                // already in the priority line spends nothing.
+                if let Some(code) = options.code
+                    && !matches!(spot, Spot::Priority { .. } | Spot::PriorityDrawn { .. })
+                {
+                    let granted = self.grant(code)?;
+                    let seen = last_seen.max(now);
+                    self.line.remove(spot, seen, visitor, self.opened(now));
+                    let from = Some(spot.order());
+                    event = Some(self.enter_priority(visitor, granted, from, dice.entry, now));
+                }
+            }
             Some(VisitorState::Admitted { .. }) => {}
             // Sold out: new arrivals are told so, and take nothing.
             None if self.facts.sold_out => {
                 let mut place = self.place(visitor, now);
                 place.state = PlaceState::Closed;
-                return Ok(place);
+                return Ok((place, None));
             }
             // Straight in for a bypass network's client, whatever the
             // bucket, cap, pause, method or opening; not once closed.
@@ -436,20 +470,117 @@ impl RoomModel {
                 self.admit_bypassed(visitor, now);
             }
             None => {
+                let granted = match options.code {
+                    Some(code) => Some(self.check_code(code)?),
+                    None if self.config.code_required => return Err(StoreError::CodeRequired),
+                    None => None,
+                };
                 self.door.welcome(&self.config, options, now)?;
-                self.take_new_place(visitor, now, dice.entry);
+                if let (Some(code), Some(granted)) = (options.code, &granted) {
+                    self.codes.spend(code, granted);
+                }
+                event = self.take_new_place(visitor, now, dice.entry, granted);
             }
         }
         if let Some(user) = &options.user {
             self.users.insert(user.clone(), visitor);
             self.user_of.insert(visitor, user.clone());
         }
-        Ok(self.place(visitor, now))
+        Ok((self.place(visitor, now), event))
+    }
+
+    /// What a code gives, unspent.
+    fn check_code(&self, code: CodeHash) -> Result<Granted, StoreError> {
+        self.codes.check(code).map_err(|refused| match refused {
+            Refused::Invalid => StoreError::InvalidCode,
+            Refused::Used => StoreError::CodeUsed,
+        })
+    }
+
+    /// Checks a code and spends one use of it.
+    fn grant(&mut self, code: CodeHash) -> Result<Granted, StoreError> {
+        let granted = self.check_code(code)?;
+        self.codes.spend(code, &granted);
+        Ok(granted)
+    }
+
+    /// Puts a visitor at the back of their priority's level (from the
+    /// general line's `from`, if they waited there); the event that moves
+    /// everyone behind.
+    fn enter_priority(
+        &mut self,
+        visitor: VisitorId,
+        granted: Granted,
+        from: Option<Order>,
+        entry: EntryId,
+        now: Millis,
+    ) -> RoomEvent {
+        let opened = self.opened(now);
+        let spot = self
+            .line
+            .enter_priority(visitor, granted.priority, opened, entry, now);
+        let group: Arc<str> = granted.group.into();
+        self.groups_of.insert(visitor, group.clone());
+        let joined_at = match self.visitors.get(&visitor) {
+            Some(VisitorState::Waiting { joined_at, .. }) => *joined_at,
+            _ => now,
+        };
+        self.visitors.insert(
+            visitor,
+            VisitorState::Waiting {
+                spot,
+                joined_at,
+                last_seen: now,
+            },
+        );
+        self.version += 1;
+        RoomEvent::Entered {
+            room: self.id.clone(),
+            visitor,
+            order: spot.order(),
+            from,
+            group,
+            position: self.line.position(spot),
+            line: self.summary(),
+        }
+    }
+
+    /// Adds a group of codes.
+    pub fn add_codes(&mut self, group: NewGroup) -> Result<GroupSummary, StoreError> {
+        let name = group.group.clone();
+        self.codes.add(group).map_err(|exists| {
+            if exists {
+                StoreError::GroupExists(name)
+            } else {
+                StoreError::TooManyGroups(crate::words::codes::MAX_GROUPS)
+            }
+        })
+    }
+
+    /// Every group of codes, by name.
+    pub fn code_groups(&self) -> Vec<GroupSummary> {
+        self.codes.groups()
+    }
+
+    /// Removes a group: its unused codes stop working at once.
+    pub fn remove_codes(&mut self, group: &str) -> Result<(), StoreError> {
+        if self.codes.remove(group) {
+            Ok(())
+        } else {
+            Err(StoreError::GroupNotFound(group.to_string()))
+        }
     }
 
     /// Straight through with room to spare, else at the back of the line
-    /// (or in the draw, before the opening).
-    fn take_new_place(&mut self, visitor: VisitorId, now: Millis, entry: EntryId) {
+    /// (or in the draw, before the opening), or of the priority line with
+    /// a code; the event when the priority line took them.
+    fn take_new_place(
+        &mut self,
+        visitor: VisitorId,
+        now: Millis,
+        entry: EntryId,
+        granted: Option<Granted>,
+    ) -> Option<RoomEvent> {
         let opened = self.opened(now);
         let pass_through = opened
             && !self.config.paused
@@ -458,7 +589,10 @@ impl RoomModel {
         if pass_through {
             self.admit(visitor, Order::Joined(0), now);
             self.pace.record_admissions(now, 1);
-            return;
+            return None;
+        }
+        if let Some(granted) = granted {
+            return Some(self.enter_priority(visitor, granted, None, entry, now));
         }
         let spot = self.line.enter(visitor, opened, entry, now);
         self.visitors.insert(
@@ -469,6 +603,7 @@ impl RoomModel {
                 last_seen: now,
             },
         );
+        None
     }
 
     /// Passes whose visitor never arrived in time give their slot back, a
@@ -614,7 +749,7 @@ impl RoomModel {
             if let Some(opens_at) = self.config.opens_at {
                 self.pace.changed_at(opens_at.0);
             }
-            if self.line.drawn_waiting() > 0 {
+            if self.line.drawn_waiting() + self.line.priority_waiting() > 0 {
                 self.version += 1;
                 events.push(RoomEvent::Drawn {
                     room: self.id.clone(),
@@ -751,26 +886,47 @@ impl RoomModel {
         if !self.opened(now) {
             return Err(StoreError::NotDrawn);
         }
-        let from = match after {
-            Some((key, _)) => std::ops::Bound::Excluded(key),
-            None => std::ops::Bound::Unbounded,
+        // Code holders first (lower priority first, each in drawn order),
+        // then everyone else; a page after a code holder goes on among them.
+        let everyone = |from| {
+            draw.entries
+                .range((from, std::ops::Bound::Unbounded))
+                .map(|(key, entry)| (*key, *entry))
         };
-        Ok(draw
-            .entries
-            .range((from, std::ops::Bound::Unbounded))
-            .take(limit)
-            .map(|(key, entry)| (*key, *entry))
-            .collect())
+        let entries: Vec<(DrawKey, EntryId)> = match after {
+            Some((key, _)) if draw.entries.contains_key(&key) => {
+                everyone(std::ops::Bound::Excluded(key))
+                    .take(limit)
+                    .collect()
+            }
+            Some((key, _)) => self
+                .line
+                .priority_entries()
+                .skip_while(|(k, _)| *k != key)
+                .skip(1)
+                .chain(everyone(std::ops::Bound::Unbounded))
+                .take(limit)
+                .collect(),
+            None => self
+                .line
+                .priority_entries()
+                .chain(everyone(std::ops::Bound::Unbounded))
+                .take(limit)
+                .collect(),
+        };
+        Ok(entries)
     }
 
     fn draw_info(&self, now: Millis) -> Option<DrawInfo> {
         let (draw, opens_at) = (self.line.draw.as_ref()?, self.config.opens_at?);
         let opened = self.opened(now);
+        let priority_entrants = self.line.priority_entrants();
         Some(DrawInfo {
             opens_at,
             commitment: draw.commitment.clone(),
             seed: opened.then(|| draw.seed.to_hex()),
-            entrants: draw.entries.len() as u64,
+            entrants: draw.entries.len() as u64 + priority_entrants,
+            priority_entrants,
             drawn_at: opened.then_some(opens_at),
         })
     }
@@ -799,11 +955,14 @@ impl RoomModel {
                 turned_away: self.door.turned_away,
                 no_shows: self.passes.no_shows,
                 pre_queue: match &self.line.draw {
-                    Some(draw) if !self.opened(now) => draw.waiting(),
+                    Some(draw) if !self.opened(now) => {
+                        draw.waiting() + self.line.priority_waiting()
+                    }
                     _ => 0,
                 },
                 bypassed: self.passes.bypassed_total,
                 bypassed_active: self.passes.bypassed_valid(now),
+                priority_waiting: self.line.priority_waiting(),
             },
             self.draw_info(now),
         )

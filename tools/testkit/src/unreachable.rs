@@ -11,6 +11,7 @@ use tokio::sync::broadcast;
 use waitroom::startup::Stores;
 use waitroom::store::{JoinOptions, Store, StoreError, Tick};
 use waitroom::words::clock::{Millis, SharedClock};
+use waitroom::words::codes::{GroupSummary, NewGroup};
 use waitroom::words::draw::{DrawKey, EntryId};
 use waitroom::words::room_table::{Applied, RoomTable};
 use waitroom::words::sale::Stock;
@@ -93,6 +94,15 @@ impl Store for Unreachable {
         limit: usize,
     ) -> Result<Vec<(DrawKey, EntryId)>, StoreError> {
         self.reach()?.draw_entries(id, after, limit).await
+    }
+    async fn add_codes(&self, id: &RoomId, group: NewGroup) -> Result<GroupSummary, StoreError> {
+        self.reach()?.add_codes(id, group).await
+    }
+    async fn code_groups(&self, id: &RoomId) -> Result<Vec<GroupSummary>, StoreError> {
+        self.reach()?.code_groups(id).await
+    }
+    async fn remove_codes(&self, id: &RoomId, group: &str) -> Result<(), StoreError> {
+        self.reach()?.remove_codes(id, group).await
     }
     async fn user_of(&self, id: &RoomId, visitor: VisitorId) -> Result<Option<String>, StoreError> {
         self.reach()?.user_of(id, visitor).await
