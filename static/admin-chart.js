@@ -11,13 +11,14 @@ import { t } from './lib-i18n.js';
 import { CHART_SPAN_MS as SPAN_MS } from './admin-state.js';
 
 const SVG = 'http://www.w3.org/2000/svg';
-// The viewBox is 640 × 200: the past from LEFT (−60 min) to NOW_X, the
-// forecast's future from NOW_X to RIGHT, the values from BOTTOM (0) up to TOP.
+// The viewBox is 800 × 220: the past from LEFT (−60 min) to NOW_X, the
+// forecast's future (about 14 minutes) from NOW_X to RIGHT, the values from
+// BOTTOM (0) up to TOP, the time labels under them.
 const LEFT = 52;
-const NOW_X = 520;
-const RIGHT = 630;
+const NOW_X = 680;
+const RIGHT = 790;
 const TOP = 14;
-const BOTTOM = 172;
+const BOTTOM = 188;
 const PX_PER_MS = (NOW_X - LEFT) / SPAN_MS;
 const GRID_STEPS = 4;
 const SERIES = ['waiting', 'active', 'admitted_last_minute'];
@@ -101,15 +102,16 @@ function ensureParts(svg) {
   const axis = el(svg, 'g', { class: 'time-axis' });
   el(axis, 'line', { class: 'now-line', x1: NOW_X, x2: NOW_X, y1: TOP, y2: BOTTOM });
   for (const label of TIME_LABELS) {
-    const text = el(axis, 'text', { class: 'axis-label time-label', x: label.x, y: BOTTOM + 18, 'text-anchor': label.anchor, 'data-at': label.at });
+    const text = el(axis, 'text', { class: 'axis-label time-label', x: label.x, y: BOTTOM + 20, 'text-anchor': label.anchor, 'data-at': label.at });
     text.textContent = label.text();
   }
-  const cap = el(svg, 'line', { class: 'cap-line is-hidden', x1: LEFT, x2: NOW_X, 'data-series': 'max_active' });
-  const capLabel = el(svg, 'text', { class: 'cap-label is-hidden', x: LEFT + 4, 'dominant-baseline': 'auto' });
   const series = {};
   for (const name of SERIES) {
     series[name] = el(svg, 'polyline', { class: 'series series-' + name.replace(/_/g, '-'), 'data-series': name, points: '' });
   }
+  // Over the series: the cap stays visible when `active` runs along it.
+  const cap = el(svg, 'line', { class: 'cap-line is-hidden', x1: LEFT, x2: NOW_X, 'data-series': 'max_active' });
+  const capLabel = el(svg, 'text', { class: 'cap-label is-hidden', x: LEFT + 4, 'dominant-baseline': 'auto' });
   const projection = el(svg, 'line', { class: 'forecast-line is-hidden', x1: NOW_X });
   const projectionLabel = el(svg, 'text', { class: 'forecast-label', x: RIGHT, y: TOP + 4, 'text-anchor': 'end', 'dominant-baseline': 'hanging' });
   svg.wrParts = { gridLines, gridLabels, cap, capLabel, series, projection, projectionLabel };
@@ -211,12 +213,11 @@ function forecast(room, figures, now) {
   } else if (!figures.admitted_last_minute) {
     text = t('admin.forecast_stalled', { waiting: figures.waiting });
   } else {
-    const minutes = Math.ceil(figures.waiting / figures.admitted_last_minute);
     text = t('admin.forecast_clears', {
       rate: figures.admitted_last_minute,
       waiting: figures.waiting,
-      minutes,
-      time: clockTime(now + minutes * 60000)
+      minutes: Math.ceil(figures.waiting / figures.admitted_last_minute),
+      time: clockTime(now + emptiesIn(figures))
     });
   }
   if (out.textContent !== text) out.textContent = text;

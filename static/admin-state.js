@@ -9,6 +9,17 @@ export const CHART_SPAN_MS = 60 * 60 * 1000;
 // newest is replaced until then, so the chart's end is always current.
 export const LIVE_SAMPLE_MS = 5000;
 
+export function createAdminState() {
+  return {
+    failures: 0,        // room figure refreshes failed in a row
+    stopped: false,     // the session expired: no more refreshes
+    saleFailures: 0,
+    saleStopped: false,
+    noSaleUntil: {},    // room id -> when to ask again for a sale it lacked
+    history: {}         // room id -> chart samples, oldest first
+  };
+}
+
 function sampleOf(figures, at) {
   return {
     at,
