@@ -50,18 +50,19 @@ impl RoomHistory {
         }
     }
 
-    /// Notes what a tick answer said of `room`: kept when the ring is
-    /// empty or its newest sample is [`SAMPLE_EVERY_MS`] old; the oldest
-    /// goes once [`SAMPLES_KEPT`] are held.
-    pub fn record(&self, room: &RoomId, figures: &RoomFigures) {
-        let at = self.clock.now_ms();
+    /// The history's clock, read by the promoter as it asks for a tick.
+    pub fn now_ms(&self) -> Millis {
+        self.clock.now_ms()
+    }
+
+    /// Notes what a tick answer said of `room`, asked for at `at` (read
+    /// before the call, so an answer is never dated after a tick it did not
+    /// see): kept when the ring is empty or its newest sample is
+    /// [`SAMPLE_EVERY_MS`] older; the oldest goes once [`SAMPLES_KEPT`] are
+    /// held. An answer to an older ask that arrives late is dropped.
+    pub fn record(&self, room: &RoomId, at: Millis, figures: &RoomFigures) {
         let mut rooms = self.rooms.lock();
         let ring = rooms.entry(room.clone()).or_default();
-        // A clock set back (tests drive it) starts the ring afresh rather
-        // than keeping samples out of order.
-        if ring.back().is_some_and(|last| at < last.at) {
-            ring.clear();
-        }
         if ring
             .back()
             .is_some_and(|last| at < last.at + SAMPLE_EVERY_MS)
@@ -116,14 +117,17 @@ mod tests {
         let clock = ManualClock::new(1_000_000);
         let history = RoomHistory::new(Arc::new(clock.clone()));
         let room = RoomId::parse("r").unwrap();
-        history.record(&room, &figures(1));
+        let record = |waiting| history.record(&room, history.now_ms(), &figures(waiting));
+        record(1);
         clock.advance_ms(SAMPLE_EVERY_MS - 1);
-        history.record(&room, &figures(2));
+        record(2);
         assert_eq!(history.samples(&room).len(), 1, "too soon for another");
         for n in 0..SAMPLES_KEPT as u64 + 40 {
             clock.advance_ms(SAMPLE_EVERY_MS);
-            history.record(&room, &figures(n));
+            record(n);
         }
+        let late = history.now_ms() - 2 * SAMPLE_EVERY_MS;
+        history.record(&room, late, &figures(99));
         let samples = history.samples(&room);
         assert_eq!(samples.len(), SAMPLES_KEPT);
         assert_eq!(samples.last().unwrap().at, clock.now_ms());

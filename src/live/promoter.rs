@@ -312,6 +312,7 @@ impl Promoter {
             }
         }
         let started = std::time::Instant::now();
+        let asked_at = self.history.now_ms();
         self.asked.fetch_add(1, Ordering::Relaxed);
         metrics::counter!("waitroom_ticks_asked_total").increment(1);
         let tick = self.store.tick(room).await.inspect_err(|error| {
@@ -325,7 +326,7 @@ impl Promoter {
         }
         let labels = [("room", room.to_string())];
         self.show(&labels, room, &tick);
-        self.history.record(room, &tick.figures);
+        self.history.record(room, asked_at, &tick.figures);
         if let Some(report) = tick.ran {
             metrics::histogram!("waitroom_tick_seconds").record(started.elapsed().as_secs_f64());
             metrics::counter!("waitroom_admitted_total", &labels).increment(report.admitted);
