@@ -7,8 +7,9 @@
 -- opening is O(1), since each entrant's place in the draw was fixed when
 -- they joined. Returns (`WireTick`)
 -- { ran, admitted, abandoned, no_shows, waiting, active, next_due_in_ms,
--- arrival_resumptions (see resume_arrivals.lua), line, max_active, opened }
--- as JSON: the last three, the room's figures for the metrics, in every
+-- arrival_resumptions (see resume_arrivals.lua), line, max_active, opened,
+-- admitted_last_minute } as JSON: the last four, the room's figures for the
+-- metrics and each node's history of the room, in every
 -- answer (ran or not), so every node that asks reports the same.
 -- ARGV[3]: the seed of this tick's random picks (16 hex digits).
 local room = load_room()
@@ -44,6 +45,7 @@ end
 local function answer(ran, counts)
   counts.ran, counts.arrival_resumptions = ran, resumptions
   counts.line, counts.max_active, counts.opened = line(room), room.max_active or '', opened(room, now)
+  counts.admitted_last_minute = admitted_between(now - RATE_WINDOW_MS, now)
   return cjson.encode(counts)
 end
 local due = now >= last_tick + tick_ms

@@ -9,14 +9,29 @@ const COLOUR = /^#[0-9a-fA-F]{6}$/;
 const DARK = { '--surface': '#1a212b', '--text': '#e8edf3', '--muted': '#a9b4c2', '--border': '#2f3a48' };
 const LIGHT = { '--surface': '#ffffff', '--text': '#1b2430', '--muted': '#4f5b69', '--border': '#d5dbe2' };
 
-// Relative luminance (WCAG 2) below which text on the colour is light,
-// as src/words/page.rs decides it.
-export function isDark(hex) {
+// Relative luminance (WCAG 2) of '#rrggbb'.
+function luminance(hex) {
   const channel = (i) => {
     const c = parseInt(hex.slice(i, i + 2), 16) / 255;
     return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4);
   };
-  return 0.2126 * channel(1) + 0.7152 * channel(3) + 0.0722 * channel(5) < 0.179;
+  return 0.2126 * channel(1) + 0.7152 * channel(3) + 0.0722 * channel(5);
+}
+
+// The luminance below which text on the colour is light, as
+// src/words/page.rs decides it.
+export function isDark(hex) {
+  return luminance(hex) < 0.179;
+}
+
+// The accent as text, as src/http/pages/branding.rs writes it: itself
+// where it reads (4.5:1) on the page and its cards, else the text colour.
+export function accentInk(accent, grounds) {
+  const contrast = (a, b) => {
+    const [x, y] = [luminance(a), luminance(b)];
+    return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05);
+  };
+  return grounds.every((ground) => contrast(accent, ground) >= 4.5) ? accent : 'var(--text)';
 }
 
 // A logo the page would show: https:// or a path on this site.
@@ -73,8 +88,10 @@ function draw(form, figure) {
     page.style.setProperty('--accent', accent);
     page.style.setProperty('--accent-text', isDark(accent) ? '#ffffff' : '#0b1524');
     page.style.setProperty('--accent-soft', 'color-mix(in srgb, ' + accent + ' 16%, var(--surface))');
+    const grounds = palette ? [background, palette['--surface']] : ['#f4f6f8', LIGHT['--surface']];
+    page.style.setProperty('--accent-ink', accentInk(accent, grounds));
   } else {
-    for (const name of ['--accent', '--accent-text', '--accent-soft']) page.style.removeProperty(name);
+    for (const name of ['--accent', '--accent-text', '--accent-soft', '--accent-ink']) page.style.removeProperty(name);
   }
   form.querySelectorAll('[name^="page_"]').forEach(function (input) {
     const bad = input.value.trim() !== '' && (

@@ -2,14 +2,16 @@
 // /api/admin/rooms (the session cookie authenticates it), keeps the edit forms
 // in step with config changed elsewhere without touching a field the
 // operator is editing, follows each room's sale (stock left, holds, orders),
-// and asks before closing a room or replacing a sale. The forms themselves
-// post normally, with their CSRF field. Its state lives in admin-state.js,
-// the preview of each room's waiting page in admin-preview.js.
+// and asks before closing a room or replacing a sale. Each room's chart
+// starts from the node's hour of history (admin-chart.js draws it). The
+// forms themselves post normally, with their CSRF field; a field the server
+// refused is focused. Its state lives in admin-state.js, the preview of
+// each room's waiting page in admin-preview.js.
 import { $, isNonNegative, pad2 } from './lib-dom.js';
 import { request, backoff, errorMessage } from './lib-api.js';
 import { t } from './lib-i18n.js';
 import { drawRoom } from './admin-chart.js';
-import { createAdminState, recordSample, saleCheckDue, noteNoSale, noteSale } from './admin-state.js';
+import { createAdminState, recordSample, seedHistory, saleCheckDue, noteNoSale, noteSale } from './admin-state.js';
 import { startPreviews, redraw } from './admin-preview.js';
 
 const REFRESH_MS = 1000;
@@ -122,7 +124,8 @@ function apply(data) {
     row.classList.toggle('is-closed', r.closed === true);
     const stats = r.stats && typeof r.stats === 'object' ? r.stats : {};
     const now = Date.now();
-    drawRoom(r.id, recordSample(st, r.id, stats, now), stats, now);
+    const figures = Object.assign({}, stats, { max_active: r.max_active });
+    drawRoom(r.id, recordSample(st, r.id, figures, now), figures, now);
     for (const name of STATS) {
       const v = stats[name];
       if (!isNonNegative(v)) continue;
@@ -195,6 +198,20 @@ function refresh() {
     setLive('error', t('admin.live_unavailable'));
     schedule(backoff(st.failures, RETRY));
   });
+}
+
+// Each chart starts with the hour of history the node kept of its room;
+// the page's own samples follow it (the next refresh draws them together).
+function loadHistories() {
+  const charts = document.querySelectorAll('svg[data-chart-room]');
+  for (let i = 0; i < charts.length; i++) {
+    const room = charts[i].getAttribute('data-chart-room');
+    request('GET', '/api/admin/rooms/' + encodeURIComponent(room) + '/history', { cache: 'no-store' })
+      .then(function (res) {
+        if (res.ok && res.parsed) seedHistory(st, room, res.body, Date.now());
+      })
+      .catch(function () { /* the chart starts from the page's own samples */ });
+  }
 }
 
 // --- sales behind the gate ---------------------------------------------------
@@ -460,5 +477,14 @@ function guardCodesForm(form) {
 }
 document.querySelectorAll('form.codes-form').forEach(guardCodesForm);
 
+// A field the server refused is shown next to its message (the template
+// marks it aria-invalid and autofocus); bring it into view too.
+const refused = document.querySelector('form [aria-invalid="true"]');
+if (refused) {
+  refused.focus();
+  if (refused.scrollIntoView) refused.scrollIntoView({ block: 'center' });
+}
+
+loadHistories();
 if ($('rooms-table') || $('no-rooms')) refresh();
 if (saleSections.length) refreshSales();

@@ -1,5 +1,6 @@
 //! Every page, checked by axe-core in a real headless Chromium (issue 27,
-//! item 8): the waiting page (waiting, in the countdown, closed), the
+//! item 8): the waiting page (waiting, branded, in Japanese, in the
+//! countdown, closed), the
 //! sale page (seats and stock), the unknown-room page, the admin login and the admin page with a room and its sale, and the demo
 //! target. Each page is checked once its scripts have drawn it (what a
 //! visitor meets), against axe's WCAG 2.x A and AA rules and its best
@@ -105,6 +106,15 @@ async fn axe_finds_no_violation_on_any_page() {
     for _ in 0..3 {
         app.join_api("line").await;
     }
+    app.create_room(
+        "branded",
+        json!({"name": "Shop", "paused": true, "target_url": target,
+               "page": {"headline": "Spring drop", "message": "Doors open at ten.\nBe early.",
+                        "accent_color": "#0a7a3b", "background_color": "#101820",
+                        "footer": "© Shop"}}),
+    )
+    .await;
+    app.join_api("branded").await;
     let opens_at = rfc3339(support::START_MS + 3_600_000);
     app.create_room(
         "later",
@@ -144,6 +154,16 @@ async fn axe_finds_no_violation_on_any_page() {
     let waiting = "document.getElementById('position').textContent.trim() === '4'";
     for page in [
         ("the waiting page", app.url("/rooms/line"), waiting),
+        (
+            "a branded waiting page",
+            app.url("/rooms/branded"),
+            "document.getElementById('position').textContent.trim() === '2'",
+        ),
+        (
+            "the waiting page in Japanese",
+            app.url("/rooms/line?lang=ja"),
+            "document.documentElement.lang === 'ja' && /^[0-9]+$/.test(document.getElementById('position').textContent.trim())",
+        ),
         (
             "the countdown",
             app.url("/rooms/later"),

@@ -763,6 +763,7 @@ async fn the_operator_api_needs_the_admin_token() {
         (Method::GET, "/api/admin/rooms/any"),
         (Method::PATCH, "/api/admin/rooms/any"),
         (Method::DELETE, "/api/admin/rooms/any"),
+        (Method::GET, "/api/admin/rooms/any/history"),
     ] {
         let anonymous = app
             .http
@@ -2053,6 +2054,181 @@ async fn the_admin_page_edits_bypass_networks() {
         .fetch_json()
         .await;
     assert_eq!(room["bypass_networks"], json!([]), "emptied");
+}
+
+/// Each node keeps a room's last hour of figures from its tick answers,
+/// one sample per 10 s at most, 360 at most; the operator API serves them.
+#[tokio::test]
+async fn a_rooms_history_holds_its_last_hour_of_ticks() {
+    let app = TestApp::spawn().await;
+    app.create_room(
+        "drop",
+        json!({"admit_per_tick": 1, "tick_ms": 1000, "max_active": 50}),
+    )
+    .await;
+    let history = |room: &str| {
+        app.admin(Method::GET, &format!("/api/admin/rooms/{room}/history"))
+            .send()
+    };
+    let anonymous = app
+        .http
+        .get(app.url("/api/admin/rooms/drop/history"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(anonymous).await.0, 401);
+    assert_eq!(
+        error_of(history("nowhere").await.unwrap()).await,
+        (404, "room_not_found".into())
+    );
+    let empty: Value = history("drop").await.unwrap().json().await.unwrap();
+    assert_eq!(empty["samples"], json!([]), "no tick answer yet");
+    assert_eq!(
+        (empty["every_s"].as_u64(), empty["kept"].as_u64()),
+        (Some(10), Some(360))
+    );
+
+    for _ in 0..3 {
+        app.join_api("drop").await;
+    }
+    // The node's own promoter may have sampled the first join already (at
+    // the start); the driven tick ten seconds on is sampled either way,
+    // and one a second later is too soon for another.
+    app.step(10_000).await;
+    app.step(1_000).await;
+    let answer: Value = history("drop").await.unwrap().json().await.unwrap();
+    let samples = answer["samples"].as_array().unwrap();
+    assert!((1..=2).contains(&samples.len()), "{answer}");
+    assert_eq!(
+        samples.last().unwrap(),
+        &json!({"at": "2026-01-01T00:00:10.000Z", "waiting": 1, "active": 2,
+               "admitted_last_minute": 2, "max_active": 50}),
+        "one passed through, one admitted by the tick, one waits"
+    );
+    assert_eq!(answer["now"], "2026-01-01T00:00:11.000Z");
+
+    // Seventy minutes of ticks: the ring keeps the last hour, in order.
+    for _ in 0..420 {
+        app.step(10_000).await;
+    }
+    let answer: Value = history("drop").await.unwrap().json().await.unwrap();
+    let samples = answer["samples"].as_array().unwrap();
+    assert_eq!(samples.len(), 360, "never more than an hour of samples");
+    assert_eq!(samples[359]["at"], answer["now"]);
+    let at = |i: usize| samples[i]["at"].as_str().unwrap().to_owned();
+    assert!((1..360).all(|i| at(i - 1) < at(i)), "oldest first");
+
+    // A room closed and made again starts with no history of the old one.
+    let closed = app
+        .admin(Method::DELETE, "/api/admin/rooms/drop")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(closed.status(), 204);
+    app.create_room("drop", json!({})).await;
+    // The node's promoter hears of the close as a store event.
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        let answer: Value = history("drop").await.unwrap().json().await.unwrap();
+        let samples = answer["samples"].as_array().unwrap();
+        if samples.iter().all(|s| s["at"] == answer["now"]) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the old room's samples stay: {}",
+            samples.len()
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
+/// A room form the server refuses comes back with the refusal next to the
+/// field it names (aria-invalid, aria-describedby, focused), and at the top.
+#[tokio::test]
+async fn a_refused_room_form_shows_the_error_next_to_its_field() {
+    let app = TestApp::spawn().await;
+    app.create_room("drop", json!({})).await;
+    let client = no_redirects();
+    let session = log_in(&app, &client).await;
+    let cookie = format!("wr_admin={session}");
+    let page = |path: String| client.get(app.url(&path)).header("cookie", &cookie).send();
+    let csrf = csrf_field(&page("/admin".into()).await.unwrap().text().await.unwrap());
+    let post = |path: &'static str, form: Vec<(&'static str, &'static str)>| {
+        let mut form = form;
+        form.push(("csrf", csrf.as_str()));
+        client
+            .post(app.url(path))
+            .header("cookie", &cookie)
+            .form(&form)
+            .send()
+    };
+    let location = |answer: &reqwest::Response| {
+        assert_eq!(answer.status(), 303);
+        answer.headers()["location"].to_str().unwrap().to_owned()
+    };
+
+    let refused = post("/admin/rooms/drop", vec![("admit_per_tick", "0")])
+        .await
+        .unwrap();
+    let back = location(&refused);
+    assert!(back.contains("&field=admit_per_tick&room=drop"), "{back}");
+    let html = page(back).await.unwrap().text().await.unwrap();
+    let message = "admit_per_tick must be between 1 and 100000";
+    assert!(
+        html.contains(r#"name="admit_per_tick" value="10" aria-invalid="true" aria-describedby="edit-drop-admit_per_tick-error" autofocus>"#),
+        "the field is marked"
+    );
+    assert!(html.contains(&format!(
+        r#"<p class="field-error" id="edit-drop-admit_per_tick-error">{message}</p>"#
+    )));
+    assert!(
+        html.contains(&format!(r#"id="flash-error" role="alert">{message}</p>"#)),
+        "and at the top"
+    );
+    assert_eq!(html.matches("aria-invalid").count(), 1, "only that field");
+    let room = app
+        .admin(Method::GET, "/api/admin/rooms/drop")
+        .fetch_json()
+        .await;
+    assert_eq!(room["admit_per_tick"], 10, "nothing changed");
+
+    // The form's own checks name their field too.
+    let refused = post("/admin/rooms/drop", vec![("opens_at", "tomorrow")])
+        .await
+        .unwrap();
+    assert!(location(&refused).contains("&field=opens_at&room=drop"));
+
+    // The create form's fields are its own: no room.
+    let refused = post(
+        "/admin/rooms",
+        vec![("id", "Bad Id"), ("name", "A"), ("target_url", "/a")],
+    )
+    .await
+    .unwrap();
+    let back = location(&refused);
+    assert!(back.ends_with("&field=id"), "{back}");
+    let html = page(back).await.unwrap().text().await.unwrap();
+    assert!(html.contains(r#"aria-invalid="true" aria-describedby="create-id-error" autofocus>"#));
+    assert!(html.contains(r#"<p class="field-error" id="create-id-error">id must be"#));
+
+    // A query naming no field of the forms, or a room not shown, marks nothing.
+    for query in [
+        "error=x&field=csrf&room=drop",
+        "error=x&field=tick_ms&room=elsewhere",
+    ] {
+        let html = page(format!("/admin?{query}"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(!html.contains("aria-invalid"), "{query}");
+        assert!(
+            html.contains(r#"id="flash-error" role="alert">x</p>"#),
+            "{query}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -333,7 +333,8 @@ async fn the_admin_page_logs_in_changes_a_room_and_shows_live_figures() {
             .parse()
             .ok()?;
         let top = attr_of(&browser, "#chart-sale", "data-top").await?;
-        (samples >= 2 && top == "2").then_some(())
+        // Two waiting: a scale of 0 to 4 in steps of 1.
+        (samples >= 2 && top == "4").then_some(())
     })
     .await;
     let points = attr_of(
@@ -891,6 +892,201 @@ async fn the_waiting_page_sends_the_visitor_back_where_the_gate_found_them() {
         );
         browser.delete_all_cookies().await.unwrap();
     }
+    browser.close().await.unwrap();
+}
+
+/// An hour of a room's traffic, driven on the app's clock, then the admin
+/// page: the chart draws the node's history with its scale, time labels,
+/// cap and the forecast's time; a value the browser would stop, sent with
+/// its checks off, comes back refused next to its field. With
+/// `WAITROOM_SCREENSHOT_DIR=docs/src/images` this makes the book's
+/// `admin-chart.png`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_chart_reads_at_a_glance_and_a_refused_field_says_why() {
+    let app = TestApp::spawn().await;
+    let driver = Driver::start().await;
+    // 24 a minute by rate, 20 by the cap (60 passes of 3 minutes).
+    app.create_room(
+        "drop",
+        json!({"name": "Spring drop", "admit_per_tick": 4, "tick_ms": 10_000,
+               "max_active": 60, "pass_ttl_s": 180, "abandon_after_s": 86_400}),
+    )
+    .await;
+    // Forty minutes of 30 arrivals a minute, then twenty of 6: the line
+    // grows, then shrinks, and still holds people at the end.
+    for step in 0..360 {
+        let arrivals = if step < 240 { 5 } else { 1 };
+        for _ in 0..arrivals {
+            app.join_api("drop").await;
+        }
+        app.step(10_000).await;
+    }
+    let room = app
+        .admin(reqwest::Method::GET, "/api/admin/rooms/drop")
+        .fetch_json()
+        .await;
+    let waiting = room["stats"]["waiting"].as_u64().unwrap();
+    assert!(waiting > 0 && room["stats"]["admitted_last_minute"].as_u64().unwrap() > 0);
+
+    let browser = driver.browser(1280, 1000, json!({})).await;
+    admin_login(&browser, &app).await;
+    let chart = "#chart-drop";
+    // The node's hour of samples, not only what the page saw since it opened.
+    eventually("the hour of history", BROWSER_PATIENCE, || async {
+        let samples: u32 = attr_of(&browser, chart, "data-samples")
+            .await?
+            .parse()
+            .ok()?;
+        (samples >= 300).then_some(())
+    })
+    .await;
+    let texts = |css: String| {
+        let browser = &browser;
+        async move {
+            let mut out = Vec::new();
+            for element in browser.find_all(Locator::Css(&css)).await.unwrap() {
+                out.push(
+                    element
+                        .prop("textContent")
+                        .await
+                        .unwrap()
+                        .unwrap_or_default(),
+                );
+            }
+            out
+        }
+    };
+    assert_eq!(
+        texts(format!("{chart} text.time-label")).await,
+        ["−60 min", "−30 min", "now"]
+    );
+    let top: u64 = attr_of(&browser, chart, "data-top")
+        .await
+        .unwrap()
+        .parse()
+        .unwrap();
+    let scale = texts(format!("{chart} text.y-label")).await;
+    assert_eq!(scale.len(), 5, "{scale:?}");
+    assert_eq!(scale[0], "0");
+    assert_eq!(scale[4].replace(',', "").parse::<u64>().unwrap(), top);
+    assert!(
+        top >= waiting,
+        "the scale holds the line: {top} < {waiting}"
+    );
+    let cap_line = format!("{chart} line.cap-line");
+    assert_eq!(
+        attr_of(&browser, &cap_line, "data-value").await.as_deref(),
+        Some("60")
+    );
+    assert!(
+        !attr_of(&browser, &cap_line, "class")
+            .await
+            .unwrap()
+            .contains("is-hidden")
+    );
+    assert_eq!(texts(format!("{chart} text.cap-label")).await, ["cap 60"]);
+    let label = format!("{chart} text.forecast-label");
+    assert_eq!(
+        attr_of(&browser, &label, "data-state").await.as_deref(),
+        Some("empties")
+    );
+    let empties = texts(label).await.remove(0);
+    let time = empties.strip_prefix("empties ≈ ").unwrap_or_default();
+    assert!(
+        time.len() >= 4
+            && time.chars().filter(|c| *c == ':').count() == 1
+            && time.chars().any(|c| c.is_ascii_digit()),
+        "the forecast gives a time: {empties:?}"
+    );
+    let projection = format!("{chart} line.forecast-line");
+    assert!(
+        !attr_of(&browser, &projection, "class")
+            .await
+            .unwrap()
+            .contains("is-hidden")
+    );
+    let legend = texts("#room-drop [data-legend]".into()).await;
+    assert_eq!(legend[0], waiting.to_string(), "{legend:?}");
+    assert_eq!(legend[3], "60", "{legend:?}");
+    let figure = browser
+        .find(Locator::Css("#room-drop figure.chart"))
+        .await
+        .unwrap();
+    browser
+        .execute(
+            "document.getElementById('chart-drop').scrollIntoView()",
+            vec![],
+        )
+        .await
+        .unwrap();
+    if let Some(dir) = std::env::var_os("WAITROOM_SCREENSHOT_DIR") {
+        let png = figure
+            .screenshot()
+            .await
+            .expect("a screenshot of the chart");
+        std::fs::write(Path::new(&dir).join("admin-chart.png"), png).unwrap();
+    }
+
+    // The browser stops a value out of range before it is sent...
+    let field = "edit-drop-admit_per_tick";
+    let input = browser.find(Locator::Id(field)).await.unwrap();
+    input.clear().await.unwrap();
+    input.send_keys("0").await.unwrap();
+    click(&browser, Locator::Id("edit-drop-submit")).await;
+    assert!(
+        browser
+            .find(Locator::Css(&format!("#{field}:invalid")))
+            .await
+            .is_ok(),
+        "the browser's own check holds it"
+    );
+    assert!(
+        text_of(&browser, "flash-error").await.is_none(),
+        "nothing was sent"
+    );
+    // ...and with its checks off, the server refuses it next to the field.
+    browser
+        .execute(
+            "document.getElementById('edit-drop').noValidate = true",
+            vec![],
+        )
+        .await
+        .unwrap();
+    click(&browser, Locator::Id("edit-drop-submit")).await;
+    let message = "admit_per_tick must be between 1 and 100000";
+    let shown = eventually(
+        "the refusal next to the field",
+        BROWSER_PATIENCE,
+        || async { text_of(&browser, &format!("{field}-error")).await },
+    )
+    .await;
+    assert_eq!(shown, message);
+    assert_eq!(
+        text_of(&browser, "flash-error").await.as_deref(),
+        Some(message)
+    );
+    let input = browser.find(Locator::Id(field)).await.unwrap();
+    assert_eq!(
+        input.attr("aria-invalid").await.unwrap().as_deref(),
+        Some("true")
+    );
+    assert_eq!(
+        input.attr("aria-describedby").await.unwrap(),
+        Some(format!("{field}-error"))
+    );
+    let focused = browser
+        .execute("return document.activeElement.id", vec![])
+        .await
+        .unwrap();
+    assert_eq!(focused, json!(field), "the refused field has the focus");
+    assert_eq!(
+        app.admin(reqwest::Method::GET, "/api/admin/rooms/drop")
+            .fetch_json()
+            .await["admit_per_tick"],
+        4,
+        "nothing changed"
+    );
+    screenshot(&browser, "admin-refused-field").await;
     browser.close().await.unwrap();
 }
 

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use waitroom::live::history::RoomHistory;
 use waitroom::live::hub::Hub;
 use waitroom::live::promoter::{
     IDLE_HEARTBEAT, MAX_IDLE_ASKS_PER_S, Promoter, Wakeups, idle_period,
@@ -37,7 +38,8 @@ impl Node {
         ));
         let wakeups = Arc::new(Wakeups::default());
         let sale = Arc::new(MemoryStore::new(Arc::new(clock.clone())).sale());
-        let promoter = Promoter::new(store.clone(), sale, hub, wakeups.clone());
+        let history = Arc::new(RoomHistory::new(Arc::new(clock.clone())));
+        let promoter = Promoter::new(store.clone(), sale, hub, wakeups.clone(), history);
         Self {
             store,
             clock,

@@ -88,6 +88,7 @@ pub struct ClaimPath {
         super::admin::api::show,
         super::admin::api::change,
         super::admin::api::close,
+        super::admin::api::history,
         super::admin::api::revoke_pass,
         super::admin::codes::add_codes,
         super::admin::codes::list_codes,

@@ -4,7 +4,8 @@
 //! - the stores as they are: `web::Data<dyn Store>`, `web::Data<dyn SaleStore>`,
 //!   and the sale views' cache, `web::Data<SaleViews>`;
 //! - the keys and the time: `web::Data<Credentials>`, `web::Data<dyn Clock>`;
-//! - [`Live`]: the hub, the promoter's wake-ups, the tasks, the socket cap;
+//! - [`Live`]: the hub, the promoter's wake-ups and room history, the
+//!   tasks, the socket cap;
 //! - [`AdminAccess`]: the admin token and the login guard;
 //! - [`ClientRules`]: who a request's client is, and how often it may join;
 //! - [`ServerSettings`]: cookies and body deadlines, read by middleware;
@@ -26,6 +27,7 @@ use crate::http::login_guard::LoginGuard;
 use crate::http::pages::operator_templates::OperatorTemplates;
 use crate::http::refusal_log::RefusalLog;
 use crate::http::sale_views::SaleViews;
+use crate::live::history::RoomHistory;
 use crate::live::hub::Hub;
 use crate::live::promoter::Wakeups;
 use crate::live::tasks::Tasks;
@@ -38,6 +40,8 @@ pub struct Live {
     pub hub: Arc<Hub>,
     /// Rooms used on this node, for the promoter to tick.
     pub wakeups: Arc<Wakeups>,
+    /// Each room's last hour of figures on this node, for the admin chart.
+    pub history: Arc<RoomHistory>,
     /// Every task of the application: sockets are spawned through it, and
     /// readiness reports a background task that died.
     pub tasks: Tasks,

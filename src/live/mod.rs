@@ -2,11 +2,13 @@
 //! from events, the fan-out and the worker threads it runs on (homes), the
 //! hub that applies the store's events, each socket's loop (actix-ws), the
 //! promoter that ticks the rooms (resuming the arrivals this node could not
-//! record), and the tracked tasks they all run in.
+//! record) and keeps their recent figures for the admin chart (history),
+//! and the tracked tasks they all run in.
 
 pub mod arrival_gaps;
 pub mod fanout;
 pub mod frame_guard;
+pub mod history;
 pub mod home;
 pub mod hub;
 pub mod lane;

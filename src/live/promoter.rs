@@ -25,6 +25,7 @@ use tokio::time::Instant;
 use tokio_util::time::DelayQueue;
 use tokio_util::time::delay_queue::Key;
 
+use super::history::RoomHistory;
 use super::hub::Hub;
 use super::tasks::Tasks;
 use crate::store::{SaleStore, Store, StoreError, Tick, TickReport};
@@ -198,6 +199,8 @@ pub struct Promoter {
     sale: Arc<dyn SaleStore>,
     hub: Arc<Hub>,
     wakeups: Arc<Wakeups>,
+    /// Each room's recent figures, from every tick answer this node gets.
+    history: Arc<RoomHistory>,
     asked: Arc<AtomicU64>,
     /// Rooms whose `waitroom_max_active` gauge this node set, so that a cap
     /// taken off clears it.
@@ -223,12 +226,14 @@ impl Promoter {
         sale: Arc<dyn SaleStore>,
         hub: Arc<Hub>,
         wakeups: Arc<Wakeups>,
+        history: Arc<RoomHistory>,
     ) -> Self {
         Self {
             store,
             sale,
             hub,
             wakeups,
+            history,
             asked: Arc::default(),
             capped: Arc::default(),
             stock: Arc::default(),
@@ -307,6 +312,7 @@ impl Promoter {
             }
         }
         let started = std::time::Instant::now();
+        let asked_at = self.history.now_ms();
         self.asked.fetch_add(1, Ordering::Relaxed);
         metrics::counter!("waitroom_ticks_asked_total").increment(1);
         let tick = self.store.tick(room).await.inspect_err(|error| {
@@ -320,6 +326,7 @@ impl Promoter {
         }
         let labels = [("room", room.to_string())];
         self.show(&labels, room, &tick);
+        self.history.record(room, asked_at, &tick.figures);
         if let Some(report) = tick.ran {
             metrics::histogram!("waitroom_tick_seconds").record(started.elapsed().as_secs_f64());
             metrics::counter!("waitroom_admitted_total", &labels).increment(report.admitted);
@@ -362,9 +369,11 @@ impl Promoter {
     }
 
     /// A closed room's figures, shown once: nobody waits in it any more.
+    /// Its history goes, so a room made again under its id starts afresh.
     fn show_closed(&self, room: &RoomId) {
         let labels = [("room", room.to_string())];
         self.show(&labels, room, &Tick::default());
+        self.history.forget(room);
     }
 
     /// Marks every visitor with a socket on this node present, in batches of
@@ -399,6 +408,7 @@ impl Promoter {
             schedule.forget(&gone);
             self.wakeups.set_ticking(&gone, false);
             self.hub.arrival_gaps().forget(&gone);
+            self.history.forget(&gone);
         }
         for room in rooms {
             if !schedule.knows(&room) {
@@ -411,13 +421,16 @@ impl Promoter {
     /// What the store's events mean for the schedule: a room whose config
     /// changed (on any node) is asked again at once, whatever it was
     /// sleeping out, and the store then says when its next tick is due at
-    /// the new setting. When events may have been missed (this node fell
+    /// the new setting. A room closed loses its history. When events may have been missed (this node fell
     /// behind, or the store was away), every ticking room is asked again.
     fn follow(&self, event: Result<StoreEvent, RecvError>, schedule: &mut Schedule) {
         match event {
             Ok(StoreEvent::Room(RoomEvent::Configured { room, .. })) => {
                 schedule.no_later_than(room, Duration::ZERO);
             }
+            // Closed on any node: a room made again under its id starts
+            // with no history of this one, even before a tick finds it closed.
+            Ok(StoreEvent::Room(RoomEvent::Closed { room })) => self.history.forget(&room),
             Ok(StoreEvent::Resumed) | Err(RecvError::Lagged(_)) => {
                 for room in self.wakeups.ticking_rooms() {
                     schedule.no_later_than(room, Duration::ZERO);
@@ -463,6 +476,7 @@ impl Promoter {
                         // Gone: off the schedule until a refresh or a wake-up finds it.
                         Err(StoreError::RoomNotFound(_)) => {
                             schedule.due.remove(&room);
+                            self.history.forget(&room);
                         }
                         Err(StoreError::RoomClosed(_)) => {
                             schedule.due.remove(&room);

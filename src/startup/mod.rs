@@ -21,6 +21,7 @@ use crate::http::client_address::TrustedProxies;
 use crate::http::ops;
 use crate::http::pages::operator_templates::{OperatorTemplates, TemplatesDirError};
 use crate::http::state::{AdminAccess, AppParts, ClientRules, Live, Ops, ServerSettings};
+use crate::live::history::RoomHistory;
 use crate::live::hub::Hub;
 use crate::live::promoter::{Promoter, Wakeups};
 use crate::live::tasks::Tasks;
@@ -335,7 +336,14 @@ impl Application {
         let tasks = Tasks::new();
         let hub = Arc::new(Hub::new(store.clone(), credentials.clone()));
         let wakeups = Arc::new(Wakeups::default());
-        let promoter = Promoter::new(store.clone(), sale.clone(), hub.clone(), wakeups.clone());
+        let history = Arc::new(RoomHistory::new(clock.clone()));
+        let promoter = Promoter::new(
+            store.clone(),
+            sale.clone(),
+            hub.clone(),
+            wakeups.clone(),
+            history.clone(),
+        );
 
         tasks.spawn_service("hub", hub.clone().run(tasks.clone()));
         tasks.spawn_service("promoter", promoter.clone().run(tasks.clone()));
@@ -381,6 +389,7 @@ impl Application {
             live: web::Data::new(Live {
                 hub: hub.clone(),
                 wakeups,
+                history,
                 tasks: tasks.clone(),
                 socket_limit,
             }),

@@ -132,6 +132,9 @@ pub struct RoomFigures {
     /// (`LineSummary::eta_seconds` of `waiting`); none while paused or
     /// before any rate can be said.
     pub tail_eta_s: Option<u64>,
+    /// Admitted in the last minute, as the room's stats count them (the
+    /// admin page's chart and the history each node keeps of it).
+    pub admitted_last_minute: u64,
 }
 
 /// What a due tick did, for the promoter's metrics and logs.

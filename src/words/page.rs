@@ -187,6 +187,10 @@ impl PageBranding {
 pub struct Colour([u8; 3]);
 
 impl Colour {
+    pub const fn rgb(r: u8, g: u8, b: u8) -> Self {
+        Self([r, g, b])
+    }
+
     pub fn parse(text: &str) -> Option<Self> {
         let hex = text.strip_prefix('#')?;
         if hex.len() != 6 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -199,6 +203,11 @@ impl Colour {
     /// Whether text on it should be light: its relative luminance (WCAG
     /// 2) is below the point where white and near-black contrast alike.
     pub fn is_dark(self) -> bool {
+        self.luminance() < 0.179
+    }
+
+    /// Relative luminance, as WCAG 2 defines it.
+    fn luminance(self) -> f64 {
         let linear = |channel: u8| {
             let c = f64::from(channel) / 255.0;
             if c <= 0.039_28 {
@@ -208,8 +217,13 @@ impl Colour {
             }
         };
         let [r, g, b] = self.0;
-        let luminance = 0.2126 * linear(r) + 0.7152 * linear(g) + 0.0722 * linear(b);
-        luminance < 0.179
+        0.2126 * linear(r) + 0.7152 * linear(g) + 0.0722 * linear(b)
+    }
+
+    /// The contrast ratio of the two colours (WCAG 2): 1 to 21.
+    pub fn contrast(self, other: Colour) -> f64 {
+        let (a, b) = (self.luminance(), other.luminance());
+        (a.max(b) + 0.05) / (a.min(b) + 0.05)
     }
 
     /// `#rrggbb`, lower case.

@@ -79,6 +79,7 @@ macro_rules! conformance_suite {
             tokens_never_accumulate_beyond_one_tick,
             tick_is_idempotent_for_a_given_time,
             tick_says_when_the_next_is_due_and_whether_anyone_needs_it,
+            every_tick_answer_carries_the_last_minutes_admissions,
             cap_holds_admission_until_passes_expire,
             leaving_with_a_pass_frees_its_slot,
             join_is_idempotent,
@@ -356,6 +357,49 @@ pub mod scenarios {
             h.store.tick(&room).await,
             Err(StoreError::RoomClosed(_))
         ));
+    }
+
+    /// `Tick::figures` feeds each node's history of the room (the admin
+    /// chart): every answer, run or not, counts what the room's stats count.
+    pub async fn every_tick_answer_carries_the_last_minutes_admissions(h: &Harness) {
+        let room = h.room("r", 2, Some(9)).await;
+        for _ in 0..5 {
+            h.join(&room).await; // two pass through, three wait
+        }
+        assert_eq!(h.tick(&room).await, 2);
+        let stats = h.store.room(&room).await.unwrap().stats;
+        assert_eq!(stats.admitted_last_minute, 4);
+        h.clock.advance_ms(300);
+        let early = h.store.tick(&room).await.unwrap();
+        assert_eq!(early.ran, None);
+        assert_eq!(
+            early.figures.admitted_last_minute, 4,
+            "a tick not run counts too"
+        );
+        assert_eq!(
+            (
+                early.figures.waiting,
+                early.figures.active,
+                early.figures.max_active
+            ),
+            (1, 4, Some(9))
+        );
+        // Past a minute after the pass-throughs, before one after the tick.
+        h.clock.advance_ms(59_000);
+        let later = h.store.tick(&room).await.unwrap();
+        assert_eq!(
+            later.figures.admitted_last_minute,
+            h.store
+                .room(&room)
+                .await
+                .unwrap()
+                .stats
+                .admitted_last_minute
+        );
+        assert_eq!(
+            later.figures.admitted_last_minute, 3,
+            "the tick five seconds in admitted two, this one the last"
+        );
     }
 
     pub async fn cap_holds_admission_until_passes_expire(h: &Harness) {

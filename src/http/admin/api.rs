@@ -1,5 +1,6 @@
-//! The operator API: create, read, change and close rooms; revoke passes
-//! (the one route the protected site's origin token opens too).
+//! The operator API: create, read, change and close rooms; read a room's
+//! last hour of figures as this node kept them (the admin chart); revoke
+//! passes (the one route the protected site's origin token opens too).
 
 use actix_web::http::header;
 use actix_web::{HttpResponse, web};
@@ -10,7 +11,9 @@ use crate::http::error::{ApiError, ErrorCode};
 use crate::http::extractors::{Operator, PassRevoker, Room};
 use crate::http::openapi::RoomPath;
 use crate::http::state::Live;
+use crate::live::history::{SAMPLE_EVERY_MS, SAMPLES_KEPT, Sample};
 use crate::store::{self, SaleStore, Store};
+use crate::words::clock::{Clock, rfc3339_ms};
 use crate::words::credentials::{CredentialError, Credentials};
 use crate::words::{RoomConfig, RoomId, RoomInfo, RoomPatch, VisitorId};
 
@@ -22,6 +25,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
                 .patch(change)
                 .delete(close),
         )
+        .service(web::resource("/api/admin/rooms/{room}/history").get(history))
         .service(web::resource("/api/admin/rooms/{room}/passes/revoke").post(revoke_pass));
 }
 
@@ -192,6 +196,84 @@ async fn close(
     store.close_room(&room).await?;
     tracing::info!(%room, "room closed");
     Ok(HttpResponse::NoContent().finish())
+}
+
+/// `GET /api/admin/rooms/{room}/history`: the room's recent figures as
+/// this node's promoter saw them in its tick answers.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct History {
+    room: RoomId,
+    /// The node's clock as it answered (RFC 3339, with milliseconds): a
+    /// page puts the samples on its own clock by it.
+    now: String,
+    /// The least time between two samples, in seconds.
+    every_s: u64,
+    /// The most samples kept (`every_s` × this: an hour).
+    kept: usize,
+    /// Oldest first.
+    samples: Vec<HistorySample>,
+}
+
+/// A room's figures at one moment.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct HistorySample {
+    /// When (RFC 3339, with milliseconds).
+    at: String,
+    waiting: u64,
+    active: u64,
+    admitted_last_minute: u64,
+    /// The cap then; null for none.
+    max_active: Option<u64>,
+}
+
+impl From<Sample> for HistorySample {
+    fn from(sample: Sample) -> Self {
+        Self {
+            at: rfc3339_ms(sample.at),
+            waiting: sample.waiting,
+            active: sample.active,
+            admitted_last_minute: sample.admitted_last_minute,
+            max_active: sample.max_active,
+        }
+    }
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/admin/rooms/{room}/history",
+    tag = "operator",
+    summary = "The room's last hour of figures, as this node kept them",
+    description = "Waiting, active, admitted in the last minute and the cap, one sample every `every_s` seconds at most (a room nobody uses: one per idle heartbeat), at most `kept` of them, oldest first. Each node keeps its own, in memory, from the ticks it asks for: a node just started has none yet.",
+    params(RoomPath),
+    security(("admin" = [])),
+    responses(
+        (status = 200, body = History, description = "The samples"),
+        (status = 404, description = "room_not_found"),
+    ),
+)]
+async fn history(
+    _: Operator,
+    Room(room): Room,
+    store: web::Data<dyn Store>,
+    live: web::Data<Live>,
+    clock: web::Data<dyn Clock>,
+) -> Result<HttpResponse, ApiError> {
+    // Asked of the store, so an unknown room is a 404 like elsewhere, not
+    // an empty history.
+    store.room(&room).await?;
+    let samples = live
+        .history
+        .samples(&room)
+        .into_iter()
+        .map(HistorySample::from)
+        .collect();
+    Ok(HttpResponse::Ok().json(History {
+        room,
+        now: rfc3339_ms(clock.now_ms()),
+        every_s: SAMPLE_EVERY_MS / 1000,
+        kept: SAMPLES_KEPT,
+        samples,
+    }))
 }
 
 /// What `POST /api/admin/rooms/{room}/passes/revoke` takes back: a pass,

@@ -56,6 +56,103 @@ pub struct AdminPage {
     pub rooms: Vec<AdminRoomRow>,
     pub message: Option<String>,
     pub error: Option<String>,
+    /// The create form's field the last refusal named, if it was that form's.
+    pub create_refusal: FieldRefusal,
+}
+
+/// The field of one form that the server's last refusal named, shown next
+/// to it: `aria-invalid`, and `aria-describedby` pointing at the message.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct FieldRefusal {
+    /// The form's id (`edit-<room>`, `create-room`), its fields' ids'
+    /// prefix (`edit-<room>-admit_per_tick`; the create form's: `create-`).
+    prefix: String,
+    field: Option<&'static str>,
+    message: String,
+}
+
+impl FieldRefusal {
+    fn new(prefix: String, field: &'static str, message: &str) -> Self {
+        Self {
+            prefix,
+            field: Some(field),
+            message: message.into(),
+        }
+    }
+
+    /// Whether the refusal names `field`.
+    pub fn names(&self, field: &str) -> bool {
+        self.field == Some(field)
+    }
+
+    /// The attributes of `field` when the refusal names it (written out
+    /// unescaped: the prefix is a room id's `[a-z0-9-]` and the field one
+    /// of [`FORM_FIELDS`]); `autofocus` takes the operator to it.
+    pub fn attributes(&self, field: &str) -> String {
+        if self.names(field) {
+            format!(
+                r#" aria-invalid="true" aria-describedby="{}" autofocus"#,
+                self.message_id()
+            )
+        } else {
+            String::new()
+        }
+    }
+
+    /// The id of the message shown next to the field.
+    pub fn message_id(&self) -> String {
+        format!("{}-{}-error", self.prefix, self.field.unwrap_or_default())
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+/// The fields of the room forms. A refusal's message starts with the field
+/// it is about (`admit_per_tick must be …`, `bypass_networks: …`,
+/// `page.accent_color must be …`), as `RoomConfig::validate` and the
+/// form's own checks write them.
+const FORM_FIELDS: [&str; 27] = [
+    "id",
+    "name",
+    "target_url",
+    "admit_per_tick",
+    "tick_ms",
+    "max_active",
+    "pass_ttl_s",
+    "abandon_after_s",
+    "arrival_grace_s",
+    "user_key",
+    "user_required",
+    "pow_difficulty",
+    "notice",
+    "queue_method",
+    "close_when_sold_out",
+    "bypass_networks",
+    "closes_at",
+    "opens_at",
+    "paused",
+    "code_required",
+    "page_title",
+    "page_headline",
+    "page_message",
+    "page_logo_url",
+    "page_accent_color",
+    "page_background_color",
+    "page_footer",
+];
+
+/// The form field a refusal's message names, if it names one.
+fn field_named(message: &str) -> Option<&'static str> {
+    // The page's fields are `page.title` in the message, `page_title` in the form.
+    let first = message.split([' ', ':']).next()?.replace("page.", "page_");
+    FORM_FIELDS.into_iter().find(|field| *field == first)
+}
+
+/// A form field named in the page's query, if it is one.
+fn form_field(name: &str) -> Option<&'static str> {
+    FORM_FIELDS.into_iter().find(|field| *field == name)
 }
 
 pub struct AdminRoomRow {
@@ -102,6 +199,8 @@ pub struct AdminRoomRow {
     /// The draw, with `opens_at`: commitment, seed (empty before the
     /// opening) and entrants.
     pub draw: Option<(String, String, u64)>,
+    /// The edit form's field the last refusal named, if it was this room's.
+    pub refusal: FieldRefusal,
 }
 
 impl From<RoomInfo> for AdminRoomRow {
@@ -154,6 +253,7 @@ impl From<RoomInfo> for AdminRoomRow {
             bypassed_active: stats.bypassed_active,
             page: config.page,
             draw: draw.map(|d| (d.commitment, d.seed.unwrap_or_default(), d.entrants)),
+            refusal: FieldRefusal::default(),
         }
     }
 }
@@ -163,6 +263,10 @@ impl From<RoomInfo> for AdminRoomRow {
 struct Notice {
     message: Option<String>,
     error: Option<String>,
+    /// The field `error` is about, shown next to it.
+    field: Option<String>,
+    /// Whose edit form `field` is in; without it, the create form's.
+    room: Option<String>,
 }
 
 #[utoipa::path(
@@ -183,16 +287,32 @@ async fn page(
     store: web::Data<dyn Store>,
     credentials: web::Data<Credentials>,
 ) -> Result<HttpResponse, ApiError> {
-    let Notice { message, error } = notice.into_inner();
+    let Notice {
+        message,
+        error,
+        field,
+        room,
+    } = notice.into_inner();
     let Some(session) = admin_session(&req).await? else {
         return Ok(login_page(&req, None, actix_web::http::StatusCode::OK));
     };
-    let rooms = store
+    let mut rooms: Vec<AdminRoomRow> = store
         .rooms()
         .await?
         .into_iter()
         .map(AdminRoomRow::from)
         .collect();
+    let mut create_refusal = FieldRefusal::default();
+    if let (Some(error), Some(field)) = (&error, field.as_deref().and_then(form_field)) {
+        match room {
+            Some(room) => {
+                if let Some(row) = rooms.iter_mut().find(|row| row.id == room) {
+                    row.refusal = FieldRefusal::new(format!("edit-{}", row.id), field, error);
+                }
+            }
+            None => create_refusal = FieldRefusal::new("create".into(), field, error),
+        }
+    }
     let csrf = credentials.csrf_for_session(&session);
     let t = operator_catalogue(&req);
     let mut page = render(&AdminPage {
@@ -202,6 +322,7 @@ async fn page(
         rooms,
         message,
         error,
+        create_refusal,
     });
     // The preview of a room's page shows its logo, wherever it is.
     page.headers_mut().insert(
@@ -460,7 +581,8 @@ impl ConfigForm {
             queue_method: match self.queue_method.as_deref() {
                 None => None,
                 Some(name) => Some(
-                    QueueMethod::parse(name).ok_or_else(|| format!("no queue method {name:?}"))?,
+                    QueueMethod::parse(name)
+                        .ok_or_else(|| format!("queue_method: no method {name:?}"))?,
                 ),
             },
             closes_at: moment("closes_at", &self.closes_at)?,
@@ -516,6 +638,25 @@ fn outcome(result: Result<String, String>) -> HttpResponse {
     }
 }
 
+/// [`outcome`] of a room form: a refusal that names a field says which,
+/// and in whose form (`room`; none for the create form), so the page
+/// shows it next to that field.
+fn form_outcome(result: Result<String, String>, room: Option<&str>) -> HttpResponse {
+    let error = match result {
+        Ok(message) => return back_to_admin("message", &message),
+        Err(error) => error,
+    };
+    let mut query = vec![("error", error.as_str())];
+    if let Some(field) = field_named(&error) {
+        query.push(("field", field));
+        query.extend(room.map(|room| ("room", room)));
+    }
+    let query = serde_urlencoded::to_string(query).unwrap_or_default();
+    HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, format!("/admin?{query}")))
+        .finish()
+}
+
 fn describe(error: crate::store::StoreError) -> String {
     ApiError::from(error).to_string()
 }
@@ -538,7 +679,7 @@ async fn create_room(
 ) -> HttpResponse {
     let result = async {
         let raw_id = form.id.as_deref().unwrap_or("").trim();
-        let id = RoomId::parse(raw_id).ok_or("the room id must be 1 to 64 of a-z, 0-9 and -")?;
+        let id = RoomId::parse(raw_id).ok_or("id must be 1 to 64 of a-z, 0-9 and -")?;
         let patch = form.patch()?;
         let base = RoomConfig::new(
             form.name.as_deref().unwrap_or("").trim(),
@@ -550,7 +691,7 @@ async fn create_room(
         Ok(format!("Room {} created.", info.id))
     }
     .await;
-    outcome(result)
+    form_outcome(result, None)
 }
 
 #[utoipa::path(
@@ -581,7 +722,7 @@ async fn change_room(
         Ok(format!("Room {} updated.", info.id))
     }
     .await;
-    outcome(result)
+    form_outcome(result, Some(&path))
 }
 
 #[utoipa::path(
@@ -700,5 +841,32 @@ mod policy_tests {
             ADMIN_CONTENT_SECURITY_POLICY,
             CONTENT_SECURITY_POLICY.replace("img-src 'self' data:", "img-src 'self' data: https:")
         );
+    }
+}
+
+#[cfg(test)]
+mod field_tests {
+    use super::field_named;
+
+    #[test]
+    fn a_refusal_names_its_form_field() {
+        for (message, field) in [
+            (
+                "admit_per_tick must be between 1 and 100000",
+                Some("admit_per_tick"),
+            ),
+            (
+                "bypass_networks: \"x\" is neither …",
+                Some("bypass_networks"),
+            ),
+            (
+                "page.accent_color must be #rrggbb",
+                Some("page_accent_color"),
+            ),
+            ("page.footer: too long", Some("page_footer")),
+            ("the store is away", None),
+        ] {
+            assert_eq!(field_named(message), field, "{message}");
+        }
     }
 }

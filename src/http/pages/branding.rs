@@ -39,6 +39,7 @@ pub fn stylesheet(room: &RoomId, page: &PageBranding) -> Option<String> {
         };
         rules.push_str(&format!("  --bg: {}; {palette}\n", background.css()));
     }
+    let mut dark_scheme = String::new();
     if let Some(accent) = accent {
         rules.push_str(&format!(
             "  --accent: {0}; --accent-text: {1}; \
@@ -46,10 +47,49 @@ pub fn stylesheet(room: &RoomId, page: &PageBranding) -> Option<String> {
             accent.css(),
             readable_on(accent)
         ));
+        // The accent as text: where it would not read, the palette's text.
+        let grounds = match background {
+            Some(background) if background.is_dark() => [background, DARK_SURFACE],
+            Some(background) => [background, LIGHT_SURFACE],
+            None => [LIGHT_BG, LIGHT_SURFACE],
+        };
+        rules.push_str(&format!(
+            "  --accent-ink: {};\n",
+            accent_ink(accent, grounds)
+        ));
+        if background.is_none() {
+            // Without a background of its own the page follows the
+            // visitor's scheme: the dark one has its own grounds.
+            dark_scheme = format!(
+                "@media (prefers-color-scheme: dark) {{\n  :root {{ --accent-ink: {}; }}\n}}\n",
+                accent_ink(accent, [DARK_BG, DARK_SURFACE])
+            );
+        }
     }
     Some(format!(
-        "/* The colours of room {room} (its config's `page`). */\n:root {{\n{rules}}}\n"
+        "/* The colours of room {room} (its config's `page`). */\n:root {{\n{rules}}}\n{dark_scheme}"
     ))
+}
+
+/// The grounds text lies on in static/style.css: the page and its cards.
+const LIGHT_BG: Colour = Colour::rgb(0xf4, 0xf6, 0xf8);
+const LIGHT_SURFACE: Colour = Colour::rgb(0xff, 0xff, 0xff);
+const DARK_BG: Colour = Colour::rgb(0x11, 0x16, 0x1d);
+const DARK_SURFACE: Colour = Colour::rgb(0x1a, 0x21, 0x2b);
+/// WCAG AA for body text.
+const READABLE_CONTRAST: f64 = 4.5;
+
+/// The accent where it reads on every ground (AA), else the palette's
+/// text colour: an operator's colour never makes a headline unreadable.
+fn accent_ink(accent: Colour, grounds: [Colour; 2]) -> String {
+    if grounds
+        .iter()
+        .all(|ground| accent.contrast(*ground) >= READABLE_CONTRAST)
+    {
+        accent.css()
+    } else {
+        "var(--text)".into()
+    }
 }
 
 /// Text that reads on `colour`: white on a dark one, near-black on a light one.
@@ -194,6 +234,33 @@ mod tests {
         );
         let url = stylesheet_url(&room(), &page).unwrap();
         assert!(url.starts_with("/rooms/drop/style.css?v="), "{url}");
+    }
+
+    #[test]
+    fn an_accent_that_would_not_read_is_not_used_for_text() {
+        let on = |background: Option<&str>, accent: &str| {
+            let page = PageBranding {
+                background_color: background.map(Into::into),
+                accent_color: Some(accent.into()),
+                ..PageBranding::default()
+            };
+            stylesheet(&room(), &page).unwrap()
+        };
+        // Yellow on a dark ground reads; green on it does not.
+        assert!(on(Some("#101820"), "#FFBF47").contains("--accent-ink: #ffbf47;"));
+        assert!(on(Some("#101820"), "#0a7a3b").contains("--accent-ink: var(--text);"));
+        // Without a background: checked on the light page and the dark one.
+        let css = on(None, "#1f5fbf");
+        assert!(
+            css.contains(":root {\n") && css.contains("--accent-ink: #1f5fbf;"),
+            "{css}"
+        );
+        assert!(
+            css.contains(
+                "@media (prefers-color-scheme: dark) {\n  :root { --accent-ink: var(--text); }"
+            ),
+            "a dark blue on the dark scheme: {css}"
+        );
     }
 
     #[test]

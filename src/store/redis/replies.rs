@@ -133,6 +133,7 @@ pub(super) struct WireTick {
     #[serde(default)]
     max_active: String,
     opened: bool,
+    admitted_last_minute: u64,
 }
 
 impl From<WireTick> for Tick {
@@ -157,6 +158,7 @@ impl From<WireTick> for Tick {
                     paused: line.paused,
                     opened: tick.opened,
                     tail_eta_s: line.eta_seconds(line.waiting),
+                    admitted_last_minute: tick.admitted_last_minute,
                 }
             },
         }
@@ -304,7 +306,7 @@ mod tests {
     #[test]
     fn a_tick_that_did_not_run_counts_nothing() {
         let idle: Tick = read::<WireTick>(
-            r#"{"ran":false,"waiting":0,"active":2,"next_due_in_ms":250,"arrival_resumptions":1,"line":{"version":3,"waiting":0,"rate":"","tick_at":"","paused":"1"},"max_active":"","opened":false}"#,
+            r#"{"ran":false,"waiting":0,"active":2,"next_due_in_ms":250,"arrival_resumptions":1,"line":{"version":3,"waiting":0,"rate":"","tick_at":"","paused":"1"},"max_active":"","opened":false,"admitted_last_minute":0}"#,
         )
         .unwrap()
         .into();
@@ -320,7 +322,7 @@ mod tests {
             }
         );
         let ran: Tick = read::<WireTick>(
-            r#"{"ran":true,"admitted":5,"abandoned":1,"no_shows":2,"waiting":9,"active":5,"next_due_in_ms":1000,"arrival_resumptions":0,"line":{"version":4,"waiting":9,"rate":"0.5","tick_at":"900","paused":"0"},"max_active":"5","opened":true}"#,
+            r#"{"ran":true,"admitted":5,"abandoned":1,"no_shows":2,"waiting":9,"active":5,"next_due_in_ms":1000,"arrival_resumptions":0,"line":{"version":4,"waiting":9,"rate":"0.5","tick_at":"900","paused":"0"},"max_active":"5","opened":true,"admitted_last_minute":7}"#,
         )
         .unwrap()
         .into();
@@ -343,6 +345,7 @@ mod tests {
                 paused: false,
                 opened: true,
                 tail_eta_s: Some(18),
+                admitted_last_minute: 7,
             }
         );
     }

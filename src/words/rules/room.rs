@@ -339,6 +339,7 @@ impl RoomModel {
             paused: self.config.paused,
             opened: self.opened(now),
             tail_eta_s: line.eta_seconds(line.waiting),
+            admitted_last_minute: self.pace.admitted_since(now.saturating_sub(RATE_WINDOW_MS)),
         }
     }
 
