@@ -564,6 +564,7 @@ fn write_tick(conns: &[Rc<Conn>], shape: &Shape, tick: Tick, buf: &mut Vec<u8>) 
                 },
                 line: &line,
                 facts: &shape.facts,
+                priority: None,
             },
             &shape.credentials,
         );
@@ -767,6 +768,7 @@ mod tests {
                     },
                     line: &line,
                     facts: &facts,
+                    priority: None,
                 },
                 &credentials,
             );
