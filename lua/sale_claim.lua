@@ -8,9 +8,13 @@ local now = now_ms()
 expire_holds(now)
 local visitor, key, id, wants, quantity = ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
 local buyer = ARGV[7]
+-- The visitor's own holds past their expiry count no more (the sweep's slice
+-- may not have reached them); a known user's on another device count until
+-- the sweep or a script touching them gives them back.
+settled_claims_of(visitor, now)
 if key ~= '' then
   local first = redis.call('HGET', K_IDEMPOTENCY, visitor .. '|' .. key)
-  if first then return cjson.encode(claim_reply(first, load_claim(first))) end
+  if first then return cjson.encode(claim_reply(first, settle(first, load_claim(first), now))) end
 end
 local sale = redis.call('HMGET', K_SALE, 'kind', 'stock_left', 'per_user_limit', 'hold_ttl_s')
 local kind, stock_left, limit, ttl = sale[1], tonumber(sale[2]), tonumber(sale[3]), tonumber(sale[4])
@@ -27,6 +31,10 @@ if wants == 'quantity' then
   if stock_left < quantity then return redis.error_reply(SOLDOUT) end
   redis.call('HINCRBY', K_SALE, 'stock_left', -quantity)
 else
+  for _, seat in ipairs(seats) do
+    local holder = string.match(redis.call('HGET', K_SEATS, seat), '^h:(.+)$')
+    if holder then settle(holder, load_claim(holder), now) end
+  end
   for _, seat in ipairs(seats) do
     if redis.call('HGET', K_SEATS, seat) ~= '' then return redis.error_reply(SEATTAKEN .. ' ' .. seat) end
   end

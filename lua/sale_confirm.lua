@@ -4,7 +4,7 @@ if missing then return missing end
 local now = now_ms()
 expire_holds(now)
 local id = ARGV[3]
-local c = load_claim(id)
+local c = settle(id, load_claim(id), now)
 if not c or c.visitor ~= ARGV[2] then return redis.error_reply(NOCLAIM) end
 if c.state == 'expired' then return redis.error_reply(EXPIRED) end
 if c.state == 'released' then return redis.error_reply(RELEASED) end

@@ -59,10 +59,30 @@ local function give_back(id, c, to_state)
   end
 end
 
+-- Holds past their expiry go back to stock a slice at a time (at most
+-- SWEEP_SLICE per call: a mass expiry is given back over several calls, never
+-- in one long script). A hold the slice has not reached yet is settled by
+-- whichever script touches it first (`settle`), so no answer ever treats an
+-- expired hold as held.
 local function expire_holds(now)
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_HOLDS, '-inf', now)) do
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_HOLDS, '-inf', now, 'LIMIT', 0, SWEEP_SLICE)) do
     give_back(id, load_claim(id), 'expired')
   end
+end
+
+-- Gives a claim's hold back if it has run out by `now`; the claim, as it now is.
+local function settle(id, c, now)
+  if c and c.state == 'held' and c.expires <= now then give_back(id, c, 'expired') end
+  return c
+end
+
+-- The ids of a visitor's claims, in the order made, each settled.
+local function settled_claims_of(visitor, now)
+  local out = {}
+  for _, id in ipairs(split(redis.call('HGET', K_MINE, visitor) or '', ',')) do
+    table.insert(out, { id = id, claim = settle(id, load_claim(id), now) })
+  end
+  return out
 end
 
 local function require_sale()

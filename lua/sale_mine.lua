@@ -1,10 +1,11 @@
 -- The visitor's held and confirmed claims, as a JSON list. ARGV[2]: visitor.
 local missing = require_sale()
 if missing then return missing end
-expire_holds(now_ms())
+local now = now_ms()
+expire_holds(now)
 local out = {}
-for _, id in ipairs(split(redis.call('HGET', K_MINE, ARGV[2]) or '', ',')) do
-  local c = load_claim(id)
-  if c and (c.state == 'held' or c.state == 'confirmed') then table.insert(out, claim_reply(id, c)) end
+for _, mine in ipairs(settled_claims_of(ARGV[2], now)) do
+  local c = mine.claim
+  if c and (c.state == 'held' or c.state == 'confirmed') then table.insert(out, claim_reply(mine.id, c)) end
 end
 return cjson.encode(out)

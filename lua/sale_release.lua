@@ -1,9 +1,10 @@
 -- Gives a hold back to stock. ARGV[2]: visitor; ARGV[3]: claim id.
 local missing = require_sale()
 if missing then return missing end
-expire_holds(now_ms())
+local now = now_ms()
+expire_holds(now)
 local id = ARGV[3]
-local c = load_claim(id)
+local c = settle(id, load_claim(id), now)
 if not c or c.visitor ~= ARGV[2] then return redis.error_reply(NOCLAIM) end
 if c.state == 'confirmed' then return redis.error_reply(CONFIRMED) end
 if c.state == 'held' then give_back(id, c, 'released') end

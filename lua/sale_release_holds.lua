@@ -2,12 +2,12 @@
 -- orders stay. ARGV[2]: visitor. Returns how many holds were given back.
 local missing = require_sale()
 if missing then return missing end
-expire_holds(now_ms())
+local now = now_ms()
+expire_holds(now)
 local released = 0
-for _, id in ipairs(split(redis.call('HGET', K_MINE, ARGV[2]) or '', ',')) do
-  local c = load_claim(id)
-  if c and c.state == 'held' then
-    give_back(id, c, 'released')
+for _, mine in ipairs(settled_claims_of(ARGV[2], now)) do
+  if mine.claim and mine.claim.state == 'held' then
+    give_back(mine.id, mine.claim, 'released')
     released = released + 1
   end
 end

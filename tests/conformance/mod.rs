@@ -141,6 +141,7 @@ macro_rules! conformance_suite {
             a_sold_out_sale_closes_the_line_and_holds_keep_it_open,
             a_known_users_limit_counts_every_visit_and_device,
             a_pass_taken_back_gives_its_holds_back,
+            a_mass_expiry_of_holds_is_given_back_a_slice_at_a_time,
         );
         $crate::conformance_suite!(@codes $make;
             code_holders_are_admitted_first_lower_priority_first,

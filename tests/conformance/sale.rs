@@ -554,3 +554,69 @@ pub async fn a_pass_taken_back_gives_its_holds_back(h: &Harness) {
 fn room_id() -> RoomId {
     RoomId::parse("shop").unwrap()
 }
+
+/// A mass expiry of holds is given back a slice at a time (a sweep never
+/// grows with the sale), and a hold the slice has not reached yet already
+/// counts as expired for whatever touches it: its owner's confirm, its
+/// owner's next claim (the per-user limit) and a claim of its seat.
+pub async fn a_mass_expiry_of_holds_is_given_back_a_slice_at_a_time(h: &Harness) {
+    use waitroom::words::constants::SWEEP_SLICE;
+    let count = 4 * SWEEP_SLICE + SWEEP_SLICE / 2;
+    let names: Vec<String> = (0..count).map(|i| format!("S{i}")).collect();
+    let room = sale(
+        h,
+        &serde_json::json!({"seats": names, "per_user_limit": 1, "hold_ttl_s": 10}).to_string(),
+    )
+    .await;
+    let mut holds = Vec::new();
+    for seat in &names {
+        let visitor = VisitorId::random();
+        let claim = h.sale.claim(&room, visitor, &seats(&[seat]), None).await;
+        holds.push((claim.unwrap().claim_id, visitor, seat.clone()));
+    }
+    // Holds of one expiry are swept in their ids' order: the last ids last.
+    holds.sort();
+    h.clock.advance_ms(10_000);
+
+    let (last_id, last_owner, _) = holds[holds.len() - 1].clone();
+    assert!(
+        matches!(
+            h.sale.confirm(&room, last_owner, &last_id).await,
+            Err(SaleError::HoldExpired)
+        ),
+        "a hold past its expiry is not confirmed, swept or not"
+    );
+    let (_, owner, _) = holds[holds.len() - 2].clone();
+    let (_, _, their_seat) = holds[holds.len() - 3].clone();
+    let again = h
+        .sale
+        .claim(&room, owner, &seats(&[&their_seat]), None)
+        .await;
+    assert!(
+        again.is_ok(),
+        "the owner's expired hold counts no more against the limit, and the seat \
+         another expired hold kept is free: {again:?}"
+    );
+
+    let mut answers = Vec::new();
+    loop {
+        let stock = h.sale.stock(&room).await.unwrap();
+        answers.push((stock.left, stock.held));
+        if stock.held <= 1 || answers.len() > 10 {
+            break;
+        }
+    }
+    // The confirm's call swept a slice and settled one; the claim's call a
+    // slice and two, and held one seat again; each call after it sweeps one
+    // slice more, and nothing is lost: all but the new hold are back.
+    assert_eq!(
+        answers,
+        [
+            (3 * SWEEP_SLICE + 2, count - 3 * SWEEP_SLICE - 2),
+            (4 * SWEEP_SLICE + 2, count - 4 * SWEEP_SLICE - 2),
+            (count - 1, 1),
+        ]
+    );
+    assert_eq!(h.sale.claims_of(&room, last_owner).await.unwrap(), []);
+    assert!(h.sale.orders(&room).await.unwrap().is_empty());
+}

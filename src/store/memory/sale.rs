@@ -100,15 +100,15 @@ impl SaleStore for MemorySale {
         visitor: VisitorId,
         claim_id: &str,
     ) -> Result<(), SaleError> {
-        self.with_sale(room, |sale, _| sale.release(visitor, claim_id))
+        self.with_sale(room, |sale, now| sale.release(visitor, claim_id, now))
     }
 
     async fn release_holds_of(&self, room: &RoomId, visitor: VisitorId) -> Result<u64, SaleError> {
-        self.with_sale(room, |sale, _| Ok(sale.release_holds_of(visitor)))
+        self.with_sale(room, |sale, now| Ok(sale.release_holds_of(visitor, now)))
     }
 
     async fn claims_of(&self, room: &RoomId, visitor: VisitorId) -> Result<Vec<Claim>, SaleError> {
-        self.with_sale(room, |sale, _| Ok(sale.claims_of(visitor)))
+        self.with_sale(room, |sale, now| Ok(sale.claims_of(visitor, now)))
     }
 
     async fn orders(&self, room: &RoomId) -> Result<Vec<Claim>, SaleError> {

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::words::VisitorId;
 use crate::words::clock::Millis;
+use crate::words::constants::SWEEP_SLICE;
 use crate::words::sale::{
     Buyer, Claim, ClaimState, Inventory, SaleConfig, SaleError, SaleKind, SaleView, SeatState,
     Stock, Want, new_claim_id,
@@ -75,12 +76,36 @@ impl SaleModel {
         }
     }
 
+    /// Gives back holds past their expiry, at most [`SWEEP_SLICE`] of them
+    /// (as `lua/sale_lib.lua` does, so a mass expiry never makes one long
+    /// script): the rest wait for the next call, and meanwhile whatever
+    /// touches one of them settles it first ([`Self::settle`]).
     pub fn expire_holds(&mut self, now: Millis) {
-        while let Some((expires_at, claim_id)) = self.holds.first().cloned() {
-            if expires_at > now {
-                break;
+        for _ in 0..SWEEP_SLICE {
+            match self.holds.first().cloned() {
+                Some((expires_at, claim_id)) if expires_at <= now => {
+                    self.give_back(&claim_id, ClaimState::Expired);
+                }
+                _ => break,
             }
-            self.give_back(&claim_id, ClaimState::Expired);
+        }
+    }
+
+    /// Gives a claim's hold back if it has run out by `now`.
+    fn settle(&mut self, claim_id: &str, now: Millis) {
+        let ran_out = self
+            .claims
+            .get(claim_id)
+            .is_some_and(|c| c.state == ClaimState::Held && c.hold_expires_at <= now);
+        if ran_out {
+            self.give_back(claim_id, ClaimState::Expired);
+        }
+    }
+
+    /// Settles each of the visitor's claims.
+    fn settle_claims_of(&mut self, visitor: VisitorId, now: Millis) {
+        for claim_id in self.mine.get(&visitor).cloned().unwrap_or_default() {
+            self.settle(&claim_id, now);
         }
     }
 
@@ -121,10 +146,15 @@ impl SaleModel {
         key: Option<&str>,
         now: Millis,
     ) -> Result<Claim, SaleError> {
+        // The visitor's own holds past their expiry count no more; a known
+        // user's on another device count until the sweep or a call touching
+        // them gives them back.
+        self.settle_claims_of(visitor, now);
         if let Some(key) = key
-            && let Some(first) = self.idempotency.get(&(visitor, key.to_string()))
+            && let Some(first) = self.idempotency.get(&(visitor, key.to_string())).cloned()
         {
-            return Ok(self.claims[first].clone());
+            self.settle(&first, now);
+            return Ok(self.claims[&first].clone());
         }
         match (want, &self.config.inventory) {
             (Want::Quantity(_), Inventory::Seats(_)) => {
@@ -155,6 +185,11 @@ impl SaleModel {
                 self.stock_left -= n;
             }
             Want::Seats(seats) => {
+                for seat in seats {
+                    if let Some(holder) = self.seats[seat].clone() {
+                        self.settle(&holder, now);
+                    }
+                }
                 if let Some(taken) = seats.iter().find(|s| self.seats[*s].is_some()) {
                     return Err(SaleError::SeatTaken(taken.clone()));
                 }
@@ -223,6 +258,7 @@ impl SaleModel {
         claim_id: &str,
         now: Millis,
     ) -> Result<Claim, SaleError> {
+        self.settle(claim_id, now);
         let claim = self.own_claim(visitor, claim_id)?;
         match claim.state {
             ClaimState::Held => {
@@ -239,7 +275,13 @@ impl SaleModel {
         }
     }
 
-    pub fn release(&mut self, visitor: VisitorId, claim_id: &str) -> Result<(), SaleError> {
+    pub fn release(
+        &mut self,
+        visitor: VisitorId,
+        claim_id: &str,
+        now: Millis,
+    ) -> Result<(), SaleError> {
+        self.settle(claim_id, now);
         match self.own_claim(visitor, claim_id)?.state {
             ClaimState::Held => {
                 self.give_back(claim_id, ClaimState::Released);
@@ -251,7 +293,8 @@ impl SaleModel {
     }
 
     /// Gives back every hold of the visitor's; how many.
-    pub fn release_holds_of(&mut self, visitor: VisitorId) -> u64 {
+    pub fn release_holds_of(&mut self, visitor: VisitorId, now: Millis) -> u64 {
+        self.settle_claims_of(visitor, now);
         let held: Vec<String> = self
             .all_claims_of(visitor)
             .filter(|c| c.state == ClaimState::Held)
@@ -264,7 +307,8 @@ impl SaleModel {
     }
 
     /// The visitor's claims held or confirmed, in the order made.
-    pub fn claims_of(&self, visitor: VisitorId) -> Vec<Claim> {
+    pub fn claims_of(&mut self, visitor: VisitorId, now: Millis) -> Vec<Claim> {
+        self.settle_claims_of(visitor, now);
         self.all_claims_of(visitor)
             .filter(|c| matches!(c.state, ClaimState::Held | ClaimState::Confirmed))
             .cloned()
