@@ -37,6 +37,10 @@ use serde_json::{Value, json};
 use support::TestApp;
 use support::docs::replaced;
 use support::node::{ADMIN_TOKEN, Node, SECRET};
+
+/// What the protected site holds to revoke a pass: an origin token, never
+/// the admin's.
+const ORIGIN_TOKEN: &str = "an-origin-token-for-the-shop-0123456789";
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use waitroom::startup::Stores;
@@ -119,7 +123,10 @@ struct Deployment {
 
 impl Deployment {
     async fn start() -> Self {
-        let mut node = Node::start(env!("CARGO_BIN_EXE_waitroom"), &["--workers", "1"]);
+        let mut node = Node::start(
+            env!("CARGO_BIN_EXE_waitroom"),
+            &["--workers", "1", "--origin-token", ORIGIN_TOKEN],
+        );
         node.wait_until("/readyz").await;
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
@@ -233,7 +240,7 @@ impl Deployment {
                 self.node
                     .url(&format!("/api/admin/rooms/{ROOM}/passes/revoke")),
             )
-            .bearer_auth(ADMIN_TOKEN)
+            .bearer_auth(ORIGIN_TOKEN)
             .json(&json!({"pass": self.passes.valid}))
             .send()
             .await

@@ -149,6 +149,7 @@ async fn waitroom() -> TestApp {
     let clock = ManualClock::new(support::START_MS);
     let mut settings = test_settings();
     settings.public_url = Some(PublicUrl::parse(PUBLIC).unwrap());
+    settings.origin_tokens = vec![ORIGIN_TOKEN.to_string()];
     TestApp::spawn_with(settings, Stores::memory(Arc::new(clock.clone())), clock).await
 }
 
@@ -174,18 +175,19 @@ fn return_of(location: &str) -> String {
         .unwrap_or_else(|| panic!("{location} has a return"))
 }
 
+/// As the protected site revokes: with an origin token, not the admin's.
 async fn revoke(app: &TestApp, pass: &str) {
-    let answer = app
-        .admin(
-            reqwest::Method::POST,
-            &format!("/api/admin/rooms/{ROOM}/passes/revoke"),
-        )
+    let answer = client()
+        .post(app.url(&format!("/api/admin/rooms/{ROOM}/passes/revoke")))
+        .bearer_auth(ORIGIN_TOKEN)
         .json(&json!({ "pass": pass }))
         .send()
         .await
         .unwrap();
     assert_eq!(answer.status(), 204);
 }
+
+const ORIGIN_TOKEN: &str = "an-origin-token-for-the-shop-0123456789";
 
 const CADDY: &str = "/usr/bin/caddy";
 
