@@ -1,13 +1,15 @@
 //! The longest single store command (one Lua script) of each scenario of
-//! issue 26, item 1, read from Redis's own `SLOWLOG` (every command logged:
-//! `slowlog-log-slower-than 0`), with how many calls each took:
+//! issue 26, item 1, read from Redis's own `SLOWLOG` (every command of
+//! 1 ms or more) and its latency monitor, with how many calls each took:
 //!
 //! - a mass lapse: 300,000 waiting visitors all away at once, swept;
 //! - a mass expiry: 300,000 passes running out at once, swept;
 //! - a resumption of arrivals over 300,000 unseen passes, then their
 //!   reclaim once the new deadline passes;
 //! - a room of 1,000,000 waiting: a join, a status, the room's stats, a
-//!   tick admitting 100, and closing the room.
+//!   tick admitting 100, and closing the room;
+//! - a sale: 100,000 holds running out at once, given back; the view and
+//!   the stock of a sale of 10,000 seats (the most a sale may list).
 //!
 //! `cargo bench --bench redis_sweeps` starts its own redis-server on a free
 //! port and fills each room through the real store (the join script) on a
@@ -19,14 +21,17 @@ use std::sync::Arc;
 
 use futures_util::{StreamExt, stream};
 use redis_server::RedisServer;
-use waitroom::store::Store;
 use waitroom::store::redis::RedisStore;
+use waitroom::store::{SaleStore, Store};
 use waitroom::words::clock::ManualClock;
 use waitroom::words::constants::SWEEP_AGAIN_MS;
+use waitroom::words::sale::{SaleRequest, Want};
 use waitroom::words::{QueueMethod, RoomConfig, RoomId, VisitorId};
 
 const CROWD: u64 = 300_000;
 const BIG_ROOM: u64 = 1_000_000;
+const HOLDS: u64 = 100_000;
+const SEATS: u64 = 10_000;
 
 struct Bench {
     server: RedisServer,
@@ -42,43 +47,86 @@ impl Bench {
             .unwrap()
     }
 
-    /// Forgets what the slow log holds: what follows is measured.
+    /// Forgets what the slow log and the latency monitor hold: what
+    /// follows is measured.
     fn start_measuring(&self) {
         let mut redis = self.redis();
         let _: () = redis::cmd("SLOWLOG")
             .arg("RESET")
             .query(&mut redis)
             .unwrap();
+        let _: () = redis::cmd("LATENCY")
+            .arg("RESET")
+            .query(&mut redis)
+            .unwrap();
     }
 
-    /// The longest EVALSHA since `start_measuring` (µs), and how many ran.
-    fn longest(&self) -> (u64, usize) {
+    /// The latency monitor's longest command since `start_measuring`, in
+    /// whole ms (it sees every command of 1 ms or more, however many run;
+    /// the slow log keeps the last 100,000 commands of any length).
+    fn longest_by_latency_monitor(&self) -> u64 {
+        let mut redis = self.redis();
+        let events: Vec<(String, u64, u64, u64)> = redis::cmd("LATENCY")
+            .arg("LATEST")
+            .query(&mut redis)
+            .unwrap();
+        events
+            .into_iter()
+            .filter(|(event, ..)| event == "command")
+            .map(|(.., max)| max)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Every entry of the slow log: its duration (µs) and command name.
+    fn slow_log(&self) -> Vec<(u64, String)> {
         let mut redis = self.redis();
         let entries: Vec<redis::Value> = redis::cmd("SLOWLOG")
             .arg("GET")
             .arg(-1)
             .query(&mut redis)
             .unwrap();
-        let mut longest = 0;
-        let mut calls = 0;
-        for entry in entries {
-            let redis::Value::Array(fields) = entry else {
-                continue;
-            };
-            let duration: u64 = redis::from_redis_value(fields[2].clone()).unwrap_or(0);
-            let command = match &fields[3] {
-                redis::Value::Array(args) => args
-                    .first()
-                    .and_then(|a| redis::from_redis_value::<String>(a.clone()).ok())
-                    .unwrap_or_default(),
-                _ => String::new(),
-            };
-            if command.eq_ignore_ascii_case("evalsha") {
-                longest = longest.max(duration);
-                calls += 1;
-            }
+        entries
+            .into_iter()
+            .filter_map(|entry| {
+                let redis::Value::Array(fields) = entry else {
+                    return None;
+                };
+                let duration: u64 = redis::from_redis_value(fields[2].clone()).unwrap_or(0);
+                let redis::Value::Array(args) = &fields[3] else {
+                    return None;
+                };
+                let name: String =
+                    redis::from_redis_value(args.first()?.clone()).unwrap_or_default();
+                Some((duration, name.to_lowercase()))
+            })
+            .collect()
+    }
+
+    /// How many commands of each name the slow log holds (the busiest five).
+    fn commands_seen(log: &[(u64, String)]) -> String {
+        let mut counts = std::collections::BTreeMap::<&str, usize>::new();
+        for (_, name) in log {
+            *counts.entry(name).or_default() += 1;
         }
-        (longest, calls)
+        let mut counts: Vec<_> = counts.into_iter().collect();
+        counts.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+        counts
+            .iter()
+            .take(5)
+            .map(|(name, n)| format!("{name} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The longest EVALSHA of the slow log (µs), and how many it holds.
+    fn longest(log: &[(u64, String)]) -> (u64, usize) {
+        let scripts: Vec<u64> = log
+            .iter()
+            .filter(|(_, name)| name == "evalsha")
+            .map(|(duration, _)| *duration)
+            .collect();
+        (scripts.iter().copied().max().unwrap_or(0), scripts.len())
     }
 
     async fn room(&self, id: &str, config: impl FnOnce(&mut RoomConfig)) -> RoomId {
@@ -113,10 +161,16 @@ impl Bench {
     }
 
     fn report(&self, what: &str) {
-        let (longest, calls) = self.longest();
+        // The latency monitor first: reading a long slow log is a slow command.
+        let monitored = self.longest_by_latency_monitor();
+        let log = self.slow_log();
+        let (longest, calls) = Self::longest(&log);
         println!(
-            "{what}: longest script {:.2} ms over {calls} script calls",
-            longest as f64 / 1000.0
+            "{what}: longest script {:.2} ms ({calls} scripts of 1 ms or more in the slow log); \
+             longest command {} ms (latency monitor, whole ms; 0: none took 1 ms); the slow log holds: {}",
+            longest as f64 / 1000.0,
+            monitored,
+            Self::commands_seen(&log)
         );
     }
 }
@@ -128,10 +182,15 @@ async fn main() {
         return;
     }
     let server = RedisServer::start_with(&[
+        // Commands of 1 ms or more: every script that matters for the
+        // longest, without the commands inside the short ones (Redis logs
+        // those too) pushing the scripts out of the log.
         "--slowlog-log-slower-than",
-        "0",
+        "1000",
         "--slowlog-max-len",
         "100000",
+        "--latency-monitor-threshold",
+        "1",
     ]);
     let clock = ManualClock::new(1_767_225_600_000);
     let store = RedisStore::connect(&server.url(), Some(Arc::new(clock.clone())))
@@ -142,7 +201,9 @@ async fn main() {
         clock,
         store,
     };
-    println!("The longest EVALSHA of each scenario (Redis SLOWLOG, every command logged)");
+    println!(
+        "The longest EVALSHA of each scenario (Redis SLOWLOG of commands of 1 ms or more, and LATENCY)"
+    );
 
     // A mass lapse: everyone waiting goes away at once.
     let lapse = bench
@@ -227,4 +288,55 @@ async fn main() {
     bench.start_measuring();
     bench.store.close_room(&big).await.unwrap();
     bench.report(&format!("closing the room of {BIG_ROOM}"));
+
+    // A sale's holds, all made at once, all running out at once.
+    let shop = RoomId::parse("shop").unwrap();
+    let sale = |json: serde_json::Value| {
+        serde_json::from_value::<SaleRequest>(json)
+            .unwrap()
+            .into_config()
+            .unwrap()
+    };
+    bench
+        .store
+        .configure_sale(
+            &shop,
+            sale(serde_json::json!({"stock": HOLDS, "hold_ttl_s": 60})),
+        )
+        .await
+        .unwrap();
+    let store = &bench.store;
+    stream::iter(0..HOLDS)
+        .for_each_concurrent(256, |_| {
+            let shop = &shop;
+            async move {
+                let visitor = VisitorId::random();
+                let claim = store.claim(shop, visitor, &Want::Quantity(1), None).await;
+                claim.unwrap();
+            }
+        })
+        .await;
+    bench.clock.advance_ms(61_000);
+    bench.start_measuring();
+    let mut calls = 0;
+    while bench.store.stock(&shop).await.unwrap().held > 0 {
+        calls += 1;
+    }
+    bench.report(&format!(
+        "{HOLDS} holds running out at once ({} calls to give them back)",
+        calls + 1
+    ));
+
+    let seats: Vec<String> = (0..SEATS).map(|i| format!("S{i}")).collect();
+    bench
+        .store
+        .configure_sale(&shop, sale(serde_json::json!({"seats": seats})))
+        .await
+        .unwrap();
+    bench.start_measuring();
+    bench.store.sale(&shop).await.unwrap();
+    bench.store.stock(&shop).await.unwrap();
+    bench.report(&format!(
+        "the view and the stock of a sale of {SEATS} seats"
+    ));
 }
