@@ -363,6 +363,43 @@ window.addEventListener('pageshow', function () {
   forms.forEach((form) => form.removeAttribute('data-sent'));
 });
 
+// A refused form comes back as the server renders it, from the room as it
+// is: what the operator typed in its other fields would be lost. A form's
+// entries are kept for the one page load that follows its submit, and put
+// back when that load names a refusal in that very form.
+const KEPT = 'wr-admin-kept-form';
+forms.forEach(function (form) {
+  if (!form.id || form.classList.contains('codes-form')) return;
+  form.addEventListener('submit', function (ev) {
+    if (ev.defaultPrevented) return;
+    const fields = {};
+    form.querySelectorAll('input, select, textarea').forEach(function (el) {
+      if (!el.name || el.type === 'hidden' || el.type === 'password') return;
+      fields[el.name] = el.type === 'checkbox' ? el.checked : el.value;
+    });
+    try {
+      sessionStorage.setItem(KEPT, JSON.stringify({ form: form.id, fields }));
+    } catch (e) { /* storage off: the form comes back as stored */ }
+  });
+});
+function restoreKept(refusedField) {
+  let kept = null;
+  try {
+    kept = JSON.parse(sessionStorage.getItem(KEPT) || 'null');
+    sessionStorage.removeItem(KEPT);
+  } catch (e) { return; }
+  const form = refusedField && refusedField.form;
+  if (!kept || !form || form.id !== kept.form) return;
+  Object.keys(kept.fields).forEach(function (name) {
+    const el = form.elements.namedItem(name);
+    if (!el || !el.tagName) return;
+    if (el.type === 'checkbox') el.checked = kept.fields[name];
+    else el.value = kept.fields[name];
+    // The live preview follows its fields' input events.
+    el.dispatchEvent(new Event('input', { bubbles: true }));
+  });
+}
+
 startPreviews();
 // --- priority codes ------------------------------------------------------------
 // Each room's groups of codes, read from the operator API (never the codes
@@ -480,6 +517,7 @@ document.querySelectorAll('form.codes-form').forEach(guardCodesForm);
 // A field the server refused is shown next to its message (the template
 // marks it aria-invalid and autofocus); bring it into view too.
 const refused = document.querySelector('form [aria-invalid="true"]');
+restoreKept(refused);
 if (refused) {
   refused.focus();
   if (refused.scrollIntoView) refused.scrollIntoView({ block: 'center' });

@@ -1052,6 +1052,8 @@ async fn the_admin_chart_reads_at_a_glance_and_a_refused_field_says_why() {
         )
         .await
         .unwrap();
+    let notice = browser.find(Locator::Id("edit-drop-notice")).await.unwrap();
+    notice.send_keys("Back at noon").await.unwrap();
     click(&browser, Locator::Id("edit-drop-submit")).await;
     let message = "admit_per_tick must be between 1 and 100000";
     let shown = eventually(
@@ -1079,6 +1081,20 @@ async fn the_admin_chart_reads_at_a_glance_and_a_refused_field_says_why() {
         .await
         .unwrap();
     assert_eq!(focused, json!(field), "the refused field has the focus");
+    // What the operator typed comes back with the refusal, to be put right.
+    let typed = browser
+        .execute(
+            "return [document.getElementById('edit-drop-notice').value, \
+                     document.getElementById(arguments[0]).value]",
+            vec![json!(field)],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        typed,
+        json!(["Back at noon", "0"]),
+        "the form keeps its edits"
+    );
     assert_eq!(
         app.admin(reqwest::Method::GET, "/api/admin/rooms/drop")
             .fetch_json()
