@@ -1998,6 +1998,49 @@ async fn a_bypass_networks_client_is_let_in_at_once_and_bad_entries_are_named() 
     );
 }
 
+/// The rooms table counts the priority line among those waiting.
+#[tokio::test]
+async fn the_admin_page_shows_the_priority_line() {
+    let app = TestApp::spawn().await;
+    app.create_room("drop", json!({"paused": true})).await;
+    let added = app
+        .admin(Method::POST, "/api/admin/rooms/drop/codes")
+        .json(&json!({"group": "fans", "codes": ["FAN-0001"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(added.status(), 201);
+    for body in [json!({"code": "FAN-0001"}), json!({})] {
+        let joined = app
+            .http
+            .post(app.url("/api/rooms/drop/join"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(joined.status(), 200, "{body}");
+    }
+    let client = no_redirects();
+    let session = log_in(&app, &client).await;
+    let html = client
+        .get(app.url("/admin"))
+        .header("cookie", format!("wr_admin={session}"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        html.contains(r#"data-stat="waiting">2</td>"#),
+        "two waiting"
+    );
+    assert!(
+        html.contains(r#"data-stat="priority_waiting">1</td>"#),
+        "one of them in the priority line"
+    );
+}
+
 /// The admin page edits the list one entry a line; a bad entry comes back
 /// as the page's error and changes nothing.
 #[tokio::test]
