@@ -76,7 +76,7 @@ local function settle(id, c, now)
   return c
 end
 
--- The ids of a visitor's claims, in the order made, each settled.
+-- A visitor's claims ({ id, claim }), in the order made, each settled first.
 local function settled_claims_of(visitor, now)
   local out = {}
   for _, id in ipairs(split(redis.call('HGET', K_MINE, visitor) or '', ',')) do

@@ -18,7 +18,7 @@ pub const JOIN_LIMIT_WINDOW_MS: Millis = 60_000;
 /// slice at a time, each a short step for the store. At 1,000 the longest
 /// slice of a 300,000-visitor lapse ran 42 ms on Redis (`cargo bench --bench
 /// redis_sweeps`, BENCHMARKS.md): each place swept removes its entries and
-/// writes its "away" key; a quarter of that keeps every step near 10 ms.
+/// writes its "away" key; a quarter of that keeps every step at 4–10 ms.
 pub const SWEEP_SLICE: u64 = 250;
 
 /// How soon a tick that left sweeping to do asks to be called again: the
