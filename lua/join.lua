@@ -40,6 +40,8 @@ end
 local room, err = open_room()
 if not room then return err end
 local now = now_ms()
+-- The record of a new place at the back of the general line, once made.
+local back_of_line
 expire_passes(now)
 local visitor = ARGV[3]
 local user = ARGV[5]
@@ -211,13 +213,25 @@ elseif kind ~= 'a' then
     redis.call('HSET', K_ROOM, 'next_seq', seq)
     redis.call('ZADD', K_LINE, seq, visitor)
     redis.call('ZADD', K_SEEN, now, visitor)
-    redis.call('HSET', K_VISITORS, visitor, 'w|' .. seq .. '|' .. now)
+    back_of_line = 'w|' .. seq .. '|' .. now
+    redis.call('HSET', K_VISITORS, visitor, back_of_line)
   end
 end
 if user ~= '' then
   redis.call('HSET', K_USERS, user, visitor)
   redis.call('HSET', K_USER_OF, visitor, user)
 end
-local out = place(room, visitor, now)
+local out
+if back_of_line then
+  -- The commonest join: a new place at the back of the general line. Its
+  -- position is everyone waiting, which the line's summary counts anyway,
+  -- so place() need not read the record just written nor rank it (the same
+  -- answer in four fewer commands).
+  local shared = { line = line(room), facts = facts(room) }
+  out = { state = 'w', order = string.match(back_of_line, '^w|(%d+)|'), position = shared.line.waiting,
+    line = shared.line, facts = shared.facts }
+else
+  out = place(room, visitor, now)
+end
 out.visitor = visitor
 return cjson.encode(out)

@@ -35,7 +35,7 @@ rb() {
     'wr:{rb}:room' 'wr:{rb}:line' 'wr:{rb}:seen' 'wr:{rb}:visitors' 'wr:{rb}:active' 'wr:{rb}:admissions' \
     'wr:{rb}:arrivals' 'wr:{rb}:users' 'wr:{rb}:draw' 'wr:{rb}:entries' 'wr:{rb}:user-of' \
     'wr:{rb}:join-limit:' 'wr:{rb}:pow:' \
-    PUBLISH "" 0000__rand_int__ "" "" "" "" "" "" "" | tail -1)
+    PUBLISH "" 0000__rand_int__ "" "" "" "" "" "" "" "" "" | tail -1)
   echo "redis-benchmark: $line; redis-server $(rate $c0 $(cpu $rpid) $t0 $(date +%s.%N)) cores" >&2
   echo "$line" | cut -d, -f2 | tr -d '"'
 }
