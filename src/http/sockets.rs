@@ -6,8 +6,11 @@
 //! and closes it, while everything we send takes the connection's lane
 //! (`live::lane`); its loop is `live::socket`.
 
+use std::cell::Cell;
+use std::rc::Rc;
 use std::sync::Arc;
 
+use actix_web::body::BoxBody;
 use actix_web::dev::Payload as RawPayload;
 use actix_web::{FromRequest, HttpMessage, HttpRequest, HttpResponse, web};
 
@@ -20,6 +23,27 @@ use crate::live::home::Home;
 use crate::live::lane::Lane;
 use crate::live::outlet::Outlet;
 use crate::live::socket::{MAX_MESSAGE_BYTES, SocketLoop};
+
+/// Where the route leaves actix-ws's response body (the close frame) for
+/// the server's upgrade path, which offers it in the request's extensions
+/// with the lane. The `101` itself goes back through the middleware with
+/// no body: the request's log span (`TracingLogger`) is kept by the
+/// response body it wraps, so a socket whose body went that way kept its
+/// span, formatted fields and all, for its whole life: 1,463 bytes of
+/// heap per held socket in heaptrack (BENCHMARKS.md, issue 26 item 4).
+#[derive(Clone, Default)]
+pub struct SocketBody(Rc<Cell<Option<BoxBody>>>);
+
+impl SocketBody {
+    fn put(&self, body: BoxBody) {
+        self.0.set(Some(body));
+    }
+
+    /// The body the route left, once.
+    pub fn take(&self) -> Option<BoxBody> {
+        self.0.take()
+    }
+}
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/api/rooms/{room}/ws").get(connect));
@@ -69,7 +93,14 @@ async fn connect(
     // that actix's HTTP/1 parser did not take for an upgrade (an `Upgrade`
     // header naming more than `websocket`, a chunked body) stays with the
     // HTTP dispatcher, which would never hand it the client's frames.
-    let Some(lane) = req.extensions().get::<Arc<Lane>>().cloned() else {
+    let offered = {
+        let extensions = req.extensions();
+        extensions
+            .get::<Arc<Lane>>()
+            .cloned()
+            .zip(extensions.get::<SocketBody>().cloned())
+    };
+    let Some((lane, socket_body)) = offered else {
         return Err(ApiError::bad_request(
             ErrorCode::NotAWebsocket,
             "WebSocket handshake failed: send `Upgrade: websocket` alone, and no body",
@@ -90,6 +121,8 @@ async fn connect(
         .max_frame_size(MAX_MESSAGE_BYTES)
         .aggregate_continuations()
         .max_continuation_size(MAX_MESSAGE_BYTES);
+    let (response, body) = response.into_parts();
+    socket_body.put(body);
     live.tasks.spawn_local(
         SocketLoop {
             session,
@@ -101,5 +134,5 @@ async fn connect(
         }
         .run(),
     );
-    Ok(response)
+    Ok(response.set_body(BoxBody::new(())))
 }

@@ -157,8 +157,10 @@ impl Lane {
                 Err(error) => return Poll::Ready(Err(error)),
             }
         }
-        if queued.capacity() > QUEUED_FRAMES_LIMIT {
-            // A socket that is mostly idle keeps no big queue.
+        if queued.capacity() > 0 {
+            // A socket that is mostly idle keeps no queue. Every socket's
+            // first status waits here for the handshake's answer, and the
+            // queue it grew (128 bytes) was kept for the socket's life.
             *queued = VecDeque::new();
         }
         Poll::Ready(Ok(()))

@@ -13,6 +13,8 @@
 //! heaptrack put 16.4 KB of a socket in those buffers). The connection's lane (`live::lane`), offered to the
 //! route in the request's extensions, is how every frame we send but the
 //! close reaches it (the route refuses a handshake that comes without one);
+//! actix-ws's response body is left by the route in a slot offered beside
+//! it (`http::sockets::SocketBody`), not sent back through the middleware;
 //! actix-ws keeps the handshake, what the client sends, and the close
 //! frame. Any other answer to an upgrade request (a
 //! refusal, an `h2c` upgrade of a plain GET) is written whole, and the
@@ -54,6 +56,7 @@ use super::write_guard::WriteGuard;
 use crate::http::body_configs;
 use crate::http::error::ApiError;
 use crate::http::limits::AsksToUpgrade;
+use crate::http::sockets::SocketBody;
 use crate::http::state::{AppParts, Ops};
 use crate::http::{
     admin, cookies, cors, draw, extractors, gate, limits, middleware, openapi, ops, pages, sale,
@@ -191,7 +194,9 @@ where
     let payload: actix_http::BoxedPayloadStream = Box::pin(payload);
     let (request, _) = request.replace_payload(actix_http::Payload::from(payload));
     let lane = Lane::new();
+    let socket_body = SocketBody::default();
     request.extensions_mut().insert(lane.clone());
+    request.extensions_mut().insert(socket_body.clone());
     request.extensions_mut().insert(AsksToUpgrade);
     let response: HttpResponse = match app.call(request).await {
         Ok(response) => response.map_into_boxed_body().into_parts().1,
@@ -199,12 +204,19 @@ where
     };
     let response: actix_http::Response<BoxBody> = response.into();
     let (mut head, body) = response.into_parts();
-    if head.status() != StatusCode::SWITCHING_PROTOCOLS {
+    // A socket's own body was left aside by its route: the `101`'s (empty,
+    // wrapped by the middleware) goes now, and the request's span with it.
+    let socket_body = match head.status() {
+        StatusCode::SWITCHING_PROTOCOLS => socket_body.take(),
+        _ => None,
+    };
+    let Some(socket_body) = socket_body else {
         head.head_mut().set_connection_type(ConnectionType::Close);
         let body = to_bytes(body).await.unwrap_or_default();
         let _ = h1::SendResponse::new(framed, head.set_body(body)).await;
         return Ok(());
-    }
+    };
+    drop(body);
     let Ok(framed) = h1::SendResponse::new(framed, head).await else {
         lane.close();
         return Ok(());
@@ -217,7 +229,7 @@ where
     }
     let io = Arc::new(parts.io.into_inner());
     lane.attach(io.clone());
-    tasks.spawn_local(relay(io, lane, payload_sender, body));
+    tasks.spawn_local(relay(io, lane, payload_sender, socket_body));
     Ok(())
 }
 
@@ -232,7 +244,11 @@ async fn relay(io: Arc<TcpStream>, lane: Arc<Lane>, mut payload: PipeWriter, bod
     let ended = poll_fn(|cx| relay.poll(cx, &io, &lane, &mut payload, body.as_mut())).await;
     lane.close();
     if ended == Ended::Closed {
-        linger(&io).await;
+        // Boxed: the wait's state (its 512-byte read buffer, a timer, a
+        // readiness future) would otherwise be part of every relay's task
+        // for the socket's whole life, though it is used only at the end
+        // (the relay's future: 984 bytes unboxed, 200 boxed).
+        Box::pin(linger(&io)).await;
     }
     // The lane gave up its handle on close: the connection ends here.
     drop(io);
