@@ -8,16 +8,12 @@ local now = now_ms()
 expire_holds(now)
 local visitor, key, id, wants, quantity = ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
 local buyer = ARGV[7]
--- The visitor's own holds past their expiry count no more (the sweep's slice
--- may not have reached them); a known user's on another device count until
--- the sweep or a script touching them gives them back.
-settled_claims_of(visitor, now)
 if key ~= '' then
   local first = redis.call('HGET', K_IDEMPOTENCY, visitor .. '|' .. key)
   if first then return cjson.encode(claim_reply(first, settle(first, load_claim(first), now))) end
 end
-local sale = redis.call('HMGET', K_SALE, 'kind', 'stock_left', 'per_user_limit', 'hold_ttl_s')
-local kind, stock_left, limit, ttl = sale[1], tonumber(sale[2]), tonumber(sale[3]), tonumber(sale[4])
+local sale = redis.call('HMGET', K_SALE, 'kind', 'per_user_limit', 'hold_ttl_s')
+local kind, limit, ttl = sale[1], tonumber(sale[2]), tonumber(sale[3])
 if kind == 'seats' and wants == 'quantity' then return redis.error_reply(WRONGKIND .. ' seats') end
 if kind == 'stock' and wants == 'seats' then return redis.error_reply(WRONGKIND .. ' stock') end
 local seats = {}
@@ -25,16 +21,28 @@ for i = 8, #ARGV do table.insert(seats, ARGV[i]) end
 for _, seat in ipairs(seats) do
   if redis.call('HEXISTS', K_SEATS, seat) == 0 then return redis.error_reply(UNKNOWNSEAT .. ' ' .. seat) end
 end
-local held = tonumber(redis.call('HGET', K_UNITS, buyer) or '0')
-if held + quantity > limit then return redis.error_reply(LIMIT .. ' ' .. limit) end
+-- Holds past their expiry that the sweep's slice has not reached count no
+-- more wherever this claim meets them: its seats' holders, the visitor's
+-- own holds when the limit would refuse, and as many of the soonest expired
+-- as the stock it asks for lacks. (A known user's holds made on another
+-- device wait for the sweep or for a call that touches them.)
+for _, seat in ipairs(seats) do
+  local holder = string.match(redis.call('HGET', K_SEATS, seat), '^h:(.+)$')
+  if holder then settle(holder, load_claim(holder), now) end
+end
+local function units() return tonumber(redis.call('HGET', K_UNITS, buyer) or '0') end
+if units() + quantity > limit then
+  settled_claims_of(visitor, now)
+  if units() + quantity > limit then return redis.error_reply(LIMIT .. ' ' .. limit) end
+end
 if wants == 'quantity' then
-  if stock_left < quantity then return redis.error_reply(SOLDOUT) end
+  local function stock_left() return tonumber(redis.call('HGET', K_SALE, 'stock_left')) end
+  if stock_left() < quantity then
+    expire_holds(now, quantity - stock_left())
+    if stock_left() < quantity then return redis.error_reply(SOLDOUT) end
+  end
   redis.call('HINCRBY', K_SALE, 'stock_left', -quantity)
 else
-  for _, seat in ipairs(seats) do
-    local holder = string.match(redis.call('HGET', K_SEATS, seat), '^h:(.+)$')
-    if holder then settle(holder, load_claim(holder), now) end
-  end
   for _, seat in ipairs(seats) do
     if redis.call('HGET', K_SEATS, seat) ~= '' then return redis.error_reply(SEATTAKEN .. ' ' .. seat) end
   end

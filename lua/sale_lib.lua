@@ -59,13 +59,15 @@ local function give_back(id, c, to_state)
   end
 end
 
--- Holds past their expiry go back to stock a slice at a time (at most
--- SWEEP_SLICE per call: a mass expiry is given back over several calls, never
--- in one long script). A hold the slice has not reached yet is settled by
--- whichever script touches it first (`settle`), so no answer ever treats an
--- expired hold as held.
-local function expire_holds(now)
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_HOLDS, '-inf', now, 'LIMIT', 0, SWEEP_SLICE)) do
+-- Holds past their expiry go back to stock, the soonest first, at most
+-- `count` (SWEEP_SLICE when not given) per call: a mass expiry is given back
+-- over several calls, never in one long script. Until the slice reaches
+-- it, an expired hold still counts in the stock's figures (`held`, what is
+-- left) and in a known user's limit on their other devices; the calls that
+-- touch it settle it first (`settle`): its owner's confirm, release and
+-- claims, a claim of its seat, a claim the stock would otherwise refuse.
+local function expire_holds(now, count)
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_HOLDS, '-inf', now, 'LIMIT', 0, count or SWEEP_SLICE)) do
     give_back(id, load_claim(id), 'expired')
   end
 end

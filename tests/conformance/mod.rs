@@ -142,6 +142,8 @@ macro_rules! conformance_suite {
             a_known_users_limit_counts_every_visit_and_device,
             a_pass_taken_back_gives_its_holds_back,
             a_mass_expiry_of_holds_is_given_back_a_slice_at_a_time,
+            holds_the_sweep_has_not_reached_are_settled_by_what_touches_them,
+            a_claim_the_stock_lacks_gives_back_expired_holds_first,
         );
         $crate::conformance_suite!(@codes $make;
             code_holders_are_admitted_first_lower_priority_first,

@@ -620,3 +620,108 @@ pub async fn a_mass_expiry_of_holds_is_given_back_a_slice_at_a_time(h: &Harness)
     assert_eq!(h.sale.claims_of(&room, last_owner).await.unwrap(), []);
     assert!(h.sale.orders(&room).await.unwrap().is_empty());
 }
+
+/// Whatever touches a hold past its expiry that the sweep has not reached
+/// settles it first, the same on every store: a repeated claim's answer,
+/// a release, the visitor's claims, the release of all their holds, a
+/// stranger's confirm and the owner's; and nothing is lost once swept.
+pub async fn holds_the_sweep_has_not_reached_are_settled_by_what_touches_them(h: &Harness) {
+    use waitroom::words::constants::SWEEP_SLICE;
+    let count = 5 * SWEEP_SLICE + 20;
+    let room = sale(
+        h,
+        &format!(r#"{{"stock": {count}, "per_user_limit": 1, "hold_ttl_s": 10}}"#),
+    )
+    .await;
+    let mut holds = Vec::new();
+    for _ in 0..count {
+        let visitor = VisitorId::random();
+        let claim = h
+            .sale
+            .claim(&room, visitor, &Want::Quantity(1), Some("k"))
+            .await;
+        holds.push((claim.unwrap().claim_id, visitor));
+    }
+    // Holds of one expiry are swept in their ids' order: the last ids last,
+    // and every call below sweeps a slice before it does its own work.
+    holds.sort();
+    let last = |n: usize| holds[holds.len() - n].clone();
+    h.clock.advance_ms(10_000);
+
+    let (id, owner) = last(1);
+    let replay = h
+        .sale
+        .claim(&room, owner, &Want::Quantity(1), Some("k"))
+        .await;
+    assert_eq!(
+        replay.unwrap().state,
+        ClaimState::Expired,
+        "a repeated claim"
+    );
+    let (id2, owner) = last(2);
+    assert!(
+        h.sale.release(&room, owner, &id2).await.is_ok(),
+        "a release"
+    );
+    let (_, owner) = last(3);
+    assert_eq!(h.sale.claims_of(&room, owner).await.unwrap(), [], "claims");
+    let (_, owner) = last(4);
+    assert_eq!(h.sale.release_holds_of(&room, owner).await.unwrap(), 0);
+    let (id5, owner) = last(5);
+    assert!(matches!(
+        h.sale.confirm(&room, VisitorId::random(), &id5).await,
+        Err(SaleError::ClaimNotFound)
+    ));
+    assert!(matches!(
+        h.sale.confirm(&room, owner, &id5).await,
+        Err(SaleError::HoldExpired)
+    ));
+    assert_ne!(id, id5);
+
+    let mut calls = 0;
+    let stock = loop {
+        calls += 1;
+        let stock = h.sale.stock(&room).await.unwrap();
+        if stock.held == 0 || calls > 10 {
+            break stock;
+        }
+    };
+    assert_eq!((stock.left, stock.held), (count, 0), "nothing lost");
+}
+
+/// A claim the stock would refuse while expired holds wait for the sweep
+/// gives back as many of them as it needs first (its quantity may be more
+/// than the slice).
+pub async fn a_claim_the_stock_lacks_gives_back_expired_holds_first(h: &Harness) {
+    use waitroom::words::constants::SWEEP_SLICE;
+    let count = SWEEP_SLICE + 10;
+    let room = sale(
+        h,
+        &format!(r#"{{"stock": {count}, "per_user_limit": 1000, "hold_ttl_s": 10}}"#),
+    )
+    .await;
+    for _ in 0..count {
+        let claim = h
+            .sale
+            .claim(&room, VisitorId::random(), &Want::Quantity(1), None)
+            .await;
+        assert!(claim.is_ok());
+    }
+    h.clock.advance_ms(10_000);
+    let big = h
+        .sale
+        .claim(
+            &room,
+            VisitorId::random(),
+            &Want::Quantity(SWEEP_SLICE + 5),
+            None,
+        )
+        .await;
+    assert!(big.is_ok(), "the slice and five more given back: {big:?}");
+    let stock = h.sale.stock(&room).await.unwrap();
+    assert_eq!(
+        (stock.left, stock.held),
+        (5, 1),
+        "the last five swept after"
+    );
+}

@@ -76,12 +76,19 @@ impl SaleModel {
         }
     }
 
-    /// Gives back holds past their expiry, at most [`SWEEP_SLICE`] of them
-    /// (as `lua/sale_lib.lua` does, so a mass expiry never makes one long
-    /// script): the rest wait for the next call, and meanwhile whatever
-    /// touches one of them settles it first ([`Self::settle`]).
+    /// Gives back holds past their expiry, the soonest first, at most
+    /// [`SWEEP_SLICE`] of them (as `lua/sale_lib.lua` does, so a mass expiry
+    /// never makes one long script). Until the slice reaches it, an expired
+    /// hold still counts in the stock's figures and in a known user's limit
+    /// on their other devices; the calls that touch it settle it first
+    /// ([`Self::settle`]): its owner's confirm, release and claims, a claim
+    /// of its seat, a claim the stock would otherwise refuse.
     pub fn expire_holds(&mut self, now: Millis) {
-        for _ in 0..SWEEP_SLICE {
+        self.expire_up_to(now, SWEEP_SLICE);
+    }
+
+    fn expire_up_to(&mut self, now: Millis, count: u64) {
+        for _ in 0..count {
             match self.holds.first().cloned() {
                 Some((expires_at, claim_id)) if expires_at <= now => {
                     self.give_back(&claim_id, ClaimState::Expired);
@@ -146,10 +153,6 @@ impl SaleModel {
         key: Option<&str>,
         now: Millis,
     ) -> Result<Claim, SaleError> {
-        // The visitor's own holds past their expiry count no more; a known
-        // user's on another device count until the sweep or a call touching
-        // them gives them back.
-        self.settle_claims_of(visitor, now);
         if let Some(key) = key
             && let Some(first) = self.idempotency.get(&(visitor, key.to_string())).cloned()
         {
@@ -172,24 +175,38 @@ impl SaleModel {
             }
             _ => {}
         }
-        let held = self.units.get(&buyer).copied().unwrap_or(0);
-        if held + want.units() > self.config.per_user_limit as u64 {
-            return Err(SaleError::LimitReached(self.config.per_user_limit));
+        // Holds past their expiry that the sweep's slice has not reached
+        // count no more wherever this claim meets them: its seats' holders,
+        // the visitor's own holds when the limit would refuse, and as many
+        // of the soonest expired as the stock it asks for lacks (as
+        // `lua/sale_claim.lua` does).
+        if let Want::Seats(seats) = want {
+            for seat in seats {
+                if let Some(holder) = self.seats[seat].clone() {
+                    self.settle(&holder, now);
+                }
+            }
+        }
+        let limit = self.config.per_user_limit as u64;
+        let units = |sale: &Self| sale.units.get(&buyer).copied().unwrap_or(0);
+        if units(self) + want.units() > limit {
+            self.settle_claims_of(visitor, now);
+            if units(self) + want.units() > limit {
+                return Err(SaleError::LimitReached(self.config.per_user_limit));
+            }
         }
         let claim_id = new_claim_id();
         match want {
             Want::Quantity(n) => {
+                if self.stock_left < *n {
+                    self.expire_up_to(now, n - self.stock_left);
+                }
                 if self.stock_left < *n {
                     return Err(SaleError::SoldOut);
                 }
                 self.stock_left -= n;
             }
             Want::Seats(seats) => {
-                for seat in seats {
-                    if let Some(holder) = self.seats[seat].clone() {
-                        self.settle(&holder, now);
-                    }
-                }
                 if let Some(taken) = seats.iter().find(|s| self.seats[*s].is_some()) {
                     return Err(SaleError::SeatTaken(taken.clone()));
                 }
