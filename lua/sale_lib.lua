@@ -67,9 +67,11 @@ end
 -- touch it settle it first (`settle`): its owner's confirm, release and
 -- claims, a claim of its seat, a claim the stock would otherwise refuse.
 local function expire_holds(now, count)
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_HOLDS, '-inf', now, 'LIMIT', 0, count or SWEEP_SLICE)) do
+  local due = redis.call('ZRANGEBYSCORE', K_HOLDS, '-inf', now, 'LIMIT', 0, count or SWEEP_SLICE)
+  for _, id in ipairs(due) do
     give_back(id, load_claim(id), 'expired')
   end
+  return #due
 end
 
 -- Gives a claim's hold back if it has run out by `now`; the claim, as it now is.

@@ -1,7 +1,8 @@
--- What the room's line needs: { units or seats free, holds outstanding }.
+-- What the room's line needs: { units or seats free, holds outstanding,
+-- 1 when this call gave back a whole slice of expired holds (more may be left) }.
 local missing = require_sale()
 if missing then return missing end
-expire_holds(now_ms())
+local full = expire_holds(now_ms()) == SWEEP_SLICE
 local left
 if redis.call('HGET', K_SALE, 'kind') == 'stock' then
   left = tonumber(redis.call('HGET', K_SALE, 'stock_left'))
@@ -11,4 +12,4 @@ else
     if owner == '' then left = left + 1 end
   end
 end
-return { left, redis.call('ZCARD', K_HOLDS) }
+return { left, redis.call('ZCARD', K_HOLDS), full and 1 or 0 }

@@ -11,8 +11,8 @@ use waitroom::live::promoter::{
     IDLE_HEARTBEAT, MAX_IDLE_ASKS_PER_S, Promoter, Wakeups, idle_period,
 };
 use waitroom::live::tasks::Tasks;
-use waitroom::store::Store;
 use waitroom::store::memory::MemoryStore;
+use waitroom::store::{SaleStore, Store};
 use waitroom::words::clock::{Clock, ManualClock, Moment, rfc3339};
 use waitroom::words::credentials::Credentials;
 use waitroom::words::{RoomConfig, RoomEvent, RoomId, RoomPatch, StoreEvent, VisitorId};
@@ -22,6 +22,7 @@ const MS: Duration = Duration::from_millis(1);
 
 struct Node {
     store: Arc<dyn Store>,
+    sale: Arc<dyn SaleStore>,
     clock: ManualClock,
     wakeups: Arc<Wakeups>,
     promoter: Promoter,
@@ -37,11 +38,12 @@ impl Node {
             Arc::new(Credentials::from_secret("s")),
         ));
         let wakeups = Arc::new(Wakeups::default());
-        let sale = Arc::new(MemoryStore::new(Arc::new(clock.clone())).sale());
+        let sale: Arc<dyn SaleStore> = Arc::new(MemoryStore::new(Arc::new(clock.clone())).sale());
         let history = Arc::new(RoomHistory::new(Arc::new(clock.clone())));
-        let promoter = Promoter::new(store.clone(), sale, hub, wakeups.clone(), history);
+        let promoter = Promoter::new(store.clone(), sale.clone(), hub, wakeups.clone(), history);
         Self {
             store,
+            sale,
             clock,
             wakeups,
             promoter,
@@ -338,5 +340,42 @@ async fn every_change_is_in_force_by_the_next_tick_up_and_down() {
         assert_eq!(now - admitted, expected, "{what}: the next tick follows it");
         admitted = now;
     }
+    node.tasks.shut_down(Duration::from_secs(1)).await;
+}
+
+/// A mass expiry of holds with no sale traffic comes back a slice every
+/// `SWEEP_AGAIN_MS`, not a slice per tick: the promoter reads the stock
+/// again soon while a read gives back a whole slice.
+#[tokio::test(start_paused = true)]
+async fn expired_holds_come_back_in_slices_soon_after_one_another_not_one_a_tick() {
+    use waitroom::words::constants::SWEEP_SLICE;
+    use waitroom::words::sale::{SaleRequest, Want};
+    let node = Node::new();
+    let room = node.room("shop").await;
+    let count = 3 * SWEEP_SLICE + 10;
+    let request: SaleRequest =
+        serde_json::from_value(serde_json::json!({"stock": count, "hold_ttl_s": 10})).unwrap();
+    node.sale
+        .configure_sale(&room, request.into_config().unwrap())
+        .await
+        .unwrap();
+    for _ in 0..count {
+        let claim = node
+            .sale
+            .claim(&room, VisitorId::random(), &Want::Quantity(1), None);
+        claim.await.unwrap();
+    }
+    // Twenty waiting keep the room's ticks running, one a second.
+    for _ in 0..20 {
+        node.join(&room).await;
+    }
+    node.start();
+    node.pass(9_999).await;
+    // The holds run out; within the next 1.2 s at most two ticks run, and
+    // this read gives back at most one slice more: fewer than all of them
+    // unless the promoter read again soon after a full slice.
+    node.pass(1_201).await;
+    let stock = node.sale.stock(&room).await.unwrap();
+    assert_eq!((stock.left, stock.held), (count, 0), "all given back");
     node.tasks.shut_down(Duration::from_secs(1)).await;
 }

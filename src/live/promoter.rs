@@ -29,6 +29,7 @@ use super::history::RoomHistory;
 use super::hub::Hub;
 use super::tasks::Tasks;
 use crate::store::{SaleStore, Store, StoreError, Tick, TickReport};
+use crate::words::constants::SWEEP_AGAIN_MS;
 use crate::words::sale::{SaleError, Stock};
 use crate::words::{RoomEvent, RoomId, StoreEvent};
 
@@ -242,6 +243,17 @@ impl Promoter {
 
     /// After a tick ran here: what the room's sale has left, told to its
     /// line when it changed (so at most once per tick, on one node).
+    /// Whether the room's last stock read gave back a whole slice of
+    /// expired holds: it is read again soon, tick or not, until a read
+    /// finds the rest (a mass expiry comes back in seconds, not a slice per
+    /// tick, with no sale traffic to sweep it).
+    fn stock_sweep_left(&self, room: &RoomId) -> bool {
+        matches!(
+            self.stock.lock().get(room),
+            Some(StockSeen::Announced(stock)) if stock.sweep_left
+        )
+    }
+
     async fn follow_stock(&self, room: &RoomId) {
         if let Some(StockSeen::NoSaleUntil(until)) = self.stock.lock().get(room).copied()
             && Instant::now() < until
@@ -321,7 +333,7 @@ impl Promoter {
             }
         })?;
         gaps.ticked(room, tick.arrival_resumptions);
-        if tick.ran.is_some() {
+        if tick.ran.is_some() || self.stock_sweep_left(room) {
             self.follow_stock(room).await;
         }
         let labels = [("room", room.to_string())];
@@ -471,6 +483,12 @@ impl Promoter {
                             } else {
                                 idle_pause(schedule.keys.len() + 1)
                             };
+                            if self.stock_sweep_left(&room) {
+                                schedule.no_later_than(
+                                    room.clone(),
+                                    Duration::from_millis(SWEEP_AGAIN_MS),
+                                );
+                            }
                             schedule.no_later_than(room, pause);
                         }
                         // Gone: off the schedule until a refresh or a wake-up finds it.

@@ -287,6 +287,11 @@ pub struct Stock {
     pub left: u64,
     /// Holds not yet confirmed, released or expired.
     pub held: u64,
+    /// Whether the call that read this gave back a whole slice of expired
+    /// holds: more may be waiting, so the promoter asks again soon rather
+    /// than at the next tick (a mass expiry with no sale traffic would
+    /// otherwise come back one slice per tick).
+    pub sweep_left: bool,
 }
 
 impl Stock {

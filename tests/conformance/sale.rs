@@ -599,13 +599,20 @@ pub async fn a_mass_expiry_of_holds_is_given_back_a_slice_at_a_time(h: &Harness)
     );
 
     let mut answers = Vec::new();
+    let mut more = Vec::new();
     loop {
         let stock = h.sale.stock(&room).await.unwrap();
         answers.push((stock.left, stock.held));
+        more.push(stock.sweep_left);
         if stock.held <= 1 || answers.len() > 10 {
             break;
         }
     }
+    assert_eq!(
+        more,
+        [true, true, false],
+        "a stock read says when its slice was full"
+    );
     // The confirm's call swept a slice and settled one; the claim's call a
     // slice and two, and held one seat again; each call after it sweeps one
     // slice more, and nothing is lost: all but the new hold are back.

@@ -70,7 +70,14 @@ impl SaleStore for MemorySale {
     }
 
     async fn stock(&self, room: &RoomId) -> Result<Stock, SaleError> {
-        self.with_sale(room, |sale, _| Ok(sale.stock()))
+        let now = self.clock.now_ms();
+        let mut sales = self.sales.lock();
+        let sale = sales.get_mut(room).ok_or(SaleError::NoSale)?;
+        let sweep_left = sale.expire_holds(now);
+        Ok(Stock {
+            sweep_left,
+            ..sale.stock()
+        })
     }
 
     async fn claim_as(

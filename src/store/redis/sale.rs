@@ -115,10 +115,14 @@ impl SaleStore for RedisStore {
             .eval(&STOCK, &sale_keys(room), Effect::Reads, [])
             .await
             .map_err(sale_error)?;
-        let &[left, held] = reply.as_slice() else {
+        let &[left, held, sweep_left] = reply.as_slice() else {
             return Err(unreadable());
         };
-        Ok(Stock { left, held })
+        Ok(Stock {
+            left,
+            held,
+            sweep_left: sweep_left == 1,
+        })
     }
 
     async fn sale(&self, room: &RoomId) -> Result<SaleView, SaleError> {

@@ -83,19 +83,22 @@ impl SaleModel {
     /// on their other devices; the calls that touch it settle it first
     /// ([`Self::settle`]): its owner's confirm, release and claims, a claim
     /// of its seat, a claim the stock would otherwise refuse.
-    pub fn expire_holds(&mut self, now: Millis) {
-        self.expire_up_to(now, SWEEP_SLICE);
+    /// Whether the slice was full: more may be left.
+    pub fn expire_holds(&mut self, now: Millis) -> bool {
+        self.expire_up_to(now, SWEEP_SLICE) == SWEEP_SLICE
     }
 
-    fn expire_up_to(&mut self, now: Millis, count: u64) {
-        for _ in 0..count {
+    /// How many it gave back.
+    fn expire_up_to(&mut self, now: Millis, count: u64) -> u64 {
+        for given in 0..count {
             match self.holds.first().cloned() {
                 Some((expires_at, claim_id)) if expires_at <= now => {
                     self.give_back(&claim_id, ClaimState::Expired);
                 }
-                _ => break,
+                _ => return given,
             }
         }
+        count
     }
 
     /// Gives a claim's hold back if it has run out by `now`.
@@ -266,6 +269,7 @@ impl SaleModel {
         Stock {
             left,
             held: self.holds.len() as u64,
+            sweep_left: false,
         }
     }
 
