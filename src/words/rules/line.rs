@@ -246,28 +246,26 @@ impl Line {
         self.presence.first().copied()
     }
 
+    /// Everyone waiting at the priority levels admitted before `priority`.
+    fn waiting_above(&self, priority: u32) -> u64 {
+        self.levels
+            .range(..priority)
+            .map(|(_, level)| level.waiting())
+            .sum()
+    }
+
     /// 1-based: the priority line first, then the draw's entrants, then the line.
     pub(super) fn position(&self, spot: Spot) -> u64 {
         match spot {
             Spot::Priority { priority, seq } => {
-                let ahead: u64 = self
-                    .levels
-                    .range(..priority)
-                    .map(|(_, l)| l.waiting())
-                    .sum();
-                ahead
+                self.waiting_above(priority)
                     + self
                         .levels
                         .get(&priority)
                         .map_or(1, |l| l.drawn_waiting() + l.index.rank(seq))
             }
             Spot::PriorityDrawn { priority, key, .. } => {
-                let ahead: u64 = self
-                    .levels
-                    .range(..priority)
-                    .map(|(_, l)| l.waiting())
-                    .sum();
-                ahead
+                self.waiting_above(priority)
                     + self
                         .levels
                         .get(&priority)
