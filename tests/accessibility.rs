@@ -16,10 +16,10 @@ use waitroom_testkit as support;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use fantoccini::{Client, Locator};
+use fantoccini::Client;
 use serde_json::{Value, json};
 use support::TestApp;
-use support::browser::Driver;
+use support::browser::{Driver, admin_login};
 use waitroom::words::clock::rfc3339;
 
 const PATIENCE: Duration = Duration::from_secs(10);
@@ -135,16 +135,7 @@ async fn axe_finds_no_violation_on_any_page() {
             json!({"name": "Hall", "tick_ms": 1000, "target_url": target}),
         )
         .await;
-        let answer = app
-            .admin(
-                reqwest::Method::PUT,
-                &format!("/api/admin/rooms/{room}/sale"),
-            )
-            .json(&sale)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(answer.status(), 200);
+        app.put_sale(room, sale).await;
     }
     let seats_pass = app.pass_for("seats").await;
     let units_pass = app.pass_for("units").await;
@@ -218,27 +209,7 @@ async fn axe_finds_no_violation_on_any_page() {
     .await;
 
     // The admin page, signed in, with every room and the sales' panels.
-    browser.goto(&app.url("/admin")).await.unwrap();
-    browser
-        .find(Locator::Id("token"))
-        .await
-        .expect("the login form")
-        .send_keys(&app.admin_token)
-        .await
-        .unwrap();
-    browser
-        .find(Locator::Id("login-submit"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    until(
-        &browser,
-        "the signed-in admin page",
-        "document.getElementById('logout')",
-    )
-    .await;
+    admin_login(&browser, &app).await;
     until(
         &browser,
         "the live figures",

@@ -12,14 +12,14 @@ use waitroom_testkit as support;
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fantoccini::{Client, Locator};
 use reqwest::Method;
 use serde_json::{Value, json};
-use support::browser::{Driver, TempDir};
+use support::browser::{Driver, TempDir, admin_login};
 use support::node::{ADMIN_TOKEN, Node, SECRET};
-use support::{FetchJson, START_MS, TestApp, test_settings};
+use support::{FetchJson, START_MS, TestApp, eventually, test_settings};
 use waitroom::startup::Stores;
 use waitroom::words::clock::ManualClock;
 
@@ -556,21 +556,6 @@ accent_color = "#0a7a3b"
 
 // --- in a browser --------------------------------------------------------------
 
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + BROWSER_PATIENCE;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// A computed style property of the first element `css` matches.
 async fn computed(browser: &Client, css: &str, property: &str) -> String {
     let value = browser
@@ -610,7 +595,7 @@ async fn a_branded_waiting_page_in_a_browser() {
     }
     let browser = driver.browser(390, 844, json!({})).await;
     browser.goto(&app.url("/rooms/drop")).await.unwrap();
-    eventually("the page's script to run", || async {
+    eventually("the page's script to run", BROWSER_PATIENCE, || async {
         let state = browser
             .find(Locator::Css("#connection"))
             .await
@@ -670,25 +655,7 @@ async fn the_admin_page_previews_the_branding_as_it_is_typed_and_saves_it() {
     let driver = Driver::start().await;
     app.create_room("drop", json!({})).await;
     let browser = driver.browser(1280, 1400, json!({})).await;
-    browser.goto(&app.url("/admin")).await.unwrap();
-    browser
-        .find(Locator::Id("token"))
-        .await
-        .expect("the login form")
-        .send_keys(&app.admin_token)
-        .await
-        .unwrap();
-    browser
-        .find(Locator::Id("login-submit"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    eventually("the signed-in admin page", || async {
-        browser.find(Locator::Id("logout")).await.ok()
-    })
-    .await;
+    admin_login(&browser, &app).await;
 
     let type_into = |id: &'static str, text: &'static str| {
         let browser = browser.clone();
@@ -763,7 +730,7 @@ async fn the_admin_page_previews_the_branding_as_it_is_typed_and_saves_it() {
         .click()
         .await
         .unwrap();
-    let saved = eventually("the page config saved", || async {
+    let saved = eventually("the page config saved", BROWSER_PATIENCE, || async {
         let room: Value = app
             .admin(Method::GET, "/api/admin/rooms/drop")
             .fetch_json()
@@ -858,10 +825,14 @@ async fn the_example_template_s_page_goes_live_in_a_browser() {
     .await;
     let browser = driver.browser(390, 844, json!({})).await;
     browser.goto(&app.url("/rooms/drop")).await.unwrap();
-    eventually("the operator's page to go live", || async {
-        let element = browser.find(Locator::Css("#connection")).await.ok()?;
-        (element.attr("data-state").await.ok()?? == "live").then_some(())
-    })
+    eventually(
+        "the operator's page to go live",
+        BROWSER_PATIENCE,
+        || async {
+            let element = browser.find(Locator::Css("#connection")).await.ok()?;
+            (element.attr("data-state").await.ok()?? == "live").then_some(())
+        },
+    )
     .await;
     assert_eq!(text_of(&browser, "#position").await, "1");
     assert_eq!(text_of(&browser, ".room-name").await, "Spring drop");

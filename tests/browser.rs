@@ -9,12 +9,12 @@
 use waitroom_testkit as support;
 
 use std::path::Path;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fantoccini::{Client, Locator};
 use serde_json::{Value, json};
-use support::browser::Driver;
-use support::{FetchJson, TestApp};
+use support::browser::{Driver, admin_login};
+use support::{FetchJson, TestApp, eventually};
 use waitroom::words::clock::rfc3339;
 use waitroom::words::draw::{DrawSeed, EntryId};
 
@@ -31,22 +31,6 @@ async fn wait_until_live(browser: &Client, what: &str) {
         .then_some(())
     })
     .await;
-}
-
-/// Polls `check` until it gives `Some`, or fails the test after `patience`.
-async fn eventually<T, F, Fut>(what: &str, patience: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + patience;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// Text content of the element with this id (as written, before CSS
@@ -1106,38 +1090,6 @@ async fn the_admin_chart_reads_at_a_glance_and_a_refused_field_says_why() {
     browser.close().await.unwrap();
 }
 
-/// Signs the browser in on the admin page with the app's admin token.
-async fn admin_login(browser: &Client, app: &TestApp) {
-    browser.goto(&app.url("/admin")).await.unwrap();
-    browser
-        .find(Locator::Id("token"))
-        .await
-        .expect("the login form")
-        .send_keys(&app.admin_token)
-        .await
-        .unwrap();
-    click(browser, Locator::Id("login-submit")).await;
-    eventually("the signed-in admin page", BROWSER_PATIENCE, || async {
-        browser.find(Locator::Id("logout")).await.ok()
-    })
-    .await;
-}
-
-/// Sets up a room's sale through the operator API.
-async fn put_sale(app: &TestApp, room: &str, sale: Value) -> Value {
-    let response = app
-        .admin(
-            reqwest::Method::PUT,
-            &format!("/api/admin/rooms/{room}/sale"),
-        )
-        .json(&sale)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200, "setting up the sale in {room}");
-    response.json().await.unwrap()
-}
-
 /// A visitor who joins over the API and is let through with the next tick
 /// (the room must admit at once and tick every `tick_ms`); returns the pass.
 async fn admitted_pass(app: &TestApp, room: &str, tick_ms: u64) -> String {
@@ -1184,8 +1136,7 @@ async fn an_admitted_visitor_holds_seats_confirms_them_and_gets_a_numbered_ticke
                "target_url": app.url("/rooms/seats/sale")}),
     )
     .await;
-    put_sale(
-        &app,
+    app.put_sale(
         "seats",
         json!({"seats": ["A1", "A2", "A3", "A4"], "per_user_limit": 2}),
     )
@@ -1372,7 +1323,8 @@ async fn the_admin_page_follows_sales_and_sets_up_a_stock_sale() {
         json!({"name": "Hall", "admit_per_tick": 10, "tick_ms": 1000}),
     )
     .await;
-    put_sale(&app, "hall", json!({"seats": ["A1", "A2", "B1"]})).await;
+    app.put_sale("hall", json!({"seats": ["A1", "A2", "B1"]}))
+        .await;
 
     let browser = driver.browser(1280, 1000, json!({})).await;
     admin_login(&browser, &app).await;
@@ -1635,7 +1587,7 @@ async fn the_waiting_page_counts_the_stock_down_and_ends_at_sold_out() {
         json!({"admit_per_tick": 1, "max_active": 1, "tick_ms": 1000}),
     )
     .await;
-    put_sale(&app, "drop", json!({"stock": 1})).await;
+    app.put_sale("drop", json!({"stock": 1})).await;
     let buyer = app.join_api("drop").await;
     assert_eq!(buyer["state"], "admitted");
 
@@ -1962,12 +1914,8 @@ async fn a_korean_browser_gets_the_sale_page_in_korean() {
         json!({"name": "봄 공연", "admit_per_tick": 1, "tick_ms": 1000}),
     )
     .await;
-    put_sale(
-        &app,
-        "hall",
-        json!({"seats": ["A1", "A2"], "per_user_limit": 1}),
-    )
-    .await;
+    app.put_sale("hall", json!({"seats": ["A1", "A2"], "per_user_limit": 1}))
+        .await;
     let pass = admitted_pass(&app, "hall", 1_000).await;
     let browser = driver
         .browser(390, 844, json!({"intl": {"accept_languages": "ko-KR,ko"}}))

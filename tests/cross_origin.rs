@@ -12,18 +12,15 @@
 use waitroom_testkit as support;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use fantoccini::{Client, Locator};
 use serde_json::json;
 use support::browser::Driver;
-use support::{TestApp, test_settings};
+use support::{PATIENCE, TestApp, eventually, test_settings};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use waitroom::startup::Stores;
 use waitroom::words::clock::ManualClock;
-
-const PATIENCE: Duration = Duration::from_secs(10);
 
 /// The example page of docs/src/client.md, for `node` and `room`.
 fn example_page(node: &str, room: &str) -> String {
@@ -87,21 +84,6 @@ async fn text_of(browser: &Client, id: &str) -> Option<String> {
         .map(|t| t.trim().to_string())
 }
 
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// A node, and the app's page on another origin (`http://localhost:PORT`),
 /// listed in the node's `--cors-origins` or not, following room `room`.
 async fn node_and_app_page(listed: bool, room: &str) -> (TestApp, String) {
@@ -130,6 +112,7 @@ async fn an_app_on_another_origin_follows_a_visitor_from_waiting_to_admitted() {
     browser.goto(&page).await.unwrap();
     eventually(
         "the app's page to show the visitor waiting third",
+        PATIENCE,
         || async {
             let state = text_of(&browser, "state").await?;
             let position = text_of(&browser, "position").await?;
@@ -137,9 +120,11 @@ async fn an_app_on_another_origin_follows_a_visitor_from_waiting_to_admitted() {
         },
     )
     .await;
-    eventually("the status socket to be live, across origins", || async {
-        (text_of(&browser, "connection").await? == "live").then_some(())
-    })
+    eventually(
+        "the status socket to be live, across origins",
+        PATIENCE,
+        || async { (text_of(&browser, "connection").await? == "live").then_some(()) },
+    )
     .await;
     // The page keeps the ticket itself (the node's cookies are a third
     // party's here): it is in its storage, and it is a valid one.
@@ -152,14 +137,18 @@ async fn an_app_on_another_origin_follows_a_visitor_from_waiting_to_admitted() {
     // Coming back to the page keeps the place: the kept ticket carries it
     // (the node's cookie, a third party's, does not reach it here).
     browser.refresh().await.unwrap();
-    eventually("the reloaded page to show the same place", || async {
-        let state = text_of(&browser, "state").await?;
-        let position = text_of(&browser, "position").await?;
-        let connection = text_of(&browser, "connection").await?;
-        (state == "waiting" && connection == "live").then_some(())?;
-        assert_eq!(position, "3", "the same place, not a new one behind it");
-        Some(())
-    })
+    eventually(
+        "the reloaded page to show the same place",
+        PATIENCE,
+        || async {
+            let state = text_of(&browser, "state").await?;
+            let position = text_of(&browser, "position").await?;
+            let connection = text_of(&browser, "connection").await?;
+            (state == "waiting" && connection == "live").then_some(())?;
+            assert_eq!(position, "3", "the same place, not a new one behind it");
+            Some(())
+        },
+    )
     .await;
     assert_eq!(app.join_api("drop").await["position"], 4, "one place each");
 
@@ -188,7 +177,7 @@ async fn an_app_on_another_origin_follows_a_visitor_from_waiting_to_admitted() {
     let mut sent_on = false;
     for _ in 0..5 {
         app.step(1_000).await;
-        let now = eventually("the app's page to take in the tick", || async {
+        let now = eventually("the app's page to take in the tick", PATIENCE, || async {
             let url = browser.current_url().await.ok()?;
             if url.path() == "/demo/target" {
                 return Some(None);
@@ -206,7 +195,7 @@ async fn an_app_on_another_origin_follows_a_visitor_from_waiting_to_admitted() {
         }
     }
     assert!(sent_on, "never admitted (last position {last})");
-    eventually("the target to verify the pass", || async {
+    eventually("the target to verify the pass", PATIENCE, || async {
         let element = browser.find(Locator::Id("pass-state")).await.ok()?;
         (element.attr("data-valid").await.ok()?? == "true").then_some(())
     })
@@ -223,9 +212,11 @@ async fn without_cors_origins_the_app_on_another_origin_cannot_use_the_node() {
     app.create_room("drop", json!({"paused": true})).await;
     let browser = driver.browser(800, 600, json!({})).await;
     browser.goto(&page).await.unwrap();
-    eventually("the page to find the node unavailable", || async {
-        (text_of(&browser, "state").await? == "unavailable").then_some(())
-    })
+    eventually(
+        "the page to find the node unavailable",
+        PATIENCE,
+        || async { (text_of(&browser, "state").await? == "unavailable").then_some(()) },
+    )
     .await;
     // And the calls themselves are refused by the browser too, module or not.
     let answer = browser

@@ -529,16 +529,6 @@ async fn leave(node: &TestApp, room: &str, ticket: &str) {
     assert_eq!(left.status(), 204);
 }
 
-async fn put_sale(node: &TestApp, room: &str, sale: Value) {
-    let put = node
-        .admin(Method::PUT, &format!("/api/admin/rooms/{room}/sale"))
-        .json(&sale)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), 200);
-}
-
 /// Issue 11, finding 2: whatever `/api/verify` refuses, the sale refuses
 /// too, on every node at once: a pass given up with `leave`, a closed room,
 /// a pass from before the room's id was closed and created again.
@@ -548,12 +538,12 @@ async fn the_sale_takes_only_the_passes_verify_takes(nodes: &[TestApp]) {
     node(0)
         .create_room(room, json!({"admit_per_tick": 1_000, "pass_ttl_s": 30}))
         .await;
-    put_sale(
-        node(0),
-        room,
-        json!({"stock": 10, "per_user_limit": 5, "hold_ttl_s": 120}),
-    )
-    .await;
+    node(0)
+        .put_sale(
+            room,
+            json!({"stock": 10, "per_user_limit": 5, "hold_ttl_s": 120}),
+        )
+        .await;
 
     // Given up with leave (on one node): refused everywhere, as verify refuses it.
     let (ticket, given_up) = admitted(node(0), room).await;
@@ -634,7 +624,9 @@ async fn the_sale_takes_only_the_passes_verify_takes(nodes: &[TestApp]) {
         .await
         .unwrap();
     assert_eq!(orders["error"]["code"], "sale_not_found", "{orders}");
-    put_sale(node(0), room, json!({"stock": 3, "per_user_limit": 3})).await;
+    node(0)
+        .put_sale(room, json!({"stock": 3, "per_user_limit": 3}))
+        .await;
     for i in 0..nodes.len() {
         assert_eq!(
             verify_code(node(i), room, &before_close).await,
@@ -720,7 +712,9 @@ async fn a_users_limit_holds_across_visits(nodes: &[TestApp]) {
     node(0)
         .create_room(room, json!({"admit_per_tick": 1_000, "user_key": USER_KEY}))
         .await;
-    put_sale(node(0), room, json!({"stock": 10, "per_user_limit": 2})).await;
+    node(0)
+        .put_sale(room, json!({"stock": 10, "per_user_limit": 2}))
+        .await;
 
     let first = join_as_user(node(0), room, "alice").await;
     assert_eq!(first["state"], "admitted");
@@ -774,7 +768,7 @@ async fn a_pass_taken_back_gives_its_holds_back(nodes: &[TestApp]) {
     node(0)
         .create_room(room, json!({"admit_per_tick": 1_000}))
         .await;
-    put_sale(node(0), room, json!({"seats": ["A1", "A2"]})).await;
+    node(0).put_sale(room, json!({"seats": ["A1", "A2"]})).await;
     let hold_a1 = |i: usize, pass: String| async move {
         claim(node(i), room, &pass, json!({"seats": ["A1"]})).await
     };
@@ -842,7 +836,7 @@ async fn the_sale_page_sets_only_a_verified_pass_of_the_visitors_own(nodes: &[Te
         .await;
     app.create_room("other", json!({"admit_per_tick": 1_000}))
         .await;
-    put_sale(app, "fair", json!({"stock": 5})).await;
+    app.put_sale("fair", json!({"stock": 5})).await;
     let browser = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -955,7 +949,9 @@ async fn a_sold_out_sale_closes_the_line_on_every_node() {
             json!({"admit_per_tick": 1, "max_active": 1, "tick_ms": 1000, "abandon_after_s": 86_400}),
         )
         .await;
-    put_sale(&nodes[0], "drop", json!({"stock": 1, "hold_ttl_s": 60})).await;
+    nodes[0]
+        .put_sale("drop", json!({"stock": 1, "hold_ttl_s": 60}))
+        .await;
     let (_, pass) = admitted(&nodes[0], "drop").await;
     let mut sockets = Vec::new();
     for i in 0..3 {

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use fantoccini::{Client, ClientBuilder};
+use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 
 use crate::ports::spawn_listening;
@@ -182,4 +182,28 @@ fn processes_using(dir: &Path) -> Vec<u32> {
                 .then_some(pid)
         })
         .collect()
+}
+
+/// Signs `browser` in on `app`'s admin page with its admin token, and waits
+/// for the signed-in page.
+pub async fn admin_login(browser: &Client, app: &crate::TestApp) {
+    browser.goto(&app.url("/admin")).await.unwrap();
+    browser
+        .find(Locator::Id("token"))
+        .await
+        .expect("the login form")
+        .send_keys(&app.admin_token)
+        .await
+        .unwrap();
+    browser
+        .find(Locator::Id("login-submit"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    crate::eventually("the signed-in admin page", crate::PATIENCE, || async {
+        browser.find(Locator::Id("logout")).await.ok()
+    })
+    .await;
 }

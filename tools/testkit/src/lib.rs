@@ -163,6 +163,22 @@ impl TestApp {
         response.json().await.unwrap()
     }
 
+    /// Sets up (or replaces) a room's sale through the operator API; the
+    /// sale as it answers.
+    pub async fn put_sale(&self, room: &str, sale: Value) -> Value {
+        let response = self
+            .admin(
+                reqwest::Method::PUT,
+                &format!("/api/admin/rooms/{room}/sale"),
+            )
+            .json(&sale)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "setting up the sale in {room}");
+        response.json().await.unwrap()
+    }
+
     pub async fn patch_room(&self, id: &str, change: Value) -> reqwest::Response {
         self.admin(reqwest::Method::PATCH, &format!("/api/admin/rooms/{id}"))
             .json(&change)
@@ -313,4 +329,25 @@ pub fn tamper(token: &str) -> String {
     let was = token.as_bytes()[at];
     let now = if was == b'A' { 'B' } else { 'A' };
     format!("{}{now}{}", &token[..at], &token[at + 1..])
+}
+
+/// Polls `check` every 100 ms until it gives `Some`, or fails the test
+/// naming `what` after `patience` (for what a test cannot await: a page's
+/// state, another process).
+pub async fn eventually<T, F, Fut>(what: &str, patience: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = std::time::Instant::now() + patience;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
