@@ -17,7 +17,7 @@
 //! which is what the failure prints.
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, OnceLock};
+use std::sync::{Arc, LazyLock};
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
@@ -316,7 +316,9 @@ async fn run(under: &mut Under<'_>, room: &RoomId, visitors: &[VisitorId], op: &
 /// A store by name, as the admission and the sale see it.
 type Named = (&'static str, Arc<dyn Store>, Arc<dyn SaleStore>);
 
-/// The three stores on one clock, made once for the whole test binary.
+/// The three stores on one clock, made once for the whole test and
+/// dropped at its end: its servers stop with it, where a static's would
+/// outlive the test binary (nothing drops a static).
 struct Stores {
     clock: ManualClock,
     named: Vec<Named>,
@@ -332,9 +334,8 @@ static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
         .unwrap()
 });
 
-fn stores() -> &'static Stores {
-    static STORES: OnceLock<Stores> = OnceLock::new();
-    STORES.get_or_init(|| {
+impl Stores {
+    fn start() -> Self {
         let redis = RedisServer::start();
         let cluster = RedisCluster::start();
         let clock = ManualClock::new(1_767_225_600_000);
@@ -370,7 +371,7 @@ fn stores() -> &'static Stores {
             _redis: redis,
             _cluster: cluster,
         }
-    })
+    }
 }
 
 /// How a sequence's room starts.
@@ -382,8 +383,7 @@ struct Start {
 }
 
 /// Runs `ops` on a fresh room in every store; the first disagreement.
-fn disagreement(case: u64, start: &Start, ops: &[Op]) -> Result<(), String> {
-    let stores = stores();
+fn disagreement(stores: &Stores, case: u64, start: &Start, ops: &[Op]) -> Result<(), String> {
     let room = RoomId::parse(&format!("diff-{case}")).unwrap();
     let visitors: Vec<VisitorId> = (0..VISITORS).map(|_| VisitorId::random()).collect();
     RUNTIME.block_on(async {
@@ -460,6 +460,7 @@ fn every_store_answers_every_sequence_alike() {
     // A fixed seed: the same sequences on every run (a failure repeats).
     let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &[7; 32]);
     let mut runner = TestRunner::new_with_rng(config, rng);
+    let stores = Stores::start();
     let case = std::sync::atomic::AtomicU64::new(0);
     // A third of the rooms open on a schedule, while the sequence runs; a
     // third start with the `random` method.
@@ -469,7 +470,7 @@ fn every_store_answers_every_sequence_alike() {
     let cases = (start, proptest::collection::vec(op(), 1..40));
     let result = runner.run(&cases, |(start, ops)| {
         let case = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        disagreement(case, &start, &ops).map_err(TestCaseError::fail)
+        disagreement(&stores, case, &start, &ops).map_err(TestCaseError::fail)
     });
     if let Err(failure) = result {
         panic!("{failure}");

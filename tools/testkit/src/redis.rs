@@ -261,6 +261,53 @@ struct ClusterNode {
     slots: Vec<(u16, u16)>,
 }
 
+/// How many sets of fresh nodes a cluster is created from before the test
+/// fails.
+const CREATE_ATTEMPTS: usize = 3;
+
+/// `redis-cli --cluster create` over `nodes`: `Err` with what it printed,
+/// and what each node already knew, when it refused.
+fn create_cluster(
+    nodes: &[RedisServer],
+    replicas: usize,
+    client_options: &[String],
+) -> Result<(), String> {
+    let addresses: Vec<String> = nodes
+        .iter()
+        .map(|n| format!("127.0.0.1:{}", n.client_port()))
+        .collect();
+    let created = Command::new("redis-cli")
+        .args(client_options)
+        .arg("--cluster")
+        .arg("create")
+        .args(&addresses)
+        .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("redis-cli is needed for the cluster tests: run ./scripts/test, which installs it");
+    if created.status.success() {
+        return Ok(());
+    }
+    let known: Vec<String> = nodes
+        .iter()
+        .map(|node| {
+            let nodes = Command::new("redis-cli")
+                .args(client_options)
+                .args(["-p", &node.client_port().to_string(), "CLUSTER", "NODES"])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default();
+            format!("{} knew:\n{nodes}", node.client_port())
+        })
+        .collect();
+    Err(format!(
+        "{}{}\n{}",
+        String::from_utf8_lossy(&created.stdout),
+        String::from_utf8_lossy(&created.stderr),
+        known.join("\n")
+    ))
+}
+
 impl RedisCluster {
     pub fn start() -> Self {
         Self::start_with_replicas(0)
@@ -287,13 +334,6 @@ impl RedisCluster {
         if secured.tls.is_some() {
             options.extend(["--tls-cluster", "yes", "--tls-replication", "yes"]);
         }
-        let nodes: Vec<RedisServer> = (0..3 * (1 + replicas))
-            .map(|_| RedisServer::start_on(free_cluster_port, "cluster", &options, secured))
-            .collect();
-        let addresses: Vec<String> = nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.client_port()))
-            .collect();
         let mut client_options = Vec::new();
         if let Some(certificates) = &secured.tls {
             client_options.extend(["--tls".to_owned(), "--cacert".to_owned()]);
@@ -302,23 +342,25 @@ impl RedisCluster {
         if let Some(password) = &secured.password {
             client_options.extend(["-a", password, "--no-auth-warning"].map(String::from));
         }
-        let created = Command::new("redis-cli")
-            .args(&client_options)
-            .arg("--cluster")
-            .arg("create")
-            .args(&addresses)
-            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
-            .stdin(Stdio::null())
-            .output()
-            .expect(
-                "redis-cli is needed for the cluster tests: run ./scripts/test, which installs it",
+        // Fresh nodes, and fresh ones again when `--cluster create`
+        // refuses them: CI once found a node just started here "not empty"
+        // (it knew other nodes, met between its start and the creation;
+        // whose, the failure did not say, so now it lists them).
+        let mut failures = Vec::new();
+        let nodes = loop {
+            let nodes: Vec<RedisServer> = (0..3 * (1 + replicas))
+                .map(|_| RedisServer::start_on(free_cluster_port, "cluster", &options, secured))
+                .collect();
+            match create_cluster(&nodes, replicas, &client_options) {
+                Ok(()) => break nodes,
+                Err(reason) => failures.push(reason),
+            }
+            assert!(
+                failures.len() < CREATE_ATTEMPTS,
+                "redis-cli --cluster create failed {CREATE_ATTEMPTS} times:\n{}",
+                failures.join("\n")
             );
-        assert!(
-            created.status.success(),
-            "redis-cli --cluster create failed: {}{}",
-            String::from_utf8_lossy(&created.stdout),
-            String::from_utf8_lossy(&created.stderr)
-        );
+        };
         let cluster = Self {
             nodes,
             paused: Default::default(),
@@ -859,5 +901,40 @@ mod tests {
         );
         assert_ne!(server.port, taken);
         assert_eq!(server.server_pid(), server.pid(), "our own server answers");
+    }
+
+    #[test]
+    fn a_cluster_is_not_created_over_a_node_that_knows_another_and_says_whom() {
+        let options = [
+            "--cluster-enabled",
+            "yes",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ];
+        let start =
+            || RedisServer::start_on(free_cluster_port, "cluster", &options, &Secured::default());
+        let nodes = [start(), start(), start()];
+        let stranger = start();
+        let met = Command::new("redis-cli")
+            .args([
+                "-p",
+                &nodes[0].port.to_string(),
+                "CLUSTER",
+                "MEET",
+                "127.0.0.1",
+            ])
+            .arg(stranger.port.to_string())
+            .output()
+            .unwrap();
+        assert!(met.status.success());
+        // CLUSTER MEET adds the stranger at once (in handshake).
+        let refusal = create_cluster(&nodes, 0, &[]).unwrap_err();
+        assert!(refusal.contains("not empty"), "{refusal}");
+        assert!(
+            refusal.contains(&format!(":{}@", stranger.port)),
+            "{refusal}"
+        );
     }
 }
