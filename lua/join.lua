@@ -1,22 +1,29 @@
--- Joins the line (or, before the opening, the draw), passes straight through,
--- or returns the existing place.
--- ARGV[3]: the visitor; ARGV[4]: joins per minute per client address, or ''
--- for no limit (KEYS[12] is that address's key, its TAT); ARGV[5]: the known
--- user, or ''; ARGV[6]: until when the proof-of-work solution holds (ms), or
--- '' for none (KEYS[13] marks it used), and ARGV[10] the difficulty its
--- challenge was made at. Both keys are in the room's slot.
--- ARGV[7]: the commitment of the seed the node drew ARGV[9] (the draw key,
--- hex) for ARGV[8] (a new entry id) with, or '': Lua has no HMAC, so the
--- node makes the key; a node without the room's seed is told 'DRAWSEED'.
--- ARGV[11]: the SHA-256 (hex) of the join's priority code, or '': a valid
--- one puts a new place (or one waiting in the general line) in the
--- priority line and spends one use, here, so one use makes one place
--- whichever node asks.
--- ARGV[12]: the client's address ('4:' and 8 hex digits, '6:' and 32), or
+-- Joins visitors to the line (or, before the opening, the draw), passes them
+-- straight through, or returns their existing places: the joins a node
+-- received while its last join call for the room was on its way, in one
+-- call (see src/store/redis/join_batch.rs), each answered as it would be
+-- alone. ARGV[3…]: JOIN_FIELDS values per join, and KEYS[12…] two keys per
+-- join (both in the room's slot); join i's are read into `j` by read_join.
+-- Per join:
+-- visitor: the visitor; per_minute: joins per minute per client address,
+-- or '' for no limit (limit_key is that address's key, its TAT); user: the
+-- known user, or ''; pow_until: until when the proof-of-work solution
+-- holds (ms), or '' for none (pow_key marks it used), and pow_difficulty
+-- the difficulty its challenge was made at.
+-- commitment: the commitment of the seed the node drew `key` (the draw
+-- key, hex) for `entry` (a new entry id) with, or '': Lua has no HMAC, so
+-- the node makes the key; a node without the room's seed is told
+-- 'DRAWSEED'.
+-- code: the SHA-256 (hex) of the join's priority code, or '': a valid one
+-- puts a new place (or one waiting in the general line) in the priority
+-- line and spends one use, here, so one use makes one place whichever node
+-- asks.
+-- address: the client's address ('4:' and 8 hex digits, '6:' and 32), or
 -- '': a new arrival from the room's bypass_match networks is admitted at
 -- once, outside the cap, whatever the bucket, pause, method or opening.
--- Returns the place (JSON, as place() makes it) with `visitor`, whose place
--- it is (a known user's place may be another visitor's).
+-- Answers one reply per join: the place (JSON, as place() makes it) with
+-- `visitor`, whose place it is (a known user's place may be another
+-- visitor's), or JOIN_REFUSED and the join's refusal (code and detail).
 -- Whether `address` is in one of `networks` ('<family>:<hex>/<bits>'
 -- each, space-separated): the whole hex digits of the prefix, then the
 -- bits of one more digit.
@@ -40,16 +47,27 @@ end
 local room, err = open_room()
 if not room then return err end
 local now = now_ms()
--- The record of a new place at the back of the general line, once made.
-local back_of_line
 expire_passes(now)
-local visitor = ARGV[3]
-local user = ARGV[5]
-local code = ARGV[11]
+
+-- Everyone waiting, counted once per call and kept up by the joins that
+-- add to the back of the line; nil again after any other change.
+local waiting
+local function waiting_now()
+  if not waiting then waiting = waiting_count() end
+  return waiting
+end
+
+-- Join i's fields (see the top of this file).
+local function read_join(i)
+  local a, k = 3 + (i - 1) * JOIN_FIELDS, 12 + (i - 1) * 2
+  return { visitor = ARGV[a], per_minute = ARGV[a + 1], user = ARGV[a + 2], pow_until = ARGV[a + 3],
+    commitment = ARGV[a + 4], entry = ARGV[a + 5], key = ARGV[a + 6], pow_difficulty = ARGV[a + 7],
+    code = ARGV[a + 8], address = ARGV[a + 9], limit_key = KEYS[k], pow_key = KEYS[k + 1] }
+end
 
 -- The group that grants `code` (of those holding it, the first by priority,
 -- then name, with a use left): its name and priority; or the refusal.
-local function check_code()
+local function check_code(code)
   local groups = redis.call('HGETALL', K_GROUPS)
   local best, held = nil, false
   for i = 1, #groups, 2 do
@@ -70,25 +88,23 @@ local function check_code()
   return nil, redis.error_reply(refusal)
 end
 
-local function spend_code(granted)
+local function spend_code(granted, code)
   local spent = redis.call('HINCRBY', ROOM_PREFIX .. CODES_KEY .. granted.group, code, 1)
   if spent == 1 then redis.call('HINCRBY', K_GROUPS_USED, granted.group, 1) end
 end
 
--- Puts the visitor at the back of their priority's level and tells every
+-- Puts `visitor` at the back of their priority's level and tells every
 -- node (everyone behind moves back one); `from`: their order in the
--- general line, if they waited there.
 -- general line, if they waited there. Before the opening they are drawn
--- among their priority's code holders (ARGV[9] their draw key for the new
--- entry ARGV[8]; the caller checked the seed).
-local function enter_priority(granted, joined, from)
+-- among their priority's code holders (j.key their draw key for the new
+-- entry j.entry; the caller checked the seed).
+local function enter_priority(j, visitor, granted, joined, from)
   local score, member
   if not opened(room, now) then
-    local key, entry = ARGV[9], ARGV[8]
-    score, member = granted.priority * LEVEL, key .. ':' .. visitor
-    redis.call('ZADD', K_PENTRIES, granted.priority, key .. ':' .. entry)
+    score, member = granted.priority * LEVEL, j.key .. ':' .. visitor
+    redis.call('ZADD', K_PENTRIES, granted.priority, j.key .. ':' .. j.entry)
     redis.call('HSET', K_VISITORS, visitor, 'r|' .. granted.group .. '|' .. granted.priority .. '|'
-      .. key .. '|' .. entry .. '|' .. joined)
+      .. j.key .. '|' .. j.entry .. '|' .. joined)
   else
     local seq = redis.call('HINCRBY', K_ROOM, 'pseq:' .. granted.priority, 1)
     score, member = granted.priority * LEVEL + seq, visitor
@@ -100,138 +116,153 @@ local function enter_priority(granted, joined, from)
   local version = num(room, 'version') + 1
   redis.call('HSET', K_ROOM, 'version', version)
   room.version = version
+  waiting = nil
   publish(room_event('entered', room, { visitor = visitor, order = priority_order(score, member),
     from = from or '', group = granted.group, position = redis.call('ZRANK', K_PRIO, member) + 1 }))
 end
 
-if user ~= '' then
-  -- One place per user: the user's live place, whichever visitor asks.
-  local held = redis.call('HGET', K_USERS, user)
-  local held_record = held and current_record(held, now)
-  local held_kind = held_record and string.sub(held_record, 1, 1)
-  if held_kind == 'w' or held_kind == 'd' or held_kind == 'q' or held_kind == 'r'
-    or held_kind == 'a' then
-    visitor = held
-  end
-elseif room.user_required == '1' then
-  return redis.error_reply(USERREQUIRED)
+local function turn_away(refusal)
+  redis.call('HINCRBY', K_ROOM, 'turned_away', 1)
+  return redis.error_reply(refusal)
 end
-local record = current_record(visitor, now)
-local kind = record and string.sub(record, 1, 1)
-if kind == 'w' or kind == 'd' then
-  mark_present(visitor, now)
-  -- A code moves a visitor of the general line ahead.
-  if code ~= '' then
-    local granted, refusal = check_code()
-    if not granted then return refusal end
-    if not opened(room, now) and (ARGV[7] == '' or ARGV[7] ~= room.draw_commitment) then
+
+-- A join's place, or its refusal. Whatever it writes to the room's hash it
+-- writes to `room` too, for the joins after it in this call.
+local function join(j)
+  local visitor, user, code = j.visitor, j.user, j.code
+  -- The record of a new place at the back of the general line, once made.
+  local back_of_line
+  if user ~= '' then
+    -- One place per user: the user's live place, whichever visitor asks.
+    local held = redis.call('HGET', K_USERS, user)
+    local held_record = held and current_record(held, now)
+    local held_kind = held_record and string.sub(held_record, 1, 1)
+    if held_kind == 'w' or held_kind == 'd' or held_kind == 'q' or held_kind == 'r'
+      or held_kind == 'a' then
+      visitor = held
+    end
+  elseif room.user_required == '1' then
+    return redis.error_reply(USERREQUIRED)
+  end
+  local record = current_record(visitor, now)
+  local kind = record and string.sub(record, 1, 1)
+  if kind == 'w' or kind == 'd' then
+    mark_present(visitor, now)
+    -- A code moves a visitor of the general line ahead.
+    if code ~= '' then
+      local granted, refusal = check_code(code)
+      if not granted then return refusal end
+      if not opened(room, now) and (j.commitment == '' or j.commitment ~= room.draw_commitment) then
+        return redis.error_reply(DRAWSEED)
+      end
+      spend_code(granted, code)
+      local from = unqueue(room, visitor, record, now)
+      enter_priority(j, visitor, granted, tonumber(string.match(record, '|(%d+)$')), tostring(from))
+    end
+  elseif kind == 'q' or kind == 'r' then
+    -- In the priority line already: a code spends nothing.
+    mark_present(visitor, now)
+  elseif kind ~= 'a' and sold_out(room) then
+    -- Sold out: new arrivals are told so, and take nothing.
+    local out = place(room, visitor, now)
+    out.state, out.visitor = 'c', visitor
+    return cjson.encode(out)
+  elseif kind ~= 'a' and in_networks(room.bypass_match, j.address) then
+    local closes_at = tonumber(room.closes_at or '')
+    if closes_at and now >= closes_at then return turn_away(NOTACCEPTING) end
+    admit_bypassed(room, visitor, now)
+  elseif kind ~= 'a' then
+    local pre_queue = not opened(room, now)
+    if pre_queue and (j.commitment == '' or j.commitment ~= room.draw_commitment) then
       return redis.error_reply(DRAWSEED)
     end
-    spend_code(granted)
-    local from = unqueue(room, visitor, record, now)
-    enter_priority(granted, tonumber(string.match(record, '|(%d+)$')), tostring(from))
-  end
-elseif kind == 'q' or kind == 'r' then
-  -- In the priority line already: a code spends nothing.
-  mark_present(visitor, now)
-elseif kind ~= 'a' and sold_out(room) then
-  -- Sold out: new arrivals are told so, and take nothing.
-  local out = place(room, visitor, now)
-  out.state, out.visitor = 'c', visitor
-  return cjson.encode(out)
-elseif kind ~= 'a' and in_networks(room.bypass_match, ARGV[12]) then
-  local closes_at = tonumber(room.closes_at or '')
-  if closes_at and now >= closes_at then
-    redis.call('HINCRBY', K_ROOM, 'turned_away', 1)
-    return redis.error_reply(NOTACCEPTING)
-  end
-  admit_bypassed(room, visitor, now)
-elseif kind ~= 'a' then
-  local pre_queue = not opened(room, now)
-  if pre_queue and (ARGV[7] == '' or ARGV[7] ~= room.draw_commitment) then
-    return redis.error_reply(DRAWSEED)
-  end
-  local granted
-  if code ~= '' then
-    local refusal
-    granted, refusal = check_code()
-    if not granted then return refusal end
-  elseif room.code_required == '1' then
-    return redis.error_reply(CODEREQUIRED)
-  end
-  local closes_at = tonumber(room.closes_at or '')
-  if queue_method(room) == 'reject' or (closes_at and now >= closes_at) then
-    redis.call('HINCRBY', K_ROOM, 'turned_away', 1)
-    return redis.error_reply(NOTACCEPTING)
-  end
-  local pow = tonumber(room.pow_difficulty or '0') > 0
-  if pow then
-    local refusal
-    if ARGV[6] == '' then refusal = POWREQUIRED
-    elseif tonumber(ARGV[10]) < tonumber(room.pow_difficulty) then refusal = POWTOOEASY
-    elseif redis.call('EXISTS', KEYS[13]) == 1 then refusal = POWREUSED end
-    if refusal then
-      redis.call('HINCRBY', K_ROOM, 'turned_away', 1)
-      return redis.error_reply(refusal)
+    local granted
+    if code ~= '' then
+      local refusal
+      granted, refusal = check_code(code)
+      if not granted then return refusal end
+    elseif room.code_required == '1' then
+      return redis.error_reply(CODEREQUIRED)
+    end
+    local closes_at = tonumber(room.closes_at or '')
+    if queue_method(room) == 'reject' or (closes_at and now >= closes_at) then
+      return turn_away(NOTACCEPTING)
+    end
+    local pow = tonumber(room.pow_difficulty or '0') > 0
+    if pow then
+      if j.pow_until == '' then return turn_away(POWREQUIRED) end
+      if tonumber(j.pow_difficulty) < tonumber(room.pow_difficulty) then return turn_away(POWTOOEASY) end
+      if redis.call('EXISTS', j.pow_key) == 1 then return turn_away(POWREUSED) end
+    end
+    if j.per_minute ~= '' then
+      -- GCRA, as in src/words/join_limit.rs: a minute's worth at once, then
+      -- one per interval; a refused join changes nothing but the count.
+      local per_minute = math.max(1, tonumber(j.per_minute))
+      local interval = math.ceil(JOIN_LIMIT_WINDOW_MS / per_minute)
+      local burst = interval * (per_minute - 1)
+      local tat = math.max(tonumber(redis.call('GET', j.limit_key) or now), now)
+      if tat - now > burst then
+        return turn_away(RATELIMITED .. ' ' .. math.max(1, math.ceil((tat - now - burst) / 1000)))
+      end
+      redis.call('SET', j.limit_key, tat + interval, 'PX', tat + interval - now)
+    end
+    if pow then
+      redis.call('SET', j.pow_key, '1', 'PX', math.max(1, tonumber(j.pow_until) - now))
+    end
+    if granted then spend_code(granted, code) end
+    local tokens = num(room, 'tokens')
+    local through = queue_method(room) == 'passthrough'
+      or (tokens > 0 and waiting_now() == 0 and under_cap(room))
+    if pre_queue and not granted then
+      redis.call('ZADD', K_DRAW, 0, j.key .. ':' .. visitor)
+      redis.call('ZADD', K_ENTRIES, 0, j.key .. ':' .. j.entry)
+      redis.call('ZADD', K_SEEN, now, visitor)
+      redis.call('HSET', K_VISITORS, visitor, 'd|' .. j.key .. '|' .. j.entry .. '|' .. now)
+      waiting = nil
+    elseif not pre_queue and room.paused ~= '1' and through then
+      admit(room, visitor, now)
+      room.tokens, room.admitted_total = math.max(0, tokens - 1), num(room, 'admitted_total') + 1
+      redis.call('HSET', K_ROOM, 'tokens', room.tokens, 'admitted_total', room.admitted_total)
+      record_admissions(now, 1)
+    elseif granted then
+      enter_priority(j, visitor, granted, now)
+    else
+      local seq = num(room, 'next_seq') + 1
+      room.next_seq = seq
+      redis.call('HSET', K_ROOM, 'next_seq', seq)
+      redis.call('ZADD', K_LINE, seq, visitor)
+      redis.call('ZADD', K_SEEN, now, visitor)
+      back_of_line = 'w|' .. seq .. '|' .. now
+      redis.call('HSET', K_VISITORS, visitor, back_of_line)
+      if waiting then waiting = waiting + 1 end
     end
   end
-  if ARGV[4] ~= '' then
-    -- GCRA, as in src/words/join_limit.rs: a minute's worth at once, then
-    -- one per interval; a refused join changes nothing but the count.
-    local per_minute = math.max(1, tonumber(ARGV[4]))
-    local interval = math.ceil(JOIN_LIMIT_WINDOW_MS / per_minute)
-    local burst = interval * (per_minute - 1)
-    local tat = math.max(tonumber(redis.call('GET', KEYS[12]) or now), now)
-    if tat - now > burst then
-      redis.call('HINCRBY', K_ROOM, 'turned_away', 1)
-      return redis.error_reply(RATELIMITED .. ' ' .. math.max(1, math.ceil((tat - now - burst) / 1000)))
-    end
-    redis.call('SET', KEYS[12], tat + interval, 'PX', tat + interval - now)
+  if user ~= '' then
+    redis.call('HSET', K_USERS, user, visitor)
+    redis.call('HSET', K_USER_OF, visitor, user)
   end
-  if pow then
-    redis.call('SET', KEYS[13], '1', 'PX', math.max(1, tonumber(ARGV[6]) - now))
-  end
-  if granted then spend_code(granted) end
-  local tokens = num(room, 'tokens')
-  local through = queue_method(room) == 'passthrough'
-    or (tokens > 0 and waiting_count() == 0 and under_cap(room))
-  if pre_queue and not granted then
-    local key, entry = ARGV[9], ARGV[8]
-    redis.call('ZADD', K_DRAW, 0, key .. ':' .. visitor)
-    redis.call('ZADD', K_ENTRIES, 0, key .. ':' .. entry)
-    redis.call('ZADD', K_SEEN, now, visitor)
-    redis.call('HSET', K_VISITORS, visitor, 'd|' .. key .. '|' .. entry .. '|' .. now)
-  elseif not pre_queue and room.paused ~= '1' and through then
-    admit(room, visitor, now)
-    redis.call('HSET', K_ROOM, 'tokens', math.max(0, tokens - 1),
-      'admitted_total', num(room, 'admitted_total') + 1)
-    record_admissions(now, 1)
-  elseif granted then
-    enter_priority(granted, now)
+  local out
+  if back_of_line then
+    -- The commonest join: a new place at the back of the general line. Its
+    -- position is everyone waiting, which the line's summary counts anyway,
+    -- so place() need not read the record just written nor rank it (the same
+    -- answer in four fewer commands).
+    local shared = { line = line(room, waiting_now()), facts = facts(room) }
+    out = { state = 'w', order = string.match(back_of_line, '^w|(%d+)|'), position = shared.line.waiting,
+      line = shared.line, facts = shared.facts }
   else
-    local seq = num(room, 'next_seq') + 1
-    redis.call('HSET', K_ROOM, 'next_seq', seq)
-    redis.call('ZADD', K_LINE, seq, visitor)
-    redis.call('ZADD', K_SEEN, now, visitor)
-    back_of_line = 'w|' .. seq .. '|' .. now
-    redis.call('HSET', K_VISITORS, visitor, back_of_line)
+    out = place(room, visitor, now, { line = line(room, waiting_now()), facts = facts(room) })
   end
+  out.visitor = visitor
+  return cjson.encode(out)
 end
-if user ~= '' then
-  redis.call('HSET', K_USERS, user, visitor)
-  redis.call('HSET', K_USER_OF, visitor, user)
+
+local replies = {}
+for i = 1, (#ARGV - 2) / JOIN_FIELDS do
+  local reply = join(read_join(i))
+  -- A refusal is the join's alone: an error inside the array would fail
+  -- the whole call in the client.
+  if type(reply) == 'table' then reply = JOIN_REFUSED .. string.gsub(reply.err, '^%-', '') end
+  replies[i] = reply
 end
-local out
-if back_of_line then
-  -- The commonest join: a new place at the back of the general line. Its
-  -- position is everyone waiting, which the line's summary counts anyway,
-  -- so place() need not read the record just written nor rank it (the same
-  -- answer in four fewer commands).
-  local shared = { line = line(room), facts = facts(room) }
-  out = { state = 'w', order = string.match(back_of_line, '^w|(%d+)|'), position = shared.line.waiting,
-    line = shared.line, facts = shared.facts }
-else
-  out = place(room, visitor, now)
-end
-out.visitor = visitor
-return cjson.encode(out)
+return replies

@@ -322,8 +322,9 @@ end
 
 -- The line's summary, as places and events carry it (`WireLine`): rate,
 -- tick_at ('' or ms) and paused ('1' or '0') as the room stores them.
-local function line(room)
-  return { version = tonumber(room.version), waiting = waiting_count(), rate = tostring(rate(room)),
+-- `waiting`: everyone waiting, when the caller counted them already.
+local function line(room, waiting)
+  return { version = tonumber(room.version), waiting = waiting or waiting_count(), rate = tostring(rate(room)),
     tick_at = tostring(room.last_tick_ran or ''), paused = tostring(room.paused or '') }
 end
 

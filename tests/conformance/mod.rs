@@ -118,6 +118,7 @@ macro_rules! conformance_suite {
             a_resumption_over_many_passes_is_one_step_and_loses_none,
             bypass_networks_are_let_in_at_once_outside_the_cap,
             bypass_networks_wait_for_nothing_but_closes_at,
+            joins_made_at_once_are_each_answered_as_if_alone,
         );
         $crate::conformance_suite!(@draw $make;
             before_the_opening_everyone_waits_unordered_and_nobody_is_admitted,
@@ -1368,6 +1369,78 @@ pub mod scenarios {
         assert_eq!(fourth.ran.unwrap().no_shows, SWEEP_SLICE / 2);
         let stats = h.store.room(&room).await.unwrap().stats;
         assert_eq!((stats.no_shows, stats.active), (admitted, 0));
+    }
+
+    /// Many joins at once (on Redis, sent together in one call: see
+    /// `store/redis/join_batch.rs`), each answered as it would be alone:
+    /// the bucket's two tokens admit two, the rest wait in one order with
+    /// every position told once, a visitor asking twice and a user on two
+    /// devices get one place each, an address's limit counts every join.
+    pub async fn joins_made_at_once_are_each_answered_as_if_alone(h: &Harness) {
+        use futures_util::future::join_all;
+        let room = h.room("r", 2, None).await;
+        let plain: Vec<VisitorId> = (0..60).map(|_| VisitorId::random()).collect();
+        let twice = plain[30];
+        let limited = JoinOptions {
+            limit: Some(JoinLimit {
+                client: "203.0.113.7/32".into(),
+                per_minute: 3,
+            }),
+            ..JoinOptions::default()
+        };
+        let mut joins: Vec<(VisitorId, JoinOptions)> =
+            plain.iter().map(|v| (*v, JoinOptions::default())).collect();
+        joins.insert(45, (twice, JoinOptions::default()));
+        for at in [10, 20, 40, 50, 55] {
+            joins.insert(at, (VisitorId::random(), limited.clone()));
+        }
+        let (phone, laptop) = (VisitorId::random(), VisitorId::random());
+        joins.insert(5, (phone, as_user("carol")));
+        joins.push((laptop, as_user("carol")));
+        let answers = join_all(
+            joins
+                .iter()
+                .map(|(visitor, options)| h.store.join_with(&room, *visitor, options)),
+        )
+        .await;
+
+        let mut admitted = 0;
+        let mut positions = std::collections::BTreeMap::new();
+        let mut rate_limited = 0;
+        for ((visitor, _), answer) in joins.iter().zip(&answers) {
+            match answer {
+                Err(StoreError::RateLimited { .. }) => rate_limited += 1,
+                Err(other) => panic!("{visitor}: {other:?}"),
+                Ok(place) => match place.state {
+                    PlaceState::Admitted { .. } => admitted += 1,
+                    PlaceState::Waiting { position, .. } => {
+                        let owner = place.visitor;
+                        let told = *positions.entry(owner).or_insert(position);
+                        assert_eq!(told, position, "{owner} told two positions");
+                    }
+                    other => panic!("{visitor}: {other:?}"),
+                },
+            }
+        }
+        assert_eq!(rate_limited, 2, "3 of the address's 5 joins in a minute");
+        assert_eq!(admitted, 2, "the bucket's two tokens, no more");
+        let stats = h.store.room(&room).await.unwrap().stats;
+        assert_eq!(stats.waiting, positions.len() as u64);
+        // 60 plain (one asked twice), 3 limited, carol once: 64 places.
+        assert_eq!(positions.len() + admitted, 64);
+        let mut told: Vec<u64> = positions.values().copied().collect();
+        told.sort_unstable();
+        assert_eq!(told, (1..=positions.len() as u64).collect::<Vec<_>>());
+        for (visitor, position) in &positions {
+            let now = h.store.status(&room, *visitor).await.unwrap().state;
+            assert_eq!(super::position(now), *position, "{visitor}");
+        }
+        let carol = |v| answers[joins.iter().position(|(j, _)| *j == v).unwrap()].as_ref();
+        assert_eq!(
+            carol(phone).unwrap().visitor,
+            carol(laptop).unwrap().visitor,
+            "one place per user"
+        );
     }
 
     fn as_user(user: &str) -> JoinOptions {

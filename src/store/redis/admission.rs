@@ -19,6 +19,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::connection::{Connection, Effect, Link, RedisOptions, ScriptCall, unavailable};
 use super::events::parse_event;
+use super::join_batch::{Join, JoinBatches, REFUSED};
 use super::keys::{
     ROOMS_KEY, channel, ended_session_key, room_key, room_keys, room_of_channel, sale_keys,
 };
@@ -56,7 +57,6 @@ struct Scripts {
     configure: Script,
     close_room: Script,
     room_info: Script,
-    join: Script,
     status: Script,
     places: Script,
     leave: Script,
@@ -98,7 +98,6 @@ impl Scripts {
             configure: script!("configure.lua"),
             close_room: script!("close_room.lua"),
             room_info: script!("room_info.lua"),
-            join: script!("join.lua"),
             status: script!("status.lua"),
             places: script!("places.lua"),
             leave: script!("leave.lua"),
@@ -130,6 +129,8 @@ pub struct RedisStore {
     /// make each entrant's draw key (Lua has no HMAC). The join script
     /// checks the seed's commitment, so a stale one is only a retry.
     draw_seeds: Mutex<HashMap<RoomId, Arc<DrawSeed>>>,
+    /// Joins go to Redis a room's worth at a time (see `join_batch`).
+    joins: Arc<JoinBatches>,
 }
 
 impl RedisStore {
@@ -150,6 +151,7 @@ impl RedisStore {
         let link = Arc::new(Link::connect(url, options, push_tx, events.clone()).await?);
         tokio::spawn(forward_events(push_rx, link.clone(), events.clone()));
         Ok(Self {
+            joins: JoinBatches::new(link.clone(), script!("join.lua"), clock.clone()),
             link,
             scripts: Arc::new(Scripts::load()),
             clock,
@@ -237,36 +239,7 @@ impl RedisStore {
             })
             .await
             .and_then(|reply| Ok(redis::from_redis_value(reply)?))
-            .map_err(|error| match ScriptError::of(&error) {
-                Some(ScriptError::NoRoom) => StoreError::RoomNotFound(room.clone()),
-                Some(ScriptError::Closed) => StoreError::RoomClosed(room.clone()),
-                Some(ScriptError::Exists) => StoreError::RoomExists(room.clone()),
-                Some(ScriptError::Conflict) => StoreError::Conflict(room.clone()),
-                Some(ScriptError::RateLimited(retry_after_s)) => {
-                    StoreError::RateLimited { retry_after_s }
-                }
-                Some(ScriptError::UserRequired) => StoreError::UserRequired,
-                Some(ScriptError::PowRequired) => StoreError::PowRequired,
-                Some(ScriptError::PowReused) => StoreError::PowReused,
-                Some(ScriptError::PowTooEasy) => StoreError::PowTooEasy,
-                Some(ScriptError::NotAccepting) => StoreError::NotAccepting,
-                Some(ScriptError::NoDraw) => StoreError::NoDraw,
-                Some(ScriptError::NotDrawn) => StoreError::NotDrawn,
-                Some(ScriptError::DrawSeed) => StoreError::DrawSeed,
-                Some(ScriptError::CodeRequired) => StoreError::CodeRequired,
-                Some(ScriptError::InvalidCode) => StoreError::InvalidCode,
-                Some(ScriptError::CodeUsed) => StoreError::CodeUsed,
-                // The callers name the group (`add_codes`, `remove_codes`).
-                Some(ScriptError::GroupExists) => StoreError::GroupExists(String::new()),
-                Some(ScriptError::NoGroup) => StoreError::GroupNotFound(String::new()),
-                Some(ScriptError::TooManyGroups) => {
-                    StoreError::TooManyGroups(crate::words::codes::MAX_GROUPS)
-                }
-                Some(other) => {
-                    StoreError::Unexpected(format!("{other:?} from an admission script"))
-                }
-                None => unavailable(error),
-            })
+            .map_err(|error| store_error(room, error))
     }
 
     /// Config and stats, plus the config revision a change must be made against.
@@ -331,7 +304,7 @@ impl RedisStore {
             ),
             None => Default::default(),
         };
-        let args = [
+        let fields = [
             visitor.to_string(),
             options
                 .limit
@@ -355,9 +328,17 @@ impl RedisStore {
             options.code.map(CodeHash::to_hex).unwrap_or_default(),
             options.address.map(address_form).unwrap_or_default(),
         ];
-        let reply: String = self
-            .run_with_keys(&self.scripts.join, id, &keys, args)
-            .await?;
+        let reply = self
+            .joins
+            .join(id, Join { keys, fields })
+            .await
+            .map_err(|error| store_error(id, error))?;
+        if let Some(refusal) = reply.strip_prefix(REFUSED) {
+            return Err(ScriptError::of_reply(refusal).map_or_else(
+                || StoreError::Unexpected(format!("a join refused with {refusal:?}")),
+                |refusal| refused(id, refusal),
+            ));
+        }
         let place: WirePlace = read(&reply).map_err(|_| unexpected_place())?;
         // The place's owner: a known user's may be another visitor.
         let owner = place
@@ -366,6 +347,41 @@ impl RedisStore {
             .and_then(|v| v.parse().ok())
             .ok_or_else(|| StoreError::Unexpected("a join without its visitor".into()))?;
         place.into_place(owner).ok_or_else(unexpected_place)
+    }
+}
+
+/// What a script's failure means for the caller: the refusal it answered,
+/// or (anything else) the store is unavailable.
+fn store_error(room: &RoomId, error: RedisError) -> StoreError {
+    match ScriptError::of(&error) {
+        Some(refusal) => refused(room, refusal),
+        None => unavailable(error),
+    }
+}
+
+fn refused(room: &RoomId, refusal: ScriptError) -> StoreError {
+    match refusal {
+        ScriptError::NoRoom => StoreError::RoomNotFound(room.clone()),
+        ScriptError::Closed => StoreError::RoomClosed(room.clone()),
+        ScriptError::Exists => StoreError::RoomExists(room.clone()),
+        ScriptError::Conflict => StoreError::Conflict(room.clone()),
+        ScriptError::RateLimited(retry_after_s) => StoreError::RateLimited { retry_after_s },
+        ScriptError::UserRequired => StoreError::UserRequired,
+        ScriptError::PowRequired => StoreError::PowRequired,
+        ScriptError::PowReused => StoreError::PowReused,
+        ScriptError::PowTooEasy => StoreError::PowTooEasy,
+        ScriptError::NotAccepting => StoreError::NotAccepting,
+        ScriptError::NoDraw => StoreError::NoDraw,
+        ScriptError::NotDrawn => StoreError::NotDrawn,
+        ScriptError::DrawSeed => StoreError::DrawSeed,
+        ScriptError::CodeRequired => StoreError::CodeRequired,
+        ScriptError::InvalidCode => StoreError::InvalidCode,
+        ScriptError::CodeUsed => StoreError::CodeUsed,
+        // The callers name the group (`add_codes`, `remove_codes`).
+        ScriptError::GroupExists => StoreError::GroupExists(String::new()),
+        ScriptError::NoGroup => StoreError::GroupNotFound(String::new()),
+        ScriptError::TooManyGroups => StoreError::TooManyGroups(crate::words::codes::MAX_GROUPS),
+        other => StoreError::Unexpected(format!("{other:?} from an admission script")),
     }
 }
 

@@ -768,7 +768,7 @@ impl Link {
     }
 }
 
-fn unexpected(what: &'static str) -> RedisError {
+pub(super) fn unexpected(what: &'static str) -> RedisError {
     RedisError::from((ErrorKind::Client, what))
 }
 

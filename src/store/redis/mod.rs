@@ -4,6 +4,7 @@
 mod admission;
 mod connection;
 mod events;
+mod join_batch;
 mod keys;
 mod prelude;
 mod replies;

@@ -9,6 +9,7 @@
 use redis::Script;
 
 use super::events::EVENT_FORMAT;
+use super::join_batch::{JOIN_FIELDS, REFUSED};
 use super::keys;
 use super::replies::TableReply;
 use super::script_error::CODES;
@@ -47,6 +48,8 @@ fn constants() -> Vec<(&'static str, Literal)> {
         ("SWEEP_SLICE", Literal::Number(SWEEP_SLICE)),
         ("SWEEP_AGAIN_MS", Literal::Number(SWEEP_AGAIN_MS)),
         ("AWAY_REMEMBERED_MS", Literal::Number(AWAY_REMEMBERED_MS)),
+        ("JOIN_FIELDS", Literal::Number(JOIN_FIELDS as u64)),
+        ("JOIN_REFUSED", Literal::Text(REFUSED)),
         ("EVENT_FORMAT", Literal::Number(EVENT_FORMAT.into())),
         ("ROOM_KEY", Literal::Text(keys::ROOM)),
         ("EVENTS_KEY", Literal::Text(keys::EVENTS)),

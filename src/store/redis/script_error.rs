@@ -126,6 +126,16 @@ impl ScriptError {
         Self::parse(code, rest.trim())
     }
 
+    /// The refusal a script answered as text (`CODE detail`), inside a
+    /// reply rather than as an error (one join among others). Redis files
+    /// a refusal without detail under `ERR` (`ERR DRAWSEED`).
+    pub fn of_reply(text: &str) -> Option<Self> {
+        let text = text.trim();
+        let text = text.strip_prefix("ERR ").unwrap_or(text);
+        let (code, detail) = text.split_once(' ').unwrap_or((text, ""));
+        Self::parse(code, detail.trim())
+    }
+
     fn parse(code: &str, detail: &str) -> Option<Self> {
         Some(match code {
             code::NOROOM => Self::NoRoom,
@@ -173,5 +183,18 @@ mod tests {
             assert!(ScriptError::parse(code, "7").is_some(), "{code}");
         }
         assert_eq!(ScriptError::parse("NOSCRIPT", ""), None);
+    }
+
+    #[test]
+    fn a_refusal_inside_a_reply_is_read_with_its_detail_or_under_err() {
+        assert_eq!(
+            ScriptError::of_reply("RATELIMITED 7"),
+            Some(ScriptError::RateLimited(7))
+        );
+        assert_eq!(
+            ScriptError::of_reply("ERR DRAWSEED"),
+            Some(ScriptError::DrawSeed)
+        );
+        assert_eq!(ScriptError::of_reply("ERR something else"), None);
     }
 }
