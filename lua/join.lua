@@ -49,12 +49,45 @@ if not room then return err end
 local now = now_ms()
 expire_passes(now)
 
+-- The new places at the back of the general line this call made, written
+-- together by flush(): one ZADD or HSET for them all instead of four
+-- commands each. Until then `pending` holds their records, and anything
+-- that would read them from Redis (the same visitor again, a known user, a
+-- code, a count of the line) flushes first.
+local pending, pending_count = {}, 0
+local line_adds, seen_adds, record_sets = {}, {}, {}
+local function flush()
+  if pending_count == 0 then return end
+  chunked('ZADD', K_LINE, line_adds)
+  chunked('ZADD', K_SEEN, seen_adds)
+  chunked('HSET', K_VISITORS, record_sets)
+  redis.call('HSET', K_ROOM, 'next_seq', room.next_seq)
+  pending, pending_count = {}, 0
+  line_adds, seen_adds, record_sets = {}, {}, {}
+end
+
 -- Everyone waiting, counted once per call and kept up by the joins that
 -- add to the back of the line; nil again after any other change.
 local waiting
 local function waiting_now()
-  if not waiting then waiting = waiting_count() end
+  if not waiting then
+    flush()
+    waiting = waiting_count()
+  end
   return waiting
+end
+
+-- What every place this call answers shares until a join changes the
+-- room's version: its facts, and its line but for `waiting`, as JSON.
+local shared_facts, line_tail
+local function shared_json()
+  if not shared_facts then
+    shared_facts = cjson.encode(facts(room))
+    local summary = line(room, 0)
+    line_tail = ',"rate":' .. cjson.encode(summary.rate) .. ',"tick_at":' .. cjson.encode(summary.tick_at)
+      .. ',"paused":' .. cjson.encode(summary.paused) .. '}'
+  end
+  return shared_facts, line_tail
 end
 
 -- Join i's fields (see the top of this file).
@@ -130,7 +163,10 @@ end
 -- writes to `room` too, for the joins after it in this call.
 local function join(j)
   local visitor, user, code = j.visitor, j.user, j.code
-  -- The record of a new place at the back of the general line, once made.
+  -- A known user's or a code's join reads more than its own record.
+  if pending[visitor] or user ~= '' or code ~= '' then flush() end
+  -- The sequence number of a new place at the back of the general line,
+  -- once made.
   local back_of_line
   if user ~= '' then
     -- One place per user: the user's live place, whichever visitor asks.
@@ -227,32 +263,35 @@ local function join(j)
     elseif granted then
       enter_priority(j, visitor, granted, now)
     else
+      local count = waiting_now()
       local seq = num(room, 'next_seq') + 1
       room.next_seq = seq
-      redis.call('HSET', K_ROOM, 'next_seq', seq)
-      redis.call('ZADD', K_LINE, seq, visitor)
-      redis.call('ZADD', K_SEEN, now, visitor)
-      back_of_line = 'w|' .. seq .. '|' .. now
-      redis.call('HSET', K_VISITORS, visitor, back_of_line)
-      if waiting then waiting = waiting + 1 end
+      back_of_line = seq
+      local record = 'w|' .. seq .. '|' .. now
+      pending[visitor], pending_count = record, pending_count + 1
+      table.insert(line_adds, seq)
+      table.insert(line_adds, visitor)
+      table.insert(seen_adds, now)
+      table.insert(seen_adds, visitor)
+      table.insert(record_sets, visitor)
+      table.insert(record_sets, record)
+      waiting = count + 1
     end
   end
   if user ~= '' then
     redis.call('HSET', K_USERS, user, visitor)
     redis.call('HSET', K_USER_OF, visitor, user)
   end
-  local out
   if back_of_line then
     -- The commonest join: a new place at the back of the general line. Its
-    -- position is everyone waiting, which the line's summary counts anyway,
-    -- so place() need not read the record just written nor rank it (the same
-    -- answer in four fewer commands).
-    local shared = { line = line(room, waiting_now()), facts = facts(room) }
-    out = { state = 'w', order = string.match(back_of_line, '^w|(%d+)|'), position = shared.line.waiting,
-      line = shared.line, facts = shared.facts }
-  else
-    out = place(room, visitor, now, { line = line(room, waiting_now()), facts = facts(room) })
+    -- position is everyone waiting, and its answer is the shared JSON with
+    -- the few values of its own (`WirePlace`, as place() would make it).
+    local facts_json, tail = shared_json()
+    return '{"state":"w","order":"' .. back_of_line .. '","position":' .. waiting .. ',"visitor":'
+      .. cjson.encode(visitor) .. ',"line":{"version":' .. room.version .. ',"waiting":' .. waiting
+      .. tail .. ',"facts":' .. facts_json .. '}'
   end
+  local out = place(room, visitor, now, { line = line(room, waiting_now()), facts = facts(room) })
   out.visitor = visitor
   return cjson.encode(out)
 end
@@ -265,4 +304,5 @@ for i = 1, (#ARGV - 2) / JOIN_FIELDS do
   if type(reply) == 'table' then reply = JOIN_REFUSED .. string.gsub(reply.err, '^%-', '') end
   replies[i] = reply
 end
+flush()
 return replies
