@@ -2,14 +2,15 @@
 -- straight through, or returns their existing places: the joins a node
 -- received while its last join call for the room was on its way, in one
 -- call (see src/store/redis/join_batch.rs), each answered as it would be
--- alone. ARGV[3…]: JOIN_FIELDS values per join, and KEYS[12…] two keys per
--- join (both in the room's slot); join i's are read into `j` by read_join.
+-- alone. ARGV[3…]: one argument per join, read into `j` by read_join.
 -- Per join:
 -- visitor: the visitor; per_minute: joins per minute per client address,
--- or '' for no limit (limit_key is that address's key, its TAT); user: the
--- known user, or ''; pow_until: until when the proof-of-work solution
--- holds (ms), or '' for none (pow_key marks it used), and pow_difficulty
--- the difficulty its challenge was made at.
+-- or '' for no limit (client: that address's block, whose key holds its
+-- TAT); user: the known user, or ''; pow_until: until when the
+-- proof-of-work solution holds (ms), or '' for none (pow_id: the
+-- solution, whose key marks it used), and pow_difficulty the difficulty
+-- its challenge was made at. Both keys are named here, not declared: their
+-- hash tag keeps them in the room's slot.
 -- commitment: the commitment of the seed the node drew `key` (the draw
 -- key, hex) for `entry` (a new entry id) with, or '': Lua has no HMAC, so
 -- the node makes the key; a node without the room's seed is told
@@ -24,6 +25,7 @@
 -- Answers one reply per join: the place (JSON, as place() makes it) with
 -- `visitor`, whose place it is (a known user's place may be another
 -- visitor's), or JOIN_REFUSED and the join's refusal (code and detail).
+
 -- Whether `address` is in one of `networks` ('<family>:<hex>/<bits>'
 -- each, space-separated): the whole hex digits of the prefix, then the
 -- bits of one more digit.
@@ -90,12 +92,14 @@ local function shared_json()
   return shared_facts, line_tail
 end
 
--- Join i's fields (see the top of this file).
+-- Join i's fields, from its argument: JOIN_FIELDS values, each but the
+-- last ended by a newline (the user, last, may hold any character).
+local JOIN_PATTERN = '^' .. string.rep('([^\n]*)\n', JOIN_FIELDS - 1) .. '(.*)$'
 local function read_join(i)
-  local a, k = 3 + (i - 1) * JOIN_FIELDS, 12 + (i - 1) * 2
-  return { visitor = ARGV[a], per_minute = ARGV[a + 1], user = ARGV[a + 2], pow_until = ARGV[a + 3],
-    commitment = ARGV[a + 4], entry = ARGV[a + 5], key = ARGV[a + 6], pow_difficulty = ARGV[a + 7],
-    code = ARGV[a + 8], address = ARGV[a + 9], limit_key = KEYS[k], pow_key = KEYS[k + 1] }
+  local j = {}
+  j.visitor, j.per_minute, j.pow_until, j.commitment, j.entry, j.key, j.pow_difficulty, j.code, j.address,
+    j.client, j.pow_id, j.user = string.match(ARGV[2 + i], JOIN_PATTERN)
+  return j
 end
 
 -- The group that grants `code` (of those holding it, the first by priority,
@@ -228,7 +232,7 @@ local function join(j)
     if pow then
       if j.pow_until == '' then return turn_away(POWREQUIRED) end
       if tonumber(j.pow_difficulty) < tonumber(room.pow_difficulty) then return turn_away(POWTOOEASY) end
-      if redis.call('EXISTS', j.pow_key) == 1 then return turn_away(POWREUSED) end
+      if redis.call('EXISTS', ROOM_PREFIX .. POW_KEY .. j.pow_id) == 1 then return turn_away(POWREUSED) end
     end
     if j.per_minute ~= '' then
       -- GCRA, as in src/words/join_limit.rs: a minute's worth at once, then
@@ -236,14 +240,15 @@ local function join(j)
       local per_minute = math.max(1, tonumber(j.per_minute))
       local interval = math.ceil(JOIN_LIMIT_WINDOW_MS / per_minute)
       local burst = interval * (per_minute - 1)
-      local tat = math.max(tonumber(redis.call('GET', j.limit_key) or now), now)
+      local limit_key = ROOM_PREFIX .. JOIN_LIMIT_KEY .. j.client
+      local tat = math.max(tonumber(redis.call('GET', limit_key) or now), now)
       if tat - now > burst then
         return turn_away(RATELIMITED .. ' ' .. math.max(1, math.ceil((tat - now - burst) / 1000)))
       end
-      redis.call('SET', j.limit_key, tat + interval, 'PX', tat + interval - now)
+      redis.call('SET', limit_key, tat + interval, 'PX', tat + interval - now)
     end
     if pow then
-      redis.call('SET', j.pow_key, '1', 'PX', math.max(1, tonumber(j.pow_until) - now))
+      redis.call('SET', ROOM_PREFIX .. POW_KEY .. j.pow_id, '1', 'PX', math.max(1, tonumber(j.pow_until) - now))
     end
     if granted then spend_code(granted, code) end
     local tokens = num(room, 'tokens')
@@ -297,7 +302,7 @@ local function join(j)
 end
 
 local replies = {}
-for i = 1, (#ARGV - 2) / JOIN_FIELDS do
+for i = 1, #ARGV - 2 do
   local reply = join(read_join(i))
   -- A refusal is the join's alone: an error inside the array would fail
   -- the whole call in the client.

@@ -20,9 +20,7 @@ use tokio::sync::{broadcast, mpsc};
 use super::connection::{Connection, Effect, Link, RedisOptions, ScriptCall, unavailable};
 use super::events::parse_event;
 use super::join_batch::{Join, JoinBatches, REFUSED};
-use super::keys::{
-    ROOMS_KEY, channel, ended_session_key, room_key, room_keys, room_of_channel, sale_keys,
-};
+use super::keys::{ROOMS_KEY, channel, ended_session_key, room_keys, room_of_channel, sale_keys};
 use super::prelude::room_script;
 use super::replies::{TableReply, WirePlace, WireRoomInfo, WireTick, read, read_list};
 use super::script_error::ScriptError;
@@ -280,20 +278,6 @@ impl RedisStore {
         seed: Option<&DrawSeed>,
         entry: EntryId,
     ) -> Result<Place, StoreError> {
-        // Always both keys (unused ones name nothing), so their places are fixed.
-        let keys = [
-            room_key(
-                id,
-                &format!(
-                    "join-limit:{}",
-                    options.limit.as_ref().map_or("", |l| l.client.as_str())
-                ),
-            ),
-            room_key(
-                id,
-                &format!("pow:{}", options.pow.as_ref().map_or("", |p| p.id.as_str())),
-            ),
-        ];
         // Made for every join once the room has a seed: the script uses it
         // only for a new place before the opening.
         let (commitment, entry, key) = match seed {
@@ -304,6 +288,8 @@ impl RedisStore {
             ),
             None => Default::default(),
         };
+        // In `read_join`'s order (lua/join.lua); the user, which may hold
+        // any character, last.
         let fields = [
             visitor.to_string(),
             options
@@ -311,7 +297,6 @@ impl RedisStore {
                 .as_ref()
                 .map(|limit| limit.per_minute.to_string())
                 .unwrap_or_default(),
-            options.user.clone().unwrap_or_default(),
             options
                 .pow
                 .as_ref()
@@ -327,10 +312,21 @@ impl RedisStore {
                 .unwrap_or_default(),
             options.code.map(CodeHash::to_hex).unwrap_or_default(),
             options.address.map(address_form).unwrap_or_default(),
+            options
+                .limit
+                .as_ref()
+                .map(|limit| limit.client.clone())
+                .unwrap_or_default(),
+            options
+                .pow
+                .as_ref()
+                .map(|p| p.id.clone())
+                .unwrap_or_default(),
+            options.user.clone().unwrap_or_default(),
         ];
         let reply = self
             .joins
-            .join(id, Join { keys, fields })
+            .join(id, Join { fields })
             .await
             .map_err(|error| store_error(id, error))?;
         if let Some(refusal) = reply.strip_prefix(REFUSED) {

@@ -22,8 +22,10 @@ use super::keys::{channel, room_keys};
 use crate::words::RoomId;
 use crate::words::clock::SharedClock;
 
-/// The values each join gives the script (`read_join` in `lua/join.lua`).
-pub(super) const JOIN_FIELDS: usize = 10;
+/// The values each join gives the script, in one argument, each but the
+/// last ended by a newline (`read_join` in `lua/join.lua`): one argument
+/// per join, not one per value, since Redis makes a string of each.
+pub(super) const JOIN_FIELDS: usize = 12;
 
 /// What a join's reply starts with when the script refused it, before the
 /// refusal's code and detail (a place, JSON, starts with `{`).
@@ -33,11 +35,21 @@ pub(super) const REFUSED: &str = "!";
 /// so a long queue goes as several calls, other commands between them.
 pub(super) const MOST_PER_CALL: usize = 64;
 
-/// One join as the script reads it: its two keys (in the room's slot) and
-/// its fields.
+/// One join as the script reads it: its fields, the last (the known user,
+/// which may hold any character) the only one that may hold a newline.
 pub(super) struct Join {
-    pub keys: [String; 2],
     pub fields: [String; JOIN_FIELDS],
+}
+
+impl Join {
+    fn packed(&self) -> String {
+        debug_assert!(
+            self.fields[..JOIN_FIELDS - 1]
+                .iter()
+                .all(|field| !field.contains('\n'))
+        );
+        self.fields.join("\n")
+    }
 }
 
 /// The script's answer for one join: the place (JSON) or its refusal
@@ -130,18 +142,14 @@ impl JoinBatches {
     }
 
     async fn send(&self, room: &RoomId, joins: &[Join]) -> Result<Vec<String>, RedisError> {
-        let keys: Vec<String> = room_keys(room)
-            .iter()
-            .chain(joins.iter().flat_map(|join| &join.keys))
-            .cloned()
-            .collect();
+        let keys = room_keys(room);
         let now = self
             .clock
             .as_ref()
             .map(|clock| clock.now_ms().to_string())
             .unwrap_or_default();
         let args = std::iter::once(now)
-            .chain(joins.iter().flat_map(|join| join.fields.iter().cloned()))
+            .chain(joins.iter().map(Join::packed))
             .collect();
         let channel = channel(room);
         let reply = self

@@ -28,6 +28,10 @@ pub(super) const CODE_GROUPS: &str = "code-groups";
 pub(super) const CODE_GROUPS_USED: &str = "code-groups-used";
 /// A group's codes: `wr:{room}:codes:<group>`, SHA-256 hex → uses spent.
 pub(super) const CODES_PREFIX: &str = "codes:";
+/// Per client address block: the join limit's theoretical arrival time.
+pub(super) const JOIN_LIMIT_PREFIX: &str = "join-limit:";
+/// Per proof-of-work solution: that it was used.
+pub(super) const POW_PREFIX: &str = "pow:";
 
 /// One of a room's keys: `wr:{room}:name`.
 pub(super) fn room_key(room: &RoomId, name: &str) -> String {
