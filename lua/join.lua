@@ -86,8 +86,9 @@ local function shared_json()
   if not shared_facts then
     shared_facts = cjson.encode(facts(room))
     local summary = line(room, 0)
-    line_tail = ',"rate":' .. cjson.encode(summary.rate) .. ',"tick_at":' .. cjson.encode(summary.tick_at)
-      .. ',"paused":' .. cjson.encode(summary.paused) .. '}'
+    -- Numbers and flags as text: quoted, they are JSON strings as they are.
+    line_tail = ',"rate":"' .. summary.rate .. '","tick_at":"' .. summary.tick_at
+      .. '","paused":"' .. summary.paused .. '"}'
   end
   return shared_facts, line_tail
 end
@@ -292,8 +293,9 @@ local function join(j)
     -- position is everyone waiting, and its answer is the shared JSON with
     -- the few values of its own (`WirePlace`, as place() would make it).
     local facts_json, tail = shared_json()
-    return '{"state":"w","order":"' .. back_of_line .. '","position":' .. waiting .. ',"visitor":'
-      .. cjson.encode(visitor) .. ',"line":{"version":' .. room.version .. ',"waiting":' .. waiting
+    -- A visitor id is hex: quoted, a JSON string as it is.
+    return '{"state":"w","order":"' .. back_of_line .. '","position":' .. waiting .. ',"visitor":"'
+      .. visitor .. '","line":{"version":' .. room.version .. ',"waiting":' .. waiting
       .. tail .. ',"facts":' .. facts_json .. '}'
   end
   local out = place(room, visitor, now, { line = line(room, waiting_now()), facts = facts(room) })

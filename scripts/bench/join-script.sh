@@ -36,20 +36,30 @@ measure() {
   awk -v a=$c0 -v b=$(cpu $rpid) -v n=$N -v l="$line" \
     'BEGIN{split(l, f, "\""); printf "%.2f µs of Redis CPU per call, %s calls/s", (b-a)*1e6/n, f[4]}'
 }
+# One join per call, in the layout of the script at hand: ten values and two
+# declared keys before 1d317ed, one argument of newline-ended fields since.
 join() {
-  local room=$1 sha=$2
-  measure EVALSHA $sha 13 "wr:{$room}:room" "wr:{$room}:line" "wr:{$room}:seen" "wr:{$room}:visitors" \
-    "wr:{$room}:active" "wr:{$room}:admissions" "wr:{$room}:arrivals" "wr:{$room}:users" "wr:{$room}:draw" \
-    "wr:{$room}:entries" "wr:{$room}:user-of" "wr:{$room}:join-limit:" "wr:{$room}:pow:" \
-    PUBLISH "" 0000__rand_int__ "" "" "" "" "" "" "" "" ""
+  local room=$1 sha=$2 packed=$3
+  local keys=("wr:{$room}:room" "wr:{$room}:line" "wr:{$room}:seen" "wr:{$room}:visitors" "wr:{$room}:active"
+    "wr:{$room}:admissions" "wr:{$room}:arrivals" "wr:{$room}:users" "wr:{$room}:draw" "wr:{$room}:entries"
+    "wr:{$room}:user-of")
+  if [ "$packed" = yes ]; then
+    measure EVALSHA $sha 11 "${keys[@]}" PUBLISH "" $'0000__rand_int__\n\n\n\n\n\n\n\n\n\n\n'
+  else
+    measure EVALSHA $sha 13 "${keys[@]}" "wr:{$room}:join-limit:" "wr:{$room}:pow:" \
+      PUBLISH "" 0000__rand_int__ "" "" "" "" "" "" "" "" ""
+  fi
 }
+layout() { if "$@" | grep -q JOIN_PATTERN; then echo yes; else echo no; fi; }
+packed_before=$(layout git show $BEFORE:lua/join.lua)
+packed_after=$(layout cat lua/join.lua)
 echo "start $(date -u +%H:%M:%S) $(cat /proc/loadavg); before $(git rev-parse --short $BEFORE), after: the working tree on $(git rev-parse --short HEAD)"
 echo "SET: $(measure SET key:__rand_int__ value)"
 for round in $(seq 1 $ROUNDS); do
-  echo "round $round, before: $(join before $sha_before)"
-  echo "round $round, after: $(join after $sha_after)"
-  echo "round $round, after: $(join after $sha_after)"
-  echo "round $round, before: $(join before $sha_before)"
+  echo "round $round, before: $(join before $sha_before $packed_before)"
+  echo "round $round, after: $(join after $sha_after $packed_after)"
+  echo "round $round, after: $(join after $sha_after $packed_after)"
+  echo "round $round, before: $(join before $sha_before $packed_before)"
 done
 echo "SET: $(measure SET key:__rand_int__ value)"
 echo "line lengths: before $(redis-cli -p $RPORT zcard 'wr:{before}:line'), after $(redis-cli -p $RPORT zcard 'wr:{after}:line')"
