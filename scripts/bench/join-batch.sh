@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Usage: scripts/bench/join-batch.sh [SIZES] (after cargo build --release).
+# With FEATURES=1, then each feature's join at 64 per call on a room of its
+# own: the per-address limit, proof of work, a priority code.
 # Redis CPU per join when a node sends a room's joins together (see
 # src/store/redis/join_batch.rs): the join script (the working tree's) run
 # by redis-benchmark (64 connections) with SIZES joins per call (default
@@ -20,9 +22,18 @@ RUST_LOG=warn target/release/waitroom --drain-s 0 --listen 127.0.0.1:$PORT --adm
   --redis-url redis://127.0.0.1:$RPORT/ >/dev/null 2>&1 &
 node=$!
 until curl -sf http://127.0.0.1:$PORT/healthz >/dev/null; do sleep 0.2; done
-curl -sf -X POST -H "Authorization: Bearer $T" -H 'Content-Type: application/json' \
-  -d '{"id":"b","name":"b","target_url":"/","paused":true,"abandon_after_s":86400}' \
-  http://127.0.0.1:$PORT/api/admin/rooms >/dev/null
+admin() {
+  curl -sf -X POST -H "Authorization: Bearer $T" -H 'Content-Type: application/json' -d "$2" \
+    http://127.0.0.1:$PORT/api/admin/$1 >/dev/null
+}
+for room in b limit; do
+  admin rooms '{"id":"'$room'","name":"b","target_url":"/","paused":true,"abandon_after_s":86400}'
+done
+admin rooms '{"id":"pow","name":"b","target_url":"/","paused":true,"abandon_after_s":86400,"pow_difficulty":1}'
+admin rooms '{"id":"code","name":"b","target_url":"/","paused":true,"abandon_after_s":86400}'
+CODE=bench-code-0123456789
+admin rooms/code/codes '{"group":"bench","priority":1,"uses":1000000000,"codes":["'$CODE'"]}'
+CODE_HASH=$(printf %s $CODE | sha256sum | cut -d' ' -f1)
 # The node's promoter would tick the room now and then: measure Redis alone.
 kill $node; wait $node || true
 sha=$( (cat lua/prelude.lua lua/lib.lua; echo; cat lua/join.lua) | redis-cli -p $RPORT -x SCRIPT LOAD)
@@ -35,20 +46,38 @@ measure() {
   awk -v a=$c0 -v b=$(cpu $rpid) -v n=$calls -v per=$per -v t0=$t0 -v t1=$(date +%s.%N) \
     'BEGIN{printf "%.2f µs of Redis CPU per call, %.2f per join, %.0f joins/s", (b-a)*1e6/n, (b-a)*1e6/(n*per), n*per/(t1-t0)}'
 }
+# $2 joins per call to room $1, each join's argument $3 (default: a new
+# visitor, no option).
 joins() {
-  local per=$1 keys=() fields=()
-  keys=("wr:{b}:room" "wr:{b}:line" "wr:{b}:seen" "wr:{b}:visitors" "wr:{b}:active" "wr:{b}:admissions"
-    "wr:{b}:arrivals" "wr:{b}:users" "wr:{b}:draw" "wr:{b}:entries" "wr:{b}:user-of")
+  local room=$1 per=$2 join=${3:-$JOIN} keys=() fields=()
+  for key in room line seen visitors active admissions arrivals users draw entries user-of; do
+    keys+=("wr:{$room}:$key")
+  done
   for _ in $(seq 1 $per); do
-    fields+=("$JOIN")
+    fields+=("$join")
   done
   measure $per EVALSHA $sha ${#keys[@]} "${keys[@]}" PUBLISH "" "${fields[@]}"
 }
+# A join's fields (lua/join.lua's read_join): visitor, per_minute, pow_until,
+# commitment, entry, key, pow_difficulty, code, address, client, pow_id, user.
+# (printf -v: a command substitution would drop the trailing newlines.)
+fields() { local name=$1 IFS=$'\n'; shift; printf -v "$name" '%s' "$*"; }
+fields LIMITED 0000__rand_int__ 1000000 '' '' '' '' '' '' '' 10.__rand_int__/32 '' ''
+fields SOLVED 0000__rand_int__ '' 99999999999999 '' '' '' 20 '' '' '' __rand_int__ ''
+fields CODED 0000__rand_int__ '' '' '' '' '' '' $CODE_HASH '' '' '' ''
 echo "start $(date -u +%H:%M:%S) $(cat /proc/loadavg); the working tree on $(git rev-parse --short HEAD)"
 echo "SET: $(measure 1 SET key:__rand_int__ value)"
-for per in $SIZES; do echo "$per per call: $(joins $per)"; done
-for per in $(echo $SIZES | tr ' ' '\n' | tac); do echo "$per per call: $(joins $per)"; done
+for per in $SIZES; do echo "$per per call: $(joins b $per)"; done
+for per in $(echo $SIZES | tr ' ' '\n' | tac); do echo "$per per call: $(joins b $per)"; done
+if [ -n "${FEATURES:-}" ]; then
+  for round in 1 2; do
+    echo "64 per call, a plain join: $(joins b 64)"
+    echo "64 per call, each with the per-address limit: $(joins limit 64 "$LIMITED")"
+    echo "64 per call, each with a proof of work: $(joins pow 64 "$SOLVED")"
+    echo "64 per call, each with a priority code: $(joins code 64 "$CODED")"
+  done
+fi
 echo "SET: $(measure 1 SET key:__rand_int__ value)"
-echo "line length: $(redis-cli -p $RPORT zcard 'wr:{b}:line')"
+echo "line length: $(redis-cli -p $RPORT zcard 'wr:{b}:line'); priority line: $(redis-cli -p $RPORT zcard 'wr:{code}:priority'); limit's keys: $(redis-cli -p $RPORT --scan --pattern 'wr:{limit}:join-limit:*' | wc -l)"
 echo "end $(date -u +%H:%M:%S) $(cat /proc/loadavg)"
 kill $rpid; wait $rpid || true
