@@ -79,16 +79,23 @@ local function waiting_now()
   return waiting
 end
 
--- What every place this call answers shares until a join changes the
--- room's version: its facts, and its line but for `waiting`, as JSON.
+-- The line (everyone waiting counted, the call's new places too) and the
+-- facts, for place().
+local function summary()
+  return { line = line(room, waiting_now()), facts = facts(room) }
+end
+
+-- What every place this call answers shares, as JSON: the facts, and the
+-- line's rate, tick time and pause (no join changes them; the version and
+-- `waiting` are put in per answer).
 local shared_facts, line_tail
 local function shared_json()
   if not shared_facts then
     shared_facts = cjson.encode(facts(room))
-    local summary = line(room, 0)
+    local line_now = line(room, 0)
     -- Numbers and flags as text: quoted, they are JSON strings as they are.
-    line_tail = ',"rate":"' .. summary.rate .. '","tick_at":"' .. summary.tick_at
-      .. '","paused":"' .. summary.paused .. '"}'
+    line_tail = ',"rate":"' .. line_now.rate .. '","tick_at":"' .. line_now.tick_at
+      .. '","paused":"' .. line_now.paused .. '"}'
   end
   return shared_facts, line_tail
 end
@@ -205,7 +212,7 @@ local function join(j)
     mark_present(visitor, now)
   elseif kind ~= 'a' and sold_out(room) then
     -- Sold out: new arrivals are told so, and take nothing.
-    local out = place(room, visitor, now)
+    local out = place(room, visitor, now, summary())
     out.state, out.visitor = 'c', visitor
     return cjson.encode(out)
   elseif kind ~= 'a' and in_networks(room.bypass_match, j.address) then
@@ -298,7 +305,7 @@ local function join(j)
       .. visitor .. '","line":{"version":' .. room.version .. ',"waiting":' .. waiting
       .. tail .. ',"facts":' .. facts_json .. '}'
   end
-  local out = place(room, visitor, now, { line = line(room, waiting_now()), facts = facts(room) })
+  local out = place(room, visitor, now, summary())
   out.visitor = visitor
   return cjson.encode(out)
 end
