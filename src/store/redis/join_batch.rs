@@ -105,14 +105,21 @@ impl JoinBatches {
 
     /// Sends the room's waiting joins, a call at a time, until none wait.
     async fn send_all(self: Arc<Self>, room: RoomId) {
+        let mut sending = Sending {
+            batches: &self,
+            room: &room,
+            done: false,
+        };
         loop {
             let batch: Vec<Waiting> = {
                 let mut rooms = self.rooms.lock();
                 let Some(waiting) = rooms.get_mut(&room) else {
+                    sending.done = true;
                     return;
                 };
                 if waiting.is_empty() {
                     rooms.remove(&room);
+                    sending.done = true;
                     return;
                 }
                 let count = waiting.len().min(MOST_PER_CALL);
@@ -163,5 +170,23 @@ impl JoinBatches {
             })
             .await?;
         Ok(redis::from_redis_value(reply)?)
+    }
+}
+
+/// Takes the room out of the queue if its sending task ends any other way
+/// than by finding it empty (a panic): its waiting joins are then answered
+/// with an error, and the next join starts a new task instead of waiting
+/// for one that is gone.
+struct Sending<'a> {
+    batches: &'a JoinBatches,
+    room: &'a RoomId,
+    done: bool,
+}
+
+impl Drop for Sending<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.batches.rooms.lock().remove(self.room);
+        }
     }
 }
