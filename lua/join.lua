@@ -22,9 +22,15 @@
 -- address: the client's address ('4:' and 8 hex digits, '6:' and 32), or
 -- '': a new arrival from the room's bypass_match networks is admitted at
 -- once, outside the cap, whatever the bucket, pause, method or opening.
--- Answers one reply per join: the place (JSON, as place() makes it) with
--- `visitor`, whose place it is (a known user's place may be another
--- visitor's), or JOIN_REFUSED and the join's refusal (code and detail).
+-- Answers what the call's places share, then one reply per join. What is
+-- shared (JSON, `WireJoinShared`): the line's rate, tick time and pause and
+-- the facts, which no join changes. A join's reply: a new place at the back
+-- of the general line, the commonest by far, as three integers (its
+-- sequence number, its position, the line's version: the shared part does
+-- the rest, so neither Redis nor the node writes or reads the same JSON
+-- for each); any other place as JSON (as place() makes it) with `visitor`,
+-- whose place it is (a known user's place may be another visitor's); or
+-- JOIN_REFUSED and the join's refusal (code and detail).
 
 -- Whether `address` is in one of `networks` ('<family>:<hex>/<bits>'
 -- each, space-separated): the whole hex digits of the prefix, then the
@@ -50,6 +56,14 @@ local room, err = open_room()
 if not room then return err end
 local now = now_ms()
 expire_passes(now)
+-- What no join changes, read once for the call.
+local pre_queue, method, sold_out_now = not opened(room, now), queue_method(room), sold_out(room)
+local closing = tonumber(room.closes_at or '')
+local closed_now = closing ~= nil and now >= closing
+local pow_difficulty = tonumber(room.pow_difficulty or '0')
+-- A number is made text at each use (Lua's concatenation, redis.call's
+-- arguments): the time, used for every new place, is made text once.
+local now_text = tostring(now)
 
 -- The new places at the back of the general line this call made, written
 -- together by flush(): one ZADD or HSET for them all instead of four
@@ -85,29 +99,24 @@ local function summary()
   return { line = line(room, waiting_now()), facts = facts(room) }
 end
 
--- What every place this call answers shares, as JSON: the facts, and the
--- line's rate, tick time and pause (no join changes them; the version and
--- `waiting` are put in per answer).
-local shared_facts, line_tail
-local function shared_json()
-  if not shared_facts then
-    shared_facts = cjson.encode(facts(room))
-    local line_now = line(room, 0)
-    -- Numbers and flags as text: quoted, they are JSON strings as they are.
-    line_tail = ',"rate":"' .. line_now.rate .. '","tick_at":"' .. line_now.tick_at
-      .. '","paused":"' .. line_now.paused .. '"}'
-  end
-  return shared_facts, line_tail
-end
-
 -- Join i's fields, from its argument: JOIN_FIELDS values, each but the
--- last ended by a newline (the user, last, may hold any character).
+-- last ended by a newline (the user, last, may hold any character); or,
+-- for a join without options, the visitor alone or the visitor and the
+-- address on two lines (`Join::packed` in src/store/redis/join_batch.rs).
 local JOIN_PATTERN = '^' .. string.rep('([^\n]*)\n', JOIN_FIELDS - 1) .. '(.*)$'
 local function read_join(i)
-  local j = {}
-  j.visitor, j.per_minute, j.pow_until, j.commitment, j.entry, j.key, j.pow_difficulty, j.code, j.address,
-    j.client, j.pow_id, j.user = string.match(ARGV[2 + i], JOIN_PATTERN)
-  return j
+  local packed = ARGV[2 + i]
+  local per_minute, pow_until, commitment, entry, key, pow_difficulty, code, client, pow_id, user =
+    '', '', '', '', '', '', '', '', '', ''
+  local visitor, address = string.match(packed, '^([^\n]*)\n?([^\n]*)$')
+  if not visitor then
+    visitor, per_minute, pow_until, commitment, entry, key, pow_difficulty, code, address, client, pow_id,
+      user = string.match(packed, JOIN_PATTERN)
+  end
+  -- A constructor sizes the table once (field by field, it would grow four times).
+  return { visitor = visitor, per_minute = per_minute, pow_until = pow_until, commitment = commitment,
+    entry = entry, key = key, pow_difficulty = pow_difficulty, code = code, address = address,
+    client = client, pow_id = pow_id, user = user }
 end
 
 -- The group that grants `code` (of those holding it, the first by priority,
@@ -145,7 +154,7 @@ end
 -- entry j.entry; the caller checked the seed).
 local function enter_priority(j, visitor, granted, joined, from)
   local score, member
-  if not opened(room, now) then
+  if pre_queue then
     score, member = granted.priority * LEVEL, j.key .. ':' .. visitor
     redis.call('ZADD', K_PENTRIES, granted.priority, j.key .. ':' .. j.entry)
     redis.call('HSET', K_VISITORS, visitor, 'r|' .. granted.group .. '|' .. granted.priority .. '|'
@@ -200,7 +209,7 @@ local function join(j)
     if code ~= '' then
       local granted, refusal = check_code(code)
       if not granted then return refusal end
-      if not opened(room, now) and (j.commitment == '' or j.commitment ~= room.draw_commitment) then
+      if pre_queue and (j.commitment == '' or j.commitment ~= room.draw_commitment) then
         return redis.error_reply(DRAWSEED)
       end
       spend_code(granted, code)
@@ -210,17 +219,15 @@ local function join(j)
   elseif kind == 'q' or kind == 'r' then
     -- In the priority line already: a code spends nothing.
     mark_present(visitor, now)
-  elseif kind ~= 'a' and sold_out(room) then
+  elseif kind ~= 'a' and sold_out_now then
     -- Sold out: new arrivals are told so, and take nothing.
     local out = place(room, visitor, now, summary())
     out.state, out.visitor = 'c', visitor
     return cjson.encode(out)
   elseif kind ~= 'a' and in_networks(room.bypass_match, j.address) then
-    local closes_at = tonumber(room.closes_at or '')
-    if closes_at and now >= closes_at then return turn_away(NOTACCEPTING) end
+    if closed_now then return turn_away(NOTACCEPTING) end
     admit_bypassed(room, visitor, now)
   elseif kind ~= 'a' then
-    local pre_queue = not opened(room, now)
     if pre_queue and (j.commitment == '' or j.commitment ~= room.draw_commitment) then
       return redis.error_reply(DRAWSEED)
     end
@@ -232,14 +239,13 @@ local function join(j)
     elseif room.code_required == '1' then
       return redis.error_reply(CODEREQUIRED)
     end
-    local closes_at = tonumber(room.closes_at or '')
-    if queue_method(room) == 'reject' or (closes_at and now >= closes_at) then
+    if method == 'reject' or closed_now then
       return turn_away(NOTACCEPTING)
     end
-    local pow = tonumber(room.pow_difficulty or '0') > 0
+    local pow = pow_difficulty > 0
     if pow then
       if j.pow_until == '' then return turn_away(POWREQUIRED) end
-      if tonumber(j.pow_difficulty) < tonumber(room.pow_difficulty) then return turn_away(POWTOOEASY) end
+      if tonumber(j.pow_difficulty) < pow_difficulty then return turn_away(POWTOOEASY) end
       if redis.call('EXISTS', ROOM_PREFIX .. POW_KEY .. j.pow_id) == 1 then return turn_away(POWREUSED) end
     end
     if j.per_minute ~= '' then
@@ -260,7 +266,7 @@ local function join(j)
     end
     if granted then spend_code(granted, code) end
     local tokens = num(room, 'tokens')
-    local through = queue_method(room) == 'passthrough'
+    local through = method == 'passthrough'
       or (tokens > 0 and waiting_now() == 0 and under_cap(room))
     if pre_queue and not granted then
       redis.call('ZADD', K_DRAW, 0, j.key .. ':' .. visitor)
@@ -280,14 +286,13 @@ local function join(j)
       local seq = num(room, 'next_seq') + 1
       room.next_seq = seq
       back_of_line = seq
-      local record = 'w|' .. seq .. '|' .. now
+      local seq_text = tostring(seq)
+      local record = 'w|' .. seq_text .. '|' .. now_text
       pending[visitor], pending_count = record, pending_count + 1
-      table.insert(line_adds, seq)
-      table.insert(line_adds, visitor)
-      table.insert(seen_adds, now)
-      table.insert(seen_adds, visitor)
-      table.insert(record_sets, visitor)
-      table.insert(record_sets, record)
+      local n = pending_count * 2
+      line_adds[n - 1], line_adds[n] = seq_text, visitor
+      seen_adds[n - 1], seen_adds[n] = now_text, visitor
+      record_sets[n - 1], record_sets[n] = visitor, record
       waiting = count + 1
     end
   end
@@ -296,14 +301,9 @@ local function join(j)
     redis.call('HSET', K_USER_OF, visitor, user)
   end
   if back_of_line then
-    -- The commonest join: a new place at the back of the general line. Its
-    -- position is everyone waiting, and its answer is the shared JSON with
-    -- the few values of its own (`WirePlace`, as place() would make it).
-    local facts_json, tail = shared_json()
-    -- A visitor id is hex: quoted, a JSON string as it is.
-    return '{"state":"w","order":"' .. back_of_line .. '","position":' .. waiting .. ',"visitor":"'
-      .. visitor .. '","line":{"version":' .. room.version .. ',"waiting":' .. waiting
-      .. tail .. ',"facts":' .. facts_json .. '}'
+    -- The commonest join: a new place at the back of the general line,
+    -- whose position is everyone waiting.
+    return { back_of_line, waiting, tonumber(room.version) }
   end
   local out = place(room, visitor, now, summary())
   out.visitor = visitor
@@ -315,8 +315,11 @@ for i = 1, #ARGV - 2 do
   local reply = join(read_join(i))
   -- A refusal is the join's alone: an error inside the array would fail
   -- the whole call in the client.
-  if type(reply) == 'table' then reply = JOIN_REFUSED .. string.gsub(reply.err, '^%-', '') end
-  replies[i] = reply
+  if type(reply) == 'table' and reply.err then reply = JOIN_REFUSED .. string.gsub(reply.err, '^%-', '') end
+  replies[i + 1] = reply
 end
 flush()
+local line_now = line(room, 0)
+replies[1] = cjson.encode({ rate = line_now.rate, tick_at = line_now.tick_at, paused = line_now.paused,
+  facts = facts(room) })
 return replies

@@ -13,8 +13,11 @@ set -eu
 cd "$(dirname "$0")/../.."
 SIZES=${1:-"1 8 64"} RPORT=16420 PORT=18520 N=${N:-200000} C=64
 T=TTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTT
-# One join's argument: a new visitor, no option (11 empty fields after it).
-JOIN=$'0000__rand_int__\n\n\n\n\n\n\n\n\n\n\n'
+# One join's argument: a new visitor, no option (the visitor alone, as a
+# node sends it; the 12-field form of the builds before 2026-11-27 when
+# PACKED=1).
+JOIN=0000__rand_int__
+[ -n "${PACKED:-}" ] && JOIN=$'0000__rand_int__\n\n\n\n\n\n\n\n\n\n\n'
 cpu() { awk '{print ($14+$15)/100}' /proc/$1/stat; }
 redis-server --port $RPORT --bind 127.0.0.1 --save "" --appendonly no --daemonize no >/dev/null &
 rpid=$!
@@ -39,12 +42,17 @@ kill $node; wait $node || true
 sha=$( (cat lua/prelude.lua lua/lib.lua; echo; cat lua/join.lua) | redis-cli -p $RPORT -x SCRIPT LOAD)
 # Redis CPU µs per call of one redis-benchmark run of N/PER calls ($1 = PER
 # joins each), per join, and joins/s (over the run's wall time).
+# Also the command's own time per join as Redis counts it (INFO
+# commandstats' usec_per_call, the command alone: no reading or writing).
 measure() {
   local per=$1; shift
   local calls=$((N / per)) c0=$(cpu $rpid) t0=$(date +%s.%N)
+  redis-cli -p $RPORT CONFIG RESETSTAT >/dev/null
   redis-benchmark -p $RPORT -n $calls -c $C -r 100000000000 -q "$@" >/dev/null
-  awk -v a=$c0 -v b=$(cpu $rpid) -v n=$calls -v per=$per -v t0=$t0 -v t1=$(date +%s.%N) \
-    'BEGIN{printf "%.2f µs of Redis CPU per call, %.2f per join, %.0f joins/s", (b-a)*1e6/n, (b-a)*1e6/(n*per), n*per/(t1-t0)}'
+  local own=$(redis-cli -p $RPORT INFO commandstats | tr -d '\r' \
+    | awk -F'[=,]' -v c="cmdstat_$(echo $1 | tr A-Z a-z):" 'index($0, c) == 1 {print $6}')
+  awk -v a=$c0 -v b=$(cpu $rpid) -v n=$calls -v per=$per -v t0=$t0 -v t1=$(date +%s.%N) -v own=$own \
+    'BEGIN{printf "%.2f µs of Redis CPU per call, %.2f per join (the command itself %.2f), %.0f joins/s", (b-a)*1e6/n, (b-a)*1e6/(n*per), own/per, n*per/(t1-t0)}'
 }
 # $2 joins per call to room $1, each join's argument $3 (default: a new
 # visitor, no option).

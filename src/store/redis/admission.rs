@@ -19,7 +19,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::connection::{Connection, Effect, Link, RedisOptions, ScriptCall, unavailable};
 use super::events::parse_event;
-use super::join_batch::{Join, JoinBatches, REFUSED};
+use super::join_batch::{Join, JoinBatches, Joined};
 use super::keys::{ROOMS_KEY, channel, ended_session_key, room_keys, room_of_channel, sale_keys};
 use super::prelude::room_script;
 use super::replies::{TableReply, WirePlace, WireRoomInfo, WireTick, read, read_list};
@@ -324,17 +324,26 @@ impl RedisStore {
                 .unwrap_or_default(),
             options.user.clone().unwrap_or_default(),
         ];
-        let reply = self
+        let reply = match self
             .joins
             .join(id, Join { fields })
             .await
-            .map_err(|error| store_error(id, error))?;
-        if let Some(refusal) = reply.strip_prefix(REFUSED) {
-            return Err(ScriptError::of_reply(refusal).map_or_else(
-                || StoreError::Unexpected(format!("a join refused with {refusal:?}")),
-                |refusal| refused(id, refusal),
-            ));
-        }
+            .map_err(|error| store_error(id, error))?
+        {
+            Joined::AtTheBack {
+                seq,
+                position,
+                version,
+                shared,
+            } => return Ok(shared.place_at_the_back(visitor, seq, position, version)),
+            Joined::Refused(refusal) => {
+                return Err(ScriptError::of_reply(&refusal).map_or_else(
+                    || StoreError::Unexpected(format!("a join refused with {refusal:?}")),
+                    |refusal| refused(id, refusal),
+                ));
+            }
+            Joined::Place(reply) => reply,
+        };
         let place: WirePlace = read(&reply).map_err(|_| unexpected_place())?;
         // The place's owner: a known user's may be another visitor.
         let owner = place

@@ -50,7 +50,13 @@ pub(super) fn parse_order(text: &str) -> Option<Order> {
 }
 
 /// The room-wide part the scripts send: version, waiting, rate, tick time, paused.
-fn summary(version: u64, waiting: u64, rate: &str, tick_at: &str, paused: &str) -> LineSummary {
+pub(super) fn summary(
+    version: u64,
+    waiting: u64,
+    rate: &str,
+    tick_at: &str,
+    paused: &str,
+) -> LineSummary {
     LineSummary {
         version,
         waiting,

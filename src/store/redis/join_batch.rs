@@ -14,11 +14,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use redis::{RedisError, Script};
+use redis::{RedisError, Script, Value};
 use tokio::sync::oneshot;
 
 use super::connection::{Effect, Link, ScriptCall, unexpected};
 use super::keys::{channel, room_keys};
+use super::replies::{JoinShared, WireJoinShared, read};
 use crate::words::RoomId;
 use crate::words::clock::SharedClock;
 
@@ -26,6 +27,10 @@ use crate::words::clock::SharedClock;
 /// last ended by a newline (`read_join` in `lua/join.lua`): one argument
 /// per join, not one per value, since Redis makes a string of each.
 pub(super) const JOIN_FIELDS: usize = 12;
+
+/// Where the visitor and the client's address are among a join's fields.
+pub(super) const VISITOR: usize = 0;
+pub(super) const ADDRESS: usize = 8;
 
 /// What a join's reply starts with when the script refused it, before the
 /// refusal's code and detail (a place, JSON, starts with `{`).
@@ -42,19 +47,48 @@ pub(super) struct Join {
 }
 
 impl Join {
+    /// A join without options (every field empty but the visitor's and the
+    /// client's address, the commonest join by far) is its visitor, and its
+    /// address after a newline if it has one: the script reads one or two
+    /// values where it would read twelve.
     fn packed(&self) -> String {
         debug_assert!(
             self.fields[..JOIN_FIELDS - 1]
                 .iter()
                 .all(|field| !field.contains('\n'))
         );
-        self.fields.join("\n")
+        let without_options = self
+            .fields
+            .iter()
+            .enumerate()
+            .all(|(i, field)| i == VISITOR || i == ADDRESS || field.is_empty());
+        match (without_options, self.fields[ADDRESS].is_empty()) {
+            (true, true) => self.fields[VISITOR].clone(),
+            (true, false) => format!("{}\n{}", self.fields[VISITOR], self.fields[ADDRESS]),
+            (false, _) => self.fields.join("\n"),
+        }
     }
 }
 
-/// The script's answer for one join: the place (JSON) or its refusal
-/// (`!` and the refusal's code), or the error the whole call failed with.
-type Reply = Result<String, RedisError>;
+/// The script's answer for one join.
+pub(super) enum Joined {
+    /// A new place at the back of the general line: its join number, its
+    /// position (everyone waiting once it joined) and the line's version;
+    /// the rest is what the call's places share.
+    AtTheBack {
+        seq: u64,
+        position: u64,
+        version: u64,
+        shared: Arc<JoinShared>,
+    },
+    /// Any other place: JSON, as `place()` in `lua/lib.lua` makes it.
+    Place(String),
+    /// The refusal's code and detail.
+    Refused(String),
+}
+
+/// The script's answer for one join, or the error the whole call failed with.
+type Reply = Result<Joined, RedisError>;
 
 type Waiting = (Join, oneshot::Sender<Reply>);
 
@@ -148,7 +182,7 @@ impl JoinBatches {
         }
     }
 
-    async fn send(&self, room: &RoomId, joins: &[Join]) -> Result<Vec<String>, RedisError> {
+    async fn send(&self, room: &RoomId, joins: &[Join]) -> Result<Vec<Joined>, RedisError> {
         let keys = room_keys(room);
         let now = self
             .clock
@@ -169,8 +203,40 @@ impl JoinBatches {
                 effect: Effect::Writes,
             })
             .await?;
-        Ok(redis::from_redis_value(reply)?)
+        read_answers(reply)
     }
+}
+
+/// The script's answers: what the call's places share, then each join's.
+fn read_answers(reply: Value) -> Result<Vec<Joined>, RedisError> {
+    let Value::Array(answers) = reply else {
+        return Err(unexpected("the join script answered no list"));
+    };
+    let mut answers = answers.into_iter();
+    let shared: String = redis::from_redis_value(answers.next().unwrap_or(Value::Nil))?;
+    let shared = read::<WireJoinShared>(&shared)
+        .map_err(|_| unexpected("the join script's shared answer is unreadable"))?;
+    let shared = Arc::new(shared.into_shared());
+    answers
+        .map(|answer| match answer {
+            numbers @ Value::Array(_) => {
+                let [seq, position, version] = redis::from_redis_value::<[u64; 3]>(numbers)?;
+                Ok(Joined::AtTheBack {
+                    seq,
+                    position,
+                    version,
+                    shared: shared.clone(),
+                })
+            }
+            text => {
+                let text: String = redis::from_redis_value(text)?;
+                Ok(match text.strip_prefix(REFUSED) {
+                    Some(refusal) => Joined::Refused(refusal.to_owned()),
+                    None => Joined::Place(text),
+                })
+            }
+        })
+        .collect()
 }
 
 /// Takes the room out of the queue if its sending task ends any other way
@@ -188,5 +254,98 @@ impl Drop for Sending<'_> {
         if !self.done {
             self.batches.rooms.lock().remove(self.room);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::words::{Order, PlaceState, VisitorId};
+
+    fn bulk(text: &str) -> Value {
+        Value::BulkString(text.as_bytes().to_vec())
+    }
+
+    const SHARED: &str = r#"{"rate":"2.5","tick_at":"1000","paused":"0","facts":{"queue_method":"fifo","stock_left":"","sold_out":false,"opens_at":"","target_url":"https:\/\/x.example\/","notice":"hi","abandon_after_s":300}}"#;
+
+    #[test]
+    fn a_place_at_the_back_is_three_numbers_and_the_calls_shared_part() {
+        let answers = read_answers(Value::Array(vec![
+            bulk(SHARED),
+            Value::Array(vec![Value::Int(12), Value::Int(4), Value::Int(7)]),
+            bulk("!NOTACCEPTING"),
+            bulk(r#"{"state":"l"}"#),
+        ]))
+        .unwrap();
+        let [at_the_back, refused, other] = <[Joined; 3]>::try_from(answers).ok().unwrap();
+        let Joined::AtTheBack {
+            seq,
+            position,
+            version,
+            shared,
+        } = at_the_back
+        else {
+            panic!("not a place at the back");
+        };
+        let visitor = VisitorId(9);
+        let place = shared.place_at_the_back(visitor, seq, position, version);
+        assert_eq!(place.visitor, visitor);
+        assert!(matches!(
+            place.state,
+            PlaceState::Waiting {
+                order: Order::Joined(12),
+                position: 4
+            }
+        ));
+        assert_eq!((place.line.version, place.line.waiting), (7, 4));
+        assert_eq!(place.line.rate_per_s, Some(2.5));
+        assert_eq!(place.line.tick_at, Some(1000));
+        assert_eq!(place.facts.notice.as_deref(), Some("hi"));
+        assert_eq!(place.facts.abandon_after_s, 300);
+        assert!(matches!(refused, Joined::Refused(r) if r == "NOTACCEPTING"));
+        assert!(matches!(other, Joined::Place(p) if p == r#"{"state":"l"}"#));
+    }
+
+    #[test]
+    fn an_answer_that_is_not_the_scripts_is_an_error_not_a_place() {
+        assert!(read_answers(bulk("{}")).is_err());
+        assert!(read_answers(Value::Array(vec![bulk("not json")])).is_err());
+        assert!(
+            read_answers(Value::Array(vec![
+                bulk(SHARED),
+                Value::Array(vec![Value::Int(1), Value::Int(2)]),
+            ]))
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn a_join_without_options_is_its_visitor_and_address_alone() {
+        let mut fields: [String; JOIN_FIELDS] = Default::default();
+        fields[VISITOR] = "ab12".into();
+        assert_eq!(
+            Join {
+                fields: fields.clone()
+            }
+            .packed(),
+            "ab12"
+        );
+        fields[ADDRESS] = "4:7f000001".into();
+        assert_eq!(
+            Join {
+                fields: fields.clone()
+            }
+            .packed(),
+            "ab12\n4:7f000001"
+        );
+        fields[JOIN_FIELDS - 1] = "user\nwith a newline".into();
+        assert_eq!(
+            Join { fields }.packed(),
+            format!(
+                "ab12{}4:7f000001{}user\nwith a newline",
+                "\n".repeat(ADDRESS),
+                "\n".repeat(JOIN_FIELDS - 1 - ADDRESS)
+            )
+        );
     }
 }

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-use super::events::{WireFacts, WireLine, list, parse_order};
+use super::events::{WireFacts, WireLine, list, parse_order, summary};
 use crate::store::{RoomFigures, Tick, TickReport};
 use crate::words::clock::Millis;
 use crate::words::sale::{Claim, ClaimState, SaleKind};
-use crate::words::{Place, PlaceState, VisitorId, wire_enum};
+use crate::words::{LineSummary, Order, Place, PlaceState, RoomFacts, VisitorId, wire_enum};
 
 wire_enum! {
     /// What `lua/apply_table.lua` did (its answer, one of the prelude's
@@ -111,6 +111,60 @@ impl WirePlace {
             facts: Arc::new(self.facts.into_facts(queue_method)),
             priority: self.priority.map(Into::into),
         })
+    }
+}
+
+/// What the places one call of `lua/join.lua` answers share (its first
+/// answer): the line's rate, tick time and pause, and the room's facts.
+#[derive(Deserialize)]
+pub(super) struct WireJoinShared {
+    rate: String,
+    tick_at: String,
+    paused: String,
+    facts: WireFacts,
+}
+
+/// A join call's shared part, read once for all of the call's places.
+pub(super) struct JoinShared {
+    /// The line but its version and count, which each place has its own.
+    line: LineSummary,
+    facts: Arc<RoomFacts>,
+}
+
+impl WireJoinShared {
+    pub(super) fn into_shared(self) -> JoinShared {
+        let queue_method = self.facts.queue_method().unwrap_or_default();
+        JoinShared {
+            line: summary(0, 0, &self.rate, &self.tick_at, &self.paused),
+            facts: Arc::new(self.facts.into_facts(queue_method)),
+        }
+    }
+}
+
+impl JoinShared {
+    /// `visitor`'s new place at the back of the general line: join number
+    /// `seq`, at `position`, which is everyone waiting once it joined.
+    pub(super) fn place_at_the_back(
+        &self,
+        visitor: VisitorId,
+        seq: u64,
+        position: u64,
+        version: u64,
+    ) -> Place {
+        Place {
+            visitor,
+            state: PlaceState::Waiting {
+                order: Order::Joined(seq),
+                position,
+            },
+            line: LineSummary {
+                version,
+                waiting: position,
+                ..self.line
+            },
+            facts: self.facts.clone(),
+            priority: None,
+        }
     }
 }
 
