@@ -85,12 +85,13 @@ pub async fn refresh_admin_session(
         .extensions()
         .get::<SessionInUse>()
         .cloned();
-    let already_set = response
-        .response()
-        .cookies()
-        .any(|cookie| cookie.name() == ADMIN_SESSION_COOKIE);
+    // Parsing the answer's cookies costs every visitor's answer: only
+    // after a session was used.
     if let Some(SessionInUse(session)) = in_use
-        && !already_set
+        && !response
+            .response()
+            .cookies()
+            .any(|cookie| cookie.name() == ADMIN_SESSION_COOKIE)
     {
         let req = response.request();
         let now = part::<dyn Clock>(req).now_ms();
