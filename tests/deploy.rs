@@ -536,7 +536,7 @@ async fn two_containers_on_one_redis_behind_nginx_let_a_pass_through_to_the_orig
 
     // The compose stack's nginx configuration, for two nodes instead of three.
     let conf = std::fs::read_to_string(repo("deploy/nginx/nginx.conf")).unwrap();
-    let third = "        server node3:8080 max_fails=1 fail_timeout=5s;\n";
+    let third = "        server node3:8080 max_fails=1 fail_timeout=4s;\n";
     assert!(
         conf.contains(third),
         "deploy/nginx/nginx.conf names node3:\n{conf}"
