@@ -304,6 +304,65 @@ async fn a_socket_moves_to_another_node_when_its_node_dies() {
     );
 }
 
+/// Redis's count of clients whose command waits (here: on `CLIENT PAUSE`).
+fn blocked_clients(connection: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("clients").query(connection).unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix("blocked_clients:"))
+        .and_then(|count| count.trim().parse().ok())
+        .expect("INFO clients names blocked_clients")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_socket_whose_handshake_is_under_way_when_its_node_stops_is_told_to_reconnect() {
+    let nodes = Nodes::start(1).await;
+    let node = &nodes.apps[0];
+    node.create_room("late", json!({"paused": true})).await;
+    let me = node.join_api("late").await;
+    let url = node.ws_url("late", me["ticket"].as_str().unwrap());
+    let client = redis::Client::open(nodes.redis.url()).unwrap();
+    let mut redis = client.get_connection().unwrap();
+    assert_eq!(blocked_clients(&mut redis), 0);
+
+    // Redis holds every write, so the handshake's first read of the place
+    // (a sign of presence: a write) waits there, and shutdown begins
+    // while the handshake is under way.
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(30_000)
+        .arg("WRITE")
+        .query(&mut redis)
+        .unwrap();
+    let connecting = tokio::spawn(tokio_tungstenite::connect_async(url));
+    eventually("the handshake waits on Redis", || {
+        let blocked = blocked_clients(&mut redis);
+        async move { (blocked > 0).then_some(()) }
+    })
+    .await;
+    let handle = node.handle.clone();
+    let stopping = tokio::spawn(async move { handle.shutdown().await });
+    eventually("the node is stopping", || {
+        let stopping = node.handle.stopping();
+        async move { stopping.then_some(()) }
+    })
+    .await;
+    let _: () = redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query(&mut redis)
+        .unwrap();
+
+    let (mut socket, _) = connecting
+        .await
+        .unwrap()
+        .expect("the handshake is answered");
+    assert_eq!(
+        close_code(&mut socket).await,
+        1012,
+        "a socket the node accepted as it stopped is told to reconnect, not cut"
+    );
+    stopping.await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redis_going_away_is_a_503_and_nothing_is_lost_when_it_returns() {
     let redis = persistent_redis();

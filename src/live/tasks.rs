@@ -11,6 +11,7 @@ use futures_util::FutureExt;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tokio_util::task::task_tracker::TaskTrackerToken;
 
 #[derive(Clone, Default)]
 pub struct Tasks {
@@ -72,6 +73,20 @@ impl Tasks {
         F: Future<Output = ()> + 'static,
     {
         self.tracker.spawn_local(task);
+    }
+
+    /// Shutdown waits for the returned token's life as for a task's: held
+    /// by something that may spawn tasks later (a socket's handshake under
+    /// way), so that they are waited for too.
+    pub fn hold(&self) -> TaskTrackerToken {
+        self.tracker.token()
+    }
+
+    /// Whether shutdown has begun. A task spawned now may be spawned after
+    /// shutdown stopped waiting (its holder began afterwards): it should
+    /// be run where it is, not spawned.
+    pub fn stopping(&self) -> bool {
+        self.shutdown.is_cancelled()
     }
 
     /// The services that died, if any.

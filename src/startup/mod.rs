@@ -240,6 +240,11 @@ impl AppHandle {
         }
     }
 
+    /// Whether shutdown has begun: every task was told to stop.
+    pub fn stopping(&self) -> bool {
+        self.tasks.stopping()
+    }
+
     /// Closes every socket ("service restart": 1012) and stops every task,
     /// waiting for them, then stops the server gracefully: the requests in
     /// flight are finished.

@@ -190,6 +190,10 @@ where
     S: Service<Request, Response = ServiceResponse<B>, Error = Error>,
     B: MessageBody + 'static,
 {
+    // A handshake under way when shutdown begins spawns its socket's tasks
+    // later: shutdown waits for it, and so for them, which see shutdown and
+    // close with 1012 at once.
+    let _under_way = tasks.hold();
     let (mut payload_sender, payload) = pipe();
     let payload: actix_http::BoxedPayloadStream = Box::pin(payload);
     let (request, _) = request.replace_payload(actix_http::Payload::from(payload));
@@ -229,7 +233,16 @@ where
     }
     let io = Arc::new(parts.io.into_inner());
     lane.attach(io.clone());
-    tasks.spawn_local(relay(io, lane, payload_sender, socket_body));
+    let relay = relay(io, lane, payload_sender, socket_body);
+    if tasks.stopping() {
+        // Begun after shutdown stopped waiting for tasks (a later request
+        // on a connection kept alive): this connection is what the server
+        // waits for before its workers stop, and with them every task
+        // spawned on this thread. Relayed here, the socket's 1012 is sent.
+        relay.await;
+    } else {
+        tasks.spawn_local(relay);
+    }
     Ok(())
 }
 
