@@ -363,6 +363,75 @@ async fn a_socket_whose_handshake_is_under_way_when_its_node_stops_is_told_to_re
     stopping.await.unwrap();
 }
 
+/// Reads one HTTP/1.1 answer (its head and `Content-Length` of body) off
+/// `connection`, leaving the connection open.
+async fn read_answer(connection: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 1024];
+    loop {
+        let read = connection.read(&mut chunk).await.unwrap();
+        assert!(read > 0, "the connection closed before its answer");
+        bytes.extend_from_slice(&chunk[..read]);
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        if let Some(head_end) = text.find("\r\n\r\n") {
+            let length = text[..head_end]
+                .lines()
+                .find_map(|line| {
+                    let line = line.to_ascii_lowercase();
+                    line.strip_prefix("content-length:")
+                        .map(|length| length.trim().parse::<usize>().unwrap())
+                })
+                .unwrap_or(0);
+            if bytes.len() >= head_end + 4 + length {
+                return text;
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_socket_asked_for_on_a_kept_alive_connection_once_its_node_is_stopping_is_told_to_reconnect()
+ {
+    use tokio::io::AsyncWriteExt;
+    let nodes = Nodes::start(1).await;
+    let node = &nodes.apps[0];
+    node.create_room("late", json!({"paused": true})).await;
+    let me = node.join_api("late").await;
+    let url = node.ws_url("late", me["ticket"].as_str().unwrap());
+    // A connection kept alive after an answer, as a proxy keeps one.
+    let mut connection = tokio::net::TcpStream::connect(("127.0.0.1", node.port))
+        .await
+        .unwrap();
+    connection
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    assert!(
+        read_answer(&mut connection)
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+
+    let handle = node.handle.clone();
+    let stopping = tokio::spawn(async move { handle.shutdown().await });
+    eventually("the node is stopping", || {
+        let stopping = node.handle.stopping();
+        async move { stopping.then_some(()) }
+    })
+    .await;
+    let (mut socket, _) =
+        tokio_tungstenite::client_async(url, tokio_tungstenite::MaybeTlsStream::Plain(connection))
+            .await
+            .expect("the handshake is answered on the kept connection");
+    assert_eq!(
+        close_code(&mut socket).await,
+        1012,
+        "a socket asked for as the node stops is told to reconnect, not cut"
+    );
+    stopping.await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redis_going_away_is_a_503_and_nothing_is_lost_when_it_returns() {
     let redis = persistent_redis();
