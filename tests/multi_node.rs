@@ -304,6 +304,19 @@ async fn a_socket_moves_to_another_node_when_its_node_dies() {
     );
 }
 
+/// Shuts `node` down in a task of its own, once it has begun (every task
+/// told to stop); the task ends when the shutdown does.
+async fn begin_shutdown(node: &TestApp) -> tokio::task::JoinHandle<()> {
+    let handle = node.handle.clone();
+    let stopping = tokio::spawn(async move { handle.shutdown().await });
+    eventually("the node is stopping", || {
+        let stopping = node.handle.stopping();
+        async move { stopping.then_some(()) }
+    })
+    .await;
+    stopping
+}
+
 /// Redis's count of clients whose command waits (here: on `CLIENT PAUSE`).
 fn blocked_clients(connection: &mut redis::Connection) -> u64 {
     let info: String = redis::cmd("INFO").arg("clients").query(connection).unwrap();
@@ -339,13 +352,7 @@ async fn a_socket_whose_handshake_is_under_way_when_its_node_stops_is_told_to_re
         async move { (blocked > 0).then_some(()) }
     })
     .await;
-    let handle = node.handle.clone();
-    let stopping = tokio::spawn(async move { handle.shutdown().await });
-    eventually("the node is stopping", || {
-        let stopping = node.handle.stopping();
-        async move { stopping.then_some(()) }
-    })
-    .await;
+    let stopping = begin_shutdown(node).await;
     let _: () = redis::cmd("CLIENT")
         .arg("UNPAUSE")
         .query(&mut redis)
@@ -413,13 +420,7 @@ async fn a_socket_asked_for_on_a_kept_alive_connection_once_its_node_is_stopping
             .starts_with("HTTP/1.1 200")
     );
 
-    let handle = node.handle.clone();
-    let stopping = tokio::spawn(async move { handle.shutdown().await });
-    eventually("the node is stopping", || {
-        let stopping = node.handle.stopping();
-        async move { stopping.then_some(()) }
-    })
-    .await;
+    let stopping = begin_shutdown(node).await;
     let (mut socket, _) =
         tokio_tungstenite::client_async(url, tokio_tungstenite::MaybeTlsStream::Plain(connection))
             .await
