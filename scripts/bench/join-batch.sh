@@ -4,20 +4,23 @@
 # own: the per-address limit, proof of work, a priority code.
 # Redis CPU per join when a node sends a room's joins together (see
 # src/store/redis/join_batch.rs): the join script (the working tree's) run
-# by redis-benchmark (64 connections) with SIZES joins per call (default
+# by redis-benchmark (64 connections; CLIENTS=N for N) with SIZES joins per call (default
 # "1 8 64"; each a new visitor joining a paused room's line), between two
 # SET runs (the same redis-benchmark, random keys) for the ratio the issue
 # asks for: Redis CPU per join ÷ Redis CPU per SET, both measured as
 # redis-server's CPU time over what it served.
 set -eu
 cd "$(dirname "$0")/../.."
-SIZES=${1:-"1 8 64"} RPORT=16420 PORT=18520 N=${N:-200000} C=64
+SIZES=${1:-"1 8 64"} RPORT=16420 PORT=18520 N=${N:-200000} C=${CLIENTS:-64}
 T=TTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTT
 # One join's argument: a new visitor, no option (the visitor alone, as a
 # node sends it; the 12-field form of the builds before 2026-11-27 when
 # PACKED=1).
 JOIN=0000__rand_int__
 [ -n "${PACKED:-}" ] && JOIN=$'0000__rand_int__\n\n\n\n\n\n\n\n\n\n\n'
+# ADDRESS=1: with the client's address, as a node sends a join without
+# options (the visitor and the address on two lines).
+[ -n "${ADDRESS:-}" ] && JOIN=$'0000__rand_int__\n4:7f000001'
 cpu() { awk '{print ($14+$15)/100}' /proc/$1/stat; }
 redis-server --port $RPORT --bind 127.0.0.1 --save "" --appendonly no --daemonize no >/dev/null &
 rpid=$!
