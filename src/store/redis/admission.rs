@@ -288,16 +288,14 @@ impl RedisStore {
             ),
             None => Default::default(),
         };
-        // In `read_join`'s order (lua/join.lua); the user, which may hold
-        // any character, last.
-        let fields = [
-            visitor.to_string(),
-            options
+        let join = Join {
+            visitor: visitor.to_string(),
+            per_minute: options
                 .limit
                 .as_ref()
                 .map(|limit| limit.per_minute.to_string())
                 .unwrap_or_default(),
-            options
+            pow_until: options
                 .pow
                 .as_ref()
                 .map(|p| p.until.to_string())
@@ -305,28 +303,28 @@ impl RedisStore {
             commitment,
             entry,
             key,
-            options
+            pow_difficulty: options
                 .pow
                 .as_ref()
                 .map(|p| p.difficulty.to_string())
                 .unwrap_or_default(),
-            options.code.map(CodeHash::to_hex).unwrap_or_default(),
-            options.address.map(address_form).unwrap_or_default(),
-            options
+            code: options.code.map(CodeHash::to_hex).unwrap_or_default(),
+            address: options.address.map(address_form).unwrap_or_default(),
+            client: options
                 .limit
                 .as_ref()
                 .map(|limit| limit.client.clone())
                 .unwrap_or_default(),
-            options
+            pow_id: options
                 .pow
                 .as_ref()
                 .map(|p| p.id.clone())
                 .unwrap_or_default(),
-            options.user.clone().unwrap_or_default(),
-        ];
+            user: options.user.clone().unwrap_or_default(),
+        };
         let reply = match self
             .joins
-            .join(id, Join { fields })
+            .join(id, join)
             .await
             .map_err(|error| store_error(id, error))?
         {

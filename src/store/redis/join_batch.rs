@@ -28,10 +28,6 @@ use crate::words::clock::SharedClock;
 /// per join, not one per value, since Redis makes a string of each.
 pub(super) const JOIN_FIELDS: usize = 12;
 
-/// Where the visitor and the client's address are among a join's fields.
-pub(super) const VISITOR: usize = 0;
-pub(super) const ADDRESS: usize = 8;
-
 /// What a join's reply starts with when the script refused it, before the
 /// refusal's code and detail (a place, JSON, starts with `{`).
 pub(super) const REFUSED: &str = "!";
@@ -40,33 +36,88 @@ pub(super) const REFUSED: &str = "!";
 /// so a long queue goes as several calls, other commands between them.
 pub(super) const MOST_PER_CALL: usize = 64;
 
-/// One join as the script reads it: its fields, the last (the known user,
-/// which may hold any character) the only one that may hold a newline.
+/// One join, its values as the script reads them (`read_join` in
+/// `lua/join.lua`): the options it has, `""` for the others.
+#[derive(Default)]
 pub(super) struct Join {
-    pub fields: [String; JOIN_FIELDS],
+    pub visitor: String,
+    /// Joins per minute per client address (`client`: its block).
+    pub per_minute: String,
+    /// Until when the proof-of-work solution `pow_id` holds (ms), and the
+    /// difficulty its challenge was made at.
+    pub pow_until: String,
+    pub commitment: String,
+    pub entry: String,
+    pub key: String,
+    pub pow_difficulty: String,
+    pub code: String,
+    /// The client's address, for the room's bypass networks.
+    pub address: String,
+    pub client: String,
+    pub pow_id: String,
+    /// The known user: it may hold any character, so it comes last.
+    pub user: String,
 }
 
 impl Join {
-    /// A join without options (every field empty but the visitor's and the
-    /// client's address, the commonest join by far) is its visitor, and its
-    /// address after a newline if it has one: the script reads one or two
-    /// values where it would read twelve.
+    /// The join as one argument: its values in `read_join`'s order, each but
+    /// the last ended by a newline. A join without options (the commonest
+    /// by far) is its visitor, and its address after a newline if it has
+    /// one: the script reads one or two values where it would read twelve.
     fn packed(&self) -> String {
+        // Whole, so that a value added to a join must be placed here.
+        let Join {
+            visitor,
+            per_minute,
+            pow_until,
+            commitment,
+            entry,
+            key,
+            pow_difficulty,
+            code,
+            address,
+            client,
+            pow_id,
+            user,
+        } = self;
+        let options = [
+            per_minute,
+            pow_until,
+            commitment,
+            entry,
+            key,
+            pow_difficulty,
+            code,
+            client,
+            pow_id,
+            user,
+        ];
+        if options.iter().all(|option| option.is_empty()) {
+            return match address.is_empty() {
+                true => visitor.clone(),
+                false => format!("{visitor}\n{address}"),
+            };
+        }
+        let fields: [&String; JOIN_FIELDS] = [
+            visitor,
+            per_minute,
+            pow_until,
+            commitment,
+            entry,
+            key,
+            pow_difficulty,
+            code,
+            address,
+            client,
+            pow_id,
+            user,
+        ];
         debug_assert!(
-            self.fields[..JOIN_FIELDS - 1]
+            fields[..JOIN_FIELDS - 1]
                 .iter()
                 .all(|field| !field.contains('\n'))
         );
-        let without_options = self
-            .fields
-            .iter()
-            .enumerate()
-            .all(|(i, field)| i == VISITOR || i == ADDRESS || field.is_empty());
-        match (without_options, self.fields[ADDRESS].is_empty()) {
-            (true, true) => self.fields[VISITOR].clone(),
-            (true, false) => format!("{}\n{}", self.fields[VISITOR], self.fields[ADDRESS]),
-            (false, _) => self.fields.join("\n"),
-        }
+        fields.map(String::as_str).join("\n")
     }
 }
 
@@ -321,31 +372,30 @@ mod tests {
 
     #[test]
     fn a_join_without_options_is_its_visitor_and_address_alone() {
-        let mut fields: [String; JOIN_FIELDS] = Default::default();
-        fields[VISITOR] = "ab12".into();
+        let mut join = Join {
+            visitor: "ab12".into(),
+            ..Join::default()
+        };
+        assert_eq!(join.packed(), "ab12");
+        join.address = "4:7f000001".into();
+        assert_eq!(join.packed(), "ab12\n4:7f000001");
+        join.user = "user\nwith a newline".into();
         assert_eq!(
-            Join {
-                fields: fields.clone()
-            }
-            .packed(),
-            "ab12"
-        );
-        fields[ADDRESS] = "4:7f000001".into();
-        assert_eq!(
-            Join {
-                fields: fields.clone()
-            }
-            .packed(),
-            "ab12\n4:7f000001"
-        );
-        fields[JOIN_FIELDS - 1] = "user\nwith a newline".into();
-        assert_eq!(
-            Join { fields }.packed(),
+            join.packed(),
             format!(
                 "ab12{}4:7f000001{}user\nwith a newline",
-                "\n".repeat(ADDRESS),
-                "\n".repeat(JOIN_FIELDS - 1 - ADDRESS)
+                "\n".repeat(8),
+                "\n".repeat(3)
             )
+        );
+        let code_only = Join {
+            visitor: "ab12".into(),
+            code: "c0de".into(),
+            ..Join::default()
+        };
+        assert_eq!(
+            code_only.packed(),
+            format!("ab12{}c0de{}", "\n".repeat(7), "\n".repeat(4))
         );
     }
 }
