@@ -80,24 +80,6 @@ impl Join {
             pow_id,
             user,
         } = self;
-        let options = [
-            per_minute,
-            pow_until,
-            commitment,
-            entry,
-            key,
-            pow_difficulty,
-            code,
-            client,
-            pow_id,
-            user,
-        ];
-        if options.iter().all(|option| option.is_empty()) {
-            return match address.is_empty() {
-                true => visitor.clone(),
-                false => format!("{visitor}\n{address}"),
-            };
-        }
         let fields: [&String; JOIN_FIELDS] = [
             visitor,
             per_minute,
@@ -112,6 +94,15 @@ impl Join {
             pow_id,
             user,
         ];
+        let without_options = fields.iter().all(|field| {
+            field.is_empty() || std::ptr::eq(*field, visitor) || std::ptr::eq(*field, address)
+        });
+        if without_options {
+            return match address.is_empty() {
+                true => visitor.clone(),
+                false => format!("{visitor}\n{address}"),
+            };
+        }
         debug_assert!(
             fields[..JOIN_FIELDS - 1]
                 .iter()
