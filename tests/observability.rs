@@ -170,6 +170,39 @@ async fn every_metric_the_dashboard_and_alerts_name_is_exported_on_redis() {
     }
 }
 
+/// Joins that reach a node together on Redis go to Redis in shared calls,
+/// and the histogram of joins per call counts each join once: its sum is
+/// the joins made, over no more calls than joins.
+#[tokio::test]
+async fn joins_per_call_counts_every_join_a_node_sent_to_redis() {
+    const JOINS: usize = 40;
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let node = Node::start(env!("CARGO_BIN_EXE_waitroom"), &["--redis-url", &url]);
+    let http = reqwest::Client::new();
+    let created = http
+        .post(node.url("/api/admin/rooms"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"id": "line", "name": "Line", "target_url": "/x", "paused": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let joins = (0..JOINS).map(|_| http.post(node.url("/api/rooms/line/join")).send());
+    for joined in futures_util::future::join_all(joins).await {
+        assert_eq!(joined.unwrap().status(), 200);
+    }
+    let page = metrics_page(&node).await;
+    let sum = sample(&page, "waitroom_redis_joins_per_call_sum");
+    let calls = sample(&page, "waitroom_redis_joins_per_call_count");
+    let full = sample(&page, r#"waitroom_redis_joins_per_call_bucket{le="64"}"#);
+    assert_eq!(sum, Some(JOINS as f64), "every join counted once:\n{page}");
+    assert!(
+        calls.is_some_and(|calls| calls >= 1.0 && calls <= JOINS as f64) && full == calls,
+        "{calls:?} calls, {full:?} of at most 64 joins"
+    );
+}
+
 #[test]
 fn the_docs_describe_every_metric_and_alert_named() {
     let docs = read("docs/src/observability.md");

@@ -11,6 +11,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use crate::http::error::{ApiError, ErrorBody, ErrorCode, ErrorDetail};
 use crate::http::state::{Live, Ops};
 use crate::store::Store;
+use crate::store::redis::JOINS_PER_CALL;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/healthz").get(healthz))
@@ -41,6 +42,12 @@ pub fn metrics_handle() -> PrometheusHandle {
                         &lag,
                     )
                 })
+                .and_then(|builder| {
+                    builder.set_buckets_for_metric(
+                        Matcher::Full(JOINS_PER_CALL.into()),
+                        &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 63.0, 64.0],
+                    )
+                })
                 .expect("non-empty buckets")
                 .build_recorder();
             let handle = recorder.handle();
@@ -68,6 +75,10 @@ fn describe() {
         "visitor WebSockets open on this node"
     );
     metrics::describe_histogram!("waitroom_join_seconds", "time to answer a join");
+    metrics::describe_histogram!(
+        JOINS_PER_CALL,
+        "joins one call of the join script carried to Redis (at most 64)"
+    );
     metrics::describe_histogram!(
         "waitroom_tick_seconds",
         "time of one room's tick in the store"

@@ -36,6 +36,10 @@ pub(super) const REFUSED: &str = "!";
 /// so a long queue goes as several calls, other commands between them.
 pub(super) const MOST_PER_CALL: usize = 64;
 
+/// The histogram of how many joins each call carried: how much of a
+/// call's fixed cost a node's joins share (a call of one pays it alone).
+pub const JOINS_PER_CALL: &str = "waitroom_redis_joins_per_call";
+
 /// One join, its values as the script reads them (`read_join` in
 /// `lua/join.lua`): the options it has, `""` for the others.
 #[derive(Default)]
@@ -202,6 +206,7 @@ impl JoinBatches {
                 waiting.drain(..count).collect()
             };
             let (joins, answers): (Vec<Join>, Vec<_>) = batch.into_iter().unzip();
+            metrics::histogram!(JOINS_PER_CALL).record(joins.len() as f64);
             match self.send(&room, &joins).await {
                 Ok(replies) if replies.len() == answers.len() => {
                     for (answer, reply) in answers.into_iter().zip(replies) {

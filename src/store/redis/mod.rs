@@ -13,3 +13,4 @@ mod script_error;
 
 pub use admission::RedisStore;
 pub use connection::{RedisOptions, redacted};
+pub use join_batch::JOINS_PER_CALL;
