@@ -5,7 +5,8 @@
 //! `cargo bench --bench credentials` times, each over many calls, with the
 //! process's CPU time per call beside the wall time: the pass signed for an
 //! admission (Ed25519), the ticket every join signs (HS256), and reading
-//! each back as `/api/verify` and a returning visitor do.
+//! each back as `/api/verify` and a returning visitor do; the paths before
+//! through jsonwebtoken beside them.
 
 mod common;
 
@@ -59,6 +60,26 @@ fn main() {
     measure("read_pass (Ed25519)", CALLS, |_| {
         assert!(std::hint::black_box(credentials.read_pass(&pass, Some(&room), NOW)).is_ok());
     });
+    // The path before: jsonwebtoken's `decode`, with the key its `kid`
+    // names, which builds the Ed25519 key from its bytes at every call.
+    let public_x = serde_json::to_value(credentials.jwks()).unwrap()["keys"][0]["x"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let before_key = jsonwebtoken::DecodingKey::from_ed_components(&public_x).unwrap();
+    let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::EdDSA);
+    validation.validate_exp = false;
+    validation.required_spec_claims = ["exp".to_string(), "sub".to_string()].into();
+    measure(
+        "jsonwebtoken::decode of a pass (the path before)",
+        CALLS,
+        |_| {
+            let kid = jsonwebtoken::decode_header(&pass).unwrap().kid.unwrap();
+            assert!(!kid.is_empty());
+            let read = jsonwebtoken::decode::<serde_json::Value>(&pass, &before_key, &validation);
+            assert!(std::hint::black_box(read).is_ok());
+        },
+    );
     measure("read_ticket (HS256)", CALLS, |_| {
         assert!(std::hint::black_box(credentials.read_ticket(&room, &ticket)).is_ok());
     });

@@ -6,7 +6,7 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use ed25519_dalek::SigningKey;
+use ed25519_dalek::{Signature, SigningKey, Verifier, VerifyingKey};
 use hmac::{Hmac, Mac};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
@@ -168,9 +168,9 @@ pub struct PassClaims {
 struct Keys {
     ticket_encoding: EncodingKey,
     ticket_decoding: DecodingKey,
-    /// The pass key, prepared once (see `sign_pass`).
+    /// The pass key, prepared once (see `sign_pass` and `verify_pass`).
     pass_signing: SigningKey,
-    pass_decoding: DecodingKey,
+    pass_verifying: VerifyingKey,
     pass_public_x: String,
     pass_kid: String,
     pow_key: String,
@@ -209,6 +209,43 @@ fn sign_pass(header: &Header, claims: &PassClaims, key: &SigningKey) -> String {
     format!("{message}.{}", URL_SAFE_NO_PAD.encode(signature.to_bytes()))
 }
 
+/// A pass's claims, if the keys its `kid` names (`keys_of`) signed it.
+/// Written here for `sign_pass`'s reason: jsonwebtoken takes no prepared
+/// verifier, and its `decode` rebuilds the Ed25519 key from its bytes at
+/// every call (the point's decompression), reads the header again and the
+/// claims twice (BENCHMARKS.md, "Signing a pass"). It checks what `decode`
+/// checked of a pass, in the same order: three base64url parts; a header
+/// naming EdDSA (any other algorithm, `none` and HS256 among them, is
+/// refused before a key is chosen) and a known `kid`; the signature over
+/// the first two parts as sent; then claims that read as `PassClaims`
+/// (`sub` and `exp` among them).
+fn verify_pass<'k>(
+    pass: &str,
+    keys_of: impl FnOnce(&str) -> Option<&'k Keys>,
+) -> Result<PassClaims, CredentialError> {
+    fn invalid<E>(_: E) -> CredentialError {
+        CredentialError::Invalid
+    }
+    let (signed, signature) = pass.rsplit_once('.').ok_or(CredentialError::Invalid)?;
+    let (header, claims) = signed.split_once('.').ok_or(CredentialError::Invalid)?;
+    let header: Header = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(header).map_err(invalid)?)
+        .map_err(invalid)?;
+    if header.alg != Algorithm::EdDSA {
+        return Err(CredentialError::Invalid);
+    }
+    let keys = header
+        .kid
+        .as_deref()
+        .and_then(keys_of)
+        .ok_or(CredentialError::Invalid)?;
+    let signature = URL_SAFE_NO_PAD.decode(signature).map_err(invalid)?;
+    let signature = Signature::from_slice(&signature).map_err(invalid)?;
+    keys.pass_verifying
+        .verify(signed.as_bytes(), &signature)
+        .map_err(invalid)?;
+    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(claims).map_err(invalid)?).map_err(invalid)
+}
+
 fn to_hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -225,15 +262,15 @@ impl Keys {
         let secret = secret.as_bytes();
         let ticket_key = derive(secret, "ticket");
         let signing = SigningKey::from_bytes(&derive(secret, "pass-ed25519"));
-        let public = signing.verifying_key().to_bytes();
+        let verifying = signing.verifying_key();
+        let public = verifying.to_bytes();
         let pass_public_x = URL_SAFE_NO_PAD.encode(public);
         let pass_kid = URL_SAFE_NO_PAD.encode(&Sha256::digest(public)[..12]);
         Self {
             ticket_encoding: EncodingKey::from_secret(&ticket_key),
             ticket_decoding: DecodingKey::from_secret(&ticket_key),
             pass_signing: signing,
-            pass_decoding: DecodingKey::from_ed_components(&pass_public_x)
-                .expect("a valid Ed25519 public key"),
+            pass_verifying: verifying,
             pass_public_x,
             pass_kid,
             admin_session_key: derive(secret, "admin-session"),
@@ -407,20 +444,9 @@ impl Credentials {
         room: Option<&RoomId>,
         now: Millis,
     ) -> Result<PassClaims, CredentialError> {
-        let mut validation = Validation::new(Algorithm::EdDSA);
-        validation.validate_exp = false;
-        validation.required_spec_claims = ["exp".to_string(), "sub".to_string()].into();
-        let kid = jsonwebtoken::decode_header(pass)
-            .map_err(|_| CredentialError::Invalid)?
-            .kid
-            .ok_or(CredentialError::Invalid)?;
-        let keys = self
-            .accepted()
-            .find(|keys| keys.pass_kid == kid)
-            .ok_or(CredentialError::Invalid)?;
-        let claims = jsonwebtoken::decode::<PassClaims>(pass, &keys.pass_decoding, &validation)
-            .map_err(|_| CredentialError::Invalid)?
-            .claims;
+        let claims = verify_pass(pass, |kid| {
+            self.accepted().find(|keys| keys.pass_kid == kid)
+        })?;
         if room.is_some_and(|room| room.as_str() != claims.room) {
             return Err(CredentialError::WrongRoom);
         }
@@ -820,6 +846,64 @@ mod tests {
         assert_eq!(
             credentials.read_pass(&swapped, None, 0),
             Err(CredentialError::Invalid)
+        );
+    }
+
+    /// A pass is refused unless it is three base64url parts, its header
+    /// names EdDSA, and our key signed the first two parts as sent: even a
+    /// pass our own key signed is refused when its header names another
+    /// algorithm, as jsonwebtoken refused it.
+    #[test]
+    fn a_pass_is_refused_unless_its_header_names_eddsa_and_our_key_signed_it_as_sent() {
+        use ed25519_dalek::Signer;
+        let credentials = Credentials::from_secret("s");
+        let visitor = VisitorId::random();
+        let pass = credentials.issue_pass(&room("a"), visitor, 0, 60_000);
+        assert!(credentials.read_pass(&pass, None, 0).is_ok());
+        let (header, rest) = pass.split_once('.').unwrap();
+        let (claims, signature) = rest.split_once('.').unwrap();
+        let kid = &credentials.current.pass_kid;
+        let signed_by_us = |header: serde_json::Value| {
+            let signed = format!("{}.{claims}", URL_SAFE_NO_PAD.encode(header.to_string()));
+            let signature = credentials.current.pass_signing.sign(signed.as_bytes());
+            format!("{signed}.{}", URL_SAFE_NO_PAD.encode(signature.to_bytes()))
+        };
+        let mut tampered_claims: serde_json::Value =
+            serde_json::from_slice(&URL_SAFE_NO_PAD.decode(claims).unwrap()).unwrap();
+        tampered_claims["exp"] = 4_000_000_000u64.into();
+        let tampered = format!(
+            "{header}.{}.{signature}",
+            URL_SAFE_NO_PAD.encode(tampered_claims.to_string())
+        );
+        let refused = [
+            signed_by_us(serde_json::json!({"alg": "HS256", "kid": kid})),
+            signed_by_us(serde_json::json!({"alg": "ES256", "kid": kid})),
+            format!(
+                "{}.{claims}.",
+                URL_SAFE_NO_PAD.encode(serde_json::json!({"alg": "none", "kid": kid}).to_string())
+            ),
+            tampered,
+            format!("{header}.{claims}"),
+            format!("{header}.{claims}.{signature}.{signature}"),
+            format!("{header}.{claims}.{}", &signature[..40]),
+            format!("{header}.{claims}.{signature}="),
+            format!("{header}.{claims}!.{signature}"),
+            String::new(),
+        ];
+        for pass in refused {
+            assert_eq!(
+                credentials.read_pass(&pass, None, 0),
+                Err(CredentialError::Invalid),
+                "{pass}"
+            );
+        }
+        // The same signing with the header unchanged is a valid pass.
+        let header: serde_json::Value =
+            serde_json::from_slice(&URL_SAFE_NO_PAD.decode(header).unwrap()).unwrap();
+        assert!(
+            credentials
+                .read_pass(&signed_by_us(header), None, 0)
+                .is_ok()
         );
     }
 }
