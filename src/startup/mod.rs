@@ -229,10 +229,11 @@ impl AppHandle {
     /// which is then shut at once, so that connecting is refused (a proxy
     /// tries another node) rather than left waiting in the kernel's queue,
     /// where a request could be sent and never answered. (Shut first, the
-    /// server's accept loop would log an error.) Connections already open
-    /// go on.
+    /// server's accept loop would log an error; shut after, it still may:
+    /// see `telemetry::listener_shut`.) Connections already open go on.
     async fn stop_accepting(&self) {
         self.server.pause().await;
+        telemetry::listener_shut();
         if let Err(error) =
             socket2::SockRef::from(&*self.listener).shutdown(std::net::Shutdown::Read)
         {
