@@ -218,7 +218,8 @@ fn sign_pass(header: &Header, claims: &PassClaims, key: &SigningKey) -> String {
 /// naming EdDSA (any other algorithm, `none` and HS256 among them, is
 /// refused before a key is chosen) and a known `kid`; the signature over
 /// the first two parts as sent; then claims that read as `PassClaims`
-/// (`sub` and `exp` among them).
+/// (`sub` and `exp` among them). (`decode` also refused an `aud` claim,
+/// which no pass we sign carries.)
 fn verify_pass<'k>(
     pass: &str,
     keys_of: impl FnOnce(&str) -> Option<&'k Keys>,
