@@ -643,7 +643,7 @@ async fn a_branded_waiting_page_in_a_browser() {
         .unwrap();
     assert_eq!(alerted, json!("undefined"));
     let shot = browser.screenshot().await.unwrap();
-    std::fs::write(repo("docs/src/images/room-branded.png"), &shot).unwrap();
+    // `WAITROOM_SCREENSHOT_DIR=docs/src/images` makes the book's image.
     if let Some(dir) = std::env::var_os("WAITROOM_SCREENSHOT_DIR") {
         std::fs::write(Path::new(&dir).join("room-branded.png"), &shot).unwrap();
     }
@@ -718,7 +718,7 @@ async fn the_admin_page_previews_the_branding_as_it_is_typed_and_saves_it() {
     field.send_keys("#ffbf47").await.unwrap();
     let element = browser.find(Locator::Id("edit-drop-page")).await.unwrap();
     let png = element.screenshot().await.unwrap();
-    std::fs::write(repo("docs/src/images/admin-branding.png"), &png).unwrap();
+    // `WAITROOM_SCREENSHOT_DIR=docs/src/images` makes the book's image.
     if let Some(dir) = std::env::var_os("WAITROOM_SCREENSHOT_DIR") {
         std::fs::write(Path::new(&dir).join("admin-branding.png"), png).unwrap();
     }
