@@ -783,14 +783,21 @@ async fn the_compose_file_walks_a_visitor_from_the_line_to_the_protected_origin(
     let base = on_its_network(&container("nginx"), 80);
 
     // The browser's first page: / is the demo's waiting room.
-    let root = client().get(format!("{base}/")).try_sent().await.unwrap();
+    let unanswered = |error: reqwest::Error| -> reqwest::Response {
+        panic!("no answer through nginx: {error:?}\n{}", stack_logs())
+    };
+    let root = client()
+        .get(format!("{base}/"))
+        .try_sent()
+        .await
+        .unwrap_or_else(unanswered);
     assert_eq!(root.status(), StatusCode::FOUND);
     assert_eq!(root.headers()[LOCATION], "/rooms/demo");
     let page = client()
         .get(format!("{base}/rooms/demo"))
         .try_sent()
         .await
-        .unwrap();
+        .unwrap_or_else(unanswered);
     assert_eq!(page.status(), StatusCode::OK);
 
     let status = admitted(&base, "demo", &admin_token, &stack_logs).await;
