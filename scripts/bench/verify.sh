@@ -5,7 +5,8 @@
 # target/release/waitroom), each checking one valid pass, wrk with 64
 # connections for 5 s, twice per binary, the binaries taking turns. Prints
 # verifies/s, p99 and the node's CPU time per verify (its CPU over the
-# run ÷ the run's verifies). Writes $OUT/TAG-verify-ROUND-N.log (N: the binary's place in the list, from 0).
+# run ÷ the run's verifies). Writes $OUT/TAG-verify-ROUND-N.log (N: the
+# binary's place in the list, from 0).
 set -eu
 cd "$(dirname "$0")/../.."
 TAG=$1; shift
@@ -20,6 +21,7 @@ for round in 1 2; do
     bin=${BINS[$i]}
     RUST_LOG=warn WAITROOM_ADMIN_TOKEN=$T "$bin" --drain-s 0 --listen 127.0.0.1:$PORT --secret S >/dev/null 2>&1 &
     pid=$!
+    trap 'kill $pid 2>/dev/null || true' EXIT
     until curl -sf $URL/healthz >/dev/null; do sleep 0.1; done
     curl -sf -X POST -H "Authorization: Bearer $T" -H 'Content-Type: application/json' \
       -d '{"id":"open","name":"Open","target_url":"/","queue_method":"passthrough","pass_ttl_s":3600}' \
