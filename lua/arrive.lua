@@ -7,4 +7,5 @@ if room.closed == '1' then return cjson.encode(closed_place()) end
 local now = now_ms()
 expire_passes(now)
 redis.call('ZREM', K_ARRIVALS, ARGV[3])
-return cjson.encode(place(room, ARGV[3], now))
+-- (The parentheses keep place()'s first value, the place.)
+return cjson.encode((place(room, ARGV[3], now)))

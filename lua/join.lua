@@ -66,20 +66,21 @@ local pow_difficulty = tonumber(room.pow_difficulty or '0')
 local now_text = tostring(now)
 
 -- The new places at the back of the general line this call made, written
--- together by flush(): one ZADD or HSET for them all instead of four
--- commands each. Until then `pending` holds their records, and anything
--- that would read them from Redis (the same visitor again, a known user, a
--- code, a count of the line) flushes first.
+-- together by flush(): one ZADD or HSET for them all instead of three
+-- commands each. They are not put in the presence set: their visitors'
+-- first sign of presence does that, and the tick walks the line for those
+-- never seen (see tick.lua). Until then `pending` holds their records, and
+-- anything that would read them from Redis (the same visitor again, a known
+-- user, a code, a count of the line) flushes first.
 local pending, pending_count = {}, 0
-local line_adds, seen_adds, record_sets = {}, {}, {}
+local line_adds, record_sets = {}, {}
 local function flush()
   if pending_count == 0 then return end
   chunked('ZADD', K_LINE, line_adds)
-  chunked('ZADD', K_SEEN, seen_adds)
   chunked('HSET', K_VISITORS, record_sets)
   redis.call('HSET', K_ROOM, 'next_seq', room.next_seq)
   pending, pending_count = {}, 0
-  line_adds, seen_adds, record_sets = {}, {}, {}
+  line_adds, record_sets = {}, {}
 end
 
 -- Everyone waiting, counted once per call and kept up by the joins that
@@ -291,7 +292,6 @@ local function join(j)
       pending[visitor], pending_count = record, pending_count + 1
       local n = pending_count * 2
       line_adds[n - 1], line_adds[n] = seq_text, visitor
-      seen_adds[n - 1], seen_adds[n] = now_text, visitor
       record_sets[n - 1], record_sets[n] = visitor, record
       waiting = count + 1
     end

@@ -9,7 +9,7 @@ local visitor = ARGV[3]
 local record = current_record(visitor, now)
 if not record then return 0 end
 local kind = string.sub(record, 1, 1)
-if kind == 'w' or kind == 'd' or kind == 'q' or kind == 'r' then
+if waits(kind) then
   local order = unqueue(room, visitor, record, now)
   redis.call('ZREM', K_SEEN, visitor)
   depart(room, visitor, now, now)

@@ -336,12 +336,18 @@ local function facts(room)
     notice = room.notice or '', abandon_after_s = num(room, 'abandon_after_s') }
 end
 
+-- Whether a record's kind is a waiting place (the line, the draw, the
+-- priority line, its draw).
+local function waits(kind)
+  return kind == 'w' or kind == 'd' or kind == 'q' or kind == 'r'
+end
+
 -- A visitor's place (`WirePlace`): its state ('w' waiting, 'p' in the
 -- pre-queue, 'a' admitted, 'l' left, 'c' closed, 'e' expired, 'x' swept for
 -- being away) with what it
 -- has (the order, as events carry it, and the position; or the pass's
 -- times), the line and the facts. `shared`: { line, facts } when the caller
--- read them already for many.
+-- read them already for many. Also returns the record's kind (nil for none).
 local function place(room, visitor, now, shared)
   local record = redis.call('HGET', K_VISITORS, visitor)
   -- A pass that ran out is gone, swept or not.
@@ -357,7 +363,7 @@ local function place(room, visitor, now, shared)
     else
       out = { state = (departed_until and departed_until > now) and 'l' or 'e' }
     end
-  elseif (kind == 'w' or kind == 'd' or kind == 'q' or kind == 'r') and sold_out(room) then
+  elseif waits(kind) and sold_out(room) then
     -- A line closed for a sold-out sale: its places stay, unused.
     out = { state = 'c' }
   elseif kind == 'd' then
@@ -392,7 +398,7 @@ local function place(room, visitor, now, shared)
   end
   shared = shared or { line = line(room), facts = facts(room) }
   out.line, out.facts = shared.line, shared.facts
-  return out
+  return out, kind
 end
 
 -- What a closed room's visitors are told, as place() tells it.
@@ -413,9 +419,11 @@ local function room_event(kind, room, fields)
   return cjson.encode(event)
 end
 
+-- Marks a waiting visitor present (callers mark no one else). A new place at
+-- the back of the line is not in the presence set until its visitor's first
+-- sign of presence puts it there (see tick.lua's walk of the line).
 local function mark_present(visitor, now)
-  -- XX: only visitors still waiting are in the presence set.
-  redis.call('ZADD', K_SEEN, 'XX', now, visitor)
+  redis.call('ZADD', K_SEEN, now, visitor)
 end
 
 -- Makes the room (replacing a closed one) from the config's field/value

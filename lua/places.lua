@@ -16,7 +16,8 @@ expire_passes(now)
 -- Reading places changes no summary: read it once for all of them.
 local shared = { line = line(room), facts = facts(room) }
 for i = 3, #ARGV do
-  mark_present(ARGV[i], now)
-  table.insert(out, place(room, ARGV[i], now, shared))
+  local read, kind = place(room, ARGV[i], now, shared)
+  if waits(kind) then mark_present(ARGV[i], now) end
+  table.insert(out, read)
 end
 return cjson.encode(out)

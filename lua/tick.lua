@@ -117,13 +117,56 @@ local departed, dropped = {}, {}
 for _, visitor in ipairs(absent) do
   local record = redis.call('HGET', K_VISITORS, visitor)
   local kind = record and string.sub(record, 1, 1)
-  if kind == 'w' or kind == 'd' or kind == 'q' or kind == 'r' then
+  if waits(kind) then
     table.insert(departed, unqueue(room, visitor, record, now))
     table.insert(dropped, visitor)
   end
 end
 if #absent > 0 then
   chunked('ZREM', K_SEEN, absent)
+end
+-- A new place at the back of the line enters the presence set only at its
+-- visitor's first sign of presence (a join writes one sorted set, not two).
+-- So the line is walked too, in join order (its scores, the join sequence,
+-- grow with the time of joining), from where the last walk stopped
+-- (walked_seq): a visitor who joined before the grace and is not in the
+-- presence set was never seen, and is dropped. Those found there are the
+-- sweep's above. The walk takes what is left of the slice, and reads one
+-- place when no one it would reach is due.
+local walk_limit = SWEEP_SLICE - #absent
+local function joined_at(record)
+  return tonumber(string.match(record or '', '^w|%d+|(%d+)$') or '')
+end
+if walk_limit > 0 then
+  local after = '(' .. (room.walked_seq or '0')
+  local first = redis.call('ZRANGEBYSCORE', K_LINE, after, '+inf', 'LIMIT', 0, 1)
+  -- (A place whose record has no time of joining is passed, not waited on.)
+  if #first > 0 and (joined_at(redis.call('HGET', K_VISITORS, first[1])) or 0) <= now - grace then
+    local rows = redis.call('ZRANGEBYSCORE', K_LINE, after, '+inf', 'WITHSCORES', 'LIMIT', 0, walk_limit)
+    local visitors = {}
+    for i = 1, #rows, 2 do table.insert(visitors, rows[i]) end
+    local records = redis.call('HMGET', K_VISITORS, unpack(visitors))
+    local due, walked = {}, 0
+    for i, visitor in ipairs(visitors) do
+      local joined = joined_at(records[i])
+      if joined and joined > now - grace then break end
+      walked = i
+      if joined then table.insert(due, i) end
+    end
+    redis.call('HSET', K_ROOM, 'walked_seq', rows[2 * walked])
+    if walked == walk_limit then more = true end
+    if #due > 0 then
+      local names = {}
+      for _, i in ipairs(due) do table.insert(names, visitors[i]) end
+      local seen = redis.call('ZMSCORE', K_SEEN, unpack(names))
+      for n, i in ipairs(due) do
+        if not seen[n] then
+          table.insert(departed, unqueue(room, visitors[i], records[i], now))
+          table.insert(dropped, visitors[i])
+        end
+      end
+    end
+  end
 end
 if #dropped > 0 then
   chunked('HDEL', K_VISITORS, dropped)

@@ -8,7 +8,9 @@
 # "1 8 64"; each a new visitor joining a paused room's line), between two
 # SET runs (the same redis-benchmark, random keys) for the ratio the issue
 # asks for: Redis CPU per join ÷ Redis CPU per SET, both measured as
-# redis-server's CPU time over what it served.
+# redis-server's CPU time over what it served. Last, Redis's data
+# (used_memory_dataset) per place in the line (without FEATURES: the one
+# room's line is then all there is).
 set -eu
 cd "$(dirname "$0")/../.."
 SIZES=${1:-"1 8 64"} RPORT=16420 PORT=18520 N=${N:-200000} C=${CLIENTS:-64}
@@ -89,6 +91,9 @@ if [ -n "${FEATURES:-}" ]; then
   done
 fi
 echo "SET: $(measure 1 SET key:__rand_int__ value)"
-echo "line length: $(redis-cli -p $RPORT zcard 'wr:{b}:line'); priority line: $(redis-cli -p $RPORT zcard 'wr:{code}:priority'); limit's keys: $(redis-cli -p $RPORT --scan --pattern 'wr:{limit}:join-limit:*' | wc -l)"
+places=$(redis-cli -p $RPORT zcard 'wr:{b}:line')
+dataset=$(redis-cli -p $RPORT info memory | tr -d '\r' | awk -F: '$1 == "used_memory_dataset" {print $2}')
+echo "Redis's data (used_memory_dataset): $dataset bytes, $((dataset / places)) per place in the line"
+echo "line length: $places; priority line: $(redis-cli -p $RPORT zcard 'wr:{code}:priority'); limit's keys: $(redis-cli -p $RPORT --scan --pattern 'wr:{limit}:join-limit:*' | wc -l)"
 echo "end $(date -u +%H:%M:%S) $(cat /proc/loadavg)"
 kill $rpid; wait $rpid || true

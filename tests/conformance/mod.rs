@@ -112,6 +112,7 @@ macro_rules! conformance_suite {
             every_config_change_is_in_force_at_once_up_and_down,
             those_who_left_are_told_so_then_forgotten,
             a_mass_lapse_is_swept_a_slice_at_a_time,
+            a_lapse_of_the_seen_and_the_never_seen_is_swept_a_slice_at_a_time,
             passes_never_seen_are_reclaimed_a_slice_at_a_time,
             a_mass_expiry_is_swept_a_slice_at_a_time_and_told_at_once,
             a_large_admission_goes_a_slice_per_call,
@@ -1199,6 +1200,57 @@ pub mod scenarios {
         }
         assert_eq!(swept, [SWEEP_SLICE, SWEEP_SLICE, SWEEP_SLICE / 2]);
         assert_eq!(h.store.room(&room).await.unwrap().stats.waiting, 0);
+    }
+
+    /// The same when some of those lapsing showed a sign of life after
+    /// joining and some never did (on Redis a join does not mark its
+    /// visitor present: the first sign does, and the tick walks the line
+    /// for those never seen). Each wave needs more than one call, no call
+    /// sweeps more than a slice, and every absent visitor goes, only when
+    /// due.
+    pub async fn a_lapse_of_the_seen_and_the_never_seen_is_swept_a_slice_at_a_time(h: &Harness) {
+        async fn sweep(h: &Harness, room: &RoomId) -> Vec<u64> {
+            let mut swept = Vec::new();
+            while let Some(report) = h.store.tick(room).await.unwrap().ran {
+                assert_eq!(report.admitted, 0);
+                swept.push(report.abandoned);
+            }
+            swept
+        }
+        let room = h.room("r", 1, None).await;
+        h.patch(&room, r#"{"abandon_after_s": 20, "paused": true}"#)
+            .await;
+        let count = 2 * SWEEP_SLICE + SWEEP_SLICE / 2;
+        let mut visitors = Vec::new();
+        for _ in 0..count {
+            visitors.push(h.join(&room).await.0);
+        }
+        // Every other visitor shows a sign of life 10 s in; then all go quiet.
+        let seen: Vec<VisitorId> = visitors.iter().copied().step_by(2).collect();
+        let never_seen = count - seen.len() as u64;
+        h.clock.advance_ms(10_000);
+        h.store.touch(&room, &seen).await.unwrap();
+        // 25 s after joining, 15 s after the sign: the never seen are due.
+        h.clock.advance_ms(15_000);
+        let first = sweep(h, &room).await;
+        assert!(
+            first.len() > 1,
+            "more than a slice needs more than one call: {first:?}"
+        );
+        assert!(first.iter().all(|&n| n <= SWEEP_SLICE), "{first:?}");
+        assert_eq!(first.iter().sum::<u64>(), never_seen);
+        let waiting = h.store.room(&room).await.unwrap().stats.waiting;
+        assert_eq!(waiting, seen.len() as u64, "those seen since are kept");
+        // 20 s after the sign: the rest.
+        h.clock.advance_ms(10_000);
+        let second = sweep(h, &room).await;
+        assert!(second.len() > 1, "{second:?}");
+        assert!(second.iter().all(|&n| n <= SWEEP_SLICE), "{second:?}");
+        assert_eq!(second.iter().sum::<u64>(), seen.len() as u64);
+        assert_eq!(h.store.room(&room).await.unwrap().stats.waiting, 0);
+        for visitor in [visitors[0], visitors[1], visitors[count as usize - 1]] {
+            assert!(matches!(h.state(&room, visitor).await, PlaceState::Away));
+        }
     }
 
     /// The same for passes never seen arriving: a slice of no-shows per
