@@ -2,7 +2,9 @@
 //! issue 26, item 1, read from Redis's own `SLOWLOG` (every command of
 //! 1 ms or more) and its latency monitor, with how many calls each took:
 //!
-//! - a mass lapse: 300,000 waiting visitors all away at once, swept;
+//! - a mass lapse: 300,000 waiting visitors all away at once, swept; once
+//!   for visitors never seen after joining (the tick's walk of the line),
+//!   once for visitors each seen once (the presence set's sweep);
 //! - a mass expiry: 300,000 passes running out at once, swept;
 //! - a resumption of arrivals over 300,000 unseen passes, then their
 //!   reclaim once the new deadline passes;
@@ -21,6 +23,7 @@ use std::sync::Arc;
 
 use futures_util::{StreamExt, stream};
 use redis_server::RedisServer;
+use waitroom::live::promoter::PRESENCE_BATCH;
 use waitroom::store::redis::RedisStore;
 use waitroom::store::{SaleStore, Store};
 use waitroom::words::clock::ManualClock;
@@ -140,12 +143,14 @@ impl Bench {
         room
     }
 
-    async fn fill(&self, room: &RoomId, count: u64) {
-        stream::iter(0..count)
-            .for_each_concurrent(256, |_| async move {
-                self.store.join(room, VisitorId::random()).await.unwrap();
+    async fn fill(&self, room: &RoomId, count: u64) -> Vec<VisitorId> {
+        let visitors: Vec<VisitorId> = (0..count).map(|_| VisitorId::random()).collect();
+        stream::iter(&visitors)
+            .for_each_concurrent(256, |visitor| async move {
+                self.store.join(room, *visitor).await.unwrap();
             })
             .await;
+        visitors
     }
 
     /// Ticks until no sweep is left; how many calls that took.
@@ -218,7 +223,27 @@ async fn main() {
     let calls = bench.sweep(&lapse).await;
     let waiting = bench.store.room(&lapse).await.unwrap().stats.waiting;
     bench.report(&format!(
-        "mass lapse of {CROWD} ({calls} ticks to sweep, {waiting} left waiting)"
+        "mass lapse of {CROWD} never seen after joining ({calls} ticks to sweep, {waiting} left waiting)"
+    ));
+
+    // The same, each visitor seen once after joining, as a node's sockets
+    // are (a touch per `PRESENCE_BATCH`): swept from the presence set.
+    let seen_lapse = bench
+        .room("seen-lapse", |c| {
+            c.paused = true;
+            c.abandon_after_s = 15;
+        })
+        .await;
+    let visitors = bench.fill(&seen_lapse, CROWD).await;
+    for batch in visitors.chunks(PRESENCE_BATCH) {
+        bench.store.touch(&seen_lapse, batch).await.unwrap();
+    }
+    bench.clock.advance_ms(16_000);
+    bench.start_measuring();
+    let calls = bench.sweep(&seen_lapse).await;
+    let waiting = bench.store.room(&seen_lapse).await.unwrap().stats.waiting;
+    bench.report(&format!(
+        "mass lapse of {CROWD} each seen once ({calls} ticks to sweep, {waiting} left waiting)"
     ));
 
     // A mass expiry: passes admitted together run out together.

@@ -8,9 +8,13 @@
 # "1 8 64"; each a new visitor joining a paused room's line), between two
 # SET runs (the same redis-benchmark, random keys) for the ratio the issue
 # asks for: Redis CPU per join ÷ Redis CPU per SET, both measured as
-# redis-server's CPU time over what it served. Last, Redis's data
-# (used_memory_dataset) per place in the line (without FEATURES: the one
-# room's line is then all there is).
+# redis-server's CPU time over what it served. With PACE="R…", then 64
+# joins per call sent at R calls a second (N joins each run) by a client
+# that waits between calls, so that Redis sleeps between them as it does
+# behind a node (Python's redis-py, installed if missing). PIN=1 gives
+# Redis a core of its own (core 0; the clients on core 1). Last, Redis's
+# data (used_memory_dataset) per place in the line (without FEATURES: the
+# one room's line is then all there is).
 set -eu
 cd "$(dirname "$0")/../.."
 SIZES=${1:-"1 8 64"} RPORT=16420 PORT=18520 N=${N:-200000} C=${CLIENTS:-64}
@@ -24,7 +28,9 @@ JOIN=0000__rand_int__
 # options (the visitor and the address on two lines).
 [ -n "${ADDRESS:-}" ] && JOIN=$'0000__rand_int__\n4:7f000001'
 cpu() { awk '{print ($14+$15)/100}' /proc/$1/stat; }
-redis-server --port $RPORT --bind 127.0.0.1 --save "" --appendonly no --daemonize no >/dev/null &
+if [ "${PIN:-0}" = 1 ]; then on_redis_core="taskset -c 0" on_other_core="taskset -c 1"; else on_redis_core="" on_other_core=""; fi
+[ -z "${PACE:-}" ] || python3 -c 'import redis' 2>/dev/null || pip install -q redis >/dev/null
+$on_redis_core redis-server --port $RPORT --bind 127.0.0.1 --save "" --appendonly no --daemonize no >/dev/null &
 rpid=$!
 RUST_LOG=warn target/release/waitroom --drain-s 0 --listen 127.0.0.1:$PORT --admin-token $T --secret S \
   --redis-url redis://127.0.0.1:$RPORT/ >/dev/null 2>&1 &
@@ -53,11 +59,37 @@ measure() {
   local per=$1; shift
   local calls=$((N / per)) c0=$(cpu $rpid) t0=$(date +%s.%N)
   redis-cli -p $RPORT CONFIG RESETSTAT >/dev/null
-  redis-benchmark -p $RPORT -n $calls -c $C -r 100000000000 -q "$@" >/dev/null
+  $on_other_core redis-benchmark -p $RPORT -n $calls -c $C -r 100000000000 -q "$@" >/dev/null
+  report $per $calls $c0 $t0 $1
+}
+# What Redis spent on the $2 calls of $1 joins (or SETs) of command $5 since
+# CPU time $3 and wall time $4.
+report() {
+  local per=$1 calls=$2 c0=$3 t0=$4
   local own=$(redis-cli -p $RPORT INFO commandstats | tr -d '\r' \
-    | awk -F'[=,]' -v c="cmdstat_$(echo $1 | tr A-Z a-z):" 'index($0, c) == 1 {print $6}')
+    | awk -F'[=,]' -v c="cmdstat_$(echo $5 | tr A-Z a-z):" 'index($0, c) == 1 {print $6}')
   awk -v a=$c0 -v b=$(cpu $rpid) -v n=$calls -v per=$per -v t0=$t0 -v t1=$(date +%s.%N) -v own=$own \
     'BEGIN{printf "%.2f µs of Redis CPU per call, %.2f per join (the command itself %.2f), %.0f joins/s", (b-a)*1e6/n, (b-a)*1e6/(n*per), own/per, n*per/(t1-t0)}'
+}
+# N joins to room b, 64 per call, $1 calls a second (each a new visitor).
+paced() {
+  local calls=$((N / 64)) c0=$(cpu $rpid) t0=$(date +%s.%N)
+  redis-cli -p $RPORT CONFIG RESETSTAT >/dev/null
+  $on_other_core python3 - $RPORT $sha $1 $calls <<'PY'
+import random, sys, time
+import redis
+port, sha, rate, calls = int(sys.argv[1]), sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+keys = [f"wr:{{b}}:{key}" for key in
+        "room line seen visitors active admissions arrivals users draw entries user-of".split()]
+client = redis.Redis(port=port)
+due = time.perf_counter()
+for _ in range(calls):
+    joins = ["%016x" % random.getrandbits(64) for _ in range(64)]
+    client.evalsha(sha, len(keys), *keys, "PUBLISH", "", *joins)
+    due += 1 / rate
+    time.sleep(max(0.0, due - time.perf_counter()))
+PY
+  report 64 $calls $c0 $t0 EVALSHA
 }
 # $2 joins per call to room $1, each join's argument $3 (default: a new
 # visitor, no option).
@@ -82,6 +114,7 @@ echo "start $(date -u +%H:%M:%S) $(cat /proc/loadavg); the working tree on $(git
 echo "SET: $(measure 1 SET key:__rand_int__ value)"
 for per in $SIZES; do echo "$per per call: $(joins b $per)"; done
 for per in $(echo $SIZES | tr ' ' '\n' | tac); do echo "$per per call: $(joins b $per)"; done
+for rate in ${PACE:-}; do echo "64 per call, $rate calls a second: $(paced $rate)"; done
 if [ -n "${FEATURES:-}" ]; then
   for round in 1 2; do
     echo "64 per call, a plain join: $(joins b 64)"
