@@ -305,13 +305,21 @@ if admitting then
     'achieved_rate', tostring(achieved), 'admitted_total', num(room, 'admitted_total') + #admitted)
   room.last_tick_ran, room.achieved_rate = tostring(now), tostring(achieved)
 end
-local version = num(room, 'version') + 1
-redis.call('HSET', K_ROOM, 'version', version, 'sweep_left', more and '1' or '0',
-  'admit_left', admit_left and '1' or '0')
-room.version = version
-
-for i, order in ipairs(departed) do departed[i] = tostring(order) end
-publish(room_event('tick', room, { admitted = admitted, departed = departed }))
+-- A call between ticks that admitted and dropped no one (a sweep that
+-- passed only visitors still present, or admitted) moved no place: no new
+-- version and no event, so that catching up on a sweep sends the sockets
+-- nothing (as words::rules::room's tick).
+local moved = due or #admitted > 0 or #departed > 0
+local left = { 'sweep_left', more and '1' or '0', 'admit_left', admit_left and '1' or '0' }
+if moved then
+  local version = num(room, 'version') + 1
+  redis.call('HSET', K_ROOM, 'version', version, unpack(left))
+  room.version = version
+  for i, order in ipairs(departed) do departed[i] = tostring(order) end
+  publish(room_event('tick', room, { admitted = admitted, departed = departed }))
+else
+  redis.call('HSET', K_ROOM, unpack(left))
+end
 local due_in = last_tick + tick_ms - now
 if due_in <= 0 then due_in = tick_ms end
 if opens_at and room.drawn ~= '1' and now < opens_at then due_in = math.min(due_in, opens_at - now) end

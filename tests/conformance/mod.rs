@@ -114,6 +114,7 @@ macro_rules! conformance_suite {
             a_mass_lapse_is_swept_a_slice_at_a_time,
             a_lapse_of_the_seen_and_the_never_seen_is_swept_a_slice_at_a_time,
             passes_never_seen_are_reclaimed_a_slice_at_a_time,
+            a_sweep_between_ticks_that_moves_no_place_makes_no_new_version,
             a_mass_expiry_is_swept_a_slice_at_a_time_and_told_at_once,
             a_large_admission_goes_a_slice_per_call,
             a_resumption_over_many_passes_is_one_step_and_loses_none,
@@ -1272,6 +1273,40 @@ pub mod scenarios {
         assert!(second.next_due_in_ms > SWEEP_AGAIN_MS);
         let stats = h.store.room(&room).await.unwrap().stats;
         assert_eq!((stats.no_shows, stats.active), (admitted, 0));
+    }
+
+    /// A call between ticks that only sweeps on (here the rest of the
+    /// no-shows) and admits and drops no one moves no place: the line keeps
+    /// its version, so no event reaches the sockets. A due tick is a new
+    /// version, as ever.
+    pub async fn a_sweep_between_ticks_that_moves_no_place_makes_no_new_version(h: &Harness) {
+        let admitted = SWEEP_SLICE + SWEEP_SLICE / 2;
+        let room = h.room("r", admitted as u32, None).await;
+        h.patch(&room, r#"{"arrival_grace_s": 10, "abandon_after_s": 3600}"#)
+            .await;
+        for _ in 0..admitted {
+            assert!(is_admitted(h.join(&room).await.1), "straight through");
+        }
+        let (waiting, state) = h.join(&room).await;
+        assert_eq!(position(state), 1, "the bucket is spent");
+        h.patch(&room, r#"{"paused": true}"#).await;
+        async fn version(h: &Harness, room: &RoomId, visitor: VisitorId) -> u64 {
+            h.store.status(room, visitor).await.unwrap().line.version
+        }
+        h.clock.advance_ms(TICK_MS.max(10_000));
+        let first = h.store.tick(&room).await.unwrap();
+        assert_eq!(first.ran.unwrap().no_shows, SWEEP_SLICE);
+        let after_the_tick = version(h, &room, waiting).await;
+        let sweep = h.store.tick(&room).await.unwrap().ran.unwrap();
+        assert_eq!((sweep.no_shows, sweep.admitted), (SWEEP_SLICE / 2, 0));
+        assert_eq!(
+            version(h, &room, waiting).await,
+            after_the_tick,
+            "a sweep that moved no place is no new version"
+        );
+        h.clock.advance_ms(TICK_MS);
+        assert_eq!(h.store.tick(&room).await.unwrap().ran.unwrap().admitted, 0);
+        assert_eq!(version(h, &room, waiting).await, after_the_tick + 1);
     }
 
     /// Passes that run out together are swept a slice per call, while

@@ -789,7 +789,6 @@ impl RoomModel {
         } else {
             Vec::new()
         };
-        self.version += 1;
         let report = TickReport {
             admitted: admitted.len() as u64,
             abandoned: departed.len() as u64,
@@ -797,12 +796,18 @@ impl RoomModel {
             waiting: self.line.waiting(),
             active: self.passes.held(),
         };
-        events.push(RoomEvent::Tick {
-            room: self.id.clone(),
-            admitted: admitted.into(),
-            departed: departed.into(),
-            line: self.summary(),
-        });
+        // A call between ticks that admitted and dropped no one moved no
+        // place: no new version and no event, so that catching up on a
+        // sweep sends the sockets nothing.
+        if due || !admitted.is_empty() || !departed.is_empty() {
+            self.version += 1;
+            events.push(RoomEvent::Tick {
+                room: self.id.clone(),
+                admitted: admitted.into(),
+                departed: departed.into(),
+                line: self.summary(),
+            });
+        }
         Some((report, events))
     }
 
