@@ -114,10 +114,18 @@ local grace = num(room, 'abandon_after_s') * 1000
 local absent = redis.call('ZRANGEBYSCORE', K_SEEN, '-inf', now - grace, 'LIMIT', 0, SWEEP_SLICE)
 if #absent == SWEEP_SLICE then more = true end
 local departed, dropped = {}, {}
+-- When a place at the back of the line was made (ms), from its record.
+local function joined_at(record)
+  return tonumber(string.match(record or '', '^w|%d+|(%d+)$') or '')
+end
 for _, visitor in ipairs(absent) do
   local record = redis.call('HGET', K_VISITORS, visitor)
   local kind = record and string.sub(record, 1, 1)
-  if waits(kind) then
+  -- A place made since the visitor's mark (back after a pass or a leave,
+  -- the mark outliving what it marked) counts from its joining, as the
+  -- memory store counts it: dropping the mark leaves it to the walk below.
+  local made_since = kind == 'w' and (joined_at(record) or 0) > now - grace
+  if waits(kind) and not made_since then
     table.insert(departed, unqueue(room, visitor, record, now))
     table.insert(dropped, visitor)
   end
@@ -134,9 +142,6 @@ end
 -- sweep's above. The walk takes what is left of the slice, and reads one
 -- place when no one it would reach is due.
 local walk_limit = SWEEP_SLICE - #absent
-local function joined_at(record)
-  return tonumber(string.match(record or '', '^w|%d+|(%d+)$') or '')
-end
 if walk_limit > 0 then
   local after = '(' .. (room.walked_seq or '0')
   local first = redis.call('ZRANGEBYSCORE', K_LINE, after, '+inf', 'LIMIT', 0, 1)

@@ -85,6 +85,7 @@ macro_rules! conformance_suite {
             join_is_idempotent,
             reentry_after_admission_or_leave_goes_to_the_back,
             absent_visitors_lose_their_place_and_burn_no_admission,
+            a_new_place_counts_from_its_joining_whatever_marked_its_visitor_before,
             a_visitor_away_too_long_is_told_so_and_rejoins_at_the_back,
             present_visitors_keep_their_place,
             paused_rooms_admit_nobody,
@@ -502,6 +503,36 @@ pub mod scenarios {
             "the absent head burned no admission"
         );
         assert!(matches!(h.state(&room, gone).await, PlaceState::Away));
+    }
+
+    /// A visitor back after a pass (their socket marked them present while
+    /// they held it, long ago) keeps the new place for the whole grace from
+    /// joining again, and loses it only when that grace passes unseen.
+    pub async fn a_new_place_counts_from_its_joining_whatever_marked_its_visitor_before(
+        h: &Harness,
+    ) {
+        let room = h.room("r", 1, None).await;
+        h.patch(&room, r#"{"abandon_after_s": 20}"#).await;
+        let (back, state) = h.join(&room).await;
+        assert!(is_admitted(state), "straight through");
+        h.store.touch(&room, &[back]).await.unwrap();
+        h.store.leave(&room, back).await.unwrap();
+        h.patch(&room, r#"{"paused": true}"#).await;
+        h.clock.advance_ms(25_000);
+        let again = h.store.join(&room, back).await.unwrap().state;
+        assert_eq!(position(again), 1);
+        let report = h.store.tick(&room).await.unwrap().ran.unwrap();
+        assert_eq!(report.abandoned, 0, "kept: it joined just now");
+        h.clock.advance_ms(19_999);
+        let tick = h.store.tick(&room).await.unwrap();
+        assert_eq!(
+            tick.ran.map_or(0, |r| r.abandoned),
+            0,
+            "kept within the grace"
+        );
+        h.clock.advance_ms(1);
+        let report = h.store.tick(&room).await.unwrap().ran.unwrap();
+        assert_eq!(report.abandoned, 1, "gone once the grace passed unseen");
     }
 
     /// A place kept five minutes by default; its visitor, swept after
