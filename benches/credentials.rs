@@ -5,11 +5,16 @@
 //! `cargo bench --bench credentials` times, each over many calls, with the
 //! process's CPU time per call beside the wall time: the pass signed for an
 //! admission (Ed25519), the ticket every join signs (HS256), and reading
-//! each back as `/api/verify` and a returning visitor do; the paths before
-//! through jsonwebtoken beside them.
+//! each back as `/api/verify` and a returning visitor do; ed25519-dalek's
+//! signature and check (the signer and verifier before) beside them, alone:
+//! without the claims, base64url and header that `issue_pass` and
+//! `read_pass` also spend. The build before's own `issue_pass` and
+//! `read_pass` are the figures to compare (run it in a worktree).
 
 mod common;
 
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use common::measure;
 use waitroom::words::credentials::Credentials;
 use waitroom::words::{RoomId, VisitorId};
@@ -32,25 +37,24 @@ fn main() {
         let visitor = visitors[i % visitors.len()];
         std::hint::black_box(credentials.issue_pass(&room, visitor, NOW + i as u64, NOW + 600_000));
     });
-    // The path before (issue 26, item 3): jsonwebtoken's `encode`, which
-    // rebuilds the Ed25519 key from PKCS#8 at every call; same claims.
-    let before_key = {
-        use ed25519_dalek::pkcs8::EncodePrivateKey;
-        let key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
-        jsonwebtoken::EncodingKey::from_ed_der(key.to_pkcs8_der().unwrap().as_bytes())
-    };
-    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::EdDSA);
-    header.kid = Some("kid-of-twelve-bytes".into());
+    // The signer before (issue 26, item 3): ed25519-dalek's, its key
+    // prepared once too, over the same signed parts.
+    let signer_before = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+    let signed_parts: Vec<String> = visitors
+        .iter()
+        .enumerate()
+        .map(|(i, visitor)| {
+            let pass = credentials.issue_pass(&room, *visitor, NOW + i as u64, NOW + 600_000);
+            pass.rsplit_once('.').unwrap().0.to_string()
+        })
+        .collect();
     measure(
-        "jsonwebtoken::encode of a pass (the path before)",
+        "ed25519-dalek's signature alone (the signer before)",
         CALLS,
         |i| {
-            let visitor = visitors[i % visitors.len()];
-            let claims = serde_json::json!({
-                "sub": visitor.to_string(), "room": "drop", "iat": NOW / 1000,
-                "exp": (NOW + 600_000) / 1000, "jti": format!("{visitor}.{}", NOW + i as u64),
-            });
-            std::hint::black_box(jsonwebtoken::encode(&header, &claims, &before_key).unwrap());
+            use ed25519_dalek::Signer;
+            let signature = signer_before.sign(signed_parts[i % signed_parts.len()].as_bytes());
+            std::hint::black_box(URL_SAFE_NO_PAD.encode(signature.to_bytes()));
         },
     );
     measure("issue_ticket (HS256)", CALLS, |i| {
@@ -60,24 +64,29 @@ fn main() {
     measure("read_pass (Ed25519)", CALLS, |_| {
         assert!(std::hint::black_box(credentials.read_pass(&pass, Some(&room), NOW)).is_ok());
     });
-    // The path before: jsonwebtoken's `decode`, with the key its `kid`
-    // names, which builds the Ed25519 key from its bytes at every call.
+    // The verifier before: ed25519-dalek's, its key prepared once too,
+    // checking the same pass's signature.
     let public_x = serde_json::to_value(credentials.jwks()).unwrap()["keys"][0]["x"]
         .as_str()
         .unwrap()
         .to_string();
-    let before_key = jsonwebtoken::DecodingKey::from_ed_components(&public_x).unwrap();
-    let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::EdDSA);
-    validation.validate_exp = false;
-    validation.required_spec_claims = ["exp".to_string(), "sub".to_string()].into();
+    let public: [u8; 32] = URL_SAFE_NO_PAD
+        .decode(public_x)
+        .unwrap()
+        .try_into()
+        .unwrap();
+    let verifier_before = ed25519_dalek::VerifyingKey::from_bytes(&public).unwrap();
+    let (signed, signature) = pass.rsplit_once('.').unwrap();
     measure(
-        "jsonwebtoken::decode of a pass (the path before)",
+        "ed25519-dalek's check alone (the verifier before)",
         CALLS,
         |_| {
-            let kid = jsonwebtoken::decode_header(&pass).unwrap().kid.unwrap();
-            assert!(!kid.is_empty());
-            let read = jsonwebtoken::decode::<serde_json::Value>(&pass, &before_key, &validation);
-            assert!(std::hint::black_box(read).is_ok());
+            use ed25519_dalek::Verifier;
+            let signature = URL_SAFE_NO_PAD.decode(signature).unwrap();
+            let signature = ed25519_dalek::Signature::from_slice(&signature).unwrap();
+            assert!(
+                std::hint::black_box(verifier_before.verify(signed.as_bytes(), &signature)).is_ok()
+            );
         },
     );
     measure("read_ticket (HS256)", CALLS, |_| {

@@ -23,7 +23,7 @@ use crate::words::codes::CodeHash;
 use crate::words::credentials::{CredentialError, Credentials, Jwks, read_user_token};
 use crate::words::pow;
 use crate::words::return_url;
-use crate::words::status::{self, Status, StatusInput};
+use crate::words::status::{self, Status, StatusInput, TicketReturn};
 use crate::words::{Place, PlaceState, RoomId, VisitorId};
 
 /// How long the ticket cookie lives; the place itself lasts as long as the
@@ -44,12 +44,14 @@ fn status_response(
     now: Millis,
     room: &RoomId,
     ticket: &str,
+    ret: Option<&str>,
     place: &Place,
 ) -> HttpResponse {
     let status = Status::build(
         StatusInput {
             room,
             ticket,
+            ret: TicketReturn::Known(ret),
             visitor: place.visitor,
             state: place.state,
             line: &place.line,
@@ -79,7 +81,9 @@ fn status_response(
                 .finish(),
         );
     }
-    response.json(status)
+    response
+        .content_type(actix_web::mime::APPLICATION_JSON)
+        .body(status.to_json())
 }
 
 /// The fields a join's body may carry (all optional; no body is `{}`).
@@ -251,12 +255,12 @@ async fn join_room(
     };
     // A `return` given now replaces the one the ticket carries (so the
     // ticket is signed anew); without one, the ticket keeps its own.
-    let (visitor, ticket) = match (existing, &ret) {
-        (Some(existing), None) => existing,
-        (existing, _) => {
-            let visitor = existing.map_or_else(VisitorId::random, |(visitor, _)| visitor);
+    let (visitor, ticket, ret) = match (existing, ret) {
+        (Some(existing), None) => (existing.visitor, existing.ticket, existing.ret),
+        (existing, ret) => {
+            let visitor = existing.map_or_else(VisitorId::random, |existing| existing.visitor);
             let ticket = credentials.issue_ticket_returning(&room, visitor, now, ret.as_deref());
-            (visitor, ticket)
+            (visitor, ticket, ret)
         }
     };
     let options = JoinOptions {
@@ -273,12 +277,11 @@ async fn join_room(
     let ticket = if place.visitor == visitor {
         ticket
     } else {
-        let ret = credentials.ticket_return(&room, &ticket);
         credentials.issue_ticket_returning(&room, place.visitor, now, ret.as_deref())
     };
     metrics::histogram!("waitroom_join_seconds").record(started.elapsed().as_secs_f64());
     tracing::debug!(%room, %visitor, state = <&str>::from(status::State::of(&place.state)), "join");
-    let response = status_response(&credentials, now, &room, &ticket, &place);
+    let response = status_response(&credentials, now, &room, &ticket, ret.as_deref(), &place);
     Ok((response, place))
 }
 
@@ -401,6 +404,7 @@ async fn status_route(
         clock.now_ms(),
         &ticket.room,
         &ticket.ticket,
+        ticket.ret.as_deref(),
         &place,
     ))
 }

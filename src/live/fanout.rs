@@ -13,7 +13,7 @@ use super::home::Home;
 use super::outlet::{Outlet, Refused};
 use super::registry::{Registry, SocketId};
 use crate::words::credentials::Credentials;
-use crate::words::status::{Status, StatusInput};
+use crate::words::status::{Status, StatusInput, TicketReturn};
 use crate::words::{LineSummary, PlaceState, RoomFacts, RoomId, VisitorId};
 
 /// Fewest statuses worth sending from their homes; fewer (one socket's
@@ -122,6 +122,7 @@ impl Shared {
                 StatusInput {
                     room: &self.room,
                     ticket: &pending.ticket,
+                    ret: TicketReturn::ReadFromTicket,
                     visitor: pending.visitor,
                     state: pending.state,
                     line: &self.line,

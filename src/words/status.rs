@@ -108,12 +108,23 @@ wire_enum! {
 pub struct StatusInput<'a> {
     pub room: &'a RoomId,
     pub ticket: &'a str,
+    /// Their ticket's `return` (where they asked to go once admitted).
+    pub ret: TicketReturn<'a>,
     pub visitor: VisitorId,
     pub state: PlaceState,
     pub line: &'a LineSummary,
     pub facts: &'a RoomFacts,
     /// The visitor's code group, if they joined with a code.
     pub priority: Option<&'a str>,
+}
+
+/// An admitted visitor's `return`: known to a caller that has just read
+/// or signed the ticket (a join, a status read), or read from the ticket
+/// when it is needed (a socket's status, which holds only the ticket).
+#[derive(Debug, Clone, Copy)]
+pub enum TicketReturn<'a> {
+    Known(Option<&'a str>),
+    ReadFromTicket,
 }
 
 impl<'a> Status<'a> {
@@ -173,12 +184,16 @@ impl<'a> Status<'a> {
                 // Back to the page a forward-auth gate turned them away
                 // from, when their ticket carries it and it is on the
                 // target's origin; else to the target.
-                let ret = credentials.ticket_return(input.room, input.ticket);
-                let destination = return_url::destination(
-                    ret.as_deref(),
-                    &input.facts.target_url,
-                    credentials.public_url(),
-                );
+                let from_ticket;
+                let ret = match input.ret {
+                    TicketReturn::Known(ret) => ret,
+                    TicketReturn::ReadFromTicket => {
+                        from_ticket = credentials.ticket_return(input.room, input.ticket);
+                        from_ticket.as_deref()
+                    }
+                };
+                let destination =
+                    return_url::destination(ret, &input.facts.target_url, credentials.public_url());
                 status.redirect_url = Some(with_pass(&destination, &pass));
                 status.expires_at = Some(rfc3339(expires_at));
                 status.pass = Some(pass);
@@ -193,8 +208,15 @@ impl<'a> Status<'a> {
 
     pub fn to_json(&self) -> String {
         // Room for a waiting visitor's status at once (about 400 bytes),
-        // where `to_string` would grow its buffer from 128 twice.
-        let mut json = Vec::with_capacity(512);
+        // where `to_string` would grow its buffer from 128 twice; an
+        // admitted one's also holds its pass and its redirect URL (the
+        // pass again), which would grow it twice more.
+        let admission = [&self.pass, &self.redirect_url]
+            .into_iter()
+            .flatten()
+            .map(String::len)
+            .sum::<usize>();
+        let mut json = Vec::with_capacity(512 + admission);
         serde_json::to_writer(&mut json, self).expect("a Status always serializes");
         String::from_utf8(json).expect("serde_json writes UTF-8")
     }
@@ -278,6 +300,7 @@ mod tests {
             let input = StatusInput {
                 room: &room,
                 ticket: "t.k.n",
+                ret: TicketReturn::ReadFromTicket,
                 visitor: VisitorId(7),
                 state,
                 line: &line,

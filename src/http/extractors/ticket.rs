@@ -26,6 +26,8 @@ pub struct Ticket {
     /// The ticket to hand back: the one presented, or its renewal under
     /// the current secret if the previous one signed it.
     pub ticket: String,
+    /// The ticket's `return`: where its visitor asked to go once admitted.
+    pub ret: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -62,13 +64,14 @@ impl Ticket {
                 )
             })?;
         let now = part::<dyn Clock>(req).now_ms();
-        let (visitor, ticket) = part::<Credentials>(req)
+        let renewed = part::<Credentials>(req)
             .renew_ticket(&room, &presented, now)
             .map_err(ticket_error)?;
         Ok(Ticket {
             room,
-            visitor,
-            ticket,
+            visitor: renewed.visitor,
+            ticket: renewed.ticket,
+            ret: renewed.ret,
         })
     }
 }

@@ -48,7 +48,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use waitroom::startup::LISTEN_BACKLOG;
 use waitroom::words::credentials::Credentials;
-use waitroom::words::status::{Status, StatusInput};
+use waitroom::words::status::{Status, StatusInput, TicketReturn};
 use waitroom::words::{LineSummary, Order, PlaceState, RoomFacts, RoomId, VisitorId};
 
 use super::common::{self, Latency, epoch_micros};
@@ -557,6 +557,7 @@ fn write_tick(conns: &[Rc<Conn>], shape: &Shape, tick: Tick, buf: &mut Vec<u8>) 
             StatusInput {
                 room: &shape.room,
                 ticket: &conn.ticket,
+                ret: TicketReturn::ReadFromTicket,
                 visitor: conn.visitor,
                 state: PlaceState::Waiting {
                     order: Order::Joined(conn.order),
@@ -761,6 +762,7 @@ mod tests {
                 StatusInput {
                     room: &room,
                     ticket: &ticket,
+                    ret: TicketReturn::ReadFromTicket,
                     visitor: VisitorId(7),
                     state: PlaceState::Waiting {
                         order: Order::Joined(42),
