@@ -63,7 +63,7 @@ fn status_response(
     let mut response = HttpResponse::Ok();
     response.insert_header((header::CACHE_CONTROL, "no-store"));
     response.cookie(
-        Cookie::build(ticket_cookie_name(room), ticket.to_string())
+        Cookie::build(ticket_cookie_name(room), ticket)
             .path("/")
             .http_only(true)
             .same_site(SameSite::Lax)
@@ -73,7 +73,7 @@ fn status_response(
     if let (Some(pass), PlaceState::Admitted { expires_at, .. }) = (&status.pass, place.state) {
         let seconds_left = expires_at.saturating_sub(now) / 1000;
         response.cookie(
-            Cookie::build(PASS_COOKIE, pass.clone())
+            Cookie::build(PASS_COOKIE, pass.as_str())
                 .path("/")
                 .http_only(true)
                 .same_site(SameSite::Lax)

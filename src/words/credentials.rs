@@ -215,7 +215,10 @@ pub struct Credentials {
 /// Ed25519"). Ed25519 is deterministic, so both sign the same bytes (a
 /// unit test checks ours against ed25519-dalek's).
 fn sign_pass(header: &str, claims: &PassClaims, key: &Ed25519KeyPair) -> String {
-    let claims = serde_json::to_vec(claims).expect("claims serialize");
+    // A pass's claims are about 150 bytes: room for them at once.
+    let mut json = Vec::with_capacity(256);
+    serde_json::to_writer(&mut json, claims).expect("claims serialize");
+    let claims = json;
     // Header, claims and signature (64 bytes: 86 in base64url), in one buffer.
     let mut pass = String::with_capacity(header.len() + claims.len() * 4 / 3 + 92);
     pass.push_str(header);
