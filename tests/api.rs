@@ -1900,6 +1900,54 @@ async fn join_from(app: &TestApp, room: &str, forwarded_for: &str) -> reqwest::R
         .unwrap()
 }
 
+async fn join_from_bytes(app: &TestApp, room: &str, forwarded_for: &[u8]) -> reqwest::Response {
+    app.http
+        .post(app.url(&format!("/api/rooms/{room}/join")))
+        .header(
+            "X-Forwarded-For",
+            reqwest::header::HeaderValue::from_bytes(forwarded_for).unwrap(),
+        )
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// security.md, item 1: an `X-Forwarded-For` that is not text never makes
+/// the trusted proxy the client. Behind the proxy (here the test's own
+/// 127.0.0.1), what it appended is still read; what cannot be read makes
+/// an unknown client, never inside a bypass, and all unknown clients share
+/// one join budget.
+#[tokio::test]
+async fn a_forwarded_for_that_is_not_text_never_makes_the_proxy_the_client() {
+    let app = limited_app(1, &["127.0.0.1"]).await;
+    let networks = json!(["127.0.0.0/8", "203.0.113.0/24"]);
+    app.create_room("drop", json!({"paused": true, "bypass_networks": networks}))
+        .await;
+    let status: Value = join_from_bytes(&app, "drop", b"\xff, 203.0.113.9")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        status["state"], "admitted",
+        "the client the proxy appended is read past the bytes left of it"
+    );
+    let answer = join_from_bytes(&app, "drop", b"\xff").await;
+    assert_eq!(answer.status(), 200);
+    let status: Value = answer.json().await.unwrap();
+    assert_eq!(
+        status["state"], "waiting",
+        "an unreadable client is not the proxy, whose address is a bypass"
+    );
+    let second = join_from_bytes(&app, "drop", b"nonsense").await;
+    assert_eq!(
+        second.status(),
+        429,
+        "every unknown client shares one join budget"
+    );
+}
+
 /// api.md, "Bypass networks": the address is the one the join limit reads
 /// (a trusted proxy's `X-Forwarded-For`); such a client is admitted at once,
 /// paused room, cap or join limit notwithstanding, outside the cap.

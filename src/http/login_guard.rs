@@ -10,19 +10,19 @@ use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
+use crate::words::join_limit::ClientBlock;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
-use ipnet::IpNet;
 use parking_lot::Mutex;
 
 /// Wrong tokens a client block may try per minute.
 const FAILURES_PER_MINUTE: u32 = 10;
 
 pub struct LoginGuard {
-    failures: DefaultKeyedRateLimiter<IpNet>,
+    failures: DefaultKeyedRateLimiter<ClientBlock>,
     clock: DefaultClock,
     /// Blocks past the limit, and until when.
-    shut_out: Mutex<HashMap<IpNet, Instant>>,
+    shut_out: Mutex<HashMap<ClientBlock, Instant>>,
 }
 
 impl Default for LoginGuard {
@@ -38,7 +38,7 @@ impl Default for LoginGuard {
 
 impl LoginGuard {
     /// Whether `block` may try a login now; if not, how long until it may.
-    pub fn may_try(&self, block: IpNet) -> Result<(), Duration> {
+    pub fn may_try(&self, block: ClientBlock) -> Result<(), Duration> {
         let mut shut_out = self.shut_out.lock();
         match shut_out.get(&block) {
             Some(until) if *until > Instant::now() => Err(*until - Instant::now()),
@@ -52,7 +52,7 @@ impl LoginGuard {
 
     /// Counts a failed login from `block`; past the limit the block is
     /// shut out, and the answer says for how long.
-    pub fn failed(&self, block: IpNet) -> Result<(), Duration> {
+    pub fn failed(&self, block: ClientBlock) -> Result<(), Duration> {
         match self.failures.check_key(&block) {
             Ok(()) => Ok(()),
             Err(not_until) => {
@@ -78,8 +78,8 @@ mod tests {
     #[test]
     fn an_address_past_the_limit_is_shut_out_and_others_are_not() {
         let guard = LoginGuard::default();
-        let guesser: IpNet = "192.0.2.1/32".parse().unwrap();
-        let operator: IpNet = "192.0.2.2/32".parse().unwrap();
+        let guesser = ClientBlock::Net("192.0.2.1/32".parse().unwrap());
+        let operator = ClientBlock::Net("192.0.2.2/32".parse().unwrap());
         for _ in 0..FAILURES_PER_MINUTE {
             assert!(guard.may_try(guesser).is_ok());
             assert!(guard.failed(guesser).is_ok());

@@ -264,7 +264,7 @@ async fn join_room(
         }
     };
     let options = JoinOptions {
-        address: Some(client_address(&req)),
+        address: client_address(&req).known(),
         limit: join_limit(&req),
         user,
         pow,

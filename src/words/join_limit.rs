@@ -32,18 +32,68 @@ pub const DEFAULT_IPV6_PREFIX: u8 = 64;
 /// whole providers in one budget.
 pub const IPV6_PREFIXES: RangeInclusive<u8> = 32..=128;
 
+/// Who a request comes from, as far as it can be read: an address, or
+/// nobody known (a trusted proxy named the client in a form that cannot be
+/// read). An unknown client is never inside a network (a bypass) and all
+/// unknown clients share one budget, so a header nobody can read never
+/// borrows a trusted address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ClientAddress {
+    Known(IpAddr),
+    Unknown,
+}
+
+impl ClientAddress {
+    /// The address, when one is known.
+    pub fn known(self) -> Option<IpAddr> {
+        match self {
+            Self::Known(address) => Some(address),
+            Self::Unknown => None,
+        }
+    }
+}
+
+impl std::fmt::Display for ClientAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Known(address) => address.fmt(f),
+            Self::Unknown => f.write_str("unknown"),
+        }
+    }
+}
+
+/// The block of addresses whose joins (and login attempts) share a budget
+/// (see [`client_block`]); every unknown client is the one block `unknown`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ClientBlock {
+    Net(IpNet),
+    Unknown,
+}
+
+impl std::fmt::Display for ClientBlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Net(net) => net.fmt(f),
+            Self::Unknown => f.write_str("unknown"),
+        }
+    }
+}
+
 /// The block of addresses whose joins share a budget: an IPv4 address alone
 /// (also when it comes IPv4-mapped, `::ffff:203.0.113.7`, as a dual-stack
 /// listener sees it); an IPv6 address's network of `ipv6_prefix` bits
-/// (clamped to [`IPV6_PREFIXES`]).
-pub fn client_block(address: IpAddr, ipv6_prefix: u8) -> IpNet {
-    match address.to_canonical() {
+/// (clamped to [`IPV6_PREFIXES`]); one block for every unknown client.
+pub fn client_block(client: ClientAddress, ipv6_prefix: u8) -> ClientBlock {
+    let ClientAddress::Known(address) = client else {
+        return ClientBlock::Unknown;
+    };
+    ClientBlock::Net(match address.to_canonical() {
         IpAddr::V4(v4) => Ipv4Net::from(v4).into(),
         IpAddr::V6(v6) => {
             let prefix = ipv6_prefix.clamp(*IPV6_PREFIXES.start(), *IPV6_PREFIXES.end());
             Ipv6Net::new_assert(v6, prefix).trunc().into()
         }
-    }
+    })
 }
 
 /// A limit on one join: who the client is and how many new places a minute
@@ -145,7 +195,19 @@ mod tests {
     }
 
     fn block(address: &str, ipv6_prefix: u8) -> String {
-        client_block(address.parse().unwrap(), ipv6_prefix).to_string()
+        client_block(ClientAddress::Known(address.parse().unwrap()), ipv6_prefix).to_string()
+    }
+
+    #[test]
+    fn every_unknown_client_is_one_block() {
+        assert_eq!(
+            client_block(ClientAddress::Unknown, 64),
+            ClientBlock::Unknown
+        );
+        assert_eq!(
+            client_block(ClientAddress::Unknown, 64).to_string(),
+            "unknown"
+        );
     }
 
     #[test]

@@ -1,26 +1,24 @@
 //! The address a request came from, the block of addresses it counts in,
 //! and that block's join budget.
 
-use std::net::IpAddr;
-
 use actix_web::HttpRequest;
-use ipnet::IpNet;
 
 use super::part;
 use crate::http::state::ClientRules;
-use crate::words::join_limit::{self, JoinLimit};
+use crate::words::join_limit::{self, ClientAddress, ClientBlock, JoinLimit};
 
 /// The address a request came from: the peer, or the client a trusted
-/// proxy names (see `client_address`).
-pub fn client_address(req: &HttpRequest) -> IpAddr {
-    let peer = req
-        .peer_addr()
-        .map(|address| address.ip())
-        .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
-    let forwarded_for: Vec<&str> = req
+/// proxy names (see `client_address`), or unknown where that proxy's
+/// header cannot be read.
+pub fn client_address(req: &HttpRequest) -> ClientAddress {
+    let Some(peer) = req.peer_addr().map(|address| address.ip()) else {
+        // A request without a peer (one a test built) is nobody in particular.
+        return ClientAddress::Unknown;
+    };
+    let forwarded_for: Vec<&[u8]> = req
         .headers()
         .get_all("x-forwarded-for")
-        .filter_map(|value| value.to_str().ok())
+        .map(|value| value.as_bytes())
         .collect();
     part::<ClientRules>(req)
         .trusted_proxies
@@ -30,7 +28,7 @@ pub fn client_address(req: &HttpRequest) -> IpAddr {
 /// The block of addresses a request's client counts in, for the join and
 /// login limits: its IPv4 address, or its IPv6 network of
 /// `--join-rate-ipv6-prefix` bits (see `words::join_limit::client_block`).
-pub fn client_block(req: &HttpRequest) -> IpNet {
+pub fn client_block(req: &HttpRequest) -> ClientBlock {
     join_limit::client_block(client_address(req), part::<ClientRules>(req).ipv6_prefix)
 }
 
