@@ -221,6 +221,122 @@ async fn a_pass_in_the_url_becomes_the_cookie_with_one_redirect() {
     assert_eq!(answer.status(), 204);
 }
 
+/// security.md, item 2: a pass in the URL never replaces a valid pass of
+/// the same room that the browser holds, so a link cannot hand a visitor
+/// someone else's pass (whose holder could then leave or revoke it).
+#[tokio::test]
+async fn a_pass_in_the_url_never_replaces_a_valid_one_in_the_cookie() {
+    let app = app().await;
+    let own = app.pass_for(ROOM).await;
+    let other = app.pass_for(ROOM).await;
+    assert_ne!(own, other);
+    let answer = send(
+        ask(&app, &format!("/checkout?wr_pass={other}")).header(COOKIE, format!("wr_pass={own}")),
+    )
+    .await;
+    assert_eq!(answer.status(), 302);
+    assert_eq!(
+        location(&answer),
+        "https://shop.example/checkout",
+        "the URL loses the link's pass all the same"
+    );
+    assert!(
+        !answer.headers().contains_key(SET_COOKIE),
+        "the visitor's own pass stays: {:?}",
+        answer.headers().get(SET_COOKIE)
+    );
+    // A cookie that is no longer a pass of this room is replaced.
+    app.admin(
+        reqwest::Method::POST,
+        &format!("/api/admin/rooms/{ROOM}/passes/revoke"),
+    )
+    .json(&json!({"pass": own}))
+    .send()
+    .await
+    .unwrap();
+    let autumn = app.pass_for("autumn-sale").await;
+    for held in [own.as_str(), autumn.as_str(), "forged"] {
+        let answer = send(
+            ask(&app, &format!("/checkout?wr_pass={other}"))
+                .header(COOKIE, format!("wr_pass={held}")),
+        )
+        .await;
+        assert_eq!(answer.status(), 302);
+        let cookie = answer.headers()[SET_COOKIE].to_str().unwrap();
+        assert!(cookie.starts_with(&format!("wr_pass={other};")), "{cookie}");
+    }
+}
+
+/// The demo's protected page shows the pass the browser holds, not one a
+/// link offers in its place.
+#[tokio::test]
+async fn the_demo_target_shows_the_held_pass_over_a_linked_one() {
+    let app = app().await;
+    let own = app.join_api(ROOM).await;
+    let other = app.join_api(ROOM).await;
+    let page = app
+        .http
+        .get(app.url(&format!(
+            "/demo/target?wr_pass={}",
+            other["pass"].as_str().unwrap()
+        )))
+        .header(COOKIE, format!("wr_pass={}", own["pass"].as_str().unwrap()))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let visitor_of = |status: &Value| {
+        let pass = status["pass"].as_str().unwrap();
+        let claims = pass.split('.').nth(1).unwrap();
+        let claims: Value = serde_json::from_slice(
+            &base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, claims)
+                .unwrap(),
+        )
+        .unwrap();
+        claims["sub"].as_str().unwrap().to_string()
+    };
+    assert!(page.contains(&visitor_of(&own)), "{page}");
+    assert!(!page.contains(&visitor_of(&other)), "{page}");
+}
+
+/// security.md, item 10: an absolute `X-Original-URL` carrying a pass is
+/// held to the room's target's origin, as a `return` is: the gate never
+/// redirects to another host.
+#[tokio::test]
+async fn an_original_url_with_a_pass_is_held_to_the_targets_origin() {
+    let app = app().await;
+    let pass = app.pass_for(ROOM).await;
+    for elsewhere in [
+        "https://evil.example/a",
+        "http://shop.example/a",
+        "https://shop.example:8443/a",
+    ] {
+        let answer = send(
+            gate(&app, &format!("/api/gate?room={ROOM}"))
+                .header("X-Original-URL", format!("{elsewhere}?wr_pass={pass}")),
+        )
+        .await;
+        assert_eq!(answer.status(), 302, "{elsewhere}");
+        assert!(
+            !answer.headers().contains_key(SET_COOKIE),
+            "{elsewhere}: no cookie"
+        );
+        assert_eq!(
+            location(&answer),
+            format!("{PUBLIC}/rooms/{ROOM}"),
+            "{elsewhere}: to the room, with no return"
+        );
+    }
+    let answer = send(gate(&app, &format!("/api/gate?room={ROOM}")).header(
+        "X-Original-URL",
+        format!("https://shop.example/a?wr_pass={pass}"),
+    ))
+    .await;
+    assert_eq!(location(&answer), "https://shop.example/a");
+}
+
 #[tokio::test]
 async fn the_room_page_is_on_the_public_url_or_else_the_forwarded_host() {
     // Without --public-url: on the forwarded host.

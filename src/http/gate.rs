@@ -8,14 +8,14 @@
 //! The pass is checked as `/api/verify` checks it (`check_pass_for_proxy`:
 //! with the store down, by signature, room and expiry alone).
 
-use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
 use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, web};
 use url::Url;
 
 use super::error::{ApiError, ErrorCode};
 use super::extractors::{
-    PASS_COOKIE, PassChecker, PassRefusal, Verified, check_pass_for_proxy, presented_pass,
+    LinkJudge, LinkedPass, PassChecker, PassRefusal, Verified, check_pass_for_proxy,
+    judge_linked_pass, pass_cookie, presented_pass,
 };
 use super::state::Live;
 use super::visitor::{VerifyQuery, room_to_verify};
@@ -23,7 +23,9 @@ use crate::store::{Store, StoreError};
 use crate::words::RoomId;
 use crate::words::clock::Clock;
 use crate::words::credentials::Credentials;
-use crate::words::return_url::{MAX_RETURN_BYTES, PASS_PARAMETER, parse_return, without_pass};
+use crate::words::return_url::{
+    MAX_RETURN_BYTES, PASS_PARAMETER, on_target_origin, parse_return, without_pass,
+};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/api/gate").get(gate))
@@ -161,38 +163,66 @@ impl Gate {
             credentials,
             clock,
         } = self;
-        let original = forwarded.original_url();
+        // Whether the room was read already (it exists, or the store is down).
+        let mut room_read = false;
+        let original = match forwarded.original_url() {
+            Some((url, Named::OnTheSite)) => Some(url),
+            Some((url, Named::ByItself)) => match store.room(&room).await {
+                Ok(info) => {
+                    room_read = true;
+                    on_target_origin(&url, &info.config.target_url, credentials.public_url())
+                        .then_some(url)
+                }
+                // Where the target is cannot be told: no URL to send anyone to.
+                Err(StoreError::Unavailable(_)) => {
+                    room_read = true;
+                    None
+                }
+                Err(error) => return Err(error.into()),
+            },
+            None => None,
+        };
 
-        // The visitor's first request back from the room: the pass in the URL.
-        // A valid one becomes the cookie, and the URL loses it.
-        if let Some((url, pass)) = original
+        // The visitor's first request back from the room: the pass in the
+        // URL. A valid one becomes the cookie, unless the browser holds a
+        // valid pass of this room already (which stays); either way the URL
+        // loses it.
+        if let Some((url, offered)) = original
             .as_ref()
             .and_then(|url| pass_in(url).map(|pass| (url, pass)))
         {
-            match check_pass_for_proxy(&checker, &live.hub, &room, &pass).await {
-                Ok((checked, _)) => {
-                    let seconds_left =
-                        (checked.claims.exp * 1000).saturating_sub(clock.now_ms()) / 1000;
-                    let cookie = Cookie::build(PASS_COOKIE, pass)
-                        .path("/")
-                        .http_only(true)
-                        .secure(url.scheme() == "https")
-                        .same_site(SameSite::Lax)
-                        .max_age(CookieDuration::seconds(seconds_left as i64))
-                        .finish();
-                    return Ok(HttpResponse::Found()
-                        .insert_header((header::LOCATION, without_pass(url.clone()).to_string()))
-                        .insert_header((header::CACHE_CONTROL, "no-store"))
-                        .cookie(cookie)
-                        .finish());
+            let taken = match judge_linked_pass(
+                req,
+                &checker,
+                LinkJudge::Proxy(&live.hub),
+                &room,
+                &offered,
+            )
+            .await
+            {
+                LinkedPass::Take(pass) => {
+                    let mut cookie = pass_cookie(offered, pass.seconds_left(clock.now_ms()));
+                    cookie.set_secure(url.scheme() == "https");
+                    Some(Some(cookie))
                 }
+                LinkedPass::Keep => Some(None),
                 // Not a pass of this room now: the cookie or Bearer may be.
-                Err(refusal) => {
+                LinkedPass::Refused(refusal) => {
                     unless_no_such_room(refusal)?;
+                    None
                 }
+            };
+            if let Some(cookie) = taken {
+                let mut answer = HttpResponse::Found();
+                answer
+                    .insert_header((header::LOCATION, without_pass(url.clone()).to_string()))
+                    .insert_header((header::CACHE_CONTROL, "no-store"));
+                if let Some(cookie) = cookie {
+                    answer.cookie(cookie);
+                }
+                return Ok(answer.finish());
             }
         }
-
         let refused = match presented_pass(req) {
             None => ErrorCode::MissingPass,
             Some(pass) => match check_pass_for_proxy(&checker, &live.hub, &room, &pass).await {
@@ -216,9 +246,11 @@ impl Gate {
 
         // To the room's page; an unknown room is a 404, while with the store
         // down the page is the right place all the same (it keeps retrying).
-        match store.room(&room).await {
-            Ok(_) | Err(StoreError::Unavailable(_)) => {}
-            Err(error) => return Err(error.into()),
+        if !room_read {
+            match store.room(&room).await {
+                Ok(_) | Err(StoreError::Unavailable(_)) => {}
+                Err(error) => return Err(error.into()),
+            }
         }
         let location = room_page(&credentials, &forwarded, &room, original)?;
         Ok(HttpResponse::Found()
@@ -278,6 +310,16 @@ fn room_page(
         ));
     }
     Ok(page)
+}
+
+/// Where the URL the visitor asked for is: on the site the proxy names
+/// (`X-Forwarded-Host`, or Envoy's `Host`), or wherever an absolute
+/// `X-Original-URL` says, which must then be on the room's target's origin
+/// before anything is sent there (as a `return` must).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Named {
+    OnTheSite,
+    ByItself,
 }
 
 /// What the proxy says about the request it asks about.
@@ -342,9 +384,20 @@ impl Forwarded {
         Some(format!("{proto}://{host}"))
     }
 
-    /// The URL the visitor asked for, if the proxy said it plainly enough;
-    /// anything else is no URL (a malformed return is ignored).
-    fn original_url(&self) -> Option<Url> {
+    /// The URL the visitor asked for, if the proxy said it plainly enough
+    /// (a malformed one is ignored), and whether it came whole in
+    /// `X-Original-URL`, which names its own host.
+    fn original_url(&self) -> Option<(Url, Named)> {
+        let url = self.url_asked_for()?;
+        let named = if self.uri.is_none() && !self.original_url.as_deref()?.starts_with('/') {
+            Named::ByItself
+        } else {
+            Named::OnTheSite
+        };
+        Some((url, named))
+    }
+
+    fn url_asked_for(&self) -> Option<Url> {
         let within_site = |path: &str| {
             if !path.starts_with('/') || path.starts_with("//") {
                 return None;

@@ -1,6 +1,6 @@
 //! The sale's HTTP endpoints: the visitor's (with their pass) and the operator's.
 
-use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
+use actix_web::cookie::Cookie;
 use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
 use askama::Template;
@@ -8,8 +8,8 @@ use serde::Deserialize;
 
 use crate::http::error::{ApiError, ErrorCode};
 use crate::http::extractors::{
-    Expiry, Operator, PASS_COOKIE, Pass, PassChecker, PassHolder, PassRefusal, Room, check_pass,
-    ticket_cookie_name,
+    LinkJudge, LinkedPass, Operator, Pass, PassChecker, PassHolder, PassRefusal, Room,
+    judge_linked_pass, pass_cookie,
 };
 use crate::http::openapi::{ClaimPath, RoomPath};
 use crate::http::pages::i18n::Catalogue;
@@ -18,7 +18,6 @@ use crate::http::sale_views::SaleViews;
 use crate::store::{SaleStore, Store, set_up_sale};
 use crate::words::RoomId;
 use crate::words::clock::{Clock, rfc3339_ms};
-use crate::words::credentials::Credentials;
 use crate::words::language::Language;
 use crate::words::page::PageBranding;
 use crate::words::sale::{
@@ -297,16 +296,13 @@ fn plain_token(token: &str) -> bool {
 }
 
 /// The `wr_pass` cookie to set for a pass offered in the sale page's link,
-/// if any. Only a pass that `check_pass` accepts for this room now (what
-/// `/api/verify` accepts), and only when it cannot displace the visitor's
-/// own: not when the browser's ticket for this room names another visitor,
-/// and not when the browser already holds a valid pass for this room. So a
-/// link cannot hand a visitor someone else's pass in place of their own.
-/// `Err` only when the store cannot answer.
+/// if any: only a pass that `check_pass` accepts for this room now (what
+/// `/api/verify` accepts), and only where it cannot displace the
+/// visitor's own (`judge_linked_pass`). `Err` only when the store cannot
+/// answer.
 async fn pass_cookie_from_link(
     req: &HttpRequest,
     checker: &PassChecker,
-    credentials: &Credentials,
     clock: &dyn Clock,
     room: &RoomId,
     offered: &str,
@@ -314,35 +310,15 @@ async fn pass_cookie_from_link(
     if !plain_token(offered) {
         return Ok(None);
     }
-    let pass = match check_pass(checker, room, offered, Expiry::Enforced).await {
-        Ok(pass) => pass,
-        Err(PassRefusal::Store(error)) => return Err(error.into()),
-        Err(_) => return Ok(None),
-    };
-    let own_ticket = req
-        .cookie(&ticket_cookie_name(room))
-        .and_then(|c| credentials.read_ticket(room, c.value()).ok());
-    if own_ticket.is_some_and(|visitor| visitor != pass.visitor) {
-        return Ok(None);
+    match judge_linked_pass(req, checker, LinkJudge::Sale, room, offered).await {
+        LinkedPass::Take(pass) => Ok(Some(pass_cookie(
+            offered.to_string(),
+            pass.seconds_left(clock.now_ms()),
+        ))),
+        LinkedPass::Keep => Ok(None),
+        LinkedPass::Refused(PassRefusal::Store(error)) => Err(error.into()),
+        LinkedPass::Refused(_) => Ok(None),
     }
-    if let Some(current) = req.cookie(PASS_COOKIE)
-        && current.value() != offered
-    {
-        match check_pass(checker, room, current.value(), Expiry::Enforced).await {
-            Ok(_) => return Ok(None),
-            Err(PassRefusal::Store(error)) => return Err(error.into()),
-            Err(_) => {}
-        }
-    }
-    let seconds_left = (pass.claims.exp * 1000).saturating_sub(clock.now_ms()) / 1000;
-    Ok(Some(
-        Cookie::build(PASS_COOKIE, offered.to_string())
-            .path("/")
-            .http_only(true)
-            .same_site(SameSite::Lax)
-            .max_age(CookieDuration::seconds(seconds_left as i64))
-            .finish(),
-    ))
 }
 
 /// The sale page. A pass arriving in the URL (the waiting room's redirect)
@@ -370,7 +346,6 @@ async fn page(
     path: web::Path<String>,
     query: web::Query<PassQuery>,
     checker: PassChecker,
-    credentials: web::Data<Credentials>,
     clock: web::Data<dyn Clock>,
     store: web::Data<dyn Store>,
 ) -> HttpResponse {
@@ -380,19 +355,11 @@ async fn page(
     if let Some(offered) = query.into_inner().wr_pass {
         // A `?lang=` beside the pass is kept in its cookie, as the page would.
         let language = page_language(&req, Language::default());
-        let cookie = match pass_cookie_from_link(
-            &req,
-            &checker,
-            &credentials,
-            clock.get_ref(),
-            &room,
-            &offered,
-        )
-        .await
-        {
-            Ok(cookie) => cookie,
-            Err(error) => return error.error_response(),
-        };
+        let cookie =
+            match pass_cookie_from_link(&req, &checker, clock.get_ref(), &room, &offered).await {
+                Ok(cookie) => cookie,
+                Err(error) => return error.error_response(),
+            };
         if cookie.is_none() {
             tracing::debug!(%room, "a pass in the sale page's link was not taken");
         }

@@ -10,8 +10,8 @@ use serde::Deserialize;
 
 use super::error::{ApiError, ErrorCode};
 use super::extractors::{
-    Leaver, PASS_COOKIE, PassChecker, PassRefusal, Room, Ticket, Verified, bearer,
-    check_pass_for_proxy, client_address, join_limit, presented_pass_to_verify, ticket_cookie_name,
+    Leaver, PassChecker, PassRefusal, Room, Ticket, Verified, bearer, check_pass_for_proxy,
+    client_address, join_limit, pass_cookie, presented_pass_to_verify, ticket_cookie_name,
     ticket_error,
 };
 use super::limits::read_json_or_nothing;
@@ -71,15 +71,10 @@ fn status_response(
             .finish(),
     );
     if let (Some(pass), PlaceState::Admitted { expires_at, .. }) = (&status.pass, place.state) {
-        let seconds_left = expires_at.saturating_sub(now) / 1000;
-        response.cookie(
-            Cookie::build(PASS_COOKIE, pass.as_str())
-                .path("/")
-                .http_only(true)
-                .same_site(SameSite::Lax)
-                .max_age(CookieDuration::seconds(seconds_left as i64))
-                .finish(),
-        );
+        response.cookie(pass_cookie(
+            pass.as_str(),
+            expires_at.saturating_sub(now) / 1000,
+        ));
     }
     response
         .content_type(actix_web::mime::APPLICATION_JSON)

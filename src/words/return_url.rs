@@ -111,14 +111,17 @@ pub fn target_origin(target_url: &str, public: Option<&PublicUrl>) -> Option<Ori
     matches!(url.scheme(), "http" | "https").then(|| url.origin())
 }
 
+/// Whether `url` is on the origin of `target_url` (see [`target_origin`]).
+pub fn on_target_origin(url: &Url, target_url: &str, public: Option<&PublicUrl>) -> bool {
+    target_origin(target_url, public)
+        .is_some_and(|origin| origin.is_tuple() && url.origin() == origin)
+}
+
 /// Where an admitted visitor goes: `ret` when it is a return
 /// (`parse_return`) on the origin of `target_url`, else the target.
 pub fn destination(ret: Option<&str>, target_url: &str, public: Option<&PublicUrl>) -> String {
     ret.and_then(parse_return)
-        .filter(|ret| {
-            target_origin(target_url, public)
-                .is_some_and(|origin| origin.is_tuple() && ret.origin() == origin)
-        })
+        .filter(|ret| on_target_origin(ret, target_url, public))
         .map(String::from)
         .unwrap_or_else(|| target_url.to_string())
 }

@@ -23,8 +23,9 @@ pub use operator::{
     PassRevoker, admin_session, admin_session_cookie, refresh_admin_session,
 };
 pub use pass::{
-    Expiry, PASS_COOKIE, Pass, PassChecker, PassHolder, PassRefusal, Verified, check_pass,
-    check_pass_for_proxy, pass_error, presented_pass, presented_pass_to_verify,
+    Expiry, LinkJudge, LinkedPass, PASS_COOKIE, Pass, PassChecker, PassHolder, PassRefusal,
+    Verified, check_pass, check_pass_for_proxy, judge_linked_pass, pass_cookie, pass_error,
+    presented_pass, presented_pass_to_verify,
 };
 pub use room::Room;
 pub use ticket::{Ticket, ticket_cookie_name, ticket_error};

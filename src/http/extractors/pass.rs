@@ -2,11 +2,15 @@
 
 use std::future::{Ready, ready};
 
+use std::borrow::Cow;
+
+use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
 use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpRequest, web};
 use futures_util::future::LocalBoxFuture;
 
 use super::room::Room;
+use super::ticket::ticket_cookie_name;
 use super::{bearer, part, part_data};
 use crate::http::error::{ApiError, ErrorCode};
 use crate::http::state::{AdminAccess, TokenHolder};
@@ -17,6 +21,18 @@ use crate::words::credentials::{CredentialError, Credentials, PassClaims};
 use crate::words::{PlaceState, RoomId, VisitorId};
 
 pub const PASS_COOKIE: &str = "wr_pass";
+
+/// The `wr_pass` cookie, for as long as the pass has left: HttpOnly, on
+/// the whole site, sent on top-level navigations from elsewhere (the
+/// waiting room's redirect) but not on other sites' requests.
+pub fn pass_cookie<'c>(pass: impl Into<Cow<'c, str>>, seconds_left: u64) -> Cookie<'c> {
+    Cookie::build(PASS_COOKIE, pass)
+        .path("/")
+        .http_only(true)
+        .same_site(SameSite::Lax)
+        .max_age(CookieDuration::seconds(seconds_left as i64))
+        .finish()
+}
 
 /// The pass a request carries: the Bearer token, or the `wr_pass` cookie.
 pub fn presented_pass(req: &HttpRequest) -> Option<String> {
@@ -273,6 +289,81 @@ async fn confirm_with_store(
         Ok(())
     } else {
         Err(PassRefusal::Revoked)
+    }
+}
+
+/// How a pass offered in a link is judged: as the sale judges a pass, or
+/// as a proxy's question is (by signature alone while the store is down).
+#[derive(Clone, Copy)]
+pub enum LinkJudge<'h> {
+    Sale,
+    Proxy(&'h Hub),
+}
+
+/// What to make of a pass offered in a link (`?wr_pass=`, the waiting
+/// room's redirect).
+#[derive(Debug)]
+pub enum LinkedPass {
+    /// It may become the browser's `wr_pass` cookie.
+    Take(Pass),
+    /// It is valid, but would displace the visitor's own: the browser's
+    /// ticket for this room names another visitor, or the browser already
+    /// holds a valid pass for this room. Left where it is, so a link can
+    /// never hand a visitor someone else's pass in place of their own.
+    Keep,
+    /// Not a pass of this room now.
+    Refused(PassRefusal),
+}
+
+/// Judges a pass offered in a link against what the browser already holds
+/// (see [`LinkedPass`]). Every place that takes `wr_pass` from a URL asks
+/// this, so none of them can swap a visitor's pass for another's.
+pub async fn judge_linked_pass(
+    req: &HttpRequest,
+    checker: &PassChecker,
+    judge: LinkJudge<'_>,
+    room: &RoomId,
+    offered: &str,
+) -> LinkedPass {
+    let check = |pass: &str| {
+        let pass = pass.to_string();
+        async move {
+            match judge {
+                LinkJudge::Sale => check_pass(checker, room, &pass, Expiry::Enforced).await,
+                LinkJudge::Proxy(hub) => check_pass_for_proxy(checker, hub, room, &pass)
+                    .await
+                    .map(|(pass, _)| pass),
+            }
+        }
+    };
+    let pass = match check(offered).await {
+        Ok(pass) => pass,
+        Err(refusal) => return LinkedPass::Refused(refusal),
+    };
+    let own_ticket = req
+        .cookie(&ticket_cookie_name(room))
+        .and_then(|c| checker.credentials.read_ticket(room, c.value()).ok());
+    if own_ticket.is_some_and(|visitor| visitor != pass.visitor) {
+        return LinkedPass::Keep;
+    }
+    if let Some(current) = req.cookie(PASS_COOKIE)
+        && current.value() != offered
+    {
+        match check(current.value()).await {
+            Ok(_) => return LinkedPass::Keep,
+            Err(PassRefusal::Store(error)) => {
+                return LinkedPass::Refused(PassRefusal::Store(error));
+            }
+            Err(_) => {}
+        }
+    }
+    LinkedPass::Take(pass)
+}
+
+impl Pass {
+    /// Seconds until the pass's `exp`, from `now`.
+    pub fn seconds_left(&self, now: crate::words::clock::Millis) -> u64 {
+        (self.claims.exp * 1000).saturating_sub(now) / 1000
     }
 }
 

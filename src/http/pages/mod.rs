@@ -15,7 +15,7 @@ use askama::Template;
 use serde::Deserialize;
 
 use crate::http::error::ApiError;
-use crate::http::extractors::ticket_cookie_name;
+use crate::http::extractors::{PASS_COOKIE, ticket_cookie_name};
 use crate::http::openapi::RoomPath;
 use crate::store::{Store, StoreError};
 use crate::words::clock::{Clock, rfc3339};
@@ -328,13 +328,17 @@ async fn demo_target(
     credentials: web::Data<Credentials>,
     clock: web::Data<dyn Clock>,
 ) -> HttpResponse {
-    let pass = query
-        .into_inner()
-        .wr_pass
-        .or_else(|| req.cookie("wr_pass").map(|c| c.value().to_string()));
-    let claims = pass
-        .ok_or(CredentialError::Invalid)
-        .and_then(|pass| credentials.read_pass(&pass, None, clock.now_ms()));
+    // A valid pass the browser holds is never displaced by one in a link.
+    let now = clock.now_ms();
+    let read = |pass: &str| credentials.read_pass(pass, None, now);
+    let claims = match req.cookie(PASS_COOKIE).map(|c| read(c.value())) {
+        Some(Ok(claims)) => Ok(claims),
+        _ => query
+            .into_inner()
+            .wr_pass
+            .ok_or(CredentialError::Invalid)
+            .and_then(|pass| read(&pass)),
+    };
     render(&match claims {
         Ok(claims) => DemoTargetPage {
             valid: true,
