@@ -91,6 +91,14 @@ async fn each_bad_page_field_is_a_400_naming_it_and_changes_nothing() {
             json!({"logo_url": "http://cdn.example/logo.png"}),
         ),
         ("logo_url", json!({"logo_url": "//evil.example/logo.png"})),
+        (
+            "logo_url",
+            json!({"logo_url": "https://evil.example,script-src/x.png"}),
+        ),
+        (
+            "logo_url",
+            json!({"logo_url": "https://evil.example'/x.png"}),
+        ),
         ("accent_color", json!({"accent_color": "green"})),
         ("background_color", json!({"background_color": "#12345g"})),
     ];

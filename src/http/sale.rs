@@ -371,7 +371,11 @@ async fn page(
         return language.kept(response.finish());
     }
     let (room_name, room_language, page) = match store.room(&room).await {
-        Ok(info) => (info.config.name, info.config.language, info.config.page),
+        Ok(info) => (
+            info.config.name,
+            info.config.language,
+            info.config.page.shown(),
+        ),
         Err(_) => (
             room.to_string(),
             Language::default(),

@@ -168,8 +168,22 @@ impl PageBranding {
     /// The origin of an `https://` logo (`https://cdn.example`), which the
     /// page's `img-src` must allow; `None` for a logo on this site.
     pub fn logo_origin(&self) -> Option<String> {
-        let url = url::Url::parse(self.logo_url.as_deref()?).ok()?;
+        let logo = self.logo_url.as_deref().filter(|url| logo_url_ok(url))?;
+        let url = url::Url::parse(logo).ok()?;
         (url.scheme() == "https").then(|| url.origin().ascii_serialization())
+    }
+
+    /// The branding as a page shows it: a logo URL that would no longer
+    /// pass validation (stored before a rule was added) is dropped.
+    pub fn shown(mut self) -> Self {
+        if self
+            .logo_url
+            .as_deref()
+            .is_some_and(|url| !logo_url_ok(url))
+        {
+            self.logo_url = None;
+        }
+        self
     }
 
     /// The colours, parsed (validation made sure they parse).
@@ -249,8 +263,22 @@ fn logo_url_ok(url: &str) -> bool {
         return !rest.starts_with('/') && !rest.starts_with('\\');
     }
     url::Url::parse(url).is_ok_and(|parsed| {
-        parsed.scheme() == "https" && parsed.host_str().is_some_and(|h| !h.is_empty())
+        parsed.scheme() == "https"
+            && parsed.username().is_empty()
+            && parsed.password().is_none()
+            && parsed.host_str().is_some_and(plain_host_name)
     })
+}
+
+/// A host name as the CSP's `img-src` may carry it: letters, digits, dots
+/// and hyphens (an international name arrives here in its ASCII form). A
+/// URL parser lets more through in a host (`,`, quotes, `;`), any of which
+/// would end the policy's source or start another directive.
+fn plain_host_name(host: &str) -> bool {
+    !host.is_empty()
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-'))
 }
 
 #[cfg(test)]
@@ -321,9 +349,39 @@ mod tests {
             "/\\evil.example",
             "javascript:x",
             "https://",
+            "https://evil.example,script-src/x.png",
+            "https://evil.example'/x.png",
+            "https://evil.example\"/x.png",
+            "https://evil.example;/x.png",
+            "https://user@cdn.example/x.png",
         ] {
             assert!(with(|p| p.logo_url = Some(bad.into())).is_err(), "{bad}");
         }
+        for good in [
+            "https://cdn.example:8443/logo.svg",
+            "https://bücher.example/logo.svg",
+            "https://192.0.2.7/logo.svg",
+        ] {
+            assert_eq!(with(|p| p.logo_url = Some(good.into())), Ok(()), "{good}");
+        }
+    }
+
+    #[test]
+    fn a_bad_logo_already_stored_is_dropped_when_shown() {
+        let stored = PageBranding {
+            logo_url: Some("https://evil.example,script-src/x".into()),
+            ..PageBranding::default()
+        };
+        assert_eq!(stored.logo_origin(), None, "nothing reaches the policy");
+        assert_eq!(stored.shown().logo_url, None);
+        let good = PageBranding {
+            logo_url: Some("https://bücher.example/l.svg".into()),
+            ..PageBranding::default()
+        };
+        assert_eq!(
+            good.logo_origin().as_deref(),
+            Some("https://xn--bcher-kva.example")
+        );
     }
 
     #[test]

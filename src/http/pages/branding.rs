@@ -278,4 +278,24 @@ mod tests {
         );
         assert!(policy.contains("default-src 'self';"), "{policy}");
     }
+
+    /// security.md, item 4: a logo stored before hosts were checked, whose
+    /// host would split the policy, widens nothing.
+    #[test]
+    fn a_logo_host_that_is_not_a_plain_name_never_reaches_the_policy() {
+        for stored in [
+            "https://evil.example,script-src/x.png",
+            "https://evil.example'/x.png",
+        ] {
+            let page = PageBranding {
+                logo_url: Some(stored.into()),
+                ..PageBranding::default()
+            };
+            assert_eq!(
+                content_security_policy(&page),
+                CONTENT_SECURITY_POLICY,
+                "{stored}"
+            );
+        }
+    }
 }

@@ -259,7 +259,7 @@ async fn room_page(
             site_of(&info.config.target_url),
             info.config.abandon_after_s,
             info.config.language,
-            info.config.page,
+            info.config.page.shown(),
         ),
         Err(StoreError::RoomNotFound(_) | StoreError::RoomClosed(_)) => return missing(),
         // The page itself still loads; its script retries the join.
