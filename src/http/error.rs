@@ -138,13 +138,28 @@ pub enum ApiError {
         "this node holds all the live connections it can; poll the status instead, or try again later"
     )]
     TooManySockets,
-    /// A form of the admin page that was refused: the operator is sent
-    /// back to the page with the reason.
-    #[error("{0}")]
-    AdminFormRefused(String),
+    /// A form of the admin page that was not read: the operator is sent
+    /// back to the page, which says why in words of its own.
+    #[error("the admin form was refused: {0:?}")]
+    AdminFormRefused(FormTrouble),
     /// Something that should not happen did; logged where it is answered.
     #[error("something went wrong on our side; try again")]
     Internal,
+}
+
+/// Why a form of the admin page was not read; the page says it in the
+/// operator's language (`admin.refused_…`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, strum::EnumString, strum::IntoStaticStr, strum::EnumIter,
+)]
+#[strum(serialize_all = "snake_case")]
+pub enum FormTrouble {
+    /// The form's CSRF token is not its session's (an old tab).
+    FormExpired,
+    /// The form's fields could not be read.
+    FormUnreadable,
+    /// No session: log in again.
+    SessionExpired,
 }
 
 impl ApiError {
@@ -224,10 +239,14 @@ impl ResponseError for ApiError {
     }
 
     fn error_response(&self) -> HttpResponse {
-        if let ApiError::AdminFormRefused(message) = self {
-            let query = serde_urlencoded::to_string([("error", message)]).unwrap_or_default();
+        if let ApiError::AdminFormRefused(trouble) = self {
+            let location = match trouble {
+                // The page shows the login form.
+                FormTrouble::SessionExpired => "/admin".to_string(),
+                trouble => format!("/admin?refused={}", <&str>::from(trouble)),
+            };
             return HttpResponse::SeeOther()
-                .insert_header((header::LOCATION, format!("/admin?{query}")))
+                .insert_header((header::LOCATION, location))
                 .finish();
         }
         let mut response = HttpResponse::build(self.status_code());

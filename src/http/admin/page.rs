@@ -8,7 +8,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use askama::Template;
 use serde::Deserialize;
 
-use crate::http::error::{ApiError, ErrorBody};
+use crate::http::error::{ApiError, ErrorBody, FormTrouble};
 use crate::http::extractors::{
     ADMIN_SESSION_COOKIE as SESSION_COOKIE, CsrfProtected, OperatorForm, admin_session,
     admin_session_cookie, client_address, client_block,
@@ -150,11 +150,6 @@ fn field_named(message: &str) -> Option<&'static str> {
     FORM_FIELDS.into_iter().find(|field| *field == first)
 }
 
-/// A form field named in the page's query, if it is one.
-fn form_field(name: &str) -> Option<&'static str> {
-    FORM_FIELDS.into_iter().find(|field| *field == name)
-}
-
 pub struct AdminRoomRow {
     pub id: String,
     pub name: String,
@@ -258,15 +253,76 @@ impl From<RoomInfo> for AdminRoomRow {
     }
 }
 
+/// What the page says after a form that went through, or why a form was
+/// not read: words of the catalogue (`admin.done_…`, `admin.refused_…`),
+/// never text. A link anyone can make can only show what the page would
+/// have said itself; a refusal's own text (a field's limits) is shown by
+/// the form's answer, never carried in a URL.
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 struct Notice {
-    message: Option<String>,
-    error: Option<String>,
-    /// The field `error` is about, shown next to it.
-    field: Option<String>,
-    /// Whose edit form `field` is in; without it, the create form's.
+    /// `room_created`, `room_updated`, `room_closed` or `sale_set_up`.
+    done: Option<String>,
+    /// `form_expired` or `form_unreadable`.
+    refused: Option<String>,
+    /// The room `done` is about.
     room: Option<String>,
+}
+
+/// The outcomes a form's answer names in `/admin?done=`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, strum::EnumString, strum::IntoStaticStr, strum::EnumIter,
+)]
+#[strum(serialize_all = "snake_case")]
+enum Done {
+    RoomCreated,
+    RoomUpdated,
+    RoomClosed,
+    SaleSetUp,
+}
+
+impl Done {
+    /// `/admin?done=…&room=…`, where the page says it.
+    fn answer(self, room: &RoomId) -> HttpResponse {
+        let word: &'static str = self.into();
+        let query = serde_urlencoded::to_string([("done", word), ("room", room.as_str())])
+            .unwrap_or_default();
+        HttpResponse::SeeOther()
+            .insert_header((header::LOCATION, format!("/admin?{query}")))
+            .finish()
+    }
+}
+
+impl Notice {
+    /// What the page says: a known word for a room whose id is an id;
+    /// anything else in the query says nothing.
+    fn said(&self, t: &Catalogue) -> (Option<String>, Option<String>) {
+        let message = self
+            .done
+            .as_deref()
+            .and_then(|done| done.parse::<Done>().ok())
+            .zip(self.room.as_deref().and_then(RoomId::parse))
+            .map(|(done, room)| {
+                let word: &'static str = done.into();
+                t.fill(&format!("admin.done_{word}"), "room", room.as_str())
+            });
+        let error = self
+            .refused
+            .as_deref()
+            .and_then(|refused| refused.parse::<FormTrouble>().ok())
+            .map(|trouble| {
+                let word: &'static str = trouble.into();
+                t.text(&format!("admin.refused_{word}")).to_string()
+            });
+        (message, error)
+    }
+}
+
+/// A room form's refusal, shown next to its field: in whose form (none for
+/// the create form) and why.
+struct Refused {
+    room: Option<String>,
+    error: String,
 }
 
 #[utoipa::path(
@@ -287,15 +343,31 @@ async fn page(
     store: web::Data<dyn Store>,
     credentials: web::Data<Credentials>,
 ) -> Result<HttpResponse, ApiError> {
-    let Notice {
-        message,
-        error,
-        field,
-        room,
-    } = notice.into_inner();
     let Some(session) = admin_session(&req).await? else {
         return Ok(login_page(&req, None, actix_web::http::StatusCode::OK));
     };
+    let (message, error) = notice.said(operator_catalogue(&req));
+    let flash = Flash {
+        message,
+        error: error.map(|error| Refused { room: None, error }),
+    };
+    admin_page(&req, store.get_ref(), &credentials, &session, flash).await
+}
+
+/// What the page shows above the rooms.
+struct Flash {
+    message: Option<String>,
+    error: Option<Refused>,
+}
+
+/// The admin page, with what it has to say.
+async fn admin_page(
+    req: &HttpRequest,
+    store: &dyn Store,
+    credentials: &Credentials,
+    session: &AdminSession,
+    flash: Flash,
+) -> Result<HttpResponse, ApiError> {
     let mut rooms: Vec<AdminRoomRow> = store
         .rooms()
         .await?
@@ -303,24 +375,27 @@ async fn page(
         .map(AdminRoomRow::from)
         .collect();
     let mut create_refusal = FieldRefusal::default();
-    if let (Some(error), Some(field)) = (&error, field.as_deref().and_then(form_field)) {
-        match room {
-            Some(room) => {
-                if let Some(row) = rooms.iter_mut().find(|row| row.id == room) {
-                    row.refusal = FieldRefusal::new(format!("edit-{}", row.id), field, error);
+    let error = flash.error.map(|Refused { room, error }| {
+        if let Some(field) = field_named(&error) {
+            match room {
+                Some(room) => {
+                    if let Some(row) = rooms.iter_mut().find(|row| row.id == room) {
+                        row.refusal = FieldRefusal::new(format!("edit-{}", row.id), field, &error);
+                    }
                 }
+                None => create_refusal = FieldRefusal::new("create".into(), field, &error),
             }
-            None => create_refusal = FieldRefusal::new("create".into(), field, error),
         }
-    }
-    let csrf = credentials.csrf_for_session(&session);
-    let t = operator_catalogue(&req);
+        error
+    });
+    let csrf = credentials.csrf_for_session(session);
+    let t = operator_catalogue(req);
     let mut page = render(&AdminPage {
         t,
         texts_json: texts_json(t, "admin."),
         csrf,
         rooms,
-        message,
+        message: flash.message,
         error,
         create_refusal,
     });
@@ -451,19 +526,12 @@ struct CsrfForm {
     csrf: String,
 }
 
-fn back_to_admin(kind: &str, text: &str) -> HttpResponse {
-    let query = serde_urlencoded::to_string([(kind, text)]).unwrap_or_default();
-    HttpResponse::SeeOther()
-        .insert_header((header::LOCATION, format!("/admin?{query}")))
-        .finish()
-}
-
 #[utoipa::path(
     post,
     path = "/admin/logout",
     tag = "pages",
     summary = "Log out of the admin page",
-    description = "A form of the admin page, with its session cookie and CSRF token. Answers 303 back to `/admin`, with the outcome or the reason for a refusal in the query.",
+    description = "A form of the admin page, with its session cookie and CSRF token. Answers 303 back to `/admin`, which shows the login form.",
     request_body(content = CsrfForm, content_type = "application/x-www-form-urlencoded"),
     responses(
         (status = 303, description = "Back to the admin page"),
@@ -631,30 +699,36 @@ impl ConfigForm {
     }
 }
 
-fn outcome(result: Result<String, String>) -> HttpResponse {
-    match result {
-        Ok(message) => back_to_admin("message", &message),
-        Err(error) => back_to_admin("error", &error),
-    }
-}
-
-/// [`outcome`] of a room form: a refusal that names a field says which,
-/// and in whose form (`room`; none for the create form), so the page
-/// shows it next to that field.
-fn form_outcome(result: Result<String, String>, room: Option<&str>) -> HttpResponse {
+/// A form's answer: to the page saying what was done, or the page itself
+/// (400) with the refusal, next to the field it names in whose form it is
+/// (`room`; none for the create form).
+async fn outcome(
+    result: Result<(Done, RoomId), String>,
+    room: Option<&str>,
+    form: FormContext<'_>,
+) -> Result<HttpResponse, ApiError> {
     let error = match result {
-        Ok(message) => return back_to_admin("message", &message),
+        Ok((done, room)) => return Ok(done.answer(&room)),
         Err(error) => error,
     };
-    let mut query = vec![("error", error.as_str())];
-    if let Some(field) = field_named(&error) {
-        query.push(("field", field));
-        query.extend(room.map(|room| ("room", room)));
-    }
-    let query = serde_urlencoded::to_string(query).unwrap_or_default();
-    HttpResponse::SeeOther()
-        .insert_header((header::LOCATION, format!("/admin?{query}")))
-        .finish()
+    let flash = Flash {
+        message: None,
+        error: Some(Refused {
+            room: room.map(str::to_string),
+            error,
+        }),
+    };
+    let mut page = admin_page(form.req, form.store, form.credentials, form.session, flash).await?;
+    *page.status_mut() = actix_web::http::StatusCode::BAD_REQUEST;
+    Ok(page)
+}
+
+/// What a form's answer needs to show the page again.
+struct FormContext<'a> {
+    req: &'a HttpRequest,
+    store: &'a dyn Store,
+    credentials: &'a Credentials,
+    session: &'a AdminSession,
 }
 
 fn describe(error: crate::store::StoreError) -> String {
@@ -666,17 +740,20 @@ fn describe(error: crate::store::StoreError) -> String {
     path = "/admin/rooms",
     tag = "pages",
     summary = "Create a room from the admin page",
-    description = "A form of the admin page, with its session cookie and CSRF token. Answers 303 back to `/admin`, with the outcome or the reason for a refusal in the query.",
+    description = "A form of the admin page, with its session cookie and CSRF token. Answers 303 back to `/admin` with the outcome as a word of the catalogue (`?done=…&room=…`), or 400 with the page itself showing the refusal next to its field.",
     request_body(content = ConfigForm, content_type = "application/x-www-form-urlencoded"),
     responses(
         (status = 303, description = "Back to the admin page"),
+        (status = 400, description = "The page again, with the refusal", content_type = "text/html"),
         (status = 503, description = "store_unavailable"),
     ),
 )]
 async fn create_room(
-    OperatorForm(form, _): OperatorForm<ConfigForm>,
+    req: HttpRequest,
+    OperatorForm(form, session): OperatorForm<ConfigForm>,
     store: web::Data<dyn Store>,
-) -> HttpResponse {
+    credentials: web::Data<Credentials>,
+) -> Result<HttpResponse, ApiError> {
     let result = async {
         let raw_id = form.id.as_deref().unwrap_or("").trim();
         let id = RoomId::parse(raw_id).ok_or("id must be 1 to 64 of a-z, 0-9 and -")?;
@@ -688,10 +765,16 @@ async fn create_room(
         let config = patch.apply_to(&base)?;
         let info = store.create_room(id, config).await.map_err(describe)?;
         tracing::info!(room = %info.id, "room created from the admin page");
-        Ok(format!("Room {} created.", info.id))
+        Ok((Done::RoomCreated, info.id))
     }
     .await;
-    form_outcome(result, None)
+    let form = FormContext {
+        req: &req,
+        store: store.get_ref(),
+        credentials: &credentials,
+        session: &session,
+    };
+    outcome(result, None, form).await
 }
 
 #[utoipa::path(
@@ -699,30 +782,39 @@ async fn create_room(
     path = "/admin/rooms/{room}",
     tag = "pages",
     summary = "Change a room from the admin page",
-    description = "A form of the admin page, with its session cookie and CSRF token. Answers 303 back to `/admin`, with the outcome or the reason for a refusal in the query.",
+    description = "A form of the admin page, with its session cookie and CSRF token. Answers 303 back to `/admin` with the outcome as a word of the catalogue (`?done=…&room=…`), or 400 with the page itself showing the refusal next to its field.",
     params(RoomPath),
     request_body(content = ConfigForm, content_type = "application/x-www-form-urlencoded"),
     responses(
         (status = 303, description = "Back to the admin page"),
+        (status = 400, description = "The page again, with the refusal", content_type = "text/html"),
         (status = 503, description = "store_unavailable"),
     ),
 )]
 async fn change_room(
+    req: HttpRequest,
     path: web::Path<String>,
-    OperatorForm(form, _): OperatorForm<ConfigForm>,
+    OperatorForm(form, session): OperatorForm<ConfigForm>,
     store: web::Data<dyn Store>,
     live: web::Data<Live>,
-) -> HttpResponse {
+    credentials: web::Data<Credentials>,
+) -> Result<HttpResponse, ApiError> {
     let result = async {
         let id = RoomId::parse(&path).ok_or("no such room")?;
         let patch = form.patch()?;
         let info = store.configure(&id, patch).await.map_err(describe)?;
         live.wakeups.note(&id);
         tracing::info!(room = %info.id, config = ?info.config, "room configured from the admin page");
-        Ok(format!("Room {} updated.", info.id))
+        Ok((Done::RoomUpdated, info.id))
     }
     .await;
-    form_outcome(result, Some(&path))
+    let form = FormContext {
+        req: &req,
+        store: store.get_ref(),
+        credentials: &credentials,
+        session: &session,
+    };
+    outcome(result, Some(&path), form).await
 }
 
 #[utoipa::path(
@@ -730,27 +822,36 @@ async fn change_room(
     path = "/admin/rooms/{room}/close",
     tag = "pages",
     summary = "Close a room from the admin page",
-    description = "A form of the admin page, with its session cookie and CSRF token. Answers 303 back to `/admin`, with the outcome or the reason for a refusal in the query.",
+    description = "A form of the admin page, with its session cookie and CSRF token. Answers 303 back to `/admin` with the outcome as a word of the catalogue (`?done=…&room=…`), or 400 with the page itself showing the refusal next to its field.",
     params(RoomPath),
     request_body(content = CsrfForm, content_type = "application/x-www-form-urlencoded"),
     responses(
         (status = 303, description = "Back to the admin page"),
+        (status = 400, description = "The page again, with the refusal", content_type = "text/html"),
         (status = 503, description = "store_unavailable"),
     ),
 )]
 async fn close_room(
+    req: HttpRequest,
     path: web::Path<String>,
-    _: OperatorForm<CsrfForm>,
+    OperatorForm(_, session): OperatorForm<CsrfForm>,
     store: web::Data<dyn Store>,
-) -> HttpResponse {
+    credentials: web::Data<Credentials>,
+) -> Result<HttpResponse, ApiError> {
     let result = async {
         let id = RoomId::parse(&path).ok_or("no such room")?;
         store.close_room(&id).await.map_err(describe)?;
         tracing::info!(room = %id, "room closed from the admin page");
-        Ok(format!("Room {id} closed."))
+        Ok((Done::RoomClosed, id))
     }
     .await;
-    outcome(result)
+    let form = FormContext {
+        req: &req,
+        store: store.get_ref(),
+        credentials: &credentials,
+        session: &session,
+    };
+    outcome(result, None, form).await
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -786,30 +887,39 @@ impl SaleForm {
     path = "/admin/rooms/{room}/sale",
     tag = "pages",
     summary = "Set up a room's sale from the admin page",
-    description = "A form of the admin page, with its session cookie and CSRF token. Answers 303 back to `/admin`, with the outcome or the reason for a refusal in the query.",
+    description = "A form of the admin page, with its session cookie and CSRF token. Answers 303 back to `/admin` with the outcome as a word of the catalogue (`?done=…&room=…`), or 400 with the page itself showing the refusal next to its field.",
     params(RoomPath),
     request_body(content = SaleForm, content_type = "application/x-www-form-urlencoded"),
     responses(
         (status = 303, description = "Back to the admin page"),
+        (status = 400, description = "The page again, with the refusal", content_type = "text/html"),
         (status = 503, description = "store_unavailable"),
     ),
 )]
 async fn set_up_sale(
+    req: HttpRequest,
     path: web::Path<String>,
-    OperatorForm(form, _): OperatorForm<SaleForm>,
+    OperatorForm(form, session): OperatorForm<SaleForm>,
     store: web::Data<dyn Store>,
     sale: web::Data<dyn SaleStore>,
-) -> HttpResponse {
+    credentials: web::Data<Credentials>,
+) -> Result<HttpResponse, ApiError> {
     let result = async {
         let id = RoomId::parse(&path).ok_or("no such room")?;
         let config = form.request()?.into_config()?;
         store::set_up_sale(store.get_ref(), sale.get_ref(), &id, config)
             .await
             .map_err(|e| ApiError::from(e).to_string())?;
-        Ok(format!("Sale of room {id} set up."))
+        Ok((Done::SaleSetUp, id))
     }
     .await;
-    outcome(result)
+    let form = FormContext {
+        req: &req,
+        store: store.get_ref(),
+        credentials: &credentials,
+        session: &session,
+    };
+    outcome(result, None, form).await
 }
 
 impl CsrfProtected for CsrfForm {
@@ -827,6 +937,53 @@ impl CsrfProtected for ConfigForm {
 impl CsrfProtected for SaleForm {
     fn csrf(&self) -> &str {
         &self.csrf
+    }
+}
+
+#[cfg(test)]
+mod notice_tests {
+    use super::*;
+    use strum::IntoEnumIterator;
+
+    #[test]
+    fn every_word_a_form_answers_with_has_its_text_in_english_and_korean() {
+        for t in [i18n::english(), i18n::negotiate_admin(Some("ko"))] {
+            for done in Done::iter() {
+                let key = format!("admin.done_{}", <&str>::from(done));
+                assert_ne!(t.text(&key), key, "{key}");
+            }
+            for trouble in FormTrouble::iter() {
+                let key = format!("admin.refused_{}", <&str>::from(trouble));
+                assert_ne!(t.text(&key), key, "{key}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_query_names_words_never_text() {
+        let t = i18n::english();
+        let notice = |done: &str, refused: &str, room: &str| Notice {
+            done: Some(done.into()),
+            refused: Some(refused.into()),
+            room: Some(room.into()),
+        };
+        assert_eq!(
+            notice("room_closed", "form_expired", "drop").said(t),
+            (
+                Some("Room drop closed.".to_string()),
+                Some("The form expired; please try again.".to_string())
+            )
+        );
+        for (done, refused, room) in [
+            (
+                "Your account is locked: call +1 555",
+                "Send your token to x",
+                "drop",
+            ),
+            ("room_closed", "", "not a room id!"),
+        ] {
+            assert_eq!(notice(done, refused, room).said(t), (None, None), "{done}");
+        }
     }
 }
 

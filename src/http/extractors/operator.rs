@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 
 use super::client::{client_address, client_block};
 use super::{bearer, part};
-use crate::http::error::{ApiError, ErrorCode};
+use crate::http::error::{ApiError, ErrorCode, FormTrouble};
 use crate::http::refusal_log::RefusalLog;
 use crate::http::state::{AdminAccess, TokenHolder};
 use crate::store::Store;
@@ -249,16 +249,19 @@ impl<T: CsrfProtected + DeserializeOwned + 'static> FromRequest for OperatorForm
         let form = web::Form::<T>::from_request(req, payload);
         let req = req.clone();
         Box::pin(async move {
-            let refused = |message: &str| ApiError::AdminFormRefused(message.to_string());
+            let refused = ApiError::AdminFormRefused;
             let form = form
                 .await
-                .map_err(|error| refused(&format!("The form is not valid: {error}")))?
+                .map_err(|error| {
+                    tracing::debug!(%error, "an admin form that could not be read");
+                    refused(FormTrouble::FormUnreadable)
+                })?
                 .into_inner();
             let Some(session) = admin_session(&req).await? else {
-                return Err(refused("Your session expired; log in again."));
+                return Err(refused(FormTrouble::SessionExpired));
             };
             if !part::<Credentials>(&req).csrf_matches(&session, form.csrf()) {
-                return Err(refused("The form expired; please try again."));
+                return Err(refused(FormTrouble::FormExpired));
             }
             Ok(OperatorForm(form, session))
         })
