@@ -283,6 +283,58 @@ async fn wrong_tokens_are_refused_and_count_towards_the_login_lockout() {
     assert_eq!(verify(&app, "shop", Some(&pass), None).await.status(), 204);
 }
 
+/// security.md, item 8: an origin token limited to rooms revokes in those
+/// alone (403 elsewhere), so one site's token cannot cut another site's
+/// visitors; a token without rooms keeps every room.
+#[tokio::test]
+async fn an_origin_token_limited_to_rooms_revokes_in_those_alone() {
+    let limited = format!("{ORIGIN_TOKEN}@shop+outlet");
+    let app = app_with(&[&limited, OTHER_ORIGIN_TOKEN], &[]).await;
+    for room in ["shop", "outlet", "elsewhere"] {
+        app.create_room(room, json!({})).await;
+    }
+    let revoke = |room: &'static str, token: &'static str, pass: String| {
+        app.http
+            .post(app.url(&path_in(REVOKE, room)))
+            .bearer_auth(token)
+            .json(&json!({ "pass": pass }))
+            .send()
+    };
+    for room in ["shop", "outlet"] {
+        let pass = app.pass_for(room).await;
+        let answer = revoke(room, ORIGIN_TOKEN, pass).await.unwrap();
+        assert_eq!(answer.status(), 204, "{room}");
+    }
+    let pass = app.pass_for("elsewhere").await;
+    let answer = revoke("elsewhere", ORIGIN_TOKEN, pass.clone())
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 403);
+    let error = body(answer).await;
+    assert_eq!(
+        error["error"]["code"], "origin_token_not_allowed",
+        "{error}"
+    );
+    assert_eq!(
+        verify(&app, "elsewhere", None, Some(&pass)).await.status(),
+        204,
+        "the pass stands"
+    );
+    // Verify is open to it everywhere, as to anyone.
+    assert_eq!(
+        verify(&app, "elsewhere", Some(ORIGIN_TOKEN), Some(&pass))
+            .await
+            .status(),
+        204
+    );
+    let answer = revoke("elsewhere", OTHER_ORIGIN_TOKEN, pass).await.unwrap();
+    assert_eq!(
+        answer.status(),
+        204,
+        "a token without rooms keeps every room"
+    );
+}
+
 #[tokio::test]
 async fn a_short_origin_token_or_the_admin_token_stops_the_start() {
     let start = |tokens: Vec<String>| async move {
@@ -302,8 +354,8 @@ async fn a_short_origin_token_or_the_admin_token_stops_the_start() {
     assert_eq!(
         short.as_deref(),
         Some(
-            "origin token number 2 must be at least 32 characters (it has 9); \
-             make one with, say, `openssl rand -base64 32`"
+            "origin token number 2: it must be at least 32 characters (it has 9); \
+             make one with, say, `openssl rand -hex 32`"
         )
     );
     let admin = test_settings().admin_token.unwrap();
@@ -329,7 +381,7 @@ fn the_binary_reads_origin_tokens_comma_separated_from_its_environment() {
     assert!(!output.status.success());
     let printed = String::from_utf8_lossy(&output.stdout) + String::from_utf8_lossy(&output.stderr);
     assert!(
-        printed.contains("origin token number 2 must be at least 32 characters (it has 5)"),
+        printed.contains("origin token number 2: it must be at least 32 characters (it has 5)"),
         "{printed}"
     );
     assert!(

@@ -32,8 +32,10 @@ use crate::live::hub::Hub;
 use crate::live::promoter::Wakeups;
 use crate::live::tasks::Tasks;
 use crate::store::{SaleStore, Store};
+use crate::words::RoomId;
 use crate::words::clock::Clock;
 use crate::words::credentials::{Credentials, constant_time_eq};
+use crate::words::origin_token::OriginToken;
 
 /// The live side of the node, as the routes reach it.
 pub struct Live {
@@ -55,8 +57,9 @@ pub struct Live {
 pub struct AdminAccess {
     pub token: String,
     /// Tokens of the protected sites (`--origin-token`): they may revoke
-    /// passes and call `/api/verify`, nothing else.
-    pub origin_tokens: Vec<String>,
+    /// passes (in their rooms, where limited) and call `/api/verify`,
+    /// nothing else.
+    pub origin_tokens: Vec<OriginToken>,
     /// Wrong admin and origin tokens, counted per client block (see `client_block`).
     pub login_guard: LoginGuard,
 }
@@ -65,7 +68,8 @@ pub struct AdminAccess {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TokenHolder {
     Operator,
-    Origin,
+    /// The site holding origin token number `.0` (from 0).
+    Origin(usize),
 }
 
 impl AdminAccess {
@@ -77,14 +81,23 @@ impl AdminAccess {
         let origin = self
             .origin_tokens
             .iter()
-            .fold(false, |found, token| found | constant_time_eq(sent, token));
+            .enumerate()
+            .fold(None, |found, (index, token)| {
+                let matched = constant_time_eq(sent, token.token());
+                found.or(matched.then_some(index))
+            });
         if operator {
             Some(TokenHolder::Operator)
-        } else if origin {
-            Some(TokenHolder::Origin)
         } else {
-            None
+            origin.map(TokenHolder::Origin)
         }
+    }
+
+    /// Whether the site holding origin token `index` may act in `room`.
+    pub fn origin_covers(&self, index: usize, room: &RoomId) -> bool {
+        self.origin_tokens
+            .get(index)
+            .is_some_and(|token| token.covers(room))
     }
 }
 

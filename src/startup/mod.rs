@@ -31,6 +31,7 @@ use crate::store::redis::{RedisOptions, RedisStore};
 use crate::store::{SaleStore, Store};
 use crate::words::clock::{Moment, SharedClock};
 use crate::words::credentials::{Credentials, random_secret};
+use crate::words::origin_token::{OriginToken, OriginTokenError};
 use config::Settings;
 use rooms_file::RoomsFile;
 
@@ -67,14 +68,10 @@ pub enum StartError {
         "the admin token must be at least {min} characters (it has {given}); leave it out to have a strong one generated"
     )]
     WeakAdminToken { min: usize, given: usize },
-    #[error(
-        "origin token number {number} must be at least {min} characters (it has {given}); \
-         make one with, say, `openssl rand -base64 32`"
-    )]
-    WeakOriginToken {
+    #[error("origin token number {number}: {error}")]
+    BadOriginToken {
         number: usize,
-        min: usize,
-        given: usize,
+        error: OriginTokenError,
     },
     #[error(
         "origin token number {number} is the admin token; an origin token must be a token of its own"
@@ -119,24 +116,26 @@ fn generate_admin_token() -> Result<String, StartError> {
     Ok(token)
 }
 
-/// Each origin token is long enough to be unguessable and is not the admin
-/// token (which would make the narrower token a second name for the full one).
-fn check_origin_tokens(tokens: &[String], admin_token: &str) -> Result<(), StartError> {
-    for (index, token) in tokens.iter().enumerate() {
-        let number = index + 1;
-        let given = token.chars().count();
-        if given < config::MIN_ORIGIN_TOKEN_CHARS {
-            return Err(StartError::WeakOriginToken {
-                number,
-                min: config::MIN_ORIGIN_TOKEN_CHARS,
-                given,
-            });
-        }
-        if token == admin_token {
-            return Err(StartError::OriginTokenIsAdminToken { number });
-        }
-    }
-    Ok(())
+/// Each origin token read (`TOKEN`, or `TOKEN=ROOM+ROOM…`), long enough
+/// to be unguessable and not the admin token (which would make the
+/// narrower token a second name for the full one).
+fn read_origin_tokens(
+    tokens: &[String],
+    admin_token: &str,
+) -> Result<Vec<OriginToken>, StartError> {
+    tokens
+        .iter()
+        .enumerate()
+        .map(|(index, text)| {
+            let number = index + 1;
+            let token = OriginToken::parse(text, config::MIN_ORIGIN_TOKEN_CHARS)
+                .map_err(|error| StartError::BadOriginToken { number, error })?;
+            if token.token() == admin_token {
+                return Err(StartError::OriginTokenIsAdminToken { number });
+            }
+            Ok(token)
+        })
+        .collect()
 }
 
 /// The stores an application runs on: admission and the sale, on the
@@ -329,7 +328,7 @@ impl Application {
             Some(token) => token,
             None => generate_admin_token()?,
         };
-        check_origin_tokens(&settings.origin_tokens, &admin_token)?;
+        let origin_tokens = read_origin_tokens(&settings.origin_tokens, &admin_token)?;
         let credentials = Arc::new(
             Credentials::rotating(&secret, settings.previous_secret.as_deref())
                 .with_public_url(settings.public_url.clone()),
@@ -401,7 +400,7 @@ impl Application {
             }),
             admin: web::Data::new(AdminAccess {
                 token: admin_token,
-                origin_tokens: settings.origin_tokens.clone(),
+                origin_tokens,
                 login_guard: Default::default(),
             }),
             refusal_log: Default::default(),

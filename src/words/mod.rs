@@ -15,6 +15,7 @@ pub mod language;
 mod model;
 pub mod networks;
 pub mod operations;
+pub mod origin_token;
 pub mod page;
 pub mod pow;
 pub mod return_url;

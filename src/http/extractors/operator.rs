@@ -14,11 +14,13 @@ use futures_util::future::LocalBoxFuture;
 use serde::de::DeserializeOwned;
 
 use super::client::{client_address, client_block};
+use super::room::Room;
 use super::{bearer, part};
 use crate::http::error::{ApiError, ErrorCode, FormTrouble};
 use crate::http::refusal_log::RefusalLog;
 use crate::http::state::{AdminAccess, TokenHolder};
 use crate::store::Store;
+use crate::words::RoomId;
 use crate::words::clock::{Clock, Millis};
 use crate::words::credentials::{AdminSession, Credentials};
 
@@ -151,6 +153,18 @@ fn origin_token_refused(req: &HttpRequest) -> ApiError {
     }
 }
 
+/// An origin token limited to other rooms than the path's: 403, as a
+/// route the token does not open.
+fn origin_token_elsewhere(room: &RoomId) -> ApiError {
+    ApiError::Forbidden {
+        code: ErrorCode::OriginTokenNotAllowed,
+        message: format!(
+            "this origin token is limited to other rooms than {:?}",
+            room.as_str()
+        ),
+    }
+}
+
 /// An operator: the Bearer admin token, or the admin page's session. With a
 /// session, a request that may change state (any method but GET and HEAD)
 /// must carry the session's CSRF token in `X-CSRF-Token`. Wrong tokens are
@@ -164,7 +178,7 @@ impl Operator {
         if let Some(token) = bearer(req) {
             return match token_holder(req, token)? {
                 TokenHolder::Operator => Ok(Operator),
-                TokenHolder::Origin => Err(origin_token_refused(req)),
+                TokenHolder::Origin(_) => Err(origin_token_refused(req)),
             };
         }
         let Some(session) = admin_session(req).await? else {
@@ -203,7 +217,7 @@ impl FromRequest for Operator {
 
 /// Who may revoke a pass: an operator (as [`Operator`]) or the protected
 /// site with one of its origin tokens, the one operator route an origin
-/// token opens.
+/// token opens (in the path's room, where the token is limited to rooms).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PassRevoker {
     Operator,
@@ -218,10 +232,17 @@ impl FromRequest for PassRevoker {
         let req = req.clone();
         Box::pin(async move {
             if let Some(token) = bearer(&req) {
-                return Ok(match token_holder(&req, token)? {
-                    TokenHolder::Operator => PassRevoker::Operator,
-                    TokenHolder::Origin => PassRevoker::Origin,
-                });
+                return match token_holder(&req, token)? {
+                    TokenHolder::Operator => Ok(PassRevoker::Operator),
+                    TokenHolder::Origin(index) => {
+                        let room = Room::of(&req)?;
+                        if part::<AdminAccess>(&req).origin_covers(index, &room) {
+                            Ok(PassRevoker::Origin)
+                        } else {
+                            Err(origin_token_elsewhere(&room))
+                        }
+                    }
+                };
             }
             // No Bearer: the admin page's session, with its CSRF check.
             Operator::of(&req)

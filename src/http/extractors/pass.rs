@@ -47,7 +47,10 @@ pub fn presented_pass(req: &HttpRequest) -> Option<String> {
 /// the site passes on, not the token.
 pub fn presented_pass_to_verify(req: &HttpRequest) -> Option<String> {
     let origin_token = bearer(req).is_some_and(|token| {
-        part::<AdminAccess>(req).holder_of(token) == Some(TokenHolder::Origin)
+        matches!(
+            part::<AdminAccess>(req).holder_of(token),
+            Some(TokenHolder::Origin(_))
+        )
     });
     if origin_token {
         return req.cookie(PASS_COOKIE).map(|c| c.value().to_string());
