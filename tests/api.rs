@@ -1553,6 +1553,31 @@ async fn a_fragmented_text_message_is_read_whole() {
     assert_eq!(next_json(&mut socket).await["type"], "pong");
 }
 
+/// security.md, item 11: a fragmented message over the limit closes with
+/// 1009, as a single frame over it does (the docs' promise).
+#[tokio::test]
+async fn a_fragmented_message_over_the_limit_closes_with_1009() {
+    use futures_util::SinkExt;
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+    let app = TestApp::spawn().await;
+    app.create_room("fragments", json!({"paused": true})).await;
+    let (mut socket, _) = app.visitor_socket("fragments").await;
+    let limit = waitroom::live::socket::MAX_MESSAGE_BYTES;
+    let half = vec![b' '; limit / 2 + 1];
+    for (opcode, last) in [(Data::Text, false), (Data::Continue, true)] {
+        // The server may already have closed before the second: no unwrap.
+        let _ = socket
+            .send(Message::Frame(Frame::message(
+                half.clone(),
+                OpCode::Data(opcode),
+                last,
+            )))
+            .await;
+    }
+    assert_eq!(close_code(&mut socket).await, 1009);
+}
+
 #[tokio::test]
 async fn a_background_task_that_dies_makes_the_node_unready() {
     let app = TestApp::spawn().await;

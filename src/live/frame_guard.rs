@@ -4,7 +4,9 @@
 //! whole declared frame is buffered: a header declaring 2^40 bytes, followed
 //! by a stream of data, would grow that buffer without bound. The guard sits
 //! on the raw request payload and reads only frame headers; frames are still
-//! parsed by actix.
+//! parsed by actix. It also sums the frames of a fragmented message, so a
+//! message over the limit is refused (1009) at the header of the fragment
+//! that takes it over, as a single frame would be.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -26,6 +28,9 @@ pub struct FrameGuard<S> {
     have: usize,
     /// Payload bytes of the current frame still to come.
     payload_left: u64,
+    /// Payload bytes of the current data message so far, its fragments
+    /// summed (control frames, which may come between them, aside).
+    message_len: u64,
     /// Set when a frame was refused, for the socket's loop to close with 1009.
     oversized: Arc<AtomicBool>,
 }
@@ -39,6 +44,7 @@ impl<S> FrameGuard<S> {
             header: [0; MAX_HEADER],
             have: 0,
             payload_left: 0,
+            message_len: 0,
             oversized: oversized.clone(),
         };
         (guard, oversized)
@@ -62,6 +68,18 @@ impl<S> FrameGuard<S> {
                 let declared = declared_len(header);
                 if declared > self.limit {
                     return false;
+                }
+                let (fin, opcode) = (header[0] & 0x80 != 0, header[0] & 0x0f);
+                // 0 continues a message; 1 to 7 start one; 8 and up are control frames.
+                if opcode < 8 {
+                    let so_far = if opcode == 0 { self.message_len } else { 0 };
+                    self.message_len = so_far + declared;
+                    if self.message_len > self.limit {
+                        return false;
+                    }
+                    if fin {
+                        self.message_len = 0;
+                    }
                 }
                 self.payload_left = declared;
                 self.have = 0;
@@ -118,9 +136,14 @@ mod tests {
     use super::*;
     use futures_util::StreamExt;
 
-    /// A masked client frame header declaring `len` bytes.
+    /// A masked client frame header declaring `len` bytes: a whole text message.
     fn header(len: u64) -> Vec<u8> {
-        let mut h = vec![0x81];
+        frame_header(0x81, len)
+    }
+
+    /// A masked client frame header with its first byte (FIN and opcode).
+    fn frame_header(first: u8, len: u64) -> Vec<u8> {
+        let mut h = vec![first];
         match len {
             0..=125 => h.push(0x80 | len as u8),
             126..=0xffff => {
@@ -175,5 +198,33 @@ mod tests {
             .await,
             (1, true)
         );
+    }
+
+    /// A fragmented message is measured whole: refused at the header of
+    /// the fragment that takes it past the limit, whatever control frames
+    /// come between; the next message starts from nothing.
+    #[tokio::test]
+    async fn a_fragmented_message_over_the_limit_is_refused_at_its_fragment() {
+        let frame = |first: u8, len: usize| {
+            let mut bytes = frame_header(first, len as u64);
+            bytes.extend(vec![b'x'; len]);
+            bytes
+        };
+        // Text without FIN, a ping, a continuation, the last one: 4096 in all.
+        let whole = vec![
+            frame(0x01, 2000),
+            frame(0x89, 4),
+            frame(0x00, 2000),
+            frame(0x80, 96),
+            frame(0x81, 4096),
+        ];
+        assert_eq!(run(whole).await, (5, false));
+        let over = vec![
+            frame(0x01, 2000),
+            frame(0x00, 2000),
+            frame_header(0x80, 97),
+            vec![b'x'; 97],
+        ];
+        assert_eq!(run(over).await, (2, true));
     }
 }
