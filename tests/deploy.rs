@@ -803,6 +803,32 @@ async fn the_compose_file_walks_a_visitor_from_the_line_to_the_protected_origin(
     let status = admitted(&base, "demo", &admin_token, &stack_logs).await;
     origin_lets_only_the_pass_through(&base, &status).await;
 
+    // security.md, item 12: the metrics are on each node's own port, not
+    // on the public site.
+    let metrics = client()
+        .get(format!("{base}/metrics"))
+        .try_sent()
+        .await
+        .unwrap_or_else(unanswered);
+    assert_eq!(
+        metrics.status(),
+        StatusCode::NOT_FOUND,
+        "no /metrics through nginx"
+    );
+    let node_metrics = client()
+        .get(format!(
+            "{}/metrics",
+            on_its_network(&container("node1"), 8080)
+        ))
+        .try_sent()
+        .await
+        .unwrap_or_else(unanswered);
+    assert_eq!(
+        node_metrics.status(),
+        StatusCode::NOT_FOUND,
+        "nor on a node's public port"
+    );
+
     // Prometheus scrapes every node.
     let http = client();
     let deadline = Instant::now() + Duration::from_secs(45);
@@ -834,7 +860,7 @@ async fn the_compose_file_walks_a_visitor_from_the_line_to_the_protected_origin(
         };
         let mut up = up;
         up.sort();
-        if up == ["node1:8080", "node2:8080", "node3:8080"] {
+        if up == ["node1:9100", "node2:9100", "node3:9100"] {
             break;
         }
         assert!(
@@ -913,6 +939,7 @@ fn seconds(value: &Value, what: &str) -> u64 {
 fn the_kubernetes_manifests_probe_readyz_and_healthz_and_cover_the_drain() {
     let mut kinds = Vec::new();
     let mut deployment = None;
+    let mut service_ports = Vec::new();
     let mut files: Vec<PathBuf> = std::fs::read_dir(repo("deploy/k8s"))
         .unwrap()
         .map(|entry| entry.unwrap().path())
@@ -935,6 +962,9 @@ fn the_kubernetes_manifests_probe_readyz_and_healthz_and_cover_the_drain() {
             assert_eq!(document["metadata"]["name"], "waitroom", "{kind}");
             if kind == "Deployment" {
                 deployment = Some(document.clone());
+            }
+            if kind == "Service" {
+                service_ports = document["spec"]["ports"].as_array().unwrap().clone();
             }
             kinds.push(kind.to_string());
         }
@@ -960,6 +990,29 @@ fn the_kubernetes_manifests_probe_readyz_and_healthz_and_cover_the_drain() {
             .to_string()
     };
     assert_eq!(var("WAITROOM_LISTEN"), "0.0.0.0:8080");
+    // security.md, item 12: /metrics on a port the Service does not publish.
+    let metrics_port = container["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|port| port["name"] == "metrics")
+        .expect("a metrics port")["containerPort"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(
+        var("WAITROOM_METRICS_LISTEN"),
+        format!("0.0.0.0:{metrics_port}")
+    );
+    assert_eq!(
+        deployment["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"],
+        metrics_port.to_string()
+    );
+    assert!(
+        service_ports
+            .iter()
+            .all(|port| port["targetPort"] != "metrics" && port["targetPort"] != metrics_port),
+        "the Service publishes no metrics: {service_ports:?}"
+    );
     let drain: u64 = var("WAITROOM_DRAIN_S").parse().unwrap();
     // The readiness probe sees the drain's 503 well inside it.
     let readiness = &container["readinessProbe"];
