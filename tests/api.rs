@@ -2053,12 +2053,12 @@ async fn the_admin_page_shows_the_priority_line() {
     app.create_room("drop", json!({"paused": true})).await;
     let added = app
         .admin(Method::POST, "/api/admin/rooms/drop/codes")
-        .json(&json!({"group": "fans", "codes": ["FAN-0001"]}))
+        .json(&json!({"group": "fans", "codes": ["FAN-7c4e9a1b3d5f8e20"]}))
         .send()
         .await
         .unwrap();
     assert_eq!(added.status(), 201);
-    for body in [json!({"code": "FAN-0001"}), json!({})] {
+    for body in [json!({"code": "FAN-7c4e9a1b3d5f8e20"}), json!({})] {
         let joined = app
             .http
             .post(app.url("/api/rooms/drop/join"))

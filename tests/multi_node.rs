@@ -1302,7 +1302,7 @@ async fn one_code_of_one_use_raced_over_two_nodes_makes_one_place() {
         .await;
     let added = nodes.apps[1]
         .admin(Method::POST, "/api/admin/rooms/presale/codes")
-        .json(&json!({"group": "vip", "codes": ["ONLY-ONE"]}))
+        .json(&json!({"group": "vip", "codes": ["ONLY-ONE-4b8d2f6a1c3e5d7f"]}))
         .send()
         .await
         .unwrap();
@@ -1314,7 +1314,7 @@ async fn one_code_of_one_use_raced_over_two_nodes_makes_one_place() {
                 let answer = app
                     .http
                     .post(app.url("/api/rooms/presale/join"))
-                    .json(&json!({"code": "ONLY-ONE"}))
+                    .json(&json!({"code": "ONLY-ONE-4b8d2f6a1c3e5d7f"}))
                     .send()
                     .await
                     .unwrap();
