@@ -3380,3 +3380,101 @@ async fn while_the_store_is_unreachable_verify_goes_by_signature_and_the_grace_w
     );
     assert_eq!(verify_answer(&app, "outage", &arrives).await.0, 204);
 }
+
+/// An app on the memory store believing `X-Forwarded-For` from the test's
+/// own 127.0.0.1, so that each join can come from an address of its own;
+/// the code-guess budget as by default.
+async fn app_behind_a_proxy() -> TestApp {
+    let mut settings = waitroom_testkit::test_settings();
+    settings.trusted_proxies =
+        vec![waitroom::http::client_address::parse_trusted_proxy("127.0.0.1").unwrap()];
+    let clock = waitroom::words::clock::ManualClock::new(support::START_MS);
+    let stores = waitroom::startup::Stores::memory(std::sync::Arc::new(clock.clone()));
+    TestApp::spawn_with(settings, stores, clock).await
+}
+
+async fn join_with_code_from(app: &TestApp, forwarded_for: &str, code: &str) -> reqwest::Response {
+    app.http
+        .post(app.url("/api/rooms/presale/join"))
+        .header("X-Forwarded-For", forwarded_for)
+        .json(&json!({"code": code}))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Issue 40, item 3 (security.md, "guessing invite codes"): wrong codes
+/// from one address spend its code guesses, 10 a minute by default; the
+/// 11th is 429 `rate_limited` with `Retry-After`, and so is the right code
+/// until the minute has room, each counted in `turned_away`. Another
+/// address guesses on its own budget; a join without a code is untouched.
+#[tokio::test]
+async fn wrong_codes_past_ten_a_minute_from_one_address_are_429_the_right_one_too() {
+    let app = app_behind_a_proxy().await;
+    app.create_room("presale", json!({"paused": true})).await;
+    let right = "presale-5e0c2b7a9d4f1e83c6a2";
+    let added = app
+        .admin(Method::POST, "/api/admin/rooms/presale/codes")
+        .json(&json!({"group": "fans", "uses": 5, "codes": [right]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(added.status(), 201);
+    let guesser = "198.51.100.7";
+    for i in 0..10 {
+        let wrong = join_with_code_from(&app, guesser, &format!("guess-{i:04}")).await;
+        assert_eq!(wrong.status(), 403, "guess {i}");
+        let body: Value = wrong.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "invalid_code");
+    }
+    let eleventh = join_with_code_from(&app, guesser, "guess-0010").await;
+    assert_eq!(eleventh.status(), 429);
+    assert_eq!(
+        eleventh.headers()["retry-after"],
+        "6",
+        "one a minute/10 back"
+    );
+    let body: Value = eleventh.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "rate_limited");
+    let refused = join_with_code_from(&app, guesser, right).await;
+    assert_eq!(refused.status(), 429, "the right code too, while shut out");
+
+    let other = join_with_code_from(&app, "198.51.100.8", right).await;
+    assert_eq!(other.status(), 200, "another address has its own guesses");
+    let plain = join_from(&app, "presale", guesser).await;
+    assert_eq!(
+        plain.status(),
+        200,
+        "a join without a code is not held back"
+    );
+    let stats = app
+        .admin(Method::GET, "/api/admin/rooms/presale")
+        .fetch_json()
+        .await["stats"]
+        .clone();
+    assert_eq!(stats["turned_away"], 2, "the two refused past the budget");
+    assert_eq!(
+        (&stats["waiting"], &stats["priority_waiting"]),
+        (&json!(2), &json!(1))
+    );
+
+    app.clock.advance_ms(6_000);
+    let back = join_with_code_from(&app, guesser, right).await;
+    assert_eq!(back.status(), 200, "a guess back after 6 s");
+}
+
+/// `--code-guesses-per-ip 0` turns the budget off (an operator whose
+/// visitors share one address, and who limits elsewhere).
+#[tokio::test]
+async fn code_guesses_per_ip_zero_turns_the_budget_off() {
+    let mut settings = waitroom_testkit::test_settings();
+    settings.code_guesses_per_ip = 0;
+    let clock = waitroom::words::clock::ManualClock::new(support::START_MS);
+    let stores = waitroom::startup::Stores::memory(std::sync::Arc::new(clock.clone()));
+    let app = TestApp::spawn_with(settings, stores, clock).await;
+    app.create_room("presale", json!({"paused": true})).await;
+    for i in 0..15 {
+        let wrong = join_with_code_from(&app, "198.51.100.7", &format!("guess-{i:04}")).await;
+        assert_eq!(wrong.status(), 403, "guess {i}");
+    }
+}

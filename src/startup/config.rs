@@ -5,7 +5,7 @@ use ipnet::IpNet;
 
 use crate::http::client_address::parse_trusted_proxy;
 use crate::store::redis::RedisOptions;
-use crate::words::join_limit::{DEFAULT_IPV6_PREFIX, IPV6_PREFIXES};
+use crate::words::join_limit::{DEFAULT_CODE_GUESSES_PER_IP, DEFAULT_IPV6_PREFIX, IPV6_PREFIXES};
 use crate::words::return_url::PublicUrl;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
@@ -138,6 +138,14 @@ pub struct Settings {
     /// NAT. Give every node the same value; on Redis the limit is shared.
     #[arg(long, env = "WAITROOM_JOIN_RATE_PER_IP", value_parser = clap::value_parser!(u32).range(1..=60_000))]
     pub join_rate_per_ip: Option<u32>,
+
+    /// Wrong priority codes (unknown or used up) per minute per client
+    /// address in a room (a minute's worth may come at once); past it a
+    /// join with a code, right or wrong, is 429 `rate_limited`. On by
+    /// default: nobody who holds a code needs ten wrong ones a minute. 0
+    /// turns it off. Give every node the same value; on Redis it is shared.
+    #[arg(long, env = "WAITROOM_CODE_GUESSES_PER_IP", default_value_t = DEFAULT_CODE_GUESSES_PER_IP, value_parser = clap::value_parser!(u32).range(0..=60_000))]
+    pub code_guesses_per_ip: u32,
 
     /// Seconds a node keeps serving after SIGTERM or SIGINT, with `/readyz`
     /// answering 503 so that a load balancer takes it out, before it stops

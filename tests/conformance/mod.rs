@@ -157,6 +157,7 @@ macro_rules! conformance_suite {
             a_visitor_waiting_in_the_general_line_moves_ahead_with_a_code,
             a_second_device_of_the_same_user_spends_nothing,
             code_holders_before_the_opening_are_drawn_first_lower_priority_first,
+            wrong_codes_spend_the_addresss_guesses_and_past_them_no_code_is_looked_at,
         );
         $crate::conformance_suite!(@rooms_file $make;
             a_table_creates_its_room_and_then_changes_nothing,

@@ -315,6 +315,11 @@ impl RedisStore {
                 .as_ref()
                 .map(|limit| limit.client.clone())
                 .unwrap_or_default(),
+            code_guesses: options
+                .code_guesses
+                .as_ref()
+                .map(|budget| format!("{} {}", budget.per_minute, budget.client))
+                .unwrap_or_default(),
             pow_id: options
                 .pow
                 .as_ref()

@@ -30,6 +30,9 @@ pub(super) const CODE_GROUPS_USED: &str = "code-groups-used";
 pub(super) const CODES_PREFIX: &str = "codes:";
 /// Per client address block: the join limit's theoretical arrival time.
 pub(super) const JOIN_LIMIT_PREFIX: &str = "join-limit:";
+/// Per client address block: the code-guess budget's theoretical arrival
+/// time (`wr:{room}:code-guesses:<block>`, expiring with it).
+pub(super) const CODE_GUESSES_PREFIX: &str = "code-guesses:";
 /// Per proof-of-work solution: that it was used.
 pub(super) const POW_PREFIX: &str = "pow:";
 

@@ -64,6 +64,7 @@ fn constants() -> Vec<(&'static str, Literal)> {
         ("GROUPS_USED_KEY", Literal::Text(keys::CODE_GROUPS_USED)),
         ("CODES_KEY", Literal::Text(keys::CODES_PREFIX)),
         ("JOIN_LIMIT_KEY", Literal::Text(keys::JOIN_LIMIT_PREFIX)),
+        ("CODE_GUESSES_KEY", Literal::Text(keys::CODE_GUESSES_PREFIX)),
         ("POW_KEY", Literal::Text(keys::POW_PREFIX)),
         ("MAX_GROUPS", Literal::Number(MAX_GROUPS as u64)),
         ("TABLE_CREATED", Literal::Text(TableReply::Created.into())),
