@@ -50,6 +50,7 @@ local JOIN_LIMIT_KEY = 'join-limit:'
 local CODE_GUESSES_KEY = 'code-guesses:'
 local POW_KEY = 'pow:'
 local MAX_GROUPS = 100
+local LOGIN_FAILURES = 10
 local TABLE_CREATED = 'created'
 local TABLE_CHANGED = 'changed'
 local TABLE_UNCHANGED = 'unchanged'

@@ -3478,3 +3478,66 @@ async fn code_guesses_per_ip_zero_turns_the_budget_off() {
         assert_eq!(wrong.status(), 403, "guess {i}");
     }
 }
+
+/// Issue 40, item 9: the admin lockout is the store's; while the store
+/// cannot be reached, the node counts wrong tokens on its own, so a store
+/// failure neither locks the operator out nor lets a guesser run free.
+#[tokio::test]
+async fn while_the_store_is_unreachable_the_node_counts_wrong_tokens_itself() {
+    let mut settings = waitroom_testkit::test_settings();
+    settings.trusted_proxies =
+        vec![waitroom::http::client_address::parse_trusted_proxy("127.0.0.1").unwrap()];
+    let clock = waitroom::words::clock::ManualClock::new(support::START_MS);
+    let (store, stores) =
+        support::unreachable::Unreachable::memory(std::sync::Arc::new(clock.clone()));
+    let app = TestApp::spawn_with(settings, stores, clock).await;
+    let from = |client: &str, token: &str| {
+        app.http
+            .get(app.url("/api/admin/rooms"))
+            .header("X-Forwarded-For", client)
+            .bearer_auth(token)
+            .send()
+    };
+    // Two wrong tokens counted by the store before it goes away.
+    for _ in 0..2 {
+        assert_eq!(
+            from("198.51.100.7", "a-wrong-guess")
+                .await
+                .unwrap()
+                .status(),
+            401
+        );
+    }
+    store.set_down(true);
+    let mut statuses = Vec::new();
+    for _ in 0..11 {
+        statuses.push(
+            from("198.51.100.7", "a-wrong-guess")
+                .await
+                .unwrap()
+                .status()
+                .as_u16(),
+        );
+    }
+    assert_eq!(
+        &statuses[..10],
+        [401; 10],
+        "the node's own count, from zero"
+    );
+    assert_eq!(statuses[10], 429, "past 10 wrong tokens on this node");
+    let right = from("198.51.100.7", &app.admin_token).await.unwrap();
+    assert_eq!(
+        right.status(),
+        429,
+        "the right token too, from that address"
+    );
+    let operator = from("198.51.100.8", &app.admin_token).await.unwrap();
+    assert_eq!(
+        operator.status(),
+        503,
+        "the operator's token is let through to a route that needs the store"
+    );
+    store.set_down(false);
+    let back = from("198.51.100.8", &app.admin_token).await.unwrap();
+    assert_eq!(back.status(), 200);
+}

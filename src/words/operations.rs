@@ -32,6 +32,10 @@ pub enum StoreError {
     /// `turned_away` count.
     #[error("too many joins from this address; try again in {retry_after_s} s")]
     RateLimited { retry_after_s: u64 },
+    /// Past the client block's wrong logins (`words::login_limit`): every
+    /// attempt is refused until the budget has room, the right token too.
+    #[error("too many wrong tokens from this address; try again in {retry_after_s} s")]
+    TooManyAttempts { retry_after_s: u64 },
     /// The room asks new places for proof of work, and the join had none.
     #[error("this room asks for a solved challenge")]
     PowRequired,

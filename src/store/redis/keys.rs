@@ -3,6 +3,7 @@
 //! slot and one script can touch them all.
 
 use crate::words::RoomId;
+use crate::words::join_limit::ClientBlock;
 
 /// The set of open rooms' ids.
 pub(super) const ROOMS_KEY: &str = "wr:rooms";
@@ -75,6 +76,12 @@ pub(super) fn sale_keys(room: &RoomId) -> Vec<String> {
     ]
     .map(|name| room_key(room, name))
     .to_vec()
+}
+
+/// A client block's wrong operator logins (its TAT), one key each,
+/// expiring with it; the block is the key's hash tag.
+pub(super) fn login_key(block: &ClientBlock) -> String {
+    format!("wr:login:{{{block}}}")
 }
 
 /// An ended operator session: one key each, expiring with the session.
