@@ -282,6 +282,28 @@ mod tests {
     }
 
     #[test]
+    fn code_guesses_are_ten_a_minute_unless_set_and_zero_turns_them_off() {
+        let code_guesses = |args: &[&str]| {
+            Settings::try_parse_from(["waitroom"].iter().chain(args))
+                .map(|settings| settings.code_guesses_per_ip)
+                .map_err(|error| error.to_string())
+        };
+        assert_eq!(code_guesses(&[]), Ok(10));
+        assert_eq!(code_guesses(&["--code-guesses-per-ip", "0"]), Ok(0));
+        assert_eq!(code_guesses(&["--code-guesses-per-ip", "30"]), Ok(30));
+        for refused in ["-1", "60001", "ten"] {
+            let flag = format!("--code-guesses-per-ip={refused}");
+            let answer = code_guesses(&[&flag]);
+            assert!(
+                answer
+                    .as_ref()
+                    .is_err_and(|error| error.contains("--code-guesses-per-ip")),
+                "{refused}: {answer:?}"
+            );
+        }
+    }
+
+    #[test]
     fn cors_origins_are_exact_origins_or_the_start_fails() {
         assert_eq!(cors_origins(&[]), Ok(vec![]));
         assert_eq!(
