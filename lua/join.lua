@@ -19,6 +19,9 @@
 -- puts a new place (or one waiting in the general line) in the priority
 -- line and spends one use, here, so one use makes one place whichever node
 -- asks.
+-- guesses: the client's budget of wrong codes, '<per minute> <block>', or
+-- '' for none: a code refused as unknown or used spends one (the key
+-- code-guesses:<block> holds its TAT); past it the code is not looked at.
 -- address: the client's address ('4:' and 8 hex digits, '6:' and 32), or
 -- '': a new arrival from the room's bypass_match networks is admitted at
 -- once, outside the cap, whatever the bucket, pause, method or opening.
@@ -107,17 +110,17 @@ end
 local JOIN_PATTERN = '^' .. string.rep('([^\n]*)\n', JOIN_FIELDS - 1) .. '(.*)$'
 local function read_join(i)
   local packed = ARGV[2 + i]
-  local per_minute, pow_until, commitment, entry, key, pow_difficulty, code, client, pow_id, user =
-    '', '', '', '', '', '', '', '', '', ''
+  local per_minute, pow_until, commitment, entry, key, pow_difficulty, code, client, guesses, pow_id,
+    user = '', '', '', '', '', '', '', '', '', '', ''
   local visitor, address = string.match(packed, '^([^\n]*)\n?([^\n]*)$')
   if not visitor then
-    visitor, per_minute, pow_until, commitment, entry, key, pow_difficulty, code, address, client, pow_id,
-      user = string.match(packed, JOIN_PATTERN)
+    visitor, per_minute, pow_until, commitment, entry, key, pow_difficulty, code, address, client, guesses,
+      pow_id, user = string.match(packed, JOIN_PATTERN)
   end
   -- A constructor sizes the table once (field by field, it would grow four times).
   return { visitor = visitor, per_minute = per_minute, pow_until = pow_until, commitment = commitment,
     entry = entry, key = key, pow_difficulty = pow_difficulty, code = code, address = address,
-    client = client, pow_id = pow_id, user = user }
+    client = client, guesses = guesses, pow_id = pow_id, user = user }
 end
 
 -- The group that grants `code` (of those holding it, the first by priority,
@@ -141,6 +144,38 @@ local function check_code(code)
   if best then return best end
   local refusal = held and CODEUSED or INVALIDCODE
   return nil, redis.error_reply(refusal)
+end
+
+local function turn_away(refusal)
+  redis.call('HINCRBY', K_ROOM, 'turned_away', 1)
+  return redis.error_reply(refusal)
+end
+
+-- GCRA, as in src/words/join_limit.rs: a minute's worth at once, then one
+-- per interval. For the budget whose TAT `key` holds: the TAT to store if
+-- this one is spent; or, past the budget, nil and the seconds to wait.
+local function gcra(key, per_minute)
+  per_minute = math.max(1, tonumber(per_minute))
+  local interval = math.ceil(JOIN_LIMIT_WINDOW_MS / per_minute)
+  local burst = interval * (per_minute - 1)
+  local tat = math.max(tonumber(redis.call('GET', key) or now), now)
+  if tat - now > burst then return nil, math.max(1, math.ceil((tat - now - burst) / 1000)) end
+  return tat + interval
+end
+
+-- check_code(j.code) while the client has code guesses left (j.guesses):
+-- a code refused as unknown or used spends one; past the budget the code
+-- is not looked at, right or wrong (RATELIMITED, turned away), so guessing
+-- codes from one address gets a few tries a minute (see Door::guess).
+local function guess_code(j)
+  if j.guesses == '' then return check_code(j.code) end
+  local per_minute, client = string.match(j.guesses, '^(%d+) (.+)$')
+  local key = ROOM_PREFIX .. CODE_GUESSES_KEY .. client
+  local spent, wait = gcra(key, per_minute)
+  if not spent then return nil, turn_away(RATELIMITED .. ' ' .. wait) end
+  local granted, refusal = check_code(j.code)
+  if not granted then redis.call('SET', key, spent, 'PX', spent - now) end
+  return granted, refusal
 end
 
 local function spend_code(granted, code)
@@ -176,11 +211,6 @@ local function enter_priority(j, visitor, granted, joined, from)
     from = from or '', group = granted.group, position = redis.call('ZRANK', K_PRIO, member) + 1 }))
 end
 
-local function turn_away(refusal)
-  redis.call('HINCRBY', K_ROOM, 'turned_away', 1)
-  return redis.error_reply(refusal)
-end
-
 -- A join's place, or its refusal. Whatever it writes to the room's hash it
 -- writes to `room` too, for the joins after it in this call.
 local function join(j)
@@ -208,7 +238,7 @@ local function join(j)
     mark_present(visitor, now)
     -- A code moves a visitor of the general line ahead.
     if code ~= '' then
-      local granted, refusal = check_code(code)
+      local granted, refusal = guess_code(j)
       if not granted then return refusal end
       if pre_queue and (j.commitment == '' or j.commitment ~= room.draw_commitment) then
         return redis.error_reply(DRAWSEED)
@@ -235,7 +265,7 @@ local function join(j)
     local granted
     if code ~= '' then
       local refusal
-      granted, refusal = check_code(code)
+      granted, refusal = guess_code(j)
       if not granted then return refusal end
     elseif room.code_required == '1' then
       return redis.error_reply(CODEREQUIRED)
@@ -250,17 +280,11 @@ local function join(j)
       if redis.call('EXISTS', ROOM_PREFIX .. POW_KEY .. j.pow_id) == 1 then return turn_away(POWREUSED) end
     end
     if j.per_minute ~= '' then
-      -- GCRA, as in src/words/join_limit.rs: a minute's worth at once, then
-      -- one per interval; a refused join changes nothing but the count.
-      local per_minute = math.max(1, tonumber(j.per_minute))
-      local interval = math.ceil(JOIN_LIMIT_WINDOW_MS / per_minute)
-      local burst = interval * (per_minute - 1)
+      -- A refused join changes nothing but the count.
       local limit_key = ROOM_PREFIX .. JOIN_LIMIT_KEY .. j.client
-      local tat = math.max(tonumber(redis.call('GET', limit_key) or now), now)
-      if tat - now > burst then
-        return turn_away(RATELIMITED .. ' ' .. math.max(1, math.ceil((tat - now - burst) / 1000)))
-      end
-      redis.call('SET', limit_key, tat + interval, 'PX', tat + interval - now)
+      local spent, wait = gcra(limit_key, j.per_minute)
+      if not spent then return turn_away(RATELIMITED .. ' ' .. wait) end
+      redis.call('SET', limit_key, spent, 'PX', spent - now)
     end
     if pow then
       redis.call('SET', ROOM_PREFIX .. POW_KEY .. j.pow_id, '1', 'PX', math.max(1, tonumber(j.pow_until) - now))

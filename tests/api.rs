@@ -2078,12 +2078,12 @@ async fn the_admin_page_shows_the_priority_line() {
     app.create_room("drop", json!({"paused": true})).await;
     let added = app
         .admin(Method::POST, "/api/admin/rooms/drop/codes")
-        .json(&json!({"group": "fans", "codes": ["FAN-0001"]}))
+        .json(&json!({"group": "fans", "codes": ["FAN-7c4e9a1b3d5f8e20"]}))
         .send()
         .await
         .unwrap();
     assert_eq!(added.status(), 201);
-    for body in [json!({"code": "FAN-0001"}), json!({})] {
+    for body in [json!({"code": "FAN-7c4e9a1b3d5f8e20"}), json!({})] {
         let joined = app
             .http
             .post(app.url("/api/rooms/drop/join"))
@@ -3432,4 +3432,165 @@ async fn while_the_store_is_unreachable_verify_goes_by_signature_and_the_grace_w
         (401, "pass_revoked".into())
     );
     assert_eq!(verify_answer(&app, "outage", &arrives).await.0, 204);
+}
+
+/// An app on the memory store believing `X-Forwarded-For` from the test's
+/// own 127.0.0.1, so that each join can come from an address of its own;
+/// the code-guess budget as by default.
+async fn app_behind_a_proxy() -> TestApp {
+    let mut settings = waitroom_testkit::test_settings();
+    settings.trusted_proxies =
+        vec![waitroom::http::client_address::parse_trusted_proxy("127.0.0.1").unwrap()];
+    let clock = waitroom::words::clock::ManualClock::new(support::START_MS);
+    let stores = waitroom::startup::Stores::memory(std::sync::Arc::new(clock.clone()));
+    TestApp::spawn_with(settings, stores, clock).await
+}
+
+async fn join_with_code_from(app: &TestApp, forwarded_for: &str, code: &str) -> reqwest::Response {
+    app.http
+        .post(app.url("/api/rooms/presale/join"))
+        .header("X-Forwarded-For", forwarded_for)
+        .json(&json!({"code": code}))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Issue 40, item 3 (security.md, "guessing invite codes"): wrong codes
+/// from one address spend its code guesses, 10 a minute by default; the
+/// 11th is 429 `rate_limited` with `Retry-After`, and so is the right code
+/// until the minute has room, each counted in `turned_away`. Another
+/// address guesses on its own budget; a join without a code is untouched.
+#[tokio::test]
+async fn wrong_codes_past_ten_a_minute_from_one_address_are_429_the_right_one_too() {
+    let app = app_behind_a_proxy().await;
+    app.create_room("presale", json!({"paused": true})).await;
+    let right = "presale-5e0c2b7a9d4f1e83c6a2";
+    let added = app
+        .admin(Method::POST, "/api/admin/rooms/presale/codes")
+        .json(&json!({"group": "fans", "uses": 5, "codes": [right]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(added.status(), 201);
+    let guesser = "198.51.100.7";
+    for i in 0..10 {
+        let wrong = join_with_code_from(&app, guesser, &format!("guess-{i:04}")).await;
+        assert_eq!(wrong.status(), 403, "guess {i}");
+        let body: Value = wrong.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "invalid_code");
+    }
+    let eleventh = join_with_code_from(&app, guesser, "guess-0010").await;
+    assert_eq!(eleventh.status(), 429);
+    assert_eq!(
+        eleventh.headers()["retry-after"],
+        "6",
+        "one a minute/10 back"
+    );
+    let body: Value = eleventh.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "rate_limited");
+    let refused = join_with_code_from(&app, guesser, right).await;
+    assert_eq!(refused.status(), 429, "the right code too, while shut out");
+
+    let other = join_with_code_from(&app, "198.51.100.8", right).await;
+    assert_eq!(other.status(), 200, "another address has its own guesses");
+    let plain = join_from(&app, "presale", guesser).await;
+    assert_eq!(
+        plain.status(),
+        200,
+        "a join without a code is not held back"
+    );
+    let stats = app
+        .admin(Method::GET, "/api/admin/rooms/presale")
+        .fetch_json()
+        .await["stats"]
+        .clone();
+    assert_eq!(stats["turned_away"], 2, "the two refused past the budget");
+    assert_eq!(
+        (&stats["waiting"], &stats["priority_waiting"]),
+        (&json!(2), &json!(1))
+    );
+
+    app.clock.advance_ms(6_000);
+    let back = join_with_code_from(&app, guesser, right).await;
+    assert_eq!(back.status(), 200, "a guess back after 6 s");
+}
+
+/// `--code-guesses-per-ip 0` turns the budget off (an operator whose
+/// visitors share one address, and who limits elsewhere).
+#[tokio::test]
+async fn code_guesses_per_ip_zero_turns_the_budget_off() {
+    let mut settings = waitroom_testkit::test_settings();
+    settings.code_guesses_per_ip = 0;
+    let clock = waitroom::words::clock::ManualClock::new(support::START_MS);
+    let stores = waitroom::startup::Stores::memory(std::sync::Arc::new(clock.clone()));
+    let app = TestApp::spawn_with(settings, stores, clock).await;
+    app.create_room("presale", json!({"paused": true})).await;
+    for i in 0..15 {
+        let wrong = join_with_code_from(&app, "198.51.100.7", &format!("guess-{i:04}")).await;
+        assert_eq!(wrong.status(), 403, "guess {i}");
+    }
+}
+
+/// Issue 40, item 9: the admin lockout is the store's; while the store
+/// cannot be reached, the node counts wrong tokens on its own, so a store
+/// failure neither locks the operator out nor lets a guesser run free.
+#[tokio::test]
+async fn while_the_store_is_unreachable_the_node_counts_wrong_tokens_itself() {
+    let mut settings = waitroom_testkit::test_settings();
+    settings.trusted_proxies =
+        vec![waitroom::http::client_address::parse_trusted_proxy("127.0.0.1").unwrap()];
+    let clock = waitroom::words::clock::ManualClock::new(support::START_MS);
+    let (store, stores) =
+        support::unreachable::Unreachable::memory(std::sync::Arc::new(clock.clone()));
+    let app = TestApp::spawn_with(settings, stores, clock).await;
+    let from = |client: &str, token: &str| {
+        app.http
+            .get(app.url("/api/admin/rooms"))
+            .header("X-Forwarded-For", client)
+            .bearer_auth(token)
+            .send()
+    };
+    // Two wrong tokens counted by the store before it goes away.
+    for _ in 0..2 {
+        assert_eq!(
+            from("198.51.100.7", "a-wrong-guess")
+                .await
+                .unwrap()
+                .status(),
+            401
+        );
+    }
+    store.set_down(true);
+    let mut statuses = Vec::new();
+    for _ in 0..11 {
+        statuses.push(
+            from("198.51.100.7", "a-wrong-guess")
+                .await
+                .unwrap()
+                .status()
+                .as_u16(),
+        );
+    }
+    assert_eq!(
+        &statuses[..10],
+        [401; 10],
+        "the node's own count, from zero"
+    );
+    assert_eq!(statuses[10], 429, "past 10 wrong tokens on this node");
+    let right = from("198.51.100.7", &app.admin_token).await.unwrap();
+    assert_eq!(
+        right.status(),
+        429,
+        "the right token too, from that address"
+    );
+    let operator = from("198.51.100.8", &app.admin_token).await.unwrap();
+    assert_eq!(
+        operator.status(),
+        503,
+        "the operator's token is let through to a route that needs the store"
+    );
+    store.set_down(false);
+    let back = from("198.51.100.8", &app.admin_token).await.unwrap();
+    assert_eq!(back.status(), 200);
 }

@@ -123,6 +123,7 @@ fn every_flag_is_documented_with_its_environment_variable() {
         "--demo-room",
         "--log-format",
         "--join-rate-per-ip",
+        "--code-guesses-per-ip",
         "--trusted-proxies",
     ] {
         assert!(help.contains(flag), "{flag} missing from --help");
@@ -136,6 +137,7 @@ fn every_flag_is_documented_with_its_environment_variable() {
         "WAITROOM_DRAIN_S",
         "WAITROOM_DEMO_ROOM",
         "WAITROOM_JOIN_RATE_PER_IP",
+        "WAITROOM_CODE_GUESSES_PER_IP",
         "WAITROOM_TRUSTED_PROXIES",
     ] {
         assert!(help.contains(env), "{env} missing from --help");

@@ -2014,7 +2014,7 @@ async fn a_code_in_the_address_puts_the_visitor_ahead_and_leaves_the_address_bar
     app.create_room("presale", json!({"paused": true})).await;
     let added = app
         .admin(reqwest::Method::POST, "/api/admin/rooms/presale/codes")
-        .json(&json!({"group": "fanclub", "codes": ["FAN-0001"]}))
+        .json(&json!({"group": "fanclub", "codes": ["FAN-7c4e9a1b3d5f8e20"]}))
         .send()
         .await
         .unwrap();
@@ -2024,7 +2024,7 @@ async fn a_code_in_the_address_puts_the_visitor_ahead_and_leaves_the_address_bar
     }
     let browser = driver.browser(390, 844, json!({})).await;
     browser
-        .goto(&app.url("/rooms/presale?code=FAN-0001&utm=mail"))
+        .goto(&app.url("/rooms/presale?code=FAN-7c4e9a1b3d5f8e20&utm=mail"))
         .await
         .unwrap();
     let seen = eventually("the code holder's position", BROWSER_PATIENCE, || async {
@@ -2051,7 +2051,7 @@ async fn a_code_in_the_address_puts_the_visitor_ahead_and_leaves_the_address_bar
     let other_driver = Driver::start().await;
     let other = other_driver.browser(390, 844, json!({})).await;
     other
-        .goto(&app.url("/rooms/presale?code=FAN-0001"))
+        .goto(&app.url("/rooms/presale?code=FAN-7c4e9a1b3d5f8e20"))
         .await
         .unwrap();
     let said = eventually("the used code's message", BROWSER_PATIENCE, || async {
@@ -2072,7 +2072,7 @@ async fn the_admin_codes_panel_adds_lists_and_removes_groups() {
     app.create_room("presale", json!({"name": "Presale", "paused": true}))
         .await;
     app.admin(reqwest::Method::POST, "/api/admin/rooms/presale/codes")
-        .json(&json!({"group": "staff", "priority": 0, "uses": 2, "codes": ["S-1", "S-2"]}))
+        .json(&json!({"group": "staff", "priority": 0, "uses": 2, "codes": ["STAFF-3f9c1a7e5b2d4c6f", "STAFF-8a0e1b3d5f7a9c2e"]}))
         .send()
         .await
         .unwrap();

@@ -104,12 +104,13 @@ joins() {
   measure $per EVALSHA $sha ${#keys[@]} "${keys[@]}" PUBLISH "" "${fields[@]}"
 }
 # A join's fields (lua/join.lua's read_join): visitor, per_minute, pow_until,
-# commitment, entry, key, pow_difficulty, code, address, client, pow_id, user.
+# commitment, entry, key, pow_difficulty, code, address, client, code_guesses,
+# pow_id, user.
 # (printf -v: a command substitution would drop the trailing newlines.)
 fields() { local name=$1 IFS=$'\n'; shift; printf -v "$name" '%s' "$*"; }
-fields LIMITED 0000__rand_int__ 1000000 '' '' '' '' '' '' '' 10.__rand_int__/32 '' ''
-fields SOLVED 0000__rand_int__ '' 99999999999999 '' '' '' 20 '' '' '' __rand_int__ ''
-fields CODED 0000__rand_int__ '' '' '' '' '' '' $CODE_HASH '' '' '' ''
+fields LIMITED 0000__rand_int__ 1000000 '' '' '' '' '' '' '' 10.__rand_int__/32 '' '' ''
+fields SOLVED 0000__rand_int__ '' 99999999999999 '' '' '' 20 '' '' '' '' __rand_int__ ''
+fields CODED 0000__rand_int__ '' '' '' '' '' '' $CODE_HASH '' '' '' '' ''
 echo "start $(date -u +%H:%M:%S) $(cat /proc/loadavg); the working tree on $(git rev-parse --short HEAD)"
 echo "SET: $(measure 1 SET key:__rand_int__ value)"
 for per in $SIZES; do echo "$per per call: $(joins b $per)"; done

@@ -37,22 +37,31 @@ measure() {
     'BEGIN{split(l, f, "\""); printf "%.2f µs of Redis CPU per call, %s calls/s", (b-a)*1e6/n, f[4]}'
 }
 # One join per call, in the layout of the script at hand: ten values and two
-# declared keys before 1d317ed, one argument of newline-ended fields since.
+# declared keys before 1d317ed, one argument of newline-ended fields since
+# (as many as that version's JOIN_FIELDS: 12, then 13 with the code guesses).
 join() {
   local room=$1 sha=$2 packed=$3
   local keys=("wr:{$room}:room" "wr:{$room}:line" "wr:{$room}:seen" "wr:{$room}:visitors" "wr:{$room}:active"
     "wr:{$room}:admissions" "wr:{$room}:arrivals" "wr:{$room}:users" "wr:{$room}:draw" "wr:{$room}:entries"
     "wr:{$room}:user-of")
-  if [ "$packed" = yes ]; then
-    measure EVALSHA $sha 11 "${keys[@]}" PUBLISH "" $'0000__rand_int__\n\n\n\n\n\n\n\n\n\n\n'
+  if [ "$packed" != no ]; then
+    local arg=0000__rand_int__
+    for _ in $(seq 2 $packed); do arg+=$'\n'; done
+    measure EVALSHA $sha 11 "${keys[@]}" PUBLISH "" "$arg"
   else
     measure EVALSHA $sha 13 "${keys[@]}" "wr:{$room}:join-limit:" "wr:{$room}:pow:" \
       PUBLISH "" 0000__rand_int__ "" "" "" "" "" "" "" "" ""
   fi
 }
-layout() { if "$@" | grep -q JOIN_PATTERN; then echo yes; else echo no; fi; }
-packed_before=$(layout git show $BEFORE:lua/join.lua)
-packed_after=$(layout cat lua/join.lua)
+# "no" for the layout of values, or the number of fields a packed join has.
+layout() {
+  local join=$1 prelude=$2 fields
+  if ! $join | grep -q JOIN_PATTERN; then echo no; return; fi
+  fields=$($prelude | sed -n 's/^local JOIN_FIELDS = //p')
+  echo ${fields:-12}
+}
+packed_before=$(layout "git show $BEFORE:lua/join.lua" "git show $BEFORE:lua/prelude.lua")
+packed_after=$(layout "cat lua/join.lua" "cat lua/prelude.lua")
 echo "start $(date -u +%H:%M:%S) $(cat /proc/loadavg); before $(git rev-parse --short $BEFORE), after: the working tree on $(git rev-parse --short HEAD)"
 echo "SET: $(measure SET key:__rand_int__ value)"
 for round in $(seq 1 $ROUNDS); do

@@ -347,6 +347,9 @@ impl From<StoreError> for ApiError {
                 ),
             },
             StoreError::RateLimited { retry_after_s } => ApiError::RateLimited { retry_after_s },
+            StoreError::TooManyAttempts { retry_after_s } => {
+                ApiError::TooManyAttempts { retry_after_s }
+            }
             StoreError::NotAccepting => ApiError::Forbidden {
                 code: ErrorCode::RoomNotAccepting,
                 message: "this waiting room takes no new arrivals now".into(),

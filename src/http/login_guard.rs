@@ -1,71 +1,49 @@
-//! Failed operator logins, limited per client block (an IPv4 address, or
-//! an IPv6 network: `words::join_limit::client_block`): past the limit,
-//! every login attempt from that block, the right token included, is
-//! refused with 429 until the limit has room again, so guessing the admin
-//! token at full speed gets nowhere, from one address or from every
-//! address of a /64. The counting is governor's; this module only
-//! remembers which blocks are shut out.
+//! The operator login lockout as the HTTP layer asks it
+//! (`words::login_limit`: 10 wrong tokens a minute per client block, then
+//! every attempt refused, the right token included, until the budget has
+//! room). The store counts, so that on Redis the 10 hold for the whole
+//! deployment however many nodes a guesser spreads over. While the store
+//! cannot be reached this node counts on its own meanwhile: a store
+//! failure neither locks operators out nor lets a guesser run free, and
+//! the log says the node's own count decides.
 
-use std::collections::HashMap;
-use std::num::NonZeroU32;
-use std::time::{Duration, Instant};
-
-use crate::words::join_limit::ClientBlock;
-use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use parking_lot::Mutex;
 
-/// Wrong tokens a client block may try per minute.
-const FAILURES_PER_MINUTE: u32 = 10;
+use crate::http::refusal_log::RefusalLog;
+use crate::store::{Store, StoreError};
+use crate::words::clock::Millis;
+use crate::words::join_limit::ClientBlock;
+use crate::words::login_limit::{Attempt, Lockout};
 
+#[derive(Default)]
 pub struct LoginGuard {
-    failures: DefaultKeyedRateLimiter<ClientBlock>,
-    clock: DefaultClock,
-    /// Blocks past the limit, and until when.
-    shut_out: Mutex<HashMap<ClientBlock, Instant>>,
-}
-
-impl Default for LoginGuard {
-    fn default() -> Self {
-        let per_minute = NonZeroU32::new(FAILURES_PER_MINUTE).expect("not zero");
-        Self {
-            failures: RateLimiter::keyed(Quota::per_minute(per_minute)),
-            clock: DefaultClock::default(),
-            shut_out: Mutex::new(HashMap::new()),
-        }
-    }
+    /// This node's own counts, while the store's cannot be had.
+    fallback: Mutex<Lockout>,
 }
 
 impl LoginGuard {
-    /// Whether `block` may try a login now; if not, how long until it may.
-    pub fn may_try(&self, block: ClientBlock) -> Result<(), Duration> {
-        let mut shut_out = self.shut_out.lock();
-        match shut_out.get(&block) {
-            Some(until) if *until > Instant::now() => Err(*until - Instant::now()),
-            Some(_) => {
-                shut_out.remove(&block);
-                Ok(())
-            }
-            None => Ok(()),
-        }
-    }
-
-    /// Counts a failed login from `block`; past the limit the block is
-    /// shut out, and the answer says for how long.
-    pub fn failed(&self, block: ClientBlock) -> Result<(), Duration> {
-        match self.failures.check_key(&block) {
+    /// Decides and counts a login attempt from `block`: `Err` the seconds
+    /// until the block may try again.
+    pub async fn attempt(
+        &self,
+        store: &dyn Store,
+        block: ClientBlock,
+        attempt: Attempt,
+        now: Millis,
+        log: &RefusalLog,
+    ) -> Result<(), u64> {
+        match store.login_attempt(&block, attempt).await {
             Ok(()) => Ok(()),
-            Err(not_until) => {
-                let wait = not_until.wait_time_from(self.clock.now());
-                let mut shut_out = self.shut_out.lock();
-                shut_out.insert(block, Instant::now() + wait);
-                // Forget blocks that stopped trying, so the map stays small.
-                if shut_out.len() > 10_000 {
-                    let now = Instant::now();
-                    shut_out.retain(|_, until| *until > now);
-                    self.failures.retain_recent();
+            Err(StoreError::TooManyAttempts { retry_after_s }) => Err(retry_after_s),
+            Err(error) => {
+                if let Some(left_out) = log.admit("login_lockout_on_this_node", now) {
+                    tracing::warn!(
+                        %error,
+                        left_out,
+                        "the store did not count a login attempt: this node's own count decides"
+                    );
                 }
-                Err(wait)
+                self.fallback.lock().attempt(block, attempt, now)
             }
         }
     }
@@ -73,23 +51,35 @@ impl LoginGuard {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::sync::Arc;
 
-    #[test]
-    fn an_address_past_the_limit_is_shut_out_and_others_are_not() {
+    use super::*;
+    use crate::store::memory::MemoryStore;
+    use crate::words::clock::ManualClock;
+    use crate::words::login_limit::FAILURES_PER_MINUTE;
+
+    /// On the memory store the lockout is per node, as it always was: two
+    /// nodes (two stores) count apart.
+    #[tokio::test]
+    async fn an_address_past_the_limit_is_shut_out_and_others_are_not() {
+        let clock = ManualClock::new(0);
+        let store = MemoryStore::new(Arc::new(clock.clone()));
+        let other_node = MemoryStore::new(Arc::new(clock));
         let guard = LoginGuard::default();
+        let log = RefusalLog::default();
         let guesser = ClientBlock::Net("192.0.2.1/32".parse().unwrap());
         let operator = ClientBlock::Net("192.0.2.2/32".parse().unwrap());
         for _ in 0..FAILURES_PER_MINUTE {
-            assert!(guard.may_try(guesser).is_ok());
-            assert!(guard.failed(guesser).is_ok());
+            let wrong = guard.attempt(&store, guesser, Attempt::Wrong, 0, &log);
+            assert_eq!(wrong.await, Ok(()));
         }
-        let wait = guard.failed(guesser).expect_err("one too many");
-        assert!(wait > Duration::ZERO && wait <= Duration::from_secs(60));
-        assert!(
-            guard.may_try(guesser).is_err(),
-            "shut out, right token or not"
-        );
-        assert!(guard.may_try(operator).is_ok(), "only that address");
+        let wait = guard.attempt(&store, guesser, Attempt::Wrong, 0, &log);
+        assert_eq!(wait.await, Err(6), "one too many");
+        let right = guard.attempt(&store, guesser, Attempt::Right, 0, &log);
+        assert_eq!(right.await, Err(6), "shut out, right token or not");
+        let elsewhere = guard.attempt(&store, operator, Attempt::Right, 0, &log);
+        assert_eq!(elsewhere.await, Ok(()), "only that address");
+        let other = guard.attempt(&other_node, guesser, Attempt::Right, 0, &log);
+        assert_eq!(other.await, Ok(()), "another node counts its own");
     }
 }

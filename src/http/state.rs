@@ -110,6 +110,9 @@ pub struct ClientRules {
     pub ipv6_prefix: u8,
     /// New places a client address may take per minute in a room, if limited.
     pub join_rate_per_ip: Option<u32>,
+    /// Wrong codes a client address may try per minute in a room, unless
+    /// turned off (`--code-guesses-per-ip 0`).
+    pub code_guesses_per_ip: Option<u32>,
 }
 
 /// Settings the middleware reads on every request.

@@ -11,8 +11,8 @@ use serde::Deserialize;
 use super::error::{ApiError, ErrorCode};
 use super::extractors::{
     Leaver, PassChecker, PassRefusal, Room, Ticket, Verified, bearer, check_pass_for_proxy,
-    client_address, join_limit, pass_cookie, presented_pass_to_verify, ticket_cookie_name,
-    ticket_error,
+    client_address, code_guesses, join_limit, pass_cookie, presented_pass_to_verify,
+    ticket_cookie_name, ticket_error,
 };
 use super::limits::read_json_or_nothing;
 use super::openapi::RoomPath;
@@ -263,6 +263,8 @@ async fn join_room(
         limit: join_limit(&req),
         user,
         pow,
+        // Only with a code: a join without one is sent as it was.
+        code_guesses: code.and_then(|_| code_guesses(&req)),
         code,
     };
     let place = store.join_with(&room, visitor, &options).await?;

@@ -5,7 +5,7 @@ use ipnet::IpNet;
 
 use crate::http::client_address::parse_trusted_proxy;
 use crate::store::redis::RedisOptions;
-use crate::words::join_limit::{DEFAULT_IPV6_PREFIX, IPV6_PREFIXES};
+use crate::words::join_limit::{DEFAULT_CODE_GUESSES_PER_IP, DEFAULT_IPV6_PREFIX, IPV6_PREFIXES};
 use crate::words::return_url::PublicUrl;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
@@ -139,6 +139,14 @@ pub struct Settings {
     #[arg(long, env = "WAITROOM_JOIN_RATE_PER_IP", value_parser = clap::value_parser!(u32).range(1..=60_000))]
     pub join_rate_per_ip: Option<u32>,
 
+    /// Wrong priority codes (unknown or used up) per minute per client
+    /// address in a room (a minute's worth may come at once); past it a
+    /// join with a code, right or wrong, is 429 `rate_limited`. On by
+    /// default: nobody who holds a code needs ten wrong ones a minute. 0
+    /// turns it off. Give every node the same value; on Redis it is shared.
+    #[arg(long, env = "WAITROOM_CODE_GUESSES_PER_IP", default_value_t = DEFAULT_CODE_GUESSES_PER_IP, value_parser = clap::value_parser!(u32).range(0..=60_000))]
+    pub code_guesses_per_ip: u32,
+
     /// Seconds a node keeps serving after SIGTERM or SIGINT, with `/readyz`
     /// answering 503 so that a load balancer takes it out, before it stops
     /// accepting connections, tells every socket to reconnect (close 1012)
@@ -271,6 +279,28 @@ mod tests {
         Settings::try_parse_from(args)
             .map(|settings| settings.cors_origins)
             .map_err(|error| error.to_string())
+    }
+
+    #[test]
+    fn code_guesses_are_ten_a_minute_unless_set_and_zero_turns_them_off() {
+        let code_guesses = |args: &[&str]| {
+            Settings::try_parse_from(["waitroom"].iter().chain(args))
+                .map(|settings| settings.code_guesses_per_ip)
+                .map_err(|error| error.to_string())
+        };
+        assert_eq!(code_guesses(&[]), Ok(10));
+        assert_eq!(code_guesses(&["--code-guesses-per-ip", "0"]), Ok(0));
+        assert_eq!(code_guesses(&["--code-guesses-per-ip", "30"]), Ok(30));
+        for refused in ["-1", "60001", "ten"] {
+            let flag = format!("--code-guesses-per-ip={refused}");
+            let answer = code_guesses(&[&flag]);
+            assert!(
+                answer
+                    .as_ref()
+                    .is_err_and(|error| error.contains("--code-guesses-per-ip")),
+                "{refused}: {answer:?}"
+            );
+        }
     }
 
     #[test]

@@ -408,6 +408,7 @@ impl Application {
                 trusted_proxies: TrustedProxies::new(settings.trusted_proxies.clone()),
                 ipv6_prefix: settings.join_rate_ipv6_prefix,
                 join_rate_per_ip: settings.join_rate_per_ip,
+                code_guesses_per_ip: Some(settings.code_guesses_per_ip).filter(|n| *n > 0),
             }),
             server: web::Data::new(ServerSettings {
                 secure_cookies: settings.secure_cookies,

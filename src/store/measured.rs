@@ -20,6 +20,8 @@ use super::{JoinOptions, SaleStore, Store, StoreError, Tick};
 use crate::words::clock::Millis;
 use crate::words::codes::{GroupSummary, NewGroup};
 use crate::words::draw::{DrawInfo, DrawKey, EntryId};
+use crate::words::join_limit::ClientBlock;
+use crate::words::login_limit::Attempt;
 use crate::words::room_table::{Applied, RoomTable};
 use crate::words::sale::{Claim, SaleConfig, SaleError, SaleView, Stock, Want};
 use crate::words::{Place, RoomConfig, RoomId, RoomInfo, RoomPatch, StoreEvent, VisitorId};
@@ -288,6 +290,15 @@ impl Store for Measured<dyn Store> {
             self.name,
             "admin_session_ended",
             self.inner.admin_session_ended(id),
+        )
+        .await
+    }
+
+    async fn login_attempt(&self, block: &ClientBlock, attempt: Attempt) -> Result<(), StoreError> {
+        measure(
+            self.name,
+            "login_attempt",
+            self.inner.login_attempt(block, attempt),
         )
         .await
     }

@@ -15,6 +15,8 @@ use tokio::sync::broadcast;
 use crate::words::clock::Millis;
 use crate::words::codes::{GroupSummary, NewGroup};
 use crate::words::draw::{DrawInfo, DrawKey, EntryId};
+use crate::words::join_limit::ClientBlock;
+use crate::words::login_limit::Attempt;
 pub use crate::words::operations::{JoinOptions, RoomFigures, StoreError, Tick, TickReport};
 use crate::words::room_table::{Applied, RoomTable};
 use crate::words::sale::{SaleConfig, SaleError, SaleView, Stock};
@@ -150,6 +152,14 @@ pub trait Store: Send + Sync + 'static {
     async fn end_admin_session(&self, id: &str, until: Millis) -> Result<(), StoreError>;
     /// Was this operator session ended?
     async fn admin_session_ended(&self, id: &str) -> Result<bool, StoreError>;
+    /// Counts an operator login attempt from `block` (an admin or origin
+    /// token, on the API or the login form) against the lockout of
+    /// `words::login_limit`, in one atomic step: a wrong token spends one
+    /// of the block's 10 a minute; past them every attempt, the right
+    /// token included, is refused with [`StoreError::TooManyAttempts`]
+    /// until the budget has room. On Redis one budget for every node; the
+    /// memory store, one node, counts its own.
+    async fn login_attempt(&self, block: &ClientBlock, attempt: Attempt) -> Result<(), StoreError>;
 }
 
 /// Gives up a visitor's place or pass (`Store::leave`), then their holds:

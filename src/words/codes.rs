@@ -21,6 +21,17 @@ pub const MAX_PRIORITY: u32 = 1_000_000;
 pub const MAX_CODE_CHARS: usize = 128;
 /// How long a generated code is: 22 characters of 64 is 132 bits.
 pub const GENERATED_CODE_CHARS: usize = 22;
+/// The bits of a generated code: each character is one of 64, drawn
+/// uniformly (a random byte's low six bits).
+pub const GENERATED_CODE_BITS: u32 = GENERATED_CODE_CHARS as u32 * 6;
+// The docs promise generated codes of 96 bits at least.
+const _: () = assert!(GENERATED_CODE_BITS >= 96);
+/// The fewest bits a code an operator gives may have, as
+/// [`estimated_bits`] counts them. A store's copy holds each code's
+/// SHA-256, which a short code can be found from by trying candidates
+/// offline; and an address may guess online only a few a minute, but
+/// many addresses together far more. 64 bits is out of reach of both.
+pub const MIN_GIVEN_CODE_BITS: f64 = 64.0;
 /// How many codes one request may generate.
 pub const MAX_GENERATED: usize = MAX_CODES_PER_GROUP;
 
@@ -65,16 +76,55 @@ pub fn check_group_name(name: &str) -> Result<(), String> {
     }
 }
 
-/// A code an operator gives: 1 to 128 visible characters, no spaces.
+/// A code an operator gives: 1 to 128 visible characters, no spaces. The
+/// refusal reads after the code's name (`codes[3] …`).
 pub fn check_given_code(code: &str) -> Result<(), String> {
     let chars = code.chars().count();
     if chars == 0 || chars > MAX_CODE_CHARS {
         return Err(format!(
-            "each code must be 1 to {MAX_CODE_CHARS} characters; one is {chars}"
+            "must be 1 to {MAX_CODE_CHARS} characters; it is {chars}"
         ));
     }
     if code.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err("codes may not hold spaces or control characters".into());
+        return Err("holds a space or a control character, which codes may not".into());
+    }
+    Ok(())
+}
+
+/// How many bits a code may hold at most, judged by its length and the
+/// kinds of characters it uses: `length × log2(alphabet)`, the alphabet
+/// being the sum of the kinds present (lowercase 26, uppercase 26, digits
+/// 10, anything else 32, about the printable ASCII punctuation). An upper
+/// bound: a code made by a person (a word, a date, `STAFF-0001`) holds far
+/// fewer, so the bound refuses the short ones, never vouches for a long one.
+pub fn estimated_bits(code: &str) -> f64 {
+    let (mut lower, mut upper, mut digits, mut other) = (false, false, false, false);
+    for c in code.chars() {
+        match c {
+            'a'..='z' => lower = true,
+            'A'..='Z' => upper = true,
+            '0'..='9' => digits = true,
+            _ => other = true,
+        }
+    }
+    let alphabet = [(lower, 26), (upper, 26), (digits, 10), (other, 32)]
+        .iter()
+        .filter(|(present, _)| *present)
+        .map(|(_, size)| size)
+        .sum::<u32>();
+    code.chars().count() as f64 * f64::from(alphabet.max(1)).log2()
+}
+
+/// A given code hard enough to guess ([`MIN_GIVEN_CODE_BITS`]); the
+/// refusal says how far it falls short, never the code.
+pub fn check_code_strength(code: &str) -> Result<(), String> {
+    let bits = estimated_bits(code);
+    if bits < MIN_GIVEN_CODE_BITS {
+        return Err(format!(
+            "is too easy to guess: about {bits:.0} bits by its length and the kinds of \
+             characters it uses, at least {MIN_GIVEN_CODE_BITS:.0} needed (say 16 random \
+             letters and digits; or have codes generated, {GENERATED_CODE_BITS} bits each)"
+        ));
     }
     Ok(())
 }
@@ -269,6 +319,32 @@ mod tests {
         }));
         let distinct: std::collections::HashSet<_> = made.iter().collect();
         assert_eq!(distinct.len(), 500);
+    }
+
+    #[test]
+    fn generated_codes_hold_at_least_96_bits() {
+        assert_eq!(ALPHABET.len(), 64, "six bits a character");
+        for code in generate(&SeededChance::new(9), 200) {
+            assert!(check_code_strength(&code).is_ok(), "{code}");
+        }
+    }
+
+    #[test]
+    fn a_code_is_judged_by_its_length_and_kinds_of_characters() {
+        let bits = |code: &str| estimated_bits(code).round() as u32;
+        assert_eq!(bits("0000000000"), 33, "ten digits: 10 × log2 10");
+        assert_eq!(bits("abcdefghijklm"), 61, "13 lowercase: 13 × log2 26");
+        assert_eq!(bits("STAFF-7Q2K"), 61, "upper, digits, other: 10 × log2 68");
+        assert_eq!(bits("aB3-"), 26, "every kind: 4 × log2 94");
+        assert!(check_code_strength("STAFF-7Q2K").is_err());
+        assert!(
+            check_code_strength("abcdefghijklmn").is_ok(),
+            "14 × 4.70 = 65.8"
+        );
+        let refusal = check_code_strength("FAN-0001").unwrap_err();
+        assert!(!refusal.contains("FAN-0001"), "{refusal}");
+        // A hex string of 128 bits, as `openssl rand -hex 16` makes.
+        assert!(check_code_strength("3f9c1a7e5b2d4c6f8a0e1b3d5f7a9c2e").is_ok());
     }
 
     #[test]

@@ -28,6 +28,10 @@ use super::constants::JOIN_LIMIT_WINDOW_MS;
 /// (`--join-rate-ipv6-prefix`): a /64 is the smallest network a
 /// subscriber is given.
 pub const DEFAULT_IPV6_PREFIX: u8 = 64;
+/// Wrong codes a client block may try per minute in a room unless set
+/// (`--code-guesses-per-ip`): a visitor with a code types it once or twice;
+/// ten a minute slows a guesser to a crawl and troubles nobody else.
+pub const DEFAULT_CODE_GUESSES_PER_IP: u32 = 10;
 /// The prefix lengths that may be set: a shorter one than /32 would put
 /// whole providers in one budget.
 pub const IPV6_PREFIXES: RangeInclusive<u8> = 32..=128;

@@ -12,6 +12,7 @@ pub mod credentials;
 pub mod draw;
 pub mod join_limit;
 pub mod language;
+pub mod login_limit;
 mod model;
 pub mod networks;
 pub mod operations;

@@ -27,9 +27,15 @@ pub enum StoreError {
     #[error("store unavailable: {0}")]
     Unavailable(String),
     /// A join that would create a new place, refused by the per-address
-    /// join limit; nothing changed but the room's `turned_away` count.
+    /// join limit, or a join whose code would be looked at past its
+    /// address's code guesses; nothing changed but the room's
+    /// `turned_away` count.
     #[error("too many joins from this address; try again in {retry_after_s} s")]
     RateLimited { retry_after_s: u64 },
+    /// Past the client block's wrong logins (`words::login_limit`): every
+    /// attempt is refused until the budget has room, the right token too.
+    #[error("too many wrong tokens from this address; try again in {retry_after_s} s")]
+    TooManyAttempts { retry_after_s: u64 },
     /// The room asks new places for proof of work, and the join had none.
     #[error("this room asks for a solved challenge")]
     PowRequired,
@@ -97,6 +103,11 @@ pub struct JoinOptions {
     /// A priority code (its hash): checked, and spent if the join makes a
     /// new place, in the join's atomic step.
     pub code: Option<CodeHash>,
+    /// The client's budget of wrong codes a minute
+    /// (`--code-guesses-per-ip`), spent by a code refused as unknown or
+    /// used; past it a code is not looked at. Read only where the join's
+    /// code is, so a join without one costs nothing more.
+    pub code_guesses: Option<JoinLimit>,
 }
 
 /// What asking a room for its tick found: whether one ran and when the next

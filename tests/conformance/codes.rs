@@ -6,6 +6,7 @@ use std::time::Duration;
 use waitroom::store::{JoinOptions, StoreError};
 use waitroom::words::clock::Clock;
 use waitroom::words::codes::{CodeHash, NewGroup};
+use waitroom::words::join_limit::JoinLimit;
 use waitroom::words::{Order, Place, PlaceState, RoomEvent, RoomId, StoreEvent, VisitorId};
 
 use super::{Harness, is_admitted, position};
@@ -327,4 +328,91 @@ pub async fn code_holders_before_the_opening_are_drawn_first_lower_priority_firs
         h.tick(&room).await;
         assert!(is_admitted(h.state(&room, *visitor).await));
     }
+}
+
+/// Issue 40, item 3: wrong codes spend the client's code-guess budget (a
+/// GCRA, here 3 a minute: all at once, then one per 20 s), in the join's
+/// own step; past it a join with a code is refused before the code is
+/// looked at, the right one too, and counted as turned away. Unknown and
+/// used codes both count; a right code, another address, or a join
+/// without a code spend nothing and are not held back.
+pub async fn wrong_codes_spend_the_addresss_guesses_and_past_them_no_code_is_looked_at(
+    h: &Harness,
+) {
+    let room = busy_room(h, 1).await;
+    add(h, &room, "fans", 1, 1, &["RIGHT", "ONCE", "LATER"]).await;
+    let guessing = |client: &str, code: &str| JoinOptions {
+        code: Some(CodeHash::of(code)),
+        code_guesses: Some(JoinLimit {
+            client: client.into(),
+            per_minute: 3,
+        }),
+        ..JoinOptions::default()
+    };
+    let join = |client: &'static str, code: &'static str| {
+        let options = guessing(client, code);
+        let store = h.store.clone();
+        let room = room.clone();
+        async move { store.join_with(&room, VisitorId::random(), &options).await }
+    };
+    let guesser = "203.0.113.7/32";
+    join(guesser, "ONCE").await.unwrap();
+    // A right code spends no guess.
+    for _ in 0..2 {
+        assert!(matches!(
+            join(guesser, "WRONG").await,
+            Err(StoreError::InvalidCode)
+        ));
+    }
+    assert!(matches!(
+        join(guesser, "ONCE").await,
+        Err(StoreError::CodeUsed)
+    ));
+    let refused = join(guesser, "WRONG").await;
+    assert!(
+        matches!(refused, Err(StoreError::RateLimited { retry_after_s: 20 })),
+        "three wrong codes at once, then one per 20 s: {refused:?}"
+    );
+    let right = join(guesser, "RIGHT").await;
+    assert!(
+        matches!(right, Err(StoreError::RateLimited { .. })),
+        "past the budget the right code is not looked at either: {right:?}"
+    );
+    assert!(
+        join("2001:db8::/64", "RIGHT").await.is_ok(),
+        "each address has its own guesses"
+    );
+    assert!(
+        h.store.join(&room, VisitorId::random()).await.is_ok(),
+        "a join without a code is not held back"
+    );
+    let stats = h.store.room(&room).await.unwrap().stats;
+    assert_eq!(stats.turned_away, 2, "the two refused past the budget");
+    assert_eq!((stats.waiting, stats.priority_waiting), (3, 2));
+
+    // A visitor waiting in the general line moves with a code only while
+    // their address has guesses left.
+    let (general, _) = h.join(&room).await;
+    let mover = guessing(guesser, "LATER");
+    assert!(matches!(
+        h.store.join_with(&room, general, &mover).await,
+        Err(StoreError::RateLimited { .. })
+    ));
+    h.clock.advance_ms(19_999);
+    assert!(matches!(
+        join(guesser, "WRONG").await,
+        Err(StoreError::RateLimited { retry_after_s: 1 })
+    ));
+    h.clock.advance_ms(1);
+    let moved = h.store.join_with(&room, general, &mover).await.unwrap();
+    assert_eq!(moved.priority.as_deref(), Some("fans"), "one guess back");
+    assert!(matches!(
+        join(guesser, "WRONG").await,
+        Err(StoreError::InvalidCode)
+    ));
+    assert!(matches!(
+        join(guesser, "WRONG").await,
+        Err(StoreError::RateLimited { .. })
+    ));
+    assert_eq!(h.store.room(&room).await.unwrap().stats.turned_away, 5);
 }

@@ -95,6 +95,7 @@ macro_rules! conformance_suite {
             closed_rooms_tell_visitors_and_refuse_joins,
             unknown_rooms_are_errors,
             join_limits_hold_per_address_on_a_driven_clock,
+            wrong_logins_lock_a_block_out_on_a_driven_clock,
             revoking_a_pass_frees_its_slot_at_once,
             passes_never_seen_are_reclaimed_as_no_shows,
             resumed_arrivals_get_a_whole_grace_once_per_outage,
@@ -157,6 +158,7 @@ macro_rules! conformance_suite {
             a_visitor_waiting_in_the_general_line_moves_ahead_with_a_code,
             a_second_device_of_the_same_user_spends_nothing,
             code_holders_before_the_opening_are_drawn_first_lower_priority_first,
+            wrong_codes_spend_the_addresss_guesses_and_past_them_no_code_is_looked_at,
         );
         $crate::conformance_suite!(@rooms_file $make;
             a_table_creates_its_room_and_then_changes_nothing,
@@ -1132,6 +1134,53 @@ pub mod scenarios {
             h.store.join(&room, VisitorId::random()).await.is_ok(),
             "a join without a limit is not limited"
         );
+    }
+
+    /// Issue 40, item 9: wrong operator logins counted per client block in
+    /// the store (so on Redis for every node at once): 10 a minute, a
+    /// minute's worth at once, then every attempt from the block, the
+    /// right token included, is refused until one comes back (every 6 s).
+    pub async fn wrong_logins_lock_a_block_out_on_a_driven_clock(h: &Harness) {
+        use waitroom::words::join_limit::ClientBlock;
+        use waitroom::words::login_limit::{Attempt, FAILURES_PER_MINUTE};
+        let guesser = ClientBlock::Net("203.0.113.7/32".parse().unwrap());
+        let network = ClientBlock::Net("2001:db8:7:7::/64".parse().unwrap());
+        let attempt = |block: ClientBlock, attempt: Attempt| {
+            let store = h.store.clone();
+            async move { store.login_attempt(&block, attempt).await }
+        };
+        for _ in 0..3 {
+            attempt(guesser, Attempt::Right).await.unwrap();
+        }
+        for _ in 0..FAILURES_PER_MINUTE {
+            attempt(guesser, Attempt::Wrong).await.unwrap();
+        }
+        for tried in [Attempt::Wrong, Attempt::Right] {
+            let refused = attempt(guesser, tried).await;
+            assert!(
+                matches!(
+                    refused,
+                    Err(StoreError::TooManyAttempts { retry_after_s: 6 })
+                ),
+                "past 10 wrong a minute, {tried:?}: {refused:?}"
+            );
+        }
+        attempt(network, Attempt::Wrong).await.unwrap();
+        attempt(ClientBlock::Unknown, Attempt::Right).await.unwrap();
+
+        h.clock.advance_ms(5_999);
+        assert!(matches!(
+            attempt(guesser, Attempt::Right).await,
+            Err(StoreError::TooManyAttempts { retry_after_s: 1 })
+        ));
+        h.clock.advance_ms(1);
+        attempt(guesser, Attempt::Right).await.unwrap();
+        attempt(guesser, Attempt::Wrong).await.unwrap();
+        assert!(attempt(guesser, Attempt::Right).await.is_err());
+        h.clock.advance_ms(60_000);
+        for _ in 0..FAILURES_PER_MINUTE {
+            attempt(guesser, Attempt::Wrong).await.unwrap();
+        }
     }
 
     fn pass_exp_s(state: PlaceState) -> u64 {

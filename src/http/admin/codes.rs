@@ -40,7 +40,8 @@ pub struct AddCodes {
     /// Places each code makes; default 1.
     #[serde(default = "one")]
     uses: u32,
-    /// The codes (1 to 128 characters each, no spaces), up to 10,000.
+    /// The codes (1 to 128 characters each, no spaces, at least 64 bits by
+    /// their length and kinds of characters), up to 10,000.
     codes: Option<Vec<String>>,
     /// How many codes to generate instead (22 URL-safe characters each).
     generate: Option<usize>,
@@ -94,8 +95,12 @@ fn new_group(body: AddCodes) -> Result<(NewGroup, Vec<String>), ApiError> {
     }
     let (plain, shown) = match (body.codes, body.generate) {
         (Some(given), None) => {
-            for code in &given {
-                codes::check_given_code(code).map_err(invalid)?;
+            // A refusal names the code by its place in the list, never by
+            // its text: the answer may end up in a log.
+            for (index, code) in given.iter().enumerate() {
+                codes::check_given_code(code)
+                    .and_then(|()| codes::check_code_strength(code))
+                    .map_err(|why| invalid(format!("codes[{index}] {why}")))?;
             }
             (given, false)
         }
@@ -225,9 +230,13 @@ mod tests {
         new_group(serde_json::from_str(json).unwrap())
     }
 
+    const STRONG_A: &str = "fan-3f9c1a7e5b2d4c6f";
+    const STRONG_B: &str = "fan-8a0e1b3d5f7a9c2e";
+
     #[test]
     fn a_group_is_given_codes_or_generates_them() {
-        let (group, shown) = parse(r#"{"group":"fans","codes":["A-1","B-2"]}"#).unwrap();
+        let given = format!(r#"{{"group":"fans","codes":["{STRONG_A}","{STRONG_B}"]}}"#);
+        let (group, shown) = parse(&given).unwrap();
         assert_eq!((group.priority, group.uses, group.codes.len()), (1, 1, 2));
         assert!(shown.is_empty(), "given codes are not shown back");
         let (group, shown) = parse(r#"{"group":"staff","priority":0,"generate":3}"#).unwrap();
@@ -244,5 +253,19 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_weak_given_code_is_refused_by_its_index_never_its_text() {
+        let body =
+            format!(r#"{{"group":"fans","codes":["{STRONG_A}","STAFF-7Q2K","{STRONG_B}"]}}"#);
+        let Err(ApiError::BadRequest { message, .. }) = parse(&body) else {
+            panic!("a code of about 61 bits is refused");
+        };
+        assert!(
+            message.starts_with("codes[1] is too easy to guess"),
+            "{message}"
+        );
+        assert!(!message.contains("STAFF"), "{message}");
     }
 }

@@ -22,6 +22,7 @@ use crate::store::{self, SaleStore, Store};
 use crate::words::clock::{Clock, Moment, rfc3339};
 use crate::words::credentials::{AdminSession, Credentials};
 use crate::words::credentials::{constant_time_eq, random_secret};
+use crate::words::login_limit::Attempt;
 use crate::words::page::{PageBranding, PagePatch};
 use crate::words::{QueueMethod, RoomConfig, RoomId, RoomInfo, RoomPatch, Secret};
 
@@ -472,6 +473,7 @@ async fn login(
     refusal_log: web::Data<RefusalLog>,
     credentials: web::Data<Credentials>,
     clock: web::Data<dyn Clock>,
+    store: web::Data<dyn Store>,
 ) -> HttpResponse {
     let expected = req
         .cookie(LOGIN_CSRF_COOKIE)
@@ -486,24 +488,31 @@ async fn login(
         );
     }
     let address = client_address(&req);
-    let block = client_block(&req);
-    let shut_out = |wait: std::time::Duration| {
-        let message = t.fill("admin.login_too_many", "n", wait.as_secs().max(1));
-        login_page(
+    let attempt = match constant_time_eq(form.token.trim(), &admin.token) {
+        true => Attempt::Right,
+        false => Attempt::Wrong,
+    };
+    let counted = admin
+        .login_guard
+        .attempt(
+            store.get_ref(),
+            client_block(&req),
+            attempt,
+            clock.now_ms(),
+            &refusal_log,
+        )
+        .await;
+    if let Err(wait_s) = counted {
+        let message = t.fill("admin.login_too_many", "n", wait_s.max(1));
+        return login_page(
             &req,
             Some(message),
             actix_web::http::StatusCode::TOO_MANY_REQUESTS,
-        )
-    };
-    if let Err(wait) = admin.login_guard.may_try(block) {
-        return shut_out(wait);
+        );
     }
-    if !constant_time_eq(form.token.trim(), &admin.token) {
+    if attempt == Attempt::Wrong {
         if let Some(left_out) = refusal_log.admit("wrong_admin_login", clock.now_ms()) {
             tracing::warn!(%address, left_out, "admin login with a wrong token");
-        }
-        if let Err(wait) = admin.login_guard.failed(block) {
-            return shut_out(wait);
         }
         return login_page(
             &req,

@@ -32,6 +32,16 @@ pub fn client_block(req: &HttpRequest) -> ClientBlock {
     join_limit::client_block(client_address(req), part::<ClientRules>(req).ipv6_prefix)
 }
 
+/// The code-guess budget of a request's client, unless
+/// `--code-guesses-per-ip 0` turned it off.
+pub fn code_guesses(req: &HttpRequest) -> Option<JoinLimit> {
+    let per_minute = part::<ClientRules>(req).code_guesses_per_ip?;
+    Some(JoinLimit {
+        client: client_block(req).to_string(),
+        per_minute,
+    })
+}
+
 /// The join budget of a request's client, when `--join-rate-per-ip` sets one.
 pub fn join_limit(req: &HttpRequest) -> Option<JoinLimit> {
     let per_minute = part::<ClientRules>(req).join_rate_per_ip?;

@@ -16,7 +16,7 @@ mod pass;
 mod room;
 mod ticket;
 
-pub use client::{client_address, client_block, join_limit};
+pub use client::{client_address, client_block, code_guesses, join_limit};
 pub use leaver::Leaver;
 pub use operator::{
     ADMIN_IDLE, ADMIN_SESSION_COOKIE, CSRF_HEADER, CsrfProtected, Operator, OperatorForm,

@@ -23,6 +23,7 @@ use crate::store::Store;
 use crate::words::RoomId;
 use crate::words::clock::{Clock, Millis};
 use crate::words::credentials::{AdminSession, Credentials};
+use crate::words::login_limit::Attempt;
 
 pub const ADMIN_SESSION_COOKIE: &str = "wr_admin";
 pub const CSRF_HEADER: &str = "X-CSRF-Token";
@@ -103,40 +104,34 @@ pub async fn refresh_admin_session(
     Ok(response)
 }
 
-fn too_many_attempts(wait: Duration) -> ApiError {
-    ApiError::TooManyAttempts {
-        retry_after_s: wait.as_secs().max(1),
-    }
-}
-
 /// Whose token a request's Bearer is, the admin token or an origin token
-/// (`--origin-token`). A token that is neither is counted against the
-/// client's block, like a wrong admin login (`login_guard`): past the
-/// limit, 429, the right token included, so guessing either kind of token
-/// gets nowhere.
-fn token_holder(req: &HttpRequest, token: &str) -> Result<TokenHolder, ApiError> {
+/// (`--origin-token`). Every token is an attempt counted against the
+/// client's block, like an admin login (`login_guard`): a token that is
+/// neither spends one of the block's wrong tokens; past them, 429, the
+/// right token included, so guessing either kind of token gets nowhere.
+/// The right and the wrong token take the same path to the same store
+/// call, so a locked-out guesser learns nothing from the answer's time.
+async fn token_holder(req: &HttpRequest, token: &str) -> Result<TokenHolder, ApiError> {
     let access = part::<AdminAccess>(req);
-    let address = client_address(req);
-    let block = client_block(req);
-    access
-        .login_guard
-        .may_try(block)
-        .map_err(too_many_attempts)?;
-    if let Some(holder) = access.holder_of(token) {
-        return Ok(holder);
-    }
+    let holder = access.holder_of(token);
+    let attempt = match holder {
+        Some(_) => Attempt::Right,
+        None => Attempt::Wrong,
+    };
     let now = part::<dyn Clock>(req).now_ms();
-    if let Some(left_out) = part::<RefusalLog>(req).admit("wrong_admin_token", now) {
-        tracing::warn!(%address, left_out, "a wrong admin or origin token");
-    }
+    let log = part::<RefusalLog>(req);
     access
         .login_guard
-        .failed(block)
-        .map_err(too_many_attempts)?;
-    Err(ApiError::unauthorized(
-        ErrorCode::InvalidAdminToken,
-        "the admin token is not valid",
-    ))
+        .attempt(part::<dyn Store>(req), client_block(req), attempt, now, log)
+        .await
+        .map_err(|retry_after_s| ApiError::TooManyAttempts { retry_after_s })?;
+    holder.ok_or_else(|| {
+        if let Some(left_out) = log.admit("wrong_admin_token", now) {
+            let address = client_address(req);
+            tracing::warn!(%address, left_out, "a wrong admin or origin token");
+        }
+        ApiError::unauthorized(ErrorCode::InvalidAdminToken, "the admin token is not valid")
+    })
 }
 
 /// An origin token on a route that is not one of its two. 403, not 401:
@@ -176,7 +171,7 @@ pub struct Operator;
 impl Operator {
     async fn of(req: &HttpRequest) -> Result<Self, ApiError> {
         if let Some(token) = bearer(req) {
-            return match token_holder(req, token)? {
+            return match token_holder(req, token).await? {
                 TokenHolder::Operator => Ok(Operator),
                 TokenHolder::Origin(_) => Err(origin_token_refused(req)),
             };
@@ -232,7 +227,7 @@ impl FromRequest for PassRevoker {
         let req = req.clone();
         Box::pin(async move {
             if let Some(token) = bearer(&req) {
-                return match token_holder(&req, token)? {
+                return match token_holder(&req, token).await? {
                     TokenHolder::Operator => Ok(PassRevoker::Operator),
                     TokenHolder::Origin(index) => {
                         let room = Room::of(&req)?;

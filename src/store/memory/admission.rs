@@ -19,6 +19,8 @@ use crate::words::chance::{Dice, OsChance, SharedChance};
 use crate::words::clock::{Millis, SharedClock};
 use crate::words::codes::{GroupSummary, NewGroup};
 use crate::words::draw::{DrawKey, EntryId};
+use crate::words::join_limit::ClientBlock;
+use crate::words::login_limit::{Attempt, Lockout};
 use crate::words::room_table::{Applied, RoomTable, TableHash};
 use crate::words::rules::{FORGOTTEN_PER_OPERATION, FORGOTTEN_PER_TICK, RoomModel};
 use crate::words::sale::Stock;
@@ -37,6 +39,8 @@ pub struct MemoryStore {
     events: broadcast::Sender<StoreEvent>,
     /// Operator sessions ended by logout, until they would have expired.
     ended_sessions: Mutex<HashMap<String, Millis>>,
+    /// Wrong operator logins per client block: this node is every node.
+    logins: Mutex<Lockout>,
     /// The rooms' sales: creating a room wipes the sale of any room that had
     /// its id before, under the same lock that creates it.
     sale: MemorySale,
@@ -96,6 +100,7 @@ impl MemoryStore {
             rooms: RwLock::new(HashMap::new()),
             events: broadcast::channel(EVENT_BUFFER).0,
             ended_sessions: Mutex::new(HashMap::new()),
+            logins: Mutex::default(),
         }
     }
 
@@ -493,5 +498,13 @@ impl Store for MemoryStore {
             .lock()
             .get(id)
             .is_some_and(|until| *until > now))
+    }
+
+    async fn login_attempt(&self, block: &ClientBlock, attempt: Attempt) -> Result<(), StoreError> {
+        let now = self.clock.now_ms();
+        self.logins
+            .lock()
+            .attempt(*block, attempt, now)
+            .map_err(|retry_after_s| StoreError::TooManyAttempts { retry_after_s })
     }
 }

@@ -20,8 +20,10 @@ use tokio::sync::{broadcast, mpsc};
 use super::connection::{Connection, Effect, Link, RedisOptions, ScriptCall, unavailable};
 use super::events::parse_event;
 use super::join_batch::{Join, JoinBatches, Joined};
-use super::keys::{ROOMS_KEY, channel, ended_session_key, room_keys, room_of_channel, sale_keys};
-use super::prelude::room_script;
+use super::keys::{
+    ROOMS_KEY, channel, ended_session_key, login_key, room_keys, room_of_channel, sale_keys,
+};
+use super::prelude::{plain_script, room_script};
 use super::replies::{TableReply, WirePlace, WireRoomInfo, WireTick, read, read_list};
 use super::script_error::ScriptError;
 use crate::store::{JoinOptions, Store, StoreError, Tick};
@@ -30,7 +32,9 @@ use crate::words::clock::SharedClock;
 use crate::words::clock::{Millis, Moment};
 use crate::words::codes::{CodeHash, GroupSummary, NewGroup};
 use crate::words::draw::{self, DrawInfo, DrawKey, DrawSeed, EntryId};
+use crate::words::join_limit::ClientBlock;
 use crate::words::language::Language;
+use crate::words::login_limit::Attempt;
 use crate::words::networks::Networks;
 use crate::words::page::PageBranding;
 use crate::words::room_table::{Applied, RoomTable, TableHash};
@@ -68,6 +72,8 @@ struct Scripts {
     add_codes: Script,
     code_groups: Script,
     remove_codes: Script,
+    /// Not a room's: the prelude and `lua/login.lua` alone.
+    login: Script,
 }
 
 impl Scripts {
@@ -109,6 +115,7 @@ impl Scripts {
             add_codes: script!("add_codes.lua"),
             code_groups: script!("code_groups.lua"),
             remove_codes: script!("remove_codes.lua"),
+            login: plain_script(include_str!("../../../lua/login.lua")),
         }
     }
 }
@@ -314,6 +321,11 @@ impl RedisStore {
                 .limit
                 .as_ref()
                 .map(|limit| limit.client.clone())
+                .unwrap_or_default(),
+            code_guesses: options
+                .code_guesses
+                .as_ref()
+                .map(|budget| format!("{} {}", budget.per_minute, budget.client))
                 .unwrap_or_default(),
             pow_id: options
                 .pow
@@ -1044,5 +1056,25 @@ impl Store for RedisStore {
             .exists(ended_session_key(id))
             .await
             .map_err(unavailable)
+    }
+
+    async fn login_attempt(&self, block: &ClientBlock, attempt: Attempt) -> Result<(), StoreError> {
+        let attempt: &'static str = attempt.into();
+        // Answered without waiting for replicas: a count a failover loses
+        // gives a guesser a few more tries, and an operator's login should
+        // not wait on (or fail with) a slow replica.
+        let wait_s: u64 = self
+            .eval(
+                &self.scripts.login,
+                &[login_key(block)],
+                Effect::Reads,
+                [attempt.to_string()],
+            )
+            .await
+            .map_err(unavailable)?;
+        match wait_s {
+            0 => Ok(()),
+            retry_after_s => Err(StoreError::TooManyAttempts { retry_after_s }),
+        }
     }
 }

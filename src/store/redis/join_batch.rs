@@ -26,7 +26,7 @@ use crate::words::clock::SharedClock;
 /// The values each join gives the script, in one argument, each but the
 /// last ended by a newline (`read_join` in `lua/join.lua`): one argument
 /// per join, not one per value, since Redis makes a string of each.
-pub(super) const JOIN_FIELDS: usize = 12;
+pub(super) const JOIN_FIELDS: usize = 13;
 
 /// What a join's reply starts with when the script refused it, before the
 /// refusal's code and detail (a place, JSON, starts with `{`).
@@ -58,6 +58,8 @@ pub(super) struct Join {
     /// The client's address, for the room's bypass networks.
     pub address: String,
     pub client: String,
+    /// The client's budget of wrong codes, `<per minute> <block>`.
+    pub code_guesses: String,
     pub pow_id: String,
     /// The known user: it may hold any character, so it comes last.
     pub user: String,
@@ -67,7 +69,7 @@ impl Join {
     /// The join as one argument: its values in `read_join`'s order, each but
     /// the last ended by a newline. A join without options (the commonest
     /// by far) is its visitor, and its address after a newline if it has
-    /// one: the script reads one or two values where it would read twelve.
+    /// one: the script reads one or two values where it would read thirteen.
     fn packed(&self) -> String {
         // Whole, so that a value added to a join must be placed here.
         let Join {
@@ -81,6 +83,7 @@ impl Join {
             code,
             address,
             client,
+            code_guesses,
             pow_id,
             user,
         } = self;
@@ -95,6 +98,7 @@ impl Join {
             code,
             address,
             client,
+            code_guesses,
             pow_id,
             user,
         ];
@@ -381,7 +385,7 @@ mod tests {
             format!(
                 "ab12{}4:7f000001{}user\nwith a newline",
                 "\n".repeat(8),
-                "\n".repeat(3)
+                "\n".repeat(4)
             )
         );
         let code_only = Join {
@@ -391,7 +395,7 @@ mod tests {
         };
         assert_eq!(
             code_only.packed(),
-            format!("ab12{}c0de{}", "\n".repeat(7), "\n".repeat(4))
+            format!("ab12{}c0de{}", "\n".repeat(7), "\n".repeat(5))
         );
     }
 }

@@ -3,6 +3,7 @@
 //! slot and one script can touch them all.
 
 use crate::words::RoomId;
+use crate::words::join_limit::ClientBlock;
 
 /// The set of open rooms' ids.
 pub(super) const ROOMS_KEY: &str = "wr:rooms";
@@ -30,6 +31,9 @@ pub(super) const CODE_GROUPS_USED: &str = "code-groups-used";
 pub(super) const CODES_PREFIX: &str = "codes:";
 /// Per client address block: the join limit's theoretical arrival time.
 pub(super) const JOIN_LIMIT_PREFIX: &str = "join-limit:";
+/// Per client address block: the code-guess budget's theoretical arrival
+/// time (`wr:{room}:code-guesses:<block>`, expiring with it).
+pub(super) const CODE_GUESSES_PREFIX: &str = "code-guesses:";
 /// Per proof-of-work solution: that it was used.
 pub(super) const POW_PREFIX: &str = "pow:";
 
@@ -72,6 +76,12 @@ pub(super) fn sale_keys(room: &RoomId) -> Vec<String> {
     ]
     .map(|name| room_key(room, name))
     .to_vec()
+}
+
+/// A client block's wrong operator logins (its TAT), one key each,
+/// expiring with it; the block is the key's hash tag.
+pub(super) fn login_key(block: &ClientBlock) -> String {
+    format!("wr:login:{{{block}}}")
 }
 
 /// An ended operator session: one key each, expiring with the session.

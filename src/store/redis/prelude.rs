@@ -17,6 +17,7 @@ use crate::words::codes::MAX_GROUPS;
 use crate::words::constants::{
     AWAY_REMEMBERED_MS, JOIN_LIMIT_WINDOW_MS, RATE_WINDOW_MS, SWEEP_AGAIN_MS, SWEEP_SLICE,
 };
+use crate::words::login_limit;
 
 /// Lua's `unpack()` is limited in the number of values it takes: commands
 /// with many members are sent in chunks of this size.
@@ -64,8 +65,13 @@ fn constants() -> Vec<(&'static str, Literal)> {
         ("GROUPS_USED_KEY", Literal::Text(keys::CODE_GROUPS_USED)),
         ("CODES_KEY", Literal::Text(keys::CODES_PREFIX)),
         ("JOIN_LIMIT_KEY", Literal::Text(keys::JOIN_LIMIT_PREFIX)),
+        ("CODE_GUESSES_KEY", Literal::Text(keys::CODE_GUESSES_PREFIX)),
         ("POW_KEY", Literal::Text(keys::POW_PREFIX)),
         ("MAX_GROUPS", Literal::Number(MAX_GROUPS as u64)),
+        (
+            "LOGIN_FAILURES",
+            Literal::Number(login_limit::FAILURES_PER_MINUTE.into()),
+        ),
         ("TABLE_CREATED", Literal::Text(TableReply::Created.into())),
         ("TABLE_CHANGED", Literal::Text(TableReply::Changed.into())),
         (
@@ -112,6 +118,11 @@ return {{ reply, DEFERRED }}
 ",
         prelude = prelude()
     ))
+}
+
+/// A script of no room and no sale: the prelude, then `operation`.
+pub(super) fn plain_script(operation: &str) -> Script {
+    Script::new(&format!("{}\n{operation}", prelude()))
 }
 
 /// A sale's script: the prelude, `lua/sale_lib.lua`, then `operation`.

@@ -1,11 +1,12 @@
 //! A room's door: whether a new arrival may take a place at all (the room
 //! takes arrivals, their proof of work is good and unused, their address
-//! has join budget left), and how many were turned away.
+//! has join budget left), whether a join's code may be looked at (its
+//! address has code guesses left), and how many were turned away.
 
 use std::collections::HashMap;
 
 use crate::words::clock::Millis;
-use crate::words::join_limit::{self, Gcra};
+use crate::words::join_limit::{self, Gcra, JoinLimit};
 use crate::words::operations::{JoinOptions, StoreError};
 use crate::words::{QueueMethod, RoomConfig};
 
@@ -17,6 +18,10 @@ pub(super) struct Door {
     /// Per-address join limits: client address → theoretical arrival time.
     join_limits: HashMap<String, Millis>,
     join_limits_prune_at: usize,
+    /// Per-address code-guess budgets: client address → theoretical
+    /// arrival time of its next wrong code.
+    code_guesses: HashMap<String, Millis>,
+    code_guesses_prune_at: usize,
     /// Proof-of-work solutions used, until they expire.
     used_pow: HashMap<String, Millis>,
     used_pow_prune_at: usize,
@@ -28,6 +33,8 @@ impl Default for Door {
         Self {
             join_limits: HashMap::new(),
             join_limits_prune_at: MIN_PRUNE,
+            code_guesses: HashMap::new(),
+            code_guesses_prune_at: MIN_PRUNE,
             used_pow: HashMap::new(),
             used_pow_prune_at: MIN_PRUNE,
             turned_away: 0,
@@ -74,6 +81,37 @@ impl Door {
             prune(&mut self.used_pow, &mut self.used_pow_prune_at, now);
         }
         Ok(())
+    }
+
+    /// Looks a join's code up (`look`) while the client has code guesses
+    /// left in `budget` (the same GCRA as the join limit, on its own
+    /// budgets); a code refused as unknown or used spends one. Past the
+    /// budget the code is not looked at, right or wrong: the join is
+    /// refused as rate limited and counted as turned away, so guessing
+    /// codes from one address gets a few tries a minute, never more.
+    pub(super) fn guess<T>(
+        &mut self,
+        budget: Option<&JoinLimit>,
+        now: Millis,
+        look: impl FnOnce() -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let Some(budget) = budget else {
+            return look();
+        };
+        let tat = self.code_guesses.get(&budget.client).copied();
+        let spent = match join_limit::decide(tat, now, budget.per_minute) {
+            Gcra::Allowed { tat } => tat,
+            Gcra::Refused { retry_after_s } => {
+                self.turned_away += 1;
+                return Err(StoreError::RateLimited { retry_after_s });
+            }
+        };
+        let answer = look();
+        if let Err(StoreError::InvalidCode | StoreError::CodeUsed) = answer {
+            self.code_guesses.insert(budget.client.clone(), spent);
+            prune(&mut self.code_guesses, &mut self.code_guesses_prune_at, now);
+        }
+        answer
     }
 
     /// Whether the room still takes arrivals at all (`closes_at`), for a

@@ -447,7 +447,7 @@ impl RoomModel {
                 if let Some(code) = options.code
                     && !matches!(spot, Spot::Priority { .. } | Spot::PriorityDrawn { .. })
                 {
-                    let granted = self.grant(code)?;
+                    let granted = self.grant(code, options, now)?;
                     let seen = last_seen.max(now);
                     self.line.remove(spot, seen, visitor, self.opened(now));
                     let from = Some(spot.order());
@@ -472,7 +472,7 @@ impl RoomModel {
             }
             None => {
                 let granted = match options.code {
-                    Some(code) => Some(self.check_code(code)?),
+                    Some(code) => Some(self.check_code(code, options, now)?),
                     None if self.config.code_required => return Err(StoreError::CodeRequired),
                     None => None,
                 };
@@ -490,17 +490,31 @@ impl RoomModel {
         Ok((self.place(visitor, now), event))
     }
 
-    /// What a code gives, unspent.
-    fn check_code(&self, code: CodeHash) -> Result<Granted, StoreError> {
-        self.codes.check(code).map_err(|refused| match refused {
-            Refused::Invalid => StoreError::InvalidCode,
-            Refused::Used => StoreError::CodeUsed,
+    /// What a code gives, unspent; looked at only while the join's client
+    /// has code guesses left, a wrong one spending one (see `Door::guess`).
+    fn check_code(
+        &mut self,
+        code: CodeHash,
+        options: &JoinOptions,
+        now: Millis,
+    ) -> Result<Granted, StoreError> {
+        let codes = &self.codes;
+        self.door.guess(options.code_guesses.as_ref(), now, || {
+            codes.check(code).map_err(|refused| match refused {
+                Refused::Invalid => StoreError::InvalidCode,
+                Refused::Used => StoreError::CodeUsed,
+            })
         })
     }
 
     /// Checks a code and spends one use of it.
-    fn grant(&mut self, code: CodeHash) -> Result<Granted, StoreError> {
-        let granted = self.check_code(code)?;
+    fn grant(
+        &mut self,
+        code: CodeHash,
+        options: &JoinOptions,
+        now: Millis,
+    ) -> Result<Granted, StoreError> {
+        let granted = self.check_code(code, options, now)?;
         self.codes.spend(code, &granted);
         Ok(granted)
     }

@@ -26,7 +26,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use waitroom::startup::Stores;
 use waitroom::startup::config::{LogFormat, Settings};
 use waitroom::words::clock::ManualClock;
-use waitroom::words::join_limit::DEFAULT_IPV6_PREFIX;
+use waitroom::words::join_limit::{DEFAULT_CODE_GUESSES_PER_IP, DEFAULT_IPV6_PREFIX};
 use waitroom::{AppHandle, Application};
 
 pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
@@ -60,6 +60,7 @@ pub fn test_settings() -> Settings {
         body_timeout_ms: 10_000,
         write_timeout_ms: 30_000,
         join_rate_per_ip: None,
+        code_guesses_per_ip: DEFAULT_CODE_GUESSES_PER_IP,
         join_rate_ipv6_prefix: DEFAULT_IPV6_PREFIX,
         trusted_proxies: Vec::new(),
         drain_s: 5,

@@ -13,6 +13,8 @@ use waitroom::store::{JoinOptions, Store, StoreError, Tick};
 use waitroom::words::clock::{Millis, SharedClock};
 use waitroom::words::codes::{GroupSummary, NewGroup};
 use waitroom::words::draw::{DrawKey, EntryId};
+use waitroom::words::join_limit::ClientBlock;
+use waitroom::words::login_limit::Attempt;
 use waitroom::words::room_table::{Applied, RoomTable};
 use waitroom::words::sale::Stock;
 use waitroom::words::{Place, RoomConfig, RoomId, RoomInfo, RoomPatch, StoreEvent, VisitorId};
@@ -147,5 +149,8 @@ impl Store for Unreachable {
     }
     async fn admin_session_ended(&self, id: &str) -> Result<bool, StoreError> {
         self.reach()?.admin_session_ended(id).await
+    }
+    async fn login_attempt(&self, block: &ClientBlock, attempt: Attempt) -> Result<(), StoreError> {
+        self.reach()?.login_attempt(block, attempt).await
     }
 }
