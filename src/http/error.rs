@@ -149,9 +149,7 @@ pub enum ApiError {
 
 /// Why a form of the admin page was not read; the page says it in the
 /// operator's language (`admin.refused_…`).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, strum::EnumString, strum::IntoStaticStr, strum::EnumIter,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::EnumString, strum::IntoStaticStr)]
 #[strum(serialize_all = "snake_case")]
 pub enum FormTrouble {
     /// The form's CSRF token is not its session's (an old tab).
