@@ -321,7 +321,7 @@ async fn pass_cookie_from_link(
     };
     let own_ticket = req
         .cookie(&ticket_cookie_name(room))
-        .and_then(|c| credentials.read_ticket(room, c.value()).ok());
+        .and_then(|c| credentials.ticket_holder(room, c.value()).ok());
     if own_ticket.is_some_and(|visitor| visitor != pass.visitor) {
         return Ok(None);
     }

@@ -38,6 +38,7 @@ struct TicketQuery {
 pub fn ticket_error(error: CredentialError) -> ApiError {
     let message = match error {
         CredentialError::WrongRoom => "this ticket is for another room",
+        CredentialError::Expired => "the ticket has expired; join again to get a new one",
         _ => "the ticket is not valid; join again to get a new one",
     };
     ApiError::unauthorized(ErrorCode::InvalidTicket, message)
