@@ -3381,7 +3381,7 @@ async fn while_the_store_is_unreachable_verify_goes_by_signature_and_the_grace_w
     assert_eq!(verify_answer(&app, "outage", &arrives).await.0, 204);
 }
 
-// Tickets: how long one lasts (issue 40, item 6).
+// Tickets: where one may travel, and how long one lasts (issue 40, item 6).
 
 const DAY_MS: u64 = 24 * 60 * 60 * 1000;
 
@@ -3455,6 +3455,88 @@ async fn handshake(
     }
 }
 
+fn opened() -> Handshake {
+    Handshake::Opened { protocol: None }
+}
+
+#[tokio::test]
+async fn the_socket_takes_its_ticket_as_a_subprotocol_and_answers_ours() {
+    let app = TestApp::spawn().await;
+    app.create_room("proto", json!({"paused": true})).await;
+    let ticket = app.join_api("proto").await["ticket"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for offered in [
+        format!("waitroom, waitroom.ticket.{ticket}"),
+        format!("waitroom.ticket.{ticket}, waitroom"),
+    ] {
+        assert_eq!(
+            handshake(&app, "proto", "", &[("sec-websocket-protocol", offered)]).await,
+            Handshake::Opened {
+                protocol: Some("waitroom".into())
+            }
+        );
+    }
+    let forged = support::tamper(&ticket);
+    assert_eq!(
+        handshake(
+            &app,
+            "proto",
+            "",
+            &[(
+                "sec-websocket-protocol",
+                format!("waitroom, waitroom.ticket.{forged}")
+            )]
+        )
+        .await,
+        Handshake::Refused(401, "invalid_ticket".into())
+    );
+    // `?ticket=` still opens the socket (api.md fixes it).
+    assert_eq!(
+        handshake(&app, "proto", &format!("?ticket={ticket}"), &[]).await,
+        opened()
+    );
+}
+
+#[tokio::test]
+async fn status_and_leave_take_no_ticket_from_the_address() {
+    let app = TestApp::spawn().await;
+    app.create_room("quiet", json!({"paused": true})).await;
+    let ticket = app.join_api("quiet").await["ticket"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let status = app
+        .http
+        .get(app.url(&format!("/api/rooms/quiet/status?ticket={ticket}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(status).await, (401, "missing_ticket".into()));
+    let leave = app
+        .http
+        .post(app.url(&format!("/api/rooms/quiet/leave?ticket={ticket}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(leave).await, (401, "missing_ticket".into()));
+    // The place is untouched, and the ticket still works where it may go.
+    let kept: Value = app.status_api("quiet", &ticket).await.json().await.unwrap();
+    assert_eq!(
+        (kept["state"].as_str(), kept["position"].as_u64()),
+        (Some("waiting"), Some(1))
+    );
+    let by_cookie = app
+        .http
+        .post(app.url("/api/rooms/quiet/leave"))
+        .header("cookie", format!("wr_ticket_quiet={ticket}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(by_cookie.status(), 204);
+}
+
 /// Moves the clock on by `ms` in steps of at most half a day, the visitor
 /// asking for their status after each (as a page that polls keeps its
 /// place while the room's `abandon_after_s`, a day here, would drop it);
@@ -3498,6 +3580,13 @@ async fn an_expired_ticket_opens_nothing_and_a_join_with_its_cookie_takes_a_new_
     for (query, headers) in [
         (format!("?ticket={ticket}"), vec![]),
         (String::new(), vec![cookie.clone()]),
+        (
+            String::new(),
+            vec![(
+                "sec-websocket-protocol",
+                format!("waitroom, waitroom.ticket.{ticket}"),
+            )],
+        ),
     ] {
         assert_eq!(
             handshake(&app, "week", &query, &headers).await,

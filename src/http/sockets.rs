@@ -15,7 +15,7 @@ use actix_web::dev::Payload as RawPayload;
 use actix_web::{FromRequest, HttpMessage, HttpRequest, HttpResponse, web};
 
 use super::error::{ApiError, ErrorCode};
-use super::extractors::Ticket;
+use super::extractors::{SOCKET_PROTOCOL, SocketTicket};
 use super::openapi::RoomPath;
 use super::state::Live;
 use crate::live::frame_guard::FrameGuard;
@@ -54,14 +54,15 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     path = "/api/rooms/{room}/ws",
     tag = "visitor",
     summary = "The visitor's WebSocket: pushes `Status` messages",
-    description = "A WebSocket handshake (`Upgrade: websocket`, no body). Every message the server sends is a `Status` (`type` = `status`) or another type clients ignore; clients may send `{\"type\":\"ping\"}`. Oversized or binary frames close the socket.",
+    description = "A WebSocket handshake (`Upgrade: websocket`, no body). The ticket: as Bearer, as the subprotocol `waitroom.ticket.<ticket>` offered beside `waitroom` (`Sec-WebSocket-Protocol: waitroom, waitroom.ticket.<ticket>`; the answer names `waitroom`), as `?ticket=`, or the `wr_ticket_<room>` cookie. Every message the server sends is a `Status` (`type` = `status`) or another type clients ignore; clients may send `{\"type\":\"ping\"}`. Oversized or binary frames close the socket.",
     params(
         RoomPath,
-        ("ticket" = Option<String>, Query, description = "The visitor's ticket (or send it as Bearer or the room's cookie)"),
+        ("ticket" = Option<String>, Query, description = "The visitor's ticket (or send it as Bearer, the subprotocol `waitroom.ticket.<ticket>`, or the room's cookie). A URL is written to proxies' access logs: prefer the subprotocol"),
+        ("Sec-WebSocket-Protocol" = Option<String>, Header, description = "`waitroom, waitroom.ticket.<ticket>`: the ticket, where a browser can send no Authorization header; the answer names `waitroom`"),
     ),
     security(("ticket" = [])),
     responses(
-        (status = 101, description = "Switching to the WebSocket protocol"),
+        (status = 101, description = "Switching to the WebSocket protocol (with `Sec-WebSocket-Protocol: waitroom` when it was offered)"),
         (status = 400, description = "not_a_websocket upgrade_refused"),
         (status = 401, description = "missing_ticket invalid_ticket"),
         (status = 503, description = "too_many_sockets"),
@@ -70,7 +71,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 async fn connect(
     req: HttpRequest,
     body: web::Payload,
-    ticket: Ticket,
+    SocketTicket(ticket): SocketTicket,
     live: web::Data<Live>,
 ) -> Result<HttpResponse, ApiError> {
     if live.hub.registry().open_sockets() >= live.socket_limit {
@@ -83,12 +84,14 @@ async fn connect(
     let body = web::Payload::from_request(&req, &mut guarded)
         .await
         .map_err(|_| ApiError::Internal)?;
-    let (response, session, messages) = actix_ws::handle(&req, body).map_err(|error| {
-        ApiError::bad_request(
-            ErrorCode::NotAWebsocket,
-            format!("WebSocket handshake failed: {error}"),
-        )
-    })?;
+    // Browsers fail a handshake whose offered subprotocols got no answer.
+    let (response, session, messages) =
+        actix_ws::handle_with_protocols(&req, body, &[SOCKET_PROTOCOL]).map_err(|error| {
+            ApiError::bad_request(
+                ErrorCode::NotAWebsocket,
+                format!("WebSocket handshake failed: {error}"),
+            )
+        })?;
     // The server's upgrade path offers the connection's lane. A handshake
     // that actix's HTTP/1 parser did not take for an upgrade (an `Upgrade`
     // header naming more than `websocket`, a chunked body) stays with the

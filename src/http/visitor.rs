@@ -379,7 +379,7 @@ async fn known_user(
     path = "/api/rooms/{room}/status",
     tag = "visitor",
     summary = "The caller's state now (the polling fallback of the WebSocket)",
-    description = "The answer hands out the place's ticket anew, lasting a week from now or until the room's `closes_at` if later, and sets it as the cookie.",
+    description = "The ticket as Bearer or the `wr_ticket_<room>` cookie (never in the query). The answer hands out the place's ticket anew, lasting a week from now or until the room's `closes_at` if later, and sets it as the cookie.",
     params(RoomPath),
     security(("ticket" = [])),
     responses(
@@ -410,7 +410,7 @@ async fn status_route(
     path = "/api/rooms/{room}/leave",
     tag = "visitor",
     summary = "Give up the place, or the admitted slot",
-    description = "With the ticket: gives up the place (or the slot, once admitted). With a pass of this room as Bearer: gives that pass up, as a revocation would.",
+    description = "With the ticket (Bearer or the `wr_ticket_<room>` cookie, never in the query): gives up the place (or the slot, once admitted). With a pass of this room as Bearer: gives that pass up, as a revocation would.",
     params(RoomPath),
     security(("ticket" = []), ("pass" = [])),
     responses(
