@@ -3381,9 +3381,17 @@ async fn while_the_store_is_unreachable_verify_goes_by_signature_and_the_grace_w
     assert_eq!(verify_answer(&app, "outage", &arrives).await.0, 204);
 }
 
-// Tickets: where one may travel, and how long one lasts (issue 40, item 6).
+// Tickets: from where a socket may be opened with one, where one may
+// travel, and how long one lasts (issue 40, items 5 and 6).
 
 const DAY_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// The app with given settings, on the memory store and its own clock.
+async fn app_with(settings: waitroom::startup::config::Settings) -> TestApp {
+    let clock = waitroom::words::clock::ManualClock::new(support::START_MS);
+    let stores = waitroom::startup::Stores::memory(std::sync::Arc::new(clock.clone()));
+    TestApp::spawn_with(settings, stores, clock).await
+}
 
 /// The whole `Set-Cookie` line of the cookie `name`, attributes and all.
 fn set_cookie_line(response: &reqwest::Response, name: &str) -> Option<String> {
@@ -3457,6 +3465,111 @@ async fn handshake(
 
 fn opened() -> Handshake {
     Handshake::Opened { protocol: None }
+}
+
+#[tokio::test]
+async fn a_socket_opened_with_the_cookie_comes_from_the_rooms_own_origin_or_a_listed_one() {
+    let mut settings = support::test_settings();
+    settings.cors_origins = vec!["https://shop.example".into()];
+    let app = app_with(settings).await;
+    app.create_room("gated", json!({"paused": true})).await;
+    let ticket = app.join_api("gated").await["ticket"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cookie = ("cookie", format!("wr_ticket_gated={ticket}"));
+    let origin = |origin: &str| ("origin", origin.to_string());
+    let own = format!("http://127.0.0.1:{}", app.port);
+    let refused = Handshake::Refused(403, "origin_not_allowed".into());
+
+    // A sibling subdomain's page (the browser adds the cookie to its socket
+    // too), another port or scheme of our host, a sandboxed page.
+    for foreign in [
+        "https://evil.example",
+        "http://127.0.0.1:1",
+        &format!("https://127.0.0.1:{}", app.port),
+        "null",
+    ] {
+        let headers = [cookie.clone(), origin(foreign)];
+        assert_eq!(
+            handshake(&app, "gated", "", &headers).await,
+            refused,
+            "{foreign}"
+        );
+    }
+    // The room's own origin, a listed one, no Origin at all (no browser's page).
+    for headers in [
+        vec![cookie.clone(), origin(&own)],
+        vec![cookie.clone(), origin("https://shop.example")],
+        vec![cookie.clone()],
+    ] {
+        assert_eq!(
+            handshake(&app, "gated", "", &headers).await,
+            opened(),
+            "{headers:?}"
+        );
+    }
+    // Behind a proxy that ends TLS, the scheme is the one it names.
+    let behind_tls = [
+        cookie.clone(),
+        origin(&format!("https://127.0.0.1:{}", app.port)),
+        ("x-forwarded-proto", "https".into()),
+    ];
+    assert_eq!(handshake(&app, "gated", "", &behind_tls).await, opened());
+
+    // A ticket given explicitly: the page had it to give, whatever its origin.
+    let foreign = origin("https://evil.example");
+    let as_bearer = [
+        foreign.clone(),
+        ("authorization", format!("Bearer {ticket}")),
+    ];
+    assert_eq!(handshake(&app, "gated", "", &as_bearer).await, opened());
+    let as_protocol = [
+        foreign.clone(),
+        cookie.clone(),
+        (
+            "sec-websocket-protocol",
+            format!("waitroom, waitroom.ticket.{ticket}"),
+        ),
+    ];
+    assert_eq!(
+        handshake(&app, "gated", "", &as_protocol).await,
+        Handshake::Opened {
+            protocol: Some("waitroom".into())
+        }
+    );
+    let in_query = format!("?ticket={ticket}");
+    assert_eq!(
+        handshake(&app, "gated", &in_query, std::slice::from_ref(&foreign)).await,
+        opened()
+    );
+
+    // With --public-url, its origin is the room's own, whatever the Host.
+    let mut settings = support::test_settings();
+    settings.public_url =
+        Some(waitroom::words::return_url::PublicUrl::parse("https://wait.example/queue").unwrap());
+    let public = app_with(settings).await;
+    public.create_room("gated", json!({"paused": true})).await;
+    let ticket = public.join_api("gated").await["ticket"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cookie = ("cookie", format!("wr_ticket_gated={ticket}"));
+    assert_eq!(
+        handshake(
+            &public,
+            "gated",
+            "",
+            &[cookie.clone(), origin("https://wait.example")]
+        )
+        .await,
+        opened()
+    );
+    let host = format!("http://127.0.0.1:{}", public.port);
+    assert_eq!(
+        handshake(&public, "gated", "", &[cookie, origin(&host)]).await,
+        refused
+    );
 }
 
 #[tokio::test]
