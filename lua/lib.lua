@@ -329,11 +329,12 @@ local function line(room, waiting)
 end
 
 -- The room's facts, as places and `configured` events carry them
--- (`WireFacts`): stock_left '' without a sale, opens_at '' or ms.
+-- (`WireFacts`): stock_left '' without a sale, opens_at and closes_at '' or ms.
 local function facts(room)
   return { queue_method = queue_method(room), stock_left = room.stock_left or '',
     sold_out = sold_out(room), opens_at = room.opens_at or '', target_url = room.target_url,
-    notice = room.notice or '', abandon_after_s = num(room, 'abandon_after_s') }
+    notice = room.notice or '', abandon_after_s = num(room, 'abandon_after_s'),
+    closes_at = room.closes_at or '' }
 end
 
 -- Whether a record's kind is a waiting place (the line, the draw, the

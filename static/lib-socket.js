@@ -22,6 +22,7 @@ export function socketUrl(path, base) {
 
 // opts:
 //   url()            where to connect, or null while there is nowhere to
+//   protocols()      the subprotocols to offer (optional; none: undefined)
 //   active()         false once the page wants no more updates
 //   onStatus(msg)    a `{"type":"status",...}` message arrived
 //   onConnection(s)  connecting | reconnecting | live (polling and offline
@@ -40,9 +41,10 @@ export function statusSocket(opts) {
     const url = opts.url();
     if (!url) return;
     clearTimeout(retryTimer); retryTimer = null;
+    const protocols = opts.protocols ? opts.protocols() : undefined;
     let sock;
     try {
-      sock = new WebSocket(url);
+      sock = protocols ? new WebSocket(url, protocols) : new WebSocket(url);
     } catch (e) {
       startPolling();
       scheduleReconnect();

@@ -379,6 +379,9 @@ if (room) {
     code: priorityCode,
     returnUrl: returnTo,
     returning: body.hasAttribute('data-returning'),
+    // This page is on the waiting room's own origin: its cookie always
+    // goes with the socket, and no ticket need be put anywhere else.
+    cookieSocket: true,
     onStatus: handleStatus,
     onConnection: setConnection,
     onRefused,

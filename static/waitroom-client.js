@@ -19,8 +19,10 @@
 // Across origins the browser may refuse the waiting room's cookies (third-
 // party cookies), so the ticket is the caller's to keep (`onTicket`) and
 // hand back (`ticket`); every call carries it as `Authorization: Bearer`,
-// the socket as `?ticket=`. Calls are made with `credentials: 'include'`
-// all the same, so the cookies work where the browser allows them.
+// the socket as its subprotocol (`waitroom.ticket.<ticket>`, beside
+// `waitroom`), never in a URL, which proxies write to their logs. Calls are
+// made with `credentials: 'include'` all the same, so the cookies work where
+// the browser allows them.
 // docs/src/client.md is the reference.
 import { request, backoff, errorCode, errorMessage } from './lib-api.js';
 import { statusSocket, socketUrl } from './lib-socket.js';
@@ -42,6 +44,10 @@ const FINAL_REFUSALS = {
 };
 
 const TERMINAL = ['admitted', 'closed', 'expired', 'left'];
+
+// The socket's subprotocol, and the prefix of the one that carries a ticket.
+const SOCKET_PROTOCOL = 'waitroom';
+const TICKET_PROTOCOL = 'waitroom.ticket.';
 
 function isFinalRefusal(status, code) {
   if (!(status in FINAL_REFUSALS)) return false;
@@ -79,6 +85,8 @@ export async function solveChallengeHere(c) {
 //   returnUrl     where the visitor came from (the join's `return`)
 //   returning     the caller holds a ticket it cannot hand over (an HttpOnly
 //                 cookie): ask where the place stands before joining
+//   cookieSocket  open the socket with the room's cookie alone, never the
+//                 ticket (a page on the waiting room's own origin)
 //   onStatus(s)   every Status: the join's answer, each socket message, each poll
 //   onTicket(t)   the ticket, whenever it is new: keep it to resume the place
 //   onConnection(state)  connecting | live | reconnecting | polling | offline | done
@@ -120,9 +128,11 @@ export function joinRoom(options) {
     return request(method, api + path, { body, headers, credentials: 'include', cache: 'no-store' });
   }
 
+  // Joined (a ticket held): the socket, with the ticket as its subprotocol
+  // or, for `cookieSocket`, the cookie alone.
   const socket = statusSocket({
-    url: () => (st.ticket ? socketUrl('/api/rooms/' + encodeURIComponent(o.room) + '/ws?ticket=' +
-      encodeURIComponent(st.ticket), base) : null),
+    url: () => (st.ticket ? socketUrl('/api/rooms/' + encodeURIComponent(o.room) + '/ws', base) : null),
+    protocols: () => (st.ticket && !o.cookieSocket ? [SOCKET_PROTOCOL, TICKET_PROTOCOL + st.ticket] : undefined),
     active: () => !st.done,
     onStatus: deliver,
     onConnection: (state) => on.connection(state),

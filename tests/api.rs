@@ -3594,3 +3594,493 @@ async fn while_the_store_is_unreachable_the_node_counts_wrong_tokens_itself() {
     let back = from("198.51.100.8", &app.admin_token).await.unwrap();
     assert_eq!(back.status(), 200);
 }
+
+// Tickets: from where a socket may be opened with one, where one may
+// travel, and how long one lasts (issue 40, items 5 and 6).
+
+const DAY_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// The app with given settings, on the memory store and its own clock.
+async fn app_with(settings: waitroom::startup::config::Settings) -> TestApp {
+    let clock = waitroom::words::clock::ManualClock::new(support::START_MS);
+    let stores = waitroom::startup::Stores::memory(std::sync::Arc::new(clock.clone()));
+    TestApp::spawn_with(settings, stores, clock).await
+}
+
+/// The whole `Set-Cookie` line of the cookie `name`, attributes and all.
+fn set_cookie_line(response: &reqwest::Response, name: &str) -> Option<String> {
+    response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with(&format!("{name}=")))
+        .map(str::to_string)
+}
+
+/// A ticket's claims, read as any JWT decoder shows them (unchecked).
+fn ticket_claims(ticket: &str) -> Value {
+    use base64::Engine;
+    let claims = ticket.split('.').nth(1).expect("a JWT");
+    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(claims)
+        .unwrap();
+    serde_json::from_slice(&json).unwrap()
+}
+
+/// How a socket's handshake went: opened (naming the subprotocol the
+/// server chose, if any) and its first status read, or refused with its
+/// status and error code.
+#[derive(Debug, PartialEq)]
+enum Handshake {
+    Opened { protocol: Option<String> },
+    Refused(u16, String),
+}
+
+/// Opens `room`'s socket (`query` after its path) with `headers`.
+async fn handshake(
+    app: &TestApp,
+    room: &str,
+    query: &str,
+    headers: &[(&'static str, String)],
+) -> Handshake {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    use tokio_tungstenite::tungstenite::{Error, http::HeaderValue};
+    let mut request = format!("ws://127.0.0.1:{}/api/rooms/{room}/ws{query}", app.port)
+        .into_client_request()
+        .unwrap();
+    for (name, value) in headers {
+        request
+            .headers_mut()
+            .append(*name, HeaderValue::from_str(value).unwrap());
+    }
+    match tokio_tungstenite::connect_async(request).await {
+        Ok((mut socket, answer)) => {
+            assert_eq!(next_status(&mut socket).await["room"], room);
+            let _ = socket.close(None).await;
+            Handshake::Opened {
+                protocol: answer
+                    .headers()
+                    .get("sec-websocket-protocol")
+                    .map(|protocol| protocol.to_str().unwrap().to_string()),
+            }
+        }
+        Err(Error::Http(answer)) => {
+            let body: Value = serde_json::from_slice(answer.body().as_deref().unwrap_or_default())
+                .expect("a JSON error body");
+            Handshake::Refused(
+                answer.status().as_u16(),
+                body["error"]["code"].as_str().unwrap().to_string(),
+            )
+        }
+        Err(other) => panic!("the handshake failed: {other}"),
+    }
+}
+
+fn opened() -> Handshake {
+    Handshake::Opened { protocol: None }
+}
+
+#[tokio::test]
+async fn a_socket_opened_with_the_cookie_comes_from_the_rooms_own_origin_or_a_listed_one() {
+    let mut settings = support::test_settings();
+    settings.cors_origins = vec!["https://shop.example".into()];
+    let app = app_with(settings).await;
+    app.create_room("gated", json!({"paused": true})).await;
+    let ticket = app.join_api("gated").await["ticket"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cookie = ("cookie", format!("wr_ticket_gated={ticket}"));
+    let origin = |origin: &str| ("origin", origin.to_string());
+    let own = format!("http://127.0.0.1:{}", app.port);
+    let refused = Handshake::Refused(403, "origin_not_allowed".into());
+
+    // A sibling subdomain's page (the browser adds the cookie to its socket
+    // too), another port or scheme of our host, a sandboxed page.
+    for foreign in [
+        "https://evil.example",
+        "http://127.0.0.1:1",
+        &format!("https://127.0.0.1:{}", app.port),
+        "null",
+    ] {
+        let headers = [cookie.clone(), origin(foreign)];
+        assert_eq!(
+            handshake(&app, "gated", "", &headers).await,
+            refused,
+            "{foreign}"
+        );
+    }
+    // The room's own origin, a listed one, no Origin at all (no browser's page).
+    for headers in [
+        vec![cookie.clone(), origin(&own)],
+        vec![cookie.clone(), origin("https://shop.example")],
+        vec![cookie.clone()],
+    ] {
+        assert_eq!(
+            handshake(&app, "gated", "", &headers).await,
+            opened(),
+            "{headers:?}"
+        );
+    }
+    // Behind a proxy that ends TLS, the scheme is the one it names.
+    let behind_tls = [
+        cookie.clone(),
+        origin(&format!("https://127.0.0.1:{}", app.port)),
+        ("x-forwarded-proto", "https".into()),
+    ];
+    assert_eq!(handshake(&app, "gated", "", &behind_tls).await, opened());
+
+    // A ticket given explicitly: the page had it to give, whatever its origin.
+    let foreign = origin("https://evil.example");
+    let as_bearer = [
+        foreign.clone(),
+        ("authorization", format!("Bearer {ticket}")),
+    ];
+    assert_eq!(handshake(&app, "gated", "", &as_bearer).await, opened());
+    let as_protocol = [
+        foreign.clone(),
+        cookie.clone(),
+        (
+            "sec-websocket-protocol",
+            format!("waitroom, waitroom.ticket.{ticket}"),
+        ),
+    ];
+    assert_eq!(
+        handshake(&app, "gated", "", &as_protocol).await,
+        Handshake::Opened {
+            protocol: Some("waitroom".into())
+        }
+    );
+    let in_query = format!("?ticket={ticket}");
+    assert_eq!(
+        handshake(&app, "gated", &in_query, std::slice::from_ref(&foreign)).await,
+        opened()
+    );
+
+    // With --public-url, its origin is the room's own, whatever the Host.
+    let mut settings = support::test_settings();
+    settings.public_url =
+        Some(waitroom::words::return_url::PublicUrl::parse("https://wait.example/queue").unwrap());
+    let public = app_with(settings).await;
+    public.create_room("gated", json!({"paused": true})).await;
+    let ticket = public.join_api("gated").await["ticket"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cookie = ("cookie", format!("wr_ticket_gated={ticket}"));
+    assert_eq!(
+        handshake(
+            &public,
+            "gated",
+            "",
+            &[cookie.clone(), origin("https://wait.example")]
+        )
+        .await,
+        opened()
+    );
+    let host = format!("http://127.0.0.1:{}", public.port);
+    assert_eq!(
+        handshake(&public, "gated", "", &[cookie, origin(&host)]).await,
+        refused
+    );
+}
+
+#[tokio::test]
+async fn the_socket_takes_its_ticket_as_a_subprotocol_and_answers_ours() {
+    let app = TestApp::spawn().await;
+    app.create_room("proto", json!({"paused": true})).await;
+    let ticket = app.join_api("proto").await["ticket"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for offered in [
+        format!("waitroom, waitroom.ticket.{ticket}"),
+        format!("waitroom.ticket.{ticket}, waitroom"),
+    ] {
+        assert_eq!(
+            handshake(&app, "proto", "", &[("sec-websocket-protocol", offered)]).await,
+            Handshake::Opened {
+                protocol: Some("waitroom".into())
+            }
+        );
+    }
+    let forged = support::tamper(&ticket);
+    assert_eq!(
+        handshake(
+            &app,
+            "proto",
+            "",
+            &[(
+                "sec-websocket-protocol",
+                format!("waitroom, waitroom.ticket.{forged}")
+            )]
+        )
+        .await,
+        Handshake::Refused(401, "invalid_ticket".into())
+    );
+    // `?ticket=` still opens the socket (api.md fixes it).
+    assert_eq!(
+        handshake(&app, "proto", &format!("?ticket={ticket}"), &[]).await,
+        opened()
+    );
+}
+
+#[tokio::test]
+async fn status_and_leave_take_no_ticket_from_the_address() {
+    let app = TestApp::spawn().await;
+    app.create_room("quiet", json!({"paused": true})).await;
+    let ticket = app.join_api("quiet").await["ticket"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let status = app
+        .http
+        .get(app.url(&format!("/api/rooms/quiet/status?ticket={ticket}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(status).await, (401, "missing_ticket".into()));
+    let leave = app
+        .http
+        .post(app.url(&format!("/api/rooms/quiet/leave?ticket={ticket}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(leave).await, (401, "missing_ticket".into()));
+    // The place is untouched, and the ticket still works where it may go.
+    let kept: Value = app.status_api("quiet", &ticket).await.json().await.unwrap();
+    assert_eq!(
+        (kept["state"].as_str(), kept["position"].as_u64()),
+        (Some("waiting"), Some(1))
+    );
+    let by_cookie = app
+        .http
+        .post(app.url("/api/rooms/quiet/leave"))
+        .header("cookie", format!("wr_ticket_quiet={ticket}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(by_cookie.status(), 204);
+}
+
+/// Moves the clock on by `ms` in steps of at most half a day, the visitor
+/// asking for their status after each (as a page that polls keeps its
+/// place while the room's `abandon_after_s`, a day here, would drop it);
+/// the last ticket handed out.
+async fn wait_asking(app: &TestApp, room: &str, ticket: &str, ms: u64) -> String {
+    let mut ticket = ticket.to_string();
+    let mut left = ms;
+    while left > 0 {
+        let step = left.min(DAY_MS / 2);
+        app.clock.advance_ms(step);
+        left -= step;
+        let status: Value = app.status_api(room, &ticket).await.json().await.unwrap();
+        assert_eq!(status["state"], "waiting", "{status}");
+        ticket = status["ticket"].as_str().unwrap().to_string();
+    }
+    ticket
+}
+
+#[tokio::test]
+async fn an_expired_ticket_opens_nothing_and_a_join_with_its_cookie_takes_a_new_place() {
+    let app = TestApp::spawn().await;
+    app.create_room("week", json!({"paused": true, "abandon_after_s": 86400}))
+        .await;
+    let first = app.join_api("week").await;
+    let ticket = first["ticket"].as_str().unwrap().to_string();
+    assert_eq!(
+        ticket_claims(&ticket)["exp"],
+        (support::START_MS + 7 * DAY_MS) / 1000,
+        "a week"
+    );
+    // Its place is kept by newer tickets; this one is never renewed.
+    wait_asking(&app, "week", &ticket, 7 * DAY_MS - 1000).await;
+    assert_eq!(app.status_api("week", &ticket).await.status(), 200);
+    app.clock.advance_ms(1000);
+    assert_eq!(
+        error_of(app.status_api("week", &ticket).await).await,
+        (401, "invalid_ticket".into())
+    );
+    let cookie = ("cookie", format!("wr_ticket_week={ticket}"));
+    let refused = Handshake::Refused(401, "invalid_ticket".into());
+    for (query, headers) in [
+        (format!("?ticket={ticket}"), vec![]),
+        (String::new(), vec![cookie.clone()]),
+        (
+            String::new(),
+            vec![(
+                "sec-websocket-protocol",
+                format!("waitroom, waitroom.ticket.{ticket}"),
+            )],
+        ),
+    ] {
+        assert_eq!(
+            handshake(&app, "week", &query, &headers).await,
+            refused,
+            "{query} {headers:?}"
+        );
+    }
+    let as_bearer = app
+        .http
+        .post(app.url("/api/rooms/week/join"))
+        .bearer_auth(&ticket)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(as_bearer).await, (401, "invalid_ticket".into()));
+    // An expired cookie is replaced, as any invalid one: a new place.
+    let by_cookie: Value = app
+        .http
+        .post(app.url("/api/rooms/week/join"))
+        .header(cookie.0, cookie.1)
+        .fetch_json()
+        .await;
+    assert_eq!(by_cookie["position"], 2);
+    assert_ne!(
+        ticket_claims(by_cookie["ticket"].as_str().unwrap())["sub"],
+        ticket_claims(&ticket)["sub"]
+    );
+}
+
+#[tokio::test]
+async fn every_answer_that_sets_the_cookie_hands_out_a_ticket_good_for_longer() {
+    let app = TestApp::spawn().await;
+    app.create_room("renew", json!({"paused": true, "abandon_after_s": 86400}))
+        .await;
+    let joined = app
+        .http
+        .post(app.url("/api/rooms/renew/join"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        set_cookie_line(&joined, "wr_ticket_renew").map(|c| c.contains("; Max-Age=604800")),
+        Some(true),
+        "the cookie lasts as long as its ticket"
+    );
+    let first: Value = joined.json().await.unwrap();
+    let first = first["ticket"].as_str().unwrap().to_string();
+
+    // Six days on, a status read with the first ticket.
+    wait_asking(&app, "renew", &first, 6 * DAY_MS - DAY_MS / 2).await;
+    app.clock.advance_ms(DAY_MS / 2);
+    let status = app.status_api("renew", &first).await;
+    assert_eq!(
+        set_cookie_line(&status, "wr_ticket_renew").map(|c| c.contains("; Max-Age=604800")),
+        Some(true)
+    );
+    let status: Value = status.json().await.unwrap();
+    let renewed = status["ticket"].as_str().unwrap().to_string();
+    assert_eq!(
+        ticket_claims(&renewed)["exp"],
+        (support::START_MS + 13 * DAY_MS) / 1000
+    );
+    assert_eq!(ticket_claims(&renewed)["sub"], ticket_claims(&first)["sub"]);
+
+    app.clock.advance_ms(DAY_MS);
+    assert_eq!(
+        error_of(app.status_api("renew", &first).await).await,
+        (401, "invalid_ticket".into())
+    );
+    let again: Value = app
+        .status_api("renew", &renewed)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (again["state"].as_str(), again["position"].as_u64()),
+        (Some("waiting"), Some(1)),
+        "the same place, on the renewed ticket"
+    );
+    // A join renews too.
+    let rejoined: Value = app
+        .http
+        .post(app.url("/api/rooms/renew/join"))
+        .bearer_auth(&renewed)
+        .fetch_json()
+        .await;
+    assert_eq!(rejoined["position"], 1);
+    assert_eq!(
+        ticket_claims(rejoined["ticket"].as_str().unwrap())["exp"],
+        (support::START_MS + 14 * DAY_MS) / 1000
+    );
+}
+
+#[tokio::test]
+async fn a_ticket_lasts_until_its_room_closes_if_that_is_later_than_a_week() {
+    let app = TestApp::spawn().await;
+    let closes_at = support::START_MS + 30 * DAY_MS;
+    app.create_room(
+        "long",
+        json!({"paused": true, "abandon_after_s": 86400,
+               "closes_at": waitroom::words::clock::rfc3339(closes_at)}),
+    )
+    .await;
+    let joined = app
+        .http
+        .post(app.url("/api/rooms/long/join"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        set_cookie_line(&joined, "wr_ticket_long")
+            .map(|c| c.contains(&format!("; Max-Age={}", 30 * DAY_MS / 1000))),
+        Some(true)
+    );
+    let ticket: Value = joined.json().await.unwrap();
+    let ticket = ticket["ticket"].as_str().unwrap().to_string();
+    assert_eq!(ticket_claims(&ticket)["exp"], closes_at / 1000);
+    wait_asking(&app, "long", &ticket, 29 * DAY_MS).await;
+    let status: Value = app.status_api("long", &ticket).await.json().await.unwrap();
+    assert_eq!(status["position"], 1, "the first ticket, 29 days on");
+    // Renewed later than a week before the closing: a week.
+    let renewed = status["ticket"].as_str().unwrap();
+    assert_eq!(
+        ticket_claims(renewed)["exp"],
+        (support::START_MS + 36 * DAY_MS) / 1000
+    );
+}
+
+/// A ticket as the release before signed it: no `exp`.
+fn ticket_without_exp(secret: &str, room: &str, visitor: &str, iat_ms: u64) -> String {
+    use hmac::Mac;
+    let mut key = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    key.update(b"waitroom/v1/ticket");
+    let key = key.finalize().into_bytes();
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &json!({"sub": visitor, "room": room, "iat": iat_ms / 1000}),
+        &jsonwebtoken::EncodingKey::from_secret(&key),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_ticket_of_the_release_before_is_honoured_until_a_week_after_it_was_issued() {
+    let app = TestApp::spawn().await;
+    app.create_room("old", json!({"paused": true, "abandon_after_s": 86400}))
+        .await;
+    let joined = app.join_api("old").await;
+    let visitor = ticket_claims(joined["ticket"].as_str().unwrap())["sub"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let old = ticket_without_exp("test-secret", "old", &visitor, support::START_MS);
+    assert_eq!(ticket_claims(&old).get("exp"), None);
+    // The place kept by the tickets its status reads hand out.
+    wait_asking(&app, "old", &old, 7 * DAY_MS - 1000).await;
+    let status: Value = app.status_api("old", &old).await.json().await.unwrap();
+    assert_eq!(status["position"], 1, "its place");
+    assert_eq!(
+        ticket_claims(status["ticket"].as_str().unwrap())["exp"],
+        (support::START_MS + 14 * DAY_MS - 1000) / 1000,
+        "and a ticket with an exp in its stead"
+    );
+    app.clock.advance_ms(1000);
+    assert_eq!(
+        error_of(app.status_api("old", &old).await).await,
+        (401, "invalid_ticket".into())
+    );
+}

@@ -96,6 +96,7 @@ async fn the_waiting_page_follows_the_line_live_and_sends_the_visitor_on() {
     }
 
     let browser = driver.browser(390, 844, json!({})).await;
+    record_websockets(&driver, &browser).await;
     browser.goto(&app.url("/rooms/drop")).await.unwrap();
     assert_eq!(
         attr_of(&browser, "html", "lang").await.as_deref(),
@@ -111,6 +112,18 @@ async fn the_waiting_page_follows_the_line_live_and_sends_the_visitor_on() {
     .await;
     assert_eq!(first, 4, "three visitors joined before the browser");
     wait_until_live(&browser, "the WebSocket to be live").await;
+    // The page's socket goes with the cookie alone (from the room's own
+    // origin): no ticket in its URL, which proxies log, nor anywhere else.
+    let sockets = opened_sockets(&browser).await;
+    assert!(!sockets.is_empty(), "the page's sockets were recorded");
+    for socket in &sockets {
+        let url = socket["url"].as_str().unwrap();
+        assert!(
+            url.ends_with("/api/rooms/drop/ws") && !url.contains("ticket"),
+            "{socket}"
+        );
+        assert_eq!(socket["protocols"], Value::Null, "{socket}");
+    }
     assert_eq!(text_of(&browser, "waiting").await.as_deref(), Some("4"));
     assert_eq!(
         attr_of(&browser, "#progress", "aria-valuenow")
@@ -741,6 +754,12 @@ async fn break_websockets(driver: &Driver, browser: &Client) {
         Broken.prototype.close = function () {};\
         window.WebSocket = Broken;\
       })();";
+    run_on_every_new_page(driver, &session, source, "the WebSocket breaker").await;
+}
+
+/// Runs `source` in every page the browser opens from now on, before the
+/// page's own scripts, through chromedriver's DevTools bridge.
+async fn run_on_every_new_page(driver: &Driver, session: &str, source: &str, what: &str) {
     let response = reqwest::Client::new()
         .post(format!(
             "{}/session/{session}/goog/cdp/execute",
@@ -752,10 +771,33 @@ async fn break_websockets(driver: &Driver, browser: &Client) {
         .send()
         .await
         .unwrap();
-    assert!(
-        response.status().is_success(),
-        "installing the WebSocket breaker"
-    );
+    assert!(response.status().is_success(), "installing {what}");
+}
+
+/// Makes every page the browser opens from now on note each WebSocket it
+/// opens (its URL and the subprotocols offered), for [`opened_sockets`].
+async fn record_websockets(driver: &Driver, browser: &Client) {
+    let session = browser.session_id().await.unwrap().expect("a session id");
+    let source = "(function () {\
+        var Real = window.WebSocket;\
+        window.openedSockets = [];\
+        function Recorded(url, protocols) {\
+          window.openedSockets.push({url: String(url), protocols: protocols === undefined ? null : protocols});\
+          return protocols === undefined ? new Real(url) : new Real(url, protocols);\
+        }\
+        Recorded.prototype = Real.prototype;\
+        window.WebSocket = Recorded;\
+      })();";
+    run_on_every_new_page(driver, &session, source, "the WebSocket recorder").await;
+}
+
+/// The WebSockets the page opened: their URLs and the subprotocols offered.
+async fn opened_sockets(browser: &Client) -> Vec<Value> {
+    let opened = browser
+        .execute("return window.openedSockets || [];", vec![])
+        .await
+        .unwrap();
+    opened.as_array().cloned().unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

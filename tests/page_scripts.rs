@@ -1,7 +1,9 @@
 //! The pages' scripts' own logic, tested in Node (`node --test` over
 //! `tests/js/`): what needs no DOM and takes the time as an argument
 //! (static/room-state.js: the pacing of aria-live announcements, so a
-//! screen reader hears a position politely, not on every tick).
+//! screen reader hears a position politely, not on every tick), and how the
+//! client module (static/waitroom-client.js) opens its socket, with fetch
+//! and WebSocket stood in for.
 //!
 //! Needs Node (Debian's `nodejs`, which ./scripts/test installs); without
 //! it this test fails and says so.
@@ -15,6 +17,7 @@ fn the_page_scripts_pass_their_node_tests() {
     let output = Command::new("node")
         .arg("--test")
         .arg(root.join("tests/js/room-state.test.mjs"))
+        .arg(root.join("tests/js/waitroom-client.test.mjs"))
         .current_dir(root)
         .output()
         .unwrap_or_else(|error| panic!("node did not run ({error}): ./scripts/test installs it"));

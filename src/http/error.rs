@@ -53,6 +53,7 @@ crate::words::wire_enum! {
         NotAWebsocket,
         NotDrawn,
         NotFound,
+        OriginNotAllowed,
         OriginTokenNotAllowed,
         PassExpired,
         PassRevoked,

@@ -149,7 +149,7 @@ impl utoipa::Modify for SecuritySchemes {
         );
         components.add_security_scheme(
             "ticket",
-            bearer("The visitor's ticket, as `join` returned it. Also accepted: the `wr_ticket_<room>` cookie that `join` sets, and the `ticket` query parameter (WebSocket)."),
+            bearer("The visitor's ticket, as `join` returned it (and every `Status` since: keep the newest). Also accepted: the `wr_ticket_<room>` cookie that `join` and `status` set, and, on the WebSocket only, the subprotocol `waitroom.ticket.<ticket>` and the `ticket` query parameter. A ticket expires (its `exp`: a week after it was handed out, or the room's `closes_at` if later); every answer that sets the cookie hands out one that lasts longer."),
         );
         components.add_security_scheme(
             "pass",

@@ -20,15 +20,13 @@ use super::state::Live;
 use crate::store::{self, JoinOptions, SaleStore, Store};
 use crate::words::clock::{Clock, Millis};
 use crate::words::codes::CodeHash;
-use crate::words::credentials::{CredentialError, Credentials, Jwks, read_user_token};
+use crate::words::credentials::{
+    CredentialError, Credentials, Jwks, read_user_token, ticket_expiry,
+};
 use crate::words::pow;
 use crate::words::return_url;
 use crate::words::status::{self, Status, StatusInput, TicketReturn};
 use crate::words::{Place, PlaceState, RoomId, VisitorId};
-
-/// How long the ticket cookie lives; the place itself lasts as long as the
-/// visitor stays present.
-const TICKET_COOKIE_DAYS: i64 = 1;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/api/rooms/{room}/join").post(join))
@@ -39,18 +37,22 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .service(web::resource("/.well-known/jwks.json").get(jwks));
 }
 
+/// A place's `Status`, with the visitor's ticket signed anew (valid for
+/// `ticket_expiry` from now) in it and in the room's cookie, so a visitor
+/// who keeps asking keeps a valid ticket.
 fn status_response(
     credentials: &Credentials,
     now: Millis,
     room: &RoomId,
-    ticket: &str,
     ret: Option<&str>,
     place: &Place,
 ) -> HttpResponse {
+    let expires_at = ticket_expiry(now, place.facts.closes_at.map(|at| at.0));
+    let ticket = credentials.issue_ticket_returning(room, place.visitor, now, ret, expires_at);
     let status = Status::build(
         StatusInput {
             room,
-            ticket,
+            ticket: &ticket,
             ret: TicketReturn::Known(ret),
             visitor: place.visitor,
             state: place.state,
@@ -63,11 +65,11 @@ fn status_response(
     let mut response = HttpResponse::Ok();
     response.insert_header((header::CACHE_CONTROL, "no-store"));
     response.cookie(
-        Cookie::build(ticket_cookie_name(room), ticket)
+        Cookie::build(ticket_cookie_name(room), ticket.as_str())
             .path("/")
             .http_only(true)
             .same_site(SameSite::Lax)
-            .max_age(CookieDuration::days(TICKET_COOKIE_DAYS))
+            .max_age(CookieDuration::seconds(((expires_at - now) / 1000) as i64))
             .finish(),
     );
     if let (Some(pass), PlaceState::Admitted { expires_at, .. }) = (&status.pass, place.state) {
@@ -98,14 +100,14 @@ pub struct JoinBody {
 }
 
 /// Joins the line, or returns the caller's place. A valid ticket (header or
-/// cookie) keeps its place; an invalid Bearer ticket is refused, while an
-/// invalid cookie (say, from before a secret change) is replaced.
+/// cookie) keeps its place; an invalid or expired Bearer ticket is refused,
+/// while such a cookie (say, from before a secret change) is replaced.
 #[utoipa::path(
     post,
     path = "/api/rooms/{room}/join",
     tag = "visitor",
     summary = "Join the line, or get the caller's place",
-    description = "Idempotent per ticket: with a valid ticket (Bearer, or the `wr_ticket_<room>` cookie this sets) the caller keeps their place; a double submit never creates two places. The body is optional.",
+    description = "Idempotent per ticket: with a valid ticket (Bearer, or the `wr_ticket_<room>` cookie this sets) the caller keeps their place; a double submit never creates two places. An invalid or expired Bearer ticket is refused; such a cookie is replaced by a new place. The answer's ticket (also set as the cookie) lasts a week, or until the room's `closes_at` if later. The body is optional.",
     params(RoomPath),
     request_body(content = Option<JoinBody>, content_type = "application/json"),
     security((), ("ticket" = [])),
@@ -248,15 +250,14 @@ async fn join_room(
             .cookie(&ticket_cookie_name(&room))
             .and_then(|c| credentials.renew_ticket(&room, c.value(), now).ok()),
     };
-    // A `return` given now replaces the one the ticket carries (so the
-    // ticket is signed anew); without one, the ticket keeps its own.
-    let (visitor, ticket, ret) = match (existing, ret) {
-        (Some(existing), None) => (existing.visitor, existing.ticket, existing.ret),
-        (existing, ret) => {
-            let visitor = existing.map_or_else(VisitorId::random, |existing| existing.visitor);
-            let ticket = credentials.issue_ticket_returning(&room, visitor, now, ret.as_deref());
-            (visitor, ticket, ret)
-        }
+    // A `return` given now replaces the one the ticket carries; without
+    // one, the ticket keeps its own.
+    let (visitor, ret) = match (existing, ret) {
+        (Some(existing), None) => (existing.visitor, existing.ret),
+        (existing, ret) => (
+            existing.map_or_else(VisitorId::random, |existing| existing.visitor),
+            ret,
+        ),
     };
     let options = JoinOptions {
         address: client_address(&req).known(),
@@ -267,18 +268,13 @@ async fn join_room(
         code_guesses: code.and_then(|_| code_guesses(&req)),
         code,
     };
+    // A known user's place may belong to the visitor of another device:
+    // the ticket the answer signs is for the place's visitor.
     let place = store.join_with(&room, visitor, &options).await?;
     live.wakeups.note(&room);
-    // A known user's place may belong to the visitor of another device:
-    // this one gets a ticket for it.
-    let ticket = if place.visitor == visitor {
-        ticket
-    } else {
-        credentials.issue_ticket_returning(&room, place.visitor, now, ret.as_deref())
-    };
     metrics::histogram!("waitroom_join_seconds").record(started.elapsed().as_secs_f64());
     tracing::debug!(%room, %visitor, state = <&str>::from(status::State::of(&place.state)), "join");
-    let response = status_response(&credentials, now, &room, &ticket, ret.as_deref(), &place);
+    let response = status_response(&credentials, now, &room, ret.as_deref(), &place);
     Ok((response, place))
 }
 
@@ -380,6 +376,7 @@ async fn known_user(
     path = "/api/rooms/{room}/status",
     tag = "visitor",
     summary = "The caller's state now (the polling fallback of the WebSocket)",
+    description = "The ticket as Bearer or the `wr_ticket_<room>` cookie (never in the query). The answer hands out the place's ticket anew, lasting a week from now or until the room's `closes_at` if later, and sets it as the cookie.",
     params(RoomPath),
     security(("ticket" = [])),
     responses(
@@ -400,7 +397,6 @@ async fn status_route(
         &credentials,
         clock.now_ms(),
         &ticket.room,
-        &ticket.ticket,
         ticket.ret.as_deref(),
         &place,
     ))
@@ -411,7 +407,7 @@ async fn status_route(
     path = "/api/rooms/{room}/leave",
     tag = "visitor",
     summary = "Give up the place, or the admitted slot",
-    description = "With the ticket: gives up the place (or the slot, once admitted). With a pass of this room as Bearer: gives that pass up, as a revocation would.",
+    description = "With the ticket (Bearer or the `wr_ticket_<room>` cookie, never in the query): gives up the place (or the slot, once admitted). With a pass of this room as Bearer: gives that pass up, as a revocation would.",
     params(RoomPath),
     security(("ticket" = []), ("pass" = [])),
     responses(

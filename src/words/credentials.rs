@@ -94,12 +94,30 @@ pub fn read_user_token(
     Ok(claims.sub)
 }
 
-/// A visitor's ticket: who they are, in which room.
+/// How long a ticket is good for at least, from its issue or its last
+/// renewal: far longer than a place waits for a visitor who is away
+/// (`abandon_after_s` is at most a day), while a ticket copied out of a log
+/// or an address stops opening the place.
+pub const TICKET_LIFETIME_MS: Millis = 7 * 24 * 60 * 60 * 1000;
+
+/// When a ticket issued or renewed at `now` expires: a week on, or the
+/// room's `closes_at` if that is later (the line drains after its
+/// `closes_at`, and its tickets must last until it has).
+pub fn ticket_expiry(now: Millis, closes_at: Option<Millis>) -> Millis {
+    (now + TICKET_LIFETIME_MS).max(closes_at.unwrap_or(0))
+}
+
+/// A visitor's ticket: who they are, in which room, until when.
 #[derive(Debug, Serialize, Deserialize)]
 struct TicketClaims {
     sub: String,
     room: String,
     iat: u64,
+    /// Seconds since the epoch. Absent from the tickets of the releases
+    /// before it, which count as expiring `TICKET_LIFETIME_MS` after their
+    /// `iat`, so a rolling upgrade keeps every place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    exp: Option<u64>,
     /// Where the visitor asked to go back to once admitted (a forward-auth
     /// gate's `return`): kept signed here, not in the store, so that any
     /// node admitting them on any later tick knows it.
@@ -164,13 +182,24 @@ pub struct PassClaims {
     pub jti: String,
 }
 
-/// A valid ticket, read: whose it is, the ticket to hand back, and the
-/// `return` it carries (where its visitor asked to go once admitted).
+/// A valid ticket, read: whose it is, the ticket to hand back, the
+/// `return` it carries (where its visitor asked to go once admitted) and
+/// when it expires.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ValidTicket {
     pub visitor: VisitorId,
     pub ticket: String,
     pub ret: Option<String>,
+    pub expires_at: Millis,
+}
+
+/// What a ticket's signature vouches for, whatever the time.
+struct SignedTicket {
+    visitor: VisitorId,
+    /// The current secret signed it (not the previous one).
+    current: bool,
+    ret: Option<String>,
+    expires_at: Millis,
 }
 
 /// Every key one secret derives.
@@ -360,24 +389,27 @@ impl Credentials {
         self.accepted().map(|keys| keys.pow_key.as_str()).collect()
     }
 
+    /// A ticket good for `TICKET_LIFETIME_MS` from `now`.
     pub fn issue_ticket(&self, room: &RoomId, visitor: VisitorId, now: Millis) -> String {
-        self.issue_ticket_returning(room, visitor, now, None)
+        self.issue_ticket_returning(room, visitor, now, None, now + TICKET_LIFETIME_MS)
     }
 
-    /// A ticket that also carries where to send the visitor back to once
-    /// admitted (see `return_url::destination`, which decides whether it
-    /// may).
+    /// A ticket valid until `expires_at` (see `ticket_expiry`) that also
+    /// carries where to send the visitor back to once admitted (see
+    /// `return_url::destination`, which decides whether it may).
     pub fn issue_ticket_returning(
         &self,
         room: &RoomId,
         visitor: VisitorId,
         now: Millis,
         ret: Option<&str>,
+        expires_at: Millis,
     ) -> String {
         let claims = TicketClaims {
             sub: visitor.to_string(),
             room: room.to_string(),
             iat: now / 1000,
+            exp: Some(expires_at / 1000),
             ret: ret.map(str::to_string),
         };
         jsonwebtoken::encode(
@@ -388,49 +420,72 @@ impl Credentials {
         .expect("HS256 encoding cannot fail")
     }
 
-    /// The visitor a ticket names, if it is ours and for this room.
-    pub fn read_ticket(&self, room: &RoomId, ticket: &str) -> Result<VisitorId, CredentialError> {
+    /// The visitor a ticket names, if it is ours, for this room and not
+    /// expired at `now`.
+    pub fn read_ticket(
+        &self,
+        room: &RoomId,
+        ticket: &str,
+        now: Millis,
+    ) -> Result<VisitorId, CredentialError> {
         self.read_ticket_signed(room, ticket)
-            .map(|(visitor, _, _)| visitor)
+            .and_then(|signed| unexpired(signed, now))
+            .map(|signed| signed.visitor)
     }
 
-    /// The `return` a valid ticket of this room carries, if any.
+    /// Whose ticket this is, expired or not: for telling one browser's
+    /// visitor from another's, never for letting anyone in.
+    pub fn ticket_holder(&self, room: &RoomId, ticket: &str) -> Result<VisitorId, CredentialError> {
+        self.read_ticket_signed(room, ticket)
+            .map(|signed| signed.visitor)
+    }
+
+    /// The `return` a ticket of this room carries, if any (expired or not:
+    /// a socket that opened with it is asking).
     pub fn ticket_return(&self, room: &RoomId, ticket: &str) -> Option<String> {
         self.read_ticket_signed(room, ticket)
             .ok()
-            .and_then(|(_, _, ret)| ret)
+            .and_then(|signed| signed.ret)
     }
 
-    /// The visitor a ticket names, the ticket to hand back (the same one,
-    /// or, for a ticket signed with the previous secret, the same place's
-    /// ticket signed with the current one, so that a visitor who keeps
-    /// coming back outlives the rotation) and the `return` it carries.
+    /// The visitor a ticket names if it is valid at `now`, the ticket to
+    /// hand back (the same one, or, for a ticket signed with the previous
+    /// secret, the same place's ticket signed with the current one and
+    /// expiring when it did, so that a visitor who keeps coming back
+    /// outlives the rotation), its `return` and its expiry.
     pub fn renew_ticket(
         &self,
         room: &RoomId,
         ticket: &str,
         now: Millis,
     ) -> Result<ValidTicket, CredentialError> {
-        let (visitor, current, ret) = self.read_ticket_signed(room, ticket)?;
-        let ticket = if current {
+        let signed = unexpired(self.read_ticket_signed(room, ticket)?, now)?;
+        let ticket = if signed.current {
             ticket.to_string()
         } else {
-            self.issue_ticket_returning(room, visitor, now, ret.as_deref())
+            self.issue_ticket_returning(
+                room,
+                signed.visitor,
+                now,
+                signed.ret.as_deref(),
+                signed.expires_at,
+            )
         };
         Ok(ValidTicket {
-            visitor,
+            visitor: signed.visitor,
             ticket,
-            ret,
+            ret: signed.ret,
+            expires_at: signed.expires_at,
         })
     }
 
-    /// The visitor, whether the current secret signed the ticket, and its
-    /// `return`.
+    /// What a ticket's signature (the current secret's or the previous
+    /// one's) vouches for, if it is for this room; its expiry not checked.
     fn read_ticket_signed(
         &self,
         room: &RoomId,
         ticket: &str,
-    ) -> Result<(VisitorId, bool, Option<String>), CredentialError> {
+    ) -> Result<SignedTicket, CredentialError> {
         let mut validation = Validation::new(Algorithm::HS256);
         validation.required_spec_claims.clear();
         validation.validate_exp = false;
@@ -447,7 +502,19 @@ impl Credentials {
             return Err(CredentialError::WrongRoom);
         }
         let visitor = claims.sub.parse().map_err(|_| CredentialError::Invalid)?;
-        Ok((visitor, current, claims.ret))
+        let expires_at = match claims.exp {
+            Some(exp) => exp.saturating_mul(1000),
+            None => claims
+                .iat
+                .saturating_mul(1000)
+                .saturating_add(TICKET_LIFETIME_MS),
+        };
+        Ok(SignedTicket {
+            visitor,
+            current,
+            ret: claims.ret,
+            expires_at,
+        })
     }
 
     /// Signs a pass. Ed25519 is deterministic, so every node issues the very
@@ -565,6 +632,14 @@ impl Credentials {
     }
 }
 
+/// The ticket, if it has not expired at `now`.
+fn unexpired(signed: SignedTicket, now: Millis) -> Result<SignedTicket, CredentialError> {
+    if signed.expires_at <= now {
+        return Err(CredentialError::Expired);
+    }
+    Ok(signed)
+}
+
 pub fn constant_time_eq(a: &str, b: &str) -> bool {
     use subtle::ConstantTimeEq;
     a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
@@ -639,7 +714,7 @@ mod tests {
         let old = Credentials::from_secret("old");
         let visitor = VisitorId::random();
         let ret = "https://shop.example/checkout?item=7";
-        let ticket = old.issue_ticket_returning(&room("r"), visitor, 1_000, Some(ret));
+        let ticket = old.issue_ticket_returning(&room("r"), visitor, 1_000, Some(ret), 1_000_000);
         assert_eq!(old.ticket_return(&room("r"), &ticket).as_deref(), Some(ret));
         assert_eq!(old.ticket_return(&room("other"), &ticket), None);
         let plain = old.issue_ticket(&room("r"), visitor, 1_000);
@@ -650,6 +725,7 @@ mod tests {
             visitor,
             1_000,
             Some("https://evil.example/"),
+            1_000_000,
         );
         assert_eq!(old.ticket_return(&room("r"), &forged), None);
         // Renewed under a new secret, the ticket keeps its return.
@@ -673,24 +749,130 @@ mod tests {
         let theirs = Credentials::from_secret("s2");
         let visitor = VisitorId::random();
         let ticket = ours.issue_ticket(&room("a"), visitor, 1_000);
-        assert_eq!(ours.read_ticket(&room("a"), &ticket), Ok(visitor));
+        assert_eq!(ours.read_ticket(&room("a"), &ticket, 2_000), Ok(visitor));
         assert_eq!(
-            ours.read_ticket(&room("b"), &ticket),
+            ours.read_ticket(&room("b"), &ticket, 2_000),
             Err(CredentialError::WrongRoom)
         );
         assert_eq!(
-            theirs.read_ticket(&room("a"), &ticket),
+            theirs.read_ticket(&room("a"), &ticket, 2_000),
             Err(CredentialError::Invalid)
         );
         assert_eq!(
-            ours.read_ticket(&room("a"), "garbage"),
+            ours.read_ticket(&room("a"), "garbage", 2_000),
             Err(CredentialError::Invalid)
         );
         // A pass is not a ticket.
         let pass = ours.issue_pass(&room("a"), visitor, 0, 60_000);
         assert_eq!(
-            ours.read_ticket(&room("a"), &pass),
+            ours.read_ticket(&room("a"), &pass, 2_000),
             Err(CredentialError::Invalid)
+        );
+    }
+
+    const DAY_MS: Millis = 24 * 60 * 60 * 1000;
+
+    /// A ticket as the release before signed it: no `exp`.
+    fn ticket_without_exp(credentials: &Credentials, visitor: VisitorId, iat_ms: Millis) -> String {
+        let claims =
+            serde_json::json!({"sub": visitor.to_string(), "room": "a", "iat": iat_ms / 1000});
+        jsonwebtoken::encode(
+            &Header::new(Algorithm::HS256),
+            &claims,
+            &credentials.current.ticket_encoding,
+        )
+        .unwrap()
+    }
+
+    fn claims_of(token: &str) -> serde_json::Value {
+        let claims = token.split('.').nth(1).unwrap();
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(claims).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_ticket_lives_a_week_or_until_its_room_closes_if_that_is_later() {
+        let now = NOW;
+        assert_eq!(ticket_expiry(now, None), now + 7 * DAY_MS);
+        assert_eq!(ticket_expiry(now, Some(now + DAY_MS)), now + 7 * DAY_MS);
+        assert_eq!(
+            ticket_expiry(now, Some(now + 30 * DAY_MS)),
+            now + 30 * DAY_MS
+        );
+        assert_eq!(ticket_expiry(now, Some(now - DAY_MS)), now + 7 * DAY_MS);
+    }
+
+    #[test]
+    fn a_ticket_carries_its_exp_and_is_refused_from_then_on() {
+        let credentials = Credentials::from_secret("s");
+        let visitor = VisitorId::random();
+        let expires_at = NOW + 30 * DAY_MS;
+        let ticket = credentials.issue_ticket_returning(
+            &room("a"),
+            visitor,
+            NOW,
+            Some("https://x/"),
+            expires_at,
+        );
+        assert_eq!(claims_of(&ticket)["exp"], expires_at / 1000);
+        assert_eq!(claims_of(&ticket)["iat"], NOW / 1000);
+        assert_eq!(
+            credentials.read_ticket(&room("a"), &ticket, expires_at - 1),
+            Ok(visitor)
+        );
+        let renewed = credentials
+            .renew_ticket(&room("a"), &ticket, expires_at - 1)
+            .unwrap();
+        assert_eq!(renewed.expires_at, expires_at);
+        assert_eq!(renewed.ticket, ticket, "a current ticket is handed back");
+        for at in [expires_at, expires_at + DAY_MS] {
+            assert_eq!(
+                credentials.read_ticket(&room("a"), &ticket, at),
+                Err(CredentialError::Expired)
+            );
+            assert_eq!(
+                credentials.renew_ticket(&room("a"), &ticket, at),
+                Err(CredentialError::Expired)
+            );
+        }
+        // Whose it is, and where it asked to go, outlive it: they let no one in.
+        assert_eq!(credentials.ticket_holder(&room("a"), &ticket), Ok(visitor));
+        assert_eq!(
+            credentials.ticket_return(&room("a"), &ticket).as_deref(),
+            Some("https://x/")
+        );
+        // The plain issue: a week.
+        let plain = credentials.issue_ticket(&room("a"), visitor, NOW);
+        assert_eq!(claims_of(&plain)["exp"], (NOW + 7 * DAY_MS) / 1000);
+    }
+
+    #[test]
+    fn a_ticket_without_exp_counts_as_expiring_a_week_after_its_iat() {
+        let credentials = Credentials::from_secret("s");
+        let visitor = VisitorId::random();
+        let old = ticket_without_exp(&credentials, visitor, NOW);
+        let end = NOW + 7 * DAY_MS;
+        assert_eq!(
+            credentials.read_ticket(&room("a"), &old, end - 1000),
+            Ok(visitor)
+        );
+        let renewed = credentials
+            .renew_ticket(&room("a"), &old, end - 1000)
+            .unwrap();
+        assert_eq!((renewed.visitor, renewed.expires_at), (visitor, end));
+        assert_eq!(
+            credentials.read_ticket(&room("a"), &old, end),
+            Err(CredentialError::Expired)
+        );
+        // Renewed through a rotation, it keeps its end, now written in.
+        let rotating = Credentials::rotating("new", Some("s"));
+        let renewed = rotating
+            .renew_ticket(&room("a"), &old, NOW + DAY_MS)
+            .unwrap();
+        assert_eq!(claims_of(&renewed.ticket)["exp"], end / 1000);
+        assert_eq!(renewed.expires_at, end);
+        assert_eq!(
+            rotating.read_ticket(&room("a"), &renewed.ticket, end),
+            Err(CredentialError::Expired)
         );
     }
 
@@ -842,16 +1024,19 @@ mod tests {
         let visitor = VisitorId::random();
 
         let ticket = before.issue_ticket(&room("a"), visitor, 1_000);
-        assert_eq!(rotating.read_ticket(&room("a"), &ticket), Ok(visitor));
         assert_eq!(
-            after.read_ticket(&room("a"), &ticket),
+            rotating.read_ticket(&room("a"), &ticket, 2_000),
+            Ok(visitor)
+        );
+        assert_eq!(
+            after.read_ticket(&room("a"), &ticket, 2_000),
             Err(CredentialError::Invalid)
         );
         let renewed = rotating.renew_ticket(&room("a"), &ticket, 2_000).unwrap();
         assert_eq!(renewed.visitor, visitor);
         let renewed = renewed.ticket;
         assert_eq!(
-            after.read_ticket(&room("a"), &renewed),
+            after.read_ticket(&room("a"), &renewed, 2_000),
             Ok(visitor),
             "a ticket of the previous secret is renewed under the current one"
         );

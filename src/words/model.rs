@@ -649,6 +649,8 @@ pub struct RoomFacts {
     /// How long a waiting visitor who is away (no socket, no poll) keeps
     /// the place, at least: the room's `abandon_after_s`.
     pub abandon_after_s: u64,
+    /// The room's `closes_at`: a ticket handed out lasts at least until then.
+    pub closes_at: Option<Moment>,
 }
 
 impl RoomFacts {
@@ -662,6 +664,7 @@ impl RoomFacts {
             stock_left,
             sold_out,
             abandon_after_s: config.abandon_after_s,
+            closes_at: config.closes_at,
         }
     }
 }

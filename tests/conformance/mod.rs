@@ -905,6 +905,12 @@ pub mod scenarios {
         )
         .await;
         let (early, _) = h.join(&room).await;
+        // A place tells its room's closing (a ticket lasts until then at least).
+        let place = h.store.status(&room, early).await.unwrap();
+        assert_eq!(
+            place.facts.closes_at.map(|at| at.0),
+            Some(1_767_225_610_000)
+        );
         h.clock.advance_ms(10_000);
         assert!(matches!(
             h.store.join(&room, VisitorId::random()).await,

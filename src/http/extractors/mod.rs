@@ -28,7 +28,10 @@ pub use pass::{
     presented_pass, presented_pass_to_verify,
 };
 pub use room::Room;
-pub use ticket::{Ticket, ticket_cookie_name, ticket_error};
+pub use ticket::{
+    SOCKET_PROTOCOL, SocketTicket, Ticket, TicketSource, offered_protocols, ticket_cookie_name,
+    ticket_error,
+};
 
 /// A part of the application's state (`http::state`), registered as
 /// `web::Data<T>`, for extractors that check a credential against it.

@@ -345,7 +345,7 @@ pub async fn judge_linked_pass(
     };
     let own_ticket = req
         .cookie(&ticket_cookie_name(room))
-        .and_then(|c| checker.credentials.read_ticket(room, c.value()).ok());
+        .and_then(|c| checker.credentials.ticket_holder(room, c.value()).ok());
     if own_ticket.is_some_and(|visitor| visitor != pass.visitor) {
         return LinkedPass::Keep;
     }

@@ -162,6 +162,9 @@ pub(super) struct WireFacts {
     /// Absent from the facts of a node that predates it (a rolling upgrade).
     #[serde(default = "default_abandon_after_s")]
     abandon_after_s: u64,
+    /// '' or ms; absent from the facts of a node that predates it.
+    #[serde(default)]
+    closes_at: String,
 }
 
 fn default_abandon_after_s() -> u64 {
@@ -183,6 +186,7 @@ impl WireFacts {
             sold_out: self.sold_out,
             opens_at: self.opens_at.parse().ok().map(Moment),
             abandon_after_s: self.abandon_after_s,
+            closes_at: self.closes_at.parse().ok().map(Moment),
         }
     }
 }
@@ -342,6 +346,7 @@ fn parse_pipe_event(room: RoomId, payload: &str) -> Option<RoomEvent> {
                     sold_out: sold_out == "1",
                     opens_at: opens_at.parse().ok().map(Moment),
                     abandon_after_s: DEFAULT_ABANDON_AFTER_S,
+                    closes_at: None,
                 }),
             })
         }

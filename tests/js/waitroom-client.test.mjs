@@ -1,0 +1,109 @@
+// How the client module (static/waitroom-client.js) opens its socket: the
+// ticket never in the URL (proxies write URLs to their logs), but as the
+// socket's subprotocol, or not at all where the page's cookie goes with it.
+// Run by tests/page_scripts.rs with `node --test`, with fetch and WebSocket
+// stood in for.
+import { test, afterEach } from 'node:test';
+import assert from 'node:assert/strict';
+import { joinRoom } from '../../static/waitroom-client.js';
+
+// The page the module runs on.
+globalThis.location = new URL('https://shop.example/checkout');
+
+// Every socket opened: its URL and the subprotocols offered (undefined: none).
+let sockets = [];
+class FakeSocket {
+  constructor(url, protocols) {
+    this.url = url;
+    this.protocols = arguments.length > 1 ? protocols : undefined;
+    this.readyState = 0;
+    sockets.push(this);
+  }
+  send() {}
+  close() { this.readyState = 3; }
+  // What the server does: opens, sends a message, closes.
+  open() { this.readyState = 1; this.onopen(); }
+  receive(message) { this.onmessage({ data: JSON.stringify(message) }); }
+  drop(code) { this.readyState = 3; this.onclose({ code }); }
+}
+globalThis.WebSocket = FakeSocket;
+
+// Every call made, and the answer each path gets.
+let calls = [];
+let answers = {};
+globalThis.fetch = (url, init) => {
+  calls.push({ url, init });
+  const path = new URL(url, location.href).pathname;
+  const [status, body] = answers[path] || [503, { error: { code: 'x', message: 'x' } }];
+  return Promise.resolve({
+    status,
+    ok: status >= 200 && status < 300,
+    headers: { get: () => null },
+    text: () => Promise.resolve(JSON.stringify(body)),
+  });
+};
+
+function waiting(ticket) {
+  return { type: 'status', room: 'drop', state: 'waiting', ticket, position: 3 };
+}
+
+// Lets the calls' promises run.
+async function settle() {
+  for (let i = 0; i < 10; i++) await new Promise((resolve) => setImmediate(resolve));
+}
+
+let place = null;
+afterEach(() => {
+  if (place) place.close();
+  place = null;
+  sockets = [];
+  calls = [];
+  answers = {};
+});
+
+test('across origins, the socket carries the ticket as its subprotocol, never in its URL', async () => {
+  answers['/api/rooms/drop/join'] = [200, waiting('a.b.c')];
+  answers['/api/rooms/drop/status'] = [200, waiting('d.e.f')];
+  const kept = [];
+  place = joinRoom({ base: 'https://wait.example', room: 'drop', onTicket: (t) => kept.push(t) });
+  await settle();
+  assert.equal(sockets.length, 1);
+  assert.equal(sockets[0].url, 'wss://wait.example/api/rooms/drop/ws');
+  assert.deepEqual(sockets[0].protocols, ['waitroom', 'waitroom.ticket.a.b.c']);
+  // A newer ticket from a poll is the one the next socket carries.
+  sockets[0].open();
+  sockets[0].drop(1006);
+  await settle();
+  assert.deepEqual(kept, ['a.b.c', 'd.e.f']);
+  place.retryNow(true);
+  assert.equal(sockets.length, 2);
+  assert.equal(sockets[1].url, 'wss://wait.example/api/rooms/drop/ws');
+  assert.deepEqual(sockets[1].protocols, ['waitroom', 'waitroom.ticket.d.e.f']);
+  // The calls carry it as Bearer; no URL holds it.
+  for (const call of calls) {
+    assert.ok(!call.url.includes('ticket'), call.url);
+  }
+  assert.ok(calls.some((call) => call.init.headers['Authorization'] === 'Bearer a.b.c'));
+});
+
+test('a ticket kept from before opens the socket the same way', async () => {
+  answers['/api/rooms/drop/status'] = [200, waiting('kept.ticket.x')];
+  answers['/api/rooms/drop/join'] = [200, waiting('kept.ticket.x')];
+  place = joinRoom({ base: 'https://wait.example', room: 'drop', ticket: 'kept.ticket.x' });
+  await settle();
+  assert.ok(sockets.length >= 1);
+  for (const socket of sockets) {
+    assert.equal(socket.url, 'wss://wait.example/api/rooms/drop/ws');
+    assert.deepEqual(socket.protocols, ['waitroom', 'waitroom.ticket.kept.ticket.x']);
+  }
+});
+
+test('with cookieSocket (the waiting page), the socket offers no ticket at all', async () => {
+  globalThis.location = new URL('https://wait.example/rooms/drop');
+  answers['/api/rooms/drop/join'] = [200, waiting('a.b.c')];
+  place = joinRoom({ room: 'drop', cookieSocket: true });
+  await settle();
+  assert.equal(sockets.length, 1);
+  assert.equal(sockets[0].url, 'wss://wait.example/api/rooms/drop/ws');
+  assert.equal(sockets[0].protocols, undefined);
+});
