@@ -4,7 +4,7 @@
 local room, err = open_room()
 if not room then return err end
 local left = ARGV[3]
-local out = (tonumber(left) == 0 and tonumber(ARGV[4]) == 0 and room.close_when_sold_out ~= '0')
+local out = (tonumber(left) == 0 and tonumber(ARGV[4]) == 0 and room.cfg.close_when_sold_out)
   and '1' or '0'
 if room.stock_left == left and (room.sold_out or '0') == out then return 0 end
 redis.call('HSET', K_ROOM, 'stock_left', left, 'sold_out', out)

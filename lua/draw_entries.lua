@@ -4,7 +4,7 @@
 -- refused before the opening.
 local room, err = open_room()
 if not room then return err end
-if (room.opens_at or '') == '' then return redis.error_reply(NODRAW) end
+if not room.cfg.opens_at_ms then return redis.error_reply(NODRAW) end
 if not opened(room, now_ms()) then return redis.error_reply(NOTDRAWN) end
 local after, limit = ARGV[3], tonumber(ARGV[4])
 if after ~= '' and not redis.call('ZSCORE', K_PENTRIES, after) then

@@ -61,9 +61,9 @@ local now = now_ms()
 expire_passes(now)
 -- What no join changes, read once for the call.
 local pre_queue, method, sold_out_now = not opened(room, now), queue_method(room), sold_out(room)
-local closing = tonumber(room.closes_at or '')
+local closing = room.cfg.closes_at_ms
 local closed_now = closing ~= nil and now >= closing
-local pow_difficulty = tonumber(room.pow_difficulty or '0')
+local pow_difficulty = room.cfg.pow_difficulty or 0
 -- A number is made text at each use (Lua's concatenation, redis.call's
 -- arguments): the time, used for every new place, is made text once.
 local now_text = tostring(now)
@@ -229,7 +229,7 @@ local function join(j)
       or held_kind == 'a' then
       visitor = held
     end
-  elseif room.user_required == '1' then
+  elseif room.cfg.user_required then
     return redis.error_reply(USERREQUIRED)
   end
   local record = current_record(visitor, now)
@@ -255,7 +255,7 @@ local function join(j)
     local out = place(room, visitor, now, summary())
     out.state, out.visitor = 'c', visitor
     return cjson.encode(out)
-  elseif kind ~= 'a' and in_networks(room.bypass_match, j.address) then
+  elseif kind ~= 'a' and in_networks(room.cfg.bypass_match, j.address) then
     if closed_now then return turn_away(NOTACCEPTING) end
     admit_bypassed(room, visitor, now)
   elseif kind ~= 'a' then
@@ -267,7 +267,7 @@ local function join(j)
       local refusal
       granted, refusal = guess_code(j)
       if not granted then return refusal end
-    elseif room.code_required == '1' then
+    elseif room.cfg.code_required then
       return redis.error_reply(CODEREQUIRED)
     end
     if method == 'reject' or closed_now then
@@ -299,7 +299,7 @@ local function join(j)
       redis.call('ZADD', K_SEEN, now, visitor)
       redis.call('HSET', K_VISITORS, visitor, 'd|' .. j.key .. '|' .. j.entry .. '|' .. now)
       waiting = nil
-    elseif not pre_queue and room.paused ~= '1' and through then
+    elseif not pre_queue and not room.cfg.paused and through then
       admit(room, visitor, now)
       room.tokens, room.admitted_total = math.max(0, tokens - 1), num(room, 'admitted_total') + 1
       redis.call('HSET', K_ROOM, 'tokens', room.tokens, 'admitted_total', room.admitted_total)

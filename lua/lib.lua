@@ -56,11 +56,24 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- A room's config, as `StoredConfig` (src/store/redis/admission.rs)
+-- writes it: the config's JSON, `null` read as absent, with what only the
+-- scripts need (`opens_at_ms`, `closes_at_ms`, `bypass_match`).
+local function read_config(json)
+  local cfg = cjson.decode(json)
+  for field, value in pairs(cfg) do
+    if value == cjson.null then cfg[field] = nil end
+  end
+  return cfg
+end
+
+-- The room's record, its config as `room.cfg`.
 local function load_room()
   local flat = redis.call('HGETALL', K_ROOM)
   if #flat == 0 then return nil end
   local room = {}
   for i = 1, #flat, 2 do room[flat[i]] = flat[i + 1] end
+  room.cfg = read_config(room.config)
   return room
 end
 
@@ -145,7 +158,7 @@ local function left_key(visitor)
 end
 
 local function depart(room, visitor, now, left_until)
-  left_until = math.max(left_until, now + num(room, 'abandon_after_s') * 1000)
+  left_until = math.max(left_until, now + room.cfg.abandon_after_s * 1000)
   redis.call('HDEL', K_VISITORS, visitor)
   forget_users({ visitor })
   redis.call('SET', left_key(visitor), left_until, 'PX', left_until - now)
@@ -159,7 +172,7 @@ end
 
 -- The room's arrival grace in ms, or nil when passes are never reclaimed.
 local function arrival_grace_ms(room)
-  local grace = tonumber(room.arrival_grace_s or '')
+  local grace = room.cfg.arrival_grace_s
   return grace and grace * 1000
 end
 
@@ -174,13 +187,13 @@ local function revoke(room, visitor, record, now)
 end
 
 local function under_cap(room)
-  if room.max_active == '' then return true end
-  return redis.call('ZCARD', K_ACTIVE) < num(room, 'max_active')
+  if room.cfg.max_active == nil then return true end
+  return redis.call('ZCARD', K_ACTIVE) < room.cfg.max_active
 end
 
 local function cap_room(room)
-  if room.max_active == '' then return math.huge end
-  return math.max(0, num(room, 'max_active') - redis.call('ZCARD', K_ACTIVE))
+  if room.cfg.max_active == nil then return math.huge end
+  return math.max(0, room.cfg.max_active - redis.call('ZCARD', K_ACTIVE))
 end
 
 -- Admissions are kept as "ms:count" entries over the rate window.
@@ -217,14 +230,14 @@ end
 -- A pass outside the cap for a bypass network's client: no token spent,
 -- no admission counted in the rate, no arrival awaited.
 local function admit_bypassed(room, visitor, now)
-  local expires_at = now + num(room, 'pass_ttl_s') * 1000
+  local expires_at = now + room.cfg.pass_ttl_s * 1000
   redis.call('HSET', K_VISITORS, visitor, 'a|' .. now .. '|' .. expires_at)
   redis.call('ZADD', K_BYPASSED, expires_at, visitor)
   redis.call('HINCRBY', K_ROOM, 'bypassed', 1)
 end
 
 local function admit(room, visitor, now)
-  local expires_at = now + num(room, 'pass_ttl_s') * 1000
+  local expires_at = now + room.cfg.pass_ttl_s * 1000
   redis.call('HSET', K_VISITORS, visitor, 'a|' .. now .. '|' .. expires_at)
   redis.call('ZADD', K_ACTIVE, expires_at, visitor)
   local grace = arrival_grace_ms(room)
@@ -236,11 +249,11 @@ end
 -- As words::rules::pace: the configured rate until a tick has run a whole
 -- window after the pace last changed (rate_since), then the achieved one.
 local function rate(room)
-  if room.paused == '1' then return '' end
+  if room.cfg.paused then return '' end
   local ran = tonumber(room.last_tick_ran or '')
   local since = tonumber(room.rate_since or '') or num(room, 'created_at')
   if not ran or ran < since + RATE_WINDOW_MS then
-    return tostring(num(room, 'admit_per_tick') * 1000 / num(room, 'tick_ms'))
+    return tostring(room.cfg.admit_per_tick * 1000 / room.cfg.tick_ms)
   end
   if num(room, 'achieved_rate') > 0 then return room.achieved_rate end
   return ''
@@ -248,7 +261,7 @@ end
 
 -- Whether the room is open: no opens_at, or it has passed.
 local function opened(room, now)
-  local at = tonumber(room.opens_at or '')
+  local at = room.cfg.opens_at_ms
   return at == nil or now >= at
 end
 
@@ -311,9 +324,7 @@ local function unqueue(room, visitor, record, now)
 end
 
 local function queue_method(room)
-  local method = room.queue_method
-  if method == nil or method == '' then return 'fifo' end
-  return method
+  return room.cfg.queue_method or 'fifo'
 end
 
 local function sold_out(room)
@@ -325,16 +336,16 @@ end
 -- `waiting`: everyone waiting, when the caller counted them already.
 local function line(room, waiting)
   return { version = tonumber(room.version), waiting = waiting or waiting_count(), rate = tostring(rate(room)),
-    tick_at = tostring(room.last_tick_ran or ''), paused = tostring(room.paused or '') }
+    tick_at = tostring(room.last_tick_ran or ''), paused = room.cfg.paused and '1' or '0' }
 end
 
 -- The room's facts, as places and `configured` events carry them
 -- (`WireFacts`): stock_left '' without a sale, opens_at and closes_at '' or ms.
 local function facts(room)
   return { queue_method = queue_method(room), stock_left = room.stock_left or '',
-    sold_out = sold_out(room), opens_at = room.opens_at or '', target_url = room.target_url,
-    notice = room.notice or '', abandon_after_s = num(room, 'abandon_after_s'),
-    closes_at = room.closes_at or '' }
+    sold_out = sold_out(room), opens_at = tostring(room.cfg.opens_at_ms or ''),
+    target_url = room.cfg.target_url, notice = room.cfg.notice or '',
+    abandon_after_s = room.cfg.abandon_after_s, closes_at = tostring(room.cfg.closes_at_ms or '') }
 end
 
 -- Whether a record's kind is a waiting place (the line, the draw, the
@@ -427,12 +438,12 @@ local function mark_present(visitor, now)
   redis.call('ZADD', K_SEEN, now, visitor)
 end
 
--- Makes the room (replacing a closed one) from the config's field/value
--- pairs at ARGV[first…]; `seed` and `commitment` start its draw if it has
--- an opens_at. KEYS[12…]: the room's sale keys (same hash tag), so a room
--- made again under an old id starts with no sale, hold or order of its
--- predecessor's. Shared by create_room.lua and apply_table.lua.
-local function make_room(seed, commitment, first)
+-- Makes the room (replacing a closed one) with `config` (`StoredConfig`'s
+-- JSON); `seed` and `commitment` start its draw if it has an opens_at.
+-- KEYS[12…]: the room's sale keys (same hash tag), so a room made again
+-- under an old id starts with no sale, hold or order of its predecessor's.
+-- Shared by create_room.lua and apply_table.lua.
+local function make_room(seed, commitment, config)
   local now = now_ms()
   -- UNLINK: a draw of a million entrants is freed in the background.
   for _, group in ipairs(redis.call('HKEYS', K_GROUPS)) do
@@ -441,38 +452,38 @@ local function make_room(seed, commitment, first)
   redis.call('UNLINK', K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS, K_USERS,
     K_DRAW, K_ENTRIES, K_USER_OF, K_BYPASSED, K_PRIO, K_PENTRIES, K_GROUPS, K_GROUPS_USED)
   for i = 12, #KEYS do redis.call('UNLINK', KEYS[i]) end
-  redis.call('HSET', K_ROOM, unpack(ARGV, first))
-  if redis.call('HGET', K_ROOM, 'opens_at') ~= '' then
+  local cfg = read_config(config)
+  redis.call('HSET', K_ROOM, 'config', config)
+  if cfg.opens_at_ms then
     redis.call('HSET', K_ROOM, 'draw_seed', seed, 'draw_commitment', commitment)
   end
-  local admit_per_tick = redis.call('HGET', K_ROOM, 'admit_per_tick')
-  redis.call('HSET', K_ROOM, 'closed', '0', 'created_at', now, 'tokens', admit_per_tick,
+  redis.call('HSET', K_ROOM, 'closed', '0', 'created_at', now, 'tokens', cfg.admit_per_tick,
     'last_tick', now, 'last_tick_ran', '', 'achieved_rate', '0', 'version', 0, 'next_seq', 0,
     'admitted_total', 0, 'config_rev', 0, 'turned_away', 0, 'no_shows', 0)
   return now
 end
 
--- Writes a whole new config (field/value pairs at ARGV[first…]) over an
--- open room and tells every node; `seed` and `commitment` are taken if the
--- room gets its first opens_at (a draw's seed never changes). Shared by
--- configure.lua and apply_table.lua.
-local function reconfigure(seed, commitment, first)
-  local function pace(r) return r.admit_per_tick .. '/' .. r.tick_ms .. '/' .. (r.paused or '') end
-  local pace_before = pace(load_room())
-  redis.call('HSET', K_ROOM, unpack(ARGV, first))
+-- Writes a whole new config (`StoredConfig`'s JSON) over an open room and
+-- tells every node; `seed` and `commitment` are taken if the room gets its
+-- first opens_at (a draw's seed never changes). Shared by configure.lua
+-- and apply_table.lua.
+local function reconfigure(seed, commitment, config)
+  local function pace(cfg) return cfg.admit_per_tick .. '/' .. cfg.tick_ms .. '/' .. tostring(cfg.paused) end
+  local pace_before = pace(load_room().cfg)
+  redis.call('HSET', K_ROOM, 'config', config)
   local room = load_room()
-  if pace(room) ~= pace_before then
+  if pace(room.cfg) ~= pace_before then
     -- ETAs use the configured rate for a window (see rate()).
     redis.call('HSET', K_ROOM, 'rate_since', now_ms())
   end
-  if room.opens_at ~= '' and (room.draw_seed or '') == '' then
+  if room.cfg.opens_at_ms and (room.draw_seed or '') == '' then
     redis.call('HSET', K_ROOM, 'draw_seed', seed, 'draw_commitment', commitment)
   end
-  if room.close_when_sold_out == '0' then
+  if not room.cfg.close_when_sold_out then
     redis.call('HSET', K_ROOM, 'sold_out', '0')
     room.sold_out = '0'
   end
   redis.call('HSET', K_ROOM, 'config_rev', num(room, 'config_rev') + 1,
-    'tokens', math.min(num(room, 'tokens'), num(room, 'admit_per_tick')))
+    'tokens', math.min(num(room, 'tokens'), room.cfg.admit_per_tick))
   publish(room_event('configured', room, { facts = facts(room) }))
 end

@@ -1,5 +1,5 @@
 -- An open room's config and stats (`WireRoomInfo`): { room (its stored
--- fields), waiting, active, admitted_last_minute, oldest_wait_ms, pre_queue,
+-- fields, the config among them as `config`), waiting, active, admitted_last_minute, oldest_wait_ms, pre_queue,
 -- bypassed_active, priority_waiting, entrants, priority_entrants, opened,
 -- now } as JSON.
 local room, err = open_room()
@@ -25,6 +25,9 @@ if #head > 0 then
   if joined then oldest = math.max(0, now - tonumber(joined)) end
 end
 local is_open = opened(room, now)
+-- The record as stored: its config is the `config` field's JSON, read by
+-- the node.
+room.cfg = nil
 return cjson.encode({ room = room, waiting = waiting_count(), active = redis.call('ZCARD', K_ACTIVE),
   admitted_last_minute = admitted_between(now - RATE_WINDOW_MS, now), oldest_wait_ms = oldest,
   bypassed_active = redis.call('ZCOUNT', K_BYPASSED, '(' .. now, '+inf'),

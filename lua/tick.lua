@@ -16,14 +16,14 @@ local room = load_room()
 if not room then return redis.error_reply(NOROOM) end
 if room.closed == '1' then return redis.error_reply(CLOSED) end
 local now = now_ms()
-local tick_ms = num(room, 'tick_ms')
+local tick_ms = room.cfg.tick_ms
 local last_tick = num(room, 'last_tick')
 local waiting, active = waiting_count(), redis.call('ZCARD', K_ACTIVE)
 local resumptions = num(room, 'arrival_resumptions') or 0
 
 -- The opening is announced once, so that every node reads its pre-queue
 -- sockets' drawn positions; until then the next ask is due at the opening.
-local opens_at = tonumber(room.opens_at or '')
+local opens_at = room.cfg.opens_at_ms
 local announced = false
 if opens_at and room.drawn ~= '1' and now >= opens_at then
   -- The pace starts at the opening: ETAs use the configured rate for a window.
@@ -44,7 +44,7 @@ end
 -- A tick's answer: nothing was admitted, abandoned or taken back unless it ran.
 local function answer(ran, counts)
   counts.ran, counts.arrival_resumptions = ran, resumptions
-  counts.line, counts.max_active, counts.opened = line(room), room.max_active or '', opened(room, now)
+  counts.line, counts.max_active, counts.opened = line(room), tostring(room.cfg.max_active or ''), opened(room, now)
   counts.admitted_last_minute = admitted_between(now - RATE_WINDOW_MS, now)
   return cjson.encode(counts)
 end
@@ -54,7 +54,7 @@ local sweep_left = room.sweep_left == '1'
 local admit_left = room.admit_left == '1'
 -- An empty room with a full bucket has nothing to do: no write, no event,
 -- so asking an idle room costs a read (the promoter's heartbeat).
-local idle = waiting == 0 and active == 0 and num(room, 'tokens') >= num(room, 'admit_per_tick')
+local idle = waiting == 0 and active == 0 and num(room, 'tokens') >= room.cfg.admit_per_tick
 if idle and (sweep_left or admit_left) then
   redis.call('HSET', K_ROOM, 'sweep_left', '0', 'admit_left', '0')
   sweep_left, admit_left = false, false
@@ -66,7 +66,7 @@ if idle then
   -- Nobody waits, so the presence set holds only visitors admitted since,
   -- kept there until absent (see below): dropped a slice at a time, then
   -- this is a read.
-  local stale = redis.call('ZRANGEBYSCORE', K_SEEN, '-inf', now - num(room, 'abandon_after_s') * 1000,
+  local stale = redis.call('ZRANGEBYSCORE', K_SEEN, '-inf', now - room.cfg.abandon_after_s * 1000,
     'LIMIT', 0, SWEEP_SLICE)
   if #stale > 0 then chunked('ZREM', K_SEEN, stale) end
   return answer(announced, { waiting = 0, active = 0, next_due_in_ms = tick_ms })
@@ -107,7 +107,7 @@ if arrival_grace_ms(room) then
 end
 
 -- Waiting visitors not seen for abandon_after_s lose their place.
-local grace = num(room, 'abandon_after_s') * 1000
+local grace = room.cfg.abandon_after_s * 1000
 -- The presence set may still hold visitors admitted since (a tick leaves
 -- them there: removing them from a large set costs more than finding them
 -- here), so only those still in line are dropped.
@@ -184,7 +184,7 @@ end
 -- (fifo), on anyone (random), or let the whole line in (passthrough), a
 -- slice at most per call: a call after one that admitted a whole slice
 -- admits on with what the bucket has left.
-local tokens = due and num(room, 'admit_per_tick') or num(room, 'tokens')
+local tokens = due and room.cfg.admit_per_tick or num(room, 'tokens')
 local admitted = {}
 -- The draw's entrants come first (they are 'key:visitor', in drawn order),
 -- then the line; `random` picks among the entrants while any wait.
@@ -262,14 +262,14 @@ local function take(n, method)
 end
 
 local admitting = due or admit_left
-if admitting and opened(room, now) and room.paused ~= '1' and not sold_out(room) then
+if admitting and opened(room, now) and not room.cfg.paused and not sold_out(room) then
   local method = queue_method(room)
   local n = math.min(tokens, cap_room(room))
   if method == 'passthrough' then n = waiting_count() end
   n = math.min(n, SWEEP_SLICE)
   if n > 0 then
     local head = take(n, method)
-    local expires_at = now + num(room, 'pass_ttl_s') * 1000
+    local expires_at = now + room.cfg.pass_ttl_s * 1000
     local pass = 'a|' .. now .. '|' .. expires_at
     -- One command per structure, not one per visitor.
     local grace = arrival_grace_ms(room)

@@ -19,9 +19,6 @@ const RETRY = { base: REFRESH_MS, max: 15000, cap: 4 };
 // Rooms without a sale are asked again only every few seconds.
 const NO_SALE_RECHECK_MS = 5000;
 const STATS = ['pre_queue', 'waiting', 'priority_waiting', 'active', 'admitted_total', 'admitted_last_minute', 'oldest_wait_seconds', 'turned_away', 'no_shows', 'bypassed'];
-const CONFIG = ['admit_per_tick', 'tick_ms', 'max_active', 'pass_ttl_s', 'abandon_after_s', 'arrival_grace_s', 'paused', 'user_required', 'code_required', 'pow_difficulty', 'notice', 'queue_method', 'close_when_sold_out', 'closes_at', 'opens_at', 'bypass_networks'];
-// The room's `page` fields, as the form names them (`page_title`, …).
-const PAGE = ['title', 'headline', 'message', 'logo_url', 'accent_color', 'background_color', 'footer'];
 
 const live = $('live-status');
 const st = createAdminState();
@@ -111,6 +108,23 @@ function syncField(form, name, value) {
   }
 }
 
+// Every field of a room's edit form, as the room now has it: the form's
+// inputs are named as the config's fields (the page's as `page_title`, …),
+// so the form itself says which to follow.
+function syncForm(form, r) {
+  const page = r.page && typeof r.page === 'object' ? r.page : null;
+  const names = new Set();
+  for (const input of form.elements) if (input.name) names.add(input.name);
+  for (const name of names) {
+    if (name.startsWith('page_')) {
+      if (page) syncField(form, name, page[name.slice(5)]);
+    } else if (Object.prototype.hasOwnProperty.call(r, name)) {
+      syncField(form, name, r[name]);
+    }
+  }
+  if (page) redraw(form);
+}
+
 // --- live room figures ---------------------------------------------------------
 function apply(data) {
   const rooms = data && Array.isArray(data.rooms) ? data.rooms : [];
@@ -145,15 +159,7 @@ function apply(data) {
       cells(r.id, 'name').forEach((c) => { if (c.textContent !== r.name) c.textContent = r.name; });
     }
     const form = $('edit-' + r.id);
-    if (form) {
-      for (const key of CONFIG) {
-        if (Object.prototype.hasOwnProperty.call(r, key)) syncField(form, key, r[key]);
-      }
-      if (r.page && typeof r.page === 'object') {
-        for (const key of PAGE) syncField(form, 'page_' + key, r.page[key]);
-        redraw(form);
-      }
-    }
+    if (form) syncForm(form, r);
   }
   let gone = 0;
   const rows = document.querySelectorAll('tr[data-room]');

@@ -28,7 +28,7 @@ use waitroom::store::{RoomFigures, SaleStore, Store, Tick};
 use waitroom::words::chance::SeededChance;
 use waitroom::words::clock::{Clock, ManualClock, Moment};
 use waitroom::words::sale::{Claim, Inventory, SaleConfig, Want};
-use waitroom::words::{Place, PlaceState, QueueMethod, RoomConfig, RoomId, RoomPatch, VisitorId};
+use waitroom::words::{ConfigPatch, Place, PlaceState, QueueMethod, RoomConfig, RoomId, VisitorId};
 use waitroom_testkit::redis::{RedisCluster, RedisServer};
 
 /// Visitors a sequence draws from: few, so that they meet again.
@@ -80,7 +80,7 @@ enum Patch {
 }
 
 impl Patch {
-    fn json(&self) -> RoomPatch {
+    fn json(&self) -> ConfigPatch {
         let value = match self {
             Patch::AdmitPerTick(n) => json!({ "admit_per_tick": n }),
             Patch::MaxActive(cap) => json!({ "max_active": cap }),

@@ -15,7 +15,7 @@ use waitroom::store::memory::MemoryStore;
 use waitroom::store::{SaleStore, Store};
 use waitroom::words::clock::{Clock, ManualClock, Moment, rfc3339};
 use waitroom::words::credentials::Credentials;
-use waitroom::words::{RoomConfig, RoomEvent, RoomId, RoomPatch, StoreEvent, VisitorId};
+use waitroom::words::{ConfigPatch, RoomConfig, RoomEvent, RoomId, StoreEvent, VisitorId};
 
 const TICK_MS: u64 = 1_000;
 const MS: Duration = Duration::from_millis(1);
@@ -68,7 +68,7 @@ impl Node {
 
     /// An operator's change, as `PATCH` makes it.
     async fn configure(&self, room: &RoomId, patch: serde_json::Value) {
-        let patch: RoomPatch = serde_json::from_value(patch).unwrap();
+        let patch: ConfigPatch = serde_json::from_value(patch).unwrap();
         self.store.configure(room, patch).await.unwrap();
     }
 

@@ -200,3 +200,77 @@ async fn nothing_of_a_visitor_stays_once_they_are_gone() {
         assert!(!exists, "wr:{{r}}:{key} still holds someone");
     }
 }
+
+/// Issue 41: a room whose record holds its config a field each, as the
+/// releases before wrote it, is moved into the one `config` value by the
+/// next node to start, and then serves as before.
+#[tokio::test]
+async fn a_room_of_the_release_before_is_migrated_when_a_node_starts() {
+    use waitroom::store::Store;
+    use waitroom::words::{ConfigPatch, RoomConfig, RoomId, VisitorId};
+
+    let server = RedisServer::start();
+    let clock = ManualClock::new(1_767_225_600_000);
+    let url = server.url();
+    let connect = || RedisStore::connect(&url, Some(Arc::new(clock.clone())));
+    let store = connect().await.unwrap();
+    let id = RoomId::parse("old").unwrap();
+    let mut config = RoomConfig::new("Old room", "https://shop.example/");
+    config.admit_per_tick = 3;
+    config.max_active = Some(40);
+    config.paused = true;
+    store.create_room(id.clone(), config.clone()).await.unwrap();
+    // The record as the release before wrote it: the config a field each.
+    let mut redis = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: () = redis::cmd("HDEL")
+        .arg("wr:{old}:room")
+        .arg("config")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg("wr:{old}:room")
+        .arg(&[
+            ("name", "Old room"),
+            ("target_url", "https://shop.example/"),
+            ("admit_per_tick", "3"),
+            ("tick_ms", "5000"),
+            ("max_active", "40"),
+            ("pass_ttl_s", "600"),
+            ("abandon_after_s", "300"),
+            ("paused", "1"),
+            ("arrival_grace_s", ""),
+            ("user_key", ""),
+            ("user_required", "0"),
+            ("code_required", "0"),
+            ("pow_difficulty", "0"),
+            ("notice", ""),
+            ("queue_method", "fifo"),
+            ("language", "en"),
+            ("close_when_sold_out", "1"),
+            ("closes_at", ""),
+            ("opens_at", ""),
+            ("bypass_networks", "[]"),
+            ("bypass_match", ""),
+            ("page", ""),
+        ])
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    drop(store);
+
+    let store = connect().await.unwrap();
+    assert_eq!(store.room(&id).await.unwrap().config, config);
+    let waiting = store.join(&id, VisitorId::random()).await.unwrap();
+    assert!(
+        matches!(waiting.state, waitroom::words::PlaceState::Waiting { .. }),
+        "paused, as it was: {:?}",
+        waiting.state
+    );
+    let change: ConfigPatch = serde_json::from_str(r#"{"paused": false}"#).unwrap();
+    assert!(!store.configure(&id, change).await.unwrap().config.paused);
+}

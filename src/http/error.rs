@@ -6,6 +6,7 @@ use actix_web::http::{Method, StatusCode};
 use actix_web::{HttpResponse, ResponseError};
 
 use crate::store::StoreError;
+use crate::words::ConfigError;
 
 crate::words::wire_enum! {
     /// Every `code` an error answer can carry (api.md lists them), each named
@@ -159,6 +160,14 @@ pub enum FormTrouble {
     FormUnreadable,
     /// No session: log in again.
     SessionExpired,
+}
+
+/// A config refused by its rules: 400 `invalid_config`, its message naming
+/// the field.
+impl From<ConfigError> for ApiError {
+    fn from(error: ConfigError) -> Self {
+        ApiError::bad_request(ErrorCode::InvalidConfig, error.message)
+    }
 }
 
 impl ApiError {
@@ -337,7 +346,7 @@ impl From<StoreError> for ApiError {
                 code: ErrorCode::RoomClosed,
                 message: format!("room {:?} is closed", id.as_str()),
             },
-            StoreError::InvalidConfig(message) => ApiError::bad_request(ErrorCode::InvalidConfig, message),
+            StoreError::InvalidConfig(error) => error.into(),
             StoreError::Conflict(id) => ApiError::Conflict {
                 code: ErrorCode::EditConflict,
                 message: format!(

@@ -1,7 +1,7 @@
 //! The rooms file (`--rooms`, api.md "Rooms from a file"): `[[room]]`
-//! tables read and checked at start, before the node serves, by the admin
-//! API's own rules (`http::admin::api::parse_new_room_patch`), a fault
-//! named by its line and field; then applied, each table one atomic step of
+//! tables read and checked at start, before the node serves, by the
+//! config's own rules (`words::config`), a fault named by its line and the
+//! field the rules name; then applied, each table one atomic step of
 //! the store (`Store::apply_table`), so nodes starting at once apply it once.
 
 use std::collections::{BTreeMap, HashMap};
@@ -12,10 +12,9 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use toml::Spanned;
 
-use crate::http::admin::api::parse_new_room_patch;
 use crate::store::{Store, StoreError};
 use crate::words::room_table::{RoomTable, TableHash};
-use crate::words::{RoomId, RoomPatch};
+use crate::words::{ConfigError, ConfigPatch, RoomId};
 
 /// The field that names a file holding the room's `user_key`, so that no
 /// secret sits in the rooms file (which is meant to be kept in git).
@@ -207,7 +206,6 @@ impl Reader<'_> {
         // user_key read from its file. It is also what is hashed, so a
         // changed key is a changed table, and a moved key file is not.
         let mut body = Map::new();
-        body.insert("id".into(), id_json);
         for (key, value) in &fields {
             let name = key.get_ref().as_str();
             match name {
@@ -226,26 +224,28 @@ impl Reader<'_> {
                     body.insert(USER_KEY.into(), Value::String(user_key));
                 }
                 _ => {
-                    let json = self.json(key, value)?;
-                    // Each field alone first, read as the admin API reads
-                    // it: an unknown field or a wrong type is blamed on
-                    // its own line.
-                    let alone = Value::Object(Map::from_iter([(name.to_string(), json.clone())]));
-                    if let Err(error) = serde_json::from_value::<RoomPatch>(alone) {
-                        return Err(at_room(value.span(), name, &error));
-                    }
-                    body.insert(name.to_string(), json);
+                    body.insert(name.to_string(), self.json(key, value)?);
                 }
             }
         }
-        let hash = TableHash::of(&Value::Object(body.clone()));
-        let (_, patch, _) = parse_new_room_patch(Value::Object(body)).map_err(|error| {
-            let message = error.to_string();
-            match blamed(&message, &fields) {
-                Some((key, value)) => at_room(value.span(), key.get_ref(), &message),
-                None => self.invalid(header.clone(), format!("room `{id}`: {message}")),
+        // A fault is blamed on the line of the field the rules name (a
+        // field of the `page` table on the table's; a key read from
+        // `user_key_file` on that line).
+        let blame = |error: ConfigError| {
+            let top = error.field.split('.').next().unwrap_or_default();
+            let line = fields.iter().find(|(key, _)| {
+                let name = key.get_ref().as_str();
+                name == top || (name == USER_KEY_FILE && top == USER_KEY)
+            });
+            match line {
+                Some((key, value)) => at_room(value.span(), key.get_ref(), &error.message),
+                None => self.invalid(header.clone(), format!("room `{id}`: {}", error.message)),
             }
-        })?;
+        };
+        let patch = ConfigPatch::from_json(Value::Object(body.clone())).map_err(blame)?;
+        patch.new_room().map_err(blame)?;
+        body.insert("id".into(), id_json);
+        let hash = TableHash::of(&Value::Object(body));
         Ok(Declared {
             line: self.line_of(&header),
             table: RoomTable { id, patch, hash },
@@ -282,25 +282,6 @@ impl Reader<'_> {
             .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
         Ok(text.trim().to_string())
     }
-}
-
-/// The field a message of the admin API's checks is about: its messages
-/// start with the field's name ("tick_ms must be between…", or
-/// "page.logo_url must be…" for a field of the `page` table); a key read
-/// from `user_key_file` is blamed on that line.
-fn blamed<'a>(message: &str, fields: &'a [Field]) -> Option<&'a Field> {
-    fields
-        .iter()
-        .filter(|(key, _)| {
-            let name = match key.get_ref().as_str() {
-                USER_KEY_FILE => USER_KEY,
-                other => other,
-            };
-            message
-                .strip_prefix(name)
-                .is_some_and(|rest| rest.starts_with([' ', ':', '.']))
-        })
-        .max_by_key(|(key, _)| key.get_ref().len())
 }
 
 fn to_json(value: &toml::Value) -> Result<Value, String> {
@@ -461,10 +442,10 @@ mod tests {
 
         let read = RoomsFile::parse(&file, &with("shop.key")).unwrap();
         let table = read.rooms().next().unwrap();
-        let set = table.patch.user_key.clone().flatten().expect("a key");
+        let set = table.patch.get("user_key").and_then(|key| key.as_str());
         assert_eq!(
-            set.expose(),
-            key,
+            set,
+            Some(key),
             "read relative to the file, its line break left out"
         );
         assert!(!format!("{read:?}").contains(key));

@@ -24,7 +24,7 @@ use crate::words::join_limit::ClientBlock;
 use crate::words::login_limit::Attempt;
 use crate::words::room_table::{Applied, RoomTable};
 use crate::words::sale::{Claim, SaleConfig, SaleError, SaleView, Stock, Want};
-use crate::words::{Place, RoomConfig, RoomId, RoomInfo, RoomPatch, StoreEvent, VisitorId};
+use crate::words::{ConfigPatch, Place, RoomConfig, RoomId, RoomInfo, StoreEvent, VisitorId};
 
 /// The metric every store's failures are counted in, by `store` and `kind`.
 pub const STORE_ERRORS: &str = "waitroom_store_errors_total";
@@ -127,7 +127,7 @@ impl Store for Measured<dyn Store> {
         measure(self.name, "create_room", self.inner.create_room(id, config)).await
     }
 
-    async fn configure(&self, id: &RoomId, patch: RoomPatch) -> Result<RoomInfo, StoreError> {
+    async fn configure(&self, id: &RoomId, patch: ConfigPatch) -> Result<RoomInfo, StoreError> {
         measure(self.name, "configure", self.inner.configure(id, patch)).await
     }
 

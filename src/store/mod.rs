@@ -20,7 +20,7 @@ use crate::words::login_limit::Attempt;
 pub use crate::words::operations::{JoinOptions, RoomFigures, StoreError, Tick, TickReport};
 use crate::words::room_table::{Applied, RoomTable};
 use crate::words::sale::{SaleConfig, SaleError, SaleView, Stock};
-use crate::words::{Place, RoomConfig, RoomId, RoomInfo, RoomPatch, StoreEvent, VisitorId};
+use crate::words::{ConfigPatch, Place, RoomConfig, RoomId, RoomInfo, StoreEvent, VisitorId};
 
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -35,7 +35,7 @@ pub trait Store: Send + Sync + 'static {
         &[]
     }
     async fn create_room(&self, id: RoomId, config: RoomConfig) -> Result<RoomInfo, StoreError>;
-    async fn configure(&self, id: &RoomId, patch: RoomPatch) -> Result<RoomInfo, StoreError>;
+    async fn configure(&self, id: &RoomId, patch: ConfigPatch) -> Result<RoomInfo, StoreError>;
     /// Applies a table of the rooms file, in one atomic step: a room
     /// missing (or closed under another table) is created from it; an open
     /// room under another table (or none) takes the fields it names, as

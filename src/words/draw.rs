@@ -12,6 +12,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::clock::{Millis, Moment};
+use super::config::ConfigError;
 
 /// The secret a room's draw is made from, until the opening reveals it.
 #[derive(Clone, PartialEq, Eq)]
@@ -155,16 +156,22 @@ pub fn check_schedule(
     new: Option<Moment>,
     now: Millis,
     pre_queue: u64,
-) -> Result<(), String> {
+) -> Result<(), ConfigError> {
     if old == new {
         return Ok(());
     }
     if old.is_some_and(|at| now >= at.0) {
-        return Err("opens_at can't change after the opening: the draw is done".into());
+        return Err(ConfigError::new(
+            "opens_at",
+            "opens_at can't change after the opening: the draw is done",
+        ));
     }
     if new.is_none() && pre_queue > 0 {
-        return Err(format!(
-            "opens_at can't be removed while {pre_queue} wait in the pre-queue; set it to now to open at once"
+        return Err(ConfigError::new(
+            "opens_at",
+            format!(
+                "opens_at can't be removed while {pre_queue} wait in the pre-queue; set it to now to open at once"
+            ),
         ));
     }
     Ok(())

@@ -7,6 +7,7 @@
 pub mod chance;
 pub mod clock;
 pub mod codes;
+pub mod config;
 pub mod constants;
 pub mod credentials;
 pub mod draw;
@@ -26,6 +27,10 @@ pub mod sale;
 pub mod status;
 pub(crate) mod wire;
 
+pub use config::{
+    ConfigError, ConfigPatch, DEFAULT_ABANDON_AFTER_S, DEFAULT_ADMIT_PER_TICK, DEFAULT_PASS_TTL_S,
+    DEFAULT_TICK_MS, MAX_NOTICE_CHARS, MIN_USER_KEY_CHARS, QueueMethod, RoomConfig, Secret,
+};
 pub use model::*;
 pub use wire::WireName;
 pub(crate) use wire::{one_of, wire_enum};

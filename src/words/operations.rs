@@ -7,6 +7,7 @@ use std::net::IpAddr;
 use crate::words::RoomId;
 use crate::words::clock::Millis;
 use crate::words::codes::CodeHash;
+use crate::words::config::ConfigError;
 use crate::words::join_limit::JoinLimit;
 use crate::words::pow::Solved;
 
@@ -18,8 +19,9 @@ pub enum StoreError {
     RoomExists(RoomId),
     #[error("room {0} is closed")]
     RoomClosed(RoomId),
+    /// A config or a change to it that breaks a rule, naming the field.
     #[error("invalid config: {0}")]
-    InvalidConfig(String),
+    InvalidConfig(ConfigError),
     /// The room changed between a read and the write that depended on it,
     /// more often than retries could absorb.
     #[error("room {0} was changed concurrently")]

@@ -3,7 +3,7 @@
 //! the waiting and sale pages, the rules they keep, and what a page needs
 //! of them (the logo's origin for the CSP, whether a colour is dark).
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 
 /// Up to this many characters across all the fields of a room's page.
 pub const MAX_PAGE_CHARS: usize = 2_000;
@@ -37,36 +37,33 @@ pub struct PageBranding {
     pub footer: Option<String>,
 }
 
-/// A change to a room's page: a field absent is unchanged, `null` or `""`
-/// removes it.
-#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PagePatch {
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>)]
-    pub title: Option<Option<String>>,
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>)]
-    pub headline: Option<Option<String>>,
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>)]
-    pub message: Option<Option<String>>,
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>)]
-    pub logo_url: Option<Option<String>>,
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>)]
-    pub accent_color: Option<Option<String>>,
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>)]
-    pub background_color: Option<Option<String>>,
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>)]
-    pub footer: Option<Option<String>>,
+/// The page's fields, in the order the API lists them (a change of the
+/// page names some of them: `words::config`).
+pub const PAGE_FIELDS: &[&str] = &[
+    "title",
+    "headline",
+    "message",
+    "logo_url",
+    "accent_color",
+    "background_color",
+    "footer",
+];
+
+/// What is wrong with a page, and which of its fields (`title`…; none for
+/// the page as a whole).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageError {
+    pub field: Option<&'static str>,
+    pub message: String,
 }
 
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
-    Option::<String>::deserialize(d).map(Some)
+impl PageError {
+    fn at(field: &'static str, message: String) -> Self {
+        Self {
+            field: Some(field),
+            message,
+        }
+    }
 }
 
 /// The fields by name, in the order the API lists them.
@@ -82,52 +79,45 @@ macro_rules! each_field {
     };
 }
 
-impl PagePatch {
-    /// `base` with this patch's fields; an empty or blank value is none.
-    pub fn apply_to(&self, base: &PageBranding) -> PageBranding {
-        let mut next = base.clone();
-        macro_rules! take {
-            ($field:ident) => {
-                if let Some(value) = &self.$field {
-                    next.$field = value.clone().filter(|v| !v.trim().is_empty());
-                }
-            };
-        }
-        each_field!(take);
-        next
-    }
-}
-
 impl PageBranding {
     pub fn is_empty(&self) -> bool {
         *self == Self::default()
     }
 
-    /// What is wrong with the page, naming the field (`page.…`).
-    pub fn validate(&self) -> Result<(), String> {
-        let one_line = |name: &str, value: &Option<String>, max: usize| match value {
+    /// What is wrong with the page, naming the field (`page.…` in the message).
+    pub fn validate(&self) -> Result<(), PageError> {
+        let one_line = |name: &'static str, value: &Option<String>, max: usize| match value {
             Some(text) if text.chars().count() > max || text.chars().any(is_deceptive) => {
-                Err(format!(
-                    "page.{name} must be one line of at most {max} characters, without control characters or bidirectional overrides"
+                Err(PageError::at(
+                    name,
+                    format!(
+                        "page.{name} must be one line of at most {max} characters, without control characters or bidirectional overrides"
+                    ),
                 ))
             }
             _ => Ok(()),
         };
-        let text = |name: &str, value: &Option<String>| match value {
+        let text = |name: &'static str, value: &Option<String>| match value {
             Some(text)
                 if text
                     .chars()
                     .any(|c| is_deceptive(c) && c != '\n' && c != '\r') =>
             {
-                Err(format!(
-                    "page.{name} must be plain text without control characters (line breaks allowed) or bidirectional overrides"
+                Err(PageError::at(
+                    name,
+                    format!(
+                        "page.{name} must be plain text without control characters (line breaks allowed) or bidirectional overrides"
+                    ),
                 ))
             }
             _ => Ok(()),
         };
-        let colour = |name: &str, value: &Option<String>| match value {
-            Some(value) if Colour::parse(value).is_none() => Err(format!(
-                "page.{name} must be a colour written #rrggbb (six hex digits), not {value:?}"
+        let colour = |name: &'static str, value: &Option<String>| match value {
+            Some(value) if Colour::parse(value).is_none() => Err(PageError::at(
+                name,
+                format!(
+                    "page.{name} must be a colour written #rrggbb (six hex digits), not {value:?}"
+                ),
             )),
             _ => Ok(()),
         };
@@ -138,18 +128,22 @@ impl PageBranding {
         if let Some(url) = &self.logo_url
             && !logo_url_ok(url)
         {
-            return Err(
+            return Err(PageError::at(
+                "logo_url",
                 "page.logo_url must be an https:// URL with a host, or a path starting with a single /"
                     .into(),
-            );
+            ));
         }
         colour("accent_color", &self.accent_color)?;
         colour("background_color", &self.background_color)?;
         let total = self.total_chars();
         if total > MAX_PAGE_CHARS {
-            return Err(format!(
-                "page must be at most {MAX_PAGE_CHARS} characters in all ({total} given)"
-            ));
+            return Err(PageError {
+                field: None,
+                message: format!(
+                    "page must be at most {MAX_PAGE_CHARS} characters in all ({total} given)"
+                ),
+            });
         }
         Ok(())
     }
@@ -290,7 +284,7 @@ mod tests {
     fn with(change: impl FnOnce(&mut PageBranding)) -> Result<(), String> {
         let mut page = PageBranding::default();
         change(&mut page);
-        page.validate()
+        page.validate().map_err(|error| error.message)
     }
 
     #[test]
@@ -340,6 +334,11 @@ mod tests {
             footer: Some("© Shop\r\nTerms apply".into()),
         };
         assert_eq!(page.validate(), Ok(()));
+        let field = PageBranding {
+            footer: Some("\u{2066}".into()),
+            ..PageBranding::default()
+        };
+        assert_eq!(field.validate().unwrap_err().field, Some("footer"));
         assert_eq!(page.logo_origin().as_deref(), Some("https://cdn.example"));
         for path in ["/static/logo.png", "/logo.svg?v=2"] {
             assert_eq!(with(|p| p.logo_url = Some(path.into())), Ok(()), "{path}");
@@ -399,25 +398,6 @@ mod tests {
             }),
             Ok(())
         );
-    }
-
-    #[test]
-    fn a_patch_sets_removes_and_keeps() {
-        let base = PageBranding {
-            title: Some("Old".into()),
-            footer: Some("Keep".into()),
-            accent_color: Some("#000000".into()),
-            ..PageBranding::default()
-        };
-        let patch: PagePatch =
-            serde_json::from_str(r##"{"title":"New","accent_color":null,"headline":" "}"##)
-                .unwrap();
-        let next = patch.apply_to(&base);
-        assert_eq!(next.title.as_deref(), Some("New"));
-        assert_eq!(next.footer.as_deref(), Some("Keep"));
-        assert_eq!(next.accent_color, None);
-        assert_eq!(next.headline, None);
-        assert!(serde_json::from_str::<PagePatch>(r##"{"colour":"#000000"}"##).is_err());
     }
 
     #[test]

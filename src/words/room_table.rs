@@ -1,5 +1,5 @@
 //! A room as the rooms file declares it (`--rooms`, api.md "Rooms from a
-//! file"): its id, the fields its table names (a [`RoomPatch`]: the file
+//! file"): its id, the fields its table names (a [`ConfigPatch`]: the file
 //! wins for those, and nothing else of the room is touched) and the hash of
 //! the table. The store keeps the hash of the table it applied last with
 //! the room, and a table with that hash is not applied again: a restart
@@ -11,7 +11,8 @@ use std::fmt;
 
 use sha2::{Digest, Sha256};
 
-use super::model::{RoomId, RoomPatch};
+use super::config::ConfigPatch;
+use super::model::RoomId;
 use super::wire_enum;
 
 /// The lowercase hex SHA-256 of a table's canonical JSON.
@@ -73,7 +74,7 @@ fn canonical(value: &serde_json::Value) -> serde_json::Value {
 pub struct RoomTable {
     pub id: RoomId,
     /// The fields the table names; `name` and `target_url` always among them.
-    pub patch: RoomPatch,
+    pub patch: ConfigPatch,
     pub hash: TableHash,
 }
 

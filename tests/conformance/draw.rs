@@ -191,7 +191,7 @@ pub async fn an_opening_stays_once_passed_and_draws_even_while_paused(h: &Harnes
     )
     .await;
     assert_eq!(h.store.draw(&room).await.unwrap().commitment, commitment);
-    let removal: waitroom::words::RoomPatch =
+    let removal: waitroom::words::ConfigPatch =
         serde_json::from_str(r#"{"opens_at": null}"#).unwrap();
     assert!(
         matches!(

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use waitroom::store::Store;
 use waitroom::words::clock::ManualClock;
-use waitroom::words::{PlaceState, RoomConfig, RoomId, RoomPatch, VisitorId};
+use waitroom::words::{ConfigPatch, PlaceState, RoomConfig, RoomId, VisitorId};
 
 pub const TICK_MS: u64 = 5_000;
 
@@ -52,7 +52,7 @@ impl Harness {
     }
 
     pub async fn patch(&self, room: &RoomId, json: &str) {
-        let patch: RoomPatch = serde_json::from_str(json).unwrap();
+        let patch: ConfigPatch = serde_json::from_str(json).unwrap();
         self.store.configure(room, patch).await.unwrap();
     }
 }
@@ -818,10 +818,11 @@ pub mod scenarios {
         assert_eq!(stored().await, Language::Japanese, "another field keeps it");
         h.patch(&id, r#"{"language": "zh-SG"}"#).await;
         assert_eq!(stored().await, Language::SimplifiedChinese);
-        let bad: RoomPatch = serde_json::from_str(r#"{"language": "klingon"}"#).unwrap();
+        let bad: ConfigPatch = serde_json::from_str(r#"{"language": "klingon"}"#).unwrap();
         match h.store.configure(&id, bad).await {
-            Err(StoreError::InvalidConfig(message)) => {
-                assert!(message.contains("\"klingon\""), "{message}");
+            Err(StoreError::InvalidConfig(error)) => {
+                assert_eq!(error.field, "language");
+                assert!(error.message.contains("\"klingon\""), "{error}");
             }
             other => panic!("a bad language was taken: {other:?}"),
         }
@@ -868,7 +869,7 @@ pub mod scenarios {
         h.patch(&room, r#"{"paused": true}"#).await;
         assert_eq!(page_of(h, &room).await, second);
         // A bad value changes nothing.
-        let bad: RoomPatch =
+        let bad: ConfigPatch =
             serde_json::from_str(r##"{"page": {"background_color": "blue"}}"##).unwrap();
         let refused = h.store.configure(&room, bad).await;
         assert!(refused.is_err(), "{refused:?}");

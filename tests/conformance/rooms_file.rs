@@ -200,8 +200,8 @@ pub async fn a_table_the_room_cannot_take_changes_nothing(h: &Harness) {
     let later = rfc3339(h.clock.now_ms() + 60_000);
     let moved = drop_table(&format!("opens_at = \"{later}\"\nadmit_per_tick = 4\n"));
     match h.store.apply_table(&moved).await {
-        Err(StoreError::InvalidConfig(message)) => {
-            assert!(message.contains("opens_at"), "{message}")
+        Err(StoreError::InvalidConfig(error)) => {
+            assert_eq!(error.field, "opens_at", "{error}")
         }
         other => panic!("an opening moved after it passed is refused: {other:?}"),
     }

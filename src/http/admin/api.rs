@@ -14,8 +14,9 @@ use crate::http::state::Live;
 use crate::live::history::{SAMPLE_EVERY_MS, SAMPLES_KEPT, Sample};
 use crate::store::{self, SaleStore, Store};
 use crate::words::clock::{Clock, rfc3339_ms};
+use crate::words::config::Fault;
 use crate::words::credentials::{CredentialError, Credentials};
-use crate::words::{RoomConfig, RoomId, RoomInfo, RoomPatch, VisitorId};
+use crate::words::{ConfigPatch, RoomConfig, RoomId, RoomInfo, VisitorId};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/api/admin/rooms").get(list).post(create))
@@ -30,17 +31,9 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 }
 
 /// Reads the body of `POST /api/admin/rooms`: `id`, `name`, `target_url`,
-/// and any config field. The fields besides `id` are a `RoomPatch`, which
-/// refuses unknown ones (a typo is a 400, not a silently ignored setting).
-pub fn parse_new_room(body: serde_json::Value) -> Result<(RoomId, RoomConfig), ApiError> {
-    parse_new_room_patch(body).map(|(id, _, config)| (id, config))
-}
-
-/// [`parse_new_room`], with the fields the body named (the rooms file
-/// applies those to a room that exists: `startup::rooms_file`).
-pub fn parse_new_room_patch(
-    mut body: serde_json::Value,
-) -> Result<(RoomId, RoomPatch, RoomConfig), ApiError> {
+/// and any config field (a [`ConfigPatch`], which refuses unknown ones: a
+/// typo is a 400, not a silently ignored setting).
+pub fn parse_new_room(mut body: serde_json::Value) -> Result<(RoomId, RoomConfig), ApiError> {
     let invalid = |message: String| ApiError::bad_request(ErrorCode::InvalidRoom, message);
     let fields = body
         .as_object_mut()
@@ -49,14 +42,17 @@ pub fn parse_new_room_patch(
         .remove("id")
         .ok_or_else(|| invalid("id is required".into()))?;
     let id: RoomId = serde_json::from_value(id).map_err(|e| invalid(format!("id: {e}")))?;
-    let patch: RoomPatch = serde_json::from_value(body).map_err(|e| invalid(e.to_string()))?;
-    if patch.name.is_none() || patch.target_url.is_none() {
+    let patch = ConfigPatch::from_json(body).map_err(|error| invalid(error.message))?;
+    if patch.get("name").is_none() || patch.get("target_url").is_none() {
         return Err(invalid("name and target_url are required".into()));
     }
-    let config = patch
-        .new_room()
-        .map_err(|message| ApiError::bad_request(ErrorCode::InvalidConfig, message))?;
-    Ok((id, patch, config))
+    // A value of the wrong type is the body's fault, as an unknown field
+    // is; a value that breaks a rule is the config's.
+    let config = patch.new_room().map_err(|error| match error.fault {
+        Fault::Unreadable => invalid(error.message),
+        Fault::Rule => error.into(),
+    })?;
+    Ok((id, config))
 }
 
 /// `GET /api/admin/rooms`: every room.
@@ -66,13 +62,13 @@ struct Rooms {
 }
 
 /// The body of `POST /api/admin/rooms` as the description shows it: `id`,
-/// `name` and `target_url`, and any other field of a [`RoomPatch`], which
+/// `name` and `target_url`, and any other field of a [`ConfigPatch`], which
 /// is what [`parse_new_room`] reads it as.
 struct NewRoom;
 
 impl utoipa::PartialSchema for NewRoom {
     fn schema() -> RefOr<Schema> {
-        let RefOr::T(Schema::Object(mut object)) = RoomPatch::schema() else {
+        let RefOr::T(Schema::Object(mut object)) = ConfigPatch::schema() else {
             unreachable!("a room patch is described as an object");
         };
         let string = || RefOr::T(Schema::Object(Object::with_type(Type::String)));
@@ -86,7 +82,7 @@ impl utoipa::PartialSchema for NewRoom {
 
 impl utoipa::ToSchema for NewRoom {
     fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
-        RoomPatch::schemas(schemas);
+        ConfigPatch::schemas(schemas);
     }
 }
 
@@ -153,7 +149,7 @@ async fn show(
     summary = "Change any subset of a room's config",
     description = "Every node applies it by the next tick. `null` removes a field that may be absent (`max_active`, `notice`, `opens_at`, …).",
     params(RoomPath),
-    request_body(content = RoomPatch, content_type = "application/json"),
+    request_body(content = ConfigPatch, content_type = "application/json"),
     security(("admin" = [])),
     responses(
         (status = 200, body = RoomInfo, description = "The room as changed"),
@@ -168,7 +164,7 @@ async fn change(
     store: web::Data<dyn Store>,
     live: web::Data<Live>,
 ) -> Result<HttpResponse, ApiError> {
-    let patch: RoomPatch =
+    let patch: ConfigPatch =
         ApiError::parse_body(body.into_inner(), ErrorCode::InvalidConfig, "the change")?;
     let info = store.configure(&room, patch).await?;
     live.wakeups.note(&room);

@@ -4,3 +4,4 @@
 pub mod api;
 pub mod codes;
 pub mod page;
+mod room_form;

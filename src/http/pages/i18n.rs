@@ -125,6 +125,17 @@ impl Catalogue {
             .map_or(key, String::as_str)
     }
 
+    /// The admin page's label of a config field: `admin.field_<name>`,
+    /// which every field of `words::config::FIELDS` a form shows has (a
+    /// test holds them together).
+    pub fn field_label(&'static self, field: &str) -> &'static str {
+        let key = format!("admin.field_{field}");
+        self.texts
+            .get(&key)
+            .or_else(|| english().texts.get(&key))
+            .map_or("", String::as_str)
+    }
+
     /// The text of `key` with its `{name}` placeholder replaced by `value`.
     pub fn fill(&self, key: &str, name: &str, value: impl Display) -> String {
         self.text(key)
@@ -644,11 +655,36 @@ mod tests {
             Some(ADMIN_PREFIX),
             &mut faults,
         );
+        // The room forms' words.
+        let forms = include_str!("../admin/room_form.rs");
+        let mut found = keys_after(forms, "t.text(", '"');
+        found.extend(keys_after(forms, "t.fill(", '"'));
+        check(
+            "src/http/admin/room_form.rs",
+            found,
+            Some(ADMIN_PREFIX),
+            &mut faults,
+        );
         // The waiting page's defaults that the branding may replace.
         let pages = include_str!("mod.rs");
         let mut found = keys_after(pages, "t.text(", '"');
         found.extend(keys_after(pages, "t.fill(", '"'));
         check("src/http/pages/mod.rs", found, None, &mut faults);
+        // Each config field's label on the admin page (`admin.field_<name>`,
+        // which `field_label` reads).
+        for field in crate::words::config::FIELDS {
+            if field.input == crate::words::config::Input::None {
+                continue;
+            }
+            let key = format!("admin.field_{}", field.name);
+            if !english.texts.contains_key(&key) {
+                faults.push(format!(
+                    "the config field {} has no label {key}",
+                    field.name
+                ));
+            }
+            used.insert(key);
+        }
         for key in english.texts.keys() {
             if !used.contains(key) {
                 faults.push(format!("{key} is used nowhere"));

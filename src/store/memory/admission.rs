@@ -25,8 +25,8 @@ use crate::words::room_table::{Applied, RoomTable, TableHash};
 use crate::words::rules::{FORGOTTEN_PER_OPERATION, FORGOTTEN_PER_TICK, RoomModel};
 use crate::words::sale::Stock;
 use crate::words::{
-    LineSummary, Place, PlaceState, RoomConfig, RoomEvent, RoomId, RoomInfo, RoomPatch, StoreEvent,
-    VisitorId,
+    ConfigPatch, LineSummary, Place, PlaceState, RoomConfig, RoomEvent, RoomId, RoomInfo,
+    StoreEvent, VisitorId,
 };
 
 /// Events buffered per subscriber before a slow one is told it lagged.
@@ -275,7 +275,7 @@ impl Store for MemoryStore {
         Ok(Applied::Created)
     }
 
-    async fn configure(&self, id: &RoomId, patch: RoomPatch) -> Result<RoomInfo, StoreError> {
+    async fn configure(&self, id: &RoomId, patch: ConfigPatch) -> Result<RoomInfo, StoreError> {
         let dice = self.dice();
         let (info, event) = self.with_open_room(id, "configure", |room, now| {
             room.configure(&patch, now, &dice)

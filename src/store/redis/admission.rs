@@ -9,7 +9,6 @@
 //! `connection`'s.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -17,6 +16,7 @@ use parking_lot::Mutex;
 use redis::{AsyncCommands, PushInfo, PushKind, RedisError, Script, Value};
 use tokio::sync::{broadcast, mpsc};
 
+use super::config;
 use super::connection::{Connection, Effect, Link, RedisOptions, ScriptCall, unavailable};
 use super::events::parse_event;
 use super::join_batch::{Join, JoinBatches, Joined};
@@ -28,20 +28,16 @@ use super::replies::{TableReply, WirePlace, WireRoomInfo, WireTick, read, read_l
 use super::script_error::ScriptError;
 use crate::store::{JoinOptions, Store, StoreError, Tick};
 use crate::words::chance::{Dice, OsChance, SharedChance};
+use crate::words::clock::Millis;
 use crate::words::clock::SharedClock;
-use crate::words::clock::{Millis, Moment};
 use crate::words::codes::{CodeHash, GroupSummary, NewGroup};
 use crate::words::draw::{self, DrawInfo, DrawKey, DrawSeed, EntryId};
 use crate::words::join_limit::ClientBlock;
-use crate::words::language::Language;
 use crate::words::login_limit::Attempt;
-use crate::words::networks::Networks;
-use crate::words::page::PageBranding;
 use crate::words::room_table::{Applied, RoomTable, TableHash};
 use crate::words::sale::Stock;
 use crate::words::{
-    Place, QueueMethod, RoomConfig, RoomId, RoomInfo, RoomPatch, RoomStats, Secret, StoreEvent,
-    VisitorId,
+    ConfigPatch, Place, RoomConfig, RoomId, RoomInfo, RoomStats, StoreEvent, VisitorId,
 };
 
 const EVENT_BUFFER: usize = 4_096;
@@ -154,6 +150,7 @@ impl RedisStore {
         let (push_tx, push_rx) = mpsc::unbounded_channel();
         let events = broadcast::channel(EVENT_BUFFER).0;
         let link = Arc::new(Link::connect(url, options, push_tx, events.clone()).await?);
+        config::migrate(&link).await?;
         tokio::spawn(forward_events(push_rx, link.clone(), events.clone()));
         Ok(Self {
             joins: JoinBatches::new(link.clone(), script!("join.lua"), clock.clone()),
@@ -316,7 +313,10 @@ impl RedisStore {
                 .map(|p| p.difficulty.to_string())
                 .unwrap_or_default(),
             code: options.code.map(CodeHash::to_hex).unwrap_or_default(),
-            address: options.address.map(address_form).unwrap_or_default(),
+            address: options
+                .address
+                .map(config::address_form)
+                .unwrap_or_default(),
             client: options
                 .limit
                 .as_ref()
@@ -411,104 +411,6 @@ struct RoomRecord {
     applied: Option<TableHash>,
 }
 
-fn config_args(config: &RoomConfig) -> Vec<String> {
-    [
-        ("name", config.name.clone()),
-        ("target_url", config.target_url.clone()),
-        ("admit_per_tick", config.admit_per_tick.to_string()),
-        ("tick_ms", config.tick_ms.to_string()),
-        (
-            "max_active",
-            config.max_active.map(|m| m.to_string()).unwrap_or_default(),
-        ),
-        ("pass_ttl_s", config.pass_ttl_s.to_string()),
-        ("abandon_after_s", config.abandon_after_s.to_string()),
-        ("paused", if config.paused { "1" } else { "0" }.to_string()),
-        (
-            "arrival_grace_s",
-            config
-                .arrival_grace_s
-                .map(|g| g.to_string())
-                .unwrap_or_default(),
-        ),
-        (
-            "user_key",
-            config
-                .user_key
-                .as_ref()
-                .map(|k| k.expose().to_string())
-                .unwrap_or_default(),
-        ),
-        (
-            "user_required",
-            if config.user_required { "1" } else { "0" }.to_string(),
-        ),
-        (
-            "code_required",
-            if config.code_required { "1" } else { "0" }.to_string(),
-        ),
-        ("pow_difficulty", config.pow_difficulty.to_string()),
-        ("notice", config.notice.clone().unwrap_or_default()),
-        ("queue_method", config.queue_method.name().to_string()),
-        ("language", config.language.code().to_string()),
-        (
-            "close_when_sold_out",
-            if config.close_when_sold_out { "1" } else { "0" }.to_string(),
-        ),
-        (
-            "closes_at",
-            config
-                .closes_at
-                .map(|at| at.0.to_string())
-                .unwrap_or_default(),
-        ),
-        (
-            "opens_at",
-            config
-                .opens_at
-                .map(|at| at.0.to_string())
-                .unwrap_or_default(),
-        ),
-        (
-            "bypass_networks",
-            serde_json::to_string(&config.bypass_networks).unwrap_or_default(),
-        ),
-        ("bypass_match", bypass_match(&config.bypass_networks)),
-        // The page as its JSON, '' for none: the scripts store it as given.
-        (
-            "page",
-            if config.page.is_empty() {
-                String::new()
-            } else {
-                serde_json::to_string(&config.page).unwrap_or_default()
-            },
-        ),
-    ]
-    .into_iter()
-    .flat_map(|(field, value)| [field.to_string(), value])
-    .collect()
-}
-
-/// The networks as `join.lua` matches them: `<family>:<hex>/<bits>` of
-/// each network's first address, space-separated (Lua has no address type;
-/// comparing hex digits and the bits of one more is all a match takes).
-fn bypass_match(networks: &Networks) -> String {
-    networks
-        .iter()
-        .map(|net| format!("{}/{}", address_form(net.network()), net.prefix_len()))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// An address as `join.lua` reads it: `4:` and 8 hex digits, or `6:` and
-/// 32 (an IPv4-mapped IPv6 address as its IPv4 address).
-fn address_form(address: IpAddr) -> String {
-    match address.to_canonical() {
-        IpAddr::V4(v4) => format!("4:{:08x}", u32::from(v4)),
-        IpAddr::V6(v6) => format!("6:{:032x}", u128::from(v6)),
-    }
-}
-
 /// A fresh draw seed and its commitment, for the scripts that keep one if
 /// the room gets its first `opens_at`.
 fn seed_args(dice: &Dice) -> [String; 2] {
@@ -524,43 +426,7 @@ fn text(value: &Value) -> Option<String> {
 fn parse_info(room: &RoomId, wire: WireRoomInfo) -> Option<RoomRecord> {
     let field = |name: &str| wire.room.get(name).cloned();
     let parse = |name: &str| field(name)?.parse::<u64>().ok();
-    let config = RoomConfig {
-        name: field("name")?,
-        target_url: field("target_url")?,
-        admit_per_tick: parse("admit_per_tick")? as u32,
-        tick_ms: parse("tick_ms")?,
-        max_active: field("max_active")?.parse().ok(),
-        pass_ttl_s: parse("pass_ttl_s")?,
-        abandon_after_s: parse("abandon_after_s")?,
-        paused: field("paused")? == "1",
-        arrival_grace_s: field("arrival_grace_s").and_then(|g| g.parse().ok()),
-        user_key: field("user_key").filter(|k| !k.is_empty()).map(Secret::new),
-        user_required: field("user_required").as_deref() == Some("1"),
-        code_required: field("code_required").as_deref() == Some("1"),
-        pow_difficulty: field("pow_difficulty")
-            .and_then(|d| d.parse().ok())
-            .unwrap_or(0),
-        notice: field("notice").filter(|n| !n.is_empty()),
-        queue_method: field("queue_method")
-            .and_then(|m| QueueMethod::parse(&m))
-            .unwrap_or_default(),
-        closes_at: field("closes_at")
-            .and_then(|at| at.parse().ok())
-            .map(Moment),
-        opens_at: field("opens_at").and_then(|at| at.parse().ok()).map(Moment),
-        close_when_sold_out: field("close_when_sold_out").as_deref() != Some("0"),
-        bypass_networks: field("bypass_networks")
-            .and_then(|list| serde_json::from_str(&list).ok())
-            .unwrap_or_default(),
-        // A room stored before rooms had a language speaks English.
-        language: field("language")
-            .and_then(|tag| Language::from_tag(&tag))
-            .unwrap_or_default(),
-        page: match field("page").filter(|page| !page.is_empty()) {
-            Some(json) => serde_json::from_str(&json).ok()?,
-            None => PageBranding::default(),
-        },
-    };
+    let config = config::read(&wire.room)?;
     let stats = RoomStats {
         waiting: wire.waiting,
         active: wire.active,
@@ -672,13 +538,15 @@ impl Store for RedisStore {
                 &self.scripts.create_room,
                 &id,
                 &sale_keys(&id),
-                seed_args(&dice).into_iter().chain(config_args(&config)),
+                seed_args(&dice)
+                    .into_iter()
+                    .chain([config::stored(&config)]),
             )
             .await?;
         self.room(&id).await
     }
 
-    async fn configure(&self, id: &RoomId, patch: RoomPatch) -> Result<RoomInfo, StoreError> {
+    async fn configure(&self, id: &RoomId, patch: ConfigPatch) -> Result<RoomInfo, StoreError> {
         let dice = self.dice();
         // Optimistic: read, change, write if nobody wrote in between.
         for _ in 0..10 {
@@ -700,7 +568,7 @@ impl Store for RedisStore {
             .map_err(StoreError::InvalidConfig)?;
             let args = std::iter::once(revision)
                 .chain(seed_args(&dice))
-                .chain(config_args(&config));
+                .chain([config::stored(&config)]);
             match self.run::<Value>(&self.scripts.configure, id, args).await {
                 Ok(_) => return self.room(id).await,
                 Err(StoreError::Conflict(_)) => continue,
@@ -756,7 +624,7 @@ impl Store for RedisStore {
             let args = [table.hash.as_str().to_string(), revision]
                 .into_iter()
                 .chain(seed_args(&dice))
-                .chain(config_args(&config));
+                .chain([config::stored(&config)]);
             let reply: String = match self
                 .run_with_keys(&self.scripts.apply_table, id, &sale_keys(id), args)
                 .await

@@ -2,6 +2,7 @@
 //! (`lua/*.lua`) per operation, room events over (sharded) pub/sub.
 
 mod admission;
+mod config;
 mod connection;
 mod events;
 mod join_batch;

@@ -23,8 +23,8 @@ use crate::words::operations::{JoinOptions, RoomFigures, StoreError, TickReport}
 use crate::words::room_table::{RoomTable, TableHash};
 use crate::words::sale::Stock;
 use crate::words::{
-    Admission, LineSummary, Order, Place, PlaceState, QueueMethod, RoomConfig, RoomEvent,
-    RoomFacts, RoomId, RoomInfo, RoomPatch, RoomStats, VisitorId,
+    Admission, ConfigPatch, LineSummary, Order, Place, PlaceState, QueueMethod, RoomConfig,
+    RoomEvent, RoomFacts, RoomId, RoomInfo, RoomStats, VisitorId,
 };
 
 /// Departed visitors forgotten per operation on the room at most, and per
@@ -187,7 +187,7 @@ impl RoomModel {
     /// Applies an operator's change; the event that tells every node.
     pub fn configure(
         &mut self,
-        patch: &RoomPatch,
+        patch: &ConfigPatch,
         now: Millis,
         dice: &Dice,
     ) -> Result<(RoomInfo, RoomEvent), StoreError> {

@@ -17,7 +17,7 @@ use waitroom::words::join_limit::ClientBlock;
 use waitroom::words::login_limit::Attempt;
 use waitroom::words::room_table::{Applied, RoomTable};
 use waitroom::words::sale::Stock;
-use waitroom::words::{Place, RoomConfig, RoomId, RoomInfo, RoomPatch, StoreEvent, VisitorId};
+use waitroom::words::{ConfigPatch, Place, RoomConfig, RoomId, RoomInfo, StoreEvent, VisitorId};
 
 pub struct Unreachable {
     inner: Arc<dyn Store>,
@@ -57,7 +57,7 @@ impl Store for Unreachable {
     async fn create_room(&self, id: RoomId, config: RoomConfig) -> Result<RoomInfo, StoreError> {
         self.reach()?.create_room(id, config).await
     }
-    async fn configure(&self, id: &RoomId, patch: RoomPatch) -> Result<RoomInfo, StoreError> {
+    async fn configure(&self, id: &RoomId, patch: ConfigPatch) -> Result<RoomInfo, StoreError> {
         self.reach()?.configure(id, patch).await
     }
     async fn apply_table(&self, table: &RoomTable) -> Result<Applied, StoreError> {
