@@ -281,16 +281,33 @@ impl ConfigError {
     }
 
     /// A value of `field` that could not be read as its type: the reader's
-    /// words, after the field's name unless they start with it.
+    /// words, after the field's name unless they start with it. A value of
+    /// the right kind that the field's own reader refused (a language we
+    /// do not speak, an entry that is no network, a time that is not one)
+    /// breaks a rule; serde's own words (a wrong type, a number out of its
+    /// type's range, a field there is not) say it is unreadable.
     fn unreadable(field: &str, why: impl fmt::Display) -> Self {
         let why = why.to_string();
+        const SERDE_S_OWN: [&str; 6] = [
+            "invalid type",
+            "invalid value",
+            "invalid length",
+            "unknown variant",
+            "unknown field",
+            "missing field",
+        ];
+        let fault = if SERDE_S_OWN.iter().any(|own| why.starts_with(own)) {
+            Fault::Unreadable
+        } else {
+            Fault::Rule
+        };
         let message = if why.starts_with(field) {
             why
         } else {
             format!("{field}: {why}")
         };
         Self {
-            fault: Fault::Unreadable,
+            fault,
             ..Self::new(field, message)
         }
     }
