@@ -1298,21 +1298,26 @@ async fn a_client_that_breaks_the_protocol_then_floods_is_cut_off_at_once() {
 
 #[tokio::test]
 async fn a_quiet_socket_is_pinged_and_let_go_when_it_never_answers() {
-    let app = TestApp::spawn().await;
+    // A heartbeat of 200 ms (10 s unless set): the rule is the same at any beat.
+    let mut settings = waitroom_testkit::test_settings();
+    settings.socket_ping_ms = 200;
+    let clock = waitroom::words::clock::ManualClock::new(support::START_MS);
+    let stores = waitroom::startup::Stores::memory(std::sync::Arc::new(clock.clone()));
+    let app = TestApp::spawn_with(settings, stores, clock).await;
     // Paused, with a tick an hour apart: after its first status the socket
-    // hears nothing, so its heartbeat pings it (every 10 s, from the
-    // second beat: the first finds the first status sent).
+    // hears nothing, so its heartbeat pings it (at every beat from the
+    // second: the first finds the first status sent).
     app.create_room("quiet", json!({"paused": true, "tick_ms": 3_600_000}))
         .await;
     let status = app.join_api("quiet").await;
     let ticket = status["ticket"].as_str().unwrap();
     // A client that reads but never answers a ping: its pings go
-    // unanswered, and 30 s after the first it is closed (1001).
+    // unanswered, and three beats after the first it is closed (1001).
     let answer = raw_exchange_within(
         app.port,
         &raw_handshake("quiet", ticket),
         "no answer to pings",
-        std::time::Duration::from_secs(65),
+        std::time::Duration::from_secs(10),
     )
     .await;
     let shown = String::from_utf8_lossy(&answer);

@@ -142,6 +142,7 @@ async fn connect(
             registration,
             oversized,
             shutdown: live.tasks.shutdown_token(),
+            ping_every: live.socket_ping,
         }
         .run(),
     );

@@ -51,6 +51,9 @@ pub struct Live {
     /// less a reserve, so health checks, operators and polling visitors
     /// still get through when the sockets have taken the rest.
     pub socket_limit: usize,
+    /// The sockets' heartbeat: a quiet socket is pinged this often
+    /// (`--socket-ping-ms`).
+    pub socket_ping: Duration,
 }
 
 /// What lets an operator in, and the protected sites' narrower tokens.

@@ -21,9 +21,12 @@ use super::registry::Registration;
 
 /// The largest message a client may send (frames and fragmented messages alike).
 pub const MAX_MESSAGE_BYTES: usize = 4 * 1024;
-const PING_EVERY: Duration = Duration::from_secs(10);
-/// How long a ping may go unanswered, and (set on the connection by the
-/// relay as `TCP_USER_TIMEOUT`) how long what we sent may go unacknowledged.
+/// The heartbeat's beat unless set (`--socket-ping-ms`).
+pub const DEFAULT_PING_EVERY: Duration = Duration::from_secs(10);
+/// How many beats a ping may go unanswered.
+const SILENCE_BEATS: u32 = 3;
+/// How long what we sent may go unacknowledged (set on the connection by
+/// the relay as `TCP_USER_TIMEOUT`): the default beat's silence limit.
 pub const SILENCE_LIMIT: Duration = Duration::from_secs(30);
 /// How long a closing socket may take to send its close frame.
 const CLOSE_LINGER: Duration = Duration::from_secs(2);
@@ -38,6 +41,8 @@ pub struct SocketLoop {
     /// Set by the frame guard when a frame declared more than the limit.
     pub oversized: Arc<AtomicBool>,
     pub shutdown: CancellationToken,
+    /// The heartbeat's beat: a quiet socket is pinged this often.
+    pub ping_every: Duration,
 }
 
 #[derive(Deserialize)]
@@ -60,11 +65,12 @@ impl SocketLoop {
             registration,
             oversized,
             shutdown,
+            ping_every,
         } = self;
         async move {
-            let mut beats = tokio::time::interval(PING_EVERY);
+            let mut beats = tokio::time::interval(ping_every);
             beats.tick().await;
-            let mut heartbeat = Heartbeat::default();
+            let mut heartbeat = Heartbeat::new(ping_every);
             let ending: Option<Option<CloseReason>> = loop {
                 tokio::select! {
                     message = messages.recv() => {
@@ -124,7 +130,7 @@ impl SocketLoop {
     }
 }
 
-/// Decides at each beat (every `PING_EVERY`) whether to ping the client
+/// Decides at each beat (every `ping_every`) whether to ping the client
 /// and when to give up on it.
 ///
 /// A socket that was sent something since the last beat is not pinged:
@@ -134,13 +140,15 @@ impl SocketLoop {
 /// Pinging every socket of a busy room cost the node about as much CPU as
 /// its statuses (BENCHMARKS.md, issue 14 item 4). A quiet socket is pinged
 /// at every beat, and closed once a ping has gone unanswered for
-/// `SILENCE_LIMIT`.
-#[derive(Debug, Default)]
+/// `SILENCE_BEATS` beats.
+#[derive(Debug)]
 struct Heartbeat {
     /// When the oldest ping nothing was heard after was sent.
     unanswered_since: Option<Instant>,
     /// The outlet's text count at the last beat.
     texts_at_last_beat: u64,
+    /// How long a ping may go unanswered.
+    silence_limit: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,11 +156,19 @@ enum Beat {
     /// Messages are flowing to the client: no ping needed.
     Busy,
     Ping,
-    /// A ping went unanswered for `SILENCE_LIMIT`.
+    /// A ping went unanswered for the silence limit.
     GiveUp,
 }
 
 impl Heartbeat {
+    fn new(ping_every: Duration) -> Self {
+        Self {
+            unanswered_since: None,
+            texts_at_last_beat: 0,
+            silence_limit: ping_every * SILENCE_BEATS,
+        }
+    }
+
     /// Anything the client sent (a pong, a message) answers every ping.
     fn heard(&mut self) {
         self.unanswered_since = None;
@@ -161,7 +177,7 @@ impl Heartbeat {
     fn beat(&mut self, now: Instant, texts_sent: u64) -> Beat {
         if self
             .unanswered_since
-            .is_some_and(|since| now.duration_since(since) >= SILENCE_LIMIT)
+            .is_some_and(|since| now.duration_since(since) >= self.silence_limit)
         {
             return Beat::GiveUp;
         }
@@ -195,19 +211,19 @@ fn error_message(code: &str, message: &str) -> String {
 mod tests {
     use super::*;
 
-    /// Beats every `PING_EVERY` from `start`, with the outlet's text count
+    /// Beats every `DEFAULT_PING_EVERY` from `start`, with the outlet's text count
     /// at each; returns what each beat decided.
     fn beats(heartbeat: &mut Heartbeat, start: Instant, texts: &[u64]) -> Vec<Beat> {
         texts
             .iter()
             .enumerate()
-            .map(|(i, &sent)| heartbeat.beat(start + PING_EVERY * (i as u32 + 1), sent))
+            .map(|(i, &sent)| heartbeat.beat(start + DEFAULT_PING_EVERY * (i as u32 + 1), sent))
             .collect()
     }
 
     #[test]
     fn a_socket_that_is_sent_statuses_is_not_pinged_nor_given_up() {
-        let mut heartbeat = Heartbeat::default();
+        let mut heartbeat = Heartbeat::new(DEFAULT_PING_EVERY);
         let texts: Vec<u64> = (1..=30).map(|beat| beat * 10).collect();
         let decided = beats(&mut heartbeat, Instant::now(), &texts);
         assert!(
@@ -218,7 +234,7 @@ mod tests {
 
     #[test]
     fn a_quiet_socket_is_pinged_every_beat_and_given_up_after_the_silence_limit() {
-        let mut heartbeat = Heartbeat::default();
+        let mut heartbeat = Heartbeat::new(DEFAULT_PING_EVERY);
         let decided = beats(&mut heartbeat, Instant::now(), &[0; 5]);
         // Pinged at 10, 20 and 30 s; the first ping is 30 s old at 40 s.
         assert_eq!(
@@ -236,10 +252,10 @@ mod tests {
     #[test]
     fn an_answer_resets_the_silence() {
         let start = Instant::now();
-        let mut heartbeat = Heartbeat::default();
+        let mut heartbeat = Heartbeat::new(DEFAULT_PING_EVERY);
         assert_eq!(beats(&mut heartbeat, start, &[0, 0, 0]), [Beat::Ping; 3]);
         heartbeat.heard();
-        let later = start + PING_EVERY * 3;
+        let later = start + DEFAULT_PING_EVERY * 3;
         assert_eq!(
             beats(&mut heartbeat, later, &[0, 0, 0, 0]),
             [Beat::Ping, Beat::Ping, Beat::Ping, Beat::GiveUp]
@@ -248,7 +264,7 @@ mod tests {
 
     #[test]
     fn an_unanswered_ping_is_given_up_on_even_once_statuses_flow() {
-        let mut heartbeat = Heartbeat::default();
+        let mut heartbeat = Heartbeat::new(DEFAULT_PING_EVERY);
         // Quiet at the first beat (pinged at 10 s), then sent a status
         // every beat: the ping still needs its answer by 40 s.
         let decided = beats(&mut heartbeat, Instant::now(), &[0, 1, 2, 3, 4]);

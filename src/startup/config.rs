@@ -132,6 +132,11 @@ pub struct Settings {
     #[arg(long, env = "WAITROOM_WRITE_TIMEOUT_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..))]
     pub write_timeout_ms: u64,
 
+    /// How often a socket that was sent nothing is pinged, in milliseconds;
+    /// one that answers none of three pings in a row is closed (1001).
+    #[arg(long, env = "WAITROOM_SOCKET_PING_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(100..=60_000))]
+    pub socket_ping_ms: u64,
+
     /// Joins that create a new place, per minute per client address in a
     /// room (a minute's worth may come at once); past it, 429 `rate_limited`.
     /// Off unless set: many real visitors share one address behind carrier

@@ -397,6 +397,7 @@ impl Application {
                 history,
                 tasks: tasks.clone(),
                 socket_limit,
+                socket_ping: Duration::from_millis(settings.socket_ping_ms),
             }),
             admin: web::Data::new(AdminAccess {
                 token: admin_token,

@@ -59,6 +59,7 @@ pub fn test_settings() -> Settings {
         secure_cookies: false,
         body_timeout_ms: 10_000,
         write_timeout_ms: 30_000,
+        socket_ping_ms: 10_000,
         join_rate_per_ip: None,
         code_guesses_per_ip: DEFAULT_CODE_GUESSES_PER_IP,
         join_rate_ipv6_prefix: DEFAULT_IPV6_PREFIX,
