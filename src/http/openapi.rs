@@ -1,7 +1,7 @@
 //! The API description: an OpenAPI 3.1 document at `GET /api/openapi.json`,
 //! built from the code itself: the wire types' schemas (`ToSchema`, derived
 //! on the types the handlers serialize) and each handler's
-//! `#[utoipa::path(...)]`, gathered in [`ApiDoc`]. `tests/openapi.rs`
+//! `#[utoipa::path(...)]`, gathered in [`ApiDoc`]. `tests/api/openapi.rs`
 //! checks that every route the app registers is described with its methods
 //! (and nothing else is), that the committed copy `docs/openapi.json` is
 //! what this serves, that the document validates, and runs schemathesis

@@ -3,7 +3,7 @@
 //! is given, as time comes from a `Clock`. A node runs on the operating
 //! system's randomness; a test hands every store the same seed, so stores
 //! that apply the same operations make the same choices and can be
-//! compared answer for answer (`tests/differential.rs`).
+//! compared answer for answer (`tests/stores/differential.rs`).
 //!
 //! Whom `random` admits is decided by [`pick`], a function both the Rust
 //! rules and `lua/tick.lua` compute alike from one number the node passes

@@ -1,5 +1,5 @@
 // The waiting page's decisions that need no DOM (static/room-state.js),
-// on a driven clock. Run by tests/page_scripts.rs with `node --test`.
+// on a driven clock. Run by tests/browser/page_scripts.rs with `node --test`.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRoomState, paceAnnouncement } from '../../static/room-state.js';

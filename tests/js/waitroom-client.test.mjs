@@ -1,7 +1,7 @@
 // How the client module (static/waitroom-client.js) opens its socket: the
 // ticket never in the URL (proxies write URLs to their logs), but as the
 // socket's subprotocol, or not at all where the page's cookie goes with it.
-// Run by tests/page_scripts.rs with `node --test`, with fetch and WebSocket
+// Run by tests/browser/page_scripts.rs with `node --test`, with fetch and WebSocket
 // stood in for.
 import { test, afterEach } from 'node:test';
 import assert from 'node:assert/strict';

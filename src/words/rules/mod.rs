@@ -3,7 +3,7 @@
 //! sale's claim, confirm and release) as methods that take the time and
 //! the chance they need, and do no I/O. The memory store is this model
 //! behind a lock (`store::memory`); the Redis store runs the same rules in
-//! `lua/*.lua`; `tests/differential.rs` runs seeded sequences of
+//! `lua/*.lua`; `tests/stores/differential.rs` runs seeded sequences of
 //! operations against both and fails on the first answer they disagree on.
 //!
 //! A room is split by what it keeps: its line (`line`, with the draw in

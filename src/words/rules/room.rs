@@ -3,7 +3,7 @@
 //! queue method, the opening), leaving, expiry, abandonment, no-shows,
 //! revocation, presence and what each visitor is told. The memory store is
 //! this behind a lock; the Lua scripts implement the same rules, and
-//! `tests/differential.rs` holds them together.
+//! `tests/stores/differential.rs` holds them together.
 
 use std::collections::HashMap;
 use std::sync::Arc;

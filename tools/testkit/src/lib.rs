@@ -7,7 +7,9 @@
 pub mod browser;
 pub mod docs;
 pub mod draw;
+pub mod logs;
 pub mod node;
+pub mod origin;
 pub mod ports;
 pub mod redis;
 pub mod tls;
@@ -100,7 +102,7 @@ impl TestApp {
 
     /// The app with given settings.
     pub async fn spawn_with(settings: Settings, stores: Stores, clock: ManualClock) -> Self {
-        waitroom::startup::telemetry::init(LogFormat::Text);
+        logs::init();
         let admin_token = settings.admin_token.clone().unwrap();
         let app = Application::build_with_stores(settings, Arc::new(clock.clone()), stores)
             .await
@@ -259,6 +261,23 @@ impl TestApp {
         let first = next_status(&mut socket).await;
         (socket, first)
     }
+}
+
+/// A path in the repository: the docs, configs and scripts the tests read.
+pub fn repo(path: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(path)
+}
+
+/// An error answer's status and its `error.code`; the answer must be the
+/// JSON error body, saying what went wrong.
+pub async fn error_of(response: reqwest::Response) -> (u16, String) {
+    let status = response.status().as_u16();
+    let body: serde_json::Value = response.json().await.expect("a JSON error body");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(!message.is_empty(), "errors say what went wrong: {body}");
+    (status, body["error"]["code"].as_str().unwrap().to_string())
 }
 
 /// The next JSON message on a socket (pings and pongs skipped).

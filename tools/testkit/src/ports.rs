@@ -10,6 +10,12 @@
 //!   no port is handed out twice in one test process;
 //! - a server that still fails to bind (another test binary picked the
 //!   same port) is started again on a fresh one, by [`start_on_free_port`].
+//!
+//! And a server is the test's own before a test talks to it: it counts as
+//! listening only once the kernel shows the listening socket in the hands
+//! of the process the test started, or of one it started
+//! ([`wait_until_listening`]); something else answering on the port is
+//! another process's server, and the start is tried again elsewhere.
 
 use std::collections::HashSet;
 use std::net::TcpListener;
@@ -94,15 +100,17 @@ pub fn start_on_ports<T>(
     );
 }
 
-/// Waits until `child` listens on `port`: `Err` (the child killed) when it
-/// exits first (it could not bind) or `within` runs out.
+/// Waits until `child` (or a process it started) listens on `port`:
+/// `Err` (the child killed) when it exits first (it could not bind) or
+/// `within` runs out. Another process answering on the port counts for
+/// nothing: the socket must be the child's (see [`listens`]).
 pub fn wait_until_listening(child: &mut Child, port: u16, within: Duration) -> Result<(), String> {
     let deadline = Instant::now() + within;
     loop {
         if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
             return Err(format!("exited with {status}"));
         }
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+        if listens(child.id(), port) {
             return Ok(());
         }
         if Instant::now() >= deadline {
@@ -112,6 +120,78 @@ pub fn wait_until_listening(child: &mut Child, port: u16, within: Duration) -> R
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Whether process `pid`, or one of its descendants, holds a TCP socket
+/// listening on `port`, as the kernel tells it: the inodes of the sockets
+/// among the processes' open files (`/proc/<pid>/fd`), against the
+/// listening sockets of their network namespace (`/proc/<pid>/net/tcp`,
+/// `tcp6`). Read from `/proc` because no library of the tests' says which
+/// process a listening port belongs to.
+pub fn listens(pid: u32, port: u16) -> bool {
+    let family = descendants_of(pid);
+    let sockets: HashSet<u64> = family
+        .iter()
+        .filter_map(|pid| std::fs::read_dir(format!("/proc/{pid}/fd")).ok())
+        .flatten()
+        .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+        .filter_map(|target| {
+            target
+                .to_str()?
+                .strip_prefix("socket:[")?
+                .strip_suffix(']')?
+                .parse()
+                .ok()
+        })
+        .collect();
+    ["tcp", "tcp6"].iter().any(|table| {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")) else {
+            return false;
+        };
+        text.lines().skip(1).any(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(state), Some(inode)) =
+                (fields.get(1), fields.get(3), fields.get(9))
+            else {
+                return false;
+            };
+            let listening = *state == "0A";
+            let on_port = local
+                .rsplit_once(':')
+                .and_then(|(_, hex)| u16::from_str_radix(hex, 16).ok())
+                == Some(port);
+            listening && on_port && inode.parse().is_ok_and(|inode| sockets.contains(&inode))
+        })
+    })
+}
+
+/// `pid` and every process below it.
+fn descendants_of(pid: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|child| {
+            let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).ok()?;
+            // After the command's name, in parentheses that it may itself hold.
+            let after_name = &stat[stat.rfind(')')? + 1..];
+            let parent = after_name.split_whitespace().nth(1)?.parse().ok()?;
+            Some((child, parent))
+        })
+        .collect();
+    let mut family = vec![pid];
+    let mut next = 0;
+    while next < family.len() {
+        let parent = family[next];
+        family.extend(
+            parents
+                .iter()
+                .filter(|(_, p)| *p == parent)
+                .map(|(child, _)| *child),
+        );
+        next += 1;
+    }
+    family
 }
 
 /// Spawns a server process built by `command(port)` on a fresh port, and
@@ -154,6 +234,25 @@ mod tests {
         });
         let held_port = held.unwrap().local_addr().unwrap().port();
         assert_ne!(started.local_addr().unwrap().port(), held_port);
+    }
+
+    /// A port that answers is not enough: the server must be the test's
+    /// own process.
+    #[test]
+    fn a_port_is_the_childs_only_when_the_child_holds_its_socket() {
+        let other = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let port = other.local_addr().unwrap().port();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        assert!(
+            !listens(child.id(), port),
+            "another's listener is not the child's"
+        );
+        assert!(listens(std::process::id(), port), "it is this process's");
+        let waited = wait_until_listening(&mut child, port, Duration::from_millis(200));
+        assert!(waited.is_err(), "{waited:?}");
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! axe-core comes from npm into `tests/a11y/node_modules` (installed by
 //! `./scripts/integrations-setup`, which `./scripts/test` runs); without it
 //! this test fails and says so. Needs Debian's `chromium` and
-//! `chromium-driver`, like tests/browser.rs.
+//! `chromium-driver`, like tests/browser/browser.rs.
 
 use waitroom_testkit as support;
 

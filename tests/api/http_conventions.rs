@@ -2,11 +2,9 @@
 //! body on every error, 415 for a wrong media type, the security headers,
 //! and logs without tickets or passes.
 //!
-//! Every test here starts through `spawn`, which first installs this
-//! binary's global log subscriber: a buffer the log test reads.
+//! The log tests read what the test binary's one subscriber kept
+//! (`support::logs`), each by what only its own requests wrote.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use waitroom_testkit as support;
@@ -15,47 +13,11 @@ use reqwest::{Method, Response};
 use serde_json::{Value, json};
 use support::{FetchJson, PATIENCE, TestApp};
 
-/// Everything this test binary logged.
-static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
-
-#[derive(Clone)]
-struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Buffer {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-fn logs() -> &'static Arc<Mutex<Vec<u8>>> {
-    LOGS.get_or_init(|| {
-        let buffer = Arc::new(Mutex::new(Vec::new()));
-        let writer = Buffer(buffer.clone());
-        // The app's own format (text), with a line for every request span
-        // as it closes, so the span's fields are written even when nothing
-        // is logged inside it.
-        tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::INFO)
-            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .try_init()
-            .expect("the first subscriber of this test binary");
-        buffer
-    })
-}
-
 fn logged() -> String {
-    String::from_utf8_lossy(&logs().lock().unwrap()).into_owned()
+    support::logs::captured()
 }
 
 async fn spawn() -> TestApp {
-    logs();
     TestApp::spawn().await
 }
 
@@ -376,7 +338,7 @@ async fn tickets_and_passes_in_the_address_never_reach_the_logs() {
     let refused = app
         .http
         .get(app.url(&format!("/api/rooms/quiet/ws?ticket={ticket}x")))
-        .header("X-Forwarded-For", "203.0.113.9")
+        .header("X-Forwarded-For", "198.18.42.77")
         .send()
         .await
         .unwrap();
@@ -417,7 +379,7 @@ async fn tickets_and_passes_in_the_address_never_reach_the_logs() {
         "the peer address is logged:\n{logs}"
     );
     assert!(
-        !logs.contains("203.0.113.9"),
+        !logs.contains("198.18.42.77"),
         "X-Forwarded-For from an untrusted peer is not believed:\n{logs}"
     );
 }

@@ -7,10 +7,11 @@
 //! `page` table; and, in headless Chromium, a branded waiting page and the
 //! admin page's live preview.
 
+use support::repo;
 use waitroom_testkit as support;
 
 use std::fs::OpenOptions;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -24,11 +25,7 @@ use waitroom::startup::Stores;
 use waitroom::words::clock::ManualClock;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_waitroom");
-const BROWSER_PATIENCE: Duration = Duration::from_secs(10);
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
-}
+const BROWSER_PATIENCE: Duration = Duration::from_secs(30);
 
 /// A branding with every field set, markup and line breaks included.
 fn full_page() -> Value {

@@ -15,6 +15,7 @@
 //! configuration in a temporary directory, in the foreground, and kills it
 //! when done.
 
+use support::origin::{ProtectedOrigin, Says};
 use waitroom_testkit as support;
 
 use std::path::PathBuf;
@@ -28,8 +29,6 @@ use serde_json::json;
 use support::TestApp;
 use support::docs::replaced;
 use support::node::{ADMIN_TOKEN, Node};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 const NGINX: &str = "/usr/sbin/nginx";
 /// The room the docs' blocks guard.
@@ -134,40 +133,6 @@ impl Drop for Nginx {
     }
 }
 
-/// The protected site: answers every request 200 "protected" and counts them.
-async fn protected_origin() -> (u16, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let served = Arc::new(AtomicUsize::new(0));
-    let count = served.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut stream, _)) = listener.accept().await else {
-                return;
-            };
-            let count = count.clone();
-            tokio::spawn(async move {
-                let mut request = Vec::new();
-                let mut buffer = [0u8; 4096];
-                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match stream.read(&mut buffer).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => request.extend_from_slice(&buffer[..n]),
-                    }
-                }
-                count.fetch_add(1, Ordering::SeqCst);
-                let _ = stream
-                    .write_all(
-                        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\
-                          Content-Length: 9\r\nConnection: close\r\n\r\nprotected",
-                    )
-                    .await;
-            });
-        }
-    });
-    (port, served)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_documented_nginx_block_lets_through_only_valid_passes_of_its_room() {
     let app = TestApp::spawn().await;
@@ -175,7 +140,8 @@ async fn the_documented_nginx_block_lets_through_only_valid_passes_of_its_room()
         .await;
     app.create_room("autumn-sale", json!({"admit_per_tick": 1_000}))
         .await;
-    let (origin_port, served) = protected_origin().await;
+    let origin = ProtectedOrigin::start(Says::Protected).await;
+    let origin_port = origin.port;
 
     let block = doc_block("## With nginx in front of the protected site");
     let block = replaced(
@@ -277,7 +243,7 @@ async fn the_documented_nginx_block_lets_through_only_valid_passes_of_its_room()
     );
 
     assert_eq!(
-        served.load(Ordering::SeqCst),
+        origin.served(),
         3,
         "the origin saw only the requests let through"
     );
@@ -292,7 +258,8 @@ async fn with_no_waitroom_node_the_fail_open_block_serves_the_site_and_fail_clos
     let app = TestApp::spawn().await;
     app.create_room(ROOM, json!({"admit_per_tick": 1_000}))
         .await;
-    let (origin_port, served) = protected_origin().await;
+    let origin = ProtectedOrigin::start(Says::Protected).await;
+    let origin_port = origin.port;
     let pass = app.pass_for(ROOM).await;
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -335,7 +302,7 @@ async fn with_no_waitroom_node_the_fail_open_block_serves_the_site_and_fail_clos
         drop(nginx);
 
         let nginx = Nginx::start(&in_front_of(no_node));
-        let before = served.load(Ordering::SeqCst);
+        let before = origin.served();
         for cookie in [None, Some(pass.as_str())] {
             let answer = get(&nginx, cookie).await;
             if fails_open {
@@ -350,7 +317,7 @@ async fn with_no_waitroom_node_the_fail_open_block_serves_the_site_and_fail_clos
         }
         let expected = if fails_open { before + 2 } else { before };
         assert_eq!(
-            served.load(Ordering::SeqCst),
+            origin.served(),
             expected,
             "{heading}: what the site saw with no node up"
         );

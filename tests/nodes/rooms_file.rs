@@ -3,6 +3,7 @@
 //! change and after an edit, a bad file, a key kept in a file of its own,
 //! and the example file and the docs' snippets, loaded as they are.
 
+use support::repo;
 use waitroom_testkit as support;
 
 use std::fs::OpenOptions;
@@ -20,10 +21,6 @@ const BINARY: &str = env!("CARGO_BIN_EXE_waitroom");
 /// How long a node with a bad file may take to give up.
 const EXIT_WITHIN: Duration = Duration::from_secs(10);
 const USER_KEY: &str = "the-shop-signs-user-tokens-with-this-0123456789";
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
-}
 
 /// A node with `args`, logging JSON lines to `log` (appended to across
 /// restarts).

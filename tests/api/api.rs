@@ -1,6 +1,7 @@
 //! The visitor and operator APIs end to end: real HTTP and real WebSockets
 //! against the app on port 0, time driven by hand.
 
+use support::error_of;
 use waitroom_testkit as support;
 
 use reqwest::Method;
@@ -196,14 +197,6 @@ async fn join_is_idempotent_per_ticket_and_cookie() {
         .fetch_json()
         .await;
     assert_eq!(room["stats"]["waiting"], 1);
-}
-
-async fn error_of(response: reqwest::Response) -> (u16, String) {
-    let status = response.status().as_u16();
-    let body: Value = response.json().await.expect("a JSON error body");
-    let message = body["error"]["message"].as_str().unwrap_or_default();
-    assert!(!message.is_empty(), "errors say what went wrong: {body}");
-    (status, body["error"]["code"].as_str().unwrap().to_string())
 }
 
 #[tokio::test]

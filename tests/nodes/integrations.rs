@@ -21,9 +21,11 @@
 //! installs into the repo (`./scripts/test` does all of it): a missing one
 //! fails the test, saying so.
 
+use support::origin::{ProtectedOrigin, Says};
+use support::repo;
 use waitroom_testkit as support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -41,7 +43,7 @@ use support::node::{ADMIN_TOKEN, Node, SECRET};
 /// What the protected site holds to revoke a pass: an origin token, never
 /// the admin's.
 const ORIGIN_TOKEN: &str = "an-origin-token-for-the-shop-0123456789";
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use waitroom::startup::Stores;
 use waitroom::words::clock::ManualClock;
@@ -49,13 +51,8 @@ use waitroom::words::clock::ManualClock;
 /// The room the sites guard.
 const ROOM: &str = "spring-sale";
 const OTHER_ROOM: &str = "autumn-sale";
-const REPO: &str = env!("CARGO_MANIFEST_DIR");
 /// How long a site may take to listen (Flask and workerd take a second).
 const STARTUP: Duration = Duration::from_secs(20);
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(REPO).join(path)
-}
 
 /// Fails loudly when `path` is missing, saying how to get it.
 fn needs(path: &Path, how: &str) {
@@ -582,7 +579,8 @@ async fn the_edge_worker_lets_through_only_valid_passes_of_its_room() {
         "npm ci in integrations/edge-worker (./scripts/integrations-setup)",
     );
     let mut deployment = Deployment::start().await;
-    let (origin_port, served) = protected_origin().await;
+    let origin = ProtectedOrigin::start(Says::ProtectedAndTheVisitor).await;
+    let origin_port = origin.port;
     // The worker's WAITROOM_URL: the node's JWKS, counting its fetches.
     let (relay_port, jwks_fetches) = jwks_relay(deployment.url()).await;
     let waitroom = format!("http://127.0.0.1:{relay_port}");
@@ -633,7 +631,7 @@ async fn the_edge_worker_lets_through_only_valid_passes_of_its_room() {
 
     check(&mut deployment, &mut worker, None).await;
     assert_eq!(
-        served.load(Ordering::SeqCst),
+        origin.served(),
         worker.served,
         "the origin saw only the requests let through"
     );
@@ -662,7 +660,7 @@ async fn jwks_relay(node: String) -> (u16, Arc<AtomicUsize>) {
             };
             let (count, http, node) = (count.clone(), http.clone(), node.clone());
             tokio::spawn(async move {
-                let Some(head) = request_head(&mut stream).await else {
+                let Some(head) = support::origin::request_head(&mut stream).await else {
                     return;
                 };
                 let (status, body) = if head.starts_with("GET /.well-known/jwks.json ") {
@@ -685,58 +683,6 @@ async fn jwks_relay(node: String) -> (u16, Arc<AtomicUsize>) {
         }
     });
     (port, fetches)
-}
-
-/// A request's head (request line and headers), read up to its blank line.
-async fn request_head(stream: &mut tokio::net::TcpStream) -> Option<String> {
-    let mut request = Vec::new();
-    let mut buffer = [0u8; 4096];
-    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-        match stream.read(&mut buffer).await {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => request.extend_from_slice(&buffer[..n]),
-        }
-    }
-    Some(String::from_utf8_lossy(&request).into_owned())
-}
-
-/// The site behind the edge worker: answers every request 200 "protected:
-/// " and the X-Waitroom-Visitor header it got, and counts them.
-async fn protected_origin() -> (u16, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let served = Arc::new(AtomicUsize::new(0));
-    let count = served.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut stream, _)) = listener.accept().await else {
-                return;
-            };
-            let count = count.clone();
-            tokio::spawn(async move {
-                let Some(request) = request_head(&mut stream).await else {
-                    return;
-                };
-                count.fetch_add(1, Ordering::SeqCst);
-                let visitor = request
-                    .lines()
-                    .find_map(|line| {
-                        let (name, value) = line.split_once(':')?;
-                        name.eq_ignore_ascii_case("x-waitroom-visitor")
-                            .then(|| value.trim().to_string())
-                    })
-                    .unwrap_or_default();
-                let body = format!("protected: {visitor}");
-                let answer = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\
-                     Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = stream.write_all(answer.as_bytes()).await;
-            });
-        }
-    });
-    (port, served)
 }
 
 /// The docs show the very files these tests run (mdBook includes them), so

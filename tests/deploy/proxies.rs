@@ -16,6 +16,7 @@
 //! Needs Debian's `caddy`, `haproxy` and `python3-yaml` (`./scripts/test`
 //! installs them); a missing one fails the test.
 
+use support::origin::{ProtectedOrigin, Says};
 use waitroom_testkit as support;
 
 use std::path::{Path, PathBuf};
@@ -27,8 +28,6 @@ use reqwest::header::{AUTHORIZATION, COOKIE, LOCATION, SET_COOKIE};
 use serde_json::{Value, json};
 use support::docs::replaced;
 use support::{TestApp, test_settings};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 use waitroom::startup::Stores;
 use waitroom::words::clock::ManualClock;
 use waitroom::words::return_url::PublicUrl;
@@ -40,57 +39,6 @@ const PUBLIC: &str = "https://queue.example";
 /// The first ````lang` block of docs/src/proxies/`page` after `heading`.
 fn doc_block(page: &str, heading: &str, lang: &str) -> String {
     support::docs::doc_block(&format!("docs/src/proxies/{page}"), heading, lang)
-}
-
-/// What the origin saw: each request's head, lowercased.
-#[derive(Default)]
-struct Seen(parking_lot::Mutex<Vec<String>>);
-
-impl Seen {
-    fn count(&self) -> usize {
-        self.0.lock().len()
-    }
-
-    fn last(&self) -> String {
-        self.0.lock().last().cloned().unwrap_or_default()
-    }
-}
-
-/// The protected site: answers every request 200 "protected".
-async fn protected_origin() -> (u16, Arc<Seen>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let seen = Arc::new(Seen::default());
-    let record = seen.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut stream, _)) = listener.accept().await else {
-                return;
-            };
-            let record = record.clone();
-            tokio::spawn(async move {
-                let mut request = Vec::new();
-                let mut buffer = [0u8; 4096];
-                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match stream.read(&mut buffer).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => request.extend_from_slice(&buffer[..n]),
-                    }
-                }
-                record
-                    .0
-                    .lock()
-                    .push(String::from_utf8_lossy(&request).to_lowercase());
-                let _ = stream
-                    .write_all(
-                        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\
-                          Content-Length: 9\r\nConnection: close\r\n\r\nprotected",
-                    )
-                    .await;
-            });
-        }
-    });
-    (port, seen)
 }
 
 /// A proxy running in the foreground in a directory of its own; killed
@@ -195,7 +143,8 @@ const CADDY: &str = "/usr/bin/caddy";
 async fn caddy_forward_auth_round_trip_through_the_room_and_back() {
     needs(CADDY, "caddy");
     let app = waitroom().await;
-    let (origin, seen) = protected_origin().await;
+    let seen = ProtectedOrigin::start(Says::Protected).await;
+    let origin = seen.port;
     let caddyfile = doc_block("caddy.md", "## The Caddyfile", "caddyfile");
     let caddyfile = replaced(
         &caddyfile,
@@ -246,7 +195,7 @@ async fn caddy_forward_auth_round_trip_through_the_room_and_back() {
         to_room,
         room_page_returning(&format!("{site}/checkout?item=7"))
     );
-    assert_eq!(seen.count(), 0);
+    assert_eq!(seen.served(), 0);
 
     // 2. The page joins with the return (here over the HTTP API); the room
     // is paused, so the visitor waits.
@@ -294,7 +243,7 @@ async fn caddy_forward_auth_round_trip_through_the_room_and_back() {
     let cookie = answer.headers()[SET_COOKIE].to_str().unwrap().to_string();
     assert!(cookie.starts_with(&format!("wr_pass={pass};")), "{cookie}");
     assert_eq!(
-        seen.count(),
+        seen.served(),
         0,
         "the origin is not asked until the pass is a cookie"
     );
@@ -308,7 +257,7 @@ async fn caddy_forward_auth_round_trip_through_the_room_and_back() {
         .unwrap();
     assert_eq!(answer.status(), 200);
     assert_eq!(answer.text().await.unwrap(), "protected");
-    assert_eq!(seen.count(), 1);
+    assert_eq!(seen.served(), 1);
     let head = seen.last();
     assert!(head.starts_with("get /checkout?item=7 "), "{head}");
     let visitor = waiting_visitor(&app, &pass);
@@ -379,7 +328,7 @@ async fn caddy_forward_auth_round_trip_through_the_room_and_back() {
     assert_eq!(answer.status(), 302, "a revoked pass");
     assert_eq!(answer.headers()["x-waitroom-refused"], "pass_revoked");
     assert_eq!(
-        seen.count(),
+        seen.served(),
         1,
         "the origin saw only the request let through"
     );
@@ -434,7 +383,8 @@ fn haproxy(node: u16, origin: u16) -> Proxy {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn haproxy_lua_gate_lets_through_only_valid_passes_of_its_room() {
     let app = waitroom().await;
-    let (origin, seen) = protected_origin().await;
+    let seen = ProtectedOrigin::start(Says::Protected).await;
+    let origin = seen.port;
     let proxy = haproxy(app.port, origin);
     let site = format!("http://127.0.0.1:{}", proxy.port);
     app.create_room(
@@ -489,7 +439,7 @@ async fn haproxy_lua_gate_lets_through_only_valid_passes_of_its_room() {
     );
     let cookie = answer.headers()[SET_COOKIE].to_str().unwrap();
     assert!(cookie.starts_with(&format!("wr_pass={pass};")), "{cookie}");
-    assert_eq!(seen.count(), 0);
+    assert_eq!(seen.served(), 0);
 
     // A valid pass, as the cookie or Bearer: through, the origin told who.
     let visitor = waiting_visitor(&app, &pass);
@@ -514,7 +464,7 @@ async fn haproxy_lua_gate_lets_through_only_valid_passes_of_its_room() {
             "{what}: {head}"
         );
     }
-    let let_through = seen.count();
+    let let_through = seen.served();
     assert_eq!(let_through, 3);
 
     // Refused: another room's pass (with or without a forged header naming
@@ -561,7 +511,7 @@ async fn haproxy_lua_gate_lets_through_only_valid_passes_of_its_room() {
     let answer = get("/checkout", vec![(COOKIE, format!("wr_pass={pass}"))]).await;
     assert_eq!(answer.status(), 302, "a revoked pass");
     assert_eq!(
-        seen.count(),
+        seen.served(),
         let_through,
         "the origin saw only those let through"
     );
@@ -578,7 +528,7 @@ async fn haproxy_lua_gate_lets_through_only_valid_passes_of_its_room() {
     assert_eq!(answer.status(), 503);
     assert_eq!(answer.headers()["retry-after"], "30");
     assert!(answer.text().await.unwrap().contains("<h1>Back soon</h1>"));
-    assert_eq!(seen.count(), let_through);
+    assert_eq!(seen.served(), let_through);
 }
 
 /// A YAML block of the docs, as JSON (parsed by python3's PyYAML: there is

@@ -7,7 +7,7 @@
 //! from waiting to admitted, through CORS (`--cors-origins`). The page is
 //! the example of `docs/src/client.md`, read from there.
 //!
-//! Needs Debian's `chromium` and `chromium-driver` (see tests/browser.rs).
+//! Needs Debian's `chromium` and `chromium-driver` (see tests/browser/browser.rs).
 
 use waitroom_testkit as support;
 

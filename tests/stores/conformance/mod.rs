@@ -925,7 +925,7 @@ pub mod scenarios {
     }
 
     /// What a changed setting means for the store's own rules, at once:
-    /// the promoter's part (asking again at once) is in tests/promoter.rs.
+    /// the promoter's part (asking again at once) is in tests/api/promoter.rs.
     pub async fn every_config_change_is_in_force_at_once_up_and_down(h: &Harness) {
         use waitroom::words::clock::{Clock, rfc3339};
         let room = h.room("r", 5, None).await;

@@ -1,7 +1,7 @@
 //! The conformance suite on the Redis store: each scenario on its own
 //! `redis-server`, time driven by hand.
 
-mod conformance;
+use crate::conformance;
 use waitroom_testkit::redis as redis_server;
 
 use std::sync::Arc;

@@ -19,7 +19,7 @@ use waitroom::words::clock::rfc3339;
 use waitroom::words::draw::{DrawSeed, EntryId};
 
 /// How long the browser gets for something that should happen promptly.
-const BROWSER_PATIENCE: Duration = Duration::from_secs(10);
+const BROWSER_PATIENCE: Duration = Duration::from_secs(30);
 
 /// Waits until the page says its WebSocket is live.
 async fn wait_until_live(browser: &Client, what: &str) {

@@ -22,6 +22,12 @@ use support::redis::{RedisCluster, RedisSentinels};
 /// How long the tests wait for the nodes to come back: generous, since a
 /// test waits and does not time; the measured time is printed.
 const RECOVERY_PATIENCE: Duration = Duration::from_secs(30);
+/// How long after a call is sent its outcome is known: the client's
+/// timeout, and a little more.
+const SETTLED: Duration = Duration::from_millis(5_500);
+/// How long every call to a node must have succeeded, once settled, for
+/// the node to count as back.
+const STEADY: Duration = Duration::from_millis(1_500);
 const BUYERS: usize = 64;
 
 fn nodes_on(url: &str, count: usize) -> Vec<Node> {
@@ -121,8 +127,8 @@ async fn keep_buying(
     room: &str,
     passes: &[String],
     stop: &AtomicBool,
-) -> Vec<(&'static str, Outcome)> {
-    let outcomes = Mutex::new(Vec::new());
+    outcomes: &Mutex<Vec<(&'static str, Outcome)>>,
+) {
     let pace = Duration::from_millis(10 * BUYERS as u64);
     let buyers = passes.iter().enumerate().map(|(i, pass)| {
         let outcomes = &outcomes;
@@ -160,7 +166,20 @@ async fn keep_buying(
         }
     });
     futures_util::join!(join_all(buyers), join_all(joiners));
-    outcomes.into_inner()
+}
+
+/// Whether every kind of call to every node has been back for `STEADY`:
+/// no call known to have failed since, and every call sent in that time
+/// known to have succeeded (sent at least `SETTLED` before `now`).
+fn everyone_back(outcomes: &[(&'static str, Outcome)], nodes: usize, now: Instant) -> bool {
+    let Some(settled_by) = now.checked_sub(SETTLED) else {
+        return false;
+    };
+    ["sale", "join"].iter().all(|kind| {
+        (0..nodes).all(|node| {
+            recovered_at(outcomes, kind, node).is_some_and(|back| back + STEADY <= settled_by)
+        })
+    })
 }
 
 /// The moment from which every call of `kind` sent on `node` succeeded.
@@ -262,7 +281,8 @@ async fn fail_over_mid_sale(mut backing: Backing, failure: Failure) {
     let mut waiting = waiting_visitor(&nodes, &line).await;
     let stop = AtomicBool::new(false);
 
-    let load = keep_buying(&nodes, room, &passes, &stop);
+    let outcomes = Mutex::new(Vec::new());
+    let load = keep_buying(&nodes, room, &passes, &stop, &outcomes);
     let failover = async {
         // The sale is going on before the master fails.
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -272,13 +292,18 @@ async fn fail_over_mid_sale(mut backing: Backing, failure: Failure) {
         let backing = &backing;
         let promoted = tokio::task::block_in_place(|| backing.wait_for_failover(room, master));
         let promoted_at = Instant::now();
-        // The nodes have this long to follow the new master.
-        tokio::time::sleep(RECOVERY_PATIENCE).await;
+        // The nodes have `RECOVERY_PATIENCE` to follow the new master; the
+        // load stops once every node has been back a while.
+        while promoted_at.elapsed() < RECOVERY_PATIENCE
+            && !everyone_back(&outcomes.lock(), nodes.len(), Instant::now())
+        {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
         stop.store(true, Ordering::Relaxed);
         (master, failed_at, promoted_at, promoted)
     };
-    let (outcomes, (master, failed_at, promoted_at, promoted)) =
-        futures_util::join!(load, failover);
+    let ((), (master, failed_at, promoted_at, promoted)) = futures_util::join!(load, failover);
+    let outcomes = outcomes.into_inner();
 
     let count = |kind: &str, ok: bool, from: Instant, to: Instant| {
         outcomes
@@ -300,9 +325,20 @@ async fn fail_over_mid_sale(mut backing: Backing, failure: Failure) {
     for kind in ["sale", "join"] {
         for node in 0..nodes.len() {
             let back = recovered_at(&outcomes, kind, node).unwrap_or_else(|| {
+                let failed: Vec<String> = outcomes
+                    .iter()
+                    .filter(|(k, o)| *k == kind && o.node == node && !o.ok)
+                    .map(|(_, o)| {
+                        format!(
+                            "{:.2}",
+                            o.sent.saturating_duration_since(promoted_at).as_secs_f64()
+                        )
+                    })
+                    .collect();
                 panic!(
-                    "{kind} calls on node {node} still failed {} s after the promotion",
-                    RECOVERY_PATIENCE.as_secs()
+                    "the last {kind} call sent to node {node} failed, {:.1} s after the promotion; \
+                     its failed calls were sent at these seconds after it: {failed:?}",
+                    end.saturating_duration_since(promoted_at).as_secs_f64(),
                 )
             });
             println!(

@@ -5,10 +5,10 @@
 //! queries and the alert rules name is exported by a running node's
 //! `/metrics`, on the memory store and on Redis.
 
+use support::repo;
 use waitroom_testkit as support;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -24,10 +24,6 @@ const ALERT_TESTS: &str = "deploy/prometheus/alerts.test.yml";
 const MADE_BY_PROMETHEUS: &[&str] = &["up"];
 /// How long a node may take to have run a tick and shown every series.
 const SERIES_DEADLINE: Duration = Duration::from_secs(15);
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
-}
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(repo(path)).unwrap_or_else(|e| panic!("cannot read {path}: {e}"))

@@ -21,8 +21,7 @@ const COPY: &str = "docs/openapi.json";
 /// Set to refresh the committed copy from what the server serves.
 const REFRESH: &str = "WAITROOM_REFRESH_OPENAPI";
 /// The command that does it, as the failure and docs/src/openapi.md say.
-const REFRESH_COMMAND: &str =
-    "WAITROOM_REFRESH_OPENAPI=1 cargo test --test openapi the_committed_copy";
+const REFRESH_COMMAND: &str = "WAITROOM_REFRESH_OPENAPI=1 cargo test --test api the_committed_copy";
 /// The methods a description and a `web::resource` both name.
 const METHODS: [&str; 5] = ["get", "put", "post", "delete", "patch"];
 /// The schemathesis runs' bounds: examples per operation, the seed, and
@@ -187,7 +186,7 @@ fn registered_routes() -> BTreeSet<(String, String)> {
         assert!(
             found.is_empty(),
             "{} registers a route another way ({found:?}): register it with \
-             web::resource(\"…\") so tests/openapi.rs sees it",
+             web::resource(\"…\") so tests/api/openapi.rs sees it",
             file.display()
         );
     }
@@ -292,53 +291,88 @@ async fn the_description_validates() {
 /// demo room (and its seat sale) for the examples to reach. Three runs, so
 /// that the routes behind a visitor's credential are reached past their
 /// 401: the sale's with a pass of the demo room as Bearer, the visitor's
-/// with a ticket, then every route with the admin token (last, as it may
-/// close the room).
+/// with a ticket, and every route with the admin token. Each run has a
+/// node of its own (the admin's may close the room), so they run side by
+/// side.
 #[tokio::test]
 async fn schemathesis_finds_no_server_error_and_no_answer_off_its_schema() {
     let st = tool("st");
-    let node = Node::start(env!("CARGO_BIN_EXE_waitroom"), &["--demo-room"]);
-    let http = reqwest::Client::new();
-    let admin = format!("Bearer {ADMIN_TOKEN}");
-    // Passthrough admits at once, so one join holds both a ticket and a pass.
-    let changed = http
-        .patch(node.url("/api/admin/rooms/demo"))
-        .header("Authorization", &admin)
-        .json(&serde_json::json!({"queue_method": "passthrough"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(changed.status(), 200);
-    let joined: Value = http
-        .post(node.url("/api/rooms/demo/join"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(joined["state"], "admitted", "{joined}");
-    let pass = format!("Bearer {}", joined["pass"].as_str().unwrap());
-    let ticket = format!("Bearer {}", joined["ticket"].as_str().unwrap());
-    for (credential, only) in [
-        (&pass, Some("sale")),
-        (&ticket, Some("visitor")),
-        (&admin, None),
-    ] {
+    let runs = [Credential::Pass, Credential::Ticket, Credential::Admin].map(|credential| {
         let st = st.clone();
-        let url = node.url("/api/openapi.json");
-        let credential = credential.clone();
-        let text = tokio::task::spawn_blocking(move || schemathesis(&st, &url, &credential, only))
+        async move {
+            let node = Node::start(env!("CARGO_BIN_EXE_waitroom"), &["--demo-room"]);
+            let (authorization, only) = credential.on(&node).await;
+            let url = node.url("/api/openapi.json");
+            let text =
+                tokio::task::spawn_blocking(move || schemathesis(&st, &url, &authorization, only))
+                    .await
+                    .unwrap();
+            eprintln!("{text}");
+            drop(node);
+        }
+    });
+    futures_util::future::join_all(runs).await;
+}
+
+/// Whose credential a schemathesis run carries.
+#[derive(Clone, Copy)]
+enum Credential {
+    /// A pass of the demo room, for the sale's operations.
+    Pass,
+    /// A ticket, for the visitor's operations.
+    Ticket,
+    /// The admin token, for every operation.
+    Admin,
+}
+
+impl Credential {
+    /// The `Authorization` header on `node`, and the tag of the operations
+    /// it opens.
+    async fn on(self, node: &Node) -> (String, Option<&'static str>) {
+        let admin = format!("Bearer {ADMIN_TOKEN}");
+        if let Credential::Admin = self {
+            return (admin, None);
+        }
+        let http = reqwest::Client::new();
+        // Passthrough admits at once, so one join holds both a ticket and a pass.
+        let changed = http
+            .patch(node.url("/api/admin/rooms/demo"))
+            .header("Authorization", &admin)
+            .json(&serde_json::json!({"queue_method": "passthrough"}))
+            .send()
             .await
             .unwrap();
-        eprintln!("{text}");
+        assert_eq!(changed.status(), 200);
+        let joined: Value = http
+            .post(node.url("/api/rooms/demo/join"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(joined["state"], "admitted", "{joined}");
+        match self {
+            Credential::Pass => (
+                format!("Bearer {}", joined["pass"].as_str().unwrap()),
+                Some("sale"),
+            ),
+            _ => (
+                format!("Bearer {}", joined["ticket"].as_str().unwrap()),
+                Some("visitor"),
+            ),
+        }
     }
 }
 
 /// One schemathesis run (of the operations tagged `only`, or all), every
 /// request carrying `authorization`; its output. Fails on any finding.
 fn schemathesis(st: &Path, url: &str, authorization: &str, only: Option<&str>) -> String {
-    let report = std::env::temp_dir().join(format!("waitroom-schemathesis-{}", std::process::id()));
+    let report = std::env::temp_dir().join(format!(
+        "waitroom-schemathesis-{}-{}",
+        std::process::id(),
+        only.unwrap_or("all")
+    ));
     let mut command = Command::new(st);
     command
         .args([

@@ -1,7 +1,7 @@
 //! The conformance suite on a local three-master Redis Cluster, and room
 //! events over sharded pub/sub.
 
-mod conformance;
+use crate::conformance;
 use waitroom_testkit::redis as redis_server;
 
 use std::sync::Arc;

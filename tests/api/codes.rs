@@ -1,6 +1,7 @@
 //! Priority codes over HTTP: the operator routes (add given or generated
 //! codes, list, remove) and every refusal of a join with a code.
 
+use support::error_of;
 use waitroom_testkit as support;
 
 use reqwest::Method;
@@ -13,15 +14,6 @@ const STRONG: &str = "k3v9q2m7x4t8w1z6r5p0";
 const ONE: &str = "one-7f3a9c1e5b8d2f4a";
 const TWO: &str = "two-2c8e4a6f1b9d3e7c";
 const AHEAD: &str = "ahead-5d1f7b3e9a2c8e4f";
-
-async fn error_of(response: reqwest::Response) -> (u16, String) {
-    let status = response.status().as_u16();
-    let body: Value = response.json().await.unwrap();
-    (
-        status,
-        body["error"]["code"].as_str().unwrap_or("").to_string(),
-    )
-}
 
 async fn add(app: &TestApp, room: &str, body: Value) -> reqwest::Response {
     app.admin(Method::POST, &format!("/api/admin/rooms/{room}/codes"))

@@ -6,7 +6,7 @@
 //! `redirect_url` only on the target's origin, also when the visitor is
 //! admitted on a later tick by another node; with the store down, by
 //! signature alone; and Envoy's way of asking (`/api/gate/<path>`). The
-//! real proxies are in tests/proxies.rs.
+//! real proxies are in tests/deploy/proxies.rs.
 
 use waitroom_testkit as support;
 

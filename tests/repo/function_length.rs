@@ -76,7 +76,7 @@ impl<'ast> Visit<'ast> for Functions<'_> {
 fn lengths() -> Vec<Length> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut all = Vec::new();
-    for path in sources(&root.join("src")) {
+    for path in sources(&root.join("tools/load/src")) {
         let source = std::fs::read_to_string(&path).unwrap();
         let file = syn::parse_file(&source).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let shown = path

@@ -1,0 +1,15 @@
+//! The HTTP API of one node, end to end: the visitor and operator APIs,
+//! the gate, codes, the sale, origin tokens and CORS, HTTP conventions,
+//! the API description, slow readers, the promoter's schedule, and the
+//! metrics with their dashboard and alerts.
+
+mod api;
+mod codes;
+mod gate;
+mod http_conventions;
+mod observability;
+mod openapi;
+mod origin_access;
+mod promoter;
+mod sale;
+mod slow_readers;
