@@ -10,7 +10,7 @@ use bytes::Bytes;
 
 use super::error::ApiError;
 use super::extractors::Room;
-use super::openapi::RoomPath;
+use super::paths::RoomPath;
 use crate::store::Store;
 use crate::words::RoomId;
 use crate::words::draw::{DrawInfo, DrawKey, EntryId};

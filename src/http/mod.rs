@@ -18,6 +18,7 @@ pub mod middleware;
 pub mod openapi;
 pub mod ops;
 pub mod pages;
+pub mod paths;
 pub mod refusal_log;
 pub mod sale;
 pub mod sale_views;

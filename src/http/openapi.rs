@@ -35,28 +35,6 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/api/openapi.json").get(serve));
 }
 
-/// The `{room}` of a path.
-#[derive(utoipa::IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct RoomPath {
-    /// The room's id (`[a-z0-9-]{1,64}`).
-    #[param(example = "demo")]
-    room: String,
-}
-
-/// The `{room}` and `{claim}` of a claim's path.
-#[derive(utoipa::IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct ClaimPath {
-    /// The room's id (`[a-z0-9-]{1,64}`).
-    #[param(example = "demo")]
-    room: String,
-    /// The claim's `claim_id`.
-    claim: String,
-}
-
 #[derive(OpenApi)]
 #[openapi(
     info(

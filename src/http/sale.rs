@@ -11,9 +11,9 @@ use crate::http::extractors::{
     LinkJudge, LinkedPass, Operator, Pass, PassChecker, PassHolder, PassRefusal, Room,
     judge_linked_pass, pass_cookie,
 };
-use crate::http::openapi::{ClaimPath, RoomPath};
 use crate::http::pages::i18n::Catalogue;
 use crate::http::pages::{branding, page_language, render, texts_json};
+use crate::http::paths::{ClaimPath, RoomPath};
 use crate::http::sale_views::SaleViews;
 use crate::store::{SaleStore, Store, set_up_sale};
 use crate::words::RoomId;

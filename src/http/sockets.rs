@@ -19,7 +19,7 @@ use url::Url;
 
 use super::error::{ApiError, ErrorCode};
 use super::extractors::{SOCKET_PROTOCOL, SocketTicket, TicketSource};
-use super::openapi::RoomPath;
+use super::paths::RoomPath;
 use super::state::{Live, ServerSettings};
 use crate::live::frame_guard::FrameGuard;
 use crate::live::home::Home;

@@ -5,11 +5,11 @@
 //! Two rules hold:
 //! - the layers: words, then the stores, then the live sockets, then the
 //!   HTTP routes, then start-up; a file never refers to a layer above its own;
-//! - no cycle among files: `../shared/tools/module-cycles` sees the
-//!   top-level modules only, and two files that import each other are one
-//!   piece of code in two places. A module's references to its own
-//!   children (re-exports, their constructors) are its own business and do
-//!   not count.
+//! - no cycle among files, even through others: two files that refer to
+//!   each other are one piece of code in two places. A module's references
+//!   to its own children (re-exports, their constructors) are its own
+//!   business and do not count; references inside attributes (utoipa's
+//!   `paths(...)`) do.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -82,6 +82,36 @@ impl References<'_> {
         self.found.insert(absolute);
     }
 
+    /// Every path (`a::b::c`) in `tokens`, groups included.
+    fn note_tokens(&mut self, tokens: proc_macro2::TokenStream) {
+        let mut path: Vec<String> = Vec::new();
+        let mut colons = 0;
+        for token in tokens {
+            match token {
+                proc_macro2::TokenTree::Ident(ident) => {
+                    if colons != 2 && !path.is_empty() {
+                        self.note(&std::mem::take(&mut path));
+                    }
+                    path.push(ident.to_string());
+                    colons = 0;
+                }
+                proc_macro2::TokenTree::Punct(punct) if punct.as_char() == ':' => colons += 1,
+                other => {
+                    if !path.is_empty() {
+                        self.note(&std::mem::take(&mut path));
+                    }
+                    colons = 0;
+                    if let proc_macro2::TokenTree::Group(group) = other {
+                        self.note_tokens(group.stream());
+                    }
+                }
+            }
+        }
+        if !path.is_empty() {
+            self.note(&path);
+        }
+    }
+
     /// A `use` tree's leaves, each with the path that leads to it.
     fn note_tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree) {
         match tree {
@@ -119,6 +149,16 @@ impl<'ast> Visit<'ast> for References<'_> {
         let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
         self.note(&segments);
         syn::visit::visit_path(self, path);
+    }
+
+    /// Paths written inside an attribute's tokens too (utoipa's
+    /// `paths(super::visitor::join)`, `params(RoomPath)`), which syn keeps
+    /// as tokens: a reference there ties two files as much as a `use`.
+    fn visit_attribute(&mut self, attribute: &'ast syn::Attribute) {
+        if let syn::Meta::List(list) = &attribute.meta {
+            self.note_tokens(list.tokens.clone());
+        }
+        syn::visit::visit_attribute(self, attribute);
     }
 
     fn visit_item_mod(&mut self, item: &'ast syn::ItemMod) {
@@ -227,7 +267,7 @@ fn no_two_files_depend_on_each_other_even_through_others() {
 }
 
 #[test]
-fn the_check_sees_references_written_inline_and_in_groups() {
+fn the_check_sees_references_written_inline_in_groups_and_in_attributes() {
     let graph = graph();
     let refers = |from: &str, to: &str| {
         let split = |s: &str| s.split("::").map(str::to_owned).collect::<Module>();
@@ -237,4 +277,6 @@ fn the_check_sees_references_written_inline_and_in_groups() {
     assert!(refers("startup", "store::redis::connection") || refers("startup", "store::redis"));
     // A group: `use crate::words::{…}` in the hub.
     assert!(refers("live::hub", "words::model") || refers("live::hub", "words"));
+    // Inside an attribute: utoipa's `paths(super::visitor::join, …)`.
+    assert!(refers("http::openapi", "http::visitor"));
 }

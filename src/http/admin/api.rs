@@ -9,7 +9,7 @@ use utoipa::openapi::schema::{Object, Schema, Type};
 
 use crate::http::error::{ApiError, ErrorCode};
 use crate::http::extractors::{Operator, PassRevoker, Room};
-use crate::http::openapi::RoomPath;
+use crate::http::paths::RoomPath;
 use crate::http::state::Live;
 use crate::live::history::{SAMPLE_EVERY_MS, SAMPLES_KEPT, Sample};
 use crate::store::{self, SaleStore, Store};

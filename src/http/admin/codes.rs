@@ -8,7 +8,7 @@ use actix_web::{HttpResponse, web};
 use crate::http::body_configs::json_config_up_to;
 use crate::http::error::{ApiError, ErrorCode};
 use crate::http::extractors::{Operator, Room};
-use crate::http::openapi::RoomPath;
+use crate::http::paths::RoomPath;
 use crate::store::Store;
 use crate::words::chance::OsChance;
 use crate::words::codes::{

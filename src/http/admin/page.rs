@@ -13,9 +13,9 @@ use crate::http::extractors::{
     ADMIN_SESSION_COOKIE as SESSION_COOKIE, CsrfProtected, OperatorForm, admin_session,
     admin_session_cookie, client_address, client_block,
 };
-use crate::http::openapi::RoomPath;
 use crate::http::pages::i18n::{self, Catalogue};
 use crate::http::pages::{accept_language, render, texts_json};
+use crate::http::paths::RoomPath;
 use crate::http::refusal_log::RefusalLog;
 use crate::http::state::{AdminAccess, Live};
 use crate::store::{self, SaleStore, Store};

@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 
 use crate::http::error::ApiError;
 use crate::http::middleware::CONTENT_SECURITY_POLICY;
-use crate::http::openapi::RoomPath;
+use crate::http::paths::RoomPath;
 use crate::store::Store;
 use crate::words::RoomId;
 use crate::words::page::{Colour, PageBranding};
