@@ -15,7 +15,7 @@ use super::extractors::{
     ticket_cookie_name, ticket_error,
 };
 use super::limits::read_json_or_nothing;
-use super::openapi::RoomPath;
+use super::paths::RoomPath;
 use super::state::Live;
 use crate::store::{self, JoinOptions, SaleStore, Store};
 use crate::words::clock::{Clock, Millis};
@@ -83,20 +83,79 @@ fn status_response(
         .body(status.to_json())
 }
 
-/// The fields a join's body may carry (all optional; no body is `{}`).
-/// `join_room` reads them from the object itself, so that a field of the
-/// wrong type gets its own refusal and fields a newer page sends are ignored.
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
+/// The fields a join's body may carry (all optional; no body, or `null`,
+/// is `{}`). Fields a newer page sends are ignored; a field of the wrong
+/// type gets its own refusal (see [`Given`]).
+#[derive(Default, Deserialize, utoipa::ToSchema)]
 pub struct JoinBody {
     /// A solved proof-of-work challenge (the base64 ALTCHA payload), where
     /// the room asks for one.
-    pow: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pow: Given,
     /// A user token (HS256 JWT signed with the room's `user_key`).
-    user: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    user: Given,
     /// A priority or invite code: a valid one puts the visitor in the
     /// priority line (and is spent if the join makes a new place).
-    code: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    code: Given,
+    /// Where a forward-auth gate turned the visitor away from (an absolute
+    /// URL, as the gate's redirect gives it in its `return` query): at
+    /// admission they are sent back there if it is on the room's target's
+    /// origin. The query's `return` is read when the body has none; one
+    /// that cannot be a return is ignored.
+    #[serde(default, rename = "return")]
+    #[schema(value_type = Option<String>)]
+    ret: Given,
+}
+
+/// One text field of a join's body as it came.
+#[derive(Default)]
+enum Given {
+    /// Left out, or `null`.
+    #[default]
+    Absent,
+    Text(String),
+    /// Any other JSON: the field's own refusal, not the body's.
+    NotText,
+}
+
+impl<'de> Deserialize<'de> for Given {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(match serde_json::Value::deserialize(deserializer)? {
+            serde_json::Value::Null => Given::Absent,
+            serde_json::Value::String(text) => Given::Text(text),
+            _ => Given::NotText,
+        })
+    }
+}
+
+impl JoinBody {
+    /// The body as sent: empty or `null` is no field; anything but an
+    /// object is refused (a JSON array would otherwise be read as the
+    /// fields in order).
+    fn read(body: &[u8]) -> Result<JoinBody, ApiError> {
+        if body.is_empty() {
+            return Ok(JoinBody::default());
+        }
+        let refused = |error: serde_json::Error| {
+            ApiError::bad_request(
+                ErrorCode::InvalidJson,
+                format!("the join body must be a JSON object: {error}"),
+            )
+        };
+        match serde_json::from_slice::<Option<serde_json::Map<String, serde_json::Value>>>(body)
+            .map_err(refused)?
+        {
+            None => Ok(JoinBody::default()),
+            Some(fields) => {
+                serde_json::from_value(serde_json::Value::Object(fields)).map_err(refused)
+            }
+        }
+    }
 }
 
 /// Joins the line, or returns the caller's place. A valid ticket (header or
@@ -183,27 +242,13 @@ async fn join_room(
 ) -> Result<(HttpResponse, Place), ApiError> {
     let room = room.clone();
     let started = Instant::now();
-    let body = read_json_or_nothing(&req, body).await?;
     // Read whole (the page sends `{}`), so the connection stays open for
-    // the visitor's next request; fields this version does not know are
-    // ignored, as a newer page may send them.
-    let fields = if body.is_empty() {
-        serde_json::Map::new()
-    } else {
-        // `null` as no fields, as the description's optional body allows.
-        serde_json::from_slice::<Option<serde_json::Map<String, serde_json::Value>>>(&body)
-            .map_err(|error| {
-                ApiError::bad_request(
-                    ErrorCode::InvalidJson,
-                    format!("the join body must be a JSON object: {error}"),
-                )
-            })?
-            .unwrap_or_default()
-    };
-    let pow = match fields.get("pow") {
-        None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::String(payload)) => {
-            match pow::check(&credentials.pow_keys(), payload, &room, clock.now_ms()) {
+    // the visitor's next request.
+    let body = JoinBody::read(&read_json_or_nothing(&req, body).await?)?;
+    let pow = match body.pow {
+        Given::Absent => None,
+        Given::Text(payload) => {
+            match pow::check(&credentials.pow_keys(), &payload, &room, clock.now_ms()) {
                 Ok(solved) => Some(solved),
                 Err(why) => {
                     return Err(
@@ -212,33 +257,31 @@ async fn join_room(
                 }
             }
         }
-        Some(_) => {
+        Given::NotText => {
             let refusal = pow_invalid("pow must be the solution as a string");
             return Err(unless_no_such_room(store.get_ref(), &room, refusal).await);
         }
     };
-    let user = match fields.get("user") {
-        None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::String(token)) => {
-            known_user(store.get_ref(), clock.get_ref(), &room, token).await?
-        }
-        Some(_) => {
+    let user = match body.user {
+        Given::Absent => None,
+        Given::Text(token) => known_user(store.get_ref(), clock.get_ref(), &room, &token).await?,
+        Given::NotText => {
             let refusal = invalid_user_token("user must be the token as a string");
             return Err(unless_no_such_room(store.get_ref(), &room, refusal).await);
         }
     };
-    let code = match fields.get("code") {
-        None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::String(code)) if code.is_empty() => None,
-        Some(serde_json::Value::String(code)) => Some(CodeHash::of(code)),
-        Some(_) => {
+    let code = match body.code {
+        Given::Absent => None,
+        Given::Text(code) if code.is_empty() => None,
+        Given::Text(code) => Some(CodeHash::of(&code)),
+        Given::NotText => {
             return Err(ApiError::bad_request(
                 ErrorCode::InvalidBody,
                 "code must be the code as a string",
             ));
         }
     };
-    let ret = join_return(&req, &fields);
+    let ret = join_return(&req, body.ret);
     let now = clock.now_ms();
     let existing = match bearer(&req) {
         Some(ticket) => Some(
@@ -283,17 +326,15 @@ async fn join_room(
 /// (`return_url::parse_return`). Anything else is ignored, not refused:
 /// whether it is honoured is decided at admission, against the room's
 /// target then.
-fn join_return(
-    req: &HttpRequest,
-    fields: &serde_json::Map<String, serde_json::Value>,
-) -> Option<String> {
-    let from_body = fields.get("return").and_then(serde_json::Value::as_str);
-    let from_query = || {
-        url::form_urlencoded::parse(req.query_string().as_bytes())
-            .find(|(name, _)| name == "return")
-            .map(|(_, value)| value.into_owned())
+fn join_return(req: &HttpRequest, from_body: Given) -> Option<String> {
+    let raw = match from_body {
+        Given::Text(raw) => raw,
+        Given::Absent | Given::NotText => {
+            url::form_urlencoded::parse(req.query_string().as_bytes())
+                .find(|(name, _)| name == "return")
+                .map(|(_, value)| value.into_owned())?
+        }
     };
-    let raw = from_body.map(str::to_string).or_else(from_query)?;
     return_url::parse_return(&raw).map(String::from)
 }
 

@@ -682,6 +682,43 @@ async fn a_rooms_language_must_be_one_we_speak_and_a_bad_one_loses_nothing() {
     assert!(html.contains("Você está na fila"), "{html}");
 }
 
+/// A join's body: nothing, `null` and `{}` are the same join; fields this
+/// version does not know are ignored; anything but an object is refused
+/// as JSON (an array is not read as the fields in order); a field of the
+/// wrong type gets its own refusal.
+#[tokio::test]
+async fn a_join_body_is_an_object_or_nothing() {
+    let app = TestApp::spawn().await;
+    app.create_room("drop", json!({"paused": true})).await;
+    let join = |body: &'static str| {
+        reqwest::Client::new()
+            .post(app.url("/api/rooms/drop/join"))
+            .header("Content-Type", "application/json")
+            .body(body)
+            .send()
+    };
+    for body in ["", "null", "{}", r#"{"newer_field": [1, 2], "code": ""}"#] {
+        let joined = join(body).await.unwrap();
+        assert_eq!(joined.status(), 200, "the body {body:?}");
+        let status: Value = joined.json().await.unwrap();
+        assert_eq!(status["state"], "waiting", "the body {body:?}");
+    }
+    for body in ["[]", r#"["pow", "user"]"#, r#""text""#, "5", "{not json"] {
+        let (status, code) = error_of(join(body).await.unwrap()).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (400, "invalid_json"),
+            "the body {body:?}"
+        );
+    }
+    let (status, code) = error_of(join(r#"{"code": 5}"#).await.unwrap()).await;
+    assert_eq!((status, code.as_str()), (400, "invalid_body"));
+    let (status, code) = error_of(join(r#"{"user": {}}"#).await.unwrap()).await;
+    assert_eq!((status, code.as_str()), (401, "invalid_user_token"));
+    let (status, code) = error_of(join(r#"{"pow": true}"#).await.unwrap()).await;
+    assert_eq!((status, code.as_str()), (403, "pow_invalid"));
+}
+
 #[tokio::test]
 async fn malformed_input_gets_a_400_that_names_the_problem() {
     let app = TestApp::spawn().await;
