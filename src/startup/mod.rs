@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use actix_web::dev::{Server, ServerHandle};
 use actix_web::web;
+use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::http::client_address::TrustedProxies;
 use crate::http::ops;
@@ -295,6 +296,8 @@ impl Application {
         Self::assemble(settings, clock, stores, rooms).await
     }
 
+    /// The application's steps: its keys, the rooms file's rooms, the live
+    /// parts and their tasks, the demo, then the servers.
     async fn assemble(
         settings: Settings,
         clock: SharedClock,
@@ -309,150 +312,27 @@ impl Application {
         } = stores;
         let sale = Measured::sale(sale, store.name());
         let store = Measured::store(store);
-        let secret = settings.secret.clone().unwrap_or_else(|| {
-            tracing::warn!("no --secret given: generated one for this process; tickets and passes will not survive a restart or verify on other nodes");
-            random_secret()
-        });
-        if settings.previous_secret.as_ref() == Some(&secret) {
-            return Err(StartError::PreviousSecretIsCurrent);
-        }
-        if let Some(token) = &settings.admin_token
-            && token.chars().count() < config::MIN_ADMIN_TOKEN_CHARS
-        {
-            return Err(StartError::WeakAdminToken {
-                min: config::MIN_ADMIN_TOKEN_CHARS,
-                given: token.chars().count(),
-            });
-        }
-        let admin_token = match settings.admin_token.clone() {
-            Some(token) => token,
-            None => generate_admin_token()?,
-        };
-        let origin_tokens = read_origin_tokens(&settings.origin_tokens, &admin_token)?;
-        let credentials = Arc::new(
-            Credentials::rotating(&secret, settings.previous_secret.as_deref())
-                .with_public_url(settings.public_url.clone()),
-        );
+        let keys = Keys::from_settings(&settings)?;
         // Before anything serves or ticks: the node's first answer already
         // knows the file's rooms.
         if let Some(rooms) = &rooms {
             rooms.apply(store.as_ref()).await?;
         }
-        let tasks = Tasks::new();
-        let hub = Arc::new(Hub::new(store.clone(), credentials.clone()));
-        let wakeups = Arc::new(Wakeups::default());
-        let history = Arc::new(RoomHistory::new(clock.clone()));
-        let promoter = Promoter::new(
-            store.clone(),
-            sale.clone(),
-            hub.clone(),
-            wakeups.clone(),
-            history.clone(),
-        );
-
-        tasks.spawn_service("hub", hub.clone().run(tasks.clone()));
-        tasks.spawn_service("promoter", promoter.clone().run(tasks.clone()));
+        let live = LiveParts::start(&store, &sale, &keys.credentials, &clock);
         if settings.demo_room {
-            let opens_at = settings
-                .demo_opens_in
-                .map(|s| Moment((clock.now_ms() / 1000 + s) * 1000));
-            let room = demo::create(
-                store.as_ref(),
-                sale.as_ref(),
-                opens_at,
-                settings.demo_target.as_deref(),
-            )
-            .await
-            .map_err(StartError::Demo)?;
-            tasks.spawn_service(
-                "demo visitors",
-                demo::simulate_visitors(
-                    store.clone(),
-                    wakeups.clone(),
-                    room,
-                    tasks.shutdown_token(),
-                ),
-            );
+            start_demo(&settings, &store, &sale, &clock, &live).await?;
         }
-
-        let socket_limit = settings.max_sockets.unwrap_or_else(default_socket_limit);
-        metrics::gauge!("waitroom_socket_limit").set(socket_limit as f64);
-        // From the start, not from the first socket: a node nobody has
-        // connected to yet shows 0, not nothing.
-        metrics::gauge!("waitroom_sockets_open").set(hub.registry().open_sockets() as f64);
-        let draining = Arc::new(AtomicBool::new(false));
-        let templates = match &settings.templates_dir {
-            Some(dir) => OperatorTemplates::load(dir)?,
-            None => OperatorTemplates::none(),
-        };
-        let parts = AppParts {
-            store: web::Data::from(store.clone()),
-            sale: web::Data::from(sale.clone()),
-            sale_views: Default::default(),
-            credentials: web::Data::from(credentials.clone()),
-            clock: web::Data::from(clock.clone()),
-            live: web::Data::new(Live {
-                hub: hub.clone(),
-                wakeups,
-                history,
-                tasks: tasks.clone(),
-                socket_limit,
-                socket_ping: Duration::from_millis(settings.socket_ping_ms),
-            }),
-            admin: web::Data::new(AdminAccess {
-                token: admin_token,
-                origin_tokens,
-                login_guard: Default::default(),
-            }),
-            refusal_log: Default::default(),
-            clients: web::Data::new(ClientRules {
-                trusted_proxies: TrustedProxies::new(settings.trusted_proxies.clone()),
-                ipv6_prefix: settings.join_rate_ipv6_prefix,
-                join_rate_per_ip: settings.join_rate_per_ip,
-                code_guesses_per_ip: Some(settings.code_guesses_per_ip).filter(|n| *n > 0),
-            }),
-            server: web::Data::new(ServerSettings {
-                secure_cookies: settings.secure_cookies,
-                body_timeout: Duration::from_millis(settings.body_timeout_ms),
-                cors_origins: settings.cors_origins.clone(),
-            }),
-            ops: web::Data::new(Ops {
-                metrics,
-                metrics_elsewhere: settings.metrics_listen.is_some(),
-                draining: draining.clone(),
-            }),
-            templates: web::Data::new(templates),
-        };
-        let (listener, listening) = listen(&settings.listen)
-            .and_then(|listener| Ok((listener.try_clone()?, listener)))
-            .map_err(|source| StartError::Listen {
-                address: settings.listen.clone(),
-                source,
-            })?;
-        let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
-        let metrics_server = match &settings.metrics_listen {
-            Some(address) => Some(server::serve_metrics(parts.ops.clone(), address).map_err(
-                |source| StartError::Listen {
-                    address: address.clone(),
-                    source,
-                },
-            )?),
-            None => None,
-        };
-        let server =
-            server::serve(parts, listener, &settings, SHUTDOWN_GRACE).map_err(|source| {
-                StartError::Listen {
-                    address: settings.listen.clone(),
-                    source,
-                }
-            })?;
+        let credentials = keys.credentials.clone();
+        let parts = app_parts(&settings, &store, &sale, &clock, keys, &live, metrics)?;
+        let draining = parts.ops.draining.clone();
+        let (port, server, metrics_server, listening) = serve(&settings, parts)?;
         let handle = AppHandle {
             store,
-            hub,
-            promoter,
+            hub: live.hub,
+            promoter: live.promoter,
             credentials,
             clock,
-            tasks,
+            tasks: live.tasks,
             server: server.handle(),
             metrics_server: metrics_server.as_ref().map(|(server, _)| server.handle()),
             draining,
@@ -493,6 +373,203 @@ impl Application {
         }
         self.server.await
     }
+}
+
+/// What the node signs and checks with: the credentials, the admin token
+/// and the origins' tokens, from the settings (generated where allowed).
+struct Keys {
+    credentials: Arc<Credentials>,
+    admin_token: String,
+    origin_tokens: Vec<OriginToken>,
+}
+
+impl Keys {
+    fn from_settings(settings: &Settings) -> Result<Keys, StartError> {
+        let secret = settings.secret.clone().unwrap_or_else(|| {
+            tracing::warn!("no --secret given: generated one for this process; tickets and passes will not survive a restart or verify on other nodes");
+            random_secret()
+        });
+        if settings.previous_secret.as_ref() == Some(&secret) {
+            return Err(StartError::PreviousSecretIsCurrent);
+        }
+        if let Some(token) = &settings.admin_token
+            && token.chars().count() < config::MIN_ADMIN_TOKEN_CHARS
+        {
+            return Err(StartError::WeakAdminToken {
+                min: config::MIN_ADMIN_TOKEN_CHARS,
+                given: token.chars().count(),
+            });
+        }
+        let admin_token = match settings.admin_token.clone() {
+            Some(token) => token,
+            None => generate_admin_token()?,
+        };
+        let origin_tokens = read_origin_tokens(&settings.origin_tokens, &admin_token)?;
+        let credentials = Arc::new(
+            Credentials::rotating(&secret, settings.previous_secret.as_deref())
+                .with_public_url(settings.public_url.clone()),
+        );
+        Ok(Keys {
+            credentials,
+            admin_token,
+            origin_tokens,
+        })
+    }
+}
+
+/// This node's live side: the hub and its sockets, the promoter, and the
+/// tasks that run them.
+struct LiveParts {
+    tasks: Tasks,
+    hub: Arc<Hub>,
+    promoter: Promoter,
+    wakeups: Arc<Wakeups>,
+    history: Arc<RoomHistory>,
+}
+
+impl LiveParts {
+    /// The parts, with the hub and the promoter running.
+    fn start(
+        store: &Arc<dyn Store>,
+        sale: &Arc<dyn SaleStore>,
+        credentials: &Arc<Credentials>,
+        clock: &SharedClock,
+    ) -> LiveParts {
+        let tasks = Tasks::new();
+        let hub = Arc::new(Hub::new(store.clone(), credentials.clone()));
+        let wakeups = Arc::new(Wakeups::default());
+        let history = Arc::new(RoomHistory::new(clock.clone()));
+        let promoter = Promoter::new(
+            store.clone(),
+            sale.clone(),
+            hub.clone(),
+            wakeups.clone(),
+            history.clone(),
+        );
+        tasks.spawn_service("hub", hub.clone().run(tasks.clone()));
+        tasks.spawn_service("promoter", promoter.clone().run(tasks.clone()));
+        LiveParts {
+            tasks,
+            hub,
+            promoter,
+            wakeups,
+            history,
+        }
+    }
+}
+
+/// The demo room (`--demo-room`), and its simulated visitors.
+async fn start_demo(
+    settings: &Settings,
+    store: &Arc<dyn Store>,
+    sale: &Arc<dyn SaleStore>,
+    clock: &SharedClock,
+    live: &LiveParts,
+) -> Result<(), StartError> {
+    let opens_at = settings
+        .demo_opens_in
+        .map(|s| Moment((clock.now_ms() / 1000 + s) * 1000));
+    let room = demo::create(
+        store.as_ref(),
+        sale.as_ref(),
+        opens_at,
+        settings.demo_target.as_deref(),
+    )
+    .await
+    .map_err(StartError::Demo)?;
+    live.tasks.spawn_service(
+        "demo visitors",
+        demo::simulate_visitors(
+            store.clone(),
+            live.wakeups.clone(),
+            room,
+            live.tasks.shutdown_token(),
+        ),
+    );
+    Ok(())
+}
+
+/// What the HTTP routes share.
+fn app_parts(
+    settings: &Settings,
+    store: &Arc<dyn Store>,
+    sale: &Arc<dyn SaleStore>,
+    clock: &SharedClock,
+    keys: Keys,
+    live: &LiveParts,
+    metrics: PrometheusHandle,
+) -> Result<AppParts, StartError> {
+    let socket_limit = settings.max_sockets.unwrap_or_else(default_socket_limit);
+    metrics::gauge!("waitroom_socket_limit").set(socket_limit as f64);
+    // From the start, not from the first socket: a node nobody has
+    // connected to yet shows 0, not nothing.
+    metrics::gauge!("waitroom_sockets_open").set(live.hub.registry().open_sockets() as f64);
+    let templates = match &settings.templates_dir {
+        Some(dir) => OperatorTemplates::load(dir)?,
+        None => OperatorTemplates::none(),
+    };
+    Ok(AppParts {
+        store: web::Data::from(store.clone()),
+        sale: web::Data::from(sale.clone()),
+        sale_views: Default::default(),
+        credentials: web::Data::from(keys.credentials),
+        clock: web::Data::from(clock.clone()),
+        live: web::Data::new(Live {
+            hub: live.hub.clone(),
+            wakeups: live.wakeups.clone(),
+            history: live.history.clone(),
+            tasks: live.tasks.clone(),
+            socket_limit,
+            socket_ping: Duration::from_millis(settings.socket_ping_ms),
+        }),
+        admin: web::Data::new(AdminAccess {
+            token: keys.admin_token,
+            origin_tokens: keys.origin_tokens,
+            login_guard: Default::default(),
+        }),
+        refusal_log: Default::default(),
+        clients: web::Data::new(ClientRules {
+            trusted_proxies: TrustedProxies::new(settings.trusted_proxies.clone()),
+            ipv6_prefix: settings.join_rate_ipv6_prefix,
+            join_rate_per_ip: settings.join_rate_per_ip,
+            code_guesses_per_ip: Some(settings.code_guesses_per_ip).filter(|n| *n > 0),
+        }),
+        server: web::Data::new(ServerSettings {
+            secure_cookies: settings.secure_cookies,
+            body_timeout: Duration::from_millis(settings.body_timeout_ms),
+            cors_origins: settings.cors_origins.clone(),
+        }),
+        ops: web::Data::new(Ops {
+            metrics,
+            metrics_elsewhere: settings.metrics_listen.is_some(),
+            draining: Arc::new(AtomicBool::new(false)),
+        }),
+        templates: web::Data::new(templates),
+    })
+}
+
+/// The servers, listening: the port, the server, the `--metrics-listen`
+/// one with its port, and another handle on the listening socket.
+type Serving = (u16, Server, Option<(Server, u16)>, std::net::TcpListener);
+
+fn serve(settings: &Settings, parts: AppParts) -> Result<Serving, StartError> {
+    let listen_error = |address: &str| {
+        let address = address.to_string();
+        move |source| StartError::Listen { address, source }
+    };
+    let (listener, listening) = listen(&settings.listen)
+        .and_then(|listener| Ok((listener.try_clone()?, listener)))
+        .map_err(listen_error(&settings.listen))?;
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
+    let metrics_server = match &settings.metrics_listen {
+        Some(address) => {
+            Some(server::serve_metrics(parts.ops.clone(), address).map_err(listen_error(address))?)
+        }
+        None => None,
+    };
+    let server = server::serve(parts, listener, settings, SHUTDOWN_GRACE)
+        .map_err(listen_error(&settings.listen))?;
+    Ok((port, server, metrics_server, listening))
 }
 
 /// The rooms file the settings name, read and checked.
