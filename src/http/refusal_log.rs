@@ -1,9 +1,9 @@
-//! The log lines about refused requests, rate-limited. Every 4xx answer and
-//! every wrong admin token used to write a warn line of its own, so a
-//! client sending bad requests as fast as it can wrote the log as fast as
-//! it could. Now, per kind (the refusal's code), the first line of each
-//! window is written, and it says how many lines of its kind were left out
-//! since the last one written; the others are only counted.
+//! The log lines about refused requests, rate-limited: with a warn line
+//! for every 4xx answer and every wrong admin token, a client sending bad
+//! requests as fast as it can would write the log as fast as it could.
+//! Per kind (the refusal's code), the first line of each window is
+//! written, and it says how many lines of its kind were left out since the
+//! last one written; the others are only counted.
 
 use std::collections::HashMap;
 

@@ -5,15 +5,13 @@
 //! waits before it. The connection's relay puts here the one frame
 //! actix-ws still sends (the close) and writes whatever had to wait.
 //!
-//! What it saves: at a tick every socket gets a status, and through
-//! actix-ws's `Session` each cost a channel send, a wake-up of the relay's
-//! task and its poll before the write; on 2 cores that made the fan-out
+//! Why: at a tick every socket gets a status, and through actix-ws's
+//! `Session` each would cost a channel send, a wake-up of the relay's task
+//! and its poll before the write; on 2 cores that makes the fan-out
 //! 1.5–1.7× the cost of writing the same frames straight to the same
-//! connections; the lane took the node's CPU during a 19,000-socket hold
-//! from 0.30 to 0.26 of 2 cores and its tick→socket p99 from 1.49 to 1.25×
-//! the floor's (`4a94cd7` → `48cf286`, BENCHMARKS.md, issue 14, "after the
-//! lane"). A ping or pong through actix-ws took the
-//! same hop and wake-up (issue 14 item 4): here it is one more frame.
+//! connections (BENCHMARKS.md, "the fan-out against its floor"). A ping
+//! or pong through actix-ws takes the same hop and wake-up: here it is one
+//! more frame.
 //! actix-ws still carries the handshake, everything the client sends, and
 //! the close frame: the session's close ends actix-ws's response body,
 //! which tells the relay the socket is done.

@@ -238,11 +238,11 @@ pub struct Credentials {
 /// about half of what signing a pass cost (BENCHMARKS.md, "Signing a pass").
 /// The parts are its own: the header is its `Header`, each part serde JSON
 /// in unpadded base64url (a unit test compares the two byte for byte).
-/// The signature is aws-lc's: a pass costs 0.46× the CPU it did with
-/// ed25519-dalek's on this project's machine (its base-point
-/// multiplication is s2n-bignum's assembly; BENCHMARKS.md, "aws-lc's
-/// Ed25519"). Ed25519 is deterministic, so both sign the same bytes (a
-/// unit test checks ours against ed25519-dalek's).
+/// The signature is aws-lc's: a pass costs 0.46× the CPU ed25519-dalek's
+/// takes on this project's machine (aws-lc's base-point multiplication is
+/// s2n-bignum's assembly; BENCHMARKS.md, "aws-lc's Ed25519"). Ed25519 is
+/// deterministic, so both sign the same bytes (a unit test checks ours
+/// against ed25519-dalek's).
 fn sign_pass(header: &str, claims: &PassClaims, key: &Ed25519KeyPair) -> String {
     // A pass's claims are about 150 bytes: room for them at once.
     let mut json = Vec::with_capacity(256);
