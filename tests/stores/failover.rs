@@ -357,12 +357,20 @@ async fn fail_over_mid_sale(mut backing: Backing, failure: Failure) {
         .await
         .unwrap();
     assert_eq!(resumed.status(), 200);
-    loop {
-        let status = support::next_status(&mut waiting).await;
-        if status["state"] == "admitted" {
-            break;
+    let heard = tokio::time::timeout(RECOVERY_PATIENCE, async {
+        loop {
+            let status = support::next_status(&mut waiting).await;
+            if status["state"] == "admitted" {
+                return;
+            }
         }
-    }
+    })
+    .await;
+    assert!(
+        heard.is_ok(),
+        "{name} {failure:?}: the socket on node 1 heard statuses but not its admission within {} s of the room's resumption",
+        RECOVERY_PATIENCE.as_secs()
+    );
 }
 
 /// A visitor waiting in a paused room `line`, its socket on the second node.
