@@ -768,6 +768,15 @@ impl Link {
     }
 }
 
+/// A call that took longer than it may: an error of the kind a response
+/// timeout is (so a store that does not answer is `store_unavailable`).
+pub(super) fn timed_out(what: &str) -> RedisError {
+    RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!("{what} took too long"),
+    ))
+}
+
 pub(super) fn unexpected(what: &'static str) -> RedisError {
     RedisError::from((ErrorKind::Client, what))
 }
@@ -1130,6 +1139,11 @@ pub(super) struct WorkerConnections {
 }
 
 impl WorkerConnections {
+    /// This thread's connection, made on first use. Its making is held to
+    /// [`RESPONSE_TIMEOUT`] whatever the retries inside it: a master that
+    /// was stopped (not killed) accepts the connection and never answers
+    /// its handshake, and a caller waiting on it would wait past the
+    /// promotion of its replica.
     async fn of_this_thread(&self) -> Result<ConnectionManager, RedisError> {
         let cell = self
             .by_thread
@@ -1137,12 +1151,14 @@ impl WorkerConnections {
             .entry(std::thread::current().id())
             .or_default()
             .clone();
-        cell.get_or_try_init(|| {
+        let made = cell.get_or_try_init(|| {
             self.client
                 .get_connection_manager_with_config(self.config.clone())
-        })
-        .await
-        .cloned()
+        });
+        match tokio::time::timeout(RESPONSE_TIMEOUT, made).await {
+            Ok(made) => made.cloned(),
+            Err(_) => Err(timed_out("making this thread's connection")),
+        }
     }
 
     /// `answer`, forgetting this thread's connection if it fails with an

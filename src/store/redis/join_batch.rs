@@ -17,11 +17,20 @@ use parking_lot::Mutex;
 use redis::{RedisError, Script, Value};
 use tokio::sync::oneshot;
 
-use super::connection::{Effect, Link, ScriptCall, unexpected};
+use super::connection::{
+    Effect, Link, RESPONSE_TIMEOUT, ScriptCall, WAIT_TIMEOUT, timed_out, unexpected,
+};
 use super::keys::{channel, room_keys};
 use super::replies::{JoinShared, WireJoinShared, read};
 use crate::words::RoomId;
 use crate::words::clock::SharedClock;
+
+/// The longest a call of joins may take: its connection made, the script
+/// loaded and run (each held to [`RESPONSE_TIMEOUT`]), the replicas waited
+/// for.
+const CALL_PATIENCE: std::time::Duration = RESPONSE_TIMEOUT
+    .saturating_mul(3)
+    .saturating_add(WAIT_TIMEOUT);
 
 /// The values each join gives the script, in one argument, each but the
 /// last ended by a newline (`read_join` in `lua/join.lua`): one argument
@@ -211,7 +220,12 @@ impl JoinBatches {
             };
             let (joins, answers): (Vec<Join>, Vec<_>) = batch.into_iter().unzip();
             metrics::histogram!(JOINS_PER_CALL).record(joins.len() as f64);
-            match self.send(&room, &joins).await {
+            // Bounded: the room's next joins wait for this call, so one that
+            // never ends would leave them waiting for good.
+            let sent = tokio::time::timeout(CALL_PATIENCE, self.send(&room, &joins))
+                .await
+                .unwrap_or_else(|_| Err(timed_out("a call of the room's joins")));
+            match sent {
                 Ok(replies) if replies.len() == answers.len() => {
                     for (answer, reply) in answers.into_iter().zip(replies) {
                         let _ = answer.send(Ok(reply));
