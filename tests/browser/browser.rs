@@ -1291,6 +1291,10 @@ async fn an_admitted_visitor_holds_seats_confirms_them_and_gets_a_numbered_ticke
 
     // Someone else holds A4 meanwhile (the room's second claim).
     let other = admitted_pass(&app, "seats", 1_000).await;
+    // The public view read now, as a page's refresh may read it: cached
+    // without the other's hold until the clock moves on.
+    let cached = app.http.get(app.url("/api/rooms/seats/sale")).send().await;
+    assert_eq!(cached.unwrap().status(), 200);
     let taken = app
         .http
         .post(app.url("/api/rooms/seats/sale/claims"))
@@ -1322,8 +1326,17 @@ async fn an_admitted_visitor_holds_seats_confirms_them_and_gets_a_numbered_ticke
     screenshot(&browser, "sale-ticket").await;
 
     // The page kept its (now hidden) map in step: the visitor's seats are
-    // sold to them, and the other visitor's hold shows as held.
+    // sold to them, and the other visitor's hold shows as held. The public
+    // view may be a second old (sale_views::MAX_AGE_MS) by the app's clock,
+    // which this test drives: a page refresh between the other's hold and
+    // the confirm may have cached it without them, so the clock moves on a
+    // second at a time, a few times, as it would by itself.
+    let aged = std::cell::Cell::new(0);
     eventually("the map to follow the sale", BROWSER_PATIENCE, || async {
+        if aged.get() < 5 {
+            aged.set(aged.get() + 1);
+            app.clock.advance_ms(waitroom::http::sale_views::MAX_AGE_MS);
+        }
         let a4 = seat_state(&browser, "A4").await;
         let a1 = seat_state(&browser, "A1").await;
         let mine = attr_of(&browser, r#"#seat-map [data-seat="A1"]"#, "data-mine").await;
