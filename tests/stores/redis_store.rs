@@ -274,3 +274,54 @@ async fn a_room_of_the_release_before_is_migrated_when_a_node_starts() {
     let change: ConfigPatch = serde_json::from_str(r#"{"paused": false}"#).unwrap();
     assert!(!store.configure(&id, change).await.unwrap().config.paused);
 }
+
+/// A Redis that stops answering (SIGSTOP: it holds its connections and
+/// answers nothing, as a frozen host does) fails joins in time, again and
+/// again, rather than holding them (a room's joins wait on the call before
+/// theirs, and a failed call makes its thread's connection again, to the
+/// same silent server); once it answers again, joins succeed.
+#[tokio::test]
+async fn a_stalled_redis_fails_joins_in_time_and_they_succeed_once_it_answers() {
+    use std::time::Duration;
+    use waitroom::store::Store;
+    use waitroom::words::{RoomConfig, RoomId, VisitorId};
+
+    let server = RedisServer::start();
+    let clock = ManualClock::new(1_767_225_600_000);
+    let store = RedisStore::connect(&server.url(), Some(Arc::new(clock.clone())))
+        .await
+        .unwrap();
+    let id = RoomId::parse("r").unwrap();
+    let mut config = RoomConfig::new("R", "/x");
+    config.paused = true;
+    store.create_room(id.clone(), config).await.unwrap();
+    store.join(&id, VisitorId::random()).await.unwrap();
+
+    let pid = server.pid().expect("the server runs").to_string();
+    let signal = |which: &str| {
+        let sent = std::process::Command::new("kill")
+            .args([which, &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    };
+    signal("-STOP");
+    for attempt in 0..3 {
+        let joined = tokio::time::timeout(
+            Duration::from_secs(30),
+            store.join(&id, VisitorId::random()),
+        )
+        .await;
+        let joined = joined.unwrap_or_else(|_| panic!("join {attempt} was held past 30 s"));
+        assert!(joined.is_err(), "join {attempt}: a stopped Redis answered");
+    }
+    signal("-CONT");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while store.join(&id, VisitorId::random()).await.is_err() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "joins still fail 30 s after Redis answers again"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
