@@ -1151,6 +1151,9 @@ impl WorkerConnections {
             .entry(std::thread::current().id())
             .or_default()
             .clone();
+        if let Some(made) = cell.get() {
+            return Ok(made.clone());
+        }
         let made = cell.get_or_try_init(|| {
             self.client
                 .get_connection_manager_with_config(self.config.clone())
