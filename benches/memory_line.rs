@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use waitroom::store::Store;
+use waitroom::store::StoreExt;
 use waitroom::store::memory::MemoryStore;
 use waitroom::words::clock::ManualClock;
 use waitroom::words::{RoomConfig, RoomId, VisitorId};

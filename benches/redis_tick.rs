@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use futures_util::{StreamExt, stream};
 use redis_server::RedisServer;
-use waitroom::store::Store;
+use waitroom::store::StoreExt;
 use waitroom::store::redis::RedisStore;
 use waitroom::words::clock::ManualClock;
 use waitroom::words::{RoomConfig, RoomId, VisitorId};

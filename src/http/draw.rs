@@ -11,7 +11,7 @@ use bytes::Bytes;
 use super::error::ApiError;
 use super::extractors::Room;
 use super::paths::RoomPath;
-use crate::store::Store;
+use crate::store::{Store, StoreExt};
 use crate::words::RoomId;
 use crate::words::draw::{DrawInfo, DrawKey, EntryId};
 

@@ -19,7 +19,7 @@ use super::extractors::{
 };
 use super::state::Live;
 use super::visitor::{VerifyQuery, room_to_verify};
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, StoreExt};
 use crate::words::RoomId;
 use crate::words::clock::Clock;
 use crate::words::credentials::Credentials;

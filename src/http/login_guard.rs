@@ -10,7 +10,7 @@
 use parking_lot::Mutex;
 
 use crate::http::refusal_log::RefusalLog;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, StoreExt};
 use crate::words::clock::Millis;
 use crate::words::join_limit::ClientBlock;
 use crate::words::login_limit::{Attempt, Lockout};

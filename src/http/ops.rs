@@ -10,8 +10,8 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::http::error::{ApiError, ErrorBody, ErrorCode, ErrorDetail};
 use crate::http::state::{Live, Ops};
-use crate::store::Store;
 use crate::store::redis::JOINS_PER_CALL;
+use crate::store::{Store, StoreExt};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/healthz").get(healthz))

@@ -3,7 +3,7 @@
 //! never hears that their visitors arrived (`arrival_grace_s`). Before a
 //! room's first tick after that, the promoter has the store give every
 //! pass not seen yet its whole grace again, counted from the store's
-//! return (`Store::resume_arrivals`), so nobody who arrived meanwhile is
+//! return (`op::ResumeArrivals`), so nobody who arrived meanwhile is
 //! reclaimed as a no-show.
 //!
 //! A room is due for that when this node failed to reach the store for it

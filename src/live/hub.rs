@@ -18,7 +18,7 @@ use super::outlet::{Outlet, SERVICE_RESTART, close_reason};
 use super::positions::{Entering, Movement, View};
 use super::registry::{Registration, Registry, RoomSockets, SocketId};
 use super::tasks::Tasks;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, StoreExt};
 use crate::words::credentials::Credentials;
 use crate::words::{LineSummary, Place, PlaceState, RoomEvent, RoomId, StoreEvent, VisitorId};
 use actix_ws::CloseCode;

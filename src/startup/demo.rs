@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::live::promoter::Wakeups;
 use crate::store::SaleStore;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, StoreExt};
 use crate::words::clock::Moment;
 use crate::words::sale::{Inventory, SaleConfig};
 use crate::words::{PlaceState, RoomConfig, RoomId, VisitorId};

@@ -2,7 +2,7 @@
 //! tables read and checked at start, before the node serves, by the
 //! config's own rules (`words::config`), a fault named by its line and the
 //! field the rules name; then applied, each table one atomic step of
-//! the store (`Store::apply_table`), so nodes starting at once apply it once.
+//! the store (`op::ApplyTable`), so nodes starting at once apply it once.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use toml::Spanned;
 
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, StoreExt};
 use crate::words::room_table::{RoomTable, TableHash};
 use crate::words::{ConfigError, ConfigPatch, RoomId};
 
@@ -112,7 +112,7 @@ impl RoomsFile {
         self.rooms.iter().map(|declared| &declared.table)
     }
 
-    /// Applies every table, in the file's order (see `Store::apply_table`).
+    /// Applies every table, in the file's order (see `op::ApplyTable`).
     pub async fn apply(&self, store: &dyn Store) -> Result<(), RoomsFileError> {
         for Declared { table, line } in &self.rooms {
             let applied =

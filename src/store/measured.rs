@@ -7,7 +7,8 @@
 //!
 //! A wrapper rather than a timer in each store, so that the two stores are
 //! measured the same way (the whole call, waits included) and a third would
-//! be too. Labels are the store's name and the method's: a bounded set.
+//! be too. Labels are the store's name and the operation's (`Operation::NAME`):
+//! a bounded set, and a new operation is measured with no line here.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -16,15 +17,10 @@ use std::time::Instant;
 use async_trait::async_trait;
 use tokio::sync::broadcast;
 
-use super::{JoinOptions, SaleStore, Store, StoreError, Tick};
-use crate::words::clock::Millis;
-use crate::words::codes::{GroupSummary, NewGroup};
-use crate::words::draw::{DrawInfo, DrawKey, EntryId};
-use crate::words::join_limit::ClientBlock;
-use crate::words::login_limit::Attempt;
-use crate::words::room_table::{Applied, RoomTable};
+use super::{SaleStore, Store, StoreError};
+use crate::words::op::{Answer, Op};
 use crate::words::sale::{Claim, SaleConfig, SaleError, SaleView, Stock, Want};
-use crate::words::{ConfigPatch, Place, RoomConfig, RoomId, RoomInfo, StoreEvent, VisitorId};
+use crate::words::{RoomId, StoreEvent, VisitorId};
 
 /// The metric every store's failures are counted in, by `store` and `kind`.
 pub const STORE_ERRORS: &str = "waitroom_store_errors_total";
@@ -123,145 +119,8 @@ impl Store for Measured<dyn Store> {
         self.name
     }
 
-    async fn create_room(&self, id: RoomId, config: RoomConfig) -> Result<RoomInfo, StoreError> {
-        measure(self.name, "create_room", self.inner.create_room(id, config)).await
-    }
-
-    async fn configure(&self, id: &RoomId, patch: ConfigPatch) -> Result<RoomInfo, StoreError> {
-        measure(self.name, "configure", self.inner.configure(id, patch)).await
-    }
-
-    async fn apply_table(&self, table: &RoomTable) -> Result<Applied, StoreError> {
-        measure(self.name, "apply_table", self.inner.apply_table(table)).await
-    }
-
-    async fn close_room(&self, id: &RoomId) -> Result<(), StoreError> {
-        measure(self.name, "close_room", self.inner.close_room(id)).await
-    }
-
-    async fn room(&self, id: &RoomId) -> Result<RoomInfo, StoreError> {
-        measure(self.name, "room", self.inner.room(id)).await
-    }
-
-    async fn rooms(&self) -> Result<Vec<RoomInfo>, StoreError> {
-        measure(self.name, "rooms", self.inner.rooms()).await
-    }
-
-    async fn room_ids(&self) -> Result<Vec<RoomId>, StoreError> {
-        measure(self.name, "room_ids", self.inner.room_ids()).await
-    }
-
-    async fn join(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {
-        measure(self.name, "join", self.inner.join(id, visitor)).await
-    }
-
-    async fn join_with(
-        &self,
-        id: &RoomId,
-        visitor: VisitorId,
-        options: &JoinOptions,
-    ) -> Result<Place, StoreError> {
-        measure(
-            self.name,
-            "join",
-            self.inner.join_with(id, visitor, options),
-        )
-        .await
-    }
-
-    async fn status(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {
-        measure(self.name, "status", self.inner.status(id, visitor)).await
-    }
-
-    async fn places(&self, id: &RoomId, visitors: &[VisitorId]) -> Result<Vec<Place>, StoreError> {
-        measure(self.name, "places", self.inner.places(id, visitors)).await
-    }
-
-    async fn draw(&self, id: &RoomId) -> Result<DrawInfo, StoreError> {
-        measure(self.name, "draw", self.inner.draw(id)).await
-    }
-
-    async fn draw_entries(
-        &self,
-        id: &RoomId,
-        after: Option<(DrawKey, EntryId)>,
-        limit: usize,
-    ) -> Result<Vec<(DrawKey, EntryId)>, StoreError> {
-        measure(
-            self.name,
-            "draw_entries",
-            self.inner.draw_entries(id, after, limit),
-        )
-        .await
-    }
-
-    async fn add_codes(&self, id: &RoomId, group: NewGroup) -> Result<GroupSummary, StoreError> {
-        measure(self.name, "add_codes", self.inner.add_codes(id, group)).await
-    }
-
-    async fn code_groups(&self, id: &RoomId) -> Result<Vec<GroupSummary>, StoreError> {
-        measure(self.name, "code_groups", self.inner.code_groups(id)).await
-    }
-
-    async fn remove_codes(&self, id: &RoomId, group: &str) -> Result<(), StoreError> {
-        measure(
-            self.name,
-            "remove_codes",
-            self.inner.remove_codes(id, group),
-        )
-        .await
-    }
-
-    async fn user_of(&self, id: &RoomId, visitor: VisitorId) -> Result<Option<String>, StoreError> {
-        measure(self.name, "user_of", self.inner.user_of(id, visitor)).await
-    }
-
-    async fn leave(&self, id: &RoomId, visitor: VisitorId) -> Result<(), StoreError> {
-        measure(self.name, "leave", self.inner.leave(id, visitor)).await
-    }
-
-    async fn arrive(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {
-        measure(self.name, "arrive", self.inner.arrive(id, visitor)).await
-    }
-
-    async fn resume_arrivals(&self, id: &RoomId, seen: Option<u64>) -> Result<u64, StoreError> {
-        measure(
-            self.name,
-            "resume_arrivals",
-            self.inner.resume_arrivals(id, seen),
-        )
-        .await
-    }
-
-    async fn revoke_pass(
-        &self,
-        id: &RoomId,
-        visitor: VisitorId,
-        pass_exp_s: Option<u64>,
-    ) -> Result<bool, StoreError> {
-        measure(
-            self.name,
-            "revoke_pass",
-            self.inner.revoke_pass(id, visitor, pass_exp_s),
-        )
-        .await
-    }
-
-    async fn touch(&self, id: &RoomId, visitors: &[VisitorId]) -> Result<(), StoreError> {
-        measure(self.name, "touch", self.inner.touch(id, visitors)).await
-    }
-
-    async fn tick(&self, id: &RoomId) -> Result<Tick, StoreError> {
-        measure(self.name, "tick", self.inner.tick(id)).await
-    }
-
-    async fn announce_stock(&self, id: &RoomId, stock: Stock) -> Result<(), StoreError> {
-        measure(
-            self.name,
-            "announce_stock",
-            self.inner.announce_stock(id, stock),
-        )
-        .await
+    async fn apply(&self, op: Op) -> Result<Answer, StoreError> {
+        measure(self.name, op.name(), self.inner.apply(op)).await
     }
 
     fn subscribe(&self) -> broadcast::Receiver<StoreEvent> {
@@ -270,37 +129,6 @@ impl Store for Measured<dyn Store> {
 
     async fn watch(&self, room: &RoomId) -> Result<(), StoreError> {
         measure(self.name, "watch", self.inner.watch(room)).await
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        measure(self.name, "ping", self.inner.ping()).await
-    }
-
-    async fn end_admin_session(&self, id: &str, until: Millis) -> Result<(), StoreError> {
-        measure(
-            self.name,
-            "end_admin_session",
-            self.inner.end_admin_session(id, until),
-        )
-        .await
-    }
-
-    async fn admin_session_ended(&self, id: &str) -> Result<bool, StoreError> {
-        measure(
-            self.name,
-            "admin_session_ended",
-            self.inner.admin_session_ended(id),
-        )
-        .await
-    }
-
-    async fn login_attempt(&self, block: &ClientBlock, attempt: Attempt) -> Result<(), StoreError> {
-        measure(
-            self.name,
-            "login_attempt",
-            self.inner.login_attempt(block, attempt),
-        )
-        .await
     }
 }
 

@@ -7,7 +7,7 @@
 //! guessing a token at full speed gets nowhere, from one address or from
 //! every address of a /64.
 //!
-//! The rule is here; the counts are the store's (`Store::login_attempt`),
+//! The rule is here; the counts are the store's (`op::LoginAttempt`),
 //! so that on Redis every node counts into one budget (`lua/login.lua`
 //! mirrors [`decide`]), while the memory store, one node, keeps them in a
 //! [`Lockout`]. A node whose store cannot be reached counts in a

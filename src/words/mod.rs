@@ -16,6 +16,7 @@ pub mod language;
 pub mod login_limit;
 mod model;
 pub mod networks;
+pub mod op;
 pub mod operations;
 pub mod origin_token;
 pub mod page;

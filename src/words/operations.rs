@@ -123,7 +123,7 @@ pub struct Tick {
     /// How long until the next tick is due, by the store's clock.
     pub next_due_in_ms: Millis,
     /// How many times the room's arrivals were resumed after an outage
-    /// (`Store::resume_arrivals`), as of this tick.
+    /// (`op::ResumeArrivals`), as of this tick.
     pub arrival_resumptions: u64,
     /// The room as this answer found it, whether a tick ran or not: every
     /// node asks for a busy room's ticks, so every node's per-room metrics

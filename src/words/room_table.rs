@@ -5,7 +5,7 @@
 //! the room, and a table with that hash is not applied again: a restart
 //! with an unchanged file must not undo what an operator changed live (an
 //! emergency `paused`). Reading the file is start-up's; applying a table is
-//! one atomic step of each store (`Store::apply_table`).
+//! one atomic step of each store (`op::ApplyTable`).
 
 use std::fmt;
 

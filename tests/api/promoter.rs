@@ -12,7 +12,7 @@ use waitroom::live::promoter::{
 };
 use waitroom::live::tasks::Tasks;
 use waitroom::store::memory::MemoryStore;
-use waitroom::store::{SaleStore, Store};
+use waitroom::store::{SaleStore, Store, StoreExt};
 use waitroom::words::clock::{Clock, ManualClock, Moment, rfc3339};
 use waitroom::words::credentials::Credentials;
 use waitroom::words::{ConfigPatch, RoomConfig, RoomEvent, RoomId, StoreEvent, VisitorId};

@@ -24,7 +24,7 @@ use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::json;
 use waitroom::store::memory::MemoryStore;
 use waitroom::store::redis::RedisStore;
-use waitroom::store::{RoomFigures, SaleStore, Store, Tick};
+use waitroom::store::{RoomFigures, SaleStore, Store, StoreExt, Tick};
 use waitroom::words::chance::SeededChance;
 use waitroom::words::clock::{Clock, ManualClock, Moment};
 use waitroom::words::sale::{Claim, Inventory, SaleConfig, Want};

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use waitroom::store::Store;
 use waitroom::store::redis::{RedisOptions, RedisStore};
+use waitroom::store::{Store, StoreExt};
 use waitroom::words::clock::ManualClock;
 use waitroom::words::{PlaceState, RoomConfig, RoomEvent, RoomId, StoreEvent, VisitorId};
 use waitroom_testkit::node::{ADMIN_TOKEN, Node};

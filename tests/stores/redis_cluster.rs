@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis_server::RedisCluster;
-use waitroom::store::Store;
 use waitroom::store::redis::RedisStore;
+use waitroom::store::{Store, StoreExt};
 use waitroom::words::clock::ManualClock;
 use waitroom::words::{RoomConfig, RoomEvent, RoomId, StoreEvent, VisitorId};
 

@@ -62,7 +62,7 @@ mod waiting_for_a_replica {
     #[tokio::test]
     async fn a_write_no_replica_confirms_is_refused_and_publishes_nothing() {
         use std::time::Duration;
-        use waitroom::store::{Store, StoreError};
+        use waitroom::store::{Store, StoreError, StoreExt};
         use waitroom::words::{RoomConfig, RoomEvent, RoomId, StoreEvent, VisitorId};
 
         let master = RedisServer::start();
@@ -128,7 +128,7 @@ mod waiting_for_a_replica {
 /// the ticks.
 #[tokio::test]
 async fn nothing_of_a_visitor_stays_once_they_are_gone() {
-    use waitroom::store::{JoinOptions, Store};
+    use waitroom::store::{JoinOptions, StoreExt};
     use waitroom::words::{RoomConfig, RoomId, VisitorId};
 
     let server = RedisServer::start();
@@ -206,7 +206,7 @@ async fn nothing_of_a_visitor_stays_once_they_are_gone() {
 /// next node to start, and then serves as before.
 #[tokio::test]
 async fn a_room_of_the_release_before_is_migrated_when_a_node_starts() {
-    use waitroom::store::Store;
+    use waitroom::store::StoreExt;
     use waitroom::words::{ConfigPatch, RoomConfig, RoomId, VisitorId};
 
     let server = RedisServer::start();
@@ -283,7 +283,7 @@ async fn a_room_of_the_release_before_is_migrated_when_a_node_starts() {
 #[tokio::test]
 async fn a_stalled_redis_fails_joins_in_time_and_they_succeed_once_it_answers() {
     use std::time::Duration;
-    use waitroom::store::Store;
+    use waitroom::store::StoreExt;
     use waitroom::words::{RoomConfig, RoomId, VisitorId};
 
     let server = RedisServer::start();

@@ -12,7 +12,7 @@ use crate::http::extractors::{Operator, PassRevoker, Room};
 use crate::http::paths::RoomPath;
 use crate::http::state::Live;
 use crate::live::history::{SAMPLE_EVERY_MS, SAMPLES_KEPT, Sample};
-use crate::store::{self, SaleStore, Store};
+use crate::store::{self, SaleStore, Store, StoreExt};
 use crate::words::clock::{Clock, rfc3339_ms};
 use crate::words::config::Fault;
 use crate::words::credentials::{CredentialError, Credentials};

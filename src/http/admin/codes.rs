@@ -9,7 +9,7 @@ use crate::http::body_configs::json_config_up_to;
 use crate::http::error::{ApiError, ErrorCode};
 use crate::http::extractors::{Operator, Room};
 use crate::http::paths::RoomPath;
-use crate::store::Store;
+use crate::store::{Store, StoreExt};
 use crate::words::chance::OsChance;
 use crate::words::codes::{
     self, CodeHash, GroupSummary, MAX_CODES_PER_GROUP, MAX_GENERATED, MAX_PRIORITY, NewGroup,

@@ -18,7 +18,7 @@ use crate::http::pages::{accept_language, render, texts_json};
 use crate::http::paths::RoomPath;
 use crate::http::refusal_log::RefusalLog;
 use crate::http::state::{AdminAccess, Live};
-use crate::store::{self, SaleStore, Store};
+use crate::store::{self, SaleStore, Store, StoreExt};
 use crate::words::clock::{Clock, rfc3339};
 use crate::words::credentials::{AdminSession, Credentials};
 use crate::words::credentials::{constant_time_eq, random_secret};

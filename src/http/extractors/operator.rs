@@ -19,7 +19,7 @@ use super::{bearer, part};
 use crate::http::error::{ApiError, ErrorCode, FormTrouble};
 use crate::http::refusal_log::RefusalLog;
 use crate::http::state::{AdminAccess, TokenHolder};
-use crate::store::Store;
+use crate::store::{Store, StoreExt};
 use crate::words::RoomId;
 use crate::words::clock::{Clock, Millis};
 use crate::words::credentials::{AdminSession, Credentials};

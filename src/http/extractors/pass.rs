@@ -15,7 +15,7 @@ use super::{bearer, part, part_data};
 use crate::http::error::{ApiError, ErrorCode};
 use crate::http::state::{AdminAccess, TokenHolder};
 use crate::live::hub::Hub;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, StoreExt};
 use crate::words::clock::Clock;
 use crate::words::credentials::{CredentialError, Credentials, PassClaims};
 use crate::words::{PlaceState, RoomId, VisitorId};

@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 use crate::http::error::ApiError;
 use crate::http::middleware::CONTENT_SECURITY_POLICY;
 use crate::http::paths::RoomPath;
-use crate::store::Store;
+use crate::store::{Store, StoreExt};
 use crate::words::RoomId;
 use crate::words::page::{Colour, PageBranding};
 

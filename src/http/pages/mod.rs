@@ -17,7 +17,7 @@ use serde::Deserialize;
 use crate::http::error::ApiError;
 use crate::http::extractors::{PASS_COOKIE, ticket_cookie_name};
 use crate::http::paths::RoomPath;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, StoreExt};
 use crate::words::clock::{Clock, rfc3339};
 use crate::words::credentials::{CredentialError, Credentials};
 use crate::words::language::Language;

@@ -14,19 +14,22 @@ use parking_lot::{Mutex, MutexGuard, RwLock};
 use tokio::sync::broadcast;
 
 use super::sale::MemorySale;
-use crate::store::{JoinOptions, Store, StoreError, Tick};
+use crate::store::{Store, StoreError, Tick};
 use crate::words::chance::{Dice, OsChance, SharedChance};
 use crate::words::clock::{Millis, SharedClock};
-use crate::words::codes::{GroupSummary, NewGroup};
+use crate::words::codes::GroupSummary;
 use crate::words::draw::{DrawKey, EntryId};
-use crate::words::join_limit::ClientBlock;
-use crate::words::login_limit::{Attempt, Lockout};
-use crate::words::room_table::{Applied, RoomTable, TableHash};
+use crate::words::login_limit::Lockout;
+use crate::words::op::{
+    AddCodes, AdminSessionEnded, AnnounceStock, Answer, ApplyTable, Arrive, CloseRoom, CodeGroups,
+    Configure, CreateRoom, DrawEntries, EndAdminSession, Handle, Join, Leave, ListRooms,
+    LoginAttempt, Op, Ping, Places, ReadRoom, RemoveCodes, ResumeArrivals, RevokePass, RoomIds,
+    Status, TickIfDue, Touch, UserOf,
+};
+use crate::words::room_table::{Applied, TableHash};
 use crate::words::rules::{FORGOTTEN_PER_OPERATION, FORGOTTEN_PER_TICK, RoomModel};
-use crate::words::sale::Stock;
 use crate::words::{
-    ConfigPatch, LineSummary, Place, PlaceState, RoomConfig, RoomEvent, RoomId, RoomInfo,
-    StoreEvent, VisitorId,
+    LineSummary, Place, PlaceState, RoomEvent, RoomId, RoomInfo, StoreEvent, VisitorId,
 };
 
 /// Events buffered per subscriber before a slow one is told it lagged.
@@ -221,7 +224,20 @@ impl Store for MemoryStore {
         "memory"
     }
 
-    async fn create_room(&self, id: RoomId, config: RoomConfig) -> Result<RoomInfo, StoreError> {
+    async fn apply(&self, op: Op) -> Result<Answer, StoreError> {
+        op.run_on(self).await
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<StoreEvent> {
+        self.events.subscribe()
+    }
+}
+
+impl Handle<CreateRoom> for MemoryStore {
+    async fn handle(
+        &self,
+        CreateRoom { room: id, config }: CreateRoom,
+    ) -> Result<RoomInfo, StoreError> {
         let dice = self.dice();
         config.validate().map_err(StoreError::InvalidConfig)?;
         let now = self.clock.now_ms();
@@ -240,11 +256,13 @@ impl Store for MemoryStore {
         rooms.insert(id, Arc::new(Mutex::new(Kept::Open(Box::new(model)))));
         Ok(info)
     }
+}
 
-    async fn apply_table(&self, table: &RoomTable) -> Result<Applied, StoreError> {
+impl Handle<ApplyTable> for MemoryStore {
+    async fn handle(&self, ApplyTable { table }: ApplyTable) -> Result<Applied, StoreError> {
         let dice = self.dice();
         let now = self.clock.now_ms();
-        // The map's lock, held throughout as `create_room` holds it: nobody
+        // The map's lock, held throughout as `CreateRoom` holds it: nobody
         // makes or replaces this room between the look and the act.
         let mut rooms = self.rooms.write();
         if let Some(handle) = rooms.get(&table.id).cloned() {
@@ -252,7 +270,7 @@ impl Store for MemoryStore {
             match &mut *room {
                 Kept::Open(model) => {
                     model.expire(now, FORGOTTEN_PER_OPERATION);
-                    return Ok(match model.apply_table(table, now, &dice)? {
+                    return Ok(match model.apply_table(&table, now, &dice)? {
                         Some((_, event)) => {
                             self.publish(event);
                             Applied::Changed
@@ -266,7 +284,7 @@ impl Store for MemoryStore {
                 Kept::Closed { .. } => {}
             }
         }
-        let model = RoomModel::from_table(table, now, &dice)?;
+        let model = RoomModel::from_table(&table, now, &dice)?;
         self.sale.wipe(&table.id);
         rooms.insert(
             table.id.clone(),
@@ -274,35 +292,46 @@ impl Store for MemoryStore {
         );
         Ok(Applied::Created)
     }
+}
 
-    async fn configure(&self, id: &RoomId, patch: ConfigPatch) -> Result<RoomInfo, StoreError> {
+impl Handle<Configure> for MemoryStore {
+    async fn handle(
+        &self,
+        Configure { room: id, patch }: Configure,
+    ) -> Result<RoomInfo, StoreError> {
         let dice = self.dice();
-        let (info, event) = self.with_open_room(id, "configure", |room, now| {
+        let (info, event) = self.with_open_room(&id, "configure", |room, now| {
             room.configure(&patch, now, &dice)
         })??;
         self.publish(event);
         Ok(info)
     }
+}
 
-    async fn close_room(&self, id: &RoomId) -> Result<(), StoreError> {
-        let handle = self.room_handle(id)?;
+impl Handle<CloseRoom> for MemoryStore {
+    async fn handle(&self, CloseRoom { room: id }: CloseRoom) -> Result<(), StoreError> {
+        let handle = self.room_handle(&id)?;
         let mut room = HeldRoom::lock(&handle, "close_room");
         if !room.close() {
-            return Err(StoreError::RoomNotFound(id.clone()));
+            return Err(StoreError::RoomNotFound(id));
         }
-        self.publish(RoomEvent::Closed { room: id.clone() });
+        self.publish(RoomEvent::Closed { room: id });
         Ok(())
     }
+}
 
-    async fn room(&self, id: &RoomId) -> Result<RoomInfo, StoreError> {
-        self.with_open_room(id, "room", |room, now| room.info(now))
+impl Handle<ReadRoom> for MemoryStore {
+    async fn handle(&self, ReadRoom { room: id }: ReadRoom) -> Result<RoomInfo, StoreError> {
+        self.with_open_room(&id, "room", |room, now| room.info(now))
             .map_err(|e| match e {
                 StoreError::RoomClosed(id) => StoreError::RoomNotFound(id),
                 other => other,
             })
     }
+}
 
-    async fn rooms(&self) -> Result<Vec<RoomInfo>, StoreError> {
+impl Handle<ListRooms> for MemoryStore {
+    async fn handle(&self, _: ListRooms) -> Result<Vec<RoomInfo>, StoreError> {
         let handles: Vec<_> = self.rooms.read().values().cloned().collect();
         let now = self.clock.now_ms();
         let mut infos: Vec<RoomInfo> = handles
@@ -318,8 +347,10 @@ impl Store for MemoryStore {
         infos.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(infos)
     }
+}
 
-    async fn room_ids(&self) -> Result<Vec<RoomId>, StoreError> {
+impl Handle<RoomIds> for MemoryStore {
+    async fn handle(&self, _: RoomIds) -> Result<Vec<RoomId>, StoreError> {
         let rooms = self.rooms.read();
         Ok(rooms
             .iter()
@@ -327,54 +358,81 @@ impl Store for MemoryStore {
             .map(|(id, _)| id.clone())
             .collect())
     }
+}
 
-    async fn join_with(
+impl Handle<Join> for MemoryStore {
+    async fn handle(
         &self,
-        id: &RoomId,
-        visitor: VisitorId,
-        options: &JoinOptions,
+        Join {
+            room: id,
+            visitor,
+            options,
+        }: Join,
     ) -> Result<Place, StoreError> {
         let dice = self.dice();
-        let (place, event) = self.with_open_room(id, "join", |room, now| {
-            room.join(visitor, options, now, &dice)
+        let (place, event) = self.with_open_room(&id, "join", |room, now| {
+            room.join(visitor, &options, now, &dice)
         })??;
         if let Some(event) = event {
             self.publish(event);
         }
         Ok(place)
     }
+}
 
-    async fn add_codes(&self, id: &RoomId, group: NewGroup) -> Result<GroupSummary, StoreError> {
-        self.with_open_room(id, "add_codes", |room, _| room.add_codes(group))?
-    }
-
-    async fn code_groups(&self, id: &RoomId) -> Result<Vec<GroupSummary>, StoreError> {
-        self.with_open_room(id, "code_groups", |room, _| room.code_groups())
-    }
-
-    async fn remove_codes(&self, id: &RoomId, group: &str) -> Result<(), StoreError> {
-        self.with_open_room(id, "remove_codes", |room, _| room.remove_codes(group))?
-    }
-
-    async fn draw_entries(
+impl Handle<AddCodes> for MemoryStore {
+    async fn handle(
         &self,
-        id: &RoomId,
-        after: Option<(DrawKey, EntryId)>,
-        limit: usize,
+        AddCodes { room: id, group }: AddCodes,
+    ) -> Result<GroupSummary, StoreError> {
+        self.with_open_room(&id, "add_codes", |room, _| room.add_codes(group))?
+    }
+}
+
+impl Handle<CodeGroups> for MemoryStore {
+    async fn handle(
+        &self,
+        CodeGroups { room: id }: CodeGroups,
+    ) -> Result<Vec<GroupSummary>, StoreError> {
+        self.with_open_room(&id, "code_groups", |room, _| room.code_groups())
+    }
+}
+
+impl Handle<RemoveCodes> for MemoryStore {
+    async fn handle(&self, RemoveCodes { room: id, group }: RemoveCodes) -> Result<(), StoreError> {
+        self.with_open_room(&id, "remove_codes", |room, _| room.remove_codes(&group))?
+    }
+}
+
+impl Handle<DrawEntries> for MemoryStore {
+    async fn handle(
+        &self,
+        DrawEntries {
+            room: id,
+            after,
+            limit,
+        }: DrawEntries,
     ) -> Result<Vec<(DrawKey, EntryId)>, StoreError> {
-        self.with_open_room(id, "draw_entries", |room, now| {
+        self.with_open_room(&id, "draw_entries", |room, now| {
             room.draw_entries(after, limit, now)
         })?
     }
+}
 
-    async fn status(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {
-        self.place_after(id, "status", visitor, |room, now| {
+impl Handle<Status> for MemoryStore {
+    async fn handle(&self, Status { room: id, visitor }: Status) -> Result<Place, StoreError> {
+        self.place_after(&id, "status", visitor, |room, now| {
             room.mark_present(visitor, now)
         })
     }
+}
 
-    async fn places(&self, id: &RoomId, visitors: &[VisitorId]) -> Result<Vec<Place>, StoreError> {
-        let read = self.with_open_room(id, "places", |room, now| {
+impl Handle<Places> for MemoryStore {
+    async fn handle(
+        &self,
+        Places { room: id, visitors }: Places,
+    ) -> Result<Vec<Place>, StoreError> {
+        let read = self.with_open_room(&id, "places", |room, now| {
             visitors
                 .iter()
                 .map(|visitor| {
@@ -390,43 +448,63 @@ impl Store for MemoryStore {
             other => other,
         }
     }
+}
 
-    async fn arrive(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {
-        self.place_after(id, "arrive", visitor, |room, _| room.arrive(visitor))
+impl Handle<Arrive> for MemoryStore {
+    async fn handle(&self, Arrive { room: id, visitor }: Arrive) -> Result<Place, StoreError> {
+        self.place_after(&id, "arrive", visitor, |room, _| room.arrive(visitor))
     }
+}
 
-    async fn resume_arrivals(&self, id: &RoomId, seen: Option<u64>) -> Result<u64, StoreError> {
-        self.with_open_room(id, "resume_arrivals", |room, now| {
+impl Handle<ResumeArrivals> for MemoryStore {
+    async fn handle(
+        &self,
+        ResumeArrivals { room: id, seen }: ResumeArrivals,
+    ) -> Result<u64, StoreError> {
+        self.with_open_room(&id, "resume_arrivals", |room, now| {
             room.resume_arrivals(seen, now)
         })
     }
+}
 
-    async fn revoke_pass(
+impl Handle<RevokePass> for MemoryStore {
+    async fn handle(
         &self,
-        id: &RoomId,
-        visitor: VisitorId,
-        pass_exp_s: Option<u64>,
+        RevokePass {
+            room: id,
+            visitor,
+            pass_exp_s,
+        }: RevokePass,
     ) -> Result<bool, StoreError> {
-        self.with_open_room(id, "revoke_pass", |room, now| {
+        self.with_open_room(&id, "revoke_pass", |room, now| {
             room.revoke_pass(visitor, pass_exp_s, now)
         })
     }
+}
 
-    async fn user_of(&self, id: &RoomId, visitor: VisitorId) -> Result<Option<String>, StoreError> {
-        self.with_open_room(id, "user_of", |room, _| room.user_of(visitor))
+impl Handle<UserOf> for MemoryStore {
+    async fn handle(
+        &self,
+        UserOf { room: id, visitor }: UserOf,
+    ) -> Result<Option<String>, StoreError> {
+        self.with_open_room(&id, "user_of", |room, _| room.user_of(visitor))
     }
+}
 
-    async fn leave(&self, id: &RoomId, visitor: VisitorId) -> Result<(), StoreError> {
-        match self.with_open_room(id, "leave", |room, now| room.leave(visitor, now)) {
+impl Handle<Leave> for MemoryStore {
+    async fn handle(&self, Leave { room: id, visitor }: Leave) -> Result<(), StoreError> {
+        match self.with_open_room(&id, "leave", |room, now| room.leave(visitor, now)) {
             Ok(Some(event)) => self.publish(event),
             Ok(None) | Err(StoreError::RoomClosed(_)) => {}
             Err(e) => return Err(e),
         }
         Ok(())
     }
+}
 
-    async fn touch(&self, id: &RoomId, visitors: &[VisitorId]) -> Result<(), StoreError> {
-        let handle = self.room_handle(id)?;
+impl Handle<Touch> for MemoryStore {
+    async fn handle(&self, Touch { room: id, visitors }: Touch) -> Result<(), StoreError> {
+        let handle = self.room_handle(&id)?;
         let mut room = HeldRoom::lock(&handle, "touch");
         // A closed room has no one to mark (as lua/touch.lua): no error, so
         // the promoter does not warn about it while its sockets go.
@@ -436,17 +514,19 @@ impl Store for MemoryStore {
         let now = self.clock.now_ms();
         model.expire(now, FORGOTTEN_PER_OPERATION);
         for visitor in visitors {
-            model.mark_present(*visitor, now);
+            model.mark_present(visitor, now);
         }
         Ok(())
     }
+}
 
-    async fn tick(&self, id: &RoomId) -> Result<Tick, StoreError> {
+impl Handle<TickIfDue> for MemoryStore {
+    async fn handle(&self, TickIfDue { room: id }: TickIfDue) -> Result<Tick, StoreError> {
         let dice = self.dice();
-        let handle = self.room_handle(id)?;
+        let handle = self.room_handle(&id)?;
         let mut room = HeldRoom::lock(&handle, "tick");
         let Some(model) = room.model() else {
-            return Err(StoreError::RoomClosed(id.clone()));
+            return Err(StoreError::RoomClosed(id));
         };
         let now = self.clock.now_ms();
         model.expire(now, FORGOTTEN_PER_TICK);
@@ -465,46 +545,64 @@ impl Store for MemoryStore {
             figures: model.figures(now),
         })
     }
+}
 
-    async fn announce_stock(&self, id: &RoomId, stock: Stock) -> Result<(), StoreError> {
+impl Handle<AnnounceStock> for MemoryStore {
+    async fn handle(
+        &self,
+        AnnounceStock { room: id, stock }: AnnounceStock,
+    ) -> Result<(), StoreError> {
         if let Some(event) =
-            self.with_open_room(id, "announce_stock", |room, _| room.announce_stock(stock))?
+            self.with_open_room(&id, "announce_stock", |room, _| room.announce_stock(stock))?
         {
             self.publish(event);
         }
         Ok(())
     }
+}
 
-    fn subscribe(&self) -> broadcast::Receiver<StoreEvent> {
-        self.events.subscribe()
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
+impl Handle<Ping> for MemoryStore {
+    async fn handle(&self, _: Ping) -> Result<(), StoreError> {
         Ok(())
     }
+}
 
-    async fn end_admin_session(&self, id: &str, until: Millis) -> Result<(), StoreError> {
+impl Handle<EndAdminSession> for MemoryStore {
+    async fn handle(
+        &self,
+        EndAdminSession { session, until }: EndAdminSession,
+    ) -> Result<(), StoreError> {
         let now = self.clock.now_ms();
         let mut ended = self.ended_sessions.lock();
         ended.retain(|_, until| *until > now);
-        ended.insert(id.to_string(), until);
+        ended.insert(session, until);
         Ok(())
     }
+}
 
-    async fn admin_session_ended(&self, id: &str) -> Result<bool, StoreError> {
+impl Handle<AdminSessionEnded> for MemoryStore {
+    async fn handle(
+        &self,
+        AdminSessionEnded { session }: AdminSessionEnded,
+    ) -> Result<bool, StoreError> {
         let now = self.clock.now_ms();
         Ok(self
             .ended_sessions
             .lock()
-            .get(id)
+            .get(&session)
             .is_some_and(|until| *until > now))
     }
+}
 
-    async fn login_attempt(&self, block: &ClientBlock, attempt: Attempt) -> Result<(), StoreError> {
+impl Handle<LoginAttempt> for MemoryStore {
+    async fn handle(
+        &self,
+        LoginAttempt { block, attempt }: LoginAttempt,
+    ) -> Result<(), StoreError> {
         let now = self.clock.now_ms();
         self.logins
             .lock()
-            .attempt(*block, attempt, now)
+            .attempt(block, attempt, now)
             .map_err(|retry_after_s| StoreError::TooManyAttempts { retry_after_s })
     }
 }

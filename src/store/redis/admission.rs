@@ -26,19 +26,15 @@ use super::keys::{
 use super::prelude::{plain_script, room_script};
 use super::replies::{TableReply, WirePlace, WireRoomInfo, WireTick, read, read_list};
 use super::script_error::ScriptError;
-use crate::store::{JoinOptions, Store, StoreError, Tick};
+use crate::store::{JoinOptions, Store, StoreError, StoreExt, Tick};
 use crate::words::chance::{Dice, OsChance, SharedChance};
 use crate::words::clock::Millis;
 use crate::words::clock::SharedClock;
-use crate::words::codes::{CodeHash, GroupSummary, NewGroup};
+use crate::words::codes::{CodeHash, GroupSummary};
 use crate::words::draw::{self, DrawInfo, DrawKey, DrawSeed, EntryId};
-use crate::words::join_limit::ClientBlock;
-use crate::words::login_limit::Attempt;
-use crate::words::room_table::{Applied, RoomTable, TableHash};
-use crate::words::sale::Stock;
-use crate::words::{
-    ConfigPatch, Place, RoomConfig, RoomId, RoomInfo, RoomStats, StoreEvent, VisitorId,
-};
+use crate::words::op::{self, Answer, Handle, Op};
+use crate::words::room_table::{Applied, TableHash};
+use crate::words::{Place, RoomId, RoomInfo, RoomStats, StoreEvent, VisitorId};
 
 const EVENT_BUFFER: usize = 4_096;
 
@@ -211,7 +207,7 @@ impl RedisStore {
     }
 
     /// Runs one of the room's scripts with `args` after the common ones.
-    async fn run<T: redis::FromRedisValue>(
+    async fn run_script<T: redis::FromRedisValue>(
         &self,
         script: &Script,
         room: &RoomId,
@@ -220,7 +216,7 @@ impl RedisStore {
         self.run_with_keys(script, room, &[], args).await
     }
 
-    /// `run`, with `more_keys` (of the same room) after the room's own.
+    /// `run_script`, with `more_keys` (of the same room) after the room's own.
     async fn run_with_keys<T: redis::FromRedisValue>(
         &self,
         script: &Script,
@@ -246,7 +242,7 @@ impl RedisStore {
 
     /// Config and stats, plus the config revision a change must be made against.
     async fn record(&self, room: &RoomId) -> Result<RoomRecord, StoreError> {
-        let reply: String = self.run(&self.scripts.room_info, room, []).await?;
+        let reply: String = self.run_script(&self.scripts.room_info, room, []).await?;
         read(&reply)
             .ok()
             .and_then(|wire| parse_info(room, wire))
@@ -518,13 +514,30 @@ impl Store for RedisStore {
         super::connection::FAILURE_KINDS
     }
 
+    fn subscribe(&self) -> broadcast::Receiver<StoreEvent> {
+        self.events.subscribe()
+    }
+
+    async fn watch(&self, room: &RoomId) -> Result<(), StoreError> {
+        self.link.watch(&channel(room)).await.map_err(unavailable)
+    }
+
+    async fn apply(&self, op: Op) -> Result<Answer, StoreError> {
+        op.run_on(self).await
+    }
+}
+
+impl Handle<op::CreateRoom> for RedisStore {
     /// The set of room ids lives in a slot of its own (on a Cluster no
     /// script can touch it and a room's keys together), so creating and
     /// closing are ordered to make a failure between the two steps harmless:
     /// an id is listed before its room exists and unlisted after it closed.
     /// A listed id without an open room only costs a tick that answers
     /// `NOROOM`; an open room is never missing from the list.
-    async fn create_room(&self, id: RoomId, config: RoomConfig) -> Result<RoomInfo, StoreError> {
+    async fn handle(
+        &self,
+        op::CreateRoom { room: id, config }: op::CreateRoom,
+    ) -> Result<RoomInfo, StoreError> {
         let dice = self.dice();
         config.validate().map_err(StoreError::InvalidConfig)?;
         self.link
@@ -545,8 +558,14 @@ impl Store for RedisStore {
             .await?;
         self.room(&id).await
     }
+}
 
-    async fn configure(&self, id: &RoomId, patch: ConfigPatch) -> Result<RoomInfo, StoreError> {
+impl Handle<op::Configure> for RedisStore {
+    async fn handle(
+        &self,
+        op::Configure { room, patch }: op::Configure,
+    ) -> Result<RoomInfo, StoreError> {
+        let id = &room;
         let dice = self.dice();
         // Optimistic: read, change, write if nobody wrote in between.
         for _ in 0..10 {
@@ -569,7 +588,10 @@ impl Store for RedisStore {
             let args = std::iter::once(revision)
                 .chain(seed_args(&dice))
                 .chain([config::stored(&config)]);
-            match self.run::<Value>(&self.scripts.configure, id, args).await {
+            match self
+                .run_script::<Value>(&self.scripts.configure, id, args)
+                .await
+            {
                 Ok(_) => return self.room(id).await,
                 Err(StoreError::Conflict(_)) => continue,
                 Err(error) => return Err(error),
@@ -577,13 +599,19 @@ impl Store for RedisStore {
         }
         Err(StoreError::Conflict(id.clone()))
     }
+}
 
+impl Handle<op::ApplyTable> for RedisStore {
     /// As `configure`, optimistic: the config is made from the room as
     /// read, and `apply_table.lua` writes it only if the room is still what
     /// was read; the script alone decides whether the table is new, so that
     /// nodes applying it at once apply it once. A table already applied is
     /// not checked again (a past `opens_at` it set is no error then).
-    async fn apply_table(&self, table: &RoomTable) -> Result<Applied, StoreError> {
+    async fn handle(
+        &self,
+        op::ApplyTable { table }: op::ApplyTable,
+    ) -> Result<Applied, StoreError> {
+        let table = &table;
         let dice = self.dice();
         let id = &table.id;
         for _ in 0..10 {
@@ -651,25 +679,33 @@ impl Store for RedisStore {
         }
         Err(StoreError::Conflict(id.clone()))
     }
+}
 
-    async fn close_room(&self, id: &RoomId) -> Result<(), StoreError> {
-        let _: Value = self.run(&self.scripts.close_room, id, []).await?;
+impl Handle<op::CloseRoom> for RedisStore {
+    async fn handle(&self, op::CloseRoom { room }: op::CloseRoom) -> Result<(), StoreError> {
+        let id = &room;
+        let _: Value = self.run_script(&self.scripts.close_room, id, []).await?;
         self.link
             .write(redis::cmd("SREM").arg(ROOMS_KEY).arg(id.as_str()))
             .await
             .map_err(unavailable)?;
         Ok(())
     }
+}
 
-    async fn room(&self, id: &RoomId) -> Result<RoomInfo, StoreError> {
+impl Handle<op::ReadRoom> for RedisStore {
+    async fn handle(&self, op::ReadRoom { room }: op::ReadRoom) -> Result<RoomInfo, StoreError> {
+        let id = &room;
         match self.record(id).await {
             Ok(record) => Ok(record.info),
             Err(StoreError::RoomClosed(id)) => Err(StoreError::RoomNotFound(id)),
             Err(error) => Err(error),
         }
     }
+}
 
-    async fn rooms(&self) -> Result<Vec<RoomInfo>, StoreError> {
+impl Handle<op::ListRooms> for RedisStore {
+    async fn handle(&self, _: op::ListRooms) -> Result<Vec<RoomInfo>, StoreError> {
         let mut infos = Vec::new();
         for id in self.room_ids().await? {
             match self.room(&id).await {
@@ -681,19 +717,26 @@ impl Store for RedisStore {
         infos.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(infos)
     }
+}
 
-    async fn room_ids(&self) -> Result<Vec<RoomId>, StoreError> {
+impl Handle<op::RoomIds> for RedisStore {
+    async fn handle(&self, _: op::RoomIds) -> Result<Vec<RoomId>, StoreError> {
         let mut connection = self.connection().await;
         let ids: Vec<String> = connection.smembers(ROOMS_KEY).await.map_err(unavailable)?;
         Ok(ids.iter().filter_map(|id| RoomId::parse(id)).collect())
     }
+}
 
-    async fn join_with(
+impl Handle<op::Join> for RedisStore {
+    async fn handle(
         &self,
-        id: &RoomId,
-        visitor: VisitorId,
-        options: &JoinOptions,
+        op::Join {
+            room,
+            visitor,
+            options,
+        }: op::Join,
     ) -> Result<Place, StoreError> {
+        let (id, options) = (&room, &options);
         let entry = self.dice().entry;
         let seed = self.draw_seeds.lock().get(id).cloned();
         match self
@@ -710,8 +753,14 @@ impl Store for RedisStore {
             other => other,
         }
     }
+}
 
-    async fn add_codes(&self, id: &RoomId, group: NewGroup) -> Result<GroupSummary, StoreError> {
+impl Handle<op::AddCodes> for RedisStore {
+    async fn handle(
+        &self,
+        op::AddCodes { room, group }: op::AddCodes,
+    ) -> Result<GroupSummary, StoreError> {
+        let id = &room;
         let args = [
             group.group.clone(),
             group.priority.to_string(),
@@ -720,7 +769,7 @@ impl Store for RedisStore {
         .into_iter()
         .chain(group.codes.iter().map(|code| code.to_hex()));
         let total: u64 = self
-            .run(&self.scripts.add_codes, id, args)
+            .run_script(&self.scripts.add_codes, id, args)
             .await
             .map_err(|error| match error {
                 StoreError::GroupExists(_) => StoreError::GroupExists(group.group.clone()),
@@ -734,35 +783,48 @@ impl Store for RedisStore {
             used: 0,
         })
     }
+}
 
-    async fn code_groups(&self, id: &RoomId) -> Result<Vec<GroupSummary>, StoreError> {
-        let reply: String = self.run(&self.scripts.code_groups, id, []).await?;
+impl Handle<op::CodeGroups> for RedisStore {
+    async fn handle(
+        &self,
+        op::CodeGroups { room }: op::CodeGroups,
+    ) -> Result<Vec<GroupSummary>, StoreError> {
+        let id = &room;
+        let reply: String = self.run_script(&self.scripts.code_groups, id, []).await?;
         let mut groups: Vec<GroupSummary> = read_list(&reply)
             .map_err(|_| StoreError::Unexpected("unreadable groups of codes".into()))?;
         groups.sort_by(|a, b| a.group.cmp(&b.group));
         Ok(groups)
     }
+}
 
-    async fn remove_codes(&self, id: &RoomId, group: &str) -> Result<(), StoreError> {
-        self.run::<()>(&self.scripts.remove_codes, id, [group.to_string()])
+impl Handle<op::RemoveCodes> for RedisStore {
+    async fn handle(
+        &self,
+        op::RemoveCodes { room, group }: op::RemoveCodes,
+    ) -> Result<(), StoreError> {
+        let (id, group) = (&room, group.as_str());
+        self.run_script::<()>(&self.scripts.remove_codes, id, [group.to_string()])
             .await
             .map_err(|error| match error {
                 StoreError::GroupNotFound(_) => StoreError::GroupNotFound(group.to_string()),
                 other => other,
             })
     }
+}
 
-    async fn draw_entries(
+impl Handle<op::DrawEntries> for RedisStore {
+    async fn handle(
         &self,
-        id: &RoomId,
-        after: Option<(DrawKey, EntryId)>,
-        limit: usize,
+        op::DrawEntries { room, after, limit }: op::DrawEntries,
     ) -> Result<Vec<(DrawKey, EntryId)>, StoreError> {
+        let id = &room;
         let after = after
             .map(|(key, entry)| format!("{}:{entry}", key.to_hex()))
             .unwrap_or_default();
         let members: Vec<String> = self
-            .run(&self.scripts.draw_entries, id, [after, limit.to_string()])
+            .run_script(&self.scripts.draw_entries, id, [after, limit.to_string()])
             .await?;
         members
             .iter()
@@ -773,23 +835,32 @@ impl Store for RedisStore {
             .collect::<Option<Vec<_>>>()
             .ok_or_else(|| StoreError::Unexpected("an unreadable draw entry".into()))
     }
+}
 
-    async fn status(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {
+impl Handle<op::Status> for RedisStore {
+    async fn handle(&self, op::Status { room, visitor }: op::Status) -> Result<Place, StoreError> {
+        let id = &room;
         let reply: String = self
-            .run(&self.scripts.status, id, [visitor.to_string()])
+            .run_script(&self.scripts.status, id, [visitor.to_string()])
             .await?;
         read::<WirePlace>(&reply)
             .ok()
             .and_then(|place| place.into_place(visitor))
             .ok_or_else(unexpected_place)
     }
+}
 
-    async fn places(&self, id: &RoomId, visitors: &[VisitorId]) -> Result<Vec<Place>, StoreError> {
+impl Handle<op::Places> for RedisStore {
+    async fn handle(
+        &self,
+        op::Places { room, visitors }: op::Places,
+    ) -> Result<Vec<Place>, StoreError> {
+        let (id, visitors) = (&room, visitors.as_slice());
         if visitors.is_empty() {
             return Ok(Vec::new());
         }
         let reply: String = self
-            .run(
+            .run_script(
                 &self.scripts.places,
                 id,
                 visitors.iter().map(VisitorId::to_string),
@@ -809,46 +880,70 @@ impl Store for RedisStore {
             .map(|(visitor, place)| place.into_place(*visitor).ok_or_else(unexpected_place))
             .collect()
     }
+}
 
-    async fn user_of(&self, id: &RoomId, visitor: VisitorId) -> Result<Option<String>, StoreError> {
+impl Handle<op::UserOf> for RedisStore {
+    async fn handle(
+        &self,
+        op::UserOf { room, visitor }: op::UserOf,
+    ) -> Result<Option<String>, StoreError> {
+        let id = &room;
         let mut connection = self.connection().await;
         connection
             .hget(&room_keys(id)[10], visitor.to_string())
             .await
             .map_err(unavailable)
     }
+}
 
-    async fn leave(&self, id: &RoomId, visitor: VisitorId) -> Result<(), StoreError> {
+impl Handle<op::Leave> for RedisStore {
+    async fn handle(&self, op::Leave { room, visitor }: op::Leave) -> Result<(), StoreError> {
+        let id = &room;
         let _: Value = self
-            .run(&self.scripts.leave, id, [visitor.to_string()])
+            .run_script(&self.scripts.leave, id, [visitor.to_string()])
             .await?;
         Ok(())
     }
+}
 
-    async fn arrive(&self, id: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {
+impl Handle<op::Arrive> for RedisStore {
+    async fn handle(&self, op::Arrive { room, visitor }: op::Arrive) -> Result<Place, StoreError> {
+        let id = &room;
         let reply: String = self
-            .run(&self.scripts.arrive, id, [visitor.to_string()])
+            .run_script(&self.scripts.arrive, id, [visitor.to_string()])
             .await?;
         read::<WirePlace>(&reply)
             .ok()
             .and_then(|place| place.into_place(visitor))
             .ok_or_else(unexpected_place)
     }
+}
 
-    async fn resume_arrivals(&self, id: &RoomId, seen: Option<u64>) -> Result<u64, StoreError> {
-        let seen = seen.map(|count| count.to_string()).unwrap_or_default();
-        self.run(&self.scripts.resume_arrivals, id, [seen]).await
-    }
-
-    async fn revoke_pass(
+impl Handle<op::ResumeArrivals> for RedisStore {
+    async fn handle(
         &self,
-        id: &RoomId,
-        visitor: VisitorId,
-        pass_exp_s: Option<u64>,
+        op::ResumeArrivals { room, seen }: op::ResumeArrivals,
+    ) -> Result<u64, StoreError> {
+        let id = &room;
+        let seen = seen.map(|count| count.to_string()).unwrap_or_default();
+        self.run_script(&self.scripts.resume_arrivals, id, [seen])
+            .await
+    }
+}
+
+impl Handle<op::RevokePass> for RedisStore {
+    async fn handle(
+        &self,
+        op::RevokePass {
+            room,
+            visitor,
+            pass_exp_s,
+        }: op::RevokePass,
     ) -> Result<bool, StoreError> {
+        let id = &room;
         let expected = pass_exp_s.map(|e| e.to_string()).unwrap_or_default();
         let taken: u64 = self
-            .run(
+            .run_script(
                 &self.scripts.revoke_pass,
                 id,
                 [visitor.to_string(), expected],
@@ -856,10 +951,13 @@ impl Store for RedisStore {
             .await?;
         Ok(taken == 1)
     }
+}
 
-    async fn touch(&self, id: &RoomId, visitors: &[VisitorId]) -> Result<(), StoreError> {
+impl Handle<op::Touch> for RedisStore {
+    async fn handle(&self, op::Touch { room, visitors }: op::Touch) -> Result<(), StoreError> {
+        let (id, visitors) = (&room, visitors.as_slice());
         let _: Value = self
-            .run(
+            .run_script(
                 &self.scripts.touch,
                 id,
                 visitors.iter().map(VisitorId::to_string),
@@ -867,18 +965,29 @@ impl Store for RedisStore {
             .await?;
         Ok(())
     }
+}
 
-    async fn tick(&self, id: &RoomId) -> Result<Tick, StoreError> {
+impl Handle<op::TickIfDue> for RedisStore {
+    async fn handle(&self, op::TickIfDue { room }: op::TickIfDue) -> Result<Tick, StoreError> {
+        let id = &room;
         let pick = self.dice().pick;
-        let reply: String = self.run(&self.scripts.tick, id, [pick.to_hex()]).await?;
+        let reply: String = self
+            .run_script(&self.scripts.tick, id, [pick.to_hex()])
+            .await?;
         let tick: WireTick = read(&reply)
             .map_err(|error| StoreError::Unexpected(format!("tick answered {reply}: {error}")))?;
         Ok(tick.into())
     }
+}
 
-    async fn announce_stock(&self, id: &RoomId, stock: Stock) -> Result<(), StoreError> {
+impl Handle<op::AnnounceStock> for RedisStore {
+    async fn handle(
+        &self,
+        op::AnnounceStock { room, stock }: op::AnnounceStock,
+    ) -> Result<(), StoreError> {
+        let id = &room;
         let _: u64 = self
-            .run(
+            .run_script(
                 &self.scripts.announce_stock,
                 id,
                 [stock.left.to_string(), stock.held.to_string()],
@@ -886,16 +995,10 @@ impl Store for RedisStore {
             .await?;
         Ok(())
     }
+}
 
-    fn subscribe(&self) -> broadcast::Receiver<StoreEvent> {
-        self.events.subscribe()
-    }
-
-    async fn watch(&self, room: &RoomId) -> Result<(), StoreError> {
-        self.link.watch(&channel(room)).await.map_err(unavailable)
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
+impl Handle<op::Ping> for RedisStore {
+    async fn handle(&self, _: op::Ping) -> Result<(), StoreError> {
         let mut connection = self.connection().await;
         let _: String = redis::cmd("PING")
             .query_async(&mut connection)
@@ -903,8 +1006,14 @@ impl Store for RedisStore {
             .map_err(unavailable)?;
         Ok(())
     }
+}
 
-    async fn end_admin_session(&self, id: &str, until: Millis) -> Result<(), StoreError> {
+impl Handle<op::EndAdminSession> for RedisStore {
+    async fn handle(
+        &self,
+        op::EndAdminSession { session, until }: op::EndAdminSession,
+    ) -> Result<(), StoreError> {
+        let id = session.as_str();
         self.link
             .write(
                 redis::cmd("SET")
@@ -917,16 +1026,28 @@ impl Store for RedisStore {
             .map_err(unavailable)?;
         Ok(())
     }
+}
 
-    async fn admin_session_ended(&self, id: &str) -> Result<bool, StoreError> {
+impl Handle<op::AdminSessionEnded> for RedisStore {
+    async fn handle(
+        &self,
+        op::AdminSessionEnded { session }: op::AdminSessionEnded,
+    ) -> Result<bool, StoreError> {
+        let id = session.as_str();
         let mut connection = self.connection().await;
         connection
             .exists(ended_session_key(id))
             .await
             .map_err(unavailable)
     }
+}
 
-    async fn login_attempt(&self, block: &ClientBlock, attempt: Attempt) -> Result<(), StoreError> {
+impl Handle<op::LoginAttempt> for RedisStore {
+    async fn handle(
+        &self,
+        op::LoginAttempt { block, attempt }: op::LoginAttempt,
+    ) -> Result<(), StoreError> {
+        let block = &block;
         let attempt: &'static str = attempt.into();
         // Answered without waiting for replicas: a count a failover loses
         // gives a guesser a few more tries, and an operator's login should

@@ -677,7 +677,7 @@ impl RoomModel {
 
     /// Gives every admitted visitor not seen yet the whole arrival grace
     /// again from `now` (a later deadline stays), unless that was done since
-    /// `seen` (see `Store::resume_arrivals`); the count of resumptions.
+    /// `seen` (see `op::ResumeArrivals`); the count of resumptions.
     /// One step whatever the crowd: the new deadline is written once, and
     /// the no-show sweep moves each arrival to it as it meets one.
     pub fn resume_arrivals(&mut self, seen: Option<u64>, now: Millis) -> u64 {

@@ -10,6 +10,7 @@ use waitroom::words::join_limit::JoinLimit;
 use waitroom::words::{Order, Place, PlaceState, RoomEvent, RoomId, StoreEvent, VisitorId};
 
 use super::{Harness, is_admitted, position};
+use waitroom::store::StoreExt;
 
 async fn add(h: &Harness, room: &RoomId, group: &str, priority: u32, uses: u32, codes: &[&str]) {
     let new = NewGroup {

@@ -8,6 +8,7 @@ use waitroom::words::draw::{DrawKey, DrawSeed, EntryId, draw_key};
 use waitroom::words::{PlaceState, RoomEvent, RoomId, StoreEvent};
 
 use super::{Harness, TICK_MS, is_admitted, position};
+use waitroom::store::StoreExt;
 
 /// The opening, a minute after the harness's start.
 const OPENS_IN_MS: u64 = 60_000;

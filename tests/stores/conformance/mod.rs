@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use waitroom::store::Store;
+use waitroom::store::{Store, StoreExt};
 use waitroom::words::clock::ManualClock;
 use waitroom::words::{ConfigPatch, PlaceState, RoomConfig, RoomId, VisitorId};
 

@@ -11,6 +11,7 @@ use waitroom::words::clock::{Clock, rfc3339};
 use waitroom::words::room_table::{Applied, RoomTable};
 
 use super::Harness;
+use waitroom::store::StoreExt;
 
 /// Applies made at once in the concurrency scenario.
 const AT_ONCE: usize = 32;

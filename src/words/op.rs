@@ -1,0 +1,195 @@
+//! Every store operation as a value: a type per operation holding what it
+//! is asked, with the type of its answer ([`Operation::Answer`]) and the
+//! name the metrics and logs give it ([`Operation::NAME`]).
+//!
+//! A store runs any of them through one method (`Store::apply`, typed by
+//! `StoreExt::run`), so what wraps every call (measuring, a test's cut
+//! cable) wraps it once, and a store says how it runs each operation by
+//! implementing [`Handle`] for it: [`Handles`] asks for all of them, so a
+//! store that misses one does not compile. Adding an operation is one entry
+//! in the list below, a rule in the model, and the store's way to run it
+//! (the memory store's call to the model; the Redis store's script).
+
+use std::future::Future;
+
+use crate::words::clock::Millis;
+use crate::words::codes::{GroupSummary, NewGroup};
+use crate::words::draw::{DrawKey, EntryId};
+use crate::words::join_limit::ClientBlock;
+use crate::words::login_limit::Attempt;
+use crate::words::operations::{JoinOptions, StoreError, Tick};
+use crate::words::room_table::{Applied, RoomTable};
+use crate::words::sale::Stock;
+use crate::words::{ConfigPatch, Place, RoomConfig, RoomId, RoomInfo, VisitorId};
+
+/// One store operation: what it answers, and its name in the metrics
+/// (`waitroom_store_op_seconds{op}`) and logs.
+pub trait Operation: Into<Op> + Send + 'static {
+    type Answer: Send + 'static;
+    const NAME: &'static str;
+    /// This operation's answer out of the answer of any operation; `None`
+    /// when a store answered another operation (a bug in that store).
+    fn answer(any: Answer) -> Option<Self::Answer>;
+}
+
+/// How a store runs operation `O`: one atomic step.
+pub trait Handle<O: Operation> {
+    fn handle(&self, op: O) -> impl Future<Output = Result<O::Answer, StoreError>> + Send;
+}
+
+/// Declares the operations: for each, its type, its answer and its name;
+/// and the enums of any operation ([`Op`]) and any answer ([`Answer`]).
+macro_rules! operations {
+    ($(
+        $(#[$doc:meta])*
+        $name:literal => $op:ident { $($(#[$field_doc:meta])* $field:ident: $ty:ty),* $(,)? } -> $answer:ty;
+    )*) => {
+        $(
+            $(#[$doc])*
+            #[derive(Debug, Clone)]
+            pub struct $op { $($(#[$field_doc])* pub $field: $ty),* }
+
+            impl Operation for $op {
+                type Answer = $answer;
+                const NAME: &'static str = $name;
+                fn answer(any: Answer) -> Option<$answer> {
+                    match any {
+                        Answer::$op(answer) => Some(answer),
+                        #[allow(unreachable_patterns)]
+                        _ => None,
+                    }
+                }
+            }
+
+            impl From<$op> for Op {
+                fn from(op: $op) -> Op {
+                    Op::$op(op)
+                }
+            }
+        )*
+
+        /// Any operation.
+        #[derive(Debug, Clone)]
+        pub enum Op { $($op($op)),* }
+
+        /// Any operation's answer.
+        #[derive(Debug)]
+        pub enum Answer { $($op($answer)),* }
+
+        impl Op {
+            /// The operation's name ([`Operation::NAME`]).
+            pub fn name(&self) -> &'static str {
+                match self { $(Op::$op(_) => $name),* }
+            }
+
+            /// Runs the operation on `store`, in the way the store runs it.
+            pub async fn run_on<S: Handles + Sync>(self, store: &S) -> Result<Answer, StoreError> {
+                match self { $(Op::$op(op) => store.handle(op).await.map(Answer::$op)),* }
+            }
+        }
+
+        /// A store that runs every operation.
+        pub trait Handles: $(Handle<$op> +)* {}
+        impl<S: $(Handle<$op> +)*> Handles for S {}
+    };
+}
+
+operations! {
+    /// Creates a room; `RoomExists` if an open one has its id.
+    "create_room" => CreateRoom { room: RoomId, config: RoomConfig } -> RoomInfo;
+    /// Changes an open room's config (the fields the patch names).
+    "configure" => Configure { room: RoomId, patch: ConfigPatch } -> RoomInfo;
+    /// Applies a table of the rooms file, in one atomic step: a room
+    /// missing (or closed under another table) is created from it; an open
+    /// room under another table (or none) takes the fields it names, as
+    /// `Configure` would; a room whose last table was this one is left as
+    /// it is, open or closed. However many nodes apply it at once, it is
+    /// applied once.
+    "apply_table" => ApplyTable { table: RoomTable } -> Applied;
+    /// Closes a room: every visitor's state becomes `closed`.
+    "close_room" => CloseRoom { room: RoomId } -> ();
+    /// An open room with its live stats.
+    "room" => ReadRoom { room: RoomId } -> RoomInfo;
+    /// Every open room with its live stats, by id.
+    "rooms" => ListRooms {} -> Vec<RoomInfo>;
+    /// Ids of the open rooms, for the promoter.
+    "room_ids" => RoomIds {} -> Vec<RoomId>;
+    /// Joins, or returns the visitor's existing place: idempotent per
+    /// visitor; the options' limits are checked in the same atomic step.
+    "join" => Join { room: RoomId, visitor: VisitorId, options: JoinOptions } -> Place;
+    /// The visitor's place now; counts as a sign of presence.
+    "status" => Status { room: RoomId, visitor: VisitorId } -> Place;
+    /// Several visitors' places, in their order, each read as `Status`
+    /// reads one, in one atomic step: what a node reads for a batch of its
+    /// sockets when it must read them all (the draw's positions, a resync).
+    "places" => Places { room: RoomId, visitors: Vec<VisitorId> } -> Vec<Place>;
+    /// Up to `limit` entrants after `after`, in drawn order; `NotDrawn`
+    /// before the opening.
+    "draw_entries" => DrawEntries {
+        room: RoomId,
+        after: Option<(DrawKey, EntryId)>,
+        limit: usize,
+    } -> Vec<(DrawKey, EntryId)>;
+    /// Adds a group of priority codes to an open room; `GroupExists` if
+    /// one of that name is there.
+    "add_codes" => AddCodes { room: RoomId, group: NewGroup } -> GroupSummary;
+    /// The room's groups of codes, by name (never the codes).
+    "code_groups" => CodeGroups { room: RoomId } -> Vec<GroupSummary>;
+    /// Removes a group: its unused codes stop working at once;
+    /// `GroupNotFound` if there is none of that name.
+    "remove_codes" => RemoveCodes { room: RoomId, group: String } -> ();
+    /// The user (a user token's `sub`) whose place this visitor holds, if
+    /// the visitor joined with one: their sale's limit counts per user.
+    "user_of" => UserOf { room: RoomId, visitor: VisitorId } -> Option<String>;
+    /// Gives up the place or the admitted slot.
+    "leave" => Leave { room: RoomId, visitor: VisitorId } -> ();
+    /// The visitor's place, read for `/api/verify` (or the sale) checking
+    /// their pass: an admitted visitor has arrived, so their pass is no
+    /// longer reclaimed as a no-show.
+    "arrive" => Arrive { room: RoomId, visitor: VisitorId } -> Place;
+    /// Arrivals could not be recorded for a while (the store was
+    /// unreachable, so `/api/verify` let passes through on their signature
+    /// alone): every admitted visitor not seen yet gets the room's whole
+    /// `arrival_grace_s` again, counted from now (a later deadline stays),
+    /// so nobody who arrived meanwhile is reclaimed as a no-show, and the
+    /// room's count of resumptions goes up. Unless it went up since `seen`
+    /// (the count the caller last saw in a tick): then another node resumed
+    /// after the same outage, and nothing changes. Answers the count. One
+    /// bounded step however many passes wait: the new deadline is written
+    /// once, and the tick's no-show sweep moves each arrival to it, a slice
+    /// a call.
+    "resume_arrivals" => ResumeArrivals { room: RoomId, seen: Option<u64> } -> u64;
+    /// Takes back the visitor's pass (only the admission whose pass has
+    /// this `exp`, in seconds, if given); its slot is free at once, and a
+    /// waiting place is left alone. Whether a pass was taken back.
+    "revoke_pass" => RevokePass {
+        room: RoomId,
+        visitor: VisitorId,
+        pass_exp_s: Option<u64>,
+    } -> bool;
+    /// Marks these visitors present (they hold a socket on some node).
+    "touch" => Touch { room: RoomId, visitors: Vec<VisitorId> } -> ();
+    /// Runs the room's tick if one is due at the store's time, and says
+    /// when the next is due. Safe to run from every node at once: a due
+    /// tick runs once. A closed room answers `RoomClosed`.
+    "tick" => TickIfDue { room: RoomId } -> Tick;
+    /// Tells the room's line what its sale has left (`stock_left` in every
+    /// status); a sale sold out closes the line if the room says so. Every
+    /// node's sockets hear it. Run by whichever node's tick ran.
+    "announce_stock" => AnnounceStock { room: RoomId, stock: Stock } -> ();
+    /// Is the store reachable?
+    "ping" => Ping {} -> ();
+    /// Ends an operator session on every node (logout), remembered until
+    /// `until`, when the session would have ended anyway.
+    "end_admin_session" => EndAdminSession { session: String, until: Millis } -> ();
+    /// Was this operator session ended?
+    "admin_session_ended" => AdminSessionEnded { session: String } -> bool;
+    /// Counts an operator login attempt from `block` (an admin or origin
+    /// token, on the API or the login form) against the lockout of
+    /// `words::login_limit`, in one atomic step: a wrong token spends one
+    /// of the block's 10 a minute; past them every attempt, the right
+    /// token included, is refused with `TooManyAttempts` until the budget
+    /// has room. On Redis one budget for every node; the memory store, one
+    /// node, counts its own.
+    "login_attempt" => LoginAttempt { block: ClientBlock, attempt: Attempt } -> ();
+}
