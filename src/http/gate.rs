@@ -156,108 +156,109 @@ impl Gate {
         forwarded: Forwarded,
         asking: Asking,
     ) -> Result<HttpResponse, ApiError> {
-        let Gate {
-            checker,
-            live,
-            store,
-            credentials,
-            clock,
-        } = self;
-        // Whether the room was read already (it exists, or the store is down).
-        let mut room_read = false;
-        let original = match forwarded.original_url() {
-            Some((url, Named::OnTheSite)) => Some(url),
-            Some((url, Named::ByItself)) => match store.room(&room).await {
-                Ok(info) => {
-                    room_read = true;
-                    on_target_origin(&url, &info.config.target_url, credentials.public_url())
-                        .then_some(url)
-                }
-                // Where the target is cannot be told: no URL to send anyone to.
-                Err(StoreError::Unavailable(_)) => {
-                    room_read = true;
-                    None
-                }
-                Err(error) => return Err(error.into()),
-            },
-            None => None,
-        };
-
-        // The visitor's first request back from the room: the pass in the
-        // URL. A valid one becomes the cookie, unless the browser holds a
-        // valid pass of this room already (which stays); either way the URL
-        // loses it.
-        if let Some((url, offered)) = original
-            .as_ref()
-            .and_then(|url| pass_in(url).map(|pass| (url, pass)))
+        let (original, room_read) = self.original_url(&room, &forwarded).await?;
+        if let Some(url) = &original
+            && let Some(offered) = pass_in(url)
+            && let Some(answer) = self.take_linked_pass(req, &room, url, offered).await?
         {
-            let taken = match judge_linked_pass(
-                req,
-                &checker,
-                LinkJudge::Proxy(&live.hub),
-                &room,
-                &offered,
-            )
-            .await
-            {
-                LinkedPass::Take(pass) => {
-                    let mut cookie = pass_cookie(offered, pass.seconds_left(clock.now_ms()));
-                    cookie.set_secure(url.scheme() == "https");
-                    Some(Some(cookie))
-                }
-                LinkedPass::Keep => Some(None),
-                // Not a pass of this room now: the cookie or Bearer may be.
-                LinkedPass::Refused(refusal) => {
-                    unless_no_such_room(refusal)?;
-                    None
-                }
-            };
-            if let Some(cookie) = taken {
-                let mut answer = HttpResponse::Found();
-                answer
-                    .insert_header((header::LOCATION, without_pass(url.clone()).to_string()))
-                    .insert_header((header::CACHE_CONTROL, "no-store"));
-                if let Some(cookie) = cookie {
-                    answer.cookie(cookie);
-                }
-                return Ok(answer.finish());
-            }
+            return Ok(answer);
         }
         let refused = match presented_pass(req) {
             None => ErrorCode::MissingPass,
-            Some(pass) => match check_pass_for_proxy(&checker, &live.hub, &room, &pass).await {
-                Ok((pass, verified)) => {
-                    let mut answer = match asking {
-                        Asking::Plain => HttpResponse::NoContent(),
-                        Asking::Envoy => HttpResponse::Ok(),
-                    };
-                    answer.insert_header(("X-Waitroom-Visitor", pass.claims.sub));
-                    if verified == Verified::BySignatureAlone {
-                        answer.insert_header(("X-Waitroom-Verified", "signature"));
+            Some(pass) => {
+                match check_pass_for_proxy(&self.checker, &self.live.hub, &room, &pass).await {
+                    Ok((pass, verified)) => {
+                        let mut answer = match asking {
+                            Asking::Plain => HttpResponse::NoContent(),
+                            Asking::Envoy => HttpResponse::Ok(),
+                        };
+                        answer.insert_header(("X-Waitroom-Visitor", pass.claims.sub));
+                        if verified == Verified::BySignatureAlone {
+                            answer.insert_header(("X-Waitroom-Verified", "signature"));
+                        }
+                        return Ok(answer.finish());
                     }
-                    return Ok(answer.finish());
+                    Err(refusal) => {
+                        let refusal = unless_no_such_room(refusal)?;
+                        refusal.code()
+                    }
                 }
-                Err(refusal) => {
-                    let refusal = unless_no_such_room(refusal)?;
-                    refusal.code()
-                }
-            },
+            }
         };
 
         // To the room's page; an unknown room is a 404, while with the store
         // down the page is the right place all the same (it keeps retrying).
         if !room_read {
-            match store.room(&room).await {
+            match self.store.room(&room).await {
                 Ok(_) | Err(StoreError::Unavailable(_)) => {}
                 Err(error) => return Err(error.into()),
             }
         }
-        let location = room_page(&credentials, &forwarded, &room, original)?;
+        let location = room_page(&self.credentials, &forwarded, &room, original)?;
         Ok(HttpResponse::Found()
             .insert_header((header::LOCATION, location))
             .insert_header((header::CACHE_CONTROL, "no-store"))
             .insert_header((REFUSAL_HEADER, <&str>::from(refused)))
             .finish())
+    }
+
+    /// The URL the visitor asked the proxy for, if the room's page may
+    /// send them back to it; and whether the room was read meanwhile (it
+    /// exists, or the store is down).
+    async fn original_url(
+        &self,
+        room: &RoomId,
+        forwarded: &Forwarded,
+    ) -> Result<(Option<Url>, bool), ApiError> {
+        match forwarded.original_url() {
+            Some((url, Named::OnTheSite)) => Ok((Some(url), false)),
+            Some((url, Named::ByItself)) => match self.store.room(room).await {
+                Ok(info) => {
+                    let public_url = self.credentials.public_url();
+                    let on_target = on_target_origin(&url, &info.config.target_url, public_url);
+                    Ok((on_target.then_some(url), true))
+                }
+                // Where the target is cannot be told: no URL to send anyone to.
+                Err(StoreError::Unavailable(_)) => Ok((None, true)),
+                Err(error) => Err(error.into()),
+            },
+            None => Ok((None, false)),
+        }
+    }
+
+    /// The visitor's first request back from the room: the pass in the
+    /// URL. A valid one becomes the cookie, unless the browser holds a
+    /// valid pass of this room already (which stays); either way the URL
+    /// loses it, by the redirect answered here. `None` when the link's pass
+    /// is not one of this room now: the cookie or Bearer may be.
+    async fn take_linked_pass(
+        &self,
+        req: &HttpRequest,
+        room: &RoomId,
+        url: &Url,
+        offered: String,
+    ) -> Result<Option<HttpResponse>, ApiError> {
+        let judge = LinkJudge::Proxy(&self.live.hub);
+        let cookie = match judge_linked_pass(req, &self.checker, judge, room, &offered).await {
+            LinkedPass::Take(pass) => {
+                let mut cookie = pass_cookie(offered, pass.seconds_left(self.clock.now_ms()));
+                cookie.set_secure(url.scheme() == "https");
+                Some(cookie)
+            }
+            LinkedPass::Keep => None,
+            LinkedPass::Refused(refusal) => {
+                unless_no_such_room(refusal)?;
+                return Ok(None);
+            }
+        };
+        let mut answer = HttpResponse::Found();
+        answer
+            .insert_header((header::LOCATION, without_pass(url.clone()).to_string()))
+            .insert_header((header::CACHE_CONTROL, "no-store"));
+        if let Some(cookie) = cookie {
+            answer.cookie(cookie);
+        }
+        Ok(Some(answer.finish()))
     }
 }
 
