@@ -25,7 +25,7 @@ use futures_util::{StreamExt, stream};
 use redis_server::RedisServer;
 use waitroom::live::promoter::PRESENCE_BATCH;
 use waitroom::store::redis::RedisStore;
-use waitroom::store::{SaleStore, StoreExt};
+use waitroom::store::{SaleStoreExt, StoreExt};
 use waitroom::words::clock::ManualClock;
 use waitroom::words::constants::SWEEP_AGAIN_MS;
 use waitroom::words::sale::{SaleRequest, Want};

@@ -15,7 +15,7 @@ use crate::http::pages::i18n::Catalogue;
 use crate::http::pages::{branding, page_language, render, texts_json};
 use crate::http::paths::{ClaimPath, RoomPath};
 use crate::http::sale_views::SaleViews;
-use crate::store::{SaleStore, Store, StoreExt, set_up_sale};
+use crate::store::{SaleStore, SaleStoreExt, Store, StoreExt, set_up_sale};
 use crate::words::RoomId;
 use crate::words::clock::{Clock, rfc3339_ms};
 use crate::words::language::Language;

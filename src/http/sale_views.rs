@@ -10,6 +10,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::store::SaleStore;
+use crate::store::SaleStoreExt;
 use crate::words::RoomId;
 use crate::words::clock::{Clock, Millis};
 use crate::words::sale::{SaleError, SaleView};

@@ -28,6 +28,7 @@ use tokio_util::time::delay_queue::Key;
 use super::history::RoomHistory;
 use super::hub::Hub;
 use super::tasks::Tasks;
+use crate::store::SaleStoreExt;
 use crate::store::{SaleStore, Store, StoreError, StoreExt, Tick, TickReport};
 use crate::words::constants::SWEEP_AGAIN_MS;
 use crate::words::sale::{SaleError, Stock};

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::live::promoter::Wakeups;
 use crate::store::SaleStore;
+use crate::store::SaleStoreExt;
 use crate::store::{Store, StoreError, StoreExt};
 use crate::words::clock::Moment;
 use crate::words::sale::{Inventory, SaleConfig};

@@ -18,9 +18,9 @@ use async_trait::async_trait;
 use tokio::sync::broadcast;
 
 use super::{SaleStore, Store, StoreError};
-use crate::words::op::{Answer, Op};
-use crate::words::sale::{Claim, SaleConfig, SaleError, SaleView, Stock, Want};
-use crate::words::{RoomId, StoreEvent, VisitorId};
+use crate::words::op::{Answer, Op, SaleAnswer, SaleOp};
+use crate::words::sale::SaleError;
+use crate::words::{RoomId, StoreEvent};
 
 /// The metric every store's failures are counted in, by `store` and `kind`.
 pub const STORE_ERRORS: &str = "waitroom_store_errors_total";
@@ -134,101 +134,7 @@ impl Store for Measured<dyn Store> {
 
 #[async_trait]
 impl SaleStore for Measured<dyn SaleStore> {
-    async fn configure_sale(
-        &self,
-        room: &RoomId,
-        config: SaleConfig,
-    ) -> Result<SaleView, SaleError> {
-        measure(
-            self.name,
-            "sale_configure",
-            self.inner.configure_sale(room, config),
-        )
-        .await
-    }
-
-    async fn sale(&self, room: &RoomId) -> Result<SaleView, SaleError> {
-        measure(self.name, "sale_view", self.inner.sale(room)).await
-    }
-
-    async fn stock(&self, room: &RoomId) -> Result<Stock, SaleError> {
-        measure(self.name, "sale_stock", self.inner.stock(room)).await
-    }
-
-    async fn claim(
-        &self,
-        room: &RoomId,
-        visitor: VisitorId,
-        want: &Want,
-        idempotency_key: Option<&str>,
-    ) -> Result<Claim, SaleError> {
-        measure(
-            self.name,
-            "sale_claim",
-            self.inner.claim(room, visitor, want, idempotency_key),
-        )
-        .await
-    }
-
-    async fn claim_as(
-        &self,
-        room: &RoomId,
-        visitor: VisitorId,
-        user: Option<&str>,
-        want: &Want,
-        idempotency_key: Option<&str>,
-    ) -> Result<Claim, SaleError> {
-        measure(
-            self.name,
-            "sale_claim",
-            self.inner
-                .claim_as(room, visitor, user, want, idempotency_key),
-        )
-        .await
-    }
-
-    async fn confirm(
-        &self,
-        room: &RoomId,
-        visitor: VisitorId,
-        claim_id: &str,
-    ) -> Result<Claim, SaleError> {
-        measure(
-            self.name,
-            "sale_confirm",
-            self.inner.confirm(room, visitor, claim_id),
-        )
-        .await
-    }
-
-    async fn release(
-        &self,
-        room: &RoomId,
-        visitor: VisitorId,
-        claim_id: &str,
-    ) -> Result<(), SaleError> {
-        measure(
-            self.name,
-            "sale_release",
-            self.inner.release(room, visitor, claim_id),
-        )
-        .await
-    }
-
-    async fn release_holds_of(&self, room: &RoomId, visitor: VisitorId) -> Result<u64, SaleError> {
-        measure(
-            self.name,
-            "sale_release_holds",
-            self.inner.release_holds_of(room, visitor),
-        )
-        .await
-    }
-
-    async fn claims_of(&self, room: &RoomId, visitor: VisitorId) -> Result<Vec<Claim>, SaleError> {
-        measure(self.name, "sale_mine", self.inner.claims_of(room, visitor)).await
-    }
-
-    async fn orders(&self, room: &RoomId) -> Result<Vec<Claim>, SaleError> {
-        measure(self.name, "sale_orders", self.inner.orders(room)).await
+    async fn apply(&self, op: SaleOp) -> Result<SaleAnswer, SaleError> {
+        measure(self.name, op.name(), self.inner.apply(op)).await
     }
 }

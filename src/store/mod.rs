@@ -7,7 +7,7 @@ pub mod memory;
 pub mod redis;
 mod sale;
 
-pub use sale::SaleStore;
+pub use sale::{SaleStore, SaleStoreExt};
 
 use async_trait::async_trait;
 use tokio::sync::broadcast;
@@ -53,7 +53,10 @@ pub trait Store: Send + Sync + 'static {
 #[async_trait]
 pub trait StoreExt: Store {
     /// Runs `op` and answers with its own type.
-    async fn run<O: Operation>(&self, op: O) -> Result<O::Answer, StoreError> {
+    async fn run<O>(&self, op: O) -> Result<O::Answer, StoreError>
+    where
+        O: Operation<Any = Op, AnyAnswer = Answer, Error = StoreError>,
+    {
         let answer = self.apply(op.into()).await?;
         O::answer(answer).ok_or_else(|| {
             StoreError::Unexpected(format!(

@@ -1,14 +1,17 @@
 //! Every store operation as a value: a type per operation holding what it
 //! is asked, with the type of its answer ([`Operation::Answer`]) and the
-//! name the metrics and logs give it ([`Operation::NAME`]).
+//! name the metrics and logs give it ([`Operation::NAME`]); the rooms'
+//! operations and the sale's, each list with the enums of any of its
+//! operations and any of its answers.
 //!
-//! A store runs any of them through one method (`Store::apply`, typed by
-//! `StoreExt::run`), so what wraps every call (measuring, a test's cut
-//! cable) wraps it once, and a store says how it runs each operation by
-//! implementing [`Handle`] for it: [`Handles`] asks for all of them, so a
-//! store that misses one does not compile. Adding an operation is one entry
-//! in the list below, a rule in the model, and the store's way to run it
-//! (the memory store's call to the model; the Redis store's script).
+//! A store runs any of them through one method (`Store::apply`,
+//! `SaleStore::apply`, typed by `StoreExt::run` and `SaleStoreExt::run`),
+//! so what wraps every call (measuring, a test's cut cable) wraps it once,
+//! and a store says how it runs each operation by implementing [`Handle`]
+//! for it: [`Handles`] and [`HandlesSale`] ask for all of them, so a store
+//! that misses one does not compile. Adding an operation is one entry in a
+//! list below, a rule in the model, and the store's way to run it (the
+//! memory store's call to the model; the Redis store's script).
 
 use std::future::Future;
 
@@ -19,31 +22,40 @@ use crate::words::join_limit::ClientBlock;
 use crate::words::login_limit::Attempt;
 use crate::words::operations::{JoinOptions, StoreError, Tick};
 use crate::words::room_table::{Applied, RoomTable};
-use crate::words::sale::Stock;
+use crate::words::sale::{Claim, SaleConfig, SaleError, SaleView, Stock, Want};
 use crate::words::{ConfigPatch, Place, RoomConfig, RoomId, RoomInfo, VisitorId};
 
-/// One store operation: what it answers, and its name in the metrics
-/// (`waitroom_store_op_seconds{op}`) and logs.
-pub trait Operation: Into<Op> + Send + 'static {
+/// One store operation: what it answers, how it is refused, and its name
+/// in the metrics (`waitroom_store_op_seconds{op}`) and logs.
+pub trait Operation: Into<Self::Any> + Send + 'static {
     type Answer: Send + 'static;
+    type Error;
+    /// Any operation of its list, and any answer.
+    type Any;
+    type AnyAnswer;
     const NAME: &'static str;
     /// This operation's answer out of the answer of any operation; `None`
     /// when a store answered another operation (a bug in that store).
-    fn answer(any: Answer) -> Option<Self::Answer>;
+    fn answer(any: Self::AnyAnswer) -> Option<Self::Answer>;
 }
 
 /// How a store runs operation `O`: one atomic step.
 pub trait Handle<O: Operation> {
-    fn handle(&self, op: O) -> impl Future<Output = Result<O::Answer, StoreError>> + Send;
+    fn handle(&self, op: O) -> impl Future<Output = Result<O::Answer, O::Error>> + Send;
 }
 
-/// Declares the operations: for each, its type, its answer and its name;
-/// and the enums of any operation ([`Op`]) and any answer ([`Answer`]).
+/// Declares a list of operations: for each, its type, its answer and its
+/// name; the enums of any operation and any answer of the list; and the
+/// trait of a store that runs them all.
 macro_rules! operations {
-    ($(
-        $(#[$doc:meta])*
-        $name:literal => $op:ident { $($(#[$field_doc:meta])* $field:ident: $ty:ty),* $(,)? } -> $answer:ty;
-    )*) => {
+    (
+        $(#[$any_doc:meta])*
+        any: $any:ident, answer: $any_answer:ident, error: $error:ty, handles: $handles:ident;
+        $(
+            $(#[$doc:meta])*
+            $name:literal => $op:ident { $($(#[$field_doc:meta])* $field:ident: $ty:ty),* $(,)? } -> $answer:ty;
+        )*
+    ) => {
         $(
             $(#[$doc])*
             #[derive(Debug, Clone)]
@@ -51,50 +63,60 @@ macro_rules! operations {
 
             impl Operation for $op {
                 type Answer = $answer;
+                type Error = $error;
+                type Any = $any;
+                type AnyAnswer = $any_answer;
                 const NAME: &'static str = $name;
-                fn answer(any: Answer) -> Option<$answer> {
+                fn answer(any: $any_answer) -> Option<$answer> {
                     match any {
-                        Answer::$op(answer) => Some(answer),
+                        $any_answer::$op(answer) => Some(answer),
                         #[allow(unreachable_patterns)]
                         _ => None,
                     }
                 }
             }
 
-            impl From<$op> for Op {
-                fn from(op: $op) -> Op {
-                    Op::$op(op)
+            impl From<$op> for $any {
+                fn from(op: $op) -> $any {
+                    $any::$op(op)
                 }
             }
         )*
 
-        /// Any operation.
+        $(#[$any_doc])*
         #[derive(Debug, Clone)]
-        pub enum Op { $($op($op)),* }
+        pub enum $any { $($op($op)),* }
 
-        /// Any operation's answer.
+        /// Any answer of the operations of [`
+        #[doc = stringify!($any)]
+        /// `].
         #[derive(Debug)]
-        pub enum Answer { $($op($answer)),* }
+        pub enum $any_answer { $($op($answer)),* }
 
-        impl Op {
+        impl $any {
             /// The operation's name ([`Operation::NAME`]).
             pub fn name(&self) -> &'static str {
-                match self { $(Op::$op(_) => $name),* }
+                match self { $($any::$op(_) => $name),* }
             }
 
             /// Runs the operation on `store`, in the way the store runs it.
-            pub async fn run_on<S: Handles + Sync>(self, store: &S) -> Result<Answer, StoreError> {
-                match self { $(Op::$op(op) => store.handle(op).await.map(Answer::$op)),* }
+            pub async fn run_on<S: $handles + Sync>(self, store: &S) -> Result<$any_answer, $error> {
+                match self { $($any::$op(op) => store.handle(op).await.map($any_answer::$op)),* }
             }
         }
 
-        /// A store that runs every operation.
-        pub trait Handles: $(Handle<$op> +)* {}
-        impl<S: $(Handle<$op> +)*> Handles for S {}
+        /// A store that runs every operation of [`
+        #[doc = stringify!($any)]
+        /// `].
+        pub trait $handles: $(Handle<$op> +)* {}
+        impl<S: $(Handle<$op> +)*> $handles for S {}
     };
 }
 
 operations! {
+    /// Any operation on the rooms.
+    any: Op, answer: Answer, error: StoreError, handles: Handles;
+
     /// Creates a room; `RoomExists` if an open one has its id.
     "create_room" => CreateRoom { room: RoomId, config: RoomConfig } -> RoomInfo;
     /// Changes an open room's config (the fields the patch names).
@@ -192,4 +214,39 @@ operations! {
     /// has room. On Redis one budget for every node; the memory store, one
     /// node, counts its own.
     "login_attempt" => LoginAttempt { block: ClientBlock, attempt: Attempt } -> ();
+}
+
+operations! {
+    /// Any operation on a room's sale.
+    any: SaleOp, answer: SaleAnswer, error: SaleError, handles: HandlesSale;
+
+    /// Sets up (or replaces, claims and all) the room's sale.
+    "sale_configure" => ConfigureSale { room: RoomId, config: SaleConfig } -> SaleView;
+    /// The sale as anyone may see it.
+    "sale_view" => ReadSale { room: RoomId } -> SaleView;
+    /// What is free and how many holds are out, for the room's line.
+    "sale_stock" => ReadStock { room: RoomId } -> Stock;
+    /// One atomic step: the per-user limit, the stock or every seat, the
+    /// hold. A repeated `idempotency_key` of the same visitor answers the
+    /// first result. A visitor whose place is `user`'s (their pass came
+    /// from a user token) counts against that user's limit, of every visit
+    /// and device (`Buyer`), in the same step.
+    "sale_claim" => MakeClaim {
+        room: RoomId,
+        visitor: VisitorId,
+        user: Option<String>,
+        want: Want,
+        idempotency_key: Option<String>,
+    } -> Claim;
+    /// Confirms the visitor's held claim: an order.
+    "sale_confirm" => ConfirmClaim { room: RoomId, visitor: VisitorId, claim_id: String } -> Claim;
+    /// Gives the visitor's held claim back to stock.
+    "sale_release" => ReleaseClaim { room: RoomId, visitor: VisitorId, claim_id: String } -> ();
+    /// Gives every hold of the visitor back to stock (their pass was taken
+    /// back, so they can no longer confirm it); how many. Orders stay.
+    "sale_release_holds" => ReleaseHoldsOf { room: RoomId, visitor: VisitorId } -> u64;
+    /// The visitor's held and confirmed claims.
+    "sale_mine" => ClaimsOf { room: RoomId, visitor: VisitorId } -> Vec<Claim>;
+    /// Confirmed claims in order of confirmation.
+    "sale_orders" => Orders { room: RoomId } -> Vec<Claim>;
 }

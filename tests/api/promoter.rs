@@ -11,6 +11,7 @@ use waitroom::live::promoter::{
     IDLE_HEARTBEAT, MAX_IDLE_ASKS_PER_S, Promoter, Wakeups, idle_period,
 };
 use waitroom::live::tasks::Tasks;
+use waitroom::store::SaleStoreExt;
 use waitroom::store::memory::MemoryStore;
 use waitroom::store::{SaleStore, Store, StoreExt};
 use waitroom::words::clock::{Clock, ManualClock, Moment, rfc3339};

@@ -18,7 +18,8 @@ use waitroom::startup::Stores;
 use waitroom::store::memory::MemoryStore;
 use waitroom::store::{SaleStore, StoreExt};
 use waitroom::words::clock::ManualClock;
-use waitroom::words::sale::{Claim, SaleConfig, SaleError, SaleView, Stock, Want};
+use waitroom::words::op::{SaleAnswer, SaleOp};
+use waitroom::words::sale::SaleError;
 use waitroom::words::{RoomId, VisitorId};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -90,54 +91,11 @@ struct CountingSale {
 
 #[async_trait]
 impl SaleStore for CountingSale {
-    async fn configure_sale(
-        &self,
-        room: &RoomId,
-        config: SaleConfig,
-    ) -> Result<SaleView, SaleError> {
-        self.inner.configure_sale(room, config).await
-    }
-    async fn sale(&self, room: &RoomId) -> Result<SaleView, SaleError> {
-        self.views.fetch_add(1, Ordering::SeqCst);
-        self.inner.sale(room).await
-    }
-    async fn stock(&self, room: &RoomId) -> Result<Stock, SaleError> {
-        self.inner.stock(room).await
-    }
-    async fn claim_as(
-        &self,
-        room: &RoomId,
-        visitor: VisitorId,
-        user: Option<&str>,
-        want: &Want,
-        key: Option<&str>,
-    ) -> Result<Claim, SaleError> {
-        self.inner.claim_as(room, visitor, user, want, key).await
-    }
-    async fn confirm(
-        &self,
-        room: &RoomId,
-        visitor: VisitorId,
-        claim: &str,
-    ) -> Result<Claim, SaleError> {
-        self.inner.confirm(room, visitor, claim).await
-    }
-    async fn release(
-        &self,
-        room: &RoomId,
-        visitor: VisitorId,
-        claim: &str,
-    ) -> Result<(), SaleError> {
-        self.inner.release(room, visitor, claim).await
-    }
-    async fn release_holds_of(&self, room: &RoomId, visitor: VisitorId) -> Result<u64, SaleError> {
-        self.inner.release_holds_of(room, visitor).await
-    }
-    async fn claims_of(&self, room: &RoomId, visitor: VisitorId) -> Result<Vec<Claim>, SaleError> {
-        self.inner.claims_of(room, visitor).await
-    }
-    async fn orders(&self, room: &RoomId) -> Result<Vec<Claim>, SaleError> {
-        self.inner.orders(room).await
+    async fn apply(&self, op: SaleOp) -> Result<SaleAnswer, SaleError> {
+        if let SaleOp::ReadSale(_) = op {
+            self.views.fetch_add(1, Ordering::SeqCst);
+        }
+        self.inner.apply(op).await
     }
 }
 

@@ -22,6 +22,7 @@ use std::sync::{Arc, LazyLock};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::json;
+use waitroom::store::SaleStoreExt;
 use waitroom::store::memory::MemoryStore;
 use waitroom::store::redis::RedisStore;
 use waitroom::store::{RoomFigures, SaleStore, Store, StoreExt, Tick};

@@ -10,10 +10,14 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 
 use crate::store::SaleStore;
+use crate::words::RoomId;
 use crate::words::clock::{Millis, SharedClock};
+use crate::words::op::{
+    ClaimsOf, ConfigureSale, ConfirmClaim, Handle, MakeClaim, Orders, ReadSale, ReadStock,
+    ReleaseClaim, ReleaseHoldsOf, SaleAnswer, SaleOp,
+};
 use crate::words::rules::SaleModel;
-use crate::words::sale::{Buyer, Claim, SaleConfig, SaleError, SaleView, Stock, Want};
-use crate::words::{RoomId, VisitorId};
+use crate::words::sale::{Buyer, Claim, SaleError, SaleView, Stock};
 
 /// A cheap-clone handle; every clone sees the same sales.
 #[derive(Clone)]
@@ -54,71 +58,102 @@ impl MemorySale {
 
 #[async_trait]
 impl SaleStore for MemorySale {
-    async fn configure_sale(
+    async fn apply(&self, op: SaleOp) -> Result<SaleAnswer, SaleError> {
+        op.run_on(self).await
+    }
+}
+
+impl Handle<ConfigureSale> for MemorySale {
+    async fn handle(
         &self,
-        room: &RoomId,
-        config: SaleConfig,
+        ConfigureSale { room, config }: ConfigureSale,
     ) -> Result<SaleView, SaleError> {
         let sale = SaleModel::new(config);
         let view = sale.view();
-        self.sales.lock().insert(room.clone(), sale);
+        self.sales.lock().insert(room, sale);
         Ok(view)
     }
+}
 
-    async fn sale(&self, room: &RoomId) -> Result<SaleView, SaleError> {
-        self.with_sale(room, |sale, _| Ok(sale.view()))
+impl Handle<ReadSale> for MemorySale {
+    async fn handle(&self, ReadSale { room }: ReadSale) -> Result<SaleView, SaleError> {
+        self.with_sale(&room, |sale, _| Ok(sale.view()))
     }
+}
 
-    async fn stock(&self, room: &RoomId) -> Result<Stock, SaleError> {
+impl Handle<ReadStock> for MemorySale {
+    async fn handle(&self, ReadStock { room }: ReadStock) -> Result<Stock, SaleError> {
         let now = self.clock.now_ms();
         let mut sales = self.sales.lock();
-        let sale = sales.get_mut(room).ok_or(SaleError::NoSale)?;
+        let sale = sales.get_mut(&room).ok_or(SaleError::NoSale)?;
         let sweep_left = sale.expire_holds(now);
         Ok(Stock {
             sweep_left,
             ..sale.stock()
         })
     }
+}
 
-    async fn claim_as(
-        &self,
-        room: &RoomId,
-        visitor: VisitorId,
-        user: Option<&str>,
-        want: &Want,
-        key: Option<&str>,
-    ) -> Result<Claim, SaleError> {
-        let buyer = Buyer::of(visitor, user);
-        self.with_sale(room, |sale, now| sale.claim(visitor, buyer, want, key, now))
+impl Handle<MakeClaim> for MemorySale {
+    async fn handle(&self, claim: MakeClaim) -> Result<Claim, SaleError> {
+        let MakeClaim {
+            room,
+            visitor,
+            user,
+            want,
+            idempotency_key,
+        } = claim;
+        let buyer = Buyer::of(visitor, user.as_deref());
+        let key = idempotency_key.as_deref();
+        self.with_sale(&room, |sale, now| {
+            sale.claim(visitor, buyer, &want, key, now)
+        })
     }
+}
 
-    async fn confirm(
+impl Handle<ConfirmClaim> for MemorySale {
+    async fn handle(
         &self,
-        room: &RoomId,
-        visitor: VisitorId,
-        claim_id: &str,
+        ConfirmClaim {
+            room,
+            visitor,
+            claim_id,
+        }: ConfirmClaim,
     ) -> Result<Claim, SaleError> {
-        self.with_sale(room, |sale, now| sale.confirm(visitor, claim_id, now))
+        self.with_sale(&room, |sale, now| sale.confirm(visitor, &claim_id, now))
     }
+}
 
-    async fn release(
+impl Handle<ReleaseClaim> for MemorySale {
+    async fn handle(
         &self,
-        room: &RoomId,
-        visitor: VisitorId,
-        claim_id: &str,
+        ReleaseClaim {
+            room,
+            visitor,
+            claim_id,
+        }: ReleaseClaim,
     ) -> Result<(), SaleError> {
-        self.with_sale(room, |sale, now| sale.release(visitor, claim_id, now))
+        self.with_sale(&room, |sale, now| sale.release(visitor, &claim_id, now))
     }
+}
 
-    async fn release_holds_of(&self, room: &RoomId, visitor: VisitorId) -> Result<u64, SaleError> {
-        self.with_sale(room, |sale, now| Ok(sale.release_holds_of(visitor, now)))
+impl Handle<ReleaseHoldsOf> for MemorySale {
+    async fn handle(
+        &self,
+        ReleaseHoldsOf { room, visitor }: ReleaseHoldsOf,
+    ) -> Result<u64, SaleError> {
+        self.with_sale(&room, |sale, now| Ok(sale.release_holds_of(visitor, now)))
     }
+}
 
-    async fn claims_of(&self, room: &RoomId, visitor: VisitorId) -> Result<Vec<Claim>, SaleError> {
-        self.with_sale(room, |sale, now| Ok(sale.claims_of(visitor, now)))
+impl Handle<ClaimsOf> for MemorySale {
+    async fn handle(&self, ClaimsOf { room, visitor }: ClaimsOf) -> Result<Vec<Claim>, SaleError> {
+        self.with_sale(&room, |sale, now| Ok(sale.claims_of(visitor, now)))
     }
+}
 
-    async fn orders(&self, room: &RoomId) -> Result<Vec<Claim>, SaleError> {
-        self.with_sale(room, |sale, _| Ok(sale.orders()))
+impl Handle<Orders> for MemorySale {
+    async fn handle(&self, Orders { room }: Orders) -> Result<Vec<Claim>, SaleError> {
+        self.with_sale(&room, |sale, _| Ok(sale.orders()))
     }
 }

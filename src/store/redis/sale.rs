@@ -13,12 +13,11 @@ use super::keys::sale_keys;
 use super::prelude::sale_script;
 use super::replies::{WireClaim, WireSale, read, read_list};
 use super::script_error::ScriptError;
-use crate::store::SaleStore;
+use crate::store::{SaleStore, SaleStoreExt};
+use crate::words::op::{self, Handle, SaleAnswer, SaleOp};
 use crate::words::sale::{
-    Buyer, Claim, Inventory, SaleConfig, SaleError, SaleKind, SaleView, SeatState, Stock, Want,
-    new_claim_id,
+    Buyer, Claim, Inventory, SaleError, SaleKind, SaleView, SeatState, Stock, Want, new_claim_id,
 };
-use crate::words::{RoomId, VisitorId};
 
 /// A sale script from `lua/` (see `prelude::sale_script`).
 macro_rules! sale_script {
@@ -86,11 +85,17 @@ fn unreadable() -> SaleError {
 
 #[async_trait]
 impl SaleStore for RedisStore {
-    async fn configure_sale(
+    async fn apply(&self, op: SaleOp) -> Result<SaleAnswer, SaleError> {
+        op.run_on(self).await
+    }
+}
+
+impl Handle<op::ConfigureSale> for RedisStore {
+    async fn handle(
         &self,
-        room: &RoomId,
-        config: SaleConfig,
+        op::ConfigureSale { room, config }: op::ConfigureSale,
     ) -> Result<SaleView, SaleError> {
+        let room = &room;
         let (kind, stock, seats) = match &config.inventory {
             Inventory::Stock(n) => ("stock", *n, Vec::new()),
             Inventory::Seats(seats) => ("seats", 0, seats.clone()),
@@ -109,8 +114,11 @@ impl SaleStore for RedisStore {
             .map_err(sale_error)?;
         self.sale(room).await
     }
+}
 
-    async fn stock(&self, room: &RoomId) -> Result<Stock, SaleError> {
+impl Handle<op::ReadStock> for RedisStore {
+    async fn handle(&self, op::ReadStock { room }: op::ReadStock) -> Result<Stock, SaleError> {
+        let room = &room;
         let reply: Vec<u64> = self
             .eval(&STOCK, &sale_keys(room), Effect::Reads, [])
             .await
@@ -124,8 +132,11 @@ impl SaleStore for RedisStore {
             sweep_left: sweep_left == 1,
         })
     }
+}
 
-    async fn sale(&self, room: &RoomId) -> Result<SaleView, SaleError> {
+impl Handle<op::ReadSale> for RedisStore {
+    async fn handle(&self, op::ReadSale { room }: op::ReadSale) -> Result<SaleView, SaleError> {
+        let room = &room;
         let reply: String = self
             .eval(&VIEW, &sale_keys(room), Effect::Reads, [])
             .await
@@ -157,15 +168,20 @@ impl SaleStore for RedisStore {
             hold_ttl_s: sale.hold_ttl_s,
         })
     }
+}
 
-    async fn claim_as(
+impl Handle<op::MakeClaim> for RedisStore {
+    async fn handle(
         &self,
-        room: &RoomId,
-        visitor: VisitorId,
-        user: Option<&str>,
-        want: &Want,
-        key: Option<&str>,
+        op::MakeClaim {
+            room,
+            visitor,
+            user,
+            want,
+            idempotency_key,
+        }: op::MakeClaim,
     ) -> Result<Claim, SaleError> {
+        let (room, user, want, key) = (&room, user.as_deref(), &want, idempotency_key.as_deref());
         let (wants, seats) = match want {
             Want::Quantity(_) => ("quantity", Vec::new()),
             Want::Seats(seats) => ("seats", seats.clone()),
@@ -186,13 +202,18 @@ impl SaleStore for RedisStore {
             .map_err(sale_error)?;
         parse_claim(&reply)
     }
+}
 
-    async fn confirm(
+impl Handle<op::ConfirmClaim> for RedisStore {
+    async fn handle(
         &self,
-        room: &RoomId,
-        visitor: VisitorId,
-        claim_id: &str,
+        op::ConfirmClaim {
+            room,
+            visitor,
+            claim_id,
+        }: op::ConfirmClaim,
     ) -> Result<Claim, SaleError> {
+        let (room, claim_id) = (&room, claim_id.as_str());
         let args = [visitor.to_string(), claim_id.to_string()];
         let reply: String = self
             .eval(&CONFIRM, &sale_keys(room), Effect::Writes, args)
@@ -200,13 +221,18 @@ impl SaleStore for RedisStore {
             .map_err(sale_error)?;
         parse_claim(&reply)
     }
+}
 
-    async fn release(
+impl Handle<op::ReleaseClaim> for RedisStore {
+    async fn handle(
         &self,
-        room: &RoomId,
-        visitor: VisitorId,
-        claim_id: &str,
+        op::ReleaseClaim {
+            room,
+            visitor,
+            claim_id,
+        }: op::ReleaseClaim,
     ) -> Result<(), SaleError> {
+        let (room, claim_id) = (&room, claim_id.as_str());
         let args = [visitor.to_string(), claim_id.to_string()];
         let _: Value = self
             .eval(&RELEASE, &sale_keys(room), Effect::Writes, args)
@@ -214,8 +240,14 @@ impl SaleStore for RedisStore {
             .map_err(sale_error)?;
         Ok(())
     }
+}
 
-    async fn release_holds_of(&self, room: &RoomId, visitor: VisitorId) -> Result<u64, SaleError> {
+impl Handle<op::ReleaseHoldsOf> for RedisStore {
+    async fn handle(
+        &self,
+        op::ReleaseHoldsOf { room, visitor }: op::ReleaseHoldsOf,
+    ) -> Result<u64, SaleError> {
+        let room = &room;
         self.eval(
             &RELEASE_HOLDS,
             &sale_keys(room),
@@ -225,8 +257,14 @@ impl SaleStore for RedisStore {
         .await
         .map_err(sale_error)
     }
+}
 
-    async fn claims_of(&self, room: &RoomId, visitor: VisitorId) -> Result<Vec<Claim>, SaleError> {
+impl Handle<op::ClaimsOf> for RedisStore {
+    async fn handle(
+        &self,
+        op::ClaimsOf { room, visitor }: op::ClaimsOf,
+    ) -> Result<Vec<Claim>, SaleError> {
+        let room = &room;
         let reply: String = self
             .eval(
                 &MINE,
@@ -238,8 +276,11 @@ impl SaleStore for RedisStore {
             .map_err(sale_error)?;
         parse_claims(&reply)
     }
+}
 
-    async fn orders(&self, room: &RoomId) -> Result<Vec<Claim>, SaleError> {
+impl Handle<op::Orders> for RedisStore {
+    async fn handle(&self, op::Orders { room }: op::Orders) -> Result<Vec<Claim>, SaleError> {
+        let room = &room;
         let reply: String = self
             .eval(&ORDERS, &sale_keys(room), Effect::Reads, [])
             .await

@@ -5,6 +5,7 @@ use waitroom::words::sale::{ClaimState, SaleError, SaleRequest, SeatState, Want}
 use waitroom::words::{RoomConfig, RoomId, VisitorId};
 
 use super::Harness;
+use waitroom::store::SaleStoreExt;
 use waitroom::store::StoreExt;
 
 async fn sale(h: &Harness, json: &str) -> RoomId {
