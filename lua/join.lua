@@ -270,7 +270,7 @@ local function join(j)
     elseif room.cfg.code_required then
       return redis.error_reply(CODEREQUIRED)
     end
-    if method == 'reject' or closed_now then
+    if method == METHOD_REJECT or closed_now then
       return turn_away(NOTACCEPTING)
     end
     local pow = pow_difficulty > 0
@@ -291,7 +291,7 @@ local function join(j)
     end
     if granted then spend_code(granted, code) end
     local tokens = num(room, 'tokens')
-    local through = method == 'passthrough'
+    local through = method == METHOD_PASSTHROUGH
       or (tokens > 0 and waiting_now() == 0 and under_cap(room))
     if pre_queue and not granted then
       redis.call('ZADD', K_DRAW, 0, j.key .. ':' .. visitor)

@@ -1,6 +1,7 @@
 -- Shared by every waitroom script (prepended to each when loaded, after the
 -- prelude of constants shared with Rust: src/store/redis/prelude.rs).
--- KEYS: every key of one room, all under the hash tag wr:{room}, in this order.
+-- KEYS: every key of one room, all under the hash tag wr:{room}, named
+-- K_ROOM, K_LINE… by the prelude in the order src/store/redis/keys.rs sends them.
 -- ARGV[1]: how to publish: 'PUBLISH', or 'SPUBLISH' on a cluster (a sharded
 -- channel in the room's own slot), or '' to return the events instead (the
 -- script then answers {reply, {event…}}, and the node publishes them once
@@ -15,10 +16,6 @@
 -- (frozen at the opening); both score 0 with members '<draw key hex>:<visitor>'
 -- and '<draw key hex>:<entry>', so that their order (by member) is the draw's.
 -- K_USERS maps known users to the visitor holding their place, K_USER_OF back.
-local K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS, K_USERS,
-  K_DRAW, K_ENTRIES, K_USER_OF =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10],
-  KEYS[11]
 local PUBLISH = ARGV[1]
 -- wr:{room}:room -> wr:{room}:
 local ROOM_PREFIX = string.sub(K_ROOM, 1, -#ROOM_KEY - 1)
@@ -324,7 +321,7 @@ local function unqueue(room, visitor, record, now)
 end
 
 local function queue_method(room)
-  return room.cfg.queue_method or 'fifo'
+  return room.cfg.queue_method or METHOD_FIFO
 end
 
 local function sold_out(room)
@@ -416,7 +413,7 @@ end
 -- What a closed room's visitors are told, as place() tells it.
 local function closed_place()
   return { state = 'c', line = { version = 0, waiting = 0, rate = '', tick_at = '', paused = '0' },
-    facts = { queue_method = 'fifo', stock_left = '', sold_out = false, opens_at = '',
+    facts = { queue_method = METHOD_FIFO, stock_left = '', sold_out = false, opens_at = '',
       target_url = '', notice = '' } }
 end
 

@@ -21,7 +21,7 @@ local interval = math.ceil(JOIN_LIMIT_WINDOW_MS / LOGIN_FAILURES)
 local burst = interval * (LOGIN_FAILURES - 1)
 local tat = math.max(tonumber(redis.call('GET', KEYS[1]) or now), now)
 if tat - now > burst then return math.max(1, math.ceil((tat - now - burst) / 1000)) end
-if ARGV[2] == 'wrong' then
+if ARGV[2] == ATTEMPT_WRONG then
   redis.call('SET', KEYS[1], tat + interval, 'PX', tat + interval - now)
 end
 return 0

@@ -28,6 +28,20 @@ local CODEUSED = 'CODEUSED'
 local GROUPEXISTS = 'GROUPEXISTS'
 local NOGROUP = 'NOGROUP'
 local TOOMANYGROUPS = 'TOOMANYGROUPS'
+local METHOD_FIFO = 'fifo'
+local METHOD_RANDOM = 'random'
+local METHOD_PASSTHROUGH = 'passthrough'
+local METHOD_REJECT = 'reject'
+local CLAIM_HELD = 'held'
+local CLAIM_CONFIRMED = 'confirmed'
+local CLAIM_RELEASED = 'released'
+local CLAIM_EXPIRED = 'expired'
+local SALE_STOCK = 'stock'
+local SALE_SEATS = 'seats'
+local WANT_QUANTITY = 'quantity'
+local WANT_SEATS = 'seats'
+local ATTEMPT_RIGHT = 'right'
+local ATTEMPT_WRONG = 'wrong'
 local RATE_WINDOW_MS = 60000
 local JOIN_LIMIT_WINDOW_MS = 60000
 local CHUNK = 1000
@@ -55,3 +69,6 @@ local TABLE_CREATED = 'created'
 local TABLE_CHANGED = 'changed'
 local TABLE_UNCHANGED = 'unchanged'
 local TABLE_STILL_CLOSED = 'still_closed'
+-- The keys in the order the node sends them (src/store/redis/keys.rs).
+local K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS, K_USERS, K_DRAW, K_ENTRIES, K_USER_OF =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]

@@ -14,8 +14,8 @@ if key ~= '' then
 end
 local sale = redis.call('HMGET', K_SALE, 'kind', 'per_user_limit', 'hold_ttl_s')
 local kind, limit, ttl = sale[1], tonumber(sale[2]), tonumber(sale[3])
-if kind == 'seats' and wants == 'quantity' then return redis.error_reply(WRONGKIND .. ' seats') end
-if kind == 'stock' and wants == 'seats' then return redis.error_reply(WRONGKIND .. ' stock') end
+if kind == SALE_SEATS and wants == WANT_QUANTITY then return redis.error_reply(WRONGKIND .. ' ' .. SALE_SEATS) end
+if kind == SALE_STOCK and wants == WANT_SEATS then return redis.error_reply(WRONGKIND .. ' ' .. SALE_STOCK) end
 local seats = {}
 for i = 8, #ARGV do table.insert(seats, ARGV[i]) end
 for _, seat in ipairs(seats) do
@@ -35,7 +35,7 @@ if units() + quantity > limit then
   settled_claims_of(visitor, now)
   if units() + quantity > limit then return redis.error_reply(LIMIT .. ' ' .. limit) end
 end
-if wants == 'quantity' then
+if wants == WANT_QUANTITY then
   local function stock_left() return tonumber(redis.call('HGET', K_SALE, 'stock_left')) end
   if stock_left() < quantity then
     expire_holds(now, quantity - stock_left())
@@ -48,7 +48,7 @@ else
   end
   for _, seat in ipairs(seats) do redis.call('HSET', K_SEATS, seat, 'h:' .. id) end
 end
-local claim = { visitor = visitor, state = 'held', quantity = quantity, seats = table.concat(seats, ','),
+local claim = { visitor = visitor, state = CLAIM_HELD, quantity = quantity, seats = table.concat(seats, ','),
   sequence = redis.call('HINCRBY', K_SALE, 'next_sequence', 1), expires = now + ttl * 1000, confirmed = '',
   buyer = buyer }
 save_claim(id, claim)

@@ -6,10 +6,10 @@ expire_holds(now)
 local id = ARGV[3]
 local c = settle(id, load_claim(id), now)
 if not c or c.visitor ~= ARGV[2] then return redis.error_reply(NOCLAIM) end
-if c.state == 'expired' then return redis.error_reply(EXPIRED) end
-if c.state == 'released' then return redis.error_reply(RELEASED) end
-if c.state == 'held' then
-  c.state, c.confirmed = 'confirmed', tostring(now)
+if c.state == CLAIM_EXPIRED then return redis.error_reply(EXPIRED) end
+if c.state == CLAIM_RELEASED then return redis.error_reply(RELEASED) end
+if c.state == CLAIM_HELD then
+  c.state, c.confirmed = CLAIM_CONFIRMED, tostring(now)
   save_claim(id, c)
   redis.call('ZREM', K_HOLDS, id)
   for _, seat in ipairs(split(c.seats, ',')) do redis.call('HSET', K_SEATS, seat, 's:' .. id) end

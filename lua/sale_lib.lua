@@ -1,10 +1,9 @@
 -- Shared by every sale script (prepended to each when loaded, after the
 -- prelude of constants shared with Rust: src/store/redis/prelude.rs).
 -- A script answers more than three values as JSON (src/store/redis/replies.rs).
--- KEYS: the room's sale keys, all under the hash tag wr:{room}, in this order.
+-- KEYS: the room's sale keys, all under the hash tag wr:{room}, named K_SALE,
+-- K_SEATS… by the prelude in the order src/store/redis/keys.rs sends them.
 -- ARGV[1]: the time in ms, or '' for Redis server time; ARGV[2…]: the operation's own.
-local K_SALE, K_SEATS, K_CLAIMS, K_HOLDS, K_UNITS, K_IDEMPOTENCY, K_ORDERS, K_MINE =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 
 local function now_ms()
   if ARGV[1] ~= '' then return tonumber(ARGV[1]) end
@@ -69,14 +68,14 @@ end
 local function expire_holds(now, count)
   local due = redis.call('ZRANGEBYSCORE', K_HOLDS, '-inf', now, 'LIMIT', 0, count or SWEEP_SLICE)
   for _, id in ipairs(due) do
-    give_back(id, load_claim(id), 'expired')
+    give_back(id, load_claim(id), CLAIM_EXPIRED)
   end
   return #due
 end
 
 -- Gives a claim's hold back if it has run out by `now`; the claim, as it now is.
 local function settle(id, c, now)
-  if c and c.state == 'held' and c.expires <= now then give_back(id, c, 'expired') end
+  if c and c.state == CLAIM_HELD and c.expires <= now then give_back(id, c, CLAIM_EXPIRED) end
   return c
 end
 

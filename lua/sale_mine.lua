@@ -6,6 +6,6 @@ expire_holds(now)
 local out = {}
 for _, mine in ipairs(settled_claims_of(ARGV[2], now)) do
   local c = mine.claim
-  if c and (c.state == 'held' or c.state == 'confirmed') then table.insert(out, claim_reply(mine.id, c)) end
+  if c and (c.state == CLAIM_HELD or c.state == CLAIM_CONFIRMED) then table.insert(out, claim_reply(mine.id, c)) end
 end
 return cjson.encode(out)

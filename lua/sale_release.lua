@@ -6,6 +6,6 @@ expire_holds(now)
 local id = ARGV[3]
 local c = settle(id, load_claim(id), now)
 if not c or c.visitor ~= ARGV[2] then return redis.error_reply(NOCLAIM) end
-if c.state == 'confirmed' then return redis.error_reply(CONFIRMED) end
-if c.state == 'held' then give_back(id, c, 'released') end
+if c.state == CLAIM_CONFIRMED then return redis.error_reply(CONFIRMED) end
+if c.state == CLAIM_HELD then give_back(id, c, CLAIM_RELEASED) end
 return 1

@@ -6,8 +6,8 @@ local now = now_ms()
 expire_holds(now)
 local released = 0
 for _, mine in ipairs(settled_claims_of(ARGV[2], now)) do
-  if mine.claim and mine.claim.state == 'held' then
-    give_back(mine.id, mine.claim, 'released')
+  if mine.claim and mine.claim.state == CLAIM_HELD then
+    give_back(mine.id, mine.claim, CLAIM_RELEASED)
     released = released + 1
   end
 end

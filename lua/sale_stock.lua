@@ -4,7 +4,7 @@ local missing = require_sale()
 if missing then return missing end
 local full = expire_holds(now_ms()) == SWEEP_SLICE
 local left
-if redis.call('HGET', K_SALE, 'kind') == 'stock' then
+if redis.call('HGET', K_SALE, 'kind') == SALE_STOCK then
   left = tonumber(redis.call('HGET', K_SALE, 'stock_left'))
 else
   left = 0

@@ -238,7 +238,7 @@ local function take_random(n)
   return out
 end
 local function take(n, method)
-  if method == 'random' then return take_random(n) end
+  if method == METHOD_RANDOM then return take_random(n) end
   local out = {}
   local priority = redis.call('ZPOPMIN', K_PRIO, n)
   for i = 1, #priority, 2 do
@@ -265,7 +265,7 @@ local admitting = due or admit_left
 if admitting and opened(room, now) and not room.cfg.paused and not sold_out(room) then
   local method = queue_method(room)
   local n = math.min(tokens, cap_room(room))
-  if method == 'passthrough' then n = waiting_count() end
+  if method == METHOD_PASSTHROUGH then n = waiting_count() end
   n = math.min(n, SWEEP_SLICE)
   if n > 0 then
     local head = take(n, method)

@@ -26,7 +26,7 @@ pub const FAILURES_PER_MINUTE: u32 = 10;
 const MIN_PRUNE: usize = 1024;
 
 /// Whether the token a login attempt sent was right.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::VariantNames)]
 #[strum(serialize_all = "snake_case")]
 pub enum Attempt {
     Right,

@@ -21,7 +21,8 @@ use super::connection::{Connection, Effect, Link, RedisOptions, ScriptCall, unav
 use super::events::parse_event;
 use super::join_batch::{Join, JoinBatches, Joined};
 use super::keys::{
-    ROOMS_KEY, channel, ended_session_key, login_key, room_keys, room_of_channel, sale_keys,
+    ROOM, ROOMS_KEY, USER_OF, channel, ended_session_key, login_key, room_key, room_keys,
+    room_of_channel, sale_keys,
 };
 use super::prelude::{plain_script, room_script};
 use super::replies::{TableReply, WirePlace, WireRoomInfo, WireTick, read, read_list};
@@ -260,7 +261,7 @@ impl RedisStore {
         }
         let mut connection = self.connection().await;
         let seed: Option<String> = connection
-            .hget(&room_keys(room)[0], "draw_seed")
+            .hget(room_key(room, ROOM), "draw_seed")
             .await
             .map_err(unavailable)?;
         let seed = seed.and_then(|s| s.parse::<DrawSeed>().ok()).map(Arc::new);
@@ -890,7 +891,7 @@ impl Handle<op::UserOf> for RedisStore {
         let id = &room;
         let mut connection = self.connection().await;
         connection
-            .hget(&room_keys(id)[10], visitor.to_string())
+            .hget(room_key(id, USER_OF), visitor.to_string())
             .await
             .map_err(unavailable)
     }

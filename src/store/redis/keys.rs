@@ -34,6 +34,8 @@ pub(super) const JOIN_LIMIT_PREFIX: &str = "join-limit:";
 /// Per client address block: the code-guess budget's theoretical arrival
 /// time (`wr:{room}:code-guesses:<block>`, expiring with it).
 pub(super) const CODE_GUESSES_PREFIX: &str = "code-guesses:";
+/// Known users' visitors back to their user: visitor → user token `sub`.
+pub(super) const USER_OF: &str = "user-of";
 /// Per proof-of-work solution: that it was used.
 pub(super) const POW_PREFIX: &str = "pow:";
 
@@ -42,40 +44,47 @@ pub(super) fn room_key(room: &RoomId, name: &str) -> String {
     format!("wr:{{{room}}}:{name}")
 }
 
-/// The keys of one room, in the order every room script expects them
-/// (`lua/lib.lua` names them).
+/// The keys of one room, in the order every room script takes them: each
+/// key's name in the scripts (the prelude binds it, `prelude::room_script`)
+/// and in Redis (`wr:{room}:<name>`).
+pub(super) const ROOM_KEYS: [(&str, &str); 11] = [
+    ("K_ROOM", ROOM),
+    ("K_LINE", "line"),
+    ("K_SEEN", "seen"),
+    ("K_VISITORS", "visitors"),
+    ("K_ACTIVE", "active"),
+    ("K_ADMISSIONS", "admissions"),
+    ("K_ARRIVALS", "arrivals"),
+    ("K_USERS", "users"),
+    ("K_DRAW", "draw"),
+    ("K_ENTRIES", "entries"),
+    ("K_USER_OF", USER_OF),
+];
+
+/// The room's sale keys, in the order every sale script takes them
+/// (`prelude::sale_script`); creating a room deletes them all.
+pub(super) const SALE_KEYS: [(&str, &str); 8] = [
+    ("K_SALE", "sale"),
+    ("K_SEATS", "seats"),
+    ("K_CLAIMS", "claims"),
+    ("K_HOLDS", "holds"),
+    ("K_UNITS", "units"),
+    ("K_IDEMPOTENCY", "idempotency"),
+    ("K_ORDERS", "orders"),
+    ("K_MINE", "mine"),
+];
+
+/// The keys of one room, in the order of [`ROOM_KEYS`].
 pub(super) fn room_keys(room: &RoomId) -> [String; 11] {
-    [
-        ROOM,
-        "line",
-        "seen",
-        "visitors",
-        "active",
-        "admissions",
-        "arrivals",
-        "users",
-        "draw",
-        "entries",
-        "user-of",
-    ]
-    .map(|name| room_key(room, name))
+    ROOM_KEYS.map(|(_, name)| room_key(room, name))
 }
 
-/// The room's sale keys, in the order `lua/sale_lib.lua` names them;
-/// creating a room deletes them all.
+/// The room's sale keys, in the order of [`SALE_KEYS`].
 pub(super) fn sale_keys(room: &RoomId) -> Vec<String> {
-    [
-        "sale",
-        "seats",
-        "claims",
-        "holds",
-        "units",
-        "idempotency",
-        "orders",
-        "mine",
-    ]
-    .map(|name| room_key(room, name))
-    .to_vec()
+    SALE_KEYS
+        .iter()
+        .map(|(_, name)| room_key(room, name))
+        .collect()
 }
 
 /// A client block's wrong operator logins (its TAT), one key each,

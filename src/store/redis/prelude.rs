@@ -13,15 +13,22 @@ use super::join_batch::{JOIN_FIELDS, REFUSED};
 use super::keys;
 use super::replies::TableReply;
 use super::script_error::CODES;
+use crate::words::QueueMethod;
 use crate::words::codes::MAX_GROUPS;
 use crate::words::constants::{
     AWAY_REMEMBERED_MS, JOIN_LIMIT_WINDOW_MS, RATE_WINDOW_MS, SWEEP_AGAIN_MS, SWEEP_SLICE,
 };
-use crate::words::login_limit;
+use crate::words::login_limit::{self, Attempt};
+use crate::words::sale::{ClaimState, SaleKind};
+use strum::VariantNames;
 
 /// Lua's `unpack()` is limited in the number of values it takes: commands
 /// with many members are sent in chunks of this size.
 const CHUNK: u64 = 1_000;
+
+/// What a claim asks for, as `lua/sale_claim.lua` reads it (`WANT_…`): a
+/// quantity, or seats.
+pub(super) const WANTS: [&str; 2] = ["quantity", "seats"];
 
 const LIB: &str = include_str!("../../../lua/lib.lua");
 const SALE_LIB: &str = include_str!("../../../lua/sale_lib.lua");
@@ -34,55 +41,72 @@ enum Literal {
 }
 
 /// Every constant the prelude defines, by its Lua name.
-fn constants() -> Vec<(&'static str, Literal)> {
+fn constants() -> Vec<(String, Literal)> {
     let mut constants: Vec<_> = CODES
         .iter()
-        .map(|code| (*code, Literal::Text(code)))
+        .map(|code| (code.to_string(), Literal::Text(code)))
         .collect();
-    constants.extend([
-        ("RATE_WINDOW_MS", Literal::Number(RATE_WINDOW_MS)),
-        (
-            "JOIN_LIMIT_WINDOW_MS",
-            Literal::Number(JOIN_LIMIT_WINDOW_MS),
-        ),
-        ("CHUNK", Literal::Number(CHUNK)),
-        ("SWEEP_SLICE", Literal::Number(SWEEP_SLICE)),
-        ("SWEEP_AGAIN_MS", Literal::Number(SWEEP_AGAIN_MS)),
-        ("AWAY_REMEMBERED_MS", Literal::Number(AWAY_REMEMBERED_MS)),
-        ("JOIN_FIELDS", Literal::Number(JOIN_FIELDS as u64)),
-        ("JOIN_REFUSED", Literal::Text(REFUSED)),
-        ("EVENT_FORMAT", Literal::Number(EVENT_FORMAT.into())),
-        ("ROOM_KEY", Literal::Text(keys::ROOM)),
-        ("EVENTS_KEY", Literal::Text(keys::EVENTS)),
-        ("LEFT_KEY", Literal::Text(keys::LEFT_PREFIX)),
-        ("BYPASSED_KEY", Literal::Text(keys::BYPASSED)),
-        ("PRIORITY_KEY", Literal::Text(keys::PRIORITY)),
-        (
-            "PRIORITY_ENTRIES_KEY",
-            Literal::Text(keys::PRIORITY_ENTRIES),
-        ),
-        ("GROUPS_KEY", Literal::Text(keys::CODE_GROUPS)),
-        ("GROUPS_USED_KEY", Literal::Text(keys::CODE_GROUPS_USED)),
-        ("CODES_KEY", Literal::Text(keys::CODES_PREFIX)),
-        ("JOIN_LIMIT_KEY", Literal::Text(keys::JOIN_LIMIT_PREFIX)),
-        ("CODE_GUESSES_KEY", Literal::Text(keys::CODE_GUESSES_PREFIX)),
-        ("POW_KEY", Literal::Text(keys::POW_PREFIX)),
-        ("MAX_GROUPS", Literal::Number(MAX_GROUPS as u64)),
-        (
-            "LOGIN_FAILURES",
-            Literal::Number(login_limit::FAILURES_PER_MINUTE.into()),
-        ),
-        ("TABLE_CREATED", Literal::Text(TableReply::Created.into())),
-        ("TABLE_CHANGED", Literal::Text(TableReply::Changed.into())),
-        (
-            "TABLE_UNCHANGED",
-            Literal::Text(TableReply::Unchanged.into()),
-        ),
-        (
-            "TABLE_STILL_CLOSED",
-            Literal::Text(TableReply::StillClosed.into()),
-        ),
-    ]);
+    // Every word a script compares, as `<KIND>_<WORD>`: `METHOD_FIFO = 'fifo'`.
+    let words: [(&str, &[&'static str]); 5] = [
+        ("METHOD", QueueMethod::VARIANTS),
+        ("CLAIM", ClaimState::VARIANTS),
+        ("SALE", SaleKind::VARIANTS),
+        ("WANT", &WANTS),
+        ("ATTEMPT", Attempt::VARIANTS),
+    ];
+    for (kind, names) in words {
+        constants.extend(names.iter().map(|name| {
+            let constant = format!("{kind}_{}", name.to_uppercase());
+            (constant, Literal::Text(name))
+        }));
+    }
+    constants.extend(
+        [
+            ("RATE_WINDOW_MS", Literal::Number(RATE_WINDOW_MS)),
+            (
+                "JOIN_LIMIT_WINDOW_MS",
+                Literal::Number(JOIN_LIMIT_WINDOW_MS),
+            ),
+            ("CHUNK", Literal::Number(CHUNK)),
+            ("SWEEP_SLICE", Literal::Number(SWEEP_SLICE)),
+            ("SWEEP_AGAIN_MS", Literal::Number(SWEEP_AGAIN_MS)),
+            ("AWAY_REMEMBERED_MS", Literal::Number(AWAY_REMEMBERED_MS)),
+            ("JOIN_FIELDS", Literal::Number(JOIN_FIELDS as u64)),
+            ("JOIN_REFUSED", Literal::Text(REFUSED)),
+            ("EVENT_FORMAT", Literal::Number(EVENT_FORMAT.into())),
+            ("ROOM_KEY", Literal::Text(keys::ROOM)),
+            ("EVENTS_KEY", Literal::Text(keys::EVENTS)),
+            ("LEFT_KEY", Literal::Text(keys::LEFT_PREFIX)),
+            ("BYPASSED_KEY", Literal::Text(keys::BYPASSED)),
+            ("PRIORITY_KEY", Literal::Text(keys::PRIORITY)),
+            (
+                "PRIORITY_ENTRIES_KEY",
+                Literal::Text(keys::PRIORITY_ENTRIES),
+            ),
+            ("GROUPS_KEY", Literal::Text(keys::CODE_GROUPS)),
+            ("GROUPS_USED_KEY", Literal::Text(keys::CODE_GROUPS_USED)),
+            ("CODES_KEY", Literal::Text(keys::CODES_PREFIX)),
+            ("JOIN_LIMIT_KEY", Literal::Text(keys::JOIN_LIMIT_PREFIX)),
+            ("CODE_GUESSES_KEY", Literal::Text(keys::CODE_GUESSES_PREFIX)),
+            ("POW_KEY", Literal::Text(keys::POW_PREFIX)),
+            ("MAX_GROUPS", Literal::Number(MAX_GROUPS as u64)),
+            (
+                "LOGIN_FAILURES",
+                Literal::Number(login_limit::FAILURES_PER_MINUTE.into()),
+            ),
+            ("TABLE_CREATED", Literal::Text(TableReply::Created.into())),
+            ("TABLE_CHANGED", Literal::Text(TableReply::Changed.into())),
+            (
+                "TABLE_UNCHANGED",
+                Literal::Text(TableReply::Unchanged.into()),
+            ),
+            (
+                "TABLE_STILL_CLOSED",
+                Literal::Text(TableReply::StillClosed.into()),
+            ),
+        ]
+        .map(|(name, value)| (name.to_string(), value)),
+    );
     constants
 }
 
@@ -101,10 +125,28 @@ fn prelude() -> String {
     lua
 }
 
-/// A room's script: the prelude, `lua/lib.lua`, then `operation` as a
-/// function, so that with deferred events (ARGV[1] '') its reply can carry
-/// them: `{reply, {event…}}`. An error reply is returned as it is (a refusal
-/// publishes nothing).
+/// The Lua that names `keys` in the order the node sends them:
+/// `local K_ROOM, K_LINE… = KEYS[1], KEYS[2]…`.
+fn key_names(keys: &[(&str, &str)]) -> String {
+    let names: Vec<&str> = keys.iter().map(|(lua, _)| *lua).collect();
+    let slots: Vec<String> = (1..=keys.len()).map(|i| format!("KEYS[{i}]")).collect();
+    format!(
+        "-- The keys in the order the node sends them (src/store/redis/keys.rs).\nlocal {} =\n  {}\n",
+        names.join(", "),
+        slots.join(", ")
+    )
+}
+
+/// What a room's script begins with: the prelude and its keys' names.
+/// `lua/prelude.lua` is this, for tools that load a room's script by hand.
+fn room_prelude() -> String {
+    prelude() + &key_names(&keys::ROOM_KEYS)
+}
+
+/// A room's script: the prelude with the room's keys' names,
+/// `lua/lib.lua`, then `operation` as a function, so that with deferred
+/// events (ARGV[1] '') its reply can carry them: `{reply, {event…}}`. An
+/// error reply is returned as it is (a refusal publishes nothing).
 pub(super) fn room_script(operation: &str) -> Script {
     Script::new(&format!(
         "{prelude}{LIB}
@@ -116,7 +158,7 @@ if PUBLISH ~= '' or (type(reply) == 'table' and reply.err) then return reply end
 if reply == nil then reply = false end
 return {{ reply, DEFERRED }}
 ",
-        prelude = prelude()
+        prelude = room_prelude()
     ))
 }
 
@@ -125,9 +167,11 @@ pub(super) fn plain_script(operation: &str) -> Script {
     Script::new(&format!("{}\n{operation}", prelude()))
 }
 
-/// A sale's script: the prelude, `lua/sale_lib.lua`, then `operation`.
+/// A sale's script: the prelude with the sale's keys' names,
+/// `lua/sale_lib.lua`, then `operation`.
 pub(super) fn sale_script(operation: &str) -> Script {
-    Script::new(&format!("{}{SALE_LIB}\n{operation}", prelude()))
+    let prelude = prelude() + &key_names(&keys::SALE_KEYS);
+    Script::new(&format!("{prelude}{SALE_LIB}\n{operation}"))
 }
 
 #[cfg(test)]
@@ -199,11 +243,11 @@ mod tests {
     fn lua_prelude_lua_is_the_generated_prelude() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("lua/prelude.lua");
         if std::env::var_os("WAITROOM_WRITE_PRELUDE").is_some() {
-            std::fs::write(&path, prelude()).unwrap();
+            std::fs::write(&path, room_prelude()).unwrap();
         }
         assert_eq!(
             std::fs::read_to_string(&path).unwrap(),
-            prelude(),
+            room_prelude(),
             "lua/prelude.lua is stale: WAITROOM_WRITE_PRELUDE=1 cargo test --lib prelude"
         );
     }
@@ -247,6 +291,42 @@ mod tests {
             }
         }
         assert!(refusals > 20, "the refusals are found ({refusals})");
+    }
+
+    /// A word a script compares is a constant of the prelude, so that a
+    /// word the Rust side changes, or a script misspells, fails here rather
+    /// than comparing false. Left as literals: the empty string, the flags
+    /// '0' and '1', Lua's type names, and the one-letter kinds of a
+    /// visitor's record and of a place's state (`replies::WireState`).
+    #[test]
+    fn every_word_a_script_compares_comes_from_the_prelude() {
+        let plain = ["", "0", "1", "table", "string", "number", "nil"];
+        let mut compared = 0;
+        for (file, code) in lua_files() {
+            for operator in ["==", "~="] {
+                for (at, _) in code.match_indices(operator) {
+                    let after = code[at + 2..].trim_start();
+                    let before = code[..at].trim_end();
+                    let quoted_after = after
+                        .strip_prefix(['\'', '"'])
+                        .and_then(|rest| rest.split_once(['\'', '"']))
+                        .map(|(word, _)| word);
+                    let quoted_before = before
+                        .strip_suffix(['\'', '"'])
+                        .and_then(|rest| rest.rsplit_once(['\'', '"']))
+                        .map(|(_, word)| word);
+                    for word in quoted_after.into_iter().chain(quoted_before) {
+                        compared += 1;
+                        assert!(
+                            plain.contains(&word) || word.chars().count() == 1,
+                            "{file} compares with '{word}': name it in the prelude \
+                             (src/store/redis/prelude.rs) and compare with the name"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(compared > 50, "the comparisons are found ({compared})");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use redis::{RedisError, Script, Value};
 use super::admission::RedisStore;
 use super::connection::Effect;
 use super::keys::sale_keys;
-use super::prelude::sale_script;
+use super::prelude::{WANTS, sale_script};
 use super::replies::{WireClaim, WireSale, read, read_list};
 use super::script_error::ScriptError;
 use crate::store::{SaleStore, SaleStoreExt};
@@ -44,7 +44,7 @@ fn sale_error(error: RedisError) -> SaleError {
         Some(ScriptError::SeatTaken(seat)) => SaleError::SeatTaken(seat),
         Some(ScriptError::UnknownSeat(seat)) => SaleError::UnknownSeat(seat),
         Some(ScriptError::Limit(limit)) => SaleError::LimitReached(limit),
-        Some(ScriptError::WrongKind(kind)) if kind == "seats" => {
+        Some(ScriptError::WrongKind(kind)) if kind == <&str>::from(SaleKind::Seats) => {
             SaleError::WrongKind("this sale sells seats: ask for seats")
         }
         Some(ScriptError::WrongKind(_)) => {
@@ -96,9 +96,9 @@ impl Handle<op::ConfigureSale> for RedisStore {
         op::ConfigureSale { room, config }: op::ConfigureSale,
     ) -> Result<SaleView, SaleError> {
         let room = &room;
-        let (kind, stock, seats) = match &config.inventory {
-            Inventory::Stock(n) => ("stock", *n, Vec::new()),
-            Inventory::Seats(seats) => ("seats", 0, seats.clone()),
+        let (kind, stock, seats): (&str, _, _) = match &config.inventory {
+            Inventory::Stock(n) => (SaleKind::Stock.into(), *n, Vec::new()),
+            Inventory::Seats(seats) => (SaleKind::Seats.into(), 0, seats.clone()),
         };
         let args = [
             kind.to_string(),
@@ -183,8 +183,8 @@ impl Handle<op::MakeClaim> for RedisStore {
     ) -> Result<Claim, SaleError> {
         let (room, user, want, key) = (&room, user.as_deref(), &want, idempotency_key.as_deref());
         let (wants, seats) = match want {
-            Want::Quantity(_) => ("quantity", Vec::new()),
-            Want::Seats(seats) => ("seats", seats.clone()),
+            Want::Quantity(_) => (WANTS[0], Vec::new()),
+            Want::Seats(seats) => (WANTS[1], seats.clone()),
         };
         let args = [
             visitor.to_string(),
