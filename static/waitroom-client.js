@@ -26,6 +26,7 @@
 // docs/src/client.md is the reference.
 import { request, backoff, errorCode, errorMessage } from './lib-api.js';
 import { statusSocket, socketUrl } from './lib-socket.js';
+import { FINAL_REFUSALS } from './refusals.js';
 
 const DEFAULTS = {
   pingMs: 20000,                    // socket pings while quiet
@@ -34,14 +35,6 @@ const DEFAULTS = {
   powTries: 3                       // challenges solved before a join backs off
 };
 
-// Join refusals that retrying cannot change: the caller is told (onRefused)
-// and the client stops.
-const FINAL_REFUSALS = {
-  403: ['room_not_accepting', 'code_required', 'invalid_code', 'code_used'],
-  401: ['user_required', 'invalid_user_token'],
-  404: null, // any 404: the room does not exist
-  409: null  // room_closed
-};
 
 const TERMINAL = ['admitted', 'closed', 'expired', 'left'];
 
@@ -49,10 +42,11 @@ const TERMINAL = ['admitted', 'closed', 'expired', 'left'];
 const SOCKET_PROTOCOL = 'waitroom';
 const TICKET_PROTOCOL = 'waitroom.ticket.';
 
+// Join refusals that retrying cannot change (the server's list): the caller
+// is told (onRefused) and the client stops. A 404 without a code of ours
+// (a proxy's) says the same: no such room here.
 function isFinalRefusal(status, code) {
-  if (!(status in FINAL_REFUSALS)) return false;
-  const codes = FINAL_REFUSALS[status];
-  return codes === null || codes.indexOf(code) >= 0;
+  return FINAL_REFUSALS.indexOf(code) >= 0 || (status === 404 && !code);
 }
 
 function noop() {}

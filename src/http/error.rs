@@ -84,6 +84,41 @@ crate::words::wire_enum! {
     }
 }
 
+impl ErrorCode {
+    /// The refusals of a join that asking again cannot change: the room,
+    /// the code or the user must change first. The client module stops on
+    /// them and tells its page why (`static/refusals.js`, written from
+    /// this list: see [`refusals_js`]); on any other it backs off and asks
+    /// again.
+    pub const FINAL_FOR_A_JOIN: [ErrorCode; 9] = [
+        ErrorCode::RoomNotAccepting,
+        ErrorCode::CodeRequired,
+        ErrorCode::InvalidCode,
+        ErrorCode::CodeUsed,
+        ErrorCode::UserRequired,
+        ErrorCode::InvalidUserToken,
+        ErrorCode::RoomNotFound,
+        ErrorCode::NotFound,
+        ErrorCode::RoomClosed,
+    ];
+}
+
+/// `static/refusals.js`: the codes of [`ErrorCode::FINAL_FOR_A_JOIN`] for
+/// the client module, kept equal to this by a test.
+pub fn refusals_js() -> String {
+    let codes: Vec<String> = ErrorCode::FINAL_FOR_A_JOIN
+        .iter()
+        .map(|code| format!("  '{code}'"))
+        .collect();
+    format!(
+        "// Generated from src/http/error.rs (ErrorCode::FINAL_FOR_A_JOIN) by its\n\
+         // test: do not edit. The refusals of a join that asking again cannot\n\
+         // change: the client stops and tells its page why.\n\
+         export const FINAL_REFUSALS = [\n{}\n];\n",
+        codes.join(",\n")
+    )
+}
+
 /// Every error answer's body: `{"error":{"code","message"}}`.
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 #[schema(as = Error)]
@@ -432,5 +467,26 @@ impl From<crate::store::SetUpSaleError> for ApiError {
             crate::store::SetUpSaleError::Room(error) => error.into(),
             crate::store::SetUpSaleError::Sale(error) => error.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    /// `WAITROOM_WRITE_REFUSALS=1 cargo test --lib refusals` writes it anew.
+    #[test]
+    fn static_refusals_js_is_written_from_the_codes() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("static/refusals.js");
+        if std::env::var_os("WAITROOM_WRITE_REFUSALS").is_some() {
+            std::fs::write(&path, refusals_js()).unwrap();
+        }
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap_or_default(),
+            refusals_js(),
+            "static/refusals.js is stale: WAITROOM_WRITE_REFUSALS=1 cargo test --lib refusals"
+        );
     }
 }

@@ -393,6 +393,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../../../static/waitroom-client.js"),
     ),
     (
+        "refusals.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/refusals.js"),
+    ),
+    (
         "room-state.js",
         "text/javascript; charset=utf-8",
         include_str!("../../../static/room-state.js"),
