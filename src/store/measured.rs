@@ -3,7 +3,7 @@
 //! store answered at all (`waitroom_store_up{store}`), and the answers no
 //! version of a store gives (`waitroom_store_errors_total{kind="unexpected"}`;
 //! the Redis store counts its outages itself, by kind, where it can tell a
-//! timeout from a lost connection: see `redis::connection::unavailable`).
+//! timeout from a lost connection: see `redis::connection::failure`).
 //!
 //! A wrapper rather than a timer in each store, so that the two stores are
 //! measured the same way (the whole call, waits included) and a third would
