@@ -2,7 +2,7 @@
 -- straight through, or returns their existing places: the joins a node
 -- received while its last join call for the room was on its way, in one
 -- call (see src/store/redis/join_batch.rs), each answered as it would be
--- alone. ARGV[3…]: one argument per join, read into `j` by read_join.
+-- alone. ARGV[3…]: one argument per join, read into `j` by the prelude's read_join.
 -- Per join:
 -- visitor: the visitor; per_minute: joins per minute per client address,
 -- or '' for no limit (client: that address's block, whose key holds its
@@ -19,7 +19,7 @@
 -- puts a new place (or one waiting in the general line) in the priority
 -- line and spends one use, here, so one use makes one place whichever node
 -- asks.
--- guesses: the client's budget of wrong codes, '<per minute> <block>', or
+-- code_guesses: the client's budget of wrong codes, '<per minute> <block>', or
 -- '' for none: a code refused as unknown or used spends one (the key
 -- code-guesses:<block> holds its TAT); past it the code is not looked at.
 -- address: the client's address ('4:' and 8 hex digits, '6:' and 32), or
@@ -103,26 +103,6 @@ local function summary()
   return { line = line(room, waiting_now()), facts = facts(room) }
 end
 
--- Join i's fields, from its argument: JOIN_FIELDS values, each but the
--- last ended by a newline (the user, last, may hold any character); or,
--- for a join without options, the visitor alone or the visitor and the
--- address on two lines (`Join::packed` in src/store/redis/join_batch.rs).
-local JOIN_PATTERN = '^' .. string.rep('([^\n]*)\n', JOIN_FIELDS - 1) .. '(.*)$'
-local function read_join(i)
-  local packed = ARGV[2 + i]
-  local per_minute, pow_until, commitment, entry, key, pow_difficulty, code, client, guesses, pow_id,
-    user = '', '', '', '', '', '', '', '', '', '', ''
-  local visitor, address = string.match(packed, '^([^\n]*)\n?([^\n]*)$')
-  if not visitor then
-    visitor, per_minute, pow_until, commitment, entry, key, pow_difficulty, code, address, client, guesses,
-      pow_id, user = string.match(packed, JOIN_PATTERN)
-  end
-  -- A constructor sizes the table once (field by field, it would grow four times).
-  return { visitor = visitor, per_minute = per_minute, pow_until = pow_until, commitment = commitment,
-    entry = entry, key = key, pow_difficulty = pow_difficulty, code = code, address = address,
-    client = client, guesses = guesses, pow_id = pow_id, user = user }
-end
-
 -- The group that grants `code` (of those holding it, the first by priority,
 -- then name, with a use left): its name and priority; or the refusal.
 local function check_code(code)
@@ -163,13 +143,13 @@ local function gcra(key, per_minute)
   return tat + interval
 end
 
--- check_code(j.code) while the client has code guesses left (j.guesses):
+-- check_code(j.code) while the client has code guesses left (j.code_guesses):
 -- a code refused as unknown or used spends one; past the budget the code
 -- is not looked at, right or wrong (RATELIMITED, turned away), so guessing
 -- codes from one address gets a few tries a minute (see Door::guess).
 local function guess_code(j)
-  if j.guesses == '' then return check_code(j.code) end
-  local per_minute, client = string.match(j.guesses, '^(%d+) (.+)$')
+  if j.code_guesses == '' then return check_code(j.code) end
+  local per_minute, client = string.match(j.code_guesses, '^(%d+) (.+)$')
   local key = ROOM_PREFIX .. CODE_GUESSES_KEY .. client
   local spent, wait = gcra(key, per_minute)
   if not spent then return nil, turn_away(RATELIMITED .. ' ' .. wait) end
@@ -336,7 +316,7 @@ end
 
 local replies = {}
 for i = 1, #ARGV - 2 do
-  local reply = join(read_join(i))
+  local reply = join(read_join(ARGV[2 + i]))
   -- A refusal is the join's alone: an error inside the array would fail
   -- the whole call in the client.
   if type(reply) == 'table' and reply.err then reply = JOIN_REFUSED .. string.gsub(reply.err, '^%-', '') end

@@ -48,7 +48,6 @@ local CHUNK = 1000
 local SWEEP_SLICE = 250
 local SWEEP_AGAIN_MS = 25
 local AWAY_REMEMBERED_MS = 3600000
-local JOIN_FIELDS = 13
 local JOIN_REFUSED = '!'
 local EVENT_FORMAT = 1
 local ROOM_KEY = 'room'
@@ -72,3 +71,11 @@ local TABLE_STILL_CLOSED = 'still_closed'
 -- The keys in the order the node sends them (src/store/redis/keys.rs).
 local K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS, K_USERS, K_DRAW, K_ENTRIES, K_USER_OF =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
+-- A join's values by name, from its argument (src/store/redis/join_batch.rs).
+local JOIN_PATTERN = '^' .. string.rep('([^\n]*)\n', 12) .. '(.*)$'
+local function read_join(packed)
+  local short_visitor, short_address = string.match(packed, '^([^\n]*)\n?([^\n]*)$')
+  if short_visitor then return { visitor = short_visitor, per_minute = '', pow_until = '', commitment = '', entry = '', key = '', pow_difficulty = '', code = '', address = short_address, client = '', code_guesses = '', pow_id = '', user = '' } end
+  local visitor, per_minute, pow_until, commitment, entry, key, pow_difficulty, code, address, client, code_guesses, pow_id, user = string.match(packed, JOIN_PATTERN)
+  return { visitor = visitor, per_minute = per_minute, pow_until = pow_until, commitment = commitment, entry = entry, key = key, pow_difficulty = pow_difficulty, code = code, address = address, client = client, code_guesses = code_guesses, pow_id = pow_id, user = user }
+end

@@ -32,11 +32,6 @@ const CALL_PATIENCE: std::time::Duration = RESPONSE_TIMEOUT
     .saturating_mul(3)
     .saturating_add(WAIT_TIMEOUT);
 
-/// The values each join gives the script, in one argument, each but the
-/// last ended by a newline (`read_join` in `lua/join.lua`): one argument
-/// per join, not one per value, since Redis makes a string of each.
-pub(super) const JOIN_FIELDS: usize = 13;
-
 /// What a join's reply starts with when the script refused it, before the
 /// refusal's code and detail (a place, JSON, starts with `{`).
 pub(super) const REFUSED: &str = "!";
@@ -49,85 +44,80 @@ pub(super) const MOST_PER_CALL: usize = 64;
 /// call's fixed cost a node's joins share (a call of one pays it alone).
 pub const JOINS_PER_CALL: &str = "waitroom_redis_joins_per_call";
 
-/// One join, its values as the script reads them (`read_join` in
-/// `lua/join.lua`): the options it has, `""` for the others.
-#[derive(Default)]
-pub(super) struct Join {
-    pub visitor: String,
+/// Declares a join's values once: the struct the node fills, their order
+/// in the one argument each join is sent as (`Join::packed`), and the Lua
+/// that reads them back by name (`prelude::join_reader`).
+macro_rules! join_values {
+    ($($(#[$doc:meta])* $field:ident),* $(,)?) => {
+        /// One join, its values as the script reads them: the options it
+        /// has, `""` for the others.
+        #[derive(Default)]
+        pub(super) struct Join {
+            $($(#[$doc])* pub $field: String),*
+        }
+
+        /// The names of a join's values, in the order they are sent.
+        pub(super) const JOIN_VALUES: &[&str] = &[$(stringify!($field)),*];
+
+        impl Join {
+            fn values(&self) -> Vec<&str> {
+                vec![$(self.$field.as_str()),*]
+            }
+        }
+    };
+}
+
+join_values! {
+    visitor,
     /// Joins per minute per client address (`client`: its block).
-    pub per_minute: String,
+    per_minute,
     /// Until when the proof-of-work solution `pow_id` holds (ms), and the
     /// difficulty its challenge was made at.
-    pub pow_until: String,
-    pub commitment: String,
-    pub entry: String,
-    pub key: String,
-    pub pow_difficulty: String,
-    pub code: String,
+    pow_until,
+    commitment,
+    entry,
+    key,
+    pow_difficulty,
+    code,
     /// The client's address, for the room's bypass networks.
-    pub address: String,
-    pub client: String,
+    address,
+    client,
     /// The client's budget of wrong codes, `<per minute> <block>`.
-    pub code_guesses: String,
-    pub pow_id: String,
+    code_guesses,
+    pow_id,
     /// The known user: it may hold any character, so it comes last.
-    pub user: String,
+    user,
 }
 
 impl Join {
-    /// The join as one argument: its values in `read_join`'s order, each but
-    /// the last ended by a newline. A join without options (the commonest
-    /// by far) is its visitor, and its address after a newline if it has
-    /// one: the script reads one or two values where it would read thirteen.
+    /// The join as one argument: its values in [`JOIN_VALUES`]' order,
+    /// each but the last ended by a newline. A join without options (the
+    /// commonest by far) is its visitor, and its address after a newline if
+    /// it has one: the script reads one or two values where it would read
+    /// thirteen.
     fn packed(&self) -> String {
-        // Whole, so that a value added to a join must be placed here.
-        let Join {
-            visitor,
-            per_minute,
-            pow_until,
-            commitment,
-            entry,
-            key,
-            pow_difficulty,
-            code,
-            address,
-            client,
-            code_guesses,
-            pow_id,
-            user,
-        } = self;
-        let fields: [&String; JOIN_FIELDS] = [
-            visitor,
-            per_minute,
-            pow_until,
-            commitment,
-            entry,
-            key,
-            pow_difficulty,
-            code,
-            address,
-            client,
-            code_guesses,
-            pow_id,
-            user,
-        ];
-        let without_options = fields.iter().all(|field| {
-            field.is_empty() || std::ptr::eq(*field, visitor) || std::ptr::eq(*field, address)
-        });
+        let values = self.values();
+        let without_options = JOIN_VALUES
+            .iter()
+            .zip(&values)
+            .all(|(name, value)| value.is_empty() || SHORT_FORM.contains(name));
         if without_options {
-            return match address.is_empty() {
-                true => visitor.clone(),
-                false => format!("{visitor}\n{address}"),
+            return match self.address.is_empty() {
+                true => self.visitor.clone(),
+                false => format!("{}\n{}", self.visitor, self.address),
             };
         }
         debug_assert!(
-            fields[..JOIN_FIELDS - 1]
+            values[..values.len() - 1]
                 .iter()
-                .all(|field| !field.contains('\n'))
+                .all(|value| !value.contains('\n'))
         );
-        fields.map(String::as_str).join("\n")
+        values.join("\n")
     }
 }
+
+/// The values a join without options is sent with, in this order.
+pub(super) const SHORT_FORM: [&str; 2] = ["visitor", "address"];
 
 /// The script's answer for one join.
 pub(super) enum Joined {

@@ -9,7 +9,7 @@
 use redis::Script;
 
 use super::events::EVENT_FORMAT;
-use super::join_batch::{JOIN_FIELDS, REFUSED};
+use super::join_batch::{JOIN_VALUES, REFUSED, SHORT_FORM};
 use super::keys;
 use super::replies::TableReply;
 use super::script_error::CODES;
@@ -71,7 +71,6 @@ fn constants() -> Vec<(String, Literal)> {
             ("SWEEP_SLICE", Literal::Number(SWEEP_SLICE)),
             ("SWEEP_AGAIN_MS", Literal::Number(SWEEP_AGAIN_MS)),
             ("AWAY_REMEMBERED_MS", Literal::Number(AWAY_REMEMBERED_MS)),
-            ("JOIN_FIELDS", Literal::Number(JOIN_FIELDS as u64)),
             ("JOIN_REFUSED", Literal::Text(REFUSED)),
             ("EVENT_FORMAT", Literal::Number(EVENT_FORMAT.into())),
             ("ROOM_KEY", Literal::Text(keys::ROOM)),
@@ -137,10 +136,45 @@ fn key_names(keys: &[(&str, &str)]) -> String {
     )
 }
 
-/// What a room's script begins with: the prelude and its keys' names.
-/// `lua/prelude.lua` is this, for tools that load a room's script by hand.
+/// `read_join(packed)`: a join's values by name (`join_batch::JOIN_VALUES`)
+/// from the one argument the node sends it as (`Join::packed`), each but
+/// the last ended by a newline; or, for a join without options, its
+/// [`SHORT_FORM`] alone, the other values `''`.
+fn join_reader() -> String {
+    let names = JOIN_VALUES.join(", ");
+    let table = |value: &dyn Fn(&str) -> String| {
+        let fields: Vec<String> = JOIN_VALUES
+            .iter()
+            .map(|name| format!("{name} = {}", value(name)))
+            .collect();
+        format!("{{ {} }}", fields.join(", "))
+    };
+    let short = table(&|name| match SHORT_FORM.contains(&name) {
+        true => format!("short_{name}"),
+        false => "''".to_string(),
+    });
+    let full = table(&|name| name.to_string());
+    let short_names: Vec<String> = SHORT_FORM.iter().map(|n| format!("short_{n}")).collect();
+    format!(
+        "-- A join's values by name, from its argument (src/store/redis/join_batch.rs).\n\
+         local JOIN_PATTERN = '^' .. string.rep('([^\\n]*)\\n', {before_last}) .. '(.*)$'\n\
+         local function read_join(packed)\n\
+         \x20 local {short_names} = string.match(packed, '^([^\\n]*)\\n?([^\\n]*)$')\n\
+         \x20 if {first_short} then return {short} end\n\
+         \x20 local {names} = string.match(packed, JOIN_PATTERN)\n\
+         \x20 return {full}\n\
+         end\n",
+        before_last = JOIN_VALUES.len() - 1,
+        short_names = short_names.join(", "),
+        first_short = short_names[0],
+    )
+}
+
+/// What a room's script begins with: the prelude, its keys' names and the
+/// join's reader. `lua/prelude.lua` is this, for tools that load a room's
+/// script by hand.
 fn room_prelude() -> String {
-    prelude() + &key_names(&keys::ROOM_KEYS)
+    prelude() + &key_names(&keys::ROOM_KEYS) + &join_reader()
 }
 
 /// A room's script: the prelude with the room's keys' names,
