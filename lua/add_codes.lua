@@ -18,6 +18,6 @@ for i = 6, #ARGV do
 end
 if #pairs_of > 0 then chunked('HSET', codes_key, pairs_of) end
 local total = redis.call('HLEN', codes_key)
-redis.call('HSET', K_GROUPS, group, ARGV[4] .. '|' .. ARGV[5] .. '|' .. total)
+redis.call('HSET', K_GROUPS, group, records.group.write(ARGV[4], ARGV[5], total))
 redis.call('HSET', K_GROUPS_USED, group, 0)
 return total

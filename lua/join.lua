@@ -110,7 +110,7 @@ local function check_code(code)
   local best, held = nil, false
   for i = 1, #groups, 2 do
     local name = groups[i]
-    local priority, uses = string.match(groups[i + 1], '^(%d+)|(%d+)|')
+    local priority, uses = records.group.read(groups[i + 1])
     priority, uses = tonumber(priority), tonumber(uses)
     local spent = redis.call('HGET', ROOM_PREFIX .. CODES_KEY .. name, code)
     if spent then
@@ -173,13 +173,13 @@ local function enter_priority(j, visitor, granted, joined, from)
   if pre_queue then
     score, member = granted.priority * LEVEL, j.key .. ':' .. visitor
     redis.call('ZADD', K_PENTRIES, granted.priority, j.key .. ':' .. j.entry)
-    redis.call('HSET', K_VISITORS, visitor, 'r|' .. granted.group .. '|' .. granted.priority .. '|'
-      .. j.key .. '|' .. j.entry .. '|' .. joined)
+    redis.call('HSET', K_VISITORS, visitor,
+      records.priority_drawn.write(granted.group, granted.priority, j.key, j.entry, joined))
   else
     local seq = redis.call('HINCRBY', K_ROOM, 'pseq:' .. granted.priority, 1)
     score, member = granted.priority * LEVEL + seq, visitor
     redis.call('HSET', K_VISITORS, visitor,
-      'q|' .. granted.group .. '|' .. granted.priority .. '|' .. seq .. '|' .. joined)
+      records.priority.write(granted.group, granted.priority, seq, joined))
   end
   redis.call('ZADD', K_PRIO, string.format('%.0f', score), member)
   redis.call('ZADD', K_SEEN, now, visitor)
@@ -204,17 +204,16 @@ local function join(j)
     -- One place per user: the user's live place, whichever visitor asks.
     local held = redis.call('HGET', K_USERS, user)
     local held_record = held and current_record(held, now)
-    local held_kind = held_record and string.sub(held_record, 1, 1)
-    if held_kind == 'w' or held_kind == 'd' or held_kind == 'q' or held_kind == 'r'
-      or held_kind == 'a' then
+    local held_kind = record_kind(held_record)
+    if held_kind and (waits(held_kind) or held_kind == records.admitted.kind) then
       visitor = held
     end
   elseif room.cfg.user_required then
     return redis.error_reply(USERREQUIRED)
   end
   local record = current_record(visitor, now)
-  local kind = record and string.sub(record, 1, 1)
-  if kind == 'w' or kind == 'd' then
+  local kind = record_kind(record)
+  if kind == records.waiting.kind or kind == records.drawn.kind then
     mark_present(visitor, now)
     -- A code moves a visitor of the general line ahead.
     if code ~= '' then
@@ -225,20 +224,26 @@ local function join(j)
       end
       spend_code(granted, code)
       local from = unqueue(room, visitor, record, now)
-      enter_priority(j, visitor, granted, tonumber(string.match(record, '|(%d+)$')), tostring(from))
+      local joined
+      if kind == records.waiting.kind then
+        joined = select(2, records.waiting.read(record))
+      else
+        joined = select(3, records.drawn.read(record))
+      end
+      enter_priority(j, visitor, granted, tonumber(joined), tostring(from))
     end
-  elseif kind == 'q' or kind == 'r' then
+  elseif kind == records.priority.kind or kind == records.priority_drawn.kind then
     -- In the priority line already: a code spends nothing.
     mark_present(visitor, now)
-  elseif kind ~= 'a' and sold_out_now then
+  elseif kind ~= records.admitted.kind and sold_out_now then
     -- Sold out: new arrivals are told so, and take nothing.
     local out = place(room, visitor, now, summary())
     out.state, out.visitor = 'c', visitor
     return cjson.encode(out)
-  elseif kind ~= 'a' and in_networks(room.cfg.bypass_match, j.address) then
+  elseif kind ~= records.admitted.kind and in_networks(room.cfg.bypass_match, j.address) then
     if closed_now then return turn_away(NOTACCEPTING) end
     admit_bypassed(room, visitor, now)
-  elseif kind ~= 'a' then
+  elseif kind ~= records.admitted.kind then
     if pre_queue and (j.commitment == '' or j.commitment ~= room.draw_commitment) then
       return redis.error_reply(DRAWSEED)
     end
@@ -277,7 +282,7 @@ local function join(j)
       redis.call('ZADD', K_DRAW, 0, j.key .. ':' .. visitor)
       redis.call('ZADD', K_ENTRIES, 0, j.key .. ':' .. j.entry)
       redis.call('ZADD', K_SEEN, now, visitor)
-      redis.call('HSET', K_VISITORS, visitor, 'd|' .. j.key .. '|' .. j.entry .. '|' .. now)
+      redis.call('HSET', K_VISITORS, visitor, records.drawn.write(j.key, j.entry, now))
       waiting = nil
     elseif not pre_queue and not room.cfg.paused and through then
       admit(room, visitor, now)
@@ -292,7 +297,7 @@ local function join(j)
       room.next_seq = seq
       back_of_line = seq
       local seq_text = tostring(seq)
-      local record = 'w|' .. seq_text .. '|' .. now_text
+      local record = records.waiting.write(seq_text, now_text)
       pending[visitor], pending_count = record, pending_count + 1
       local n = pending_count * 2
       line_adds[n - 1], line_adds[n] = seq_text, visitor

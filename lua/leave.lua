@@ -8,7 +8,7 @@ expire_passes(now)
 local visitor = ARGV[3]
 local record = current_record(visitor, now)
 if not record then return 0 end
-local kind = string.sub(record, 1, 1)
+local kind = record_kind(record)
 if waits(kind) then
   local order = unqueue(room, visitor, record, now)
   redis.call('ZREM', K_SEEN, visitor)
@@ -17,7 +17,7 @@ if waits(kind) then
   redis.call('HSET', K_ROOM, 'version', version)
   room.version = version
   publish(room_event('left', room, { order = tostring(order) }))
-elseif kind == 'a' then
+elseif kind == records.admitted.kind then
   revoke(room, visitor, record, now)
 else
   -- A record kept as 'l' by an older version: forgotten now.

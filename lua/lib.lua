@@ -30,9 +30,8 @@ local K_BYPASSED = ROOM_PREFIX .. BYPASSED_KEY
 -- priority * 2^32 (seq 0), member '<draw key hex>:<visitor>', so that
 -- among equal scores the members' order is the draw's. K_PENTRIES lists the
 -- code holders drawn ('<key hex>:<entry>', scored by priority), as K_ENTRIES
--- does everyone else. A waiting code holder's record is
--- 'q|<group>|<priority>|<seq>|<joined ms>', or drawn
--- 'r|<group>|<priority>|<key hex>|<entry>|<joined ms>'.
+-- does everyone else. A waiting code holder's record is a `priority` one,
+-- or drawn a `priority_drawn` one (src/store/redis/records.rs).
 local K_PRIO, K_PENTRIES, K_GROUPS, K_GROUPS_USED =
   ROOM_PREFIX .. PRIORITY_KEY, ROOM_PREFIX .. PRIORITY_ENTRIES_KEY, ROOM_PREFIX .. GROUPS_KEY,
   ROOM_PREFIX .. GROUPS_USED_KEY
@@ -125,10 +124,11 @@ local function expire_passes(now)
   return #gone == SWEEP_SLICE
 end
 
--- The pass of a record 'a|admitted_at|expires_at' has run out by `now`.
+-- The pass of an admitted visitor's record has run out by `now`.
 local function ran_out(record, now)
-  local expires_at = tonumber(string.match(record or '', '^a|%d+|(%d+)$') or '')
-  return expires_at ~= nil and expires_at <= now
+  if record_kind(record) ~= records.admitted.kind then return false end
+  local _, expires_at = records.admitted.read(record)
+  return tonumber(expires_at) <= now
 end
 
 -- The visitor's record, after forgetting them if their pass ran out and no
@@ -176,11 +176,11 @@ end
 -- Takes back an admitted visitor's slot (`record` is theirs); their pass is
 -- refused from now on, and they are told `left` while it would have run.
 local function revoke(room, visitor, record, now)
-  local expires_at = tonumber(string.match(record, '^a|%d+|(%d+)$'))
+  local _, expires_at = records.admitted.read(record)
   redis.call('ZREM', K_ACTIVE, visitor)
   redis.call('ZREM', K_BYPASSED, visitor)
   redis.call('ZREM', K_ARRIVALS, visitor)
-  depart(room, visitor, now, expires_at)
+  depart(room, visitor, now, tonumber(expires_at))
 end
 
 local function under_cap(room)
@@ -228,14 +228,14 @@ end
 -- no admission counted in the rate, no arrival awaited.
 local function admit_bypassed(room, visitor, now)
   local expires_at = now + room.cfg.pass_ttl_s * 1000
-  redis.call('HSET', K_VISITORS, visitor, 'a|' .. now .. '|' .. expires_at)
+  redis.call('HSET', K_VISITORS, visitor, records.admitted.write(now, expires_at))
   redis.call('ZADD', K_BYPASSED, expires_at, visitor)
   redis.call('HINCRBY', K_ROOM, 'bypassed', 1)
 end
 
 local function admit(room, visitor, now)
   local expires_at = now + room.cfg.pass_ttl_s * 1000
-  redis.call('HSET', K_VISITORS, visitor, 'a|' .. now .. '|' .. expires_at)
+  redis.call('HSET', K_VISITORS, visitor, records.admitted.write(now, expires_at))
   redis.call('ZADD', K_ACTIVE, expires_at, visitor)
   local grace = arrival_grace_ms(room)
   if grace then redis.call('ZADD', K_ARRIVALS, now + grace, visitor) end
@@ -277,16 +277,6 @@ local function priority_order(score, member)
   return string.format('p%.0f-%.0f', priority, score - priority * LEVEL)
 end
 
--- A drawn code holder's record: group, priority, key, entry.
-local function priority_drawn_record(record)
-  return string.match(record, '^r|([^|]+)|(%d+)|(%x+)|(%x+)|%d+$')
-end
-
--- A drawn visitor's record 'd|<key hex>|<entry>|<joined ms>'.
-local function drawn_record(record)
-  return string.match(record, '^d|(%x+)|(%x+)|(%d+)$')
-end
-
 -- A waiting visitor's place in the order, as events carry it: the join
 -- sequence number, or 'd<first 16 hex of the draw key>-<entry>'.
 local function drawn_order(key, entry)
@@ -296,28 +286,28 @@ end
 -- Takes a waiting visitor's place out of the draw or the line; returns its
 -- order. Before the opening an entrant who goes is no entrant at all.
 local function unqueue(room, visitor, record, now)
-  local kind = string.sub(record, 1, 1)
-  if kind == 'q' then
+  local kind = record_kind(record)
+  if kind == records.priority.kind then
     local score = tonumber(redis.call('ZSCORE', K_PRIO, visitor))
     redis.call('ZREM', K_PRIO, visitor)
     return priority_order(score, visitor)
   end
-  if kind == 'r' then
-    local _, _, key, entry = priority_drawn_record(record)
+  if kind == records.priority_drawn.kind then
+    local _, _, key, entry = records.priority_drawn.read(record)
     local member = key .. ':' .. visitor
     local score = tonumber(redis.call('ZSCORE', K_PRIO, member))
     redis.call('ZREM', K_PRIO, member)
     if not opened(room, now) then redis.call('ZREM', K_PENTRIES, key .. ':' .. entry) end
     return priority_order(score, member)
   end
-  if kind == 'd' then
-    local key, entry = drawn_record(record)
+  if kind == records.drawn.kind then
+    local key, entry = records.drawn.read(record)
     redis.call('ZREM', K_DRAW, key .. ':' .. visitor)
     if not opened(room, now) then redis.call('ZREM', K_ENTRIES, key .. ':' .. entry) end
     return drawn_order(key, entry)
   end
   redis.call('ZREM', K_LINE, visitor)
-  return string.match(record, '^w|(%d+)|')
+  return (records.waiting.read(record))
 end
 
 local function queue_method(room)
@@ -348,7 +338,8 @@ end
 -- Whether a record's kind is a waiting place (the line, the draw, the
 -- priority line, its draw).
 local function waits(kind)
-  return kind == 'w' or kind == 'd' or kind == 'q' or kind == 'r'
+  return kind == records.waiting.kind or kind == records.drawn.kind or kind == records.priority.kind
+    or kind == records.priority_drawn.kind
 end
 
 -- A visitor's place (`WirePlace`): its state ('w' waiting, 'p' in the
@@ -361,7 +352,7 @@ local function place(room, visitor, now, shared)
   local record = redis.call('HGET', K_VISITORS, visitor)
   -- A pass that ran out is gone, swept or not.
   if ran_out(record, now) then record = nil end
-  local kind = record and string.sub(record, 1, 1)
+  local kind = record_kind(record)
   local out
   if not record then
     local departed = redis.call('GET', left_key(visitor)) or ''
@@ -375,23 +366,23 @@ local function place(room, visitor, now, shared)
   elseif waits(kind) and sold_out(room) then
     -- A line closed for a sold-out sale: its places stay, unused.
     out = { state = 'c' }
-  elseif kind == 'd' then
-    local key, entry = drawn_record(record)
+  elseif kind == records.drawn.kind then
+    local key, entry = records.drawn.read(record)
     if opened(room, now) then
       out = { state = 'w', order = drawn_order(key, entry),
         position = redis.call('ZCARD', K_PRIO) + redis.call('ZRANK', K_DRAW, key .. ':' .. visitor) + 1 }
     else
       out = { state = 'p', order = drawn_order(key, entry) }
     end
-  elseif kind == 'w' then
-    out = { state = 'w', order = string.match(record, '^w|(%d+)|'),
+  elseif kind == records.waiting.kind then
+    out = { state = 'w', order = (records.waiting.read(record)),
       position = redis.call('ZCARD', K_PRIO) + redis.call('ZCARD', K_DRAW)
         + redis.call('ZRANK', K_LINE, visitor) + 1 }
-  elseif kind == 'q' then
+  elseif kind == records.priority.kind then
     out = { state = 'w', order = priority_order(tonumber(redis.call('ZSCORE', K_PRIO, visitor)), visitor),
-      position = redis.call('ZRANK', K_PRIO, visitor) + 1, priority = string.match(record, '^q|([^|]+)|') }
-  elseif kind == 'r' then
-    local group, _, key, entry = priority_drawn_record(record)
+      position = redis.call('ZRANK', K_PRIO, visitor) + 1, priority = (records.priority.read(record)) }
+  elseif kind == records.priority_drawn.kind then
+    local group, _, key, entry = records.priority_drawn.read(record)
     local member = key .. ':' .. visitor
     if opened(room, now) then
       out = { state = 'w', order = priority_order(tonumber(redis.call('ZSCORE', K_PRIO, member)), member),
@@ -399,8 +390,8 @@ local function place(room, visitor, now, shared)
     else
       out = { state = 'p', order = drawn_order(key, entry), priority = group }
     end
-  elseif kind == 'a' then
-    local admitted_at, expires_at = string.match(record, '^a|(%d+)|(%d+)$')
+  elseif kind == records.admitted.kind then
+    local admitted_at, expires_at = records.admitted.read(record)
     out = { state = 'a', admitted_at = tonumber(admitted_at), expires_at = tonumber(expires_at) }
   else
     out = { state = 'l' }

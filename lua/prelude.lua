@@ -79,3 +79,19 @@ local function read_join(packed)
   local visitor, per_minute, pow_until, commitment, entry, key, pow_difficulty, code, address, client, code_guesses, pow_id, user = string.match(packed, JOIN_PATTERN)
   return { visitor = visitor, per_minute = per_minute, pow_until = pow_until, commitment = commitment, entry = entry, key = key, pow_difficulty = pow_difficulty, code = code, address = address, client = client, code_guesses = code_guesses, pow_id = pow_id, user = user }
 end
+-- The records kept as one string each (src/store/redis/records.rs).
+local function record_kind(record) return record and string.sub(record, 1, 1) end
+local records = {
+  waiting = { kind = 'w', fields = 2, write = function(seq, joined) return 'w|' .. seq .. '|' .. joined end,
+    read = function(record) return string.match(record, '^w|([^|]*)|(.*)$') end },
+  drawn = { kind = 'd', fields = 3, write = function(key, entry, joined) return 'd|' .. key .. '|' .. entry .. '|' .. joined end,
+    read = function(record) return string.match(record, '^d|([^|]*)|([^|]*)|(.*)$') end },
+  priority = { kind = 'q', fields = 4, write = function(group, priority, seq, joined) return 'q|' .. group .. '|' .. priority .. '|' .. seq .. '|' .. joined end,
+    read = function(record) return string.match(record, '^q|([^|]*)|([^|]*)|([^|]*)|(.*)$') end },
+  priority_drawn = { kind = 'r', fields = 5, write = function(group, priority, key, entry, joined) return 'r|' .. group .. '|' .. priority .. '|' .. key .. '|' .. entry .. '|' .. joined end,
+    read = function(record) return string.match(record, '^r|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$') end },
+  admitted = { kind = 'a', fields = 2, write = function(admitted_at, expires_at) return 'a|' .. admitted_at .. '|' .. expires_at end,
+    read = function(record) return string.match(record, '^a|([^|]*)|(.*)$') end },
+  group = { fields = 3, write = function(priority, uses, total) return priority .. '|' .. uses .. '|' .. total end,
+    read = function(record) return string.match(record, '^([^|]*)|([^|]*)|(.*)$') end },
+}

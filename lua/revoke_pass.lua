@@ -8,8 +8,8 @@ expire_passes(now)
 local visitor = ARGV[3]
 local record = current_record(visitor, now)
 if not record then return 0 end
-local expires_at = string.match(record, '^a|%d+|(%d+)$')
-if not expires_at then return 0 end
+if record_kind(record) ~= records.admitted.kind then return 0 end
+local _, expires_at = records.admitted.read(record)
 if ARGV[4] ~= '' and math.floor(tonumber(expires_at) / 1000) ~= tonumber(ARGV[4]) then return 0 end
 revoke(room, visitor, record, now)
 return 1

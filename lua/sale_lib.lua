@@ -18,24 +18,24 @@ local function split(text, separator)
   return parts
 end
 
--- A claim: "visitor|state|quantity|seat,seat|sequence|hold_expires_at|confirmed_at|buyer",
--- the buyer being whose units the per-user limit counts it in (K_UNITS): the
--- visitor, or 'u:<user>' for a known user's (claims made before it was kept
--- have none: their visitor's).
+-- A claim (a `claim` record, src/store/redis/records.rs): its seats
+-- 'seat,seat', its hold's expiry and confirmation in ms, and its buyer,
+-- whose units the per-user limit counts it in (K_UNITS): the visitor, or
+-- 'u:<user>' for a known user's. A claim kept before its buyer was has one
+-- field fewer: its buyer is its visitor.
 local function load_claim(id)
   local record = redis.call('HGET', K_CLAIMS, id)
   if not record then return nil end
-  local f = {}
-  for field in string.gmatch(record .. '|', '([^|]*)|') do table.insert(f, field) end
-  local buyer = f[8]
-  if buyer == nil or buyer == '' then buyer = f[1] end
-  return { visitor = f[1], state = f[2], quantity = tonumber(f[3]), seats = f[4],
-    sequence = tonumber(f[5]), expires = tonumber(f[6]), confirmed = f[7], buyer = buyer }
+  if select(2, string.gsub(record, '|', '')) == records.claim.fields - 2 then record = record .. '|' end
+  local visitor, state, quantity, seats, sequence, expires, confirmed, buyer = records.claim.read(record)
+  if buyer == '' then buyer = visitor end
+  return { visitor = visitor, state = state, quantity = tonumber(quantity), seats = seats,
+    sequence = tonumber(sequence), expires = tonumber(expires), confirmed = confirmed, buyer = buyer }
 end
 
 local function save_claim(id, c)
-  redis.call('HSET', K_CLAIMS, id, c.visitor .. '|' .. c.state .. '|' .. c.quantity .. '|' .. c.seats
-    .. '|' .. c.sequence .. '|' .. c.expires .. '|' .. c.confirmed .. '|' .. c.buyer)
+  redis.call('HSET', K_CLAIMS, id,
+    records.claim.write(c.visitor, c.state, c.quantity, c.seats, c.sequence, c.expires, c.confirmed, c.buyer))
 end
 
 -- A claim as the node reads it (`WireClaim`): seats 'seat,seat' ('' for a

@@ -89,7 +89,10 @@ if arrival_grace_ms(room) then
   for i = 1, #due_now, 2 do
     local visitor, due = due_now[i], tonumber(due_now[i + 1])
     local record = redis.call('HGET', K_VISITORS, visitor)
-    local admitted_at = tonumber(string.match(record or '', '^a|(%d+)|') or '')
+    local admitted_at
+    if record_kind(record) == records.admitted.kind then
+      admitted_at = tonumber((records.admitted.read(record)))
+    end
     if admitted_at and resumed_at and admitted_at < resumed_at and due < resumed_due and resumed_due > now then
       table.insert(moved, resumed_due)
       table.insert(moved, visitor)
@@ -116,15 +119,17 @@ if #absent == SWEEP_SLICE then more = true end
 local departed, dropped = {}, {}
 -- When a place at the back of the line was made (ms), from its record.
 local function joined_at(record)
-  return tonumber(string.match(record or '', '^w|%d+|(%d+)$') or '')
+  if record_kind(record) ~= records.waiting.kind then return nil end
+  local _, joined = records.waiting.read(record)
+  return tonumber(joined)
 end
 for _, visitor in ipairs(absent) do
   local record = redis.call('HGET', K_VISITORS, visitor)
-  local kind = record and string.sub(record, 1, 1)
+  local kind = record_kind(record)
   -- A place made since the visitor's mark (back after a pass or a leave,
   -- the mark outliving what it marked) counts from its joining, as the
   -- memory store counts it: dropping the mark leaves it to the walk below.
-  local made_since = kind == 'w' and (joined_at(record) or 0) > now - grace
+  local made_since = kind == records.waiting.kind and (joined_at(record) or 0) > now - grace
   if waits(kind) and not made_since then
     table.insert(departed, unqueue(room, visitor, record, now))
     table.insert(dropped, visitor)
@@ -150,10 +155,10 @@ if walk_limit > 0 then
     local rows = redis.call('ZRANGEBYSCORE', K_LINE, after, '+inf', 'WITHSCORES', 'LIMIT', 0, walk_limit)
     local visitors = {}
     for i = 1, #rows, 2 do table.insert(visitors, rows[i]) end
-    local records = redis.call('HMGET', K_VISITORS, unpack(visitors))
+    local held = redis.call('HMGET', K_VISITORS, unpack(visitors))
     local due, walked = {}, 0
     for i, visitor in ipairs(visitors) do
-      local joined = joined_at(records[i])
+      local joined = joined_at(held[i])
       if joined and joined > now - grace then break end
       walked = i
       if joined then table.insert(due, i) end
@@ -166,7 +171,7 @@ if walk_limit > 0 then
       local seen = redis.call('ZMSCORE', K_SEEN, unpack(names))
       for n, i in ipairs(due) do
         if not seen[n] then
-          table.insert(departed, unqueue(room, visitors[i], records[i], now))
+          table.insert(departed, unqueue(room, visitors[i], held[i], now))
           table.insert(dropped, visitors[i])
         end
       end
@@ -191,7 +196,7 @@ local admitted = {}
 -- Returns { visitor, order, … } for up to n of them, taken out.
 local function entrant(member)
   local visitor = string.match(member, ':(.+)$')
-  local key, entry = drawn_record(redis.call('HGET', K_VISITORS, visitor))
+  local key, entry = records.drawn.read(redis.call('HGET', K_VISITORS, visitor))
   return visitor, drawn_order(key, entry)
 end
 -- `random`: this tick's nth pick (from 0) is whoever stands at rank
@@ -270,15 +275,15 @@ if admitting and opened(room, now) and not room.cfg.paused and not sold_out(room
   if n > 0 then
     local head = take(n, method)
     local expires_at = now + room.cfg.pass_ttl_s * 1000
-    local pass = 'a|' .. now .. '|' .. expires_at
+    local pass = records.admitted.write(now, expires_at)
     -- One command per structure, not one per visitor.
     local grace = arrival_grace_ms(room)
-    local members, records, passes, arrivals = {}, {}, {}, {}
+    local members, sets, passes, arrivals = {}, {}, {}, {}
     for i = 1, #head, 2 do
       local visitor, seq = head[i], head[i + 1]
       table.insert(members, visitor)
-      table.insert(records, visitor)
-      table.insert(records, pass)
+      table.insert(sets, visitor)
+      table.insert(sets, pass)
       table.insert(passes, expires_at)
       table.insert(passes, visitor)
       if grace then
@@ -289,7 +294,7 @@ if admitting and opened(room, now) and not room.cfg.paused and not sold_out(room
         expires_at = expires_at })
     end
     if #members > 0 then
-      chunked('HSET', K_VISITORS, records)
+      chunked('HSET', K_VISITORS, sets)
       chunked('ZADD', K_ACTIVE, passes)
       if #arrivals > 0 then chunked('ZADD', K_ARRIVALS, arrivals) end
     end

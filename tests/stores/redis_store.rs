@@ -325,3 +325,68 @@ async fn a_stalled_redis_fails_joins_in_time_and_they_succeed_once_it_answers() 
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// A claim an older release kept, before a claim named its buyer (seven
+/// fields, not eight), is read as its visitor's: it shows in their claims,
+/// counts against their limit, and confirms.
+#[tokio::test]
+async fn a_claim_kept_without_its_buyer_is_its_visitors() {
+    use waitroom::store::{SaleStoreExt, StoreExt};
+    use waitroom::words::sale::{ClaimState, Inventory, SaleConfig, SaleError, Want};
+    use waitroom::words::{RoomConfig, RoomId, VisitorId};
+
+    let server = RedisServer::start();
+    let clock = ManualClock::new(1_767_225_600_000);
+    let store = RedisStore::connect(&server.url(), Some(Arc::new(clock.clone())))
+        .await
+        .unwrap();
+    let mut redis = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let id = RoomId::parse("old").unwrap();
+    store
+        .create_room(id.clone(), RoomConfig::new("Old", "/x"))
+        .await
+        .unwrap();
+    let sale = SaleConfig {
+        inventory: Inventory::Stock(10),
+        per_user_limit: 2,
+        hold_ttl_s: 600,
+    };
+    store.configure_sale(&id, sale).await.unwrap();
+    let visitor = VisitorId::random();
+    // A claim of 2 units as the release before wrote it, its units counted
+    // as the release before counted them (by visitor).
+    let expires = 1_767_225_600_000_u64 + 600_000;
+    let _: () = redis::pipe()
+        .cmd("HSET")
+        .arg("wr:{old}:claims")
+        .arg("old-claim")
+        .arg(format!("{visitor}|held|2||1|{expires}|"))
+        .cmd("HINCRBY")
+        .arg("wr:{old}:units")
+        .arg(visitor.to_string())
+        .arg(2)
+        .cmd("HSET")
+        .arg("wr:{old}:mine")
+        .arg(visitor.to_string())
+        .arg("old-claim")
+        .cmd("HINCRBY")
+        .arg("wr:{old}:sale")
+        .arg("stock_left")
+        .arg(-2)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let mine = store.claims_of(&id, visitor).await.unwrap();
+    assert_eq!(mine.len(), 1, "{mine:?}");
+    assert_eq!((mine[0].quantity, mine[0].state), (2, ClaimState::Held));
+    assert!(matches!(
+        store.claim(&id, visitor, &Want::Quantity(1), None).await,
+        Err(SaleError::LimitReached(2))
+    ));
+    let confirmed = store.confirm(&id, visitor, "old-claim").await.unwrap();
+    assert_eq!(confirmed.state, ClaimState::Confirmed);
+}

@@ -8,6 +8,7 @@ mod events;
 mod join_batch;
 mod keys;
 mod prelude;
+mod records;
 mod replies;
 mod sale;
 mod script_error;
