@@ -472,21 +472,16 @@ impl From<crate::store::SetUpSaleError> for ApiError {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use super::*;
+    use crate::words::written::kept_as_written;
 
     /// `WAITROOM_WRITE_REFUSALS=1 cargo test --lib refusals` writes it anew.
     #[test]
     fn static_refusals_js_is_written_from_the_codes() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("static/refusals.js");
-        if std::env::var_os("WAITROOM_WRITE_REFUSALS").is_some() {
-            std::fs::write(&path, refusals_js()).unwrap();
-        }
-        assert_eq!(
-            std::fs::read_to_string(&path).unwrap_or_default(),
-            refusals_js(),
-            "static/refusals.js is stale: WAITROOM_WRITE_REFUSALS=1 cargo test --lib refusals"
+        kept_as_written(
+            "static/refusals.js",
+            &refusals_js(),
+            "WAITROOM_WRITE_REFUSALS",
         );
     }
 }

@@ -27,6 +27,8 @@ pub mod rules;
 pub mod sale;
 pub mod status;
 pub(crate) mod wire;
+#[cfg(test)]
+pub(crate) mod written;
 
 pub use config::{
     ConfigError, ConfigPatch, DEFAULT_ABANDON_AFTER_S, DEFAULT_ADMIT_PER_TICK, DEFAULT_PASS_TTL_S,

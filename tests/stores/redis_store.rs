@@ -131,16 +131,8 @@ async fn nothing_of_a_visitor_stays_once_they_are_gone() {
     use waitroom::store::{JoinOptions, StoreExt};
     use waitroom::words::{RoomConfig, RoomId, VisitorId};
 
-    let server = RedisServer::start();
     let clock = ManualClock::new(1_767_225_600_000);
-    let store = RedisStore::connect(&server.url(), Some(Arc::new(clock.clone())))
-        .await
-        .unwrap();
-    let mut redis = redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let (_server, store, mut redis) = store_on_its_server(&clock).await;
     let id = RoomId::parse("r").unwrap();
     let mut config = RoomConfig::new("R", "/x");
     config.admit_per_tick = 2;
@@ -335,16 +327,8 @@ async fn a_claim_kept_without_its_buyer_is_its_visitors() {
     use waitroom::words::sale::{ClaimState, Inventory, SaleConfig, SaleError, Want};
     use waitroom::words::{RoomConfig, RoomId, VisitorId};
 
-    let server = RedisServer::start();
     let clock = ManualClock::new(1_767_225_600_000);
-    let store = RedisStore::connect(&server.url(), Some(Arc::new(clock.clone())))
-        .await
-        .unwrap();
-    let mut redis = redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let (_server, store, mut redis) = store_on_its_server(&clock).await;
     let id = RoomId::parse("old").unwrap();
     store
         .create_room(id.clone(), RoomConfig::new("Old", "/x"))
@@ -389,4 +373,21 @@ async fn a_claim_kept_without_its_buyer_is_its_visitors() {
     ));
     let confirmed = store.confirm(&id, visitor, "old-claim").await.unwrap();
     assert_eq!(confirmed.state, ClaimState::Confirmed);
+}
+
+/// A Redis of the test's own, the store on it at `clock`'s time, and a
+/// connection of the test's to read and write Redis itself.
+async fn store_on_its_server(
+    clock: &ManualClock,
+) -> (RedisServer, RedisStore, redis::aio::MultiplexedConnection) {
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url(), Some(Arc::new(clock.clone())))
+        .await
+        .unwrap();
+    let redis = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    (server, store, redis)
 }

@@ -250,6 +250,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
+    use crate::words::written::kept_as_written;
 
     /// Every `lua/*.lua` file's name and code, its comments left out.
     fn lua_files() -> Vec<(String, String)> {
@@ -312,15 +313,7 @@ mod tests {
     /// `WAITROOM_WRITE_PRELUDE=1 cargo test --lib prelude` writes it anew.
     #[test]
     fn lua_prelude_lua_is_the_generated_prelude() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("lua/prelude.lua");
-        if std::env::var_os("WAITROOM_WRITE_PRELUDE").is_some() {
-            std::fs::write(&path, room_prelude()).unwrap();
-        }
-        assert_eq!(
-            std::fs::read_to_string(&path).unwrap(),
-            room_prelude(),
-            "lua/prelude.lua is stale: WAITROOM_WRITE_PRELUDE=1 cargo test --lib prelude"
-        );
+        kept_as_written("lua/prelude.lua", &room_prelude(), "WAITROOM_WRITE_PRELUDE");
     }
 
     #[test]
