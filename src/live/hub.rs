@@ -271,6 +271,7 @@ impl Hub {
     fn start_resync(self: &Arc<Self>, tasks: &Tasks) {
         let cancel = tasks.shutdown_token().child_token();
         std::mem::replace(&mut *self.resync.lock(), cancel.clone()).cancel();
+        self.forget_history();
         let all: Vec<(RoomId, SocketId, VisitorId)> = self
             .registry
             .each_room(|room, sockets| to_read_again(room, sockets, |_| true))
@@ -279,6 +280,21 @@ impl Hub {
             .collect();
         tracing::warn!(sockets = all.len(), "resyncing every socket from the store");
         self.read_again(all, RESYNC_CONCURRENCY, cancel, tasks);
+    }
+
+    /// Forgets what this node knows of each room's history: the version
+    /// its sockets last heard and the movements kept for replay. After a
+    /// failover the store may be behind them (the promoted replica lacked
+    /// the last writes, and their events were heard here), and the events
+    /// that follow carry versions this node has seen already: kept, they
+    /// would replay lost movements onto the places read now and ignore the
+    /// real ones after. Forgotten, each read is taken as the store gives it
+    /// and every event after it applies.
+    fn forget_history(&self) {
+        self.registry.each_room(|_, sockets| {
+            sockets.recent.clear();
+            sockets.line.version = 0;
+        });
     }
 
     /// The waiting sockets of `event`'s room, to be read again, when this
@@ -675,6 +691,33 @@ mod tests {
                 .as_str()
                 .is_some_and(|p| p.split('.').count() == 3)
         );
+    }
+
+    /// A failover lost the store's last writes: this node heard versions
+    /// 2 to 5 of the room, and the store is back at 2. Read again from it,
+    /// the socket follows the events the store publishes next (3 admits
+    /// it), not the ones it heard of the lost writes.
+    #[test]
+    fn after_the_store_lost_writes_a_socket_read_again_hears_what_comes_next() {
+        let (hub, me, outlet, registration) = one_socket(100);
+        hub.sync(&room(), registration.id, &waiting(me, 10, 8, 1));
+        for version in 2..=5 {
+            hub.apply(tick(version, &[(version - 1, VisitorId::random())]));
+        }
+        assert_eq!(positions(&outlet).last(), Some(&Some(4)));
+        // The store's place after the promotion: one ahead gone, at version 2.
+        hub.forget_history();
+        let read = waiting(me, 10, 7, 2);
+        assert_eq!(hub.sync(&room(), registration.id, &read), Synced::Yes);
+        assert_eq!(
+            positions(&outlet).last(),
+            Some(&Some(7)),
+            "the store's word"
+        );
+        hub.apply(tick(3, &[(10, me)]));
+        let (sent, _) = outlet.recorded();
+        let last: serde_json::Value = serde_json::from_str(sent.last().unwrap()).unwrap();
+        assert_eq!(last["state"], "admitted", "{sent:?}");
     }
 
     #[test]
