@@ -124,17 +124,8 @@ impl FollowedServer {
         let on_worker = tokio::runtime::Handle::try_current().is_ok_and(|handle| {
             handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
         });
-        if on_worker {
-            match current.workers.of_this_thread().await {
-                Ok(connection) => {
-                    return Connection::Worker(connection, current.workers.clone(), self.clone());
-                }
-                // Redis is down: the shared connection fails too, and the
-                // request reports that; a warning per request would flood.
-                Err(error) => {
-                    tracing::debug!(%error, "no connection of this worker's own; using the shared one")
-                }
-            }
+        if on_worker && let Some(connection) = current.workers.of_this_thread() {
+            return Connection::Worker(connection, current.workers.clone(), self.clone());
         }
         Connection::Server(current.shared.clone(), self.clone())
     }
