@@ -342,9 +342,9 @@ local function waits(kind)
     or kind == records.priority_drawn.kind
 end
 
--- A visitor's place (`WirePlace`): its state ('w' waiting, 'p' in the
--- pre-queue, 'a' admitted, 'l' left, 'c' closed, 'e' expired, 'x' swept for
--- being away) with what it
+-- A visitor's place (`WirePlace`): its state (`STATE`: waiting, in the
+-- pre-queue, admitted, left, closed, expired, or swept for being away) with
+-- what it
 -- has (the order, as events carry it, and the position; or the pass's
 -- times), the line and the facts. `shared`: { line, facts } when the caller
 -- read them already for many. Also returns the record's kind (nil for none).
@@ -359,42 +359,42 @@ local function place(room, visitor, now, shared)
     local away_until = tonumber(string.match(departed, '^x(%d+)$') or '')
     local departed_until = tonumber(departed)
     if away_until and away_until > now then
-      out = { state = 'x' }
+      out = { state = STATE.away }
     else
-      out = { state = (departed_until and departed_until > now) and 'l' or 'e' }
+      out = { state = (departed_until and departed_until > now) and STATE.left or STATE.expired }
     end
   elseif waits(kind) and sold_out(room) then
     -- A line closed for a sold-out sale: its places stay, unused.
-    out = { state = 'c' }
+    out = { state = STATE.closed }
   elseif kind == records.drawn.kind then
     local key, entry = records.drawn.read(record)
     if opened(room, now) then
-      out = { state = 'w', order = drawn_order(key, entry),
+      out = { state = STATE.waiting, order = drawn_order(key, entry),
         position = redis.call('ZCARD', K_PRIO) + redis.call('ZRANK', K_DRAW, key .. ':' .. visitor) + 1 }
     else
-      out = { state = 'p', order = drawn_order(key, entry) }
+      out = { state = STATE.pre_queue, order = drawn_order(key, entry) }
     end
   elseif kind == records.waiting.kind then
-    out = { state = 'w', order = (records.waiting.read(record)),
+    out = { state = STATE.waiting, order = (records.waiting.read(record)),
       position = redis.call('ZCARD', K_PRIO) + redis.call('ZCARD', K_DRAW)
         + redis.call('ZRANK', K_LINE, visitor) + 1 }
   elseif kind == records.priority.kind then
-    out = { state = 'w', order = priority_order(tonumber(redis.call('ZSCORE', K_PRIO, visitor)), visitor),
+    out = { state = STATE.waiting, order = priority_order(tonumber(redis.call('ZSCORE', K_PRIO, visitor)), visitor),
       position = redis.call('ZRANK', K_PRIO, visitor) + 1, priority = (records.priority.read(record)) }
   elseif kind == records.priority_drawn.kind then
     local group, _, key, entry = records.priority_drawn.read(record)
     local member = key .. ':' .. visitor
     if opened(room, now) then
-      out = { state = 'w', order = priority_order(tonumber(redis.call('ZSCORE', K_PRIO, member)), member),
+      out = { state = STATE.waiting, order = priority_order(tonumber(redis.call('ZSCORE', K_PRIO, member)), member),
         position = redis.call('ZRANK', K_PRIO, member) + 1, priority = group }
     else
-      out = { state = 'p', order = drawn_order(key, entry), priority = group }
+      out = { state = STATE.pre_queue, order = drawn_order(key, entry), priority = group }
     end
   elseif kind == records.admitted.kind then
     local admitted_at, expires_at = records.admitted.read(record)
-    out = { state = 'a', admitted_at = tonumber(admitted_at), expires_at = tonumber(expires_at) }
+    out = { state = STATE.admitted, admitted_at = tonumber(admitted_at), expires_at = tonumber(expires_at) }
   else
-    out = { state = 'l' }
+    out = { state = STATE.left }
   end
   shared = shared or { line = line(room), facts = facts(room) }
   out.line, out.facts = shared.line, shared.facts
@@ -403,7 +403,7 @@ end
 
 -- What a closed room's visitors are told, as place() tells it.
 local function closed_place()
-  return { state = 'c', line = { version = 0, waiting = 0, rate = '', tick_at = '', paused = '0' },
+  return { state = STATE.closed, line = { version = 0, waiting = 0, rate = '', tick_at = '', paused = '0' },
     facts = { queue_method = METHOD_FIFO, stock_left = '', sold_out = false, opens_at = '',
       target_url = '', notice = '' } }
 end

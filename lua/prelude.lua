@@ -95,3 +95,5 @@ local records = {
   group = { fields = 3, write = function(priority, uses, total) return priority .. '|' .. uses .. '|' .. total end,
     read = function(record) return string.match(record, '^([^|]*)|([^|]*)|(.*)$') end },
 }
+-- A place's states as answers name them (src/store/redis/replies.rs).
+local STATE = { waiting = 'w', pre_queue = 'p', admitted = 'a', left = 'l', closed = 'c', expired = 'e', away = 'x' }

@@ -12,7 +12,7 @@ use super::events::EVENT_FORMAT;
 use super::join_batch::{JOIN_VALUES, REFUSED, SHORT_FORM};
 use super::keys;
 use super::records::{CLAIM, GROUP, Record, VISITOR_RECORDS};
-use super::replies::TableReply;
+use super::replies::{STATES, TableReply};
 use super::script_error::CODES;
 use crate::words::QueueMethod;
 use crate::words::codes::MAX_GROUPS;
@@ -211,7 +211,25 @@ fn records_lua(declared: &[&Record]) -> String {
 /// tools that load a room's script by hand.
 fn room_prelude() -> String {
     let declared: Vec<&Record> = VISITOR_RECORDS.iter().chain([&GROUP]).collect();
-    prelude() + &key_names(&keys::ROOM_KEYS) + &join_reader() + &records_lua(&declared)
+    prelude()
+        + &key_names(&keys::ROOM_KEYS)
+        + &join_reader()
+        + &records_lua(&declared)
+        + &states_lua()
+}
+
+/// `STATE`: the letter each state of a place goes by in an answer
+/// (`replies::STATES`), by name: `STATE.waiting`.
+fn states_lua() -> String {
+    let states: Vec<String> = STATES
+        .iter()
+        .map(|(name, letter)| format!("{name} = '{letter}'"))
+        .collect();
+    format!(
+        "-- A place's states as answers name them (src/store/redis/replies.rs).\n\
+         local STATE = {{ {} }}\n",
+        states.join(", ")
+    )
 }
 
 /// A room's script: the prelude with the room's keys' names,
@@ -390,6 +408,19 @@ mod tests {
             }
         }
         assert!(compared > 30, "the comparisons are found ({compared})");
+    }
+
+    /// A place's state is named (`STATE.waiting`), never written as its
+    /// letter, so that the letters live in `replies::STATES` alone.
+    #[test]
+    fn no_script_writes_a_state_as_its_letter() {
+        for (file, code) in lua_files() {
+            let compact: String = code.chars().filter(|c| !c.is_whitespace()).collect();
+            assert!(
+                !compact.contains("state='") && !compact.contains("state=\""),
+                "{file} writes a state as a letter: use STATE.<name>"
+            );
+        }
     }
 
     #[test]

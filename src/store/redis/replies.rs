@@ -58,6 +58,19 @@ pub(super) struct WirePlace {
     priority: Option<String>,
 }
 
+/// The letter each state of a place goes by in a script's answer, by the
+/// name the scripts give it (`STATE.waiting` in the prelude): what
+/// [`WireState`]'s names read, held together by a test.
+pub(super) const STATES: [(&str, &str); 7] = [
+    ("waiting", "w"),
+    ("pre_queue", "p"),
+    ("admitted", "a"),
+    ("left", "l"),
+    ("closed", "c"),
+    ("expired", "e"),
+    ("away", "x"),
+];
+
 #[derive(Deserialize)]
 #[serde(tag = "state")]
 enum WireState {
@@ -300,6 +313,28 @@ mod tests {
     const LINE: &str =
         r#""line":{"version":3,"waiting":40,"rate":"0.4","tick_at":"1000","paused":"0"}"#;
     const FACTS: &str = r#""facts":{"queue_method":"random","stock_left":"","sold_out":false,"opens_at":"","target_url":"https:\/\/x.example\/","notice":""}"#;
+
+    /// Each letter the prelude gives a state is read as the state of that
+    /// name, and every state has one.
+    #[test]
+    fn every_state_a_script_names_is_read_as_that_state() {
+        for (name, letter) in STATES {
+            let place: WirePlace = read(&format!(
+                r#"{{"state":"{letter}","order":"12","position":4,"admitted_at":1,"expires_at":2,{LINE},{FACTS}}}"#
+            ))
+            .unwrap();
+            let read = match place.state {
+                WireState::Waiting { .. } => "waiting",
+                WireState::PreQueue { .. } => "pre_queue",
+                WireState::Admitted { .. } => "admitted",
+                WireState::Left => "left",
+                WireState::Closed => "closed",
+                WireState::Expired => "expired",
+                WireState::Away => "away",
+            };
+            assert_eq!(read, name, "'{letter}'");
+        }
+    }
 
     #[test]
     fn places_are_read_by_their_state_with_what_each_state_has() {
