@@ -1,14 +1,15 @@
 //! The records the scripts keep as one string each in a Redis hash (a
 //! visitor's place or pass, a group of codes, a sale's claim), declared
 //! once: the prelude generates from each declaration the Lua that writes
-//! it and reads it back (`prelude::record_lua`), so no script splits a
+//! it and reads it back (`prelude::records_lua`), so no script splits a
 //! record by hand. The layout is the compact one: a kind's letter when the
 //! hash holds several kinds, then the fields, `|` between; the last field
-//! may hold any character. Chosen over JSON by measurement: a place in the
-//! line costs 290 bytes of Redis memory as it is (BENCHMARKS.md).
+//! may hold any character. Kept over JSON by measurement (BENCHMARKS.md,
+//! issue 42): a place in the line costs 262 bytes of Redis memory, and a
+//! record read costs a call where decoding JSON costs microseconds.
 
-/// A record: its name in the Lua (`<name>_record(…)` writes one,
-/// `read_<name>(record)` reads it back as its fields' values, in this
+/// A record: its name in the Lua (`records.<name>.write(…)` makes one,
+/// `records.<name>.read(record)` gives its fields' values back, in this
 /// order), the letter its kind begins with, and its fields.
 pub(super) struct Record {
     pub name: &'static str,
