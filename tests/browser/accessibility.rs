@@ -72,9 +72,28 @@ async fn until(browser: &Client, what: &str, ready: &str) {
         if holds == Value::Bool(true) {
             return;
         }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        if Instant::now() >= deadline {
+            panic!(
+                "timed out waiting for {what}; the page: {}",
+                page_state(browser).await
+            );
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// What a page that never got ready shows: its address, the body's
+/// attributes (a sale page's `data-phase`) and its message, if any.
+async fn page_state(browser: &Client) -> String {
+    let said = browser
+        .execute(
+            "const m = document.querySelector('.message'); \
+             return [location.href, document.body && document.body.getAttribute('data-phase'), \
+                     m && m.textContent.trim()].join(' | ');",
+            vec![],
+        )
+        .await;
+    format!("{said:?}")
 }
 
 /// Opens `url`, waits for `ready`, and adds what axe finds to `found`.

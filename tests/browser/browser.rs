@@ -1222,10 +1222,19 @@ async fn an_admitted_visitor_holds_seats_confirms_them_and_gets_a_numbered_ticke
         text_of(&browser, "sale-room-name").await.as_deref(),
         Some("Front rows")
     );
-    eventually("the seat map", BROWSER_PATIENCE, || async {
-        (seat_state(&browser, "A4").await.as_deref() == Some("free")).then_some(())
+    let phase = || async { attr_of(&browser, "body", "data-phase").await };
+    let map = tokio::time::timeout(BROWSER_PATIENCE, async {
+        while seat_state(&browser, "A4").await.as_deref() != Some("free") {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     })
     .await;
+    assert!(
+        map.is_ok(),
+        "timed out waiting for the seat map; the page's phase {:?}, its message {:?}",
+        phase().await,
+        text_of(&browser, "sale-message").await
+    );
     assert_eq!(text_of(&browser, "stock-left").await.as_deref(), Some("4"));
     let seat = |id: &'static str| {
         let browser = &browser;
