@@ -33,7 +33,6 @@ pub(in crate::store::redis) struct WorkerConnections {
 }
 
 /// What a thread has of a connection of its own.
-#[derive(Clone)]
 enum Own {
     Making,
     Made(ConnectionManager),
