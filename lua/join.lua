@@ -150,7 +150,7 @@ end
 local function guess_code(j)
   if j.code_guesses == '' then return check_code(j.code) end
   local per_minute, client = string.match(j.code_guesses, '^(%d+) (.+)$')
-  local key = ROOM_PREFIX .. CODE_GUESSES_KEY .. client
+  local key = life_key(room, CODE_GUESSES_KEY, client)
   local spent, wait = gcra(key, per_minute)
   if not spent then return nil, turn_away(RATELIMITED .. ' ' .. wait) end
   local granted, refusal = check_code(j.code)
@@ -262,17 +262,17 @@ local function join(j)
     if pow then
       if j.pow_until == '' then return turn_away(POWREQUIRED) end
       if tonumber(j.pow_difficulty) < pow_difficulty then return turn_away(POWTOOEASY) end
-      if redis.call('EXISTS', ROOM_PREFIX .. POW_KEY .. j.pow_id) == 1 then return turn_away(POWREUSED) end
+      if redis.call('EXISTS', life_key(room, POW_KEY, j.pow_id)) == 1 then return turn_away(POWREUSED) end
     end
     if j.per_minute ~= '' then
       -- A refused join changes nothing but the count.
-      local limit_key = ROOM_PREFIX .. JOIN_LIMIT_KEY .. j.client
+      local limit_key = life_key(room, JOIN_LIMIT_KEY, j.client)
       local spent, wait = gcra(limit_key, j.per_minute)
       if not spent then return turn_away(RATELIMITED .. ' ' .. wait) end
       redis.call('SET', limit_key, spent, 'PX', spent - now)
     end
     if pow then
-      redis.call('SET', ROOM_PREFIX .. POW_KEY .. j.pow_id, '1', 'PX', math.max(1, tonumber(j.pow_until) - now))
+      redis.call('SET', life_key(room, POW_KEY, j.pow_id), '1', 'PX', math.max(1, tonumber(j.pow_until) - now))
     end
     if granted then spend_code(granted, code) end
     local tokens = num(room, 'tokens')

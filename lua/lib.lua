@@ -24,7 +24,7 @@ local CHANNEL = ROOM_PREFIX .. EVENTS_KEY
 -- declared: its hash tag keeps it in the room's Cluster slot.
 local K_BYPASSED = ROOM_PREFIX .. BYPASSED_KEY
 -- The priority line (code holders) and the codes: named, not declared,
--- like left_key() (the hash tag keeps them in the room's slot). K_PRIO
+-- like life_key()'s (the hash tag keeps them in the room's slot). K_PRIO
 -- scores priority * 2^32 + the level's join sequence number, members the
 -- visitors; a code holder who joined before the opening is drawn: scored
 -- priority * 2^32 (seq 0), member '<draw key hex>:<visitor>', so that
@@ -145,26 +145,37 @@ local function current_record(visitor, now)
   return nil
 end
 
+-- A key of one visitor's or one client address's (a departure, a join
+-- budget, a used proof of work), named under the room's life ('life': one
+-- more each time a room is made under its id, see make_room), so that
+-- nothing a predecessor left under the id is read by its successor; Redis
+-- drops each by its own expiry, so making a room again deletes none of
+-- them (they are as many as the crowd). A room made before rooms had lives
+-- names its keys without one. The scripts name these keys without
+-- declaring them: the hash tag keeps them in the room's Cluster slot.
+local function life_key(room, name, id)
+  local life = room.life
+  return ROOM_PREFIX .. name .. (life and (life .. ':') or '') .. id
+end
+
 -- A visitor who gave up a place or a pass is forgotten at once; a key of
--- their own ('wr:{room}:left:<visitor>', holding until when) says `left`
--- until then (at least abandon_after_s), and Redis drops it by itself. The
--- scripts name it without declaring it: its hash tag keeps it in the room's
--- Cluster slot.
-local function left_key(visitor)
-  return ROOM_PREFIX .. LEFT_KEY .. visitor
+-- their own ('wr:{room}:left:<life>:<visitor>', holding until when) says
+-- `left` until then (at least abandon_after_s).
+local function left_key(room, visitor)
+  return life_key(room, LEFT_KEY, visitor)
 end
 
 local function depart(room, visitor, now, left_until)
   left_until = math.max(left_until, now + room.cfg.abandon_after_s * 1000)
   redis.call('HDEL', K_VISITORS, visitor)
   forget_users({ visitor })
-  redis.call('SET', left_key(visitor), left_until, 'PX', left_until - now)
+  redis.call('SET', left_key(room, visitor), left_until, 'PX', left_until - now)
 end
 
 -- A waiting visitor swept for being away: their departure key says so
 -- ('x' and until when) for AWAY_REMEMBERED_MS, and Redis drops it by itself.
-local function mark_away(visitor, now)
-  redis.call('SET', left_key(visitor), 'x' .. (now + AWAY_REMEMBERED_MS), 'PX', AWAY_REMEMBERED_MS)
+local function mark_away(room, visitor, now)
+  redis.call('SET', left_key(room, visitor), 'x' .. (now + AWAY_REMEMBERED_MS), 'PX', AWAY_REMEMBERED_MS)
 end
 
 -- The room's arrival grace in ms, or nil when passes are never reclaimed.
@@ -355,7 +366,7 @@ local function place(room, visitor, now, shared)
   local kind = record_kind(record)
   local out
   if not record then
-    local departed = redis.call('GET', left_key(visitor)) or ''
+    local departed = redis.call('GET', left_key(room, visitor)) or ''
     local away_until = tonumber(string.match(departed, '^x(%d+)$') or '')
     local departed_until = tonumber(departed)
     if away_until and away_until > now then
@@ -433,6 +444,7 @@ end
 -- Shared by create_room.lua and apply_table.lua.
 local function make_room(seed, commitment, config)
   local now = now_ms()
+  local life = (tonumber(redis.call('HGET', K_ROOM, 'life')) or 0) + 1
   -- UNLINK: a draw of a million entrants is freed in the background.
   for _, group in ipairs(redis.call('HKEYS', K_GROUPS)) do
     redis.call('UNLINK', ROOM_PREFIX .. CODES_KEY .. group)
@@ -445,7 +457,7 @@ local function make_room(seed, commitment, config)
   if cfg.opens_at_ms then
     redis.call('HSET', K_ROOM, 'draw_seed', seed, 'draw_commitment', commitment)
   end
-  redis.call('HSET', K_ROOM, 'closed', '0', 'created_at', now, 'tokens', cfg.admit_per_tick,
+  redis.call('HSET', K_ROOM, 'closed', '0', 'life', life, 'created_at', now, 'tokens', cfg.admit_per_tick,
     'last_tick', now, 'last_tick_ran', '', 'achieved_rate', '0', 'version', 0, 'next_seq', 0,
     'admitted_total', 0, 'config_rev', 0, 'turned_away', 0, 'no_shows', 0)
   return now

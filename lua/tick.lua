@@ -37,10 +37,12 @@ if opens_at and room.drawn ~= '1' and now >= opens_at then
     announced = true
   end
 end
-local next_due = last_tick + tick_ms - now
-if opens_at and room.drawn ~= '1' and now < opens_at then
-  next_due = math.min(next_due, opens_at - now)
+-- `due_in` ms, or sooner if the opening is to be announced sooner.
+local function by_opening(due_in)
+  if opens_at and room.drawn ~= '1' and now < opens_at then return math.min(due_in, opens_at - now) end
+  return due_in
 end
+local next_due = by_opening(last_tick + tick_ms - now)
 -- A tick's answer: nothing was admitted, abandoned or taken back unless it ran.
 local function answer(ran, counts)
   counts.ran, counts.arrival_resumptions = ran, resumptions
@@ -69,7 +71,7 @@ if idle then
   local stale = redis.call('ZRANGEBYSCORE', K_SEEN, '-inf', now - room.cfg.abandon_after_s * 1000,
     'LIMIT', 0, SWEEP_SLICE)
   if #stale > 0 then chunked('ZREM', K_SEEN, stale) end
-  return answer(announced, { waiting = 0, active = 0, next_due_in_ms = tick_ms })
+  return answer(announced, { waiting = 0, active = 0, next_due_in_ms = by_opening(tick_ms) })
 end
 if due then last_tick = last_tick + math.floor((now - last_tick) / tick_ms) * tick_ms end
 -- Whether a sweep filled its slice: more to sweep at the next call.
@@ -182,7 +184,7 @@ if #dropped > 0 then
   chunked('HDEL', K_VISITORS, dropped)
   forget_users(dropped)
   -- Each is told why when they come back (`expired`, `away_too_long`).
-  for _, visitor in ipairs(dropped) do mark_away(visitor, now) end
+  for _, visitor in ipairs(dropped) do mark_away(room, visitor, now) end
 end
 
 -- Refill the bucket (never above one tick's worth) and spend it on the head
@@ -332,7 +334,7 @@ else
 end
 local due_in = last_tick + tick_ms - now
 if due_in <= 0 then due_in = tick_ms end
-if opens_at and room.drawn ~= '1' and now < opens_at then due_in = math.min(due_in, opens_at - now) end
+due_in = by_opening(due_in)
 if more or admit_left then due_in = math.min(due_in, SWEEP_AGAIN_MS) end
 return answer(true, { admitted = #admitted, abandoned = #departed, no_shows = no_shows,
   waiting = waiting_count(), active = redis.call('ZCARD', K_ACTIVE), next_due_in_ms = due_in })

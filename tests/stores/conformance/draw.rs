@@ -280,6 +280,15 @@ pub async fn the_tick_says_to_come_back_at_the_opening(h: &Harness) {
     assert!(again.ran.is_none(), "announced once");
 }
 
+pub async fn an_empty_pre_queue_is_told_to_come_back_at_the_opening(h: &Harness) {
+    let room = scheduled(h, 1).await;
+    // Three seconds before the opening, with a tick due and nobody to
+    // admit: the next is asked for at the opening, not a period later.
+    h.clock.advance_ms(OPENS_IN_MS - 3_000);
+    let tick = h.store.tick(&room).await.unwrap();
+    assert_eq!(tick.next_due_in_ms, 3_000, "{tick:?}");
+}
+
 pub async fn places_tell_the_drawn_positions(h: &Harness) {
     let room = scheduled(h, 1).await;
     h.patch(&room, r#"{"abandon_after_s": 86400}"#).await;

@@ -113,6 +113,7 @@ macro_rules! conformance_suite {
             places_read_many_as_status_reads_each,
             every_config_change_is_in_force_at_once_up_and_down,
             those_who_left_are_told_so_then_forgotten,
+            a_room_made_again_remembers_nothing_of_its_predecessors_visitors,
             a_mass_lapse_is_swept_a_slice_at_a_time,
             a_lapse_of_the_seen_and_the_never_seen_is_swept_a_slice_at_a_time,
             passes_never_seen_are_reclaimed_a_slice_at_a_time,
@@ -130,6 +131,7 @@ macro_rules! conformance_suite {
             an_opening_stays_once_passed_and_draws_even_while_paused,
             silent_entrants_leave_the_pre_queue,
             the_tick_says_to_come_back_at_the_opening,
+            an_empty_pre_queue_is_told_to_come_back_at_the_opening,
             places_tell_the_drawn_positions,
         );
         $crate::conformance_suite!(@sale $make;
@@ -1614,6 +1616,53 @@ pub mod scenarios {
     /// told for `abandon_after_s` (for a pass, while it would have run),
     /// then the visitor is one the room never knew (`expired`), and coming
     /// back means the back of the line either way.
+    pub async fn a_room_made_again_remembers_nothing_of_its_predecessors_visitors(h: &Harness) {
+        let room = h.room("r", 1, None).await;
+        h.patch(&room, r#"{"abandon_after_s": 3600, "pass_ttl_s": 3600}"#)
+            .await;
+        let (holder, state) = h.join(&room).await;
+        assert!(is_admitted(state));
+        h.patch(&room, r#"{"paused": true}"#).await;
+        let (leaver, _) = h.join(&room).await;
+        h.store.leave(&room, leaver).await.unwrap();
+        h.store.leave(&room, holder).await.unwrap();
+        let budget = JoinOptions {
+            limit: Some(JoinLimit {
+                client: "203.0.113.9".into(),
+                per_minute: 1,
+            }),
+            ..JoinOptions::default()
+        };
+        h.store
+            .join_with(&room, VisitorId::random(), &budget)
+            .await
+            .unwrap();
+        let spent = h.store.join_with(&room, VisitorId::random(), &budget).await;
+        assert!(
+            matches!(spent, Err(StoreError::RateLimited { .. })),
+            "{spent:?}"
+        );
+        for gone in [leaver, holder] {
+            assert!(matches!(h.state(&room, gone).await, PlaceState::Left));
+        }
+
+        // Closed and made again under its id, at the same moment: a new
+        // room, which never saw these visitors or this address.
+        h.store.close_room(&room).await.unwrap();
+        h.room("r", 1, None).await;
+        for gone in [leaver, holder] {
+            assert!(
+                matches!(h.state(&room, gone).await, PlaceState::Expired),
+                "nothing of the predecessor's departures is told"
+            );
+        }
+        h.patch(&room, r#"{"paused": true}"#).await;
+        h.store
+            .join_with(&room, VisitorId::random(), &budget)
+            .await
+            .expect("the address's budget is the new room's own");
+    }
+
     pub async fn those_who_left_are_told_so_then_forgotten(h: &Harness) {
         let room = h.room("r", 1, None).await;
         h.patch(&room, r#"{"abandon_after_s": 20, "pass_ttl_s": 60}"#)
