@@ -150,6 +150,13 @@ async fn nothing_of_a_visitor_stays_once_they_are_gone() {
     }
     store.leave(&id, visitors[2]).await.unwrap(); // waiting
     store.leave(&id, visitors[0]).await.unwrap(); // admitted
+    // A visitor's keys are named under the room's life (`life_key` in lua/lib.lua).
+    let life: u64 = redis::cmd("HGET")
+        .arg("wr:{r}:room")
+        .arg("life")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
     for (gone, told_left_ms) in [(visitors[2], 20_000), (visitors[0], 60_000)] {
         let kept: bool = redis::cmd("HEXISTS")
             .arg("wr:{r}:visitors")
@@ -159,7 +166,7 @@ async fn nothing_of_a_visitor_stays_once_they_are_gone() {
             .unwrap();
         assert!(!kept, "gone from the room at once");
         let ttl: i64 = redis::cmd("PTTL")
-            .arg(format!("wr:{{r}}:left:{gone}"))
+            .arg(format!("wr:{{r}}:left:{life}:{gone}"))
             .query_async(&mut redis)
             .await
             .unwrap();
