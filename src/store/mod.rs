@@ -67,7 +67,10 @@ pub trait StoreExt: Store {
     }
 
     async fn create_room(&self, room: RoomId, config: RoomConfig) -> Result<RoomInfo, StoreError> {
-        self.run(op::CreateRoom { room, config }).await
+        let config = Box::new(config);
+        self.run(op::CreateRoom { room, config })
+            .await
+            .map(|info| *info)
     }
     async fn configure(&self, room: &RoomId, patch: ConfigPatch) -> Result<RoomInfo, StoreError> {
         self.run(op::Configure {
@@ -75,6 +78,7 @@ pub trait StoreExt: Store {
             patch,
         })
         .await
+        .map(|info| *info)
     }
     async fn apply_table(&self, table: &RoomTable) -> Result<Applied, StoreError> {
         self.run(op::ApplyTable {
@@ -86,7 +90,8 @@ pub trait StoreExt: Store {
         self.run(op::CloseRoom { room: room.clone() }).await
     }
     async fn room(&self, room: &RoomId) -> Result<RoomInfo, StoreError> {
-        self.run(op::ReadRoom { room: room.clone() }).await
+        let info = self.run(op::ReadRoom { room: room.clone() }).await?;
+        Ok(*info)
     }
     async fn rooms(&self) -> Result<Vec<RoomInfo>, StoreError> {
         self.run(op::ListRooms {}).await

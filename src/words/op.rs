@@ -12,6 +12,13 @@
 //! that misses one does not compile. Adding an operation is one entry in a
 //! list below, a rule in the model, and the store's way to run it (the
 //! memory store's call to the model; the Redis store's script).
+//!
+//! A room's config and its info are boxed where they travel: the enums are
+//! as large as their largest operation and answer, and every call's future
+//! carries both, so the rare calls that hold a config (400 bytes, its info
+//! 600) would make every join's futures too large for the allocator's fast
+//! path (glibc's per-thread cache ends at 1 KiB): 64 joins at once cost
+//! the node 1.2 times the CPU each (BENCHMARKS.md, issue 42).
 
 use std::future::Future;
 
@@ -118,9 +125,9 @@ operations! {
     any: Op, answer: Answer, error: StoreError, handles: Handles;
 
     /// Creates a room; `RoomExists` if an open one has its id.
-    "create_room" => CreateRoom { room: RoomId, config: RoomConfig } -> RoomInfo;
+    "create_room" => CreateRoom { room: RoomId, config: Box<RoomConfig> } -> Box<RoomInfo>;
     /// Changes an open room's config (the fields the patch names).
-    "configure" => Configure { room: RoomId, patch: ConfigPatch } -> RoomInfo;
+    "configure" => Configure { room: RoomId, patch: ConfigPatch } -> Box<RoomInfo>;
     /// Applies a table of the rooms file, in one atomic step: a room
     /// missing (or closed under another table) is created from it; an open
     /// room under another table (or none) takes the fields it names, as
@@ -131,7 +138,7 @@ operations! {
     /// Closes a room: every visitor's state becomes `closed`.
     "close_room" => CloseRoom { room: RoomId } -> ();
     /// An open room with its live stats.
-    "room" => ReadRoom { room: RoomId } -> RoomInfo;
+    "room" => ReadRoom { room: RoomId } -> Box<RoomInfo>;
     /// Every open room with its live stats, by id.
     "rooms" => ListRooms {} -> Vec<RoomInfo>;
     /// Ids of the open rooms, for the promoter.
@@ -249,4 +256,24 @@ operations! {
     "sale_mine" => ClaimsOf { room: RoomId, visitor: VisitorId } -> Vec<Claim>;
     /// Confirmed claims in order of confirmation.
     "sale_orders" => Orders { room: RoomId } -> Vec<Claim>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every call's futures carry its list's enums (module docs): an
+    /// operation that holds something large boxes it, so that a join's
+    /// futures stay within the allocator's fast path.
+    #[test]
+    fn any_operation_and_any_answer_stay_small() {
+        for (name, size) in [
+            ("Op", size_of::<Op>()),
+            ("Answer", size_of::<Answer>()),
+            ("SaleOp", size_of::<SaleOp>()),
+            ("SaleAnswer", size_of::<SaleAnswer>()),
+        ] {
+            assert!(size <= 256, "{name} is {size} bytes: box its largest");
+        }
+    }
 }

@@ -237,7 +237,7 @@ impl Handle<CreateRoom> for MemoryStore {
     async fn handle(
         &self,
         CreateRoom { room: id, config }: CreateRoom,
-    ) -> Result<RoomInfo, StoreError> {
+    ) -> Result<Box<RoomInfo>, StoreError> {
         let dice = self.dice();
         config.validate().map_err(StoreError::InvalidConfig)?;
         let now = self.clock.now_ms();
@@ -251,8 +251,8 @@ impl Handle<CreateRoom> for MemoryStore {
         // hold, no stock (its passes already fail: the new room never
         // admitted them).
         self.sale.wipe(&id);
-        let model = RoomModel::new(id.clone(), config, now, &dice);
-        let info = model.info(now);
+        let model = RoomModel::new(id.clone(), *config, now, &dice);
+        let info = Box::new(model.info(now));
         rooms.insert(id, Arc::new(Mutex::new(Kept::Open(Box::new(model)))));
         Ok(info)
     }
@@ -298,13 +298,13 @@ impl Handle<Configure> for MemoryStore {
     async fn handle(
         &self,
         Configure { room: id, patch }: Configure,
-    ) -> Result<RoomInfo, StoreError> {
+    ) -> Result<Box<RoomInfo>, StoreError> {
         let dice = self.dice();
         let (info, event) = self.with_open_room(&id, "configure", |room, now| {
             room.configure(&patch, now, &dice)
         })??;
         self.publish(event);
-        Ok(info)
+        Ok(Box::new(info))
     }
 }
 
@@ -321,8 +321,8 @@ impl Handle<CloseRoom> for MemoryStore {
 }
 
 impl Handle<ReadRoom> for MemoryStore {
-    async fn handle(&self, ReadRoom { room: id }: ReadRoom) -> Result<RoomInfo, StoreError> {
-        self.with_open_room(&id, "room", |room, now| room.info(now))
+    async fn handle(&self, ReadRoom { room: id }: ReadRoom) -> Result<Box<RoomInfo>, StoreError> {
+        self.with_open_room(&id, "room", |room, now| Box::new(room.info(now)))
             .map_err(|e| match e {
                 StoreError::RoomClosed(id) => StoreError::RoomNotFound(id),
                 other => other,

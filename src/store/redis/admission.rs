@@ -538,7 +538,7 @@ impl Handle<op::CreateRoom> for RedisStore {
     async fn handle(
         &self,
         op::CreateRoom { room: id, config }: op::CreateRoom,
-    ) -> Result<RoomInfo, StoreError> {
+    ) -> Result<Box<RoomInfo>, StoreError> {
         let dice = self.dice();
         config.validate().map_err(StoreError::InvalidConfig)?;
         self.link
@@ -557,7 +557,7 @@ impl Handle<op::CreateRoom> for RedisStore {
                     .chain([config::stored(&config)]),
             )
             .await?;
-        self.room(&id).await
+        self.room(&id).await.map(Box::new)
     }
 }
 
@@ -565,7 +565,7 @@ impl Handle<op::Configure> for RedisStore {
     async fn handle(
         &self,
         op::Configure { room, patch }: op::Configure,
-    ) -> Result<RoomInfo, StoreError> {
+    ) -> Result<Box<RoomInfo>, StoreError> {
         let id = &room;
         let dice = self.dice();
         // Optimistic: read, change, write if nobody wrote in between.
@@ -593,7 +593,7 @@ impl Handle<op::Configure> for RedisStore {
                 .run_script::<Value>(&self.scripts.configure, id, args)
                 .await
             {
-                Ok(_) => return self.room(id).await,
+                Ok(_) => return self.room(id).await.map(Box::new),
                 Err(StoreError::Conflict(_)) => continue,
                 Err(error) => return Err(error),
             }
@@ -695,10 +695,13 @@ impl Handle<op::CloseRoom> for RedisStore {
 }
 
 impl Handle<op::ReadRoom> for RedisStore {
-    async fn handle(&self, op::ReadRoom { room }: op::ReadRoom) -> Result<RoomInfo, StoreError> {
+    async fn handle(
+        &self,
+        op::ReadRoom { room }: op::ReadRoom,
+    ) -> Result<Box<RoomInfo>, StoreError> {
         let id = &room;
         match self.record(id).await {
-            Ok(record) => Ok(record.info),
+            Ok(record) => Ok(Box::new(record.info)),
             Err(StoreError::RoomClosed(id)) => Err(StoreError::RoomNotFound(id)),
             Err(error) => Err(error),
         }
