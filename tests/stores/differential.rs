@@ -1,16 +1,24 @@
-//! The stores side by side: seeded random sequences of operations (joins,
-//! leaves, ticks, config changes up and down, the queue method switched
-//! between `fifo` and `random`, clock steps, arrivals, revocations,
-//! presence, scheduled rooms' pre-queues and openings with their draws, the
-//! sale's claims, confirms, releases and holds running out, and the room's
-//! close) run against the memory store, one Redis and a Redis Cluster on
-//! one driven clock and one seeded chance each, and every answer must
-//! agree, as must every visitor's place and the room's figures at the end.
-//! The memory store is the rules' model (`words::rules`) behind a lock; the
-//! Lua scripts are the same rules again, and this test is what holds the
-//! two together. Since every store draws its random choices from a chance
-//! seeded alike, `random` admits the same visitors everywhere and a draw
-//! has the same seed, entries and order.
+//! The stores side by side: seeded random sequences of store operations
+//! (joins, leaves, ticks, config changes up and down, the queue method
+//! switched between `fifo` and `random`, clock steps, arrivals,
+//! revocations, presence, scheduled rooms' pre-queues and openings with
+//! their draws, the sale's claims, confirms, releases and holds running
+//! out, and the room's close) run against the memory store, one Redis and
+//! a Redis Cluster on one driven clock and one seeded chance each, and
+//! every answer must agree, as must every visitor's place and the room's
+//! figures at the end. The memory store is the rules' model
+//! (`words::rules`) behind a lock; the Lua scripts are the same rules
+//! again, and this test is what holds the two together. Since every store
+//! draws its random choices from a chance seeded alike, `random` admits
+//! the same visitors everywhere and a draw has the same seed, entries and
+//! order.
+//!
+//! The sequences are of the operations themselves (`words::op`), each run
+//! through the store's one `apply`, as every caller's operation is: a new
+//! operation is generated here by adding its strategy and what of its
+//! answer the stores must agree on. Every sequence runs on the same room
+//! and visitors, the room closed and made again first, so each sequence
+//! also checks that nothing of a room's predecessor survives in any store.
 //!
 //! `proptest` makes the sequences (from a fixed seed, so a run repeats) and,
 //! when one disagrees, shrinks it to the shortest sequence that still does,
@@ -22,115 +30,105 @@ use std::sync::{Arc, LazyLock};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::json;
-use waitroom::store::SaleStoreExt;
 use waitroom::store::memory::MemoryStore;
 use waitroom::store::redis::RedisStore;
-use waitroom::store::{RoomFigures, SaleStore, Store, StoreExt, Tick};
+use waitroom::store::{RoomFigures, SaleStore, SaleStoreExt, Store, StoreExt, Tick};
 use waitroom::words::chance::SeededChance;
 use waitroom::words::clock::{Clock, ManualClock, Moment};
+use waitroom::words::op::{self, Answer, Op, SaleAnswer, SaleOp};
+use waitroom::words::operations::JoinOptions;
 use waitroom::words::sale::{Claim, Inventory, SaleConfig, Want};
 use waitroom::words::{ConfigPatch, Place, PlaceState, QueueMethod, RoomConfig, RoomId, VisitorId};
 use waitroom_testkit::redis::{RedisCluster, RedisServer};
 
-/// Visitors a sequence draws from: few, so that they meet again.
-const VISITORS: usize = 6;
+/// Visitors a sequence draws from: few, so that they meet again. The same
+/// for every sequence, as is the room.
+static VISITORS: LazyLock<[VisitorId; 6]> =
+    LazyLock::new(|| std::array::from_fn(|v| VisitorId(0x5eed_0000 + v as u64)));
+static ROOM: LazyLock<RoomId> = LazyLock::new(|| RoomId::parse("differential").unwrap());
 const TICK_MS: u64 = 5_000;
 /// What every store's random choices come from.
 const CHANCE_SEED: u64 = 25;
+/// Stands for the claim id the store gave the visitor's latest claim, in a
+/// generated confirm or release: each store names its claims itself.
+const LATEST_CLAIM: &str = "latest";
 
+/// One step of a sequence.
 #[derive(Debug, Clone)]
-enum Op {
-    Join(usize),
-    Leave(usize),
-    Status(usize),
-    /// The visitor's pass was seen (`/api/verify`): not a no-show.
-    Arrive(usize),
-    /// The operator takes the visitor's pass back.
-    Revoke(usize),
-    /// These visitors hold a socket somewhere.
-    Touch(Vec<usize>),
-    Tick,
-    /// The clock moves on, in ms.
+enum Step {
+    /// An operation on the room, run by every store.
+    Room(Op),
+    /// An operation on the room's sale, run by every store.
+    Sale(SaleOp),
+    /// The clock moves on, in ms, for every store at once.
     Wait(u64),
-    Configure(Patch),
-    /// The visitor claims this many units.
-    Claim(usize, u64),
-    /// The visitor confirms, or releases, their latest claim.
-    Confirm(usize),
-    Release(usize),
-    /// The visitor's holds go back to stock (their pass was taken back).
-    ReleaseHoldsOf(usize),
-    /// What is left, and the orders.
-    Sale,
-    /// The operator closes the room: what follows is refused alike.
-    Close,
-    /// The draw as anyone sees it, and its entries once drawn.
-    Draw,
-    DrawEntries,
 }
 
-#[derive(Debug, Clone)]
-enum Patch {
-    AdmitPerTick(u32),
-    MaxActive(Option<u64>),
-    Paused(bool),
-    TickMs(u64),
-    PassTtl(u64),
-    AbandonAfter(u64),
-    QueueMethod(&'static str),
+fn room() -> RoomId {
+    ROOM.clone()
 }
 
-impl Patch {
-    fn json(&self) -> ConfigPatch {
-        let value = match self {
-            Patch::AdmitPerTick(n) => json!({ "admit_per_tick": n }),
-            Patch::MaxActive(cap) => json!({ "max_active": cap }),
-            Patch::Paused(paused) => json!({ "paused": paused }),
-            Patch::TickMs(ms) => json!({ "tick_ms": ms }),
-            Patch::PassTtl(s) => json!({ "pass_ttl_s": s }),
-            Patch::AbandonAfter(s) => json!({ "abandon_after_s": s }),
-            Patch::QueueMethod(method) => json!({ "queue_method": method }),
-        };
-        serde_json::from_value(value).unwrap()
+fn configure(patch: serde_json::Value) -> Op {
+    let patch: ConfigPatch = serde_json::from_value(patch).unwrap();
+    op::Configure {
+        room: room(),
+        patch,
     }
+    .into()
 }
 
-fn op() -> impl Strategy<Value = Op> {
-    let visitor = 0..VISITORS;
+fn step() -> impl Strategy<Value = Step> {
+    let visitor = (0..VISITORS.len()).prop_map(|v| VISITORS[v]);
+    let room_op = |op: fn(VisitorId) -> Op| visitor.clone().prop_map(move |v| Step::Room(op(v)));
+    let sale_op =
+        |op: fn(VisitorId) -> SaleOp| visitor.clone().prop_map(move |v| Step::Sale(op(v)));
+    let patch = prop_oneof![
+        (1u32..4).prop_map(|n| json!({ "admit_per_tick": n })),
+        proptest::option::of(0u64..4).prop_map(|cap| json!({ "max_active": cap })),
+        any::<bool>().prop_map(|paused| json!({ "paused": paused })),
+        prop_oneof![Just(1_000u64), Just(5_000), Just(20_000)]
+            .prop_map(|ms| json!({ "tick_ms": ms })),
+        prop_oneof![Just(10u64), Just(60), Just(3_600)].prop_map(|s| json!({ "pass_ttl_s": s })),
+        prop_oneof![Just(15u64), Just(60), Just(3_600)]
+            .prop_map(|s| json!({ "abandon_after_s": s })),
+        prop_oneof![Just("fifo"), Just("random")].prop_map(|m| json!({ "queue_method": m })),
+    ];
     prop_oneof![
-        6 => visitor.clone().prop_map(Op::Join),
-        2 => visitor.clone().prop_map(Op::Leave),
-        2 => visitor.clone().prop_map(Op::Status),
-        2 => visitor.clone().prop_map(Op::Arrive),
-        1 => visitor.clone().prop_map(Op::Revoke),
-        2 => proptest::collection::vec(visitor.clone(), 0..VISITORS).prop_map(Op::Touch),
-        5 => Just(Op::Tick),
-        4 => prop_oneof![Just(1_000u64), Just(2_500), Just(5_000), Just(20_000)].prop_map(Op::Wait),
-        2 => prop_oneof![
-            (1u32..4).prop_map(Patch::AdmitPerTick),
-            proptest::option::of(0u64..4).prop_map(Patch::MaxActive),
-            any::<bool>().prop_map(Patch::Paused),
-            prop_oneof![Just(1_000u64), Just(5_000), Just(20_000)].prop_map(Patch::TickMs),
-            prop_oneof![Just(10u64), Just(60), Just(3_600)].prop_map(Patch::PassTtl),
-            prop_oneof![Just(15u64), Just(60), Just(3_600)].prop_map(Patch::AbandonAfter),
-            prop_oneof![Just("fifo"), Just("random")].prop_map(Patch::QueueMethod),
-        ]
-        .prop_map(Op::Configure),
-        3 => (visitor.clone(), 1u64..4).prop_map(|(v, n)| Op::Claim(v, n)),
-        2 => visitor.clone().prop_map(Op::Confirm),
-        1 => visitor.clone().prop_map(Op::Release),
-        1 => visitor.prop_map(Op::ReleaseHoldsOf),
-        1 => Just(Op::Sale),
-        1 => Just(Op::Close),
-        1 => Just(Op::Draw),
-        1 => Just(Op::DrawEntries),
+        6 => room_op(|visitor| op::Join { room: room(), visitor, options: JoinOptions::default() }.into()),
+        2 => room_op(|visitor| op::Leave { room: room(), visitor }.into()),
+        2 => room_op(|visitor| op::Status { room: room(), visitor }.into()),
+        // The visitor's pass was seen (`/api/verify`): not a no-show.
+        2 => room_op(|visitor| op::Arrive { room: room(), visitor }.into()),
+        // The operator takes the visitor's pass back.
+        1 => room_op(|visitor| op::RevokePass { room: room(), visitor, pass_exp_s: None }.into()),
+        // These visitors hold a socket somewhere.
+        2 => proptest::collection::vec(visitor.clone(), 0..VISITORS.len())
+            .prop_map(|visitors| Step::Room(op::Touch { room: room(), visitors }.into())),
+        5 => Just(Step::Room(op::TickIfDue { room: room() }.into())),
+        4 => prop_oneof![Just(1_000u64), Just(2_500), Just(5_000), Just(20_000)].prop_map(Step::Wait),
+        2 => patch.prop_map(|patch| Step::Room(configure(patch))),
+        3 => (visitor.clone(), 1u64..4).prop_map(|(visitor, units)| {
+            let want = Want::Quantity(units);
+            Step::Sale(op::MakeClaim { room: room(), visitor, user: None, want, idempotency_key: None }.into())
+        }),
+        2 => sale_op(|visitor| op::ConfirmClaim { room: room(), visitor, claim_id: LATEST_CLAIM.into() }.into()),
+        1 => sale_op(|visitor| op::ReleaseClaim { room: room(), visitor, claim_id: LATEST_CLAIM.into() }.into()),
+        // The visitor's holds go back to stock (their pass was taken back).
+        1 => sale_op(|visitor| op::ReleaseHoldsOf { room: room(), visitor }.into()),
+        1 => Just(Step::Sale(op::ReadSale { room: room() }.into())),
+        1 => Just(Step::Sale(op::Orders { room: room() }.into())),
+        // The operator closes the room: what follows is refused alike.
+        1 => Just(Step::Room(op::CloseRoom { room: room() }.into())),
+        // The draw as anyone sees it, and its entries once drawn.
+        1 => Just(Step::Room(op::ReadRoom { room: room() }.into())),
+        1 => Just(Step::Room(op::DrawEntries { room: room(), after: None, limit: 100 }.into())),
     ]
 }
 
 /// What an answer says that every store must say alike. Positions, times
 /// and figures; not the stores' own numbering of places (`order`).
 #[derive(Debug, PartialEq)]
-enum Answer {
+enum Compared {
     Place(Shown),
     Tick {
         admitted: Option<(u64, u64, u64, u64, u64)>,
@@ -146,13 +144,15 @@ enum Answer {
     Revoked(bool),
     /// A claim: its state, units, sequence, hold expiry and confirmation time.
     Claim(String, u64, u64, u64, Option<u64>),
-    /// Units left, and each order's sequence and units.
-    Sale(u64, Vec<(u64, u64)>),
+    /// Units left.
+    Sale(u64),
+    /// Each order's sequence and units.
+    Orders(Vec<(u64, u64)>),
     Released(u64),
     /// The error's kind.
     Refused(String),
-    /// Commitment, seed (once revealed), entrants.
-    Draw(String, Option<String>, u64),
+    /// Commitment, seed (once revealed), entrants; `None` without a draw.
+    Draw(Option<(String, Option<String>, u64)>),
     /// Each entrant's key and entry id, in drawn order.
     Entries(Vec<String>),
 }
@@ -178,8 +178,8 @@ enum State {
     Closed,
 }
 
-fn shown(place: Place) -> Shown {
-    Shown {
+fn shown(place: Place) -> Compared {
+    Compared::Place(Shown {
         state: match place.state {
             PlaceState::PreQueue { entry } => State::PreQueue {
                 entry: entry.to_string(),
@@ -201,21 +201,18 @@ fn shown(place: Place) -> Shown {
         version: place.line.version,
         paused: place.line.paused,
         rate_milli: place.line.rate_per_s.map(|r| (r * 1000.0).round() as i64),
-    }
+    })
 }
 
-fn refused(error: impl std::fmt::Debug) -> Answer {
+/// The error's kind: its variant's name.
+fn refused(error: impl std::fmt::Debug) -> Compared {
     let kind = format!("{error:?}");
     let kind = kind.split(['(', ' ', '{']).next().unwrap_or_default();
-    Answer::Refused(kind.to_owned())
+    Compared::Refused(kind.to_owned())
 }
 
-fn answer<T, E: std::fmt::Debug>(result: Result<T, E>, show: impl FnOnce(T) -> Answer) -> Answer {
-    result.map_or_else(refused, show)
-}
-
-fn claim_answer(claim: &Claim) -> Answer {
-    Answer::Claim(
+fn claim(claim: &Claim) -> Compared {
+    Compared::Claim(
         format!("{:?}", claim.state),
         claim.quantity,
         claim.sequence,
@@ -224,8 +221,8 @@ fn claim_answer(claim: &Claim) -> Answer {
     )
 }
 
-fn tick_answer(tick: Tick) -> Answer {
-    Answer::Tick {
+fn tick(tick: Tick) -> Compared {
+    Compared::Tick {
         admitted: tick
             .ran
             .map(|r| (r.admitted, r.abandoned, r.no_shows, r.waiting, r.active)),
@@ -238,78 +235,76 @@ fn tick_answer(tick: Tick) -> Answer {
     }
 }
 
-/// One store, and what it told this sequence of the visitors' claims (each
-/// store names its claims itself).
+/// What of a room operation's answer the stores must agree on.
+fn compared(answer: Answer) -> Compared {
+    match answer {
+        Answer::Join(place) | Answer::Status(place) | Answer::Arrive(place) => shown(place),
+        Answer::Leave(()) | Answer::Touch(()) | Answer::CloseRoom(()) => Compared::Done,
+        // Its stats are the tick's figures, compared there.
+        Answer::Configure(_) => Compared::Done,
+        Answer::RevokePass(taken) => Compared::Revoked(taken),
+        Answer::TickIfDue(ran) => tick(ran),
+        Answer::ReadRoom(info) => Compared::Draw(
+            info.draw
+                .map(|draw| (draw.commitment, draw.seed, draw.entrants)),
+        ),
+        Answer::DrawEntries(entries) => Compared::Entries(
+            entries
+                .iter()
+                .map(|(key, entry)| format!("{}:{entry}", key.to_hex()))
+                .collect(),
+        ),
+        other => unreachable!("an answer to an operation `step` does not make: {other:?}"),
+    }
+}
+
+/// What of a sale operation's answer the stores must agree on.
+fn compared_sale(answer: SaleAnswer) -> Compared {
+    match answer {
+        SaleAnswer::MakeClaim(made) | SaleAnswer::ConfirmClaim(made) => claim(&made),
+        SaleAnswer::ReleaseClaim(()) => Compared::Done,
+        SaleAnswer::ReleaseHoldsOf(released) => Compared::Released(released),
+        SaleAnswer::ReadSale(view) => Compared::Sale(view.stock_left),
+        SaleAnswer::Orders(orders) => {
+            Compared::Orders(orders.iter().map(|o| (o.sequence, o.quantity)).collect())
+        }
+        other => unreachable!("an answer to an operation `step` does not make: {other:?}"),
+    }
+}
+
+/// One store, and what it told this sequence of the visitors' claims.
 struct Under<'a> {
     store: &'a dyn Store,
     sale: &'a dyn SaleStore,
-    latest_claim: HashMap<usize, String>,
+    latest_claim: HashMap<VisitorId, String>,
 }
 
-async fn run(under: &mut Under<'_>, room: &RoomId, visitors: &[VisitorId], op: &Op) -> Answer {
-    let (store, sale) = (under.store, under.sale);
-    let place = |p: Place| Answer::Place(shown(p));
-    match op {
-        Op::Join(v) => answer(store.join(room, visitors[*v]).await, place),
-        Op::Leave(v) => answer(store.leave(room, visitors[*v]).await, |()| Answer::Done),
-        Op::Status(v) => answer(store.status(room, visitors[*v]).await, place),
-        Op::Arrive(v) => answer(store.arrive(room, visitors[*v]).await, place),
-        Op::Revoke(v) => answer(
-            store.revoke_pass(room, visitors[*v], None).await,
-            Answer::Revoked,
-        ),
-        Op::Touch(some) => {
-            let some: Vec<VisitorId> = some.iter().map(|v| visitors[*v]).collect();
-            answer(store.touch(room, &some).await, |()| Answer::Done)
-        }
-        Op::Tick => answer(store.tick(room).await, tick_answer),
-        // The clock is moved for every store at once, before.
-        Op::Wait(_) => Answer::Done,
-        Op::Configure(patch) => answer(store.configure(room, patch.json()).await, |_| Answer::Done),
-        Op::Claim(v, units) => {
-            let want = Want::Quantity(*units);
-            let claimed = sale.claim(room, visitors[*v], &want, None).await;
-            if let Ok(claim) = &claimed {
-                under.latest_claim.insert(*v, claim.claim_id.clone());
+impl Under<'_> {
+    async fn run(&mut self, step: &Step) -> Compared {
+        match step.clone() {
+            Step::Room(op) => self.store.apply(op).await.map_or_else(refused, compared),
+            Step::Sale(mut op) => {
+                if let SaleOp::ConfirmClaim(op::ConfirmClaim {
+                    visitor, claim_id, ..
+                })
+                | SaleOp::ReleaseClaim(op::ReleaseClaim {
+                    visitor, claim_id, ..
+                }) = &mut op
+                {
+                    match self.latest_claim.get(visitor) {
+                        Some(latest) => latest.clone_into(claim_id),
+                        None => return Compared::Done,
+                    }
+                }
+                let answer = self.sale.apply(op).await;
+                if let Ok(SaleAnswer::MakeClaim(made)) = &answer {
+                    let id = made.claim_id.clone();
+                    self.latest_claim.insert(made.visitor, id);
+                }
+                answer.map_or_else(refused, compared_sale)
             }
-            answer(claimed, |claim| claim_answer(&claim))
-        }
-        Op::Confirm(v) => match under.latest_claim.get(v) {
-            Some(id) => answer(sale.confirm(room, visitors[*v], id).await, |c| {
-                claim_answer(&c)
-            }),
-            None => Answer::Done,
-        },
-        Op::Release(v) => match under.latest_claim.get(v) {
-            Some(id) => answer(sale.release(room, visitors[*v], id).await, |()| {
-                Answer::Done
-            }),
-            None => Answer::Done,
-        },
-        Op::ReleaseHoldsOf(v) => answer(
-            sale.release_holds_of(room, visitors[*v]).await,
-            Answer::Released,
-        ),
-        Op::Close => answer(store.close_room(room).await, |()| Answer::Done),
-        Op::Draw => answer(store.draw(room).await, |draw| {
-            Answer::Draw(draw.commitment, draw.seed, draw.entrants)
-        }),
-        Op::DrawEntries => answer(store.draw_entries(room, None, 100).await, |entries| {
-            let entries = entries
-                .iter()
-                .map(|(key, entry)| format!("{}:{entry}", key.to_hex()))
-                .collect();
-            Answer::Entries(entries)
-        }),
-        Op::Sale => {
-            let view = match sale.sale(room).await {
-                Ok(view) => view,
-                Err(error) => return refused(error),
-            };
-            answer(sale.orders(room).await, |orders| {
-                let orders = orders.iter().map(|o| (o.sequence, o.quantity)).collect();
-                Answer::Sale(view.stock_left, orders)
-            })
+            // The clock is moved for every store at once, before.
+            Step::Wait(_) => Compared::Done,
         }
     }
 }
@@ -383,10 +378,9 @@ struct Start {
     random: bool,
 }
 
-/// Runs `ops` on a fresh room in every store; the first disagreement.
-fn disagreement(stores: &Stores, case: u64, start: &Start, ops: &[Op]) -> Result<(), String> {
-    let room = RoomId::parse(&format!("diff-{case}")).unwrap();
-    let visitors: Vec<VisitorId> = (0..VISITORS).map(|_| VisitorId::random()).collect();
+/// Runs `steps` on the room made again in every store; the first
+/// disagreement.
+fn disagreement(stores: &Stores, start: &Start, steps: &[Step]) -> Result<(), String> {
     RUNTIME.block_on(async {
         let mut config = RoomConfig::new("Differential", "/x");
         config.tick_ms = TICK_MS;
@@ -405,12 +399,14 @@ fn disagreement(stores: &Stores, case: u64, start: &Start, ops: &[Op]) -> Result
             hold_ttl_s: 30,
         };
         for (name, store, sales) in &stores.named {
+            // The last sequence's room, if it is still open.
+            let _ = store.close_room(&room()).await;
             store
-                .create_room(room.clone(), config.clone())
+                .create_room(room(), config.clone())
                 .await
                 .map_err(|e| format!("{name}: create_room: {e}"))?;
             sales
-                .configure_sale(&room, sale.clone())
+                .configure_sale(&room(), sale.clone())
                 .await
                 .map_err(|e| format!("{name}: configure_sale: {e:?}"))?;
         }
@@ -426,23 +422,32 @@ fn disagreement(stores: &Stores, case: u64, start: &Start, ops: &[Op]) -> Result
                 (*name, under)
             })
             .collect();
-        let mut all = ops.to_vec();
-        // At the end: every visitor's place.
-        all.extend((0..VISITORS).map(Op::Status));
-        all.push(Op::Sale);
-        for (step, op) in all.iter().enumerate() {
-            if let Op::Wait(ms) = op {
+        let mut all = steps.to_vec();
+        // At the end: every visitor's place, and the sale.
+        all.extend(VISITORS.iter().map(|&visitor| {
+            Step::Room(
+                op::Status {
+                    room: room(),
+                    visitor,
+                }
+                .into(),
+            )
+        }));
+        all.push(Step::Sale(op::ReadSale { room: room() }.into()));
+        all.push(Step::Sale(op::Orders { room: room() }.into()));
+        for (at, step) in all.iter().enumerate() {
+            if let Step::Wait(ms) = step {
                 stores.clock.advance_ms(*ms);
             }
             let mut answers = Vec::new();
             for (name, under) in &mut unders {
-                answers.push((*name, run(under, &room, &visitors, op).await));
+                answers.push((*name, under.run(step).await));
             }
             let (reference, expected) = &answers[0];
             for (name, got) in &answers[1..] {
                 if got != expected {
                     return Err(format!(
-                        "step {step} {op:?}: {reference} answered {expected:?}, {name} {got:?}"
+                        "step {at} {step:?}: {reference} answered {expected:?}, {name} {got:?}"
                     ));
                 }
             }
@@ -462,16 +467,14 @@ fn every_store_answers_every_sequence_alike() {
     let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &[7; 32]);
     let mut runner = TestRunner::new_with_rng(config, rng);
     let stores = Stores::start();
-    let case = std::sync::atomic::AtomicU64::new(0);
     // A third of the rooms open on a schedule, while the sequence runs; a
     // third start with the `random` method.
     let opens_in = prop_oneof![2 => Just(None), 1 => (1u64..6).prop_map(|s| Some(s * 5_000))];
     let random = prop_oneof![2 => Just(false), 1 => Just(true)];
     let start = (opens_in, random).prop_map(|(opens_in, random)| Start { opens_in, random });
-    let cases = (start, proptest::collection::vec(op(), 1..40));
-    let result = runner.run(&cases, |(start, ops)| {
-        let case = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        disagreement(&stores, case, &start, &ops).map_err(TestCaseError::fail)
+    let cases = (start, proptest::collection::vec(step(), 1..40));
+    let result = runner.run(&cases, |(start, steps)| {
+        disagreement(&stores, &start, &steps).map_err(TestCaseError::fail)
     });
     if let Err(failure) = result {
         panic!("{failure}");
