@@ -8,6 +8,7 @@
 # Writes $OUT/TAG-{wait,admit}-N.json (waitroom-load's figures, the server's
 # CPU per join among them) and $OUT/TAG-admit.perf.txt (the profile).
 set -eu
+. "$(dirname "$0")/own.sh"
 TAG=$1 DIR=${2:-.} PORT=18710 OUT=${OUT:-/tmp/rows}
 mkdir -p "$OUT"
 ulimit -n 20000
@@ -18,6 +19,7 @@ WAITROOM_ADMIN_TOKEN=$T "$DIR/target/release/waitroom" --drain-s 0 --listen 127.
   > "$OUT/$TAG-admitted-join.server.log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
+own $pid $PORT
 until curl -sf $URL/healthz >/dev/null; do sleep 0.2; done; sleep 1
 curl -sf -X POST -H "Authorization: Bearer $T" -H 'Content-Type: application/json' \
   -d '{"id":"open","name":"Open","target_url":"/","queue_method":"passthrough","pass_ttl_s":60}' \

@@ -7,6 +7,7 @@
 # the heap by owner, per socket (bytes ÷ N), from each allocation's stack.
 # Needs heaptrack, heaptrack_print, c++filt and python3.
 set -eu
+. "$(dirname "$0")/own.sh"
 TAG=$1 DIR=$2 N=${3:-10000} PORT=${PORT:-18701} OUT=${OUT:-/tmp/heap}
 mkdir -p $OUT
 ulimit -n 20000
@@ -15,8 +16,9 @@ TOOL=${TOOL:-target/release/waitroom-load}
 rm -f $OUT/$TAG.zst
 WAITROOM_ADMIN_TOKEN=$T heaptrack -o $OUT/$TAG $DIR/target/release/waitroom --drain-s 0 \
   --listen 127.0.0.1:$PORT > $OUT/$TAG.server.log 2>&1 &
+until pid=$(pgrep -n -f "release/waitroom --drain-s 0 --listen 127.0.0.1:$PORT"); do sleep 0.2; done
+own $pid $PORT
 until curl -sf http://127.0.0.1:$PORT/healthz >/dev/null; do sleep 0.2; done; sleep 1
-pid=$(pgrep -n -f "release/waitroom --drain-s 0 --listen 127.0.0.1:$PORT")
 $TOOL --json sockets --url http://127.0.0.1:$PORT --room sockets-10000 --admin-token $T \
   --sockets $N --source-ips 2 --hold 20 --server-pid $pid > $OUT/$TAG.json 2> $OUT/$TAG.log &
 tool=$!

@@ -16,6 +16,7 @@
 # data (used_memory_dataset) per place in the line (without FEATURES: the
 # one room's line is then all there is).
 set -eu
+. "$(dirname "$0")/own.sh"
 cd "$(dirname "$0")/../.."
 SIZES=${1:-"1 8 64"} RPORT=16420 PORT=18520 N=${N:-200000} C=${CLIENTS:-64}
 T=TTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTT
@@ -35,6 +36,7 @@ rpid=$!
 RUST_LOG=warn target/release/waitroom --drain-s 0 --listen 127.0.0.1:$PORT --admin-token $T --secret S \
   --redis-url redis://127.0.0.1:$RPORT/ >/dev/null 2>&1 &
 node=$!
+own $node $PORT
 until curl -sf http://127.0.0.1:$PORT/healthz >/dev/null; do sleep 0.2; done
 admin() {
   curl -sf -X POST -H "Authorization: Bearer $T" -H 'Content-Type: application/json' -d "$2" \

@@ -9,6 +9,7 @@
 # issue asks for: Redis CPU per join ÷ Redis CPU per SET, measured alike as
 # redis-server's CPU time over the calls it served.
 set -eu
+. "$(dirname "$0")/own.sh"
 cd "$(dirname "$0")/../.."
 BEFORE=$1 ROUNDS=${2:-2} RPORT=16410 PORT=18510 N=${N:-200000} C=64
 T=TTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTT
@@ -18,6 +19,7 @@ rpid=$!
 RUST_LOG=warn target/release/waitroom --drain-s 0 --listen 127.0.0.1:$PORT --admin-token $T --secret S \
   --redis-url redis://127.0.0.1:$RPORT/ >/dev/null 2>&1 &
 node=$!
+own $node $PORT
 until curl -sf http://127.0.0.1:$PORT/healthz >/dev/null; do sleep 0.2; done
 for room in before after; do
   curl -sf -X POST -H "Authorization: Bearer $T" -H 'Content-Type: application/json' \

@@ -4,18 +4,14 @@
 # against CHECKOUT's release build, with this checkout's load tool: joins/s
 # and the node's CPU per join (after cargo build --release --workspace).
 set -eu
+. "$(dirname "$0")/own.sh"
 DIR=$1 TAG=$2 C=$3 PORT=18720 OUT=${OUT:-/tmp}
 T=bench-admin-token-0123456789abcdef
 TOOL=${TOOL:-target/release/waitroom-load}
 WAITROOM_ADMIN_TOKEN=$T $DIR/target/release/waitroom --drain-s 0 --listen 127.0.0.1:$PORT \
   > $OUT/at-$TAG.server.log 2>&1 &
 pid=$!
-# Our own server: the port's listener is this process (another server
-# answering on it would be measured instead).
-until ss -ltnpH "sport = :$PORT" | grep -q "pid=$pid,"; do
-  kill -0 $pid 2>/dev/null || { echo "the server did not start: $OUT" >&2; exit 1; }
-  sleep 0.2
-done
+own $pid $PORT
 until curl -sf http://127.0.0.1:$PORT/healthz >/dev/null; do sleep 0.2; done; sleep 1
 $TOOL --json join --url http://127.0.0.1:$PORT --room bench-c$C --admin-token $T --create-room \
   --concurrency $C --server-pid $pid --rounds 2 --duration 5 > $OUT/at-$TAG.json 2>/dev/null

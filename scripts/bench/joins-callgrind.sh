@@ -5,18 +5,14 @@
 # it, then 2,000 joins one at a time with instrumentation on (a paused room,
 # each a new place). Prints the total; ÷ 2,000 is the cost of a join.
 set -eu
+. "$(dirname "$0")/own.sh"
 DIR=$1 TAG=$2 PORT=18811 OUT=${OUT:-/tmp}
 T=bench-admin-token-0123456789abcdef
 WAITROOM_ADMIN_TOKEN=$T valgrind --tool=callgrind --callgrind-out-file=$OUT/cg-$TAG.out \
   --instr-atstart=no $DIR/target/release/waitroom --drain-s 0 --listen 127.0.0.1:$PORT \
   > $OUT/cg-$TAG.log 2>&1 &
 pid=$!
-# Our own server: the port's listener is this process (another server
-# answering on it would be measured instead).
-until ss -ltnpH "sport = :$PORT" | grep -q "pid=$pid,"; do
-  kill -0 $pid 2>/dev/null || { echo "the server did not start: $OUT" >&2; exit 1; }
-  sleep 0.2
-done
+own $pid $PORT
 until curl -sf http://127.0.0.1:$PORT/healthz >/dev/null; do sleep 0.2; done
 curl -sf -X POST -H "Authorization: Bearer $T" -H 'content-type: application/json' \
   -d '{"id":"cg","name":"CG","target_url":"/x","paused":true}' \

@@ -12,6 +12,7 @@
 # and redis-benchmark on core 1), as on a Redis host of its own, for the
 # joins and the SET alike.
 set -eu
+. "$(dirname "$0")/own.sh"
 cd "$(dirname "$0")/../.."
 C=${1:-256} RPORT=16430 PORT=18530 BIN=${BIN:-target/release/waitroom} LOG=${OUT:-/tmp}/join-stats-wrk.log
 ulimit -n 20000
@@ -23,6 +24,7 @@ rpid=$!
 RUST_LOG=warn $on_other_core $BIN --drain-s 0 --listen 127.0.0.1:$PORT --admin-token TTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTT --secret S \
     --redis-url redis://127.0.0.1:$RPORT/ >/dev/null 2>&1 &
 npid=$!
+own $npid $PORT
 until curl -sf http://127.0.0.1:$PORT/healthz >/dev/null; do sleep 0.2; done
 curl -sf -X POST -H 'Authorization: Bearer TTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTT' -H 'Content-Type: application/json' \
   -d '{"id":"bench","name":"b","target_url":"/","paused":true,"abandon_after_s":86400}' http://127.0.0.1:$PORT/api/admin/rooms >/dev/null

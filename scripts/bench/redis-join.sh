@@ -7,6 +7,7 @@
 # in all), a client that leaves more of the 2 cores to Redis and the nodes.
 # Figures go to stdout and stderr; the tool's JSON and wrk's output to $OUT (default /tmp).
 set -eu
+. "$(dirname "$0")/own.sh"
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp}
 NODES=$1 C=$2 RPORT=16400 PORT=18500 N=300000
@@ -24,6 +25,7 @@ for i in $(seq 0 $((NODES-1))); do
     --redis-url redis://127.0.0.1:$RPORT/ >/dev/null 2>&1 &
   pids+=($!); urls+=(http://127.0.0.1:$((PORT+i)))
 done
+for i in "${!pids[@]}"; do own ${pids[$i]} $((PORT+i)); done
 for u in "${urls[@]}"; do until curl -sf $u/healthz >/dev/null; do sleep 0.2; done; done
 curl -sf -X POST -H 'Authorization: Bearer TTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTT' -H 'Content-Type: application/json' \
   -d '{"id":"rb","name":"redis-benchmark","target_url":"/","paused":true,"abandon_after_s":86400}' \

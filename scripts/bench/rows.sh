@@ -3,6 +3,7 @@
 # One run of BENCHMARKS.md's sockets or joins row (memory store), or of
 # scripts/bench/redis-join.sh 1 64, against CHECKOUT's release build.
 set -eu
+. "$(dirname "$0")/own.sh"
 TAG=$1 DIR=$2 KIND=$3 PORT=18700 OUT=${OUT:-/tmp/rows}
 mkdir -p $OUT
 ulimit -n 20000
@@ -15,6 +16,7 @@ redis)
 esac
 WAITROOM_ADMIN_TOKEN=$T $DIR/target/release/waitroom --drain-s 0 --listen 127.0.0.1:$PORT > $OUT/$TAG-$KIND.server.log 2>&1 &
 pid=$!
+own $pid $PORT
 until curl -sf http://127.0.0.1:$PORT/healthz >/dev/null; do sleep 0.2; done; sleep 1
 echo "start $(date -u +%H:%M:%S) $(cat /proc/loadavg)" > $OUT/$TAG-$KIND.log
 case $KIND in

@@ -8,6 +8,7 @@
 # run ÷ the run's verifies). Writes $OUT/TAG-verify-ROUND-N.log (N: the
 # binary's place in the list, from 0).
 set -eu
+. "$(dirname "$0")/own.sh"
 cd "$(dirname "$0")/../.."
 TAG=$1; shift
 BINS=("${@:-target/release/waitroom}")
@@ -22,6 +23,7 @@ for round in 1 2; do
     RUST_LOG=warn WAITROOM_ADMIN_TOKEN=$T "$bin" --drain-s 0 --listen 127.0.0.1:$PORT --secret S >/dev/null 2>&1 &
     pid=$!
     trap 'kill $pid 2>/dev/null || true' EXIT
+    own $pid $PORT
     until curl -sf $URL/healthz >/dev/null; do sleep 0.1; done
     curl -sf -X POST -H "Authorization: Bearer $T" -H 'Content-Type: application/json' \
       -d '{"id":"open","name":"Open","target_url":"/","queue_method":"passthrough","pass_ttl_s":3600}' \
