@@ -77,14 +77,24 @@ local now_text = tostring(now)
 -- user, a code, a count of the line) flushes first.
 local pending, pending_count = {}, 0
 local line_adds, record_sets = {}, {}
-local function flush()
-  if pending_count == 0 then return end
+-- `...`: more of the room's fields to write with next_seq (the call's last
+-- flush writes the peak of the line with it).
+local function flush(...)
+  if pending_count == 0 then
+    if select('#', ...) > 0 then redis.call('HSET', K_ROOM, ...) end
+    return
+  end
   chunked('ZADD', K_LINE, line_adds)
   chunked('HSET', K_VISITORS, record_sets)
-  redis.call('HSET', K_ROOM, 'next_seq', room.next_seq)
+  redis.call('HSET', K_ROOM, 'next_seq', room.next_seq, ...)
   pending, pending_count = {}, 0
   line_adds, record_sets = {}, {}
 end
+
+-- The call's new places in the draw or the priority line, counted in the
+-- room's ledger once at the end (those at the back of the line are its
+-- sequence); and whether it made any place that waits (for the peak).
+local other_arrivals, made_waiting = 0, false
 
 -- Everyone waiting, counted once per call and kept up by the joins that
 -- add to the back of the line; nil again after any other change.
@@ -126,8 +136,12 @@ local function check_code(code)
   return nil, redis.error_reply(refusal)
 end
 
-local function turn_away(refusal)
+-- The refusal (its code, and a detail if any) counted in the stats and,
+-- by code, in the room's ledger.
+local function turn_away(refusal, detail)
   redis.call('HINCRBY', K_ROOM, 'turned_away', 1)
+  ledger.add(room, 'turned:' .. ledger.why(refusal), 1)
+  if detail then refusal = refusal .. ' ' .. detail end
   return redis.error_reply(refusal)
 end
 
@@ -152,7 +166,7 @@ local function guess_code(j)
   local per_minute, client = string.match(j.code_guesses, '^(%d+) (.+)$')
   local key = life_key(room, CODE_GUESSES_KEY, client)
   local spent, wait = gcra(key, per_minute)
-  if not spent then return nil, turn_away(RATELIMITED .. ' ' .. wait) end
+  if not spent then return nil, turn_away(RATELIMITED, wait) end
   local granted, refusal = check_code(j.code)
   if not granted then redis.call('SET', key, spent, 'PX', spent - now) end
   return granted, refusal
@@ -262,13 +276,15 @@ local function join(j)
     if pow then
       if j.pow_until == '' then return turn_away(POWREQUIRED) end
       if tonumber(j.pow_difficulty) < pow_difficulty then return turn_away(POWTOOEASY) end
-      if redis.call('EXISTS', life_key(room, POW_KEY, j.pow_id)) == 1 then return turn_away(POWREUSED) end
+      if redis.call('EXISTS', life_key(room, POW_KEY, j.pow_id)) == 1 then
+        return turn_away(POWREUSED)
+      end
     end
     if j.per_minute ~= '' then
       -- A refused join changes nothing but the count.
       local limit_key = life_key(room, JOIN_LIMIT_KEY, j.client)
       local spent, wait = gcra(limit_key, j.per_minute)
-      if not spent then return turn_away(RATELIMITED .. ' ' .. wait) end
+      if not spent then return turn_away(RATELIMITED, wait) end
       redis.call('SET', limit_key, spent, 'PX', spent - now)
     end
     if pow then
@@ -284,6 +300,7 @@ local function join(j)
       redis.call('ZADD', K_SEEN, now, visitor)
       redis.call('HSET', K_VISITORS, visitor, records.drawn.write(j.key, j.entry, now))
       waiting = nil
+      other_arrivals, made_waiting = other_arrivals + 1, true
     elseif not pre_queue and not room.cfg.paused and through then
       admit(room, visitor, now)
       room.tokens, room.admitted_total = math.max(0, tokens - 1), num(room, 'admitted_total') + 1
@@ -291,6 +308,7 @@ local function join(j)
       record_admissions(now, 1)
     elseif granted then
       enter_priority(j, visitor, granted, now)
+      other_arrivals, made_waiting = other_arrivals + 1, true
     else
       local count = waiting_now()
       local seq = num(room, 'next_seq') + 1
@@ -303,6 +321,7 @@ local function join(j)
       line_adds[n - 1], line_adds[n] = seq_text, visitor
       record_sets[n - 1], record_sets[n] = visitor, record
       waiting = count + 1
+      made_waiting = true
     end
   end
   if user ~= '' then
@@ -327,7 +346,14 @@ for i = 1, #ARGV - 2 do
   if type(reply) == 'table' and reply.err then reply = JOIN_REFUSED .. string.gsub(reply.err, '^%-', '') end
   replies[i + 1] = reply
 end
-flush()
+-- The line only grows within a call, so its peak is read once, at the end.
+local peak = num(room, 'peak_waiting') or 0
+if made_waiting and (waiting or waiting_now()) > peak then
+  flush('peak_waiting', waiting)
+else
+  flush()
+end
+if other_arrivals > 0 then ledger.add(room, 'arrivals_other', other_arrivals) end
 local line_now = line(room, 0)
 replies[1] = cjson.encode({ rate = line_now.rate, tick_at = line_now.tick_at, paused = line_now.paused,
   facts = facts(room) })

@@ -268,6 +268,16 @@ local function take(n, method)
   return out
 end
 
+-- When a waiting place's visitor joined: the last field of each kind that waits.
+local function joined_of(record)
+  local kind = record_kind(record)
+  for _, r in ipairs({ records.waiting, records.drawn, records.priority, records.priority_drawn }) do
+    if kind == r.kind then return tonumber((select(r.fields, r.read(record)))) end
+  end
+end
+
+-- Each admission's wait (ms), from joining or, for the pre-queue, the opening.
+local waits = {}
 local admitting = due or admit_left
 if admitting and opened(room, now) and not room.cfg.paused and not sold_out(room) then
   local method = queue_method(room)
@@ -296,6 +306,10 @@ if admitting and opened(room, now) and not room.cfg.paused and not sold_out(room
         expires_at = expires_at })
     end
     if #members > 0 then
+      local waited_from = room.cfg.opens_at_ms or 0
+      for i, record in ipairs(redis.call('HMGET', K_VISITORS, unpack(members))) do
+        waits[i] = now - math.max(joined_of(record) or now, waited_from)
+      end
       chunked('HSET', K_VISITORS, sets)
       chunked('ZADD', K_ACTIVE, passes)
       if #arrivals > 0 then chunked('ZADD', K_ARRIVALS, arrivals) end
@@ -317,6 +331,7 @@ if admitting then
     'achieved_rate', tostring(achieved), 'admitted_total', num(room, 'admitted_total') + #admitted)
   room.last_tick_ran, room.achieved_rate = tostring(now), tostring(achieved)
 end
+ledger.tick(room, now, waits, #departed, waiting_count(), redis.call('ZCARD', K_ACTIVE))
 -- A call between ticks that admitted and dropped no one (a sweep that
 -- passed only visitors still present, or admitted) moved no place: no new
 -- version and no event, so that catching up on a sweep sends the sockets
@@ -336,5 +351,5 @@ local due_in = last_tick + tick_ms - now
 if due_in <= 0 then due_in = tick_ms end
 due_in = by_opening(due_in)
 if more or admit_left then due_in = math.min(due_in, SWEEP_AGAIN_MS) end
-return answer(true, { admitted = #admitted, abandoned = #departed, no_shows = no_shows,
+return answer(true, { admitted = #admitted, waits = waits, abandoned = #departed, no_shows = no_shows,
   waiting = waiting_count(), active = redis.call('ZCARD', K_ACTIVE), next_due_in_ms = due_in })

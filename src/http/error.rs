@@ -62,6 +62,7 @@ crate::words::wire_enum! {
         PowInvalid,
         PowRequired,
         PublicUrlUnknown,
+        ReportNotFound,
         RateLimited,
         RoomClosed,
         RoomExists,
@@ -373,6 +374,13 @@ impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         match error {
             StoreError::RoomNotFound(id) => ApiError::RoomNotFound(id.to_string()),
+            StoreError::ReportNotFound(id) => ApiError::Absent {
+                code: ErrorCode::ReportNotFound,
+                message: format!(
+                    "no report is kept of a room {:?} made at that time",
+                    id.as_str()
+                ),
+            },
             StoreError::RoomExists(id) => ApiError::Conflict {
                 code: ErrorCode::RoomExists,
                 message: format!("a room called {:?} already exists", id.as_str()),

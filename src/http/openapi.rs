@@ -68,6 +68,8 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         super::admin::api::close,
         super::admin::api::history,
         super::admin::api::revoke_pass,
+        super::admin::report::report,
+        super::admin::report::reports,
         super::admin::codes::add_codes,
         super::admin::codes::list_codes,
         super::admin::codes::remove_codes,

@@ -10,8 +10,10 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::http::error::{ApiError, ErrorBody, ErrorCode, ErrorDetail};
 use crate::http::state::{Live, Ops};
+use crate::live::promoter::WAIT_SECONDS;
 use crate::store::redis::JOINS_PER_CALL;
 use crate::store::{Store, StoreExt};
+use crate::words::report::WAIT_BOUNDS_S;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/healthz").get(healthz))
@@ -40,6 +42,12 @@ pub fn metrics_handle() -> PrometheusHandle {
                     builder.set_buckets_for_metric(
                         Matcher::Full("waitroom_tick_lag_seconds".into()),
                         &lag,
+                    )
+                })
+                .and_then(|builder| {
+                    builder.set_buckets_for_metric(
+                        Matcher::Full(WAIT_SECONDS.into()),
+                        &WAIT_BOUNDS_S.map(|s| s as f64),
                     )
                 })
                 .and_then(|builder| {
@@ -78,6 +86,10 @@ fn describe() {
     metrics::describe_histogram!(
         JOINS_PER_CALL,
         "joins one call of the join script carried to Redis (at most 64)"
+    );
+    metrics::describe_histogram!(
+        WAIT_SECONDS,
+        "waits from joining (or the opening) to admission from the line, by room, recorded once per admission by the node whose tick admitted it (buckets as the room's report's)"
     );
     metrics::describe_histogram!(
         "waitroom_tick_seconds",

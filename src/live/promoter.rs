@@ -34,6 +34,10 @@ use crate::words::constants::SWEEP_AGAIN_MS;
 use crate::words::sale::{SaleError, Stock};
 use crate::words::{RoomEvent, RoomId, StoreEvent};
 
+/// The histogram of waits from joining (or the opening) to admission, in
+/// the buckets of the rooms' reports (`words::report::WAIT_BOUNDS_S`).
+pub const WAIT_SECONDS: &str = "waitroom_wait_seconds";
+
 /// How long an empty room goes unasked, at the least. Nothing depends on it
 /// but a room whose visitors reached the store through no node's promoter
 /// (none should): it is a safety net, so it is slow.
@@ -137,7 +141,7 @@ impl Schedule {
     /// late a due tick that ran was (recorded), and when the next is due.
     fn answered(&mut self, room: &RoomId, asked: Instant, tick: &Tick) {
         let due = self.due.remove(room);
-        if let (Some(due), Some(_)) = (due, tick.ran) {
+        if let (Some(due), Some(_)) = (due, &tick.ran) {
             metrics::histogram!("waitroom_tick_lag_seconds")
                 .record(asked.saturating_duration_since(due).as_secs_f64());
         }
@@ -340,9 +344,15 @@ impl Promoter {
         let labels = [("room", room.to_string())];
         self.show(&labels, room, &tick);
         self.history.record(room, asked_at, &tick.figures);
-        if let Some(report) = tick.ran {
+        if let Some(report) = &tick.ran {
             metrics::histogram!("waitroom_tick_seconds").record(started.elapsed().as_secs_f64());
             metrics::counter!("waitroom_admitted_total", &labels).increment(report.admitted);
+            // This node's call admitted them: recorded here only, so a sum
+            // over nodes counts each admission once.
+            let waits = metrics::histogram!(WAIT_SECONDS, &labels);
+            for &wait in &report.waits_ms {
+                waits.record(wait as f64 / 1000.0);
+            }
             if report.no_shows > 0 {
                 metrics::counter!("waitroom_no_shows_total", &labels).increment(report.no_shows);
             }

@@ -44,6 +44,12 @@ pub struct Settings {
     #[arg(long, env = "WAITROOM_REDIS_CA_FILE", value_name = "FILE")]
     pub redis_ca_file: Option<std::path::PathBuf>,
 
+    /// How many days a closed room's report stays readable
+    /// (`GET /api/admin/rooms/{room}/report`); on the memory store, until
+    /// the node stops if that is sooner.
+    #[arg(long, env = "WAITROOM_REPORT_KEEP_DAYS", default_value_t = crate::words::report::DEFAULT_REPORT_KEEP_DAYS, value_parser = clap::value_parser!(u64).range(1..=3650))]
+    pub report_keep_days: u64,
+
     /// Replicas that must have each write before it is answered (Redis
     /// `WAIT`, 1 s at most; past it the answer is 503 and nothing was
     /// acknowledged): a failover then loses nothing any client was told.
@@ -262,6 +268,7 @@ impl Settings {
     /// How the Redis store connects and when a write is acknowledged.
     pub fn redis_options(&self) -> RedisOptions {
         RedisOptions {
+            report_keep_days: self.report_keep_days,
             ca_file: self.redis_ca_file.clone(),
             wait_replicas: self.redis_wait_replicas,
         }

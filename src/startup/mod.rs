@@ -149,7 +149,12 @@ pub struct Stores {
 
 impl Stores {
     pub fn memory(clock: SharedClock) -> Self {
-        let store = MemoryStore::new(clock);
+        Self::memory_keeping(clock, crate::words::report::DEFAULT_REPORT_KEEP_DAYS)
+    }
+
+    /// [`Stores::memory`], keeping closed rooms' reports `report_keep_days`.
+    pub fn memory_keeping(clock: SharedClock, report_keep_days: u64) -> Self {
+        let store = MemoryStore::new(clock).keep_reports_for(report_keep_days);
         Self {
             sale: Arc::new(store.sale()),
             admission: Arc::new(store),
@@ -281,7 +286,7 @@ impl Application {
                     url: crate::store::redis::redacted(url),
                     reason: error.to_string(),
                 })?,
-            None => Stores::memory(clock.clone()),
+            None => Stores::memory_keeping(clock.clone(), settings.report_keep_days),
         };
         Self::assemble(settings, clock, stores, rooms).await
     }

@@ -116,6 +116,7 @@ pub fn app(
         .configure(draw::routes)
         .configure(sockets::routes)
         .configure(admin::api::routes)
+        .configure(admin::report::routes)
         .configure(admin::codes::routes)
         .configure(admin::page::routes)
         .configure(sale::routes)

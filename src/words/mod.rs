@@ -21,6 +21,7 @@ pub mod operations;
 pub mod origin_token;
 pub mod page;
 pub mod pow;
+pub mod report;
 pub mod return_url;
 pub mod room_table;
 pub mod rules;

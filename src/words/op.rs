@@ -28,6 +28,7 @@ use crate::words::draw::{DrawKey, EntryId};
 use crate::words::join_limit::ClientBlock;
 use crate::words::login_limit::Attempt;
 use crate::words::operations::{JoinOptions, StoreError, Tick};
+use crate::words::report::{Report, ReportEntry};
 use crate::words::room_table::{Applied, RoomTable};
 use crate::words::sale::{Claim, SaleConfig, SaleError, SaleView, Stock, Want};
 use crate::words::{ConfigPatch, Place, RoomConfig, RoomId, RoomInfo, VisitorId};
@@ -141,6 +142,13 @@ operations! {
     "room" => ReadRoom { room: RoomId } -> Box<RoomInfo>;
     /// Every open room with its live stats, by id.
     "rooms" => ListRooms {} -> Vec<RoomInfo>;
+    /// A room's report (`words::report`): of the room made at `created_at`
+    /// (open, or closed and still kept), or without it of the room under
+    /// this id now (or closed last). `ReportNotFound` for a `created_at`
+    /// that made no room kept.
+    "report" => ReadReport { room: RoomId, created_at: Option<Millis> } -> Box<Report>;
+    /// Every report kept: the open rooms' and the closed ones'.
+    "reports" => ListReports {} -> Vec<ReportEntry>;
     /// Ids of the open rooms, for the promoter.
     "room_ids" => RoomIds {} -> Vec<RoomId>;
     /// Joins, or returns the visitor's existing place: idempotent per

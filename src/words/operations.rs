@@ -15,6 +15,9 @@ use crate::words::pow::Solved;
 pub enum StoreError {
     #[error("room {0} not found")]
     RoomNotFound(RoomId),
+    /// No report is kept of a room made under this id at that time.
+    #[error("no report of room {0} made then")]
+    ReportNotFound(RoomId),
     #[error("room {0} already exists")]
     RoomExists(RoomId),
     #[error("room {0} is closed")]
@@ -114,7 +117,7 @@ pub struct JoinOptions {
 
 /// What asking a room for its tick found: whether one ran and when the next
 /// is due, so a promoter sleeps until then instead of asking again.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Tick {
     /// What the tick did; `None` when none was due (another node ran it).
     pub ran: Option<TickReport>,
@@ -151,9 +154,13 @@ pub struct RoomFigures {
 }
 
 /// What a due tick did, for the promoter's metrics and logs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TickReport {
     pub admitted: u64,
+    /// Each admission's wait (ms) from joining, or the opening, as the
+    /// room's report counts it: the node whose call admitted them records
+    /// them in `waitroom_wait_seconds`, so a sum over nodes counts each once.
+    pub waits_ms: Vec<crate::words::clock::Millis>,
     pub abandoned: u64,
     /// Passes reclaimed unused (`arrival_grace_s`).
     pub no_shows: u64,

@@ -11,5 +11,6 @@ mod observability;
 mod openapi;
 mod origin_access;
 mod promoter;
+mod report;
 mod sale;
 mod slow_readers;

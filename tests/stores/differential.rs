@@ -122,6 +122,9 @@ fn step() -> impl Strategy<Value = Step> {
         // The draw as anyone sees it, and its entries once drawn.
         1 => Just(Step::Room(op::ReadRoom { room: room() }.into())),
         1 => Just(Step::Room(op::DrawEntries { room: room(), after: None, limit: 100 }.into())),
+        // The room's report, and the reports kept (closed rooms' too).
+        1 => Just(Step::Room(op::ReadReport { room: room(), created_at: None }.into())),
+        1 => Just(Step::Room(op::ListReports {}.into())),
     ]
 }
 
@@ -131,7 +134,7 @@ fn step() -> impl Strategy<Value = Step> {
 enum Compared {
     Place(Shown),
     Tick {
-        admitted: Option<(u64, u64, u64, u64, u64)>,
+        admitted: Option<(u64, Vec<u64>, u64, u64, u64, u64)>,
         busy: bool,
         next_due_in_ms: u64,
         /// What every node's metrics show of the room (`Tick::figures`),
@@ -155,6 +158,8 @@ enum Compared {
     Draw(Option<(String, Option<String>, u64)>),
     /// Each entrant's key and entry id, in drawn order.
     Entries(Vec<String>),
+    /// A report, whole, as JSON; or the list of reports.
+    Report(String),
 }
 
 #[derive(Debug, PartialEq)]
@@ -223,9 +228,16 @@ fn claim(claim: &Claim) -> Compared {
 
 fn tick(tick: Tick) -> Compared {
     Compared::Tick {
-        admitted: tick
-            .ran
-            .map(|r| (r.admitted, r.abandoned, r.no_shows, r.waiting, r.active)),
+        admitted: tick.ran.map(|r| {
+            (
+                r.admitted,
+                r.waits_ms,
+                r.abandoned,
+                r.no_shows,
+                r.waiting,
+                r.active,
+            )
+        }),
         busy: tick.busy,
         next_due_in_ms: tick.next_due_in_ms,
         figures: RoomFigures {
@@ -248,6 +260,8 @@ fn compared(answer: Answer) -> Compared {
             info.draw
                 .map(|draw| (draw.commitment, draw.seed, draw.entrants)),
         ),
+        Answer::ReadReport(report) => Compared::Report(serde_json::to_string(&report).unwrap()),
+        Answer::ListReports(reports) => Compared::Report(serde_json::to_string(&reports).unwrap()),
         Answer::DrawEntries(entries) => Compared::Entries(
             entries
                 .iter()
@@ -435,6 +449,13 @@ fn disagreement(stores: &Stores, start: &Start, steps: &[Step]) -> Result<(), St
         }));
         all.push(Step::Sale(op::ReadSale { room: room() }.into()));
         all.push(Step::Sale(op::Orders { room: room() }.into()));
+        all.push(Step::Room(
+            op::ReadReport {
+                room: room(),
+                created_at: None,
+            }
+            .into(),
+        ));
         for (at, step) in all.iter().enumerate() {
             if let Step::Wait(ms) = step {
                 stores.clock.advance_ms(*ms);

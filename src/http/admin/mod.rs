@@ -4,4 +4,5 @@
 pub mod api;
 pub mod codes;
 pub mod page;
+pub mod report;
 mod room_form;

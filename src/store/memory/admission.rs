@@ -16,15 +16,19 @@ use tokio::sync::broadcast;
 use super::sale::MemorySale;
 use crate::store::{Store, StoreError, Tick};
 use crate::words::chance::{Dice, OsChance, SharedChance};
+use crate::words::clock::Moment;
 use crate::words::clock::{Millis, SharedClock};
 use crate::words::codes::GroupSummary;
 use crate::words::draw::{DrawKey, EntryId};
 use crate::words::login_limit::Lockout;
 use crate::words::op::{
     AddCodes, AdminSessionEnded, AnnounceStock, Answer, ApplyTable, Arrive, CloseRoom, CodeGroups,
-    Configure, CreateRoom, DrawEntries, EndAdminSession, Handle, Join, Leave, ListRooms,
-    LoginAttempt, Op, Ping, Places, ReadRoom, RemoveCodes, ResumeArrivals, RevokePass, RoomIds,
-    Status, TickIfDue, Touch, UserOf,
+    Configure, CreateRoom, DrawEntries, EndAdminSession, Handle, Join, Leave, ListReports,
+    ListRooms, LoginAttempt, Op, Ping, Places, ReadReport, ReadRoom, RemoveCodes, ResumeArrivals,
+    RevokePass, RoomIds, Status, TickIfDue, Touch, UserOf,
+};
+use crate::words::report::{
+    DAY_MS, DEFAULT_REPORT_KEEP_DAYS, Ledger, Report, ReportEntry, ReportFacts,
 };
 use crate::words::room_table::{Applied, TableHash};
 use crate::words::rules::{FORGOTTEN_PER_OPERATION, FORGOTTEN_PER_TICK, RoomModel};
@@ -47,6 +51,27 @@ pub struct MemoryStore {
     /// The rooms' sales: creating a room wipes the sale of any room that had
     /// its id before, under the same lock that creates it.
     sale: MemorySale,
+    /// Closed rooms' reports, oldest close first, each kept `report_keep_ms`.
+    reports: Mutex<Vec<ClosedReport>>,
+    report_keep_ms: Millis,
+}
+
+/// A closed room's report as the store keeps it: its ledger and facts.
+struct ClosedReport {
+    room: RoomId,
+    closed_at: Millis,
+    ledger: Ledger,
+    facts: ReportFacts,
+}
+
+impl ClosedReport {
+    fn entry(&self) -> ReportEntry {
+        ReportEntry {
+            room: self.room.to_string(),
+            created_at: Moment(self.ledger.created_at),
+            closed_at: Some(Moment(self.closed_at)),
+        }
+    }
 }
 
 /// A room as the store keeps it: a closed room stays, without its model
@@ -73,16 +98,17 @@ impl Kept {
         matches!(self, Kept::Open(_))
     }
 
-    /// Closes the room; whether it was open.
-    fn close(&mut self) -> bool {
+    /// Closes the room; its model, if it was open.
+    fn close(&mut self) -> Option<Box<RoomModel>> {
         match self {
             Kept::Open(model) => {
-                *self = Kept::Closed {
-                    applied: model.applied().cloned(),
-                };
-                true
+                let applied = model.applied().cloned();
+                match std::mem::replace(self, Kept::Closed { applied }) {
+                    Kept::Open(model) => Some(model),
+                    Kept::Closed { .. } => None,
+                }
             }
-            Kept::Closed { .. } => false,
+            Kept::Closed { .. } => None,
         }
     }
 }
@@ -104,7 +130,24 @@ impl MemoryStore {
             events: broadcast::channel(EVENT_BUFFER).0,
             ended_sessions: Mutex::new(HashMap::new()),
             logins: Mutex::default(),
+            reports: Mutex::default(),
+            report_keep_ms: DEFAULT_REPORT_KEEP_DAYS * DAY_MS,
         }
+    }
+
+    /// Keeps a closed room's report for `days` (`--report-keep-days`), or
+    /// until the node stops, if that comes first.
+    pub fn keep_reports_for(mut self, days: u64) -> Self {
+        self.report_keep_ms = days.saturating_mul(DAY_MS);
+        self
+    }
+
+    /// The closed rooms' reports still kept at `now` (older ones dropped).
+    fn kept_reports(&self, now: Millis) -> MutexGuard<'_, Vec<ClosedReport>> {
+        let mut reports = self.reports.lock();
+        let keep = self.report_keep_ms;
+        reports.retain(|r| r.closed_at.saturating_add(keep) > now);
+        reports
     }
 
     /// The sale store of these rooms (a handle: every call returns the same sales).
@@ -312,11 +355,80 @@ impl Handle<CloseRoom> for MemoryStore {
     async fn handle(&self, CloseRoom { room: id }: CloseRoom) -> Result<(), StoreError> {
         let handle = self.room_handle(&id)?;
         let mut room = HeldRoom::lock(&handle, "close_room");
-        if !room.close() {
+        let Some(model) = room.close() else {
             return Err(StoreError::RoomNotFound(id));
-        }
+        };
+        let now = self.clock.now_ms();
+        self.kept_reports(now).push(ClosedReport {
+            room: id.clone(),
+            closed_at: now,
+            ledger: model.ledger().clone(),
+            facts: ReportFacts {
+                closed_at: Some(now),
+                ..model.report_facts(now)
+            },
+        });
         self.publish(RoomEvent::Closed { room: id });
         Ok(())
+    }
+}
+
+impl Handle<ReadReport> for MemoryStore {
+    async fn handle(
+        &self,
+        ReadReport {
+            room: id,
+            created_at,
+        }: ReadReport,
+    ) -> Result<Box<Report>, StoreError> {
+        let wanted = |made: Millis| created_at.is_none_or(|at| at == made);
+        if let Ok(handle) = self.room_handle(&id) {
+            let mut room = HeldRoom::lock(&handle, "report");
+            if let Some(model) = room.model() {
+                let now = self.clock.now_ms();
+                if wanted(model.ledger().created_at) {
+                    let facts = model.report_facts(now);
+                    return Ok(Box::new(model.ledger().report(id.as_str(), facts, now)));
+                }
+            }
+        }
+        let now = self.clock.now_ms();
+        let reports = self.kept_reports(now);
+        let kept = reports
+            .iter()
+            .rev()
+            .find(|r| r.room == id && wanted(r.ledger.created_at));
+        match kept {
+            Some(r) => Ok(Box::new(r.ledger.report(id.as_str(), r.facts.clone(), now))),
+            None if created_at.is_some() => Err(StoreError::ReportNotFound(id)),
+            None => Err(StoreError::RoomNotFound(id)),
+        }
+    }
+}
+
+impl Handle<ListReports> for MemoryStore {
+    async fn handle(&self, ListReports {}: ListReports) -> Result<Vec<ReportEntry>, StoreError> {
+        let now = self.clock.now_ms();
+        let rooms: Vec<_> = self
+            .rooms
+            .read()
+            .iter()
+            .map(|(id, handle)| (id.clone(), handle.clone()))
+            .collect();
+        let mut entries: Vec<ReportEntry> = rooms
+            .iter()
+            .filter_map(|(id, handle)| match &*handle.lock() {
+                Kept::Open(model) => Some(ReportEntry {
+                    room: id.to_string(),
+                    created_at: Moment(model.ledger().created_at),
+                    closed_at: None,
+                }),
+                Kept::Closed { .. } => None,
+            })
+            .collect();
+        entries.extend(self.kept_reports(now).iter().map(ClosedReport::entry));
+        ReportEntry::sort(&mut entries);
+        Ok(entries)
     }
 }
 

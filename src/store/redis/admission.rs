@@ -21,8 +21,8 @@ use super::connection::{Connection, Effect, Link, RedisOptions, ScriptCall, unav
 use super::events::parse_event;
 use super::join_batch::{Join, JoinBatches, Joined};
 use super::keys::{
-    ROOM, ROOMS_KEY, USER_OF, channel, ended_session_key, login_key, room_key, room_keys,
-    room_of_channel, sale_keys,
+    REPORTED_KEY, ROOM, ROOMS_KEY, USER_OF, channel, ended_session_key, login_key, room_key,
+    room_keys, room_of_channel, sale_keys,
 };
 use super::prelude::{plain_script, room_script};
 use super::replies::{TableReply, WirePlace, WireRoomInfo, WireTick, read, read_list};
@@ -34,6 +34,7 @@ use crate::words::clock::SharedClock;
 use crate::words::codes::{CodeHash, GroupSummary};
 use crate::words::draw::{self, DrawInfo, DrawKey, DrawSeed, EntryId};
 use crate::words::op::{self, Answer, Handle, Op};
+use crate::words::report::DAY_MS;
 use crate::words::room_table::{Applied, TableHash};
 use crate::words::{Place, RoomId, RoomInfo, RoomStats, StoreEvent, VisitorId};
 
@@ -65,6 +66,8 @@ struct Scripts {
     add_codes: Script,
     code_groups: Script,
     remove_codes: Script,
+    report: Script,
+    reports: Script,
     /// Not a room's: the prelude and `lua/login.lua` alone.
     login: Script,
 }
@@ -80,6 +83,7 @@ impl Scripts {
             &self.touch,
             &self.draw_entries,
             &self.code_groups,
+            &self.report,
         ];
         if reads.iter().any(|read| std::ptr::eq(*read, script)) {
             Effect::Reads
@@ -108,6 +112,8 @@ impl Scripts {
             add_codes: script!("add_codes.lua"),
             code_groups: script!("code_groups.lua"),
             remove_codes: script!("remove_codes.lua"),
+            report: script!("report.lua"),
+            reports: script!("reports.lua"),
             login: plain_script(include_str!("../../../lua/login.lua")),
         }
     }
@@ -129,6 +135,8 @@ pub struct RedisStore {
     draw_seeds: Mutex<HashMap<RoomId, Arc<DrawSeed>>>,
     /// Joins go to Redis a room's worth at a time (see `join_batch`).
     joins: Arc<JoinBatches>,
+    /// How long a closed room's report is kept.
+    report_keep_ms: Millis,
 }
 
 impl RedisStore {
@@ -157,7 +165,39 @@ impl RedisStore {
             chance: Arc::new(OsChance),
             events,
             draw_seeds: Mutex::new(HashMap::new()),
+            report_keep_ms: options.report_keep_days.saturating_mul(DAY_MS),
         })
+    }
+
+    /// `lua/report.lua`'s answer: the raw fields of the room's report.
+    pub(super) async fn report_fields(
+        &self,
+        room: &RoomId,
+        created_at: Option<Millis>,
+    ) -> Result<String, StoreError> {
+        let at = created_at.map(|at| at.to_string()).unwrap_or_default();
+        self.run_script(&self.scripts.report, room, [at]).await
+    }
+
+    /// `lua/reports.lua`'s answer: the room's reports kept.
+    pub(super) async fn report_lives(&self, room: &RoomId) -> Result<Vec<String>, StoreError> {
+        self.run_script(&self.scripts.reports, room, []).await
+    }
+
+    /// Every room a report may be kept of: the open ones and those closed
+    /// with one.
+    pub(super) async fn reported_rooms(&self) -> Result<Vec<RoomId>, StoreError> {
+        // Two reads: on a Cluster the two sets are in slots of their own.
+        let mut connection = self.connection().await;
+        let mut ids: Vec<String> = connection.smembers(ROOMS_KEY).await.map_err(unavailable)?;
+        let reported: Vec<String> = connection
+            .smembers(REPORTED_KEY)
+            .await
+            .map_err(unavailable)?;
+        ids.extend(reported);
+        ids.sort();
+        ids.dedup();
+        Ok(ids.iter().filter_map(|id| RoomId::parse(id)).collect())
     }
 
     /// The same store, its random choices taken from `chance` (a seeded one
@@ -685,7 +725,15 @@ impl Handle<op::ApplyTable> for RedisStore {
 impl Handle<op::CloseRoom> for RedisStore {
     async fn handle(&self, op::CloseRoom { room }: op::CloseRoom) -> Result<(), StoreError> {
         let id = &room;
-        let _: Value = self.run_script(&self.scripts.close_room, id, []).await?;
+        let keep = self.report_keep_ms.to_string();
+        let _: Value = self
+            .run_script(&self.scripts.close_room, id, [keep])
+            .await?;
+        // Listed with a report before unlisted as open: never missing from both.
+        self.link
+            .write(redis::cmd("SADD").arg(REPORTED_KEY).arg(id.as_str()))
+            .await
+            .map_err(unavailable)?;
         self.link
             .write(redis::cmd("SREM").arg(ROOMS_KEY).arg(id.as_str()))
             .await

@@ -7,6 +7,10 @@ use crate::words::join_limit::ClientBlock;
 
 /// The set of open rooms' ids.
 pub(super) const ROOMS_KEY: &str = "wr:rooms";
+/// The set of ids of rooms closed with a report kept (see `REPORTS`):
+/// with [`ROOMS_KEY`], every room a report may be kept of. Never shrunk:
+/// it holds as many ids as operators ever made rooms under.
+pub(super) const REPORTED_KEY: &str = "wr:reported";
 
 /// The room's own hash: the first of its keys, whose name the scripts take
 /// the room's prefix `wr:{room}:` from (`lua/lib.lua`).
@@ -38,6 +42,13 @@ pub(super) const CODE_GUESSES_PREFIX: &str = "code-guesses:";
 pub(super) const USER_OF: &str = "user-of";
 /// Per proof-of-work solution: that it was used.
 pub(super) const POW_PREFIX: &str = "pow:";
+/// A room's ledger for its report, per life (`wr:{room}:ledger:<life>`),
+/// with its rows (`minutes:<life>`, `hours:<life>`): lua/lib.lua's `ledger`.
+pub(super) const LEDGER_PREFIX: &str = "ledger:";
+pub(super) const MINUTES_PREFIX: &str = "minutes:";
+pub(super) const HOURS_PREFIX: &str = "hours:";
+/// The room's lives with a ledger kept: life → `<created_at>|<closed_at>`.
+pub(super) const REPORTS: &str = "reports";
 
 /// One of a room's keys: `wr:{room}:name`.
 pub(super) fn room_key(room: &RoomId, name: &str) -> String {

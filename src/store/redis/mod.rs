@@ -10,6 +10,7 @@ mod keys;
 mod prelude;
 mod records;
 mod replies;
+mod report;
 mod sale;
 mod script_error;
 

@@ -20,6 +20,7 @@ use crate::words::constants::{
     AWAY_REMEMBERED_MS, JOIN_LIMIT_WINDOW_MS, RATE_WINDOW_MS, SWEEP_AGAIN_MS, SWEEP_SLICE,
 };
 use crate::words::login_limit::{self, Attempt};
+use crate::words::report::{self, TurnedAway};
 use crate::words::sale::{ClaimState, SaleKind};
 use strum::VariantNames;
 
@@ -33,6 +34,17 @@ pub(super) const WANTS: [&str; 2] = ["quantity", "seats"];
 
 const LIB: &str = include_str!("../../../lua/lib.lua");
 const SALE_LIB: &str = include_str!("../../../lua/sale_lib.lua");
+
+/// The wait buckets' bounds in ms, space-separated, for lua/lib.lua's
+/// `ledger.bounds` (made once: the prelude's text lives as long as it).
+fn wait_bounds_ms() -> &'static str {
+    static BOUNDS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        report::WAIT_BOUNDS_S
+            .map(|s| (s * 1000).to_string())
+            .join(" ")
+    });
+    &BOUNDS
+}
 
 /// A value the prelude gives a script.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -48,8 +60,9 @@ fn constants() -> Vec<(String, Literal)> {
         .map(|code| (code.to_string(), Literal::Text(code)))
         .collect();
     // Every word a script compares, as `<KIND>_<WORD>`: `METHOD_FIFO = 'fifo'`.
-    let words: [(&str, &[&'static str]); 5] = [
+    let words: [(&str, &[&'static str]); 6] = [
         ("METHOD", QueueMethod::VARIANTS),
+        ("TURNED", TurnedAway::VARIANTS),
         ("CLAIM", ClaimState::VARIANTS),
         ("SALE", SaleKind::VARIANTS),
         ("WANT", &WANTS),
@@ -89,6 +102,14 @@ fn constants() -> Vec<(String, Literal)> {
             ("JOIN_LIMIT_KEY", Literal::Text(keys::JOIN_LIMIT_PREFIX)),
             ("CODE_GUESSES_KEY", Literal::Text(keys::CODE_GUESSES_PREFIX)),
             ("POW_KEY", Literal::Text(keys::POW_PREFIX)),
+            ("LEDGER_KEY", Literal::Text(keys::LEDGER_PREFIX)),
+            ("MINUTES_KEY", Literal::Text(keys::MINUTES_PREFIX)),
+            ("HOURS_KEY", Literal::Text(keys::HOURS_PREFIX)),
+            ("REPORTS_KEY", Literal::Text(keys::REPORTS)),
+            ("MINUTE_MS", Literal::Number(report::MINUTE_MS)),
+            ("HOUR_MS", Literal::Number(report::HOUR_MS)),
+            ("FOLD_AFTER_MS", Literal::Number(report::FOLD_AFTER_MS)),
+            ("WAIT_BOUNDS_MS", Literal::Text(wait_bounds_ms())),
             ("MAX_GROUPS", Literal::Number(MAX_GROUPS as u64)),
             (
                 "LOGIN_FAILURES",

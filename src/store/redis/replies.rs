@@ -187,6 +187,8 @@ pub(super) struct WireTick {
     ran: bool,
     #[serde(default)]
     admitted: u64,
+    #[serde(default, deserialize_with = "super::events::list")]
+    waits: Vec<Millis>,
     #[serde(default)]
     abandoned: u64,
     #[serde(default)]
@@ -208,6 +210,7 @@ impl From<WireTick> for Tick {
         Tick {
             ran: tick.ran.then_some(TickReport {
                 admitted: tick.admitted,
+                waits_ms: tick.waits,
                 abandoned: tick.abandoned,
                 no_shows: tick.no_shows,
                 waiting: tick.waiting,
@@ -411,7 +414,7 @@ mod tests {
             }
         );
         let ran: Tick = read::<WireTick>(
-            r#"{"ran":true,"admitted":5,"abandoned":1,"no_shows":2,"waiting":9,"active":5,"next_due_in_ms":1000,"arrival_resumptions":0,"line":{"version":4,"waiting":9,"rate":"0.5","tick_at":"900","paused":"0"},"max_active":"5","opened":true,"admitted_last_minute":7}"#,
+            r#"{"ran":true,"admitted":5,"waits":[1500,0],"abandoned":1,"no_shows":2,"waiting":9,"active":5,"next_due_in_ms":1000,"arrival_resumptions":0,"line":{"version":4,"waiting":9,"rate":"0.5","tick_at":"900","paused":"0"},"max_active":"5","opened":true,"admitted_last_minute":7}"#,
         )
         .unwrap()
         .into();
@@ -419,6 +422,7 @@ mod tests {
             ran.ran,
             Some(TickReport {
                 admitted: 5,
+                waits_ms: vec![1_500, 0],
                 abandoned: 1,
                 no_shows: 2,
                 waiting: 9,

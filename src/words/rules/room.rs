@@ -20,6 +20,7 @@ use crate::words::codes::{CodeHash, Codes, Granted, GroupSummary, NewGroup, Refu
 use crate::words::constants::{AWAY_REMEMBERED_MS, RATE_WINDOW_MS, SWEEP_AGAIN_MS, SWEEP_SLICE};
 use crate::words::draw::{self, DrawInfo, DrawKey, EntryId};
 use crate::words::operations::{JoinOptions, RoomFigures, StoreError, TickReport};
+use crate::words::report::{Arrival, Ledger, ReportFacts, Swept};
 use crate::words::room_table::{RoomTable, TableHash};
 use crate::words::sale::Stock;
 use crate::words::{
@@ -83,6 +84,8 @@ pub struct RoomModel {
     codes: Codes,
     /// The group each visitor in the priority line joined with.
     groups_of: HashMap<VisitorId, Arc<str>>,
+    /// What the room's report counts, from its making.
+    ledger: Ledger,
 }
 
 impl RoomModel {
@@ -108,6 +111,7 @@ impl RoomModel {
             applied: None,
             codes: Codes::default(),
             groups_of: HashMap::new(),
+            ledger: Ledger::new(now),
         }
     }
 
@@ -412,7 +416,22 @@ impl RoomModel {
     /// Joins, or returns the visitor's (or their user's) place; with a
     /// valid code, in the priority line (moving a visitor waiting in the
     /// general line there). The event, when the priority line took someone.
+    /// A refusal by a limit is counted in the report (`turned_away`).
     pub fn join(
+        &mut self,
+        visitor: VisitorId,
+        options: &JoinOptions,
+        now: Millis,
+        dice: &Dice,
+    ) -> Result<(Place, Option<RoomEvent>), StoreError> {
+        let joined = self.take_place(visitor, options, now, dice);
+        if let Err(error) = &joined {
+            self.ledger.turned_away(error);
+        }
+        joined
+    }
+
+    fn take_place(
         &mut self,
         visitor: VisitorId,
         options: &JoinOptions,
@@ -469,6 +488,7 @@ impl RoomModel {
             {
                 self.door.still_accepting(&self.config, now)?;
                 self.admit_bypassed(visitor, now);
+                self.ledger.arrived(Arrival::Bypassed, self.line.waiting());
             }
             None => {
                 let granted = match options.code {
@@ -604,21 +624,27 @@ impl RoomModel {
         if pass_through {
             self.admit(visitor, Order::Joined(0), now);
             self.pace.record_admissions(now, 1);
+            self.ledger
+                .arrived(Arrival::PassedThrough, self.line.waiting());
             return None;
         }
-        if let Some(granted) = granted {
-            return Some(self.enter_priority(visitor, granted, None, entry, now));
-        }
-        let spot = self.line.enter(visitor, opened, entry, now);
-        self.visitors.insert(
-            visitor,
-            VisitorState::Waiting {
-                spot,
-                joined_at: now,
-                last_seen: now,
-            },
-        );
-        None
+        let event = match granted {
+            Some(granted) => Some(self.enter_priority(visitor, granted, None, entry, now)),
+            None => {
+                let spot = self.line.enter(visitor, opened, entry, now);
+                self.visitors.insert(
+                    visitor,
+                    VisitorState::Waiting {
+                        spot,
+                        joined_at: now,
+                        last_seen: now,
+                    },
+                );
+                None
+            }
+        };
+        self.ledger.arrived(Arrival::Line, self.line.waiting());
+        event
     }
 
     /// Passes whose visitor never arrived in time give their slot back, a
@@ -710,7 +736,8 @@ impl RoomModel {
             Some(VisitorState::Admitted { expires_at, .. })
                 if pass_exp_s.is_none_or(|exp| exp == *expires_at / 1000) =>
             {
-                self.leave(visitor, now);
+                self.remove(visitor, now);
+                self.ledger.counts.revoked += 1;
                 true
             }
             _ => false,
@@ -722,7 +749,15 @@ impl RoomModel {
     /// were waiting.
     pub fn leave(&mut self, visitor: VisitorId, now: Millis) -> Option<RoomEvent> {
         self.expire_visitor(visitor, now);
-        match self.visitors.get(&visitor).copied()? {
+        let removed = self.remove(visitor, now)?;
+        self.ledger.counts.left += 1;
+        removed
+    }
+
+    /// Removes the visitor's place or slot (`None`: they had neither); the
+    /// event that tells every node, if they were waiting.
+    fn remove(&mut self, visitor: VisitorId, now: Millis) -> Option<Option<RoomEvent>> {
+        Some(match self.visitors.get(&visitor).copied()? {
             VisitorState::Waiting {
                 spot, last_seen, ..
             } => {
@@ -745,7 +780,7 @@ impl RoomModel {
                 self.depart(visitor, expires_at, now);
                 None
             }
-        }
+        })
     }
 
     /// The tick, if one is due, and the events it makes: the opening's
@@ -795,20 +830,28 @@ impl RoomModel {
         self.sweep_left = more_absent || more_no_shows || std::mem::take(&mut self.passes_left);
         // A tick admits a slice at most; the next calls admit on with what
         // the bucket has left (or, `passthrough`, the rest of the line).
-        let admitted = if due || self.admit_left {
-            let admitted = self.admit_due(now, pick);
+        let (admitted, waits_ms) = if due || self.admit_left {
+            let (admitted, waits) = self.admit_due(now, pick);
             self.admit_left = admitted.len() as u64 == SWEEP_SLICE;
             self.pace.end_tick(&self.config, now, admitted.len() as u64);
-            admitted
+            (admitted, waits)
         } else {
-            Vec::new()
+            (Vec::new(), Vec::new())
         };
-        let report = TickReport {
-            admitted: admitted.len() as u64,
+        let swept = Swept {
             abandoned: departed.len() as u64,
             no_shows,
             waiting: self.line.waiting(),
             active: self.passes.held(),
+        };
+        self.ledger.tick(now, &waits_ms, swept);
+        let report = TickReport {
+            admitted: admitted.len() as u64,
+            waits_ms,
+            abandoned: swept.abandoned,
+            no_shows,
+            waiting: swept.waiting,
+            active: swept.active,
         };
         // A call between ticks that admitted and dropped no one moved no
         // place: no new version and no event, so that catching up on a
@@ -827,12 +870,15 @@ impl RoomModel {
 
     /// Whom this tick lets in: as many as the bucket and the cap allow, in
     /// the room's queue method; `passthrough` lets the whole line in, bucket
-    /// and cap ignored. A slice at most (`SWEEP_SLICE`) per call.
-    fn admit_due(&mut self, now: Millis, pick: PickSeed) -> Vec<Admission> {
-        let mut admitted = Vec::new();
+    /// and cap ignored. A slice at most (`SWEEP_SLICE`) per call. With
+    /// each admission its wait, from joining or (for the pre-queue) the
+    /// opening.
+    fn admit_due(&mut self, now: Millis, pick: PickSeed) -> (Vec<Admission>, Vec<Millis>) {
+        let (mut admitted, mut waits) = (Vec::new(), Vec::new());
         if !self.opened(now) || self.config.paused || self.facts.sold_out {
-            return admitted;
+            return (admitted, waits);
         }
+        let opens_at = self.config.opens_at.map_or(0, |at| at.0);
         let method = self.config.queue_method;
         while (admitted.len() as u64) < SWEEP_SLICE
             && (method == QueueMethod::Passthrough || (self.pace.tokens > 0 && self.under_cap()))
@@ -845,15 +891,18 @@ impl RoomModel {
                 break;
             };
             let Some(VisitorState::Waiting {
-                spot, last_seen, ..
+                spot,
+                last_seen,
+                joined_at,
             }) = self.visitors.get(&visitor).copied()
             else {
                 unreachable!("a visitor in line is waiting");
             };
             self.line.remove(spot, last_seen, visitor, true);
             admitted.push(self.admit(visitor, spot.order(), now));
+            waits.push(now.saturating_sub(joined_at.max(opens_at)));
         }
-        admitted
+        (admitted, waits)
     }
 
     /// The room has opened and nobody has been told yet.
@@ -949,6 +998,20 @@ impl RoomModel {
             priority_entrants,
             drawn_at: opened.then_some(opens_at),
         })
+    }
+
+    /// The room's ledger, for its report.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// What the room's report shows beside its ledger, as of `now`.
+    pub fn report_facts(&self, now: Millis) -> ReportFacts {
+        ReportFacts {
+            opens_at: self.config.opens_at.map(|at| at.0),
+            closed_at: None,
+            draw: self.draw_info(now),
+        }
     }
 
     /// The room with its live stats.

@@ -162,6 +162,13 @@ macro_rules! conformance_suite {
             code_holders_before_the_opening_are_drawn_first_lower_priority_first,
             wrong_codes_spend_the_addresss_guesses_and_past_them_no_code_is_looked_at,
         );
+        $crate::conformance_suite!(@report $make;
+            the_report_counts_a_known_drop_exactly,
+            a_closed_rooms_report_is_kept_and_a_room_made_again_starts_its_own,
+            a_pre_queue_entrants_wait_runs_from_the_opening,
+            rows_are_a_minute_each_from_the_first_tick_to_the_next_rows,
+            rows_older_than_a_week_fold_into_hours,
+        );
         $crate::conformance_suite!(@rooms_file $make;
             a_table_creates_its_room_and_then_changes_nothing,
             an_unchanged_table_leaves_a_live_change_alone,
@@ -170,6 +177,15 @@ macro_rules! conformance_suite {
             a_room_closed_stays_closed_under_its_unchanged_table,
             a_table_the_room_cannot_take_changes_nothing,
         );
+    };
+    (@report $make:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                let harness: $crate::conformance::Harness = $make().await;
+                $crate::conformance::report::$name(&harness).await;
+            }
+        )*
     };
     (@rooms_file $make:expr; $($name:ident),* $(,)?) => {
         $(
@@ -220,6 +236,7 @@ macro_rules! conformance_suite {
 
 pub mod codes;
 pub mod draw;
+pub mod report;
 pub mod rooms_file;
 pub mod sale;
 

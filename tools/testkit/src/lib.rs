@@ -48,6 +48,7 @@ pub fn test_settings() -> Settings {
         redis_url: None,
         redis_ca_file: None,
         redis_wait_replicas: 0,
+        report_keep_days: waitroom::words::report::DEFAULT_REPORT_KEEP_DAYS,
         admin_token: Some("test-admin-token-of-at-least-32-chars".into()),
         secret: Some("test-secret".into()),
         previous_secret: None,

@@ -2,14 +2,26 @@
 //! TLS and credentials), and the URL as logs may show it.
 
 /// How the node reaches Redis, beyond the URL.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct RedisOptions {
+    /// How long a closed room's report is kept (`--report-keep-days`).
+    pub report_keep_days: u64,
     /// PEM file of the certificate authority that signed the servers'
     /// certificates (`rediss://`), instead of the system's roots.
     pub ca_file: Option<std::path::PathBuf>,
     /// Replicas that must have each write before it is answered (`WAIT`);
     /// 0 answers once the master has it.
     pub wait_replicas: u32,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        Self {
+            report_keep_days: crate::words::report::DEFAULT_REPORT_KEEP_DAYS,
+            ca_file: None,
+            wait_replicas: 0,
+        }
+    }
 }
 
 /// What a `redis://`, `rediss://`, `redis+cluster://` or
