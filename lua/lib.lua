@@ -584,11 +584,12 @@ function ledger.tick(room, now, waits, abandoned, waiting, active)
     'r_waiting', waiting, 'r_active', active, 'r_w', ledger.text(rw))
 end
 
--- The room closes at `now`: its own fields are copied into the ledger, which
--- with its rows is kept `keep_ms` from now.
-function ledger.close(room, now, keep_ms)
+-- The room closes at `now`: its own fields, and `sale` (its sale as the
+-- report shows it), are copied into the ledger, which with its rows is kept
+-- `keep_ms` from now.
+function ledger.close(room, now, keep_ms, sale)
   local key = ledger.key(room)
-  redis.call('HSET', key, 'closed_at', now, 'config', room.config, 'created_at', room.created_at,
+  redis.call('HSET', key, 'sale', sale or '', 'closed_at', now, 'config', room.config, 'created_at', room.created_at,
     'next_seq', room.next_seq or 0, 'admitted_total', room.admitted_total or 0, 'bypassed', room.bypassed or 0,
     'no_shows', room.no_shows or 0, 'peak_waiting', room.peak_waiting or 0,
     'draw_seed', room.draw_seed or '', 'draw_commitment', room.draw_commitment or '',

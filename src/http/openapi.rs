@@ -70,6 +70,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         super::admin::api::revoke_pass,
         super::admin::report::report,
         super::admin::report::reports,
+        super::admin::report_page::page,
         super::admin::codes::add_codes,
         super::admin::codes::list_codes,
         super::admin::codes::remove_codes,

@@ -119,6 +119,7 @@ pub fn app(
         .configure(admin::report::routes)
         .configure(admin::codes::routes)
         .configure(admin::page::routes)
+        .configure(admin::report_page::routes)
         .configure(sale::routes)
         .configure(pages::routes)
         .configure(ops::routes)

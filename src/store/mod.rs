@@ -87,7 +87,11 @@ pub trait StoreExt: Store {
         .await
     }
     async fn close_room(&self, room: &RoomId) -> Result<(), StoreError> {
-        self.run(op::CloseRoom { room: room.clone() }).await
+        self.run(op::CloseRoom {
+            room: room.clone(),
+            sale: None,
+        })
+        .await
     }
     async fn room(&self, room: &RoomId) -> Result<RoomInfo, StoreError> {
         let info = self.run(op::ReadRoom { room: room.clone() }).await?;

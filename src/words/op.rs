@@ -136,8 +136,10 @@ operations! {
     /// it is, open or closed. However many nodes apply it at once, it is
     /// applied once.
     "apply_table" => ApplyTable { table: RoomTable } -> Applied;
-    /// Closes a room: every visitor's state becomes `closed`.
-    "close_room" => CloseRoom { room: RoomId } -> ();
+    /// Closes a room: every visitor's state becomes `closed`; its report
+    /// is kept, with `sale`, the room's sale as the report shows it (JSON,
+    /// read by the caller just before: the sale store is another).
+    "close_room" => CloseRoom { room: RoomId, sale: Option<String> } -> ();
     /// An open room with its live stats.
     "room" => ReadRoom { room: RoomId } -> Box<RoomInfo>;
     /// Every open room with its live stats, by id.

@@ -454,7 +454,7 @@ impl Ledger {
             wait_seconds: self.waits.seconds(),
             peak_waiting: counts.peak_waiting,
             peak_joins_per_minute,
-            sale: None,
+            sale: facts.sale,
             draw: facts.draw,
             minutes: rows.iter().map(Minute::of).collect(),
         }
@@ -487,6 +487,9 @@ pub struct ReportFacts {
     pub opens_at: Option<Millis>,
     pub closed_at: Option<Millis>,
     pub draw: Option<DrawInfo>,
+    /// A closed room's sale, as it was at the close (an open room's is
+    /// read with its report).
+    pub sale: Option<serde_json::Value>,
 }
 
 /// A room's report (api.md, "After the drop: the report").

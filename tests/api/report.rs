@@ -13,10 +13,13 @@ async fn report(app: &TestApp, query: &str) -> reqwest::Response {
 }
 
 async fn report_of(app: &TestApp, room: &str, query: &str) -> reqwest::Response {
-    app.admin(Method::GET, &format!("/api/admin/rooms/{room}/report{query}"))
-        .send()
-        .await
-        .unwrap()
+    app.admin(
+        Method::GET,
+        &format!("/api/admin/rooms/{room}/report{query}"),
+    )
+    .send()
+    .await
+    .unwrap()
 }
 
 /// Four wait in a paused room; two ticks admit them, two after 5 s and two
@@ -179,6 +182,12 @@ async fn the_metrics_count_each_admissions_wait_once() {
         line("waitroom_wait_seconds_bucket{room=\"waits-metered\",le=\"10\"}"),
         "4"
     );
-    assert_eq!(line("waitroom_wait_seconds_count{room=\"waits-metered\"}"), "4");
-    assert_eq!(line("waitroom_wait_seconds_sum{room=\"waits-metered\"}"), "30");
+    assert_eq!(
+        line("waitroom_wait_seconds_count{room=\"waits-metered\"}"),
+        "4"
+    );
+    assert_eq!(
+        line("waitroom_wait_seconds_sum{room=\"waits-metered\"}"),
+        "30"
+    );
 }

@@ -1,7 +1,7 @@
 //! Every page, checked by axe-core in a real headless Chromium (issue 27,
 //! item 8): the waiting page (waiting, branded, in Japanese, in the
 //! countdown, closed), the
-//! sale page (seats and stock), the unknown-room page, the admin login and the admin page with a room and its sale, and the demo
+//! sale page (seats and stock), the unknown-room page, the admin login and the admin page with a room and its sale, a room's report, and the demo
 //! target. Each page is checked once its scripts have drawn it (what a
 //! visitor meets), against axe's WCAG 2.x A and AA rules and its best
 //! practices; any violation fails, with its rule, help and elements.
@@ -237,6 +237,25 @@ async fn axe_finds_no_violation_on_any_page() {
     .await;
     for violation in violations(&browser, &axe).await {
         found.push(format!("the admin page: {violation}"));
+    }
+    // A room's report (the waiting line's, with its chart) and a closed
+    // room's (the sale's rooms have sales).
+    for (what, room) in [
+        ("a room's report", "line"),
+        ("a report with a sale", "units"),
+        ("a closed room's report", "shut"),
+    ] {
+        check(
+            &browser,
+            &axe,
+            &mut found,
+            (
+                what,
+                app.url(&format!("/admin/rooms/{room}/report")),
+                "document.querySelector('.report-counts')",
+            ),
+        )
+        .await;
     }
     browser.close().await.unwrap();
     assert!(found.is_empty(), "axe found:\n{}", found.join("\n"));

@@ -2222,3 +2222,136 @@ async fn the_admin_codes_panel_adds_lists_and_removes_groups() {
     assert_eq!(groups["groups"][0]["group"], "fanclub");
     assert_eq!(groups["groups"].as_array().unwrap().len(), 1);
 }
+
+/// A drop's report on the admin page: every count the API gives, the
+/// histogram's bars, the rows' chart, the sale, a CSV that downloads, and
+/// a print stylesheet. With `WAITROOM_SCREENSHOT_DIR=docs/src/images` this
+/// makes the book's `admin-report.png`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_report_page_shows_what_the_api_counts_and_prints() {
+    let app = TestApp::spawn().await;
+    let driver = Driver::start().await;
+    app.create_room(
+        "drop",
+        json!({"name": "Spring drop", "admit_per_tick": 4, "tick_ms": 10_000,
+               "max_active": 40, "pass_ttl_s": 120, "abandon_after_s": 86_400}),
+    )
+    .await;
+    app.put_sale("drop", json!({"stock": 500, "per_user_limit": 2}))
+        .await;
+    // Ten minutes of 36 arrivals a minute, then ten of 6; one in ten leaves.
+    for step in 0..120 {
+        let arrivals = if step < 60 { 6 } else { 1 };
+        for n in 0..arrivals {
+            let joined = app.join_api("drop").await;
+            if n == 0 && step % 10 == 3 {
+                let ticket = joined["ticket"].as_str().unwrap();
+                app.http
+                    .post(app.url("/api/rooms/drop/leave"))
+                    .bearer_auth(ticket)
+                    .send()
+                    .await
+                    .unwrap();
+            }
+        }
+        app.step(10_000).await;
+    }
+    let api = app
+        .admin(reqwest::Method::GET, "/api/admin/rooms/drop/report")
+        .fetch_json()
+        .await;
+    assert!(api["admitted"].as_u64().unwrap() > 100 && api["left"].as_u64().unwrap() > 0);
+
+    // Tall enough for the whole report in one screenshot.
+    let browser = driver.browser(1000, 2400, json!({})).await;
+    admin_login(&browser, &app).await;
+    click(&browser, Locator::Id("report-drop")).await;
+    eventually("the report", BROWSER_PATIENCE, || async {
+        (path_of(&browser).await == "/admin/rooms/drop/report").then_some(())
+    })
+    .await;
+    for count in [
+        "arrivals",
+        "admitted",
+        "passed_through",
+        "left",
+        "peak_waiting",
+        "peak_joins_per_minute",
+    ] {
+        let shown = attr_text(&browser, &format!("[data-count=\"{count}\"]")).await;
+        assert_eq!(shown, api[count].to_string(), "{count}");
+    }
+    let max = api["wait_seconds"]["max"].as_f64().unwrap();
+    assert_eq!(
+        attr_text(&browser, "[data-wait=\"max\"]").await,
+        format!("{max:.1} s")
+    );
+    assert_eq!(
+        browser
+            .find_all(Locator::Css("rect.bar"))
+            .await
+            .unwrap()
+            .len(),
+        14
+    );
+    assert_eq!(attr_text(&browser, "[data-sale=\"left\"]").await, "500");
+    let points = attr_of(&browser, "polyline.series-arrivals", "points")
+        .await
+        .unwrap();
+    assert_eq!(
+        points.split(' ').count(),
+        api["minutes"].as_array().unwrap().len(),
+        "a point a row"
+    );
+    // The CSV link downloads the rows, with the operator's session.
+    let csv = browser
+        .execute_async(
+            r#"const done = arguments[arguments.length - 1];
+            fetch(document.querySelector('a[download]').href).then(r => r.text()).then(done, e => done('failed: ' + e));"#,
+            vec![],
+        )
+        .await
+        .unwrap();
+    let csv = csv.as_str().unwrap();
+    assert!(
+        csv.starts_with("at,span_s,arrivals,admitted,waiting,active,wait_p50,wait_p90\n"),
+        "{csv:.200}"
+    );
+    assert_eq!(
+        csv.lines().count(),
+        api["minutes"].as_array().unwrap().len() + 1
+    );
+    // Printed, the page leaves its links out.
+    let print_hides_links = browser
+        .execute(
+            r#"return [...document.styleSheets].flatMap(s => [...s.cssRules])
+                .some(r => r.media && r.media.mediaText === 'print' && r.cssText.includes('.report-nav'));"#,
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(print_hides_links, json!(true));
+    if let Some(dir) = std::env::var_os("WAITROOM_SCREENSHOT_DIR") {
+        let report = browser.find(Locator::Css("main.report")).await.unwrap();
+        let png = report
+            .screenshot()
+            .await
+            .expect("a screenshot of the report");
+        std::fs::write(Path::new(&dir).join("admin-report.png"), png).unwrap();
+    }
+    browser.close().await.unwrap();
+}
+
+/// The text of the first element `css` finds, trimmed.
+async fn attr_text(client: &Client, css: &str) -> String {
+    let element = client
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|error| panic!("no element {css}: {error}"));
+    let text = element
+        .prop("textContent")
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    text.trim().to_string()
+}

@@ -118,7 +118,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => Just(Step::Sale(op::ReadSale { room: room() }.into())),
         1 => Just(Step::Sale(op::Orders { room: room() }.into())),
         // The operator closes the room: what follows is refused alike.
-        1 => Just(Step::Room(op::CloseRoom { room: room() }.into())),
+        1 => Just(Step::Room(op::CloseRoom { room: room(), sale: Some(r#"{"kind":"stock","orders":1,"sold":2,"left":3}"#.into()) }.into())),
         // The draw as anyone sees it, and its entries once drawn.
         1 => Just(Step::Room(op::ReadRoom { room: room() }.into())),
         1 => Just(Step::Room(op::DrawEntries { room: room(), after: None, limit: 100 }.into())),

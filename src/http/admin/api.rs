@@ -188,8 +188,9 @@ async fn close(
     _: Operator,
     Room(room): Room,
     store: web::Data<dyn Store>,
+    sale: web::Data<dyn SaleStore>,
 ) -> Result<HttpResponse, ApiError> {
-    store.close_room(&room).await?;
+    super::report::close(store.get_ref(), sale.get_ref(), &room).await?;
     tracing::info!(%room, "room closed");
     Ok(HttpResponse::NoContent().finish())
 }

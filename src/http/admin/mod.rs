@@ -5,4 +5,5 @@ pub mod api;
 pub mod codes;
 pub mod page;
 pub mod report;
+pub mod report_page;
 mod room_form;

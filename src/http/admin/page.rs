@@ -19,7 +19,7 @@ use crate::http::paths::RoomPath;
 use crate::http::refusal_log::RefusalLog;
 use crate::http::state::{AdminAccess, Live};
 use crate::store::{self, SaleStore, Store, StoreExt};
-use crate::words::clock::{Clock, rfc3339};
+use crate::words::clock::{Clock, rfc3339, rfc3339_ms};
 use crate::words::credentials::{AdminSession, Credentials};
 use crate::words::credentials::{constant_time_eq, random_secret};
 use crate::words::login_limit::Attempt;
@@ -63,6 +63,8 @@ pub struct AdminPage {
     pub create_refusal: FieldRefusal,
     /// The create form's inputs.
     pub create_inputs: Vec<FormInput>,
+    /// The closed rooms' reports kept: room, made at, closed at (RFC 3339).
+    pub reports: Vec<(String, String, String)>,
 }
 
 /// The field of one form that the server's last refusal named, shown next
@@ -292,6 +294,12 @@ impl From<String> for Refusal {
     }
 }
 
+impl From<ApiError> for Refusal {
+    fn from(error: ApiError) -> Self {
+        error.to_string().into()
+    }
+}
+
 impl From<crate::store::StoreError> for Refusal {
     fn from(error: crate::store::StoreError) -> Self {
         match error {
@@ -378,6 +386,19 @@ async fn admin_page(
         }
         refusal.message
     });
+    let reports = store
+        .run(crate::words::op::ListReports {})
+        .await?
+        .into_iter()
+        .filter_map(|entry| {
+            let closed_at = entry.closed_at?;
+            Some((
+                entry.room,
+                rfc3339_ms(entry.created_at.0),
+                rfc3339(closed_at.0),
+            ))
+        })
+        .collect();
     let csrf = credentials.csrf_for_session(session);
     let mut page = render(&AdminPage {
         t,
@@ -388,6 +409,7 @@ async fn admin_page(
         error,
         create_refusal,
         create_inputs: create_inputs(t),
+        reports,
     });
     // The preview of a room's page shows its logo, wherever it is.
     page.headers_mut().insert(
@@ -399,16 +421,16 @@ async fn admin_page(
 
 /// The policy of every answer, with images from any `https://` origin:
 /// the admin page previews each room's logo (`page.logo_url`).
-const ADMIN_CONTENT_SECURITY_POLICY: &str = "default-src 'self'; img-src 'self' data: https:; \
+pub(super) const ADMIN_CONTENT_SECURITY_POLICY: &str = "default-src 'self'; img-src 'self' data: https:; \
      object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 /// The catalogue of an operator page: English or Korean, as the browser asks.
-fn operator_catalogue(req: &HttpRequest) -> &'static Catalogue {
+pub(super) fn operator_catalogue(req: &HttpRequest) -> &'static Catalogue {
     i18n::negotiate_admin(accept_language(req))
 }
 
 /// The login form, with a double-submit CSRF cookie (there is no session yet).
-fn login_page(
+pub(super) fn login_page(
     req: &HttpRequest,
     error: Option<String>,
     status: actix_web::http::StatusCode,
@@ -682,11 +704,12 @@ async fn close_room(
     path: web::Path<String>,
     OperatorForm(_, session): OperatorForm<CsrfForm>,
     store: web::Data<dyn Store>,
+    sale: web::Data<dyn SaleStore>,
     credentials: web::Data<Credentials>,
 ) -> Result<HttpResponse, ApiError> {
     let result = async {
         let id = RoomId::parse(&path).ok_or_else(|| Refusal::from("no such room".to_string()))?;
-        store.close_room(&id).await?;
+        super::report::close(store.get_ref(), sale.get_ref(), &id).await?;
         tracing::info!(room = %id, "room closed from the admin page");
         Ok((Done::RoomClosed, id))
     }

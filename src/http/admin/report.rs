@@ -59,8 +59,8 @@ struct SaleSummary {
     left: u64,
 }
 
-/// The sale of the room under `room` now, if it has one (a report of an
-/// earlier room under the id has none: the sale went with it).
+/// The sale of the room under `room` now, if it has one, as its report
+/// shows it.
 async fn sale_summary(
     sale: &dyn SaleStore,
     room: &RoomId,
@@ -85,6 +85,31 @@ async fn sale_summary(
     ))
 }
 
+/// The report with its room's sale: an open room's read now (a closed
+/// room's report keeps the sale as it was at the close).
+pub async fn with_sale(
+    mut report: Report,
+    sale: &dyn SaleStore,
+    room: &RoomId,
+) -> Result<Report, ApiError> {
+    if report.closed_at.is_none() {
+        report.sale = sale_summary(sale, room).await?;
+    }
+    Ok(report)
+}
+
+/// Closes the room, its report keeping its sale as it is now.
+pub async fn close(store: &dyn Store, sale: &dyn SaleStore, room: &RoomId) -> Result<(), ApiError> {
+    let sale = sale_summary(sale, room).await?.map(|sale| sale.to_string());
+    store
+        .run(crate::words::op::CloseRoom {
+            room: room.clone(),
+            sale,
+        })
+        .await?;
+    Ok(())
+}
+
 #[utoipa::path(
     get,
     path = "/api/admin/rooms/{room}/report",
@@ -106,15 +131,13 @@ async fn report(
     store: web::Data<dyn Store>,
     sale: web::Data<dyn SaleStore>,
 ) -> Result<HttpResponse, ApiError> {
-    let mut report = store
+    let report = store
         .run(crate::words::op::ReadReport {
             room: room.clone(),
             created_at: query.created_at.map(|at| at.0),
         })
         .await?;
-    if report.closed_at.is_none() {
-        report.sale = sale_summary(sale.get_ref(), &room).await?;
-    }
+    let report = with_sale(*report, sale.get_ref(), &room).await?;
     Ok(match query.format {
         Format::Json => HttpResponse::Ok().json(report),
         Format::Csv => HttpResponse::Ok()
@@ -147,18 +170,4 @@ struct Reports {
 async fn reports(_: Operator, store: web::Data<dyn Store>) -> Result<HttpResponse, ApiError> {
     let reports = store.run(crate::words::op::ListReports {}).await?;
     Ok(HttpResponse::Ok().json(Reports { reports }))
-}
-
-/// The report as a type, for the admin page.
-pub async fn read(
-    store: &dyn Store,
-    room: &RoomId,
-    created_at: Option<Moment>,
-) -> Result<Report, ApiError> {
-    Ok(*store
-        .run(crate::words::op::ReadReport {
-            room: room.clone(),
-            created_at: created_at.map(|at| at.0),
-        })
-        .await?)
 }

@@ -352,7 +352,7 @@ impl Handle<Configure> for MemoryStore {
 }
 
 impl Handle<CloseRoom> for MemoryStore {
-    async fn handle(&self, CloseRoom { room: id }: CloseRoom) -> Result<(), StoreError> {
+    async fn handle(&self, CloseRoom { room: id, sale }: CloseRoom) -> Result<(), StoreError> {
         let handle = self.room_handle(&id)?;
         let mut room = HeldRoom::lock(&handle, "close_room");
         let Some(model) = room.close() else {
@@ -365,6 +365,7 @@ impl Handle<CloseRoom> for MemoryStore {
             ledger: model.ledger().clone(),
             facts: ReportFacts {
                 closed_at: Some(now),
+                sale: sale.and_then(|sale| serde_json::from_str(&sale).ok()),
                 ..model.report_facts(now)
             },
         });

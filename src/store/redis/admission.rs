@@ -723,12 +723,10 @@ impl Handle<op::ApplyTable> for RedisStore {
 }
 
 impl Handle<op::CloseRoom> for RedisStore {
-    async fn handle(&self, op::CloseRoom { room }: op::CloseRoom) -> Result<(), StoreError> {
+    async fn handle(&self, op::CloseRoom { room, sale }: op::CloseRoom) -> Result<(), StoreError> {
         let id = &room;
-        let keep = self.report_keep_ms.to_string();
-        let _: Value = self
-            .run_script(&self.scripts.close_room, id, [keep])
-            .await?;
+        let args = [self.report_keep_ms.to_string(), sale.unwrap_or_default()];
+        let _: Value = self.run_script(&self.scripts.close_room, id, args).await?;
         // Listed with a report before unlisted as open: never missing from both.
         self.link
             .write(redis::cmd("SADD").arg(REPORTED_KEY).arg(id.as_str()))

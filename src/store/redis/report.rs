@@ -137,6 +137,9 @@ impl WireReport {
             opens_at: config.opens_at.map(|at| at.0),
             closed_at: l.get("closed_at").and_then(|at| at.parse().ok()),
             draw,
+            sale: l
+                .get("sale")
+                .and_then(|sale| serde_json::from_str(sale).ok()),
         };
         Some((ledger, facts))
     }

@@ -1011,6 +1011,7 @@ impl RoomModel {
             opens_at: self.config.opens_at.map(|at| at.0),
             closed_at: None,
             draw: self.draw_info(now),
+            sale: None,
         }
     }
 
