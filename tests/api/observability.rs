@@ -94,6 +94,7 @@ fn the_dashboard_parses_and_its_queries_are_valid_promql() {
         "Sockets per node",
         "Tick lag",
         "5xx rate",
+        "Waits to admission",
     ] {
         assert!(
             titles.iter().any(|t| t.starts_with(wanted)),
@@ -640,6 +641,24 @@ async fn busy_node_metrics(node: &Node) -> String {
     .await
     .unwrap();
     assert_eq!(created.status(), 201);
+    // A line that moves: the second of two joins waits for the next tick,
+    // and its wait is recorded (`waitroom_wait_seconds`).
+    let created = admin(
+        "/api/admin/rooms",
+        json!({"id": "flowing", "name": "Flowing", "target_url": "/x",
+               "admit_per_tick": 1, "tick_ms": 100}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(created.status(), 201);
+    for _ in 0..2 {
+        let joined = http
+            .post(node.url("/api/rooms/flowing/join"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(joined.status(), 200);
+    }
     let created = admin(
         "/api/admin/rooms",
         json!({"id": "shut", "name": "Shut", "target_url": "/x", "queue_method": "reject"}),

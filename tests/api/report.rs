@@ -126,6 +126,7 @@ async fn the_report_reads_as_json_and_its_minutes_as_csv() {
         .unwrap();
     assert_eq!(kept["admitted"], 4);
     assert!(kept["closed_at"].is_string());
+    assert_eq!(kept["sale"], r["sale"], "the sale as it was at the close");
 }
 
 #[tokio::test]

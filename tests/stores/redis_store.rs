@@ -398,3 +398,65 @@ async fn store_on_its_server(
         .unwrap();
     (server, store, redis)
 }
+
+/// A closed room's report is kept `--report-keep-days` (Redis drops its
+/// ledger and rows by their expiry, in Redis's own time), and a room made
+/// again under the id keeps its own while the earlier one stays.
+#[tokio::test]
+async fn a_closed_rooms_ledger_expires_after_the_days_it_is_kept() {
+    use waitroom::store::StoreExt;
+    use waitroom::words::op::ListReports;
+    use waitroom::words::{RoomConfig, RoomId, VisitorId};
+
+    let clock = ManualClock::new(1_767_225_600_000);
+    let server = RedisServer::start();
+    let options = RedisOptions {
+        report_keep_days: 2,
+        ..RedisOptions::default()
+    };
+    let store = RedisStore::connect_with(&server.url(), &options, Some(Arc::new(clock.clone())))
+        .await
+        .unwrap();
+    let mut redis = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let id = RoomId::parse("r").unwrap();
+    let mut config = RoomConfig::new("R", "/x");
+    config.paused = true;
+    store.create_room(id.clone(), config.clone()).await.unwrap();
+    store.join(&id, VisitorId::random()).await.unwrap();
+    // Two ticks a minute apart: the first minute's row is written.
+    for ms in [5_000, 60_000] {
+        clock.advance_ms(ms);
+        store.tick(&id).await.unwrap();
+    }
+    store.close_room(&id).await.unwrap();
+    let keep_ms = 2 * 24 * 3_600_000;
+    for key in ["wr:{r}:ledger:1", "wr:{r}:minutes:1"] {
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(key)
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+        assert!((keep_ms - 60_000..=keep_ms).contains(&ttl), "{key}: {ttl}");
+    }
+    store.create_room(id.clone(), config).await.unwrap();
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg("wr:{r}:ledger:2")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!(ttl, -1, "an open room's ledger is kept while it is open");
+    assert_eq!(store.run(ListReports {}).await.unwrap().len(), 2);
+    // Redis dropped the first ledger: the list forgets it.
+    let _: () = redis::cmd("DEL")
+        .arg("wr:{r}:ledger:1")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let listed = store.run(ListReports {}).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].closed_at, None);
+}

@@ -530,6 +530,10 @@ fn assert_every_visitor_through(s: &Value, sold: u64) {
     assert_eq!(s["verify"]["count"], 300, "{s}");
     assert_eq!(s["claim"]["count"], 300, "{s}");
     assert_eq!(s["room_admitted_total"], 300, "{s}");
+    // The room's own report: the same counts, and the waits within the
+    // buckets' error of what the visitors measured.
+    assert_eq!(s["room_report"]["counts_equal"], true, "{s}");
+    assert_eq!(s["room_report"]["waits_within"], true, "{s}");
     assert_eq!(s["check_passed"], true, "{s}");
 }
 

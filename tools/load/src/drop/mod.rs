@@ -19,6 +19,7 @@
 //! bounded: at `--duration` after the first arrival every visitor still
 //! busy gives up, counted by the stage it was in.
 
+mod report;
 mod summary;
 mod visitor;
 
@@ -37,6 +38,7 @@ use crate::common::{self, CpuUse, ErrorKinds, Node, create_room, epoch_micros, s
 use crate::error::LoadError;
 use crate::sockets::{self};
 
+use report::RoomReport;
 use summary::{Summary, by_kind, latency_text, summarize};
 use visitor::{NodeUrls, Progress, Shared, Visit, visitor};
 
@@ -129,12 +131,15 @@ pub async fn run(run: DropRun<'_>) -> Result<(), LoadError> {
         *s.failed.entry("no report").or_default() += n;
         *s.error_kinds.entry(kind).or_default() += n;
     }
-    let account = Account::read(&http, &run, &s).await;
+    let mut account = Account::read(&http, &run, &s).await;
+    let room_report = RoomReport::read(&http, &run, &s).await;
+    account.check &= room_report.agrees();
     report_visitors(&run, &s);
     report_sale(&run, &s, &account);
+    room_report.say(run.json);
     let tool_peak_memory = report_run(&run, &played, &account);
     if run.json {
-        print_summary(&run, &played, &account, tool_peak_memory, &s);
+        print_summary(&run, &played, &account, tool_peak_memory, &s, &room_report);
     }
     Ok(())
 }
@@ -557,7 +562,7 @@ fn report_run(run: &DropRun<'_>, played: &Played, account: &Account) -> Option<u
             "ran {:.1} s; check: {}",
             played.elapsed_s,
             if account.check {
-                "passed (every visitor done, the sale exact, no position rose)"
+                "passed (every visitor done, the sale exact, no position rose, the room's report agrees)"
             } else {
                 "FAILED (see above)"
             }
@@ -574,6 +579,7 @@ fn print_summary(
     account: &Account,
     tool_peak_memory: Option<u64>,
     s: &Summary,
+    room_report: &RoomReport,
 ) {
     let mut summary = json!({
         "mode": "drop",
@@ -598,6 +604,7 @@ fn print_summary(
         "tool_peak_resident_bytes": tool_peak_memory,
         "sale_check_passed": account.sale_check,
         "check_passed": account.check,
+        "room_report": room_report,
     });
     let figures = serde_json::to_value(s).expect("a summary serializes");
     if let (Some(summary), serde_json::Value::Object(figures)) = (summary.as_object_mut(), figures)

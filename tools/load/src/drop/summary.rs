@@ -74,6 +74,10 @@ pub(super) struct Summary {
     pub(super) positions_rose: u64,
     pub(super) admitted: u64,
     pub(super) waited: Option<Latency>,
+    /// Arrival → admission of those admitted from the line (not at their
+    /// join), in microseconds: what the room's report counts as waits.
+    #[serde(skip)]
+    pub(super) line_waits_us: Vec<u64>,
     pub(super) tick_to_admission: Option<Latency>,
     pub(super) verified: u64,
     pub(super) verify: Option<Latency>,
@@ -127,6 +131,9 @@ pub(super) fn summarize(visits: &[Visit]) -> Summary {
         if let Some(us) = v.waited_us {
             s.admitted += 1;
             waited.push(us);
+            if !v.admitted_at_join {
+                s.line_waits_us.push(us);
+            }
         }
         ticks.extend(v.tick_to_admission_us);
         if let Some(us) = v.verified_us {
