@@ -21,13 +21,16 @@ end
 if not life then return cjson.encode({ missing = true }) end
 local key = ROOM_PREFIX .. LEDGER_KEY .. life
 local flat = redis.call('HGETALL', key)
-if #flat == 0 then return cjson.encode({ missing = true }) end
+local current = room and room.closed ~= '1' and (room.life or '0') == life
+-- An open room made before rooms kept ledgers has none (or only what was
+-- counted since): its report is its own hash's counts.
+if #flat == 0 and not current then return cjson.encode({ missing = true }) end
 local fields = {}
 for i = 1, #flat, 2 do fields[flat[i]] = flat[i + 1] end
 local out = { ledger = fields, now = now,
   minutes = redis.call('LRANGE', ROOM_PREFIX .. MINUTES_KEY .. life, 0, -1),
   hours = redis.call('LRANGE', ROOM_PREFIX .. HOURS_KEY .. life, 0, -1) }
-if room and room.closed ~= '1' and (room.life or '0') == life then
+if current then
   out.opened = opened(room, now)
   out.entrants = redis.call('ZCARD', K_ENTRIES) + redis.call('ZCARD', K_PENTRIES)
   out.priority_entrants = redis.call('ZCARD', K_PENTRIES)

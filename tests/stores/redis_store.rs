@@ -460,3 +460,45 @@ async fn a_closed_rooms_ledger_expires_after_the_days_it_is_kept() {
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].closed_at, None);
 }
+
+/// A room made before rooms kept ledgers (no `life`, no ledger hash) still
+/// has a report while open: its own hash's counts, from its making.
+#[tokio::test]
+async fn a_room_made_before_ledgers_reports_its_own_counts() {
+    use waitroom::store::StoreExt;
+    use waitroom::words::clock::Moment;
+    use waitroom::words::op::ReadReport;
+    use waitroom::words::{RoomConfig, RoomId, VisitorId};
+
+    let clock = ManualClock::new(1_767_225_600_000);
+    let (_server, store, mut redis) = store_on_its_server(&clock).await;
+    let id = RoomId::parse("r").unwrap();
+    store
+        .create_room(id.clone(), RoomConfig::new("R", "/x"))
+        .await
+        .unwrap();
+    // As an older release made it: no life, no ledger.
+    let _: () = redis::cmd("HDEL")
+        .arg("wr:{r}:room")
+        .arg("life")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg("wr:{r}:ledger:1")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        store.join(&id, VisitorId::random()).await.unwrap();
+    }
+    let report = store
+        .run(ReadReport {
+            room: id.clone(),
+            created_at: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(report.created_at, Moment(1_767_225_600_000));
+    assert_eq!((report.arrivals, report.passed_through), (3, 3));
+}

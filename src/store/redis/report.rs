@@ -101,7 +101,11 @@ impl WireReport {
                 .collect::<Option<Vec<_>>>()
         };
         let ledger = Ledger {
-            created_at: number(l, "created_at")?,
+            // A room made before rooms kept ledgers: its own time of making.
+            created_at: l
+                .get("created_at")
+                .or_else(|| own.get("created_at"))
+                .map_or(Some(0), |at| at.parse().ok())?,
             counts,
             waits: waits("w")?,
             rows: Rows {
