@@ -192,3 +192,28 @@ async fn the_metrics_count_each_admissions_wait_once() {
         "30"
     );
 }
+
+#[tokio::test]
+async fn with_the_store_down_the_report_is_a_503_and_nothing_is_lost() {
+    use std::sync::Arc;
+
+    let clock = waitroom::words::clock::ManualClock::new(support::START_MS);
+    let (store, stores) = support::unreachable::Unreachable::memory(Arc::new(clock.clone()));
+    let app = TestApp::spawn_on(stores, clock).await;
+    drop_of_four(&app, "drop").await;
+    store.set_down(true);
+    for path in ["/api/admin/rooms/drop/report", "/api/admin/reports"] {
+        let down = app.admin(Method::GET, path).send().await.unwrap();
+        assert_eq!(
+            error_of(down).await,
+            (503, "store_unavailable".into()),
+            "{path}"
+        );
+    }
+    store.set_down(false);
+    let r: Value = report(&app, "").await.json().await.unwrap();
+    assert_eq!(
+        (r["arrivals"].as_u64(), r["admitted"].as_u64()),
+        (Some(4), Some(4))
+    );
+}
