@@ -3,7 +3,7 @@
 -- ARGV[4]: the room's sale as the report shows it (JSON), or ''.
 local room = load_room()
 if not room or room.closed == '1' then return redis.error_reply(NOROOM) end
-ledger.close(room, now_ms(), tonumber(ARGV[3]), ARGV[4])
+ledger().close(room, now_ms(), tonumber(ARGV[3]), ARGV[4])
 -- UNLINK: a draw of a million entrants is freed in the background.
 redis.call('UNLINK', K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS, K_USERS,
   K_DRAW, K_ENTRIES, K_USER_OF, K_BYPASSED, K_PRIO, K_PENTRIES)

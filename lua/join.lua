@@ -140,7 +140,7 @@ end
 -- by code, in the room's ledger.
 local function turn_away(refusal, detail)
   redis.call('HINCRBY', K_ROOM, 'turned_away', 1)
-  ledger.add(room, 'turned:' .. ledger.why(refusal), 1)
+  ledger().add(room, 'turned:' .. ledger().why(refusal), 1)
   if detail then refusal = refusal .. ' ' .. detail end
   return redis.error_reply(refusal)
 end
@@ -353,7 +353,7 @@ if made_waiting and (waiting or waiting_now()) > peak then
 else
   flush()
 end
-if other_arrivals > 0 then ledger.add(room, 'arrivals_other', other_arrivals) end
+if other_arrivals > 0 then ledger().add(room, 'arrivals_other', other_arrivals) end
 local line_now = line(room, 0)
 replies[1] = cjson.encode({ rate = line_now.rate, tick_at = line_now.tick_at, paused = line_now.paused,
   facts = facts(room) })

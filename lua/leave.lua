@@ -9,7 +9,7 @@ local visitor = ARGV[3]
 local record = current_record(visitor, now)
 if not record then return 0 end
 local kind = record_kind(record)
-if waits(kind) or kind == records.admitted.kind then ledger.add(room, 'left', 1) end
+if waits(kind) or kind == records.admitted.kind then ledger().add(room, 'left', 1) end
 if waits(kind) then
   local order = unqueue(room, visitor, record, now)
   redis.call('ZREM', K_SEEN, visitor)

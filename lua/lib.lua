@@ -452,165 +452,183 @@ end
 -- ('turned:<code>'), the waits (`w`: each bucket's count, then the longest,
 -- comma-separated) and the open row (`r_*`). At the close the room's own
 -- fields are copied in (ledger.close), so the report outlives the room.
-local ledger = {}
+-- Made when a script first asks for it: every script runs this file's top
+-- level on every call, and most calls (a join at the back of the line)
+-- never use the ledger, so its functions are not made for them.
+local ledger_made
+local function ledger()
+  if ledger_made then return ledger_made end
+  local ledger = {}
 
-function ledger.key(room, name)
-  return ROOM_PREFIX .. (name or LEDGER_KEY) .. (room.life or '0')
-end
-
-function ledger.add(room, field, n)
-  if n > 0 then redis.call('HINCRBY', ledger.key(room), field, n) end
-end
-
--- The report's code (`TURNED_…`) of a refusal that turns a visitor away,
--- as words::report::TurnedAway::of.
-function ledger.why(refusal)
-  if refusal == RATELIMITED then return TURNED_RATE_LIMITED end
-  if refusal == NOTACCEPTING then return TURNED_ROOM_NOT_ACCEPTING end
-  if refusal == POWREQUIRED then return TURNED_POW_REQUIRED end
-  return TURNED_POW_INVALID
-end
-
--- Waits as a table of BUCKETS counts then the longest, from their text.
-function ledger.waits(text)
-  local w = {}
-  for n in string.gmatch(text or '', '%d+') do table.insert(w, tonumber(n)) end
-  if #w ~= #ledger.bounds() + 2 then
-    w = {}
-    for i = 1, #ledger.bounds() + 2 do w[i] = 0 end
+  function ledger.key(room, name)
+    return ROOM_PREFIX .. (name or LEDGER_KEY) .. (room.life or '0')
   end
-  return w
-end
 
--- The buckets' bounds in ms, read from the prelude's text once a call.
-function ledger.bounds()
-  if not ledger.bounds_ms then
-    ledger.bounds_ms = {}
-    for bound in string.gmatch(WAIT_BOUNDS_MS, '%d+') do table.insert(ledger.bounds_ms, tonumber(bound)) end
+  function ledger.add(room, field, n)
+    if n > 0 then redis.call('HINCRBY', ledger.key(room), field, n) end
   end
-  return ledger.bounds_ms
-end
 
--- Counts a wait of `ms` into `w` (words::report::Waits::record).
-function ledger.record(w, ms)
-  local bounds, i = ledger.bounds(), 1
-  while i <= #bounds and ms > bounds[i] do i = i + 1 end
-  w[i] = w[i] + 1
-  if ms > w[#w] then w[#w] = ms end
-end
-
-local function whole(n) return string.format('%.0f', n) end
-
-function ledger.text(w)
-  local out = {}
-  for i, n in ipairs(w) do out[i] = whole(n) end
-  return table.concat(out, ',')
-end
-
--- A row as words::report::Row::encode writes it.
-function ledger.row(at, span, arrivals, admitted, waiting, active, waits)
-  return table.concat({ whole(at), whole(span), whole(arrivals), whole(admitted), whole(waiting),
-    whole(active), waits }, '|')
-end
-
--- Every place made so far: the line's sequence, the other arrivals, the
--- bypassed, and those passed straight through (admitted_total less those
--- admitted from the line). `l`: the ledger's fields.
-function ledger.arrivals(room, l)
-  return (num(room, 'next_seq') or 0) + (tonumber(l.arrivals_other) or 0) + (num(room, 'bypassed') or 0)
-    + (num(room, 'admitted_total') or 0) - (tonumber(l.admitted) or 0)
-end
-
--- Folds the oldest hour of minute rows into an hour row once the oldest is
--- past a week: an hour a call at most (60 rows), as words::report::Rows.
-function ledger.fold(room, now)
-  local minutes = ledger.key(room, MINUTES_KEY)
-  local first = redis.call('LINDEX', minutes, 0)
-  if not first then return end
-  local at = tonumber(string.match(first, '^(%d+)|'))
-  if at + FOLD_AFTER_MS > now then return end
-  local hour_at = at - at % HOUR_MS
-  local arrivals, admitted, waiting, active, w, n = 0, 0, 0, 0, ledger.waits(nil), 0
-  for _, row in ipairs(redis.call('LRANGE', minutes, 0, 59)) do
-    local r_at, _, r_arr, r_adm, r_wait, r_act, r_w = string.match(row,
-      '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(.+)$')
-    if tonumber(r_at) >= hour_at + HOUR_MS then break end
-    n = n + 1
-    arrivals, admitted = arrivals + tonumber(r_arr), admitted + tonumber(r_adm)
-    waiting, active = tonumber(r_wait), tonumber(r_act)
-    local rw = ledger.waits(r_w)
-    for i = 1, #w - 1 do w[i] = w[i] + rw[i] end
-    w[#w] = math.max(w[#w], rw[#rw])
+  -- The report's code (`TURNED_…`) of a refusal that turns a visitor away,
+  -- as words::report::TurnedAway::of.
+  function ledger.why(refusal)
+    if refusal == RATELIMITED then return TURNED_RATE_LIMITED end
+    if refusal == NOTACCEPTING then return TURNED_ROOM_NOT_ACCEPTING end
+    if refusal == POWREQUIRED then return TURNED_POW_REQUIRED end
+    return TURNED_POW_INVALID
   end
-  redis.call('LTRIM', minutes, n, -1)
-  redis.call('RPUSH', ledger.key(room, HOURS_KEY),
-    ledger.row(hour_at, HOUR_MS, arrivals, admitted, waiting, active, ledger.text(w)))
-end
 
--- A tick ran (not idle), as words::report::Ledger::tick: `waits` the ms each
--- admission from the line waited, `abandoned` those it swept away,
--- `waiting` and `active` the room after it. The open row closes when the
--- minute has changed (kept unless nothing happened in it), and the rows
--- past a week fold.
-function ledger.tick(room, now, waits, abandoned, waiting, active)
-  local key = ledger.key(room)
-  local flat, l = redis.call('HGETALL', key), {}
-  for i = 1, #flat, 2 do l[flat[i]] = flat[i + 1] end
-  local arrivals = ledger.arrivals(room, l)
-  local minute = now - now % MINUTE_MS
-  local r_at = tonumber(l.r_at)
-  if not r_at or r_at < minute then
-    local before = 0
-    if r_at then
-      local row_arrivals = arrivals - tonumber(l.r_before)
-      local r_admitted, r_waiting, r_active = tonumber(l.r_admitted), tonumber(l.r_waiting), tonumber(l.r_active)
-      if row_arrivals + r_admitted + r_waiting + r_active > 0 then
-        redis.call('RPUSH', ledger.key(room, MINUTES_KEY),
-          ledger.row(r_at, MINUTE_MS, row_arrivals, r_admitted, r_waiting, r_active, ledger.text(ledger.waits(l.r_w))))
-      end
-      before = arrivals
+  -- Waits as a table of BUCKETS counts then the longest, from their text.
+  function ledger.waits(text)
+    local w = {}
+    for n in string.gmatch(text or '', '%d+') do table.insert(w, tonumber(n)) end
+    if #w ~= #ledger.bounds() + 2 then
+      w = {}
+      for i = 1, #ledger.bounds() + 2 do w[i] = 0 end
     end
-    ledger.fold(room, now)
-    l.r_at, l.r_before, l.r_admitted, l.r_w = minute, before, 0, nil
+    return w
   end
-  local w, rw = ledger.waits(l.w), ledger.waits(l.r_w)
-  for _, ms in ipairs(waits) do
-    ledger.record(w, ms)
-    ledger.record(rw, ms)
-  end
-  redis.call('HSET', key, 'admitted', (tonumber(l.admitted) or 0) + #waits,
-    'abandoned', (tonumber(l.abandoned) or 0) + abandoned, 'w', ledger.text(w),
-    'r_at', whole(l.r_at), 'r_before', whole(l.r_before), 'r_admitted', tonumber(l.r_admitted) + #waits,
-    'r_waiting', waiting, 'r_active', active, 'r_w', ledger.text(rw))
-end
 
--- The room closes at `now`: its own fields, and `sale` (its sale as the
--- report shows it), are copied into the ledger, which with its rows is kept
--- `keep_ms` from now.
-function ledger.close(room, now, keep_ms, sale)
-  local key = ledger.key(room)
-  redis.call('HSET', key, 'sale', sale or '', 'closed_at', now, 'config', room.config, 'created_at', room.created_at,
-    'next_seq', room.next_seq or 0, 'admitted_total', room.admitted_total or 0, 'bypassed', room.bypassed or 0,
-    'no_shows', room.no_shows or 0, 'peak_waiting', room.peak_waiting or 0,
-    'draw_seed', room.draw_seed or '', 'draw_commitment', room.draw_commitment or '',
-    'entrants', redis.call('ZCARD', K_ENTRIES) + redis.call('ZCARD', K_PENTRIES),
-    'priority_entrants', redis.call('ZCARD', K_PENTRIES), 'opened', opened(room, now) and '1' or '0')
-  for _, name in ipairs({ LEDGER_KEY, MINUTES_KEY, HOURS_KEY }) do
-    redis.call('PEXPIRE', ledger.key(room, name), keep_ms)
+  -- The buckets' bounds in ms, read from the prelude's text once a call.
+  function ledger.bounds()
+    if not ledger.bounds_ms then
+      ledger.bounds_ms = {}
+      for bound in string.gmatch(WAIT_BOUNDS_MS, '%d+') do table.insert(ledger.bounds_ms, tonumber(bound)) end
+    end
+    return ledger.bounds_ms
   end
-  redis.call('HSET', ROOM_PREFIX .. REPORTS_KEY, room.life or '0', room.created_at .. '|' .. now)
-end
 
--- A room is made at `now` under `life`: its ledger starts, and the list of
--- lives forgets those whose ledger is gone (past --report-keep-days).
-function ledger.start(life, now)
-  local reports = ROOM_PREFIX .. REPORTS_KEY
-  local lives = redis.call('HKEYS', reports)
-  for _, old in ipairs(lives) do
-    if redis.call('EXISTS', ROOM_PREFIX .. LEDGER_KEY .. old) == 0 then redis.call('HDEL', reports, old) end
+  local function whole(n) return string.format('%.0f', n) end
+
+  function ledger.text(w)
+    local out = {}
+    for i, n in ipairs(w) do out[i] = whole(n) end
+    return table.concat(out, ',')
   end
-  redis.call('HSET', ROOM_PREFIX .. LEDGER_KEY .. life, 'created_at', now)
-  redis.call('HSET', reports, life, now .. '|')
+
+  -- A row as words::report::Row::encode writes it.
+  function ledger.row(at, span, arrivals, admitted, waiting, active, waits)
+    return table.concat({ whole(at), whole(span), whole(arrivals), whole(admitted), whole(waiting),
+      whole(active), waits }, '|')
+  end
+
+  -- Every place made so far: the line's sequence, the other arrivals, the
+  -- bypassed, and those passed straight through (admitted_total less those
+  -- admitted from the line). `l`: the ledger's fields.
+  function ledger.arrivals(room, l)
+    return (num(room, 'next_seq') or 0) + (tonumber(l.arrivals_other) or 0) + (num(room, 'bypassed') or 0)
+      + (num(room, 'admitted_total') or 0) - (tonumber(l.admitted) or 0)
+  end
+
+  -- Folds the oldest hour of minute rows into an hour row once the oldest is
+  -- past a week: an hour a call at most (60 rows), as words::report::Rows.
+  function ledger.fold(room, now)
+    local minutes = ledger.key(room, MINUTES_KEY)
+    local first = redis.call('LINDEX', minutes, 0)
+    if not first then return end
+    local at = tonumber(string.match(first, '^(%d+)|'))
+    if at + FOLD_AFTER_MS > now then return end
+    local hour_at = at - at % HOUR_MS
+    local arrivals, admitted, waiting, active, w, n = 0, 0, 0, 0, ledger.waits(nil), 0
+    for _, row in ipairs(redis.call('LRANGE', minutes, 0, 59)) do
+      local r_at, _, r_arr, r_adm, r_wait, r_act, r_w = string.match(row,
+        '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(.+)$')
+      if tonumber(r_at) >= hour_at + HOUR_MS then break end
+      n = n + 1
+      arrivals, admitted = arrivals + tonumber(r_arr), admitted + tonumber(r_adm)
+      waiting, active = tonumber(r_wait), tonumber(r_act)
+      local rw = ledger.waits(r_w)
+      for i = 1, #w - 1 do w[i] = w[i] + rw[i] end
+      w[#w] = math.max(w[#w], rw[#rw])
+    end
+    redis.call('LTRIM', minutes, n, -1)
+    redis.call('RPUSH', ledger.key(room, HOURS_KEY),
+      ledger.row(hour_at, HOUR_MS, arrivals, admitted, waiting, active, ledger.text(w)))
+  end
+
+  -- A tick ran (not idle), as words::report::Ledger::tick: `waits` the ms each
+  -- admission from the line waited, `abandoned` those it swept away,
+  -- `waiting` and `active` the room after it. The open row closes when the
+  -- minute has changed (kept unless nothing happened in it), and the rows
+  -- past a week fold.
+  function ledger.tick(room, now, waits, abandoned, waiting, active)
+    local key = ledger.key(room)
+    local flat, l = redis.call('HGETALL', key), {}
+    for i = 1, #flat, 2 do l[flat[i]] = flat[i + 1] end
+    local arrivals = ledger.arrivals(room, l)
+    local minute = now - now % MINUTE_MS
+    local r_at = tonumber(l.r_at)
+    if not r_at or r_at < minute then
+      local before = 0
+      if r_at then
+        local row_arrivals = arrivals - tonumber(l.r_before)
+        local r_admitted, r_waiting, r_active = tonumber(l.r_admitted), tonumber(l.r_waiting), tonumber(l.r_active)
+        if row_arrivals + r_admitted + r_waiting + r_active > 0 then
+          redis.call('RPUSH', ledger.key(room, MINUTES_KEY),
+            ledger.row(r_at, MINUTE_MS, row_arrivals, r_admitted, r_waiting, r_active, ledger.text(ledger.waits(l.r_w))))
+        end
+        before = arrivals
+      end
+      ledger.fold(room, now)
+      l.r_at, l.r_before, l.r_admitted, l.r_w = minute, before, 0, nil
+    end
+    local fields = { 'r_at', whole(l.r_at), 'r_before', whole(l.r_before),
+      'r_admitted', tonumber(l.r_admitted) + #waits, 'r_waiting', waiting, 'r_active', active }
+    if abandoned > 0 then
+      table.insert(fields, 'abandoned')
+      table.insert(fields, (tonumber(l.abandoned) or 0) + abandoned)
+    end
+    -- The waits are read and written only by a tick that admitted.
+    if #waits > 0 then
+      local w, rw, bounds = ledger.waits(l.w), ledger.waits(l.r_w), ledger.bounds()
+      for _, ms in ipairs(waits) do
+        local i = 1
+        while i <= #bounds and ms > bounds[i] do i = i + 1 end
+        w[i], rw[i] = w[i] + 1, rw[i] + 1
+        if ms > w[#w] then w[#w] = ms end
+        if ms > rw[#rw] then rw[#rw] = ms end
+      end
+      for _, v in ipairs({ 'admitted', (tonumber(l.admitted) or 0) + #waits, 'w', ledger.text(w),
+        'r_w', ledger.text(rw) }) do
+        table.insert(fields, v)
+      end
+    elseif not l.r_w then
+      table.insert(fields, 'r_w')
+      table.insert(fields, ledger.text(ledger.waits(nil)))
+    end
+    redis.call('HSET', key, unpack(fields))
+  end
+
+  -- The room closes at `now`: its own fields, and `sale` (its sale as the
+  -- report shows it), are copied into the ledger, which with its rows is kept
+  -- `keep_ms` from now.
+  function ledger.close(room, now, keep_ms, sale)
+    local key = ledger.key(room)
+    redis.call('HSET', key, 'sale', sale or '', 'closed_at', now, 'config', room.config, 'created_at', room.created_at,
+      'next_seq', room.next_seq or 0, 'admitted_total', room.admitted_total or 0, 'bypassed', room.bypassed or 0,
+      'no_shows', room.no_shows or 0, 'peak_waiting', room.peak_waiting or 0,
+      'draw_seed', room.draw_seed or '', 'draw_commitment', room.draw_commitment or '',
+      'entrants', redis.call('ZCARD', K_ENTRIES) + redis.call('ZCARD', K_PENTRIES),
+      'priority_entrants', redis.call('ZCARD', K_PENTRIES), 'opened', opened(room, now) and '1' or '0')
+    for _, name in ipairs({ LEDGER_KEY, MINUTES_KEY, HOURS_KEY }) do
+      redis.call('PEXPIRE', ledger.key(room, name), keep_ms)
+    end
+    redis.call('HSET', ROOM_PREFIX .. REPORTS_KEY, room.life or '0', room.created_at .. '|' .. now)
+  end
+
+  -- A room is made at `now` under `life`: its ledger starts, and the list of
+  -- lives forgets those whose ledger is gone (past --report-keep-days).
+  function ledger.start(life, now)
+    local reports = ROOM_PREFIX .. REPORTS_KEY
+    local lives = redis.call('HKEYS', reports)
+    for _, old in ipairs(lives) do
+      if redis.call('EXISTS', ROOM_PREFIX .. LEDGER_KEY .. old) == 0 then redis.call('HDEL', reports, old) end
+    end
+    redis.call('HSET', ROOM_PREFIX .. LEDGER_KEY .. life, 'created_at', now)
+    redis.call('HSET', reports, life, now .. '|')
+  end
+
+  ledger_made = ledger
+  return ledger
 end
 
 -- Makes the room (replacing a closed one) with `config` (`StoredConfig`'s
@@ -636,7 +654,7 @@ local function make_room(seed, commitment, config)
   redis.call('HSET', K_ROOM, 'closed', '0', 'life', life, 'created_at', now, 'tokens', cfg.admit_per_tick,
     'last_tick', now, 'last_tick_ran', '', 'achieved_rate', '0', 'version', 0, 'next_seq', 0,
     'admitted_total', 0, 'config_rev', 0, 'turned_away', 0, 'no_shows', 0, 'peak_waiting', 0)
-  ledger.start(life, now)
+  ledger().start(life, now)
   return now
 end
 

@@ -12,5 +12,5 @@ if record_kind(record) ~= records.admitted.kind then return 0 end
 local _, expires_at = records.admitted.read(record)
 if ARGV[4] ~= '' and math.floor(tonumber(expires_at) / 1000) ~= tonumber(ARGV[4]) then return 0 end
 revoke(room, visitor, record, now)
-ledger.add(room, 'revoked', 1)
+ledger().add(room, 'revoked', 1)
 return 1

@@ -268,10 +268,12 @@ local function take(n, method)
   return out
 end
 
--- When a waiting place's visitor joined: the last field of each kind that waits.
+-- When a waiting place's visitor joined: the last field of each kind that
+-- waits (the general line's first: the commonest).
+local waiting_kinds = { records.waiting, records.drawn, records.priority, records.priority_drawn }
 local function joined_of(record)
   local kind = record_kind(record)
-  for _, r in ipairs({ records.waiting, records.drawn, records.priority, records.priority_drawn }) do
+  for _, r in ipairs(waiting_kinds) do
     if kind == r.kind then return tonumber((select(r.fields, r.read(record)))) end
   end
 end
@@ -331,7 +333,7 @@ if admitting then
     'achieved_rate', tostring(achieved), 'admitted_total', num(room, 'admitted_total') + #admitted)
   room.last_tick_ran, room.achieved_rate = tostring(now), tostring(achieved)
 end
-ledger.tick(room, now, waits, #departed, waiting_count(), redis.call('ZCARD', K_ACTIVE))
+ledger().tick(room, now, waits, #departed, waiting_count(), redis.call('ZCARD', K_ACTIVE))
 -- A call between ticks that admitted and dropped no one (a sweep that
 -- passed only visitors still present, or admitted) moved no place: no new
 -- version and no event, so that catching up on a sweep sends the sockets

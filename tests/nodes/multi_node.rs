@@ -1468,3 +1468,67 @@ async fn one_code_of_one_use_raced_over_two_nodes_makes_one_place() {
         .await;
     assert_eq!(groups["groups"][0]["used"], 1);
 }
+
+/// After the drop, over three nodes: joins, leaves and ticks spread over
+/// them, the ticks raced by all three every time; the room's report is the
+/// same on every node, its counts are exact, and the waits in `/metrics`
+/// count each admission once (the nodes share this process's recorder, so
+/// a node that recorded another's admissions too would count more).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_drop_over_three_nodes_is_counted_once_in_its_report_and_its_metrics() {
+    let nodes = Nodes::start(3).await;
+    nodes.apps[0]
+        .create_room(
+            "counted-once",
+            json!({"admit_per_tick": 7, "tick_ms": 1_000, "abandon_after_s": 86_400, "paused": true}),
+        )
+        .await;
+    let mut tickets = Vec::new();
+    for i in 0..60 {
+        let status = nodes.apps[i % 3].join_api("counted-once").await;
+        tickets.push(status["ticket"].as_str().unwrap().to_string());
+    }
+    // Every fifth leaves, on another node than the one they joined on.
+    for (i, ticket) in tickets.iter().enumerate().filter(|(i, _)| i % 5 == 0) {
+        let left = nodes.apps[(i + 1) % 3]
+            .http
+            .post(nodes.apps[(i + 1) % 3].url("/api/rooms/counted-once/leave"))
+            .bearer_auth(ticket)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(left.status(), 204);
+    }
+    let unpaused = nodes.apps[2]
+        .patch_room("counted-once", json!({"paused": false}))
+        .await;
+    assert_eq!(unpaused.status(), 200);
+    for _ in 0..8 {
+        nodes.step(1_000).await;
+    }
+    let reports: Vec<Value> = join_all(nodes.apps.iter().map(|app| {
+        app.admin(Method::GET, "/api/admin/rooms/counted-once/report")
+            .fetch_json()
+    }))
+    .await;
+    let r = &reports[0];
+    assert_eq!(r["arrivals"], 60);
+    assert_eq!(r["left"], 12);
+    assert_eq!(r["admitted"], 48, "everyone still waiting, in 8 ticks of 7");
+    assert_eq!(r["passed_through"], 0);
+    assert_eq!(r["peak_waiting"], 60);
+    assert_eq!(r["wait_seconds"]["buckets"][13]["count"], 48);
+    for other in &reports[1..] {
+        assert_eq!(other, r, "every node reads the same report");
+    }
+    let metrics = nodes.apps[0].get_text("/metrics").await;
+    let count = metrics
+        .lines()
+        .find(|l| l.starts_with("waitroom_wait_seconds_count{room=\"counted-once\"}"))
+        .unwrap_or_else(|| panic!("no waits recorded:\n{metrics}"));
+    assert_eq!(
+        count.rsplit(' ').next(),
+        Some("48"),
+        "each admission once: {count}"
+    );
+}
