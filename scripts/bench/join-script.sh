@@ -58,6 +58,10 @@ join() {
 # "no" for the layout of values, or the number of fields a packed join has.
 layout() {
   local join=$1 prelude=$2 fields
+  # Since the join's values are declared once (join_values!), the prelude
+  # reads them: a join without options is its visitor alone, as the node
+  # sends it.
+  if $prelude | grep -q JOIN_PATTERN; then echo 1; return; fi
   if ! $join | grep -q JOIN_PATTERN; then echo no; return; fi
   fields=$($prelude | sed -n 's/^local JOIN_FIELDS = //p')
   echo ${fields:-12}

@@ -185,6 +185,7 @@ struct PageQuery {
     params(crate::http::paths::RoomPath, PageQuery),
     responses(
         (status = 200, description = "The report, or the login form", content_type = "text/html"),
+        (status = 400, description = "invalid_query"),
         (status = 404, description = "room_not_found report_not_found"),
     ),
 )]

@@ -106,7 +106,7 @@ impl RoomReport {
 
     pub(super) fn say(&self, json: bool) {
         if !self.read {
-            say(json, "the room's report: unreadable".to_string());
+            say(json, "the room's report: unreadable");
             return;
         }
         let counts: Vec<String> = self
