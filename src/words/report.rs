@@ -350,8 +350,9 @@ impl Rows {
     }
 }
 
-/// What a room's own steps count, exactly, whichever node served.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// What a room's own steps count, exactly, whichever node served; the
+/// report shows them as they are.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, utoipa::ToSchema)]
 pub struct Counts {
     /// Places made: in the line (or the draw, or the priority line),
     /// straight through, or bypassed.
@@ -369,6 +370,7 @@ pub struct Counts {
     pub sessions_lapsed: u64,
     /// Passes the origin took back.
     pub revoked: u64,
+    /// Joins refused by a limit, by the refusal's error code.
     pub turned_away: BTreeMap<TurnedAway, u64>,
     pub peak_waiting: u64,
 }
@@ -430,29 +432,14 @@ impl Ledger {
             .map(|row| row.arrivals)
             .max()
             .unwrap_or(0);
-        let counts = &self.counts;
         Report {
             room: room.to_owned(),
             created_at: Moment(self.created_at),
             closed_at: facts.closed_at.map(Moment),
             from: Moment(facts.opens_at.unwrap_or(self.created_at)),
             to: Moment(facts.closed_at.unwrap_or(now)),
-            arrivals: counts.arrivals,
-            admitted: counts.admitted,
-            passed_through: counts.passed_through,
-            bypassed: counts.bypassed,
-            left: counts.left,
-            abandoned: counts.abandoned,
-            no_shows: counts.no_shows,
-            sessions_lapsed: counts.sessions_lapsed,
-            revoked: counts.revoked,
-            turned_away: counts
-                .turned_away
-                .iter()
-                .map(|(why, n)| (why.to_string(), *n))
-                .collect(),
+            counts: self.counts.clone(),
             wait_seconds: self.waits.seconds(),
-            peak_waiting: counts.peak_waiting,
             peak_joins_per_minute,
             sale: facts.sale,
             draw: facts.draw,
@@ -502,19 +489,9 @@ pub struct Report {
     /// The opening (or the making, without one) to the close (or now).
     pub from: Moment,
     pub to: Moment,
-    pub arrivals: u64,
-    pub admitted: u64,
-    pub passed_through: u64,
-    pub bypassed: u64,
-    pub left: u64,
-    pub abandoned: u64,
-    pub no_shows: u64,
-    pub sessions_lapsed: u64,
-    pub revoked: u64,
-    /// Joins refused by a limit, by the refusal's error code.
-    pub turned_away: BTreeMap<String, u64>,
+    #[serde(flatten)]
+    pub counts: Counts,
     pub wait_seconds: WaitSeconds,
-    pub peak_waiting: u64,
     pub peak_joins_per_minute: u64,
     /// The room's sale, if it has one (read with the report).
     #[schema(value_type = Option<Object>)]

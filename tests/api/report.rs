@@ -6,7 +6,7 @@ use waitroom_testkit as support;
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use support::TestApp;
+use support::{FetchJson, TestApp};
 
 async fn report(app: &TestApp, query: &str) -> reqwest::Response {
     report_of(app, "drop", query).await
@@ -99,14 +99,10 @@ async fn the_report_reads_as_json_and_its_minutes_as_csv() {
     assert_eq!(lines.len(), 2, "{body}");
     assert!(lines[1].contains(",60,4,4,0,4,"), "{}", lines[1]);
 
-    let listed: Value = app
+    let listed = app
         .admin(Method::GET, "/api/admin/reports")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .fetch_json()
+        .await;
     assert_eq!(listed["reports"][0]["room"], "drop");
     assert_eq!(listed["reports"][0]["created_at"], r["created_at"]);
     assert_eq!(listed["reports"][0]["closed_at"], Value::Null);
@@ -119,11 +115,13 @@ async fn the_report_reads_as_json_and_its_minutes_as_csv() {
         .unwrap();
     assert_eq!(closed.status(), 204);
     let created_at = r["created_at"].as_str().unwrap().to_owned();
-    let kept: Value = report(&app, &format!("?created_at={created_at}"))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let kept = app
+        .admin(
+            Method::GET,
+            &format!("/api/admin/rooms/drop/report?created_at={created_at}"),
+        )
+        .fetch_json()
+        .await;
     assert_eq!(kept["admitted"], 4);
     assert!(kept["closed_at"].is_string());
     assert_eq!(kept["sale"], r["sale"], "the sale as it was at the close");

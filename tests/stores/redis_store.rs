@@ -500,5 +500,8 @@ async fn a_room_made_before_ledgers_reports_its_own_counts() {
         .await
         .unwrap();
     assert_eq!(report.created_at, Moment(1_767_225_600_000));
-    assert_eq!((report.arrivals, report.passed_through), (3, 3));
+    assert_eq!(
+        (report.counts.arrivals, report.counts.passed_through),
+        (3, 3)
+    );
 }

@@ -85,17 +85,25 @@ async fn sale_summary(
     ))
 }
 
-/// The report with its room's sale: an open room's read now (a closed
-/// room's report keeps the sale as it was at the close).
-pub async fn with_sale(
-    mut report: Report,
+/// The report of the room made at `created_at` (or the one under `room`
+/// now), with its sale: an open room's read now (a closed room's report
+/// keeps the sale as it was at the close).
+pub async fn read(
+    store: &dyn Store,
     sale: &dyn SaleStore,
     room: &RoomId,
+    created_at: Option<Moment>,
 ) -> Result<Report, ApiError> {
+    let mut report = store
+        .run(crate::words::op::ReadReport {
+            room: room.clone(),
+            created_at: created_at.map(|at| at.0),
+        })
+        .await?;
     if report.closed_at.is_none() {
         report.sale = sale_summary(sale, room).await?;
     }
-    Ok(report)
+    Ok(*report)
 }
 
 /// Closes the room, its report keeping its sale as it is now.
@@ -131,13 +139,7 @@ async fn report(
     store: web::Data<dyn Store>,
     sale: web::Data<dyn SaleStore>,
 ) -> Result<HttpResponse, ApiError> {
-    let report = store
-        .run(crate::words::op::ReadReport {
-            room: room.clone(),
-            created_at: query.created_at.map(|at| at.0),
-        })
-        .await?;
-    let report = with_sale(*report, sale.get_ref(), &room).await?;
+    let report = read(store.get_ref(), sale.get_ref(), &room, query.created_at).await?;
     Ok(match query.format {
         Format::Json => HttpResponse::Ok().json(report),
         Format::Csv => HttpResponse::Ok()

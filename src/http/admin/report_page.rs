@@ -9,14 +9,13 @@ use askama::Template;
 use serde::Deserialize;
 
 use super::page::{ADMIN_CONTENT_SECURITY_POLICY, operator_catalogue};
-use super::report::with_sale;
+use super::report::read;
 use crate::http::error::ApiError;
 use crate::http::extractors::{Room, admin_session};
 use crate::http::pages::i18n::Catalogue;
 use crate::http::pages::render;
-use crate::store::{SaleStore, Store, StoreExt};
+use crate::store::{SaleStore, Store};
 use crate::words::clock::{Moment, rfc3339};
-use crate::words::op::ReadReport;
 use crate::words::report::{Minute, Report};
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
@@ -140,8 +139,13 @@ impl ReportPage {
             chart_max,
             chart_from: time(r.minutes.first()),
             chart_to: time(r.minutes.last()),
-            turned_away: r.turned_away.iter().map(|(k, v)| (k.clone(), *v)).collect(),
-            turned_away_total: r.turned_away.values().sum(),
+            turned_away: r
+                .counts
+                .turned_away
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect(),
+            turned_away_total: r.counts.turned_away.values().sum(),
             sale: r.sale.as_ref().map(|s| {
                 let n = |k: &str| s[k].as_u64().unwrap_or(0);
                 (
@@ -203,13 +207,7 @@ async fn page(
             actix_web::http::StatusCode::OK,
         ));
     }
-    let report = store
-        .run(ReadReport {
-            room: room.clone(),
-            created_at: query.created_at.map(|at| at.0),
-        })
-        .await?;
-    let report = with_sale(*report, sale.get_ref(), &room).await?;
+    let report = read(store.get_ref(), sale.get_ref(), &room, query.created_at).await?;
     let t = operator_catalogue(&req);
     let mut page = render(&ReportPage::new(t, room.as_str(), report));
     page.headers_mut().insert(

@@ -6,7 +6,7 @@ use waitroom::store::{JoinOptions, StoreError, StoreExt};
 use waitroom::words::clock::{Clock, Moment};
 use waitroom::words::join_limit::JoinLimit;
 use waitroom::words::op::{ListReports, ReadReport};
-use waitroom::words::report::{Report, ReportEntry};
+use waitroom::words::report::{Report, ReportEntry, TurnedAway};
 use waitroom::words::{RoomId, VisitorId};
 
 use super::{Harness, TICK_MS, is_admitted};
@@ -79,16 +79,29 @@ pub async fn the_report_counts_a_known_drop_exactly(h: &Harness) {
     assert_eq!(r.from, Moment(made_at));
     assert_eq!(r.to, Moment(made_at + 2 * TICK_MS));
     assert_eq!(
-        (r.arrivals, r.admitted, r.passed_through, r.bypassed),
+        (
+            r.counts.arrivals,
+            r.counts.admitted,
+            r.counts.passed_through,
+            r.counts.bypassed
+        ),
         (7, 4, 2, 0)
     );
-    assert_eq!((r.left, r.abandoned, r.no_shows, r.revoked), (2, 0, 0, 1));
-    assert_eq!(r.sessions_lapsed, 0);
     assert_eq!(
-        r.turned_away.into_iter().collect::<Vec<_>>(),
-        [("rate_limited".to_string(), 1)]
+        (
+            r.counts.left,
+            r.counts.abandoned,
+            r.counts.no_shows,
+            r.counts.revoked
+        ),
+        (2, 0, 0, 1)
     );
-    assert_eq!(r.peak_waiting, 5);
+    assert_eq!(r.counts.sessions_lapsed, 0);
+    assert_eq!(
+        r.counts.turned_away.into_iter().collect::<Vec<_>>(),
+        [(TurnedAway::RateLimited, 1)]
+    );
+    assert_eq!(r.counts.peak_waiting, 5);
     assert_eq!(r.peak_joins_per_minute, 7);
     let w = &r.wait_seconds;
     let cumulative: Vec<(&str, u64)> = w.buckets.iter().map(|b| (b.le.as_str(), b.count)).collect();
@@ -120,8 +133,11 @@ pub async fn a_closed_rooms_report_is_kept_and_a_room_made_again_starts_its_own(
     let kept = report(h, &room).await;
     assert_eq!(kept.closed_at, Some(Moment(closed_at)));
     assert_eq!(kept.to, Moment(closed_at));
-    assert_eq!((kept.arrivals, kept.admitted, kept.left), (7, 4, 2));
-    assert_eq!(kept.peak_waiting, 5);
+    assert_eq!(
+        (kept.counts.arrivals, kept.counts.admitted, kept.counts.left),
+        (7, 4, 2)
+    );
+    assert_eq!(kept.counts.peak_waiting, 5);
     assert_eq!(
         reports(h).await,
         [ReportEntry {
@@ -137,7 +153,11 @@ pub async fn a_closed_rooms_report_is_kept_and_a_room_made_again_starts_its_own(
     h.join(&room).await;
     let now = report(h, &room).await;
     assert_eq!(
-        (now.created_at, now.arrivals, now.passed_through),
+        (
+            now.created_at,
+            now.counts.arrivals,
+            now.counts.passed_through
+        ),
         (Moment(second_made), 1, 1)
     );
     let earlier = h
@@ -149,7 +169,7 @@ pub async fn a_closed_rooms_report_is_kept_and_a_room_made_again_starts_its_own(
         .await
         .unwrap();
     assert_eq!(
-        (earlier.arrivals, earlier.closed_at),
+        (earlier.counts.arrivals, earlier.closed_at),
         (7, Some(Moment(closed_at)))
     );
     let listed = reports(h).await;
@@ -201,7 +221,7 @@ pub async fn a_pre_queue_entrants_wait_runs_from_the_opening(h: &Harness) {
         Some(vec![3_000])
     );
     let r = report(h, &room).await;
-    assert_eq!((r.arrivals, r.admitted), (1, 1));
+    assert_eq!((r.counts.arrivals, r.counts.admitted), (1, 1));
     assert_eq!(
         r.wait_seconds.max,
         Some(3.0),
@@ -240,7 +260,7 @@ pub async fn rows_are_a_minute_each_from_the_first_tick_to_the_next_rows(h: &Har
         [(Moment(first), 3, 3), (Moment(first + MINUTE_MS), 1, 4)]
     );
     assert_eq!(r.peak_joins_per_minute, 3);
-    assert_eq!(r.peak_waiting, 4);
+    assert_eq!(r.counts.peak_waiting, 4);
     let csv = r.minutes_csv();
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(
