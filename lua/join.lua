@@ -58,7 +58,7 @@ end
 local room, err = open_room()
 if not room then return err end
 local now = now_ms()
-expire_passes(now)
+expire_passes(now, room)
 -- What no join changes, read once for the call.
 local pre_queue, method, sold_out_now = not opened(room, now), queue_method(room), sold_out(room)
 local closing = room.cfg.closes_at_ms
@@ -217,7 +217,7 @@ local function join(j)
   if user ~= '' then
     -- One place per user: the user's live place, whichever visitor asks.
     local held = redis.call('HGET', K_USERS, user)
-    local held_record = held and current_record(held, now)
+    local held_record = held and current_record(room, held, now)
     local held_kind = record_kind(held_record)
     if held_kind and (waits(held_kind) or held_kind == records.admitted.kind) then
       visitor = held
@@ -225,7 +225,7 @@ local function join(j)
   elseif room.cfg.user_required then
     return redis.error_reply(USERREQUIRED)
   end
-  local record = current_record(visitor, now)
+  local record = current_record(room, visitor, now)
   local kind = record_kind(record)
   if kind == records.waiting.kind or kind == records.drawn.kind then
     mark_present(visitor, now)

@@ -4,9 +4,9 @@ local room = load_room()
 if not room then return redis.error_reply(NOROOM) end
 if room.closed == '1' then return 0 end
 local now = now_ms()
-expire_passes(now)
+expire_passes(now, room)
 local visitor = ARGV[3]
-local record = current_record(visitor, now)
+local record = current_record(room, visitor, now)
 if not record then return 0 end
 local kind = record_kind(record)
 if waits(kind) or kind == records.admitted.kind then ledger().add(room, 'left', 1) end

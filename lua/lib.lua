@@ -102,49 +102,6 @@ local function forget_users(visitors)
   end
 end
 
--- Passes past their expiry free their slot: the visitor is forgotten, a
--- slice at a time (a mass expiry is swept over several calls; meanwhile the
--- cap counts a pass until it is swept, never fewer). Bypass passes share
--- the slice. Whether the slice was full: more may be left.
-local function expire_passes(now)
-  local gone = redis.call('ZRANGEBYSCORE', K_ACTIVE, '-inf', now, 'LIMIT', 0, SWEEP_SLICE)
-  if #gone < SWEEP_SLICE then
-    local bypassed = redis.call('ZRANGEBYSCORE', K_BYPASSED, '-inf', now, 'LIMIT', 0, SWEEP_SLICE - #gone)
-    if #bypassed > 0 then
-      chunked('ZREM', K_BYPASSED, bypassed)
-      for _, visitor in ipairs(bypassed) do table.insert(gone, visitor) end
-    end
-  end
-  if #gone > 0 then
-    chunked('ZREM', K_ACTIVE, gone)
-    chunked('HDEL', K_VISITORS, gone)
-    chunked('ZREM', K_ARRIVALS, gone)
-    forget_users(gone)
-  end
-  return #gone == SWEEP_SLICE
-end
-
--- The pass of an admitted visitor's record has run out by `now`.
-local function ran_out(record, now)
-  if record_kind(record) ~= records.admitted.kind then return false end
-  local _, expires_at = records.admitted.read(record)
-  return tonumber(expires_at) <= now
-end
-
--- The visitor's record, after forgetting them if their pass ran out and no
--- sweep has come to it yet (an operation on one visitor never waits for
--- the sweep).
-local function current_record(visitor, now)
-  local record = redis.call('HGET', K_VISITORS, visitor)
-  if not ran_out(record, now) then return record end
-  redis.call('ZREM', K_ACTIVE, visitor)
-  redis.call('ZREM', K_BYPASSED, visitor)
-  redis.call('ZREM', K_ARRIVALS, visitor)
-  redis.call('HDEL', K_VISITORS, visitor)
-  forget_users({ visitor })
-  return nil
-end
-
 -- A key of one visitor's or one client address's (a departure, a join
 -- budget, a used proof of work), named under the room's life ('life': one
 -- more each time a room is made under its id, see make_room), so that
@@ -160,9 +117,106 @@ end
 
 -- A visitor who gave up a place or a pass is forgotten at once; a key of
 -- their own ('wr:{room}:left:<life>:<visitor>', holding until when) says
--- `left` until then (at least abandon_after_s).
+-- `left` until then (at least abandon_after_s). The same key says `away`
+-- ('x' and until when, mark_away) or that their session lapsed ('i' and
+-- the pass's expiry, `lapsed`).
 local function left_key(room, visitor)
   return life_key(room, LEFT_KEY, visitor)
+end
+
+-- Sessions whose pass has not run out but which lapsed for want of use
+-- (session_idle_s): each is counted, and its visitor told so until the
+-- pass's expiry by a departure key ('i' and that expiry, see left_key);
+-- `lapses`: { visitor, expiry, … } pairs. As words::rules::room's end_pass.
+local function lapsed(room, lapses, now)
+  for i = 1, #lapses, 2 do
+    local expires_at = lapses[i + 1]
+    redis.call('SET', left_key(room, lapses[i]), 'i' .. expires_at, 'PX', expires_at - now)
+  end
+  if #lapses > 0 then
+    room.sessions_lapsed = tostring(redis.call('HINCRBY', K_ROOM, 'sessions_lapsed', #lapses / 2))
+  end
+end
+
+-- Passes past their end free their slot: the visitor is forgotten, a slice
+-- at a time (a mass expiry is swept over several calls; meanwhile the cap
+-- counts a pass until it is swept, never fewer). Bypass passes share the
+-- slice. A pass's score is its end: its expiry, or with sessions on its
+-- session's lapse if sooner; one that lapsed is counted (`lapsed`), and
+-- one whose room has turned sessions off since is held until its expiry.
+-- Whether the slice was full: more may be left.
+local function expire_passes(now, room)
+  local gone = redis.call('ZRANGEBYSCORE', K_ACTIVE, '-inf', now, 'LIMIT', 0, SWEEP_SLICE)
+  local bypassed = {}
+  if #gone < SWEEP_SLICE then
+    bypassed = redis.call('ZRANGEBYSCORE', K_BYPASSED, '-inf', now, 'LIMIT', 0, SWEEP_SLICE - #gone)
+  end
+  local swept = #gone + #bypassed
+  if swept == 0 then return false end
+  room = room or load_room()
+  local sessions = room.cfg.session_idle_s
+  local ended, lapses = {}, {}
+  for set, visitors in pairs({ [K_ACTIVE] = gone, [K_BYPASSED] = bypassed }) do
+    if #visitors > 0 then
+      local kept, out = redis.call('HMGET', K_VISITORS, unpack(visitors)), {}
+      for i, visitor in ipairs(visitors) do
+        local _, expires_at = records.admitted.read(kept[i] or '')
+        expires_at = tonumber(expires_at)
+        if expires_at and expires_at > now and not sessions then
+          redis.call('ZADD', set, 'XX', expires_at, visitor)
+        else
+          table.insert(out, visitor)
+          if expires_at and expires_at > now then
+            table.insert(lapses, visitor)
+            table.insert(lapses, expires_at)
+          end
+        end
+      end
+      if #out > 0 then chunked('ZREM', set, out) end
+      for _, visitor in ipairs(out) do table.insert(ended, visitor) end
+    end
+  end
+  if #ended > 0 then
+    chunked('HDEL', K_VISITORS, ended)
+    chunked('ZREM', K_ARRIVALS, ended)
+    forget_users(ended)
+    lapsed(room, lapses, now)
+  end
+  return swept == SWEEP_SLICE
+end
+
+-- When an admitted visitor's pass ends, as the cap counts it (its score).
+local function held_until(visitor)
+  return tonumber(redis.call('ZSCORE', K_ACTIVE, visitor) or redis.call('ZSCORE', K_BYPASSED, visitor) or '')
+end
+
+-- Whether an admitted visitor's record's pass is over at `now`: run out,
+-- or (with sessions on) its session lapsed, as words::rules::room's
+-- pass_over; and the pass's expiry.
+local function pass_over(room, visitor, record, now)
+  if record_kind(record) ~= records.admitted.kind then return false end
+  local _, expires_at = records.admitted.read(record)
+  expires_at = tonumber(expires_at)
+  if expires_at <= now then return true, expires_at end
+  if not room.cfg.session_idle_s then return false, expires_at end
+  local ends = held_until(visitor)
+  return ends ~= nil and ends <= now, expires_at
+end
+
+-- The visitor's record, after forgetting them if their pass is over and no
+-- sweep has come to it yet (an operation on one visitor never waits for
+-- the sweep).
+local function current_record(room, visitor, now)
+  local record = redis.call('HGET', K_VISITORS, visitor)
+  local over, expires_at = pass_over(room, visitor, record, now)
+  if not over then return record end
+  redis.call('ZREM', K_ACTIVE, visitor)
+  redis.call('ZREM', K_BYPASSED, visitor)
+  redis.call('ZREM', K_ARRIVALS, visitor)
+  redis.call('HDEL', K_VISITORS, visitor)
+  forget_users({ visitor })
+  if expires_at > now then lapsed(room, { visitor, expires_at }, now) end
+  return nil
 end
 
 local function depart(room, visitor, now, left_until)
@@ -237,17 +291,26 @@ end
 
 -- A pass outside the cap for a bypass network's client: no token spent,
 -- no admission counted in the rate, no arrival awaited.
-local function admit_bypassed(room, visitor, now)
+-- A new pass's expiry, and its end as the cap counts it (its score): with
+-- sessions on, its session's lapse (the idle clock starts at the
+-- admission), as words::rules::room's pass_ends.
+local function pass_ends(room, now)
   local expires_at = now + room.cfg.pass_ttl_s * 1000
+  local idle = room.cfg.session_idle_s
+  return expires_at, idle and math.min(now + idle * 1000, expires_at) or expires_at
+end
+
+local function admit_bypassed(room, visitor, now)
+  local expires_at, ends = pass_ends(room, now)
   redis.call('HSET', K_VISITORS, visitor, records.admitted.write(now, expires_at))
-  redis.call('ZADD', K_BYPASSED, expires_at, visitor)
+  redis.call('ZADD', K_BYPASSED, ends, visitor)
   redis.call('HINCRBY', K_ROOM, 'bypassed', 1)
 end
 
 local function admit(room, visitor, now)
-  local expires_at = now + room.cfg.pass_ttl_s * 1000
+  local expires_at, ends = pass_ends(room, now)
   redis.call('HSET', K_VISITORS, visitor, records.admitted.write(now, expires_at))
-  redis.call('ZADD', K_ACTIVE, expires_at, visitor)
+  redis.call('ZADD', K_ACTIVE, ends, visitor)
   local grace = arrival_grace_ms(room)
   if grace then redis.call('ZADD', K_ARRIVALS, now + grace, visitor) end
   return expires_at
@@ -361,16 +424,22 @@ end
 -- read them already for many. Also returns the record's kind (nil for none).
 local function place(room, visitor, now, shared)
   local record = redis.call('HGET', K_VISITORS, visitor)
-  -- A pass that ran out is gone, swept or not.
-  if ran_out(record, now) then record = nil end
+  -- A pass that ran out is gone, swept or not; so is a lapsed session's.
+  local over, expires_at = pass_over(room, visitor, record, now)
+  if over then record = nil end
   local kind = record_kind(record)
   local out
-  if not record then
+  if over and expires_at > now then
+    out = { state = STATE.lapsed, expires_at = expires_at }
+  elseif not record then
     local departed = redis.call('GET', left_key(room, visitor)) or ''
     local away_until = tonumber(string.match(departed, '^x(%d+)$') or '')
+    local lapsed_pass = tonumber(string.match(departed, '^i(%d+)$') or '')
     local departed_until = tonumber(departed)
     if away_until and away_until > now then
       out = { state = STATE.away }
+    elseif lapsed_pass and lapsed_pass > now then
+      out = { state = STATE.lapsed, expires_at = lapsed_pass }
     else
       out = { state = (departed_until and departed_until > now) and STATE.left or STATE.expired }
     end
@@ -605,7 +674,7 @@ local function ledger()
     local key = ledger.key(room)
     redis.call('HSET', key, 'sale', sale or '', 'closed_at', now, 'config', room.config, 'created_at', room.created_at,
       'next_seq', room.next_seq or 0, 'admitted_total', room.admitted_total or 0, 'bypassed', room.bypassed or 0,
-      'no_shows', room.no_shows or 0, 'peak_waiting', room.peak_waiting or 0,
+      'no_shows', room.no_shows or 0, 'sessions_lapsed', room.sessions_lapsed or 0, 'peak_waiting', room.peak_waiting or 0,
       'draw_seed', room.draw_seed or '', 'draw_commitment', room.draw_commitment or '',
       'entrants', redis.call('ZCARD', K_ENTRIES) + redis.call('ZCARD', K_PENTRIES),
       'priority_entrants', redis.call('ZCARD', K_PENTRIES), 'opened', opened(room, now) and '1' or '0')

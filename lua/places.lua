@@ -12,7 +12,7 @@ if room.closed == '1' then
   return cjson.encode(out)
 end
 local now = now_ms()
-expire_passes(now)
+expire_passes(now, room)
 -- Reading places changes no summary: read it once for all of them.
 local shared = { line = line(room), facts = facts(room) }
 for i = 3, #ARGV do

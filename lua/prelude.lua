@@ -108,4 +108,4 @@ local records = {
     read = function(record) return string.match(record, '^([^|]*)|([^|]*)|(.*)$') end },
 }
 -- A place's states as answers name them (src/store/redis/replies.rs).
-local STATE = { waiting = 'w', pre_queue = 'p', admitted = 'a', left = 'l', closed = 'c', expired = 'e', away = 'x' }
+local STATE = { waiting = 'w', pre_queue = 'p', admitted = 'a', left = 'l', closed = 'c', expired = 'e', away = 'x', lapsed = 'i' }

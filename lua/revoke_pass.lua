@@ -4,9 +4,9 @@
 local room, err = open_room()
 if not room then return err end
 local now = now_ms()
-expire_passes(now)
+expire_passes(now, room)
 local visitor = ARGV[3]
-local record = current_record(visitor, now)
+local record = current_record(room, visitor, now)
 if not record then return 0 end
 if record_kind(record) ~= records.admitted.kind then return 0 end
 local _, expires_at = records.admitted.read(record)

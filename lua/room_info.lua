@@ -5,7 +5,7 @@
 local room, err = open_room()
 if not room then return err end
 local now = now_ms()
-expire_passes(now)
+expire_passes(now, room)
 local oldest = 0
 -- The head: the priority line's, the draw's ('key:visitor'), or the line's.
 local head = redis.call('ZRANGE', K_PRIO, 0, 0)

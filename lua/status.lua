@@ -3,7 +3,7 @@ local room = load_room()
 if not room then return redis.error_reply(NOROOM) end
 if room.closed == '1' then return cjson.encode(closed_place()) end
 local now = now_ms()
-expire_passes(now)
+expire_passes(now, room)
 local out, kind = place(room, ARGV[3], now)
 if waits(kind) then mark_present(ARGV[3], now) end
 return cjson.encode(out)

@@ -18,6 +18,10 @@ if room.closed == '1' then return redis.error_reply(CLOSED) end
 local now = now_ms()
 local tick_ms = room.cfg.tick_ms
 local last_tick = num(room, 'last_tick')
+-- Passes past their end are swept first, whether a tick is due or not (as
+-- every operation on the room does), so that an idle room is told idle.
+-- Whether the sweep filled its slice: more to sweep at the next call.
+local more = expire_passes(now, room)
 local waiting, active = waiting_count(), redis.call('ZCARD', K_ACTIVE)
 local resumptions = num(room, 'arrival_resumptions') or 0
 
@@ -48,6 +52,7 @@ local function answer(ran, counts)
   counts.ran, counts.arrival_resumptions = ran, resumptions
   counts.line, counts.max_active, counts.opened = line(room), tostring(room.cfg.max_active or ''), opened(room, now)
   counts.admitted_last_minute = admitted_between(now - RATE_WINDOW_MS, now)
+  counts.sessions_lapsed = tonumber(room.sessions_lapsed or 0)
   return cjson.encode(counts)
 end
 local due = now >= last_tick + tick_ms
@@ -74,8 +79,6 @@ if idle then
   return answer(announced, { waiting = 0, active = 0, next_due_in_ms = by_opening(tick_ms) })
 end
 if due then last_tick = last_tick + math.floor((now - last_tick) / tick_ms) * tick_ms end
--- Whether a sweep filled its slice: more to sweep at the next call.
-local more = expire_passes(now)
 
 -- Passes no /api/verify has seen within the grace are taken back (no-shows).
 -- An arrival due before the last resumption's deadline, of a visitor
@@ -288,7 +291,7 @@ if admitting and opened(room, now) and not room.cfg.paused and not sold_out(room
   n = math.min(n, SWEEP_SLICE)
   if n > 0 then
     local head = take(n, method)
-    local expires_at = now + room.cfg.pass_ttl_s * 1000
+    local expires_at, ends = pass_ends(room, now)
     local pass = records.admitted.write(now, expires_at)
     -- One command per structure, not one per visitor.
     local grace = arrival_grace_ms(room)
@@ -298,7 +301,7 @@ if admitting and opened(room, now) and not room.cfg.paused and not sold_out(room
       table.insert(members, visitor)
       table.insert(sets, visitor)
       table.insert(sets, pass)
-      table.insert(passes, expires_at)
+      table.insert(passes, ends)
       table.insert(passes, visitor)
       if grace then
         table.insert(arrivals, now + grace)

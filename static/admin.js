@@ -18,7 +18,7 @@ const REFRESH_MS = 1000;
 const RETRY = { base: REFRESH_MS, max: 15000, cap: 4 };
 // Rooms without a sale are asked again only every few seconds.
 const NO_SALE_RECHECK_MS = 5000;
-const STATS = ['pre_queue', 'waiting', 'priority_waiting', 'active', 'admitted_total', 'admitted_last_minute', 'oldest_wait_seconds', 'turned_away', 'no_shows', 'bypassed'];
+const STATS = ['pre_queue', 'waiting', 'priority_waiting', 'active', 'admitted_total', 'admitted_last_minute', 'oldest_wait_seconds', 'turned_away', 'no_shows', 'sessions_lapsed', 'bypassed'];
 
 const live = $('live-status');
 const st = createAdminState();

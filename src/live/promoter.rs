@@ -378,6 +378,10 @@ impl Promoter {
             .set(figures.tail_eta_s.map_or(f64::NAN, |eta| eta as f64));
         // On every node, so that summing it over nodes never misses one.
         metrics::counter!("waitroom_admitted_total", labels).increment(0);
+        // The room's own count, whichever call swept them (any operation on
+        // the room may): every node shows the same, as for the gauges.
+        metrics::counter!("waitroom_sessions_lapsed_total", labels)
+            .absolute(figures.sessions_lapsed);
         match figures.max_active {
             Some(cap) => {
                 self.capped.lock().insert(room.clone());

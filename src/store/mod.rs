@@ -194,10 +194,16 @@ pub trait StoreExt: Store {
         })
         .await
     }
-    async fn arrive(&self, room: &RoomId, visitor: VisitorId) -> Result<Place, StoreError> {
+    async fn arrive(
+        &self,
+        room: &RoomId,
+        visitor: VisitorId,
+        pass_exp_s: u64,
+    ) -> Result<Place, StoreError> {
         self.run(op::Arrive {
             room: room.clone(),
             visitor,
+            pass_exp_s,
         })
         .await
     }

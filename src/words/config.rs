@@ -40,6 +40,11 @@ pub struct RoomConfig {
     /// reclaimed as a no-show; `None` = off.
     #[serde(default)]
     pub arrival_grace_s: Option<u64>,
+    /// An admitted visitor's session lapses once no verify, gate or sale
+    /// call has accepted their pass for this long (`pass_ttl_s` stays the
+    /// hard limit); `None` = off: a pass lasts its `pass_ttl_s`.
+    #[serde(default)]
+    pub session_idle_s: Option<u64>,
     /// The HS256 key the room's site signs user tokens with. Write-only:
     /// never serialized (the operator API shows `user_key_set`) nor logged.
     #[serde(default, skip_serializing)]
@@ -227,6 +232,7 @@ pub const FIELDS: &[Field] = &[
     number("abandon_after_s", 15, 86_400),
     field("paused", Input::Switch),
     nullable(number("arrival_grace_s", 5, 86_400)),
+    nullable(number("session_idle_s", 5, 86_400)),
     nullable(field("user_key", Input::Secret)),
     field("user_required", Input::Switch),
     field("code_required", Input::Switch),
@@ -522,6 +528,7 @@ impl RoomConfig {
             abandon_after_s: DEFAULT_ABANDON_AFTER_S,
             paused: false,
             arrival_grace_s: None,
+            session_idle_s: None,
             user_key: None,
             user_required: false,
             code_required: false,
@@ -606,6 +613,14 @@ impl RoomConfig {
                 .map_or_else(|| "page".to_string(), |field| format!("page.{field}"));
             ConfigError::new(field, error.message)
         })?;
+        if let Some(idle) = self.session_idle_s
+            && idle > self.pass_ttl_s
+        {
+            return Err(ConfigError::new(
+                "session_idle_s",
+                "session_idle_s must be at most pass_ttl_s, the pass's hard limit (raise pass_ttl_s with sessions on)",
+            ));
+        }
         if self.user_required && self.user_key.is_none() {
             return Err(ConfigError::new(
                 "user_required",
@@ -726,6 +741,16 @@ mod tests {
                 json!({"arrival_grace_s": 1}),
                 "arrival_grace_s",
                 "arrival_grace_s must be between 5 and 86400, or null for off",
+            ),
+            (
+                json!({"session_idle_s": 4}),
+                "session_idle_s",
+                "session_idle_s must be between 5 and 86400, or null for off",
+            ),
+            (
+                json!({"session_idle_s": 601}),
+                "session_idle_s",
+                "session_idle_s must be at most pass_ttl_s",
             ),
             (
                 json!({"pow_difficulty": 21}),

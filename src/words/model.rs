@@ -104,6 +104,9 @@ pub struct RoomStats {
     pub turned_away: u64,
     /// Passes reclaimed because no `/api/verify` saw them in `arrival_grace_s`.
     pub no_shows: u64,
+    /// Sessions that lapsed for want of use (`session_idle_s`), ever.
+    #[serde(default)]
+    pub sessions_lapsed: u64,
     /// Visitors waiting for the opening (before it; 0 after).
     pub pre_queue: u64,
     /// Visitors admitted from a `bypass_networks` address, ever.
@@ -191,6 +194,12 @@ pub enum PlaceState {
     },
     /// The pass ran out, or nothing is known of the visitor here.
     Expired,
+    /// The session of the pass that expires at `expires_at` lapsed: no
+    /// verify, gate or sale call accepted it for the room's
+    /// `session_idle_s`. Told as `expired` until that expiry.
+    Lapsed {
+        expires_at: Millis,
+    },
     /// The place was lost because its visitor was away (no socket, no poll)
     /// for longer than `abandon_after_s`; told so for `AWAY_REMEMBERED_MS`.
     Away,

@@ -182,10 +182,13 @@ operations! {
     "user_of" => UserOf { room: RoomId, visitor: VisitorId } -> Option<String>;
     /// Gives up the place or the admitted slot.
     "leave" => Leave { room: RoomId, visitor: VisitorId } -> ();
-    /// The visitor's place, read for `/api/verify` (or the sale) checking
-    /// their pass: an admitted visitor has arrived, so their pass is no
-    /// longer reclaimed as a no-show.
-    "arrive" => Arrive { room: RoomId, visitor: VisitorId } -> Place;
+    /// The visitor's place, read for `/api/verify`, the gate or the sale
+    /// checking their pass (the one whose `exp` is `pass_exp_s`): an
+    /// admitted visitor has arrived, so their pass is no longer reclaimed
+    /// as a no-show, and with sessions on (`session_idle_s`) the call
+    /// renews that pass's session, unless it lapsed already
+    /// (`rules::passes::renewed_lapse`).
+    "arrive" => Arrive { room: RoomId, visitor: VisitorId, pass_exp_s: u64 } -> Place;
     /// Arrivals could not be recorded for a while (the store was
     /// unreachable, so `/api/verify` let passes through on their signature
     /// alone): every admitted visitor not seen yet gets the room's whole

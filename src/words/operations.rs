@@ -151,6 +151,9 @@ pub struct RoomFigures {
     /// Admitted in the last minute, as the room's stats count them (the
     /// admin page's chart and the history each node keeps of it).
     pub admitted_last_minute: u64,
+    /// Sessions that lapsed for want of use, ever (the room's
+    /// `sessions_lapsed`).
+    pub sessions_lapsed: u64,
 }
 
 /// What a due tick did, for the promoter's metrics and logs.

@@ -85,7 +85,7 @@ impl State {
         match place {
             PlaceState::PreQueue { .. } | PlaceState::Waiting { .. } => Self::Waiting,
             PlaceState::Admitted { .. } => Self::Admitted,
-            PlaceState::Expired | PlaceState::Away => Self::Expired,
+            PlaceState::Expired | PlaceState::Away | PlaceState::Lapsed { .. } => Self::Expired,
             PlaceState::Left => Self::Left,
             PlaceState::Closed => Self::Closed,
         }
@@ -101,6 +101,9 @@ wire_enum! {
         /// Nobody saw the visitor (no socket, no poll) for the room's
         /// `abandon_after_s`, so the place went to those still there.
         AwayTooLong,
+        /// The admitted visitor's session lapsed: no call accepted their
+        /// pass for the room's `session_idle_s`.
+        SessionIdle,
     }
 }
 
@@ -201,6 +204,7 @@ impl<'a> Status<'a> {
             PlaceState::Closed if input.facts.sold_out => status.reason = Some(Reason::SoldOut),
             PlaceState::Closed => status.reason = Some(Reason::ClosedByOperator),
             PlaceState::Away => status.reason = Some(Reason::AwayTooLong),
+            PlaceState::Lapsed { .. } => status.reason = Some(Reason::SessionIdle),
             PlaceState::Expired | PlaceState::Left => {}
         }
         status

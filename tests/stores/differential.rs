@@ -52,6 +52,9 @@ const CHANCE_SEED: u64 = 25;
 /// Stands for the claim id the store gave the visitor's latest claim, in a
 /// generated confirm or release: each store names its claims itself.
 const LATEST_CLAIM: &str = "latest";
+/// Stands for the `exp` of the pass the visitor was last told of, which
+/// each store reports on its own (they agree on it, or the test fails).
+const HELD_PASS: u64 = u64::MAX;
 
 /// One step of a sequence.
 #[derive(Debug, Clone)]
@@ -92,13 +95,17 @@ fn step() -> impl Strategy<Value = Step> {
         prop_oneof![Just(15u64), Just(60), Just(3_600)]
             .prop_map(|s| json!({ "abandon_after_s": s })),
         prop_oneof![Just("fifo"), Just("random")].prop_map(|m| json!({ "queue_method": m })),
+        proptest::option::of(prop_oneof![Just(5u64), Just(10), Just(60)])
+            .prop_map(|idle| json!({ "session_idle_s": idle })),
     ];
     prop_oneof![
         6 => room_op(|visitor| op::Join { room: room(), visitor, options: JoinOptions::default() }.into()),
         2 => room_op(|visitor| op::Leave { room: room(), visitor }.into()),
         2 => room_op(|visitor| op::Status { room: room(), visitor }.into()),
-        // The visitor's pass was seen (`/api/verify`): not a no-show.
-        2 => room_op(|visitor| op::Arrive { room: room(), visitor }.into()),
+        // The visitor's pass was seen (`/api/verify`): not a no-show, and
+        // its session lasts on; or a stale pass of theirs was.
+        3 => room_op(|visitor| op::Arrive { room: room(), visitor, pass_exp_s: HELD_PASS }.into()),
+        1 => room_op(|visitor| op::Arrive { room: room(), visitor, pass_exp_s: 1 }.into()),
         // The operator takes the visitor's pass back.
         1 => room_op(|visitor| op::RevokePass { room: room(), visitor, pass_exp_s: None }.into()),
         // These visitors hold a socket somewhere.
@@ -179,6 +186,7 @@ enum State {
     Admitted { admitted_at: u64, expires_at: u64 },
     Expired,
     Away,
+    Lapsed { expires_at: u64 },
     Left,
     Closed,
 }
@@ -199,6 +207,7 @@ fn shown(place: Place) -> Compared {
             },
             PlaceState::Expired => State::Expired,
             PlaceState::Away => State::Away,
+            PlaceState::Lapsed { expires_at } => State::Lapsed { expires_at },
             PlaceState::Left => State::Left,
             PlaceState::Closed => State::Closed,
         },
@@ -291,12 +300,28 @@ struct Under<'a> {
     store: &'a dyn Store,
     sale: &'a dyn SaleStore,
     latest_claim: HashMap<VisitorId, String>,
+    /// The `exp` of each visitor's pass, as this store last told it.
+    held_pass: HashMap<VisitorId, u64>,
 }
 
 impl Under<'_> {
     async fn run(&mut self, step: &Step) -> Compared {
         match step.clone() {
-            Step::Room(op) => self.store.apply(op).await.map_or_else(refused, compared),
+            Step::Room(mut op) => {
+                if let Op::Arrive(arrive) = &mut op
+                    && arrive.pass_exp_s == HELD_PASS
+                {
+                    arrive.pass_exp_s = self.held_pass.get(&arrive.visitor).copied().unwrap_or(0);
+                }
+                let answer = self.store.apply(op).await;
+                if let Ok(Answer::Join(place) | Answer::Status(place) | Answer::Arrive(place)) =
+                    &answer
+                    && let PlaceState::Admitted { expires_at, .. } = place.state
+                {
+                    self.held_pass.insert(place.visitor, expires_at / 1000);
+                }
+                answer.map_or_else(refused, compared)
+            }
             Step::Sale(mut op) => {
                 if let SaleOp::ConfirmClaim(op::ConfirmClaim {
                     visitor, claim_id, ..
@@ -390,6 +415,8 @@ struct Start {
     /// Opens this many ms from now (a scheduled room, with a draw).
     opens_in: Option<u64>,
     random: bool,
+    /// Its sessions' idle time (`session_idle_s`), if it has sessions.
+    session_idle_s: Option<u64>,
 }
 
 /// Runs `steps` on the room made again in every store; the first
@@ -403,6 +430,7 @@ fn disagreement(stores: &Stores, start: &Start, steps: &[Step]) -> Result<(), St
         config.pass_ttl_s = 60;
         config.abandon_after_s = 3_600;
         config.arrival_grace_s = Some(30);
+        config.session_idle_s = start.session_idle_s;
         config.opens_at = start.opens_in.map(|ms| Moment(stores.clock.now_ms() + ms));
         if start.random {
             config.queue_method = QueueMethod::Random;
@@ -432,6 +460,7 @@ fn disagreement(stores: &Stores, start: &Start, steps: &[Step]) -> Result<(), St
                     store: store.as_ref(),
                     sale: sale.as_ref(),
                     latest_claim: HashMap::new(),
+                    held_pass: HashMap::new(),
                 };
                 (*name, under)
             })
@@ -492,7 +521,13 @@ fn every_store_answers_every_sequence_alike() {
     // third start with the `random` method.
     let opens_in = prop_oneof![2 => Just(None), 1 => (1u64..6).prop_map(|s| Some(s * 5_000))];
     let random = prop_oneof![2 => Just(false), 1 => Just(true)];
-    let start = (opens_in, random).prop_map(|(opens_in, random)| Start { opens_in, random });
+    // And every other start with sessions, short enough to lapse.
+    let idle = prop_oneof![Just(None), Just(Some(5)), Just(Some(20))];
+    let start = (opens_in, random, idle).prop_map(|(opens_in, random, session_idle_s)| Start {
+        opens_in,
+        random,
+        session_idle_s,
+    });
     let cases = (start, proptest::collection::vec(step(), 1..40));
     let result = runner.run(&cases, |(start, steps)| {
         disagreement(&stores, &start, &steps).map_err(TestCaseError::fail)

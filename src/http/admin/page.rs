@@ -137,6 +137,7 @@ pub struct AdminRoomRow {
     pub oldest_wait_seconds: u64,
     pub turned_away: u64,
     pub no_shows: u64,
+    pub sessions_lapsed: u64,
     /// Whether a user key is set; its value is never shown.
     pub user_key_set: bool,
     pub priority_waiting: u64,
@@ -179,6 +180,7 @@ impl AdminRoomRow {
             oldest_wait_seconds: stats.oldest_wait_seconds,
             turned_away: stats.turned_away,
             no_shows: stats.no_shows,
+            sessions_lapsed: stats.sessions_lapsed,
             user_key_set,
             priority_waiting: stats.priority_waiting,
             opens_at: config.opens_at.map(|at| rfc3339(at.0)).unwrap_or_default(),

@@ -271,21 +271,33 @@ async fn confirm_with_store(
 ) -> Result<(), PassRefusal> {
     let room = &pass.room;
     // Read through `arrive`: a pass checked here has reached the protected
-    // site, so it is not reclaimed as a no-show (`arrival_grace_s`).
-    let place = match checker.store.arrive(room, pass.visitor).await {
+    // site, so it is not reclaimed as a no-show (`arrival_grace_s`), and
+    // its session (`session_idle_s`) lasts on.
+    let exp = pass.claims.exp;
+    let place = match checker.store.arrive(room, pass.visitor, exp).await {
         Ok(place) => place.state,
         Err(StoreError::RoomNotFound(room)) => return Err(PassRefusal::RoomNotFound(room)),
         Err(StoreError::RoomClosed(room)) => return Err(PassRefusal::RoomClosed(room)),
         Err(error) => return Err(PassRefusal::Store(error)),
     };
-    let ran_out = pass.claims.exp * 1000 <= checker.clock.now_ms();
+    let ran_out = exp * 1000 <= checker.clock.now_ms();
     let accepted = match place {
-        PlaceState::Admitted { expires_at, .. } => expires_at / 1000 == pass.claims.exp,
+        PlaceState::Admitted { expires_at, .. } => expires_at / 1000 == exp,
         PlaceState::Closed => return Err(PassRefusal::RoomClosed(room.clone())),
+        // This pass's session lapsed: expired, though its `exp` has not
+        // come (a hold made in time may still be confirmed or released).
+        PlaceState::Lapsed { expires_at } if expires_at / 1000 == exp => match expiry {
+            Expiry::Ignored => true,
+            Expiry::Enforced => {
+                return Err(PassRefusal::Credential(CredentialError::Expired));
+            }
+        },
         // The store forgets a visitor whose pass ran out; a pass still
         // running whose visitor it does not know is from another life of
         // the room.
-        PlaceState::Expired | PlaceState::Away => ran_out && expiry == Expiry::Ignored,
+        PlaceState::Expired | PlaceState::Away | PlaceState::Lapsed { .. } => {
+            ran_out && expiry == Expiry::Ignored
+        }
         PlaceState::PreQueue { .. } | PlaceState::Waiting { .. } | PlaceState::Left => false,
     };
     if accepted {

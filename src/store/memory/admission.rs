@@ -564,8 +564,17 @@ impl Handle<Places> for MemoryStore {
 }
 
 impl Handle<Arrive> for MemoryStore {
-    async fn handle(&self, Arrive { room: id, visitor }: Arrive) -> Result<Place, StoreError> {
-        self.place_after(&id, "arrive", visitor, |room, _| room.arrive(visitor))
+    async fn handle(
+        &self,
+        Arrive {
+            room: id,
+            visitor,
+            pass_exp_s,
+        }: Arrive,
+    ) -> Result<Place, StoreError> {
+        self.place_after(&id, "arrive", visitor, |room, now| {
+            room.arrive(visitor, pass_exp_s, now)
+        })
     }
 }
 

@@ -474,6 +474,9 @@ fn parse_info(room: &RoomId, wire: WireRoomInfo) -> Option<RoomRecord> {
             .and_then(|n| n.parse().ok())
             .unwrap_or(0),
         no_shows: field("no_shows").and_then(|n| n.parse().ok()).unwrap_or(0),
+        sessions_lapsed: field("sessions_lapsed")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0),
         pre_queue: wire.pre_queue,
         bypassed: field("bypassed").and_then(|n| n.parse().ok()).unwrap_or(0),
         bypassed_active: wire.bypassed_active,
@@ -957,10 +960,21 @@ impl Handle<op::Leave> for RedisStore {
 }
 
 impl Handle<op::Arrive> for RedisStore {
-    async fn handle(&self, op::Arrive { room, visitor }: op::Arrive) -> Result<Place, StoreError> {
+    async fn handle(
+        &self,
+        op::Arrive {
+            room,
+            visitor,
+            pass_exp_s,
+        }: op::Arrive,
+    ) -> Result<Place, StoreError> {
         let id = &room;
         let reply: String = self
-            .run_script(&self.scripts.arrive, id, [visitor.to_string()])
+            .run_script(
+                &self.scripts.arrive,
+                id,
+                [visitor.to_string(), pass_exp_s.to_string()],
+            )
             .await?;
         read::<WirePlace>(&reply)
             .ok()

@@ -116,6 +116,7 @@ fn legacy(record: &HashMap<String, String>) -> Option<RoomConfig> {
         abandon_after_s: parse("abandon_after_s")?,
         paused: field("paused")? == "1",
         arrival_grace_s: field("arrival_grace_s").and_then(|g| g.parse().ok()),
+        session_idle_s: None,
         user_key: field("user_key").filter(|k| !k.is_empty()).map(Secret::new),
         user_required: field("user_required").as_deref() == Some("1"),
         code_required: field("code_required").as_deref() == Some("1"),

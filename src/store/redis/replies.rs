@@ -61,7 +61,7 @@ pub(super) struct WirePlace {
 /// The letter each state of a place goes by in a script's answer, by the
 /// name the scripts give it (`STATE.waiting` in the prelude): what
 /// [`WireState`]'s names read, held together by a test.
-pub(super) const STATES: [(&str, &str); 7] = [
+pub(super) const STATES: [(&str, &str); 8] = [
     ("waiting", "w"),
     ("pre_queue", "p"),
     ("admitted", "a"),
@@ -69,6 +69,7 @@ pub(super) const STATES: [(&str, &str); 7] = [
     ("closed", "c"),
     ("expired", "e"),
     ("away", "x"),
+    ("lapsed", "i"),
 ];
 
 #[derive(Deserialize)]
@@ -91,6 +92,8 @@ enum WireState {
     Expired,
     #[serde(rename = "x")]
     Away,
+    #[serde(rename = "i")]
+    Lapsed { expires_at: Millis },
 }
 
 impl WirePlace {
@@ -115,6 +118,7 @@ impl WirePlace {
             WireState::Closed => PlaceState::Closed,
             WireState::Expired => PlaceState::Expired,
             WireState::Away => PlaceState::Away,
+            WireState::Lapsed { expires_at } => PlaceState::Lapsed { expires_at },
         };
         let queue_method = self.facts.queue_method().unwrap_or_default();
         Some(Place {
@@ -203,6 +207,8 @@ pub(super) struct WireTick {
     max_active: String,
     opened: bool,
     admitted_last_minute: u64,
+    #[serde(default)]
+    sessions_lapsed: u64,
 }
 
 impl From<WireTick> for Tick {
@@ -229,6 +235,7 @@ impl From<WireTick> for Tick {
                     opened: tick.opened,
                     tail_eta_s: line.eta_seconds(line.waiting),
                     admitted_last_minute: tick.admitted_last_minute,
+                    sessions_lapsed: tick.sessions_lapsed,
                 }
             },
         }
@@ -334,6 +341,7 @@ mod tests {
                 WireState::Closed => "closed",
                 WireState::Expired => "expired",
                 WireState::Away => "away",
+                WireState::Lapsed { .. } => "lapsed",
             };
             assert_eq!(read, name, "'{letter}'");
         }
@@ -414,7 +422,7 @@ mod tests {
             }
         );
         let ran: Tick = read::<WireTick>(
-            r#"{"ran":true,"admitted":5,"waits":[1500,0],"abandoned":1,"no_shows":2,"waiting":9,"active":5,"next_due_in_ms":1000,"arrival_resumptions":0,"line":{"version":4,"waiting":9,"rate":"0.5","tick_at":"900","paused":"0"},"max_active":"5","opened":true,"admitted_last_minute":7}"#,
+            r#"{"ran":true,"admitted":5,"waits":[1500,0],"abandoned":1,"no_shows":2,"waiting":9,"active":5,"next_due_in_ms":1000,"arrival_resumptions":0,"line":{"version":4,"waiting":9,"rate":"0.5","tick_at":"900","paused":"0"},"max_active":"5","opened":true,"admitted_last_minute":7,"sessions_lapsed":3}"#,
         )
         .unwrap()
         .into();
@@ -439,6 +447,7 @@ mod tests {
                 opened: true,
                 tail_eta_s: Some(18),
                 admitted_last_minute: 7,
+                sessions_lapsed: 3,
             }
         );
     }

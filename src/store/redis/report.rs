@@ -75,7 +75,7 @@ impl WireReport {
             left: number(l, "left")?,
             abandoned: number(l, "abandoned")?,
             no_shows: number(own, "no_shows")?,
-            sessions_lapsed: number(l, "sessions_lapsed")?,
+            sessions_lapsed: number(own, "sessions_lapsed")?,
             revoked: number(l, "revoked")?,
             turned_away,
             peak_waiting: number(own, "peak_waiting")?,

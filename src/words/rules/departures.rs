@@ -1,7 +1,7 @@
-//! Visitors who gave up their place or pass (or had it taken back), and
-//! those whose place was swept because they were away: until when each is
-//! told so (`left`, or `expired` for being away), forgotten then, a bounded
-//! number per operation, soonest first.
+//! Visitors who gave up their place or pass (or had it taken back), those
+//! whose place was swept because they were away, and those whose session
+//! lapsed: until when each is told so (`left`, or `expired` for being away
+//! or idle), forgotten then, a bounded number per operation, soonest first.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -15,6 +15,9 @@ pub(super) enum Departure {
     Left,
     /// It was swept: nobody saw them for `abandon_after_s`.
     Away,
+    /// Their session lapsed (`session_idle_s`) before their pass, which
+    /// expires at `expires_at`, ran out.
+    Lapsed { expires_at: Millis },
 }
 
 #[derive(Default)]

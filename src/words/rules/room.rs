@@ -13,7 +13,7 @@ use super::door::Door;
 use super::draw_line::DrawLine;
 use super::line::{Line, Spot};
 use super::pace::Pace;
-use super::passes::{Passes, Resumed};
+use super::passes::{Passes, Resumed, renewed_lapse};
 use crate::words::chance::{Dice, PickSeed};
 use crate::words::clock::Millis;
 use crate::words::codes::{CodeHash, Codes, Granted, GroupSummary, NewGroup, Refused};
@@ -45,6 +45,10 @@ enum VisitorState {
     Admitted {
         admitted_at: Millis,
         expires_at: Millis,
+        /// When the session lapses unless a verify, gate or sale call
+        /// renews it (`renew`); `expires_at` when the room had no sessions
+        /// at the admission. The pass's key in `Passes`.
+        lapse_at: Millis,
         /// When the pass is reclaimed unless `/api/verify` sees it first
         /// (`arrival_grace_s`); `None` once seen, or with no grace.
         arrival_due: Option<Millis>,
@@ -156,35 +160,102 @@ impl RoomModel {
     pub fn expire(&mut self, now: Millis, at_most: usize) {
         let mut swept = 0;
         while swept < SWEEP_SLICE {
-            let Some(visitor) = self.passes.pop_expired(now) else {
+            let Some((visitor, bypassed)) = self.passes.pop_expired(now) else {
                 break;
             };
             swept += 1;
-            if let Some(VisitorState::Admitted {
-                arrival_due: Some(due),
+            let Some(VisitorState::Admitted {
+                expires_at,
+                arrival_due,
                 ..
-            }) = self.forget(visitor)
-            {
+            }) = self.visitors.get(&visitor).copied()
+            else {
+                continue;
+            };
+            if expires_at > now && self.config.session_idle_s.is_none() {
+                // Its session lapsed, but sessions are off since: the pass
+                // lasts until its expiry.
+                self.passes.hold_again(visitor, expires_at, bypassed);
+                self.set_lapse(visitor, expires_at);
+                continue;
+            }
+            if let Some(due) = arrival_due {
                 self.passes.arrived(due, visitor);
             }
+            self.end_pass(visitor, expires_at, now);
         }
         // As the last call before a tick left it: that tick sweeps on.
         self.passes_left = swept == SWEEP_SLICE;
         self.departed.forget(now, at_most);
     }
 
-    /// Forgets the visitor if their pass ran out and no sweep has come to
-    /// it yet: an operation on one visitor never waits for the sweep.
+    /// Forgets the visitor if their pass ran out (or their session
+    /// lapsed) and no sweep has come to it yet: an operation on one visitor
+    /// never waits for the sweep.
     fn expire_visitor(&mut self, visitor: VisitorId, now: Millis) {
         if let Some(VisitorState::Admitted {
             expires_at,
+            lapse_at,
             arrival_due,
             ..
         }) = self.visitors.get(&visitor).copied()
-            && expires_at <= now
+            && self.pass_over(expires_at, lapse_at, now)
         {
-            self.passes.take_back(visitor, expires_at, arrival_due);
-            self.forget(visitor);
+            self.passes.take_back(visitor, lapse_at, arrival_due);
+            self.end_pass(visitor, expires_at, now);
+        }
+    }
+
+    /// The session's idle time, with sessions on.
+    fn session_idle_ms(&self) -> Option<Millis> {
+        self.config.session_idle_s.map(|idle| idle * 1000)
+    }
+
+    /// Whether a pass is no longer valid at `now`: run out, or its session
+    /// lapsed (with sessions on: off, a pass lasts until its expiry).
+    fn pass_over(&self, expires_at: Millis, lapse_at: Millis, now: Millis) -> bool {
+        expires_at <= now || (lapse_at <= now && self.config.session_idle_s.is_some())
+    }
+
+    /// An admitted visitor whose pass is no longer held is forgotten; one
+    /// whose session lapsed before the pass's expiry is counted, and told
+    /// so (`PlaceState::Lapsed`) until that expiry.
+    fn end_pass(&mut self, visitor: VisitorId, expires_at: Millis, now: Millis) {
+        self.forget(visitor);
+        if expires_at > now {
+            self.ledger.counts.sessions_lapsed += 1;
+            self.departed
+                .depart(visitor, expires_at, Departure::Lapsed { expires_at });
+        }
+    }
+
+    fn set_lapse(&mut self, visitor: VisitorId, to: Millis) {
+        if let Some(VisitorState::Admitted { lapse_at, .. }) = self.visitors.get_mut(&visitor) {
+            *lapse_at = to;
+        }
+    }
+
+    /// A verify, gate or sale call accepted the visitor's pass (the one
+    /// that expires at `pass_exp_s`) at `now`: with sessions on, its
+    /// session lasts on (`renewed_lapse`). A lapsed one stays lapsed.
+    fn renew(&mut self, visitor: VisitorId, pass_exp_s: u64, now: Millis) {
+        let Some(idle_ms) = self.session_idle_ms() else {
+            return;
+        };
+        let Some(&VisitorState::Admitted {
+            expires_at,
+            lapse_at,
+            ..
+        }) = self.visitors.get(&visitor)
+        else {
+            return;
+        };
+        if expires_at / 1000 != pass_exp_s || self.pass_over(expires_at, lapse_at, now) {
+            return;
+        }
+        if let Some(to) = renewed_lapse(lapse_at, expires_at, idle_ms, now) {
+            self.passes.move_end(visitor, lapse_at, to);
+            self.set_lapse(visitor, to);
         }
     }
 
@@ -295,16 +366,27 @@ impl RoomModel {
             .is_none_or(|cap| self.passes.held() < cap)
     }
 
-    fn admit(&mut self, visitor: VisitorId, order: Order, now: Millis) -> Admission {
+    /// A new pass's expiry, and its session's lapse (the idle clock starts
+    /// at the admission).
+    fn pass_ends(&self, now: Millis) -> (Millis, Millis) {
         let expires_at = now + self.config.pass_ttl_s * 1000;
+        let lapse_at = self
+            .session_idle_ms()
+            .map_or(expires_at, |idle| (now + idle).min(expires_at));
+        (expires_at, lapse_at)
+    }
+
+    fn admit(&mut self, visitor: VisitorId, order: Order, now: Millis) -> Admission {
+        let (expires_at, lapse_at) = self.pass_ends(now);
         let arrival_due = self.config.arrival_grace_s.map(|grace| now + grace * 1000);
         self.groups_of.remove(&visitor);
-        self.passes.issue(visitor, expires_at, arrival_due);
+        self.passes.issue(visitor, lapse_at, arrival_due);
         self.visitors.insert(
             visitor,
             VisitorState::Admitted {
                 admitted_at: now,
                 expires_at,
+                lapse_at,
                 arrival_due,
             },
         );
@@ -321,13 +403,14 @@ impl RoomModel {
     /// A pass outside the cap: no token spent, no admission counted in the
     /// rate (the line's ETA is not about these), no arrival awaited.
     fn admit_bypassed(&mut self, visitor: VisitorId, now: Millis) {
-        let expires_at = now + self.config.pass_ttl_s * 1000;
-        self.passes.issue_bypassed(visitor, expires_at);
+        let (expires_at, lapse_at) = self.pass_ends(now);
+        self.passes.issue_bypassed(visitor, lapse_at);
         self.visitors.insert(
             visitor,
             VisitorState::Admitted {
                 admitted_at: now,
                 expires_at,
+                lapse_at,
                 arrival_due: None,
             },
         );
@@ -344,6 +427,7 @@ impl RoomModel {
             opened: self.opened(now),
             tail_eta_s: line.eta_seconds(line.waiting),
             admitted_last_minute: self.pace.admitted_since(now.saturating_sub(RATE_WINDOW_MS)),
+            sessions_lapsed: self.ledger.counts.sessions_lapsed,
         }
     }
 
@@ -370,10 +454,18 @@ impl RoomModel {
                 order: spot.order(),
                 position: self.line.position(*spot),
             },
-            // A pass that ran out is gone, swept or not.
+            // A pass that ran out is gone, swept or not; so is a lapsed
+            // session's.
             Some(VisitorState::Admitted { expires_at, .. }) if *expires_at <= now => {
                 PlaceState::Expired
             }
+            Some(VisitorState::Admitted {
+                expires_at,
+                lapse_at,
+                ..
+            }) if self.pass_over(*expires_at, *lapse_at, now) => PlaceState::Lapsed {
+                expires_at: *expires_at,
+            },
             Some(VisitorState::Admitted {
                 admitted_at,
                 expires_at,
@@ -385,6 +477,7 @@ impl RoomModel {
             None => match self.departed.departure(visitor, now) {
                 Some(Departure::Left) => PlaceState::Left,
                 Some(Departure::Away) => PlaceState::Away,
+                Some(Departure::Lapsed { expires_at }) => PlaceState::Lapsed { expires_at },
                 None => PlaceState::Expired,
             },
         };
@@ -664,6 +757,7 @@ impl RoomModel {
             let Some(&VisitorState::Admitted {
                 admitted_at,
                 expires_at,
+                lapse_at,
                 arrival_due: Some(pending),
             }) = self.visitors.get(&visitor)
             else {
@@ -685,20 +779,24 @@ impl RoomModel {
                 }
                 continue;
             }
-            self.passes.take_back(visitor, expires_at, None);
+            self.passes.take_back(visitor, lapse_at, None);
             self.depart(visitor, expires_at, now);
             self.passes.no_shows += 1;
         }
         (self.passes.no_shows - before, swept == SWEEP_SLICE)
     }
 
-    /// `/api/verify` saw the visitor's pass: they arrived.
-    pub fn arrive(&mut self, visitor: VisitorId) {
+    /// A verify, gate or sale call read the visitor's place to check their
+    /// pass (the one that expires at `pass_exp_s`): they arrived, and their
+    /// session, if still live, is renewed.
+    pub fn arrive(&mut self, visitor: VisitorId, pass_exp_s: u64, now: Millis) {
+        self.expire_visitor(visitor, now);
         if let Some(VisitorState::Admitted { arrival_due, .. }) = self.visitors.get_mut(&visitor)
             && let Some(due) = arrival_due.take()
         {
             self.passes.arrived(due, visitor);
         }
+        self.renew(visitor, pass_exp_s, now);
     }
 
     /// Gives every admitted visitor not seen yet the whole arrival grace
@@ -772,10 +870,11 @@ impl RoomModel {
             }
             VisitorState::Admitted {
                 expires_at,
+                lapse_at,
                 arrival_due,
                 ..
             } => {
-                self.passes.take_back(visitor, expires_at, arrival_due);
+                self.passes.take_back(visitor, lapse_at, arrival_due);
                 // Told `left` while the pass would have run.
                 self.depart(visitor, expires_at, now);
                 None
@@ -1038,6 +1137,7 @@ impl RoomModel {
                 oldest_wait_seconds: oldest_wait_ms / 1000,
                 turned_away: self.door.turned_away,
                 no_shows: self.passes.no_shows,
+                sessions_lapsed: self.ledger.counts.sessions_lapsed,
                 pre_queue: match &self.line.draw {
                     Some(draw) if !self.opened(now) => {
                         draw.waiting() + self.line.priority_waiting()

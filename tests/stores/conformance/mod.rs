@@ -51,6 +51,16 @@ impl Harness {
             .admitted
     }
 
+    /// A verify of the visitor's pass, as `/api/verify` makes it: the
+    /// pass's `exp` is that of the admission they hold now (0 for none).
+    pub async fn arrive(&self, room: &RoomId, visitor: VisitorId) -> PlaceState {
+        let exp = match self.state(room, visitor).await {
+            PlaceState::Admitted { expires_at, .. } => expires_at / 1000,
+            _ => 0,
+        };
+        self.store.arrive(room, visitor, exp).await.unwrap().state
+    }
+
     pub async fn patch(&self, room: &RoomId, json: &str) {
         let patch: ConfigPatch = serde_json::from_str(json).unwrap();
         self.store.configure(room, patch).await.unwrap();
@@ -169,6 +179,16 @@ macro_rules! conformance_suite {
             rows_are_a_minute_each_from_the_first_tick_to_the_next_rows,
             rows_older_than_a_week_fold_into_hours,
         );
+        $crate::conformance_suite!(@sessions $make;
+            a_session_lasts_while_its_pass_is_used_and_lapses_once_idle,
+            a_renewal_writes_at_most_once_a_tenth_of_the_idle_time,
+            an_unused_pass_lapses_from_its_admission_and_a_bypassed_one_too,
+            a_shorter_arrival_grace_reclaims_a_no_show_before_it_lapses,
+            the_hard_limit_holds_however_active_the_visitor,
+            a_lapsed_session_frees_its_slot_and_no_renewal_revives_it,
+            another_admissions_pass_renews_nothing,
+            sessions_change_live_on_and_off_up_and_down,
+        );
         $crate::conformance_suite!(@rooms_file $make;
             a_table_creates_its_room_and_then_changes_nothing,
             an_unchanged_table_leaves_a_live_change_alone,
@@ -184,6 +204,15 @@ macro_rules! conformance_suite {
             async fn $name() {
                 let harness: $crate::conformance::Harness = $make().await;
                 $crate::conformance::report::$name(&harness).await;
+            }
+        )*
+    };
+    (@sessions $make:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                let harness: $crate::conformance::Harness = $make().await;
+                $crate::conformance::sessions::$name(&harness).await;
             }
         )*
     };
@@ -239,6 +268,7 @@ pub mod draw;
 pub mod report;
 pub mod rooms_file;
 pub mod sale;
+pub mod sessions;
 
 pub mod scenarios {
     use super::*;
@@ -1253,8 +1283,8 @@ pub mod scenarios {
         let (never, _) = h.join(&room).await;
         let (next, _) = h.join(&room).await;
         assert_eq!(position(h.state(&room, next).await), 1);
-        let seen = h.store.arrive(&room, arrives).await.unwrap();
-        assert!(is_admitted(seen.state), "arrive reads the place");
+        let seen = h.arrive(&room, arrives).await;
+        assert!(is_admitted(seen), "arrive reads the place");
 
         h.clock.advance_ms(29_999);
         assert_eq!(h.store.tick(&room).await.unwrap().ran.unwrap().admitted, 0);
@@ -1482,7 +1512,7 @@ pub mod scenarios {
         let (unseen, _) = h.join(&room).await;
         let seen = h.store.tick(&room).await.unwrap().arrival_resumptions;
         assert_eq!(seen, 0);
-        h.store.arrive(&room, arrived).await.unwrap();
+        h.arrive(&room, arrived).await;
 
         h.clock.advance_ms(40_000); // the store was away from 10 s to 40 s
         assert_eq!(h.store.resume_arrivals(&room, Some(seen)).await.unwrap(), 1);
