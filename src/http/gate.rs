@@ -9,7 +9,8 @@
 //! is refused with a 401 it can act on instead of the 302: the refusal's
 //! code, the room, and where to join and wait ([`GateRefusal`]).
 //!
-//! The pass is checked as `/api/verify` checks it (`check_pass_for_proxy`:
+//! The pass is read and checked as `/api/verify` reads and checks it
+//! (`presented_pass_to_verify`, `X-Waitroom-Pass` first; `check_pass_for_proxy`:
 //! with the store down, by signature, room and expiry alone).
 
 use actix_web::http::header::{self, Accept, Header, Quality};
@@ -20,7 +21,7 @@ use url::Url;
 use super::error::{ApiError, ErrorCode, ErrorDetail};
 use super::extractors::{
     LinkJudge, LinkedPass, PassChecker, PassRefusal, Verified, check_pass_for_proxy,
-    judge_linked_pass, pass_cookie, presented_pass,
+    judge_linked_pass, pass_cookie, presented_pass_to_verify,
 };
 use super::state::Live;
 use super::visitor::{VerifyQuery, room_to_verify};
@@ -59,7 +60,7 @@ enum Asking {
     path = "/api/gate",
     tag = "visitor",
     summary = "Forward auth: let a visitor with a valid pass through, send anyone else to the room",
-    description = "The room is named by `?room=` or `X-Waitroom-Room`; the original URL comes from `X-Forwarded-Proto`, `X-Forwarded-Host` and `X-Forwarded-Uri` (or `X-Original-URL`). A valid pass gets 204. A valid `wr_pass` in the original URL (the visitor's first request back) gets a 302 to the same URL without it, setting the `wr_pass` cookie. Anyone else gets a 302 to the room's page with `return=` the original URL, absolute on `--public-url` (else the forwarded host); or, when `Accept` prefers JSON (`application/json` named with a q above 0, and above `text/html`'s, or equal to it while `text/html` is not named itself: `*/*` alone keeps the 302), a 401 with the refusal's code, the room, and the join and page URLs. With the store unreachable, the pass is judged by its signature, room and expiry alone.",
+    description = "The room is named by `?room=` or `X-Waitroom-Room`; the original URL comes from `X-Forwarded-Proto`, `X-Forwarded-Host` and `X-Forwarded-Uri` (or `X-Original-URL`). The pass is `X-Waitroom-Pass` if sent; else the `wr_pass` cookie when the Bearer is not a pass (an app's own token); else the Bearer, else the cookie. A valid pass gets 204. A valid `wr_pass` in the original URL (the visitor's first request back) gets a 302 to the same URL without it, setting the `wr_pass` cookie. Anyone else gets a 302 to the room's page with `return=` the original URL, absolute on `--public-url` (else the forwarded host); or, when `Accept` prefers JSON (`application/json` named with a q above 0, and above `text/html`'s, or equal to it while `text/html` is not named itself: `*/*` alone keeps the 302), a 401 with the refusal's code, the room, and the join and page URLs. With the store unreachable, the pass is judged by its signature, room and expiry alone.",
     params(
         ("room" = Option<String>, Query, description = "The room the pass must be for"),
         ("X-Waitroom-Room" = Option<String>, Header, description = "The room the pass must be for"),
@@ -67,6 +68,7 @@ enum Asking {
         ("X-Forwarded-Host" = Option<String>, Header, description = "The original request's host"),
         ("X-Forwarded-Uri" = Option<String>, Header, description = "The original request's path and query"),
         ("X-Original-URL" = Option<String>, Header, description = "The original URL, instead of the three above"),
+        ("X-Waitroom-Pass" = Option<String>, Header, description = "The pass, for an app whose `Authorization` is its own: it outranks the Bearer and the cookie"),
         ("Accept" = Option<String>, Header, description = "One that prefers `application/json` gets a refusal as the 401 JSON answer instead of the 302"),
     ),
     security(("pass" = []), ("pass_cookie" = [])),
@@ -116,6 +118,7 @@ async fn gate(
     params(
         ("original" = String, Path, description = "The visitor's original path"),
         ("X-Waitroom-Room" = String, Header, description = "The room the pass must be for"),
+        ("X-Waitroom-Pass" = Option<String>, Header, description = "The pass, for an app whose `Authorization` is its own: it outranks the Bearer and the cookie"),
         ("Accept" = Option<String>, Header, description = "One that prefers `application/json` gets a refusal as the 401 JSON answer instead of the 302"),
     ),
     security(("pass" = []), ("pass_cookie" = [])),
@@ -178,10 +181,10 @@ impl Gate {
         {
             return Ok(answer);
         }
-        let refused = match presented_pass(req) {
+        let refused = match presented_pass_to_verify(req) {
             None => ApiError::unauthorized(
                 ErrorCode::MissingPass,
-                "send the pass as a Bearer token or in the wr_pass cookie; \
+                "send the pass in X-Waitroom-Pass, as a Bearer token or in the wr_pass cookie; \
                  without one, join the room (join_url) and wait for it",
             ),
             Some(pass) => {

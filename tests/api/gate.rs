@@ -7,8 +7,9 @@
 //! admitted on a later tick by another node; with the store down, by
 //! signature alone; and Envoy's way of asking (`/api/gate/<path>`). An app
 //! or API client that asks for JSON is refused with a 401 naming the room,
-//! where to join and where to wait. The real proxies are in
-//! tests/deploy/proxies.rs.
+//! where to join and where to wait, and presents its pass in
+//! `X-Waitroom-Pass` when its `Authorization` is its own. The real proxies
+//! are in tests/deploy/proxies.rs.
 
 use waitroom_testkit as support;
 
@@ -818,4 +819,77 @@ async fn envoy_asking_for_json_gets_the_same_401() {
         body["page_url"],
         room_page_returning("https://shop.example/checkout?item=7")
     );
+}
+
+/// An app whose `Authorization` carries its own token presents the pass in
+/// `X-Waitroom-Pass`, or leaves it to the `wr_pass` cookie: its token
+/// hides neither. The gate and `/api/verify` read the pass alike.
+#[tokio::test]
+async fn an_apps_own_bearer_hides_neither_x_waitroom_pass_nor_the_cookie() {
+    let app = app().await;
+    let pass = app.pass_for(ROOM).await;
+    let autumn = app.pass_for("autumn-sale").await;
+    let verify = || {
+        app.http
+            .get(app.url("/api/verify"))
+            .header("X-Waitroom-Room", ROOM)
+    };
+    let asks: [(&str, &dyn Fn() -> reqwest::RequestBuilder); 2] = [
+        ("gate", &|| ask(&app, "/x").header(ACCEPT, AXIOS)),
+        ("verify", &verify),
+    ];
+    for (who, ask) in asks {
+        // The header, beside an app's own Bearer.
+        let answer = send(ask().bearer_auth("xyz").header("X-Waitroom-Pass", &pass)).await;
+        assert_eq!(answer.status(), 204, "{who}: X-Waitroom-Pass");
+        assert!(answer.headers().contains_key("x-waitroom-visitor"));
+        // The cookie, beside an app's own Bearer.
+        let answer = send(
+            ask()
+                .bearer_auth("xyz")
+                .header(COOKIE, format!("wr_pass={pass}")),
+        )
+        .await;
+        assert_eq!(answer.status(), 204, "{who}: the cookie");
+        // The header outranks a valid Bearer and cookie: a forged one is refused.
+        let answer = send(
+            ask()
+                .bearer_auth(&pass)
+                .header(COOKIE, format!("wr_pass={pass}"))
+                .header("X-Waitroom-Pass", support::tamper(&pass)),
+        )
+        .await;
+        assert_eq!(answer.status(), 401, "{who}: a forged X-Waitroom-Pass");
+        assert_eq!(error_code(answer).await, "invalid_pass", "{who}");
+        // A pass of ours as the Bearer is judged as one, not swapped for the
+        // cookie: another room's is refused.
+        let answer = send(
+            ask()
+                .bearer_auth(&autumn)
+                .header(COOKIE, format!("wr_pass={pass}")),
+        )
+        .await;
+        assert_eq!(
+            error_code(answer).await,
+            "invalid_pass",
+            "{who}: another room's Bearer"
+        );
+        // A Bearer that is no pass, alone: refused as what it was sent as.
+        let answer = send(ask().bearer_auth("xyz")).await;
+        assert_eq!(
+            error_code(answer).await,
+            "invalid_pass",
+            "{who}: a Bearer alone"
+        );
+        // An empty header is none.
+        let answer = send(
+            ask()
+                .header("X-Waitroom-Pass", "")
+                .header(COOKIE, format!("wr_pass={pass}")),
+        )
+        .await;
+        assert_eq!(answer.status(), 204, "{who}: an empty X-Waitroom-Pass");
+        let answer = send(ask().header("X-Waitroom-Pass", "")).await;
+        assert_eq!(error_code(answer).await, "missing_pass", "{who}");
+    }
 }
