@@ -16,6 +16,10 @@
 //   });
 //   // later: place.leave() gives the place up; place.close() just stops.
 //
+// An app whose own API sits behind the gate (`/api/gate`) hands the gate's
+// 401 JSON answer to `joinFromGate(answer, options)`, which joins the room
+// that answer names, on the waiting room it names.
+//
 // Across origins the browser may refuse the waiting room's cookies (third-
 // party cookies), so the ticket is the caller's to keep (`onTicket`) and
 // hand back (`ticket`); every call carries it as `Authorization: Bearer`,
@@ -318,4 +322,28 @@ export function joinRoom(options) {
     // `fresh` also starts the backoff over.
     retryNow(fresh) { if (!st.done) socket.retryNow(fresh); }
   };
+}
+
+// The room and the waiting room's base a gate's refusal names: its
+// `join_url` is `<base>/api/rooms/<room>/join` (absolute, http or https).
+function gateRoom(body) {
+  const room = body && typeof body.room === 'string' ? body.room : '';
+  const tail = '/api/rooms/' + encodeURIComponent(room) + '/join';
+  let url = null;
+  try { url = new URL(body.join_url); } catch (e) { /* not a URL: refused below */ }
+  if (!room || !url || (url.protocol !== 'https:' && url.protocol !== 'http:') || !url.pathname.endsWith(tail)) {
+    throw new Error("joinFromGate: not the gate's answer (no room and join_url)");
+  }
+  return { room, base: url.origin + url.pathname.slice(0, -tail.length) };
+}
+
+// Joins from the gate's refusal: an app called its own API behind
+// `/api/gate` asking for JSON, and got the 401 with `room`, `join_url` and
+// `page_url` (docs/src/client.md). `answer` is that body, parsed, or the
+// fetch Response itself, unread. `options` are joinRoom's, except that
+// `base` and `room` are the answer's, so the app need know neither.
+// Resolves to joinRoom's handle; rejects when the answer is not the gate's.
+export async function joinFromGate(answer, options) {
+  const body = answer && typeof answer.json === 'function' ? await answer.json() : answer;
+  return joinRoom(Object.assign({}, options, gateRoom(body)));
 }

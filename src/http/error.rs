@@ -232,6 +232,15 @@ impl ApiError {
             .map_err(|e| Self::bad_request(code, format!("{what} is not valid: {e}")))
     }
 
+    /// The `error` object of its answer's body, for an answer that carries
+    /// more than the error (the gate's refusal to an app).
+    pub fn detail(&self) -> ErrorDetail {
+        ErrorDetail {
+            code: self.code(),
+            message: self.to_string(),
+        }
+    }
+
     pub fn code(&self) -> ErrorCode {
         match self {
             ApiError::RoomNotFound(_) => ErrorCode::RoomNotFound,
@@ -306,10 +315,7 @@ impl ResponseError for ApiError {
             response.insert_header((header::ALLOW, method_list(allowed)));
         }
         response.json(ErrorBody {
-            error: ErrorDetail {
-                code: self.code(),
-                message: self.to_string(),
-            },
+            error: self.detail(),
         })
     }
 }

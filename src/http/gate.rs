@@ -5,17 +5,23 @@
 //! URL they asked for, or, on their first request back (the pass in the
 //! URL as `wr_pass`), to the same URL without it, the pass now a cookie.
 //!
-//! The pass is checked as `/api/verify` checks it (`check_pass_for_proxy`:
+//! An app or API client that asks for JSON (`Accept`, see [`prefers_json`])
+//! is refused with a 401 it can act on instead of the 302: the refusal's
+//! code, the room, and where to join and wait ([`GateRefusal`]).
+//!
+//! The pass is read and checked as `/api/verify` reads and checks it
+//! (`presented_pass_to_verify`, `X-Waitroom-Pass` first; `check_pass_for_proxy`:
 //! with the store down, by signature, room and expiry alone).
 
-use actix_web::http::header;
-use actix_web::{HttpRequest, HttpResponse, web};
+use actix_web::http::header::{self, Accept, Header, Quality};
+use actix_web::mime::Mime;
+use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
 use url::Url;
 
-use super::error::{ApiError, ErrorCode};
+use super::error::{ApiError, ErrorCode, ErrorDetail};
 use super::extractors::{
     LinkJudge, LinkedPass, PassChecker, PassRefusal, Verified, check_pass_for_proxy,
-    judge_linked_pass, pass_cookie, presented_pass,
+    judge_linked_pass, pass_cookie, presented_pass_to_verify,
 };
 use super::state::Live;
 use super::visitor::{VerifyQuery, room_to_verify};
@@ -47,13 +53,14 @@ enum Asking {
 }
 
 /// Forward auth for proxies that pass the answer to the visitor (Caddy,
-/// Traefik): 204 for a valid pass, else a 302 to the room's page.
+/// Traefik): 204 for a valid pass, else a 302 to the room's page (or, to a
+/// caller that asks for JSON, the 401 [`GateRefusal`]).
 #[utoipa::path(
     get,
     path = "/api/gate",
     tag = "visitor",
     summary = "Forward auth: let a visitor with a valid pass through, send anyone else to the room",
-    description = "The room is named by `?room=` or `X-Waitroom-Room`; the original URL comes from `X-Forwarded-Proto`, `X-Forwarded-Host` and `X-Forwarded-Uri` (or `X-Original-URL`). A valid pass gets 204. A valid `wr_pass` in the original URL (the visitor's first request back) gets a 302 to the same URL without it, setting the `wr_pass` cookie. Anyone else gets a 302 to the room's page with `return=` the original URL, absolute on `--public-url` (else the forwarded host). With the store unreachable, the pass is judged by its signature, room and expiry alone.",
+    description = "The room is named by `?room=` or `X-Waitroom-Room`; the original URL comes from `X-Forwarded-Proto`, `X-Forwarded-Host` and `X-Forwarded-Uri` (or `X-Original-URL`). The pass is `X-Waitroom-Pass` if sent; else the `wr_pass` cookie when the Bearer is not a pass (an app's own token); else the Bearer, else the cookie. A valid pass gets 204. A valid `wr_pass` in the original URL (the visitor's first request back) gets a 302 to the same URL without it, setting the `wr_pass` cookie. Anyone else gets a 302 to the room's page with `return=` the original URL, absolute on `--public-url` (else the forwarded host); or, when `Accept` prefers JSON (`application/json` named with a q above 0, and above `text/html`'s, or equal to it while `text/html` is not named itself: `*/*` alone keeps the 302), a 401 with the refusal's code, the room, and the join and page URLs. With the store unreachable, the pass is judged by its signature, room and expiry alone.",
     params(
         ("room" = Option<String>, Query, description = "The room the pass must be for"),
         ("X-Waitroom-Room" = Option<String>, Header, description = "The room the pass must be for"),
@@ -61,6 +68,8 @@ enum Asking {
         ("X-Forwarded-Host" = Option<String>, Header, description = "The original request's host"),
         ("X-Forwarded-Uri" = Option<String>, Header, description = "The original request's path and query"),
         ("X-Original-URL" = Option<String>, Header, description = "The original URL, instead of the three above"),
+        ("X-Waitroom-Pass" = Option<String>, Header, description = "The pass, for an app whose `Authorization` is its own: it outranks the Bearer and the cookie"),
+        ("Accept" = Option<String>, Header, description = "One that prefers `application/json` gets a refusal as the 401 JSON answer instead of the 302"),
     ),
     security(("pass" = []), ("pass_cookie" = [])),
     responses(
@@ -69,6 +78,9 @@ enum Asking {
         )),
         (status = 302, description = "To the room's page, or to the original URL with the pass taken out into the cookie", headers(
             ("Location" = String, description = "Where to go"),
+        )),
+        (status = 401, description = "missing_pass invalid_pass pass_expired pass_revoked", body = GateRefusal, headers(
+            ("X-Waitroom-Refused" = String, description = "The refusal's code"),
         )),
         (status = 400, description = "room_required room_mismatch invalid_room invalid_query public_url_unknown"),
         (status = 404, description = "room_not_found"),
@@ -102,15 +114,20 @@ async fn gate(
     path = "/api/gate/{original}",
     tag = "visitor",
     summary = "Forward auth as Envoy's ext_authz asks",
-    description = "As `/api/gate`, for Envoy, which appends the visitor's path (and query) to `path_prefix` and lets only a 200 through: the room comes from `X-Waitroom-Room` alone, the original host from `Host`, and a valid pass gets 200.",
+    description = "As `/api/gate`, for Envoy, which appends the visitor's path (and query) to `path_prefix` and lets only a 200 through: the room comes from `X-Waitroom-Room` alone, the original host from `Host`, and a valid pass gets 200. A caller whose `Accept` prefers JSON is refused with the 401 JSON answer, as at `/api/gate`.",
     params(
         ("original" = String, Path, description = "The visitor's original path"),
         ("X-Waitroom-Room" = String, Header, description = "The room the pass must be for"),
+        ("X-Waitroom-Pass" = Option<String>, Header, description = "The pass, for an app whose `Authorization` is its own: it outranks the Bearer and the cookie"),
+        ("Accept" = Option<String>, Header, description = "One that prefers `application/json` gets a refusal as the 401 JSON answer instead of the 302"),
     ),
     security(("pass" = []), ("pass_cookie" = [])),
     responses(
         (status = 200, description = "The pass is valid now"),
         (status = 302, description = "To the room's page, or to the original URL with the pass taken out into the cookie"),
+        (status = 401, description = "missing_pass invalid_pass pass_expired pass_revoked", body = GateRefusal, headers(
+            ("X-Waitroom-Refused" = String, description = "The refusal's code"),
+        )),
         (status = 400, description = "room_required invalid_room public_url_unknown"),
         (status = 404, description = "room_not_found"),
     ),
@@ -136,7 +153,8 @@ async fn envoy_gate(
 }
 
 /// Says why the gate turned a request away (`pass_revoked`, `missing_pass`,
-/// …), for whoever reads the proxy's logs; the visitor just follows the 302.
+/// …), for whoever reads the proxy's logs; the visitor just follows the
+/// 302, and an app reads the code from the JSON body.
 const REFUSAL_HEADER: &str = "X-Waitroom-Refused";
 
 /// What the gate reads.
@@ -163,8 +181,12 @@ impl Gate {
         {
             return Ok(answer);
         }
-        let refused = match presented_pass(req) {
-            None => ErrorCode::MissingPass,
+        let refused = match presented_pass_to_verify(req) {
+            None => ApiError::unauthorized(
+                ErrorCode::MissingPass,
+                "send the pass in X-Waitroom-Pass, as a Bearer token or in the wr_pass cookie; \
+                 without one, join the room (join_url) and wait for it",
+            ),
             Some(pass) => {
                 match check_pass_for_proxy(&self.checker, &self.live.hub, &room, &pass).await {
                     Ok((pass, verified)) => {
@@ -178,10 +200,7 @@ impl Gate {
                         }
                         return Ok(answer.finish());
                     }
-                    Err(refusal) => {
-                        let refusal = unless_no_such_room(refusal)?;
-                        refusal.code()
-                    }
+                    Err(refusal) => unless_no_such_room(refusal)?,
                 }
             }
         };
@@ -194,12 +213,26 @@ impl Gate {
                 Err(error) => return Err(error.into()),
             }
         }
-        let location = room_page(&self.credentials, &forwarded, &room, original)?;
-        Ok(HttpResponse::Found()
-            .insert_header((header::LOCATION, location))
+        let waiting_room = waiting_room_base(&self.credentials, &forwarded)?;
+        let page = room_page(&waiting_room, &room, original);
+        let code = <&str>::from(refused.code());
+        if !wants_json(req) {
+            return Ok(HttpResponse::Found()
+                .insert_header((header::LOCATION, page))
+                .insert_header((header::CACHE_CONTROL, "no-store"))
+                .insert_header((REFUSAL_HEADER, code))
+                .finish());
+        }
+        // Every refusal that reaches here is a 401 (`into_verify_error`).
+        Ok(HttpResponse::build(refused.status_code())
             .insert_header((header::CACHE_CONTROL, "no-store"))
-            .insert_header((REFUSAL_HEADER, <&str>::from(refused)))
-            .finish())
+            .insert_header((REFUSAL_HEADER, code))
+            .json(GateRefusal {
+                error: refused.detail(),
+                join_url: format!("{waiting_room}/api/rooms/{room}/join"),
+                room,
+                page_url: page,
+            }))
     }
 
     /// The URL the visitor asked the proxy for, if the room's page may
@@ -279,29 +312,26 @@ fn pass_in(url: &Url) -> Option<String> {
         .filter(|pass| !pass.is_empty())
 }
 
-/// The room's waiting page, absolute: under `--public-url`, or else on the
-/// forwarded host; with `return=` the original URL (without any pass) when
-/// there is one.
-fn room_page(
-    credentials: &Credentials,
-    forwarded: &Forwarded,
-    room: &RoomId,
-    original: Option<Url>,
-) -> Result<String, ApiError> {
-    let path = format!("/rooms/{room}");
-    let mut page = match credentials.public_url() {
-        Some(public) => public.join(&path),
-        None => match forwarded.site() {
-            Some(site) => format!("{site}{path}"),
-            None => {
-                return Err(ApiError::bad_request(
-                    ErrorCode::PublicUrlUnknown,
-                    "the gate cannot tell where the waiting room is: start waitroom with \
-                     --public-url, or have the proxy send X-Forwarded-Host",
-                ));
-            }
-        },
-    };
+/// The waiting room's base URL, absolute: `--public-url`, or else the
+/// forwarded host (`scheme://host`).
+fn waiting_room_base(credentials: &Credentials, forwarded: &Forwarded) -> Result<String, ApiError> {
+    match credentials.public_url() {
+        // Joining nothing: the base itself, without its trailing slash.
+        Some(public) => Ok(public.join("")),
+        None => forwarded.site().ok_or_else(|| {
+            ApiError::bad_request(
+                ErrorCode::PublicUrlUnknown,
+                "the gate cannot tell where the waiting room is: start waitroom with \
+                 --public-url, or have the proxy send X-Forwarded-Host",
+            )
+        }),
+    }
+}
+
+/// The room's waiting page under the waiting room's base, with `return=`
+/// the original URL (without any pass) when there is one.
+fn room_page(waiting_room: &str, room: &RoomId, original: Option<Url>) -> String {
+    let mut page = format!("{waiting_room}/rooms/{room}");
     if let Some(original) = original.map(without_pass)
         && original.as_str().len() <= MAX_RETURN_BYTES
     {
@@ -310,7 +340,63 @@ fn room_page(
             original.as_str().as_bytes(),
         ));
     }
-    Ok(page)
+    page
+}
+
+/// The gate's refusal to an app or API client that asked for JSON: the
+/// error as every error answer carries it, and what to do about it.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct GateRefusal {
+    /// Why: `missing_pass`, `invalid_pass`, `pass_expired`, `pass_revoked`
+    /// (a closed room is no room to the store: the 404 `room_not_found`).
+    pub error: ErrorDetail,
+    /// The room the pass must be for.
+    pub room: RoomId,
+    /// The room's join endpoint (`POST`), absolute: a client joins here and
+    /// follows its place (the client module's `joinFromGate`).
+    pub join_url: String,
+    /// The room's waiting page, absolute, with `return=` the URL asked for
+    /// when there is one: the `Location` a browser would have been sent to.
+    pub page_url: String,
+}
+
+/// Whether the caller is refused in JSON rather than redirected: an app or
+/// API client that asks for it. An `Accept` that cannot be read is a
+/// browser's answer (the 302), as is no `Accept` at all.
+fn wants_json(req: &HttpRequest) -> bool {
+    Accept::parse(req).is_ok_and(|accept| prefers_json(&accept))
+}
+
+/// The rule (docs/src/proxies/index.md): JSON when `application/json` is
+/// named with a q above 0, and its q is above that of `text/html`, or
+/// equal to it while `text/html` is not named itself. `text/html`'s q is
+/// that of the most specific entry that covers it (`text/html`, else
+/// `text/*`, else `*/*`, else 0). So `*/*` alone (curl, `fetch`) and a
+/// browser's `text/html,…,*/*;q=0.8` keep the 302, while axios's
+/// `application/json, text/plain, */*` gets JSON: it names JSON, and
+/// matches HTML only through `*/*`. A tie with a named `text/html` goes to
+/// the browser.
+fn prefers_json(accept: &Accept) -> bool {
+    // A `Name` compares with text without regard to case.
+    fn is(m: &Mime, type_: &str, subtype: &str) -> bool {
+        m.type_() == type_ && m.subtype() == subtype && m.suffix().is_none()
+    }
+    let best = |wanted: fn(&Mime) -> bool| {
+        accept
+            .iter()
+            .filter(|entry| wanted(&entry.item))
+            .map(|entry| entry.quality)
+            .max()
+    };
+    let Some(json) = best(|m| is(m, "application", "json")).filter(|q| *q > Quality::ZERO) else {
+        return false;
+    };
+    let html_named = best(|m| is(m, "text", "html"));
+    let html = html_named
+        .or_else(|| best(|m| is(m, "text", "*")))
+        .or_else(|| best(|m| is(m, "*", "*")))
+        .unwrap_or(Quality::ZERO);
+    json > html || (json == html && html_named.is_none())
 }
 
 /// Where the URL the visitor asked for is: on the site the proxy names
@@ -427,4 +513,102 @@ fn plain_host(host: &str) -> bool {
         && host.bytes().all(|b| {
             b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']' | b'_')
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::http::header::HeaderValue;
+    use actix_web::test::TestRequest;
+
+    fn wants_json_with(accept: &[&[u8]]) -> bool {
+        let mut req = TestRequest::default();
+        for value in accept {
+            req = req.append_header((header::ACCEPT, HeaderValue::from_bytes(value).unwrap()));
+        }
+        wants_json(&req.to_http_request())
+    }
+
+    #[test]
+    fn json_only_where_accept_prefers_it_to_html() {
+        let cases: [(&str, &str, bool); 19] = [
+            (
+                "Chrome's navigation",
+                "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,\
+                 image/webp,image/apng,*/*;q=0.8,application/signed-exchange;v=b3;q=0.7",
+                false,
+            ),
+            (
+                "Firefox's and Safari's navigation",
+                "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
+                false,
+            ),
+            ("curl's, and fetch's default", "*/*", false),
+            (
+                "axios's and Angular's default",
+                "application/json, text/plain, */*",
+                true,
+            ),
+            (
+                "jQuery's for JSON",
+                "application/json, text/javascript, */*; q=0.01",
+                true,
+            ),
+            ("JSON alone", "application/json", true),
+            ("JSON refused", "application/json;q=0, */*", false),
+            ("JSON refused, alone", "application/json;q=0", false),
+            (
+                "JSON below HTML",
+                "application/json;q=0.5, text/html",
+                false,
+            ),
+            (
+                "a tie with HTML named",
+                "application/json, text/html",
+                false,
+            ),
+            (
+                "a tie with HTML named first",
+                "text/html, application/json",
+                false,
+            ),
+            ("HTML below JSON", "text/html;q=0.9, application/json", true),
+            ("a tie with text/*", "application/json, text/*", true),
+            ("text/* above JSON", "application/json;q=0.8, text/*", false),
+            ("*/* above JSON", "application/json;q=0.5, */*", false),
+            (
+                "HTML refused",
+                "application/json;q=0.1, text/html;q=0",
+                true,
+            ),
+            (
+                "the least JSON, nothing else",
+                "application/json;q=0.001",
+                true,
+            ),
+            (
+                "case and parameters",
+                "Application/JSON; charset=utf-8",
+                true,
+            ),
+            ("a suffix is not JSON", "application/problem+json", false),
+        ];
+        for (who, accept, json) in cases {
+            assert_eq!(
+                wants_json_with(&[accept.as_bytes()]),
+                json,
+                "{who}: {accept}"
+            );
+        }
+    }
+
+    #[test]
+    fn no_accept_or_an_unreadable_one_keeps_the_redirect() {
+        assert!(!wants_json_with(&[]));
+        assert!(wants_json_with(&[b"application/json"]));
+        assert!(
+            !wants_json_with(&[b"application/json", b"text/\xff"]),
+            "a value that is not text makes the whole header unreadable"
+        );
+    }
 }

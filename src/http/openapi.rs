@@ -14,6 +14,9 @@
 //! response of status 400 or more without a body, whose description lists
 //! error codes (`(status = 409, description = "sold_out seat_taken")`),
 //! becomes the `Error` body with `code` one of those ([`error_answers`]).
+//! One whose JSON body is a schema of its own that carries the error and
+//! more (the gate's `GateRefusal`) lists its codes the same way, and is
+//! that `Error` body with its own schema besides.
 //! The answers every route of a kind can give are added here once, as the
 //! extractors give them: 404 `room_not_found` on `/api/` paths with a
 //! `{room}`, the body's refusals (400, 408, 413, 415) on routes that read
@@ -233,13 +236,35 @@ fn error_answers(doc: &mut Value) {
             }
             for (status, response) in responses.iter_mut() {
                 let status: u16 = status.parse().expect("responses are keyed by status");
-                if status >= 400 && response.get("content").is_none() {
-                    *response =
-                        error_answer(status, response["description"].as_str().unwrap_or(""));
+                if status < 400 {
+                    continue;
+                }
+                let codes = response["description"].as_str().unwrap_or("");
+                if response.get("content").is_none() {
+                    *response = error_answer(status, codes);
+                } else if let Some(more) = body_beside_the_error(response) {
+                    let mut answer = error_answer(status, codes);
+                    answer["content"]["application/json"]["schema"]["allOf"]
+                        .as_array_mut()
+                        .expect("an error answer is an allOf")
+                        .push(json!({ "$ref": more }));
+                    if let Some(headers) = response.get("headers") {
+                        answer["headers"] = headers.clone();
+                    }
+                    *response = answer;
                 }
             }
         }
     }
+}
+
+/// The schema of an error answer's JSON body of its own, which carries the
+/// error and more: a reference to anything but `Error`, as its only content.
+fn body_beside_the_error(response: &Value) -> Option<String> {
+    let content = response["content"].as_object()?;
+    let schema = content.get("application/json")?.get("schema")?;
+    let more = schema["$ref"].as_str()?;
+    (content.len() == 1 && more != "#/components/schemas/Error").then(|| more.to_string())
 }
 
 /// The error answer whose description `codes` lists its codes.
@@ -303,5 +328,32 @@ mod tests {
             json!(["rate_limited"])
         );
         assert_eq!(answer["headers"]["Retry-After"]["required"], true);
+    }
+
+    #[test]
+    fn an_error_answer_with_a_body_of_its_own_is_the_error_body_and_that_body() {
+        for path in ["/api/gate", "/api/gate/{original}"] {
+            let answer = &description()["paths"][path]["get"]["responses"]["401"];
+            let schema = &answer["content"]["application/json"]["schema"]["allOf"];
+            assert_eq!(schema[0]["$ref"], "#/components/schemas/Error", "{path}");
+            assert_eq!(
+                schema[1]["properties"]["error"]["properties"]["code"]["enum"],
+                json!([
+                    "invalid_pass",
+                    "missing_pass",
+                    "pass_expired",
+                    "pass_revoked"
+                ]),
+                "{path}"
+            );
+            assert_eq!(
+                schema[2]["$ref"], "#/components/schemas/GateRefusal",
+                "{path}"
+            );
+            assert!(
+                answer["headers"]["X-Waitroom-Refused"].is_object(),
+                "{path}"
+            );
+        }
     }
 }

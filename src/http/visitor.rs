@@ -544,10 +544,11 @@ pub(super) fn room_to_verify(req: &HttpRequest, query: Option<String>) -> Result
     path = "/api/verify",
     tag = "visitor",
     summary = "Is this pass valid now? (for the protected site or its proxy)",
-    description = "The room is named by `?room=` or the `X-Waitroom-Room` header (if both, they must agree). With the store unreachable, the pass is judged by its signature, room and expiry alone, and the answer says so with `X-Waitroom-Verified: signature`.",
+    description = "The room is named by `?room=` or the `X-Waitroom-Room` header (if both, they must agree). The pass is `X-Waitroom-Pass` if sent; else the `wr_pass` cookie when the Bearer is not a pass (an origin token, an app's own token); else the Bearer, else the cookie. With the store unreachable, the pass is judged by its signature, room and expiry alone, and the answer says so with `X-Waitroom-Verified: signature`.",
     params(
         ("room" = Option<String>, Query, description = "The room the pass must be for"),
         ("X-Waitroom-Room" = Option<String>, Header, description = "The room the pass must be for"),
+        ("X-Waitroom-Pass" = Option<String>, Header, description = "The pass, for an app whose `Authorization` is its own: it outranks the Bearer and the cookie"),
     ),
     security(("pass" = []), ("pass_cookie" = [])),
     responses(
@@ -569,7 +570,7 @@ async fn verify(
     let pass = presented_pass_to_verify(&req).ok_or_else(|| {
         ApiError::unauthorized(
             ErrorCode::MissingPass,
-            "send the pass as a Bearer token or wr_pass cookie \
+            "send the pass in X-Waitroom-Pass, as a Bearer token or in the wr_pass cookie \
              (the cookie, when the Bearer is an origin token)",
         )
     })?;

@@ -5,15 +5,18 @@
 //! the cookie; the `return` carried through the join (body or query) to
 //! `redirect_url` only on the target's origin, also when the visitor is
 //! admitted on a later tick by another node; with the store down, by
-//! signature alone; and Envoy's way of asking (`/api/gate/<path>`). The
-//! real proxies are in tests/deploy/proxies.rs.
+//! signature alone; and Envoy's way of asking (`/api/gate/<path>`). An app
+//! or API client that asks for JSON is refused with a 401 naming the room,
+//! where to join and where to wait, and presents its pass in
+//! `X-Waitroom-Pass` when its `Authorization` is its own. The real proxies
+//! are in tests/deploy/proxies.rs.
 
 use waitroom_testkit as support;
 
 use std::sync::Arc;
 
 use reqwest::StatusCode;
-use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
+use reqwest::header::{ACCEPT, CACHE_CONTROL, CONTENT_TYPE, COOKIE, LOCATION, SET_COOKIE};
 use serde_json::{Value, json};
 use support::{TestApp, test_settings};
 use waitroom::startup::Stores;
@@ -615,4 +618,278 @@ async fn envoy_asks_with_the_path_appended() {
     .await;
     assert_eq!(answer.status(), 400);
     assert_eq!(error_code(answer).await, "room_required");
+}
+
+/// axios's default `Accept`: JSON named, HTML only through `*/*`.
+const AXIOS: &str = "application/json, text/plain, */*";
+const JOIN_URL: &str = "https://queue.example/api/rooms/spring-sale/join";
+
+/// The gate's 401 to an app, read: its refusal header and body, after
+/// checking what every such answer carries. The body is the error as every
+/// error answer has it, and the room, the join and the page, nothing else.
+async fn refusal_of(answer: reqwest::Response) -> (String, Value) {
+    assert_eq!(answer.status(), 401);
+    assert_eq!(answer.headers()[CACHE_CONTROL], "no-store");
+    assert_eq!(answer.headers()[CONTENT_TYPE], "application/json");
+    assert!(!answer.headers().contains_key(LOCATION));
+    let refused = answer.headers()["x-waitroom-refused"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let body: Value = answer.json().await.unwrap();
+    let keys = |value: &Value| {
+        let mut keys: Vec<String> = value.as_object().unwrap().keys().cloned().collect();
+        keys.sort();
+        keys
+    };
+    assert_eq!(
+        keys(&body),
+        ["error", "join_url", "page_url", "room"],
+        "{body}"
+    );
+    assert_eq!(keys(&body["error"]), ["code", "message"], "{body}");
+    assert_eq!(body["error"]["code"], refused.as_str(), "{body}");
+    assert!(!body["error"]["message"].as_str().unwrap().is_empty());
+    (refused, body)
+}
+
+#[tokio::test]
+async fn an_app_that_asks_for_json_gets_each_refusal_as_a_401_with_where_to_join() {
+    let app = app().await;
+    let ask = |uri: &str| ask(&app, uri).header(ACCEPT, AXIOS);
+    let expected = |code: &str| {
+        json!({
+            "code": code,
+            "room": ROOM,
+            "join_url": JOIN_URL,
+            "page_url": room_page_returning("https://shop.example/checkout?item=7"),
+        })
+    };
+    let got = |(code, body): (String, Value)| {
+        json!({
+            "code": code,
+            "room": body["room"],
+            "join_url": body["join_url"],
+            "page_url": body["page_url"],
+        })
+    };
+
+    let answer = send(ask("/checkout?item=7")).await;
+    assert_eq!(got(refusal_of(answer).await), expected("missing_pass"));
+
+    let autumn = app.pass_for("autumn-sale").await;
+    for forged in [autumn.as_str(), "forged"] {
+        let answer =
+            send(ask("/checkout?item=7").header(COOKIE, format!("wr_pass={forged}"))).await;
+        assert_eq!(got(refusal_of(answer).await), expected("invalid_pass"));
+    }
+
+    let revoked = app.pass_for(ROOM).await;
+    let answer = app
+        .admin(
+            reqwest::Method::POST,
+            &format!("/api/admin/rooms/{ROOM}/passes/revoke"),
+        )
+        .json(&json!({"pass": revoked}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 204);
+    let answer = send(ask("/checkout?item=7").bearer_auth(&revoked)).await;
+    assert_eq!(got(refusal_of(answer).await), expected("pass_revoked"));
+
+    // The pass in the URL that is no pass of this room: the same answer,
+    // its return without it.
+    let answer = send(ask(&format!("/checkout?item=7&wr_pass={autumn}"))).await;
+    assert_eq!(got(refusal_of(answer).await), expected("missing_pass"));
+
+    // A pass that ran out.
+    assert_eq!(
+        app.patch_room(ROOM, json!({"pass_ttl_s": 30}))
+            .await
+            .status(),
+        200
+    );
+    let short = app.pass_for(ROOM).await;
+    let answer = send(ask("/checkout?item=7").bearer_auth(&short)).await;
+    assert_eq!(answer.status(), 204, "valid until it runs out");
+    app.clock.advance_ms(30_000);
+    let answer = send(ask("/checkout?item=7").bearer_auth(&short)).await;
+    assert_eq!(got(refusal_of(answer).await), expected("pass_expired"));
+
+    // No URL asked for: the page without a return.
+    let answer =
+        send(gate(&app, &format!("/api/gate?room={ROOM}")).header(ACCEPT, "application/json"))
+            .await;
+    let (_, body) = refusal_of(answer).await;
+    assert_eq!(body["page_url"], format!("{PUBLIC}/rooms/{ROOM}"));
+    assert_eq!(body["join_url"], JOIN_URL);
+}
+
+#[tokio::test]
+async fn without_a_public_url_the_json_answer_is_on_the_forwarded_host() {
+    let app = TestApp::spawn().await;
+    app.create_room(ROOM, json!({"target_url": TARGET})).await;
+    let answer = send(ask(&app, "/checkout").header(ACCEPT, AXIOS)).await;
+    let (code, body) = refusal_of(answer).await;
+    assert_eq!(code, "missing_pass");
+    assert_eq!(
+        body["join_url"],
+        "https://shop.example/api/rooms/spring-sale/join"
+    );
+    assert_eq!(
+        body["page_url"],
+        "https://shop.example/rooms/spring-sale?return=https%3A%2F%2Fshop.example%2Fcheckout"
+    );
+    // Neither: the same 400 as a browser gets.
+    let answer = send(
+        gate(&app, "/api/gate")
+            .header("X-Waitroom-Room", ROOM)
+            .header(ACCEPT, AXIOS),
+    )
+    .await;
+    assert_eq!(answer.status(), 400);
+    assert_eq!(error_code(answer).await, "public_url_unknown");
+}
+
+#[tokio::test]
+async fn only_an_accept_that_prefers_json_gets_json_a_browser_keeps_the_redirect() {
+    let app = app().await;
+    for (accept, json) in [
+        ("*/*", false),
+        (
+            "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
+            false,
+        ),
+        ("application/json;q=0.5, text/html", false),
+        ("application/json;q=0", false),
+        ("application/json", true),
+        (AXIOS, true),
+    ] {
+        let answer = send(ask(&app, "/x").header(ACCEPT, accept)).await;
+        let status = if json { 401 } else { 302 };
+        assert_eq!(answer.status(), status, "{accept}");
+        assert_eq!(answer.headers()["x-waitroom-refused"], "missing_pass");
+    }
+    // A valid pass passes whatever the Accept.
+    let pass = app.pass_for(ROOM).await;
+    let answer = send(ask(&app, "/x").header(ACCEPT, AXIOS).bearer_auth(&pass)).await;
+    assert_eq!(answer.status(), 204);
+    // An unknown room is the 404 it always was, an error body like any.
+    let answer = send(
+        gate(&app, "/api/gate?room=no-such-room")
+            .header(ACCEPT, AXIOS)
+            .header(COOKIE, format!("wr_pass={pass}")),
+    )
+    .await;
+    assert_eq!(answer.status(), 404);
+    assert_eq!(error_code(answer).await, "room_not_found");
+    let answer = send(gate(&app, "/api/gate?room=no-such-room").header(ACCEPT, AXIOS)).await;
+    assert_eq!(answer.status(), 404);
+    assert_eq!(error_code(answer).await, "room_not_found");
+    // A room closed since is no room to the store either.
+    let closed = app
+        .admin(reqwest::Method::DELETE, &format!("/api/admin/rooms/{ROOM}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(closed.status(), 204);
+    let answer = send(ask(&app, "/x").header(ACCEPT, AXIOS).bearer_auth(&pass)).await;
+    assert_eq!(answer.status(), 404);
+    assert_eq!(error_code(answer).await, "room_not_found");
+}
+
+#[tokio::test]
+async fn envoy_asking_for_json_gets_the_same_401() {
+    let app = app().await;
+    let answer = send(
+        gate(&app, "/api/gate/checkout?item=7")
+            .header("Host", "shop.example")
+            .header("X-Forwarded-Proto", "https")
+            .header("X-Waitroom-Room", ROOM)
+            .header(ACCEPT, AXIOS)
+            .header(COOKIE, "wr_pass=forged"),
+    )
+    .await;
+    let (code, body) = refusal_of(answer).await;
+    assert_eq!(code, "invalid_pass");
+    assert_eq!(body["room"], ROOM);
+    assert_eq!(body["join_url"], JOIN_URL);
+    assert_eq!(
+        body["page_url"],
+        room_page_returning("https://shop.example/checkout?item=7")
+    );
+}
+
+/// An app whose `Authorization` carries its own token presents the pass in
+/// `X-Waitroom-Pass`, or leaves it to the `wr_pass` cookie: its token
+/// hides neither. The gate and `/api/verify` read the pass alike.
+#[tokio::test]
+async fn an_apps_own_bearer_hides_neither_x_waitroom_pass_nor_the_cookie() {
+    let app = app().await;
+    let pass = app.pass_for(ROOM).await;
+    let autumn = app.pass_for("autumn-sale").await;
+    let verify = || {
+        app.http
+            .get(app.url("/api/verify"))
+            .header("X-Waitroom-Room", ROOM)
+    };
+    let asks: [(&str, &dyn Fn() -> reqwest::RequestBuilder); 2] = [
+        ("gate", &|| ask(&app, "/x").header(ACCEPT, AXIOS)),
+        ("verify", &verify),
+    ];
+    for (who, ask) in asks {
+        // The header, beside an app's own Bearer.
+        let answer = send(ask().bearer_auth("xyz").header("X-Waitroom-Pass", &pass)).await;
+        assert_eq!(answer.status(), 204, "{who}: X-Waitroom-Pass");
+        assert!(answer.headers().contains_key("x-waitroom-visitor"));
+        // The cookie, beside an app's own Bearer.
+        let answer = send(
+            ask()
+                .bearer_auth("xyz")
+                .header(COOKIE, format!("wr_pass={pass}")),
+        )
+        .await;
+        assert_eq!(answer.status(), 204, "{who}: the cookie");
+        // The header outranks a valid Bearer and cookie: a forged one is refused.
+        let answer = send(
+            ask()
+                .bearer_auth(&pass)
+                .header(COOKIE, format!("wr_pass={pass}"))
+                .header("X-Waitroom-Pass", support::tamper(&pass)),
+        )
+        .await;
+        assert_eq!(answer.status(), 401, "{who}: a forged X-Waitroom-Pass");
+        assert_eq!(error_code(answer).await, "invalid_pass", "{who}");
+        // A pass of ours as the Bearer is judged as one, not swapped for the
+        // cookie: another room's is refused.
+        let answer = send(
+            ask()
+                .bearer_auth(&autumn)
+                .header(COOKIE, format!("wr_pass={pass}")),
+        )
+        .await;
+        assert_eq!(
+            error_code(answer).await,
+            "invalid_pass",
+            "{who}: another room's Bearer"
+        );
+        // A Bearer that is no pass, alone: refused as what it was sent as.
+        let answer = send(ask().bearer_auth("xyz")).await;
+        assert_eq!(
+            error_code(answer).await,
+            "invalid_pass",
+            "{who}: a Bearer alone"
+        );
+        // An empty header is none.
+        let answer = send(
+            ask()
+                .header("X-Waitroom-Pass", "")
+                .header(COOKIE, format!("wr_pass={pass}")),
+        )
+        .await;
+        assert_eq!(answer.status(), 204, "{who}: an empty X-Waitroom-Pass");
+        let answer = send(ask().header("X-Waitroom-Pass", "")).await;
+        assert_eq!(error_code(answer).await, "missing_pass", "{who}");
+    }
 }

@@ -5,7 +5,7 @@
 // stood in for.
 import { test, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
-import { joinRoom } from '../../static/waitroom-client.js';
+import { joinRoom, joinFromGate } from '../../static/waitroom-client.js';
 
 // The page the module runs on.
 globalThis.location = new URL('https://shop.example/checkout');
@@ -106,4 +106,47 @@ test('with cookieSocket (the waiting page), the socket offers no ticket at all',
   assert.equal(sockets.length, 1);
   assert.equal(sockets[0].url, 'wss://wait.example/api/rooms/drop/ws');
   assert.equal(sockets[0].protocols, undefined);
+});
+
+// The gate's 401 to an app that asked for JSON.
+const GATE_REFUSAL = {
+  error: { code: 'missing_pass', message: 'send the pass' },
+  room: 'drop',
+  join_url: 'https://wait.example/api/rooms/drop/join',
+  page_url: 'https://wait.example/rooms/drop?return=https%3A%2F%2Fshop.example%2Fapi%2Fcart',
+};
+
+test("joinFromGate joins the room the gate's answer names, where it names", async () => {
+  globalThis.location = new URL('https://shop.example/checkout');
+  answers['/api/rooms/drop/join'] = [200, waiting('a.b.c')];
+  const statuses = [];
+  place = await joinFromGate(GATE_REFUSAL, {
+    base: 'https://elsewhere.example', room: 'other', onStatus: (s) => statuses.push(s),
+  });
+  await settle();
+  assert.equal(calls[0].url, 'https://wait.example/api/rooms/drop/join');
+  assert.equal(calls[0].init.method, 'POST');
+  assert.equal(sockets[0].url, 'wss://wait.example/api/rooms/drop/ws');
+  assert.deepEqual(statuses.map((s) => s.state), ['waiting']);
+  assert.equal(place.ticket, 'a.b.c');
+});
+
+test('joinFromGate reads a Response itself, and refuses what is not the gate\'s', async () => {
+  answers['/api/rooms/drop/join'] = [200, waiting('a.b.c')];
+  const response = { status: 401, json: () => Promise.resolve(GATE_REFUSAL) };
+  place = await joinFromGate(response, {});
+  await settle();
+  assert.equal(calls[0].url, 'https://wait.example/api/rooms/drop/join');
+  place.close();
+  calls = [];
+  for (const wrong of [
+    null,
+    { error: { code: 'missing_pass' } },
+    Object.assign({}, GATE_REFUSAL, { join_url: '/api/rooms/drop/join' }),
+    Object.assign({}, GATE_REFUSAL, { room: 'other' }),
+    Object.assign({}, GATE_REFUSAL, { join_url: 'javascript:alert(1)//api/rooms/drop/join' }),
+  ]) {
+    await assert.rejects(joinFromGate(wrong, {}), /not the gate's answer/, JSON.stringify(wrong));
+  }
+  assert.equal(calls.length, 0);
 });

@@ -41,21 +41,61 @@ pub fn presented_pass(req: &HttpRequest) -> Option<String> {
         .or_else(|| req.cookie(PASS_COOKIE).map(|c| c.value().to_string()))
 }
 
-/// The pass a `/api/verify` call presents. The protected site may call it
-/// with one of its origin tokens as the Bearer (verify is open to anyone,
-/// so the token changes nothing): then the pass is the `wr_pass` cookie
-/// the site passes on, not the token.
+/// The header an app presents the pass in when its `Authorization` carries
+/// credentials of its own.
+const PASS_HEADER: &str = "X-Waitroom-Pass";
+
+/// The pass a `/api/verify` or `/api/gate` call presents:
+///
+/// 1. `X-Waitroom-Pass`, whatever else is sent: the header exists for an
+///    app whose `Authorization` is its own, so nothing else outranks it.
+/// 2. The `wr_pass` cookie, when the Bearer is not a pass: one of the
+///    protected site's origin tokens (verify is open to anyone, so the token
+///    changes nothing), or a token our keys did not sign, such as an app's
+///    own session token, which must not hide the visitor's cookie.
+/// 3. The Bearer. One that is not a pass, with no cookie beside it, is still
+///    what the caller presented as a pass, and is refused as `invalid_pass`
+///    (not `missing_pass`), as it always was; an origin token never is (no
+///    cookie beside it: no pass was sent).
+/// 4. The cookie.
+///
+/// "A pass" is anything one of our keys signed (the current secret's or,
+/// during a rotation, the previous one's), whatever its room or expiry: a
+/// token of someone else's cannot carry that signature, and a pass of ours
+/// that is expired or of another room was presented as a pass, so it is
+/// judged and refused as one rather than swapped for the cookie. The check
+/// is one Ed25519 verification, made only when both a Bearer and the
+/// cookie are sent.
 pub fn presented_pass_to_verify(req: &HttpRequest) -> Option<String> {
-    let origin_token = bearer(req).is_some_and(|token| {
-        matches!(
-            part::<AdminAccess>(req).holder_of(token),
-            Some(TokenHolder::Origin(_))
-        )
-    });
-    if origin_token {
-        return req.cookie(PASS_COOKIE).map(|c| c.value().to_string());
+    if let Some(pass) = pass_header(req) {
+        return Some(pass);
     }
-    presented_pass(req)
+    let cookie = || req.cookie(PASS_COOKIE).map(|c| c.value().to_string());
+    let Some(token) = bearer(req) else {
+        return cookie();
+    };
+    let origin_token = matches!(
+        part::<AdminAccess>(req).holder_of(token),
+        Some(TokenHolder::Origin(_))
+    );
+    if origin_token {
+        return cookie();
+    }
+    if let Some(cookie) = cookie()
+        && part::<Credentials>(req).read_pass(token, None, 0).is_err()
+    {
+        return Some(cookie);
+    }
+    Some(token.to_string())
+}
+
+/// The pass in `X-Waitroom-Pass`, if the header is there and not empty (an
+/// app that has no pass yet may send it empty). A value that is not text is
+/// kept as it reads, to be refused as `invalid_pass`.
+fn pass_header(req: &HttpRequest) -> Option<String> {
+    let value = req.headers().get(PASS_HEADER)?;
+    let pass = String::from_utf8_lossy(value.as_bytes()).trim().to_string();
+    (!pass.is_empty()).then_some(pass)
 }
 
 pub fn pass_error(error: CredentialError) -> ApiError {
