@@ -13,4 +13,5 @@ mod origin_access;
 mod promoter;
 mod report;
 mod sale;
+mod sessions;
 mod slow_readers;
