@@ -108,15 +108,24 @@ async fn verify_the_gate_and_the_sale_keep_a_session_on_and_an_idle_one_lapses_e
     }
     let status = status_of(&app, room, &ticket).await;
     assert_eq!(status["state"], "admitted");
-    assert_eq!(status["expires_at"], expires_at, "the pass's hard limit, unchanged");
+    assert_eq!(
+        status["expires_at"], expires_at,
+        "the pass's hard limit, unchanged"
+    );
 
     // Idle from 100 s: 33 s later (the idle time and its tenth) it is over.
     app.step(33_000).await;
-    assert_eq!(verify(&app, room, &pass).await, (401, "pass_expired".into()));
+    assert_eq!(
+        verify(&app, room, &pass).await,
+        (401, "pass_expired".into())
+    );
     assert_eq!(gate(&app, room, &pass).await, (401, "pass_expired".into()));
     assert_eq!(claim(&app, room, &pass).await, (401, "pass_expired".into()));
     let status = status_of(&app, room, &ticket).await;
-    assert_eq!((&status["state"], &status["reason"]), (&json!("expired"), &json!("session_idle")));
+    assert_eq!(
+        (&status["state"], &status["reason"]),
+        (&json!("expired"), &json!("session_idle"))
+    );
 
     app.step(5_000).await;
     let next = status_of(&app, room, waiting["ticket"].as_str().unwrap()).await;
@@ -149,11 +158,20 @@ async fn with_the_store_down_nothing_lapses_for_idleness_and_exp_still_ends_a_pa
     let pass = app.pass_for("outage").await;
     store.set_down(true);
     app.clock.advance_ms(60_000);
-    assert_eq!(verify(&app, "outage", &pass).await, (204, "signature".into()));
+    assert_eq!(
+        verify(&app, "outage", &pass).await,
+        (204, "signature".into())
+    );
     app.clock.advance_ms(60_000);
-    assert_eq!(verify(&app, "outage", &pass).await, (401, "pass_expired".into()));
+    assert_eq!(
+        verify(&app, "outage", &pass).await,
+        (401, "pass_expired".into())
+    );
     store.set_down(false);
-    assert_eq!(verify(&app, "outage", &pass).await, (401, "pass_expired".into()));
+    assert_eq!(
+        verify(&app, "outage", &pass).await,
+        (401, "pass_expired".into())
+    );
 }
 
 #[tokio::test]
@@ -175,7 +193,9 @@ async fn session_idle_s_is_bounded_by_its_range_and_by_pass_ttl_s() {
             "{change}: {body}"
         );
     }
-    let set = app.patch_room("bounds", json!({"session_idle_s": 600})).await;
+    let set = app
+        .patch_room("bounds", json!({"session_idle_s": 600}))
+        .await;
     assert_eq!(set.status(), 200);
     let lowered = app.patch_room("bounds", json!({"pass_ttl_s": 300})).await;
     assert_eq!(lowered.status(), 400, "the hard limit below the idle time");
@@ -183,8 +203,13 @@ async fn session_idle_s_is_bounded_by_its_range_and_by_pass_ttl_s() {
         .admin(Method::GET, "/api/admin/rooms/bounds")
         .fetch_json()
         .await;
-    assert_eq!((&room["session_idle_s"], &room["pass_ttl_s"]), (&json!(600), &json!(600)));
-    let off = app.patch_room("bounds", json!({"session_idle_s": null})).await;
+    assert_eq!(
+        (&room["session_idle_s"], &room["pass_ttl_s"]),
+        (&json!(600), &json!(600))
+    );
+    let off = app
+        .patch_room("bounds", json!({"session_idle_s": null}))
+        .await;
     assert_eq!(off.status(), 200);
     let room = app
         .admin(Method::GET, "/api/admin/rooms/bounds")

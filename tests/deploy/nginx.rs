@@ -2,7 +2,8 @@
 //! as they are (only their addresses changed) in a real nginx. In front of
 //! a small protected origin: no pass is sent to the waiting room, a valid
 //! pass of the room gets through, and another room's pass, a pass given up
-//! with `leave`, or a forged `X-Waitroom-Room` header do not. With no
+//! with `leave`, or a forged `X-Waitroom-Room` header do not; a session
+//! kept on by its requests lasts, an idle one is sent to the room. With no
 //! waitroom node answering, the fail-open block serves the site and the
 //! fail-closed one its static page (and both still judge passes while a
 //! node answers). In front of three nodes of the waiting room on one
@@ -246,6 +247,58 @@ async fn the_documented_nginx_block_lets_through_only_valid_passes_of_its_room()
         origin.served(),
         3,
         "the origin saw only the requests let through"
+    );
+}
+
+/// api.md, "Sessions", through nginx's `auth_request`: a visitor who keeps
+/// using the site past `session_idle_s` keeps access with the same cookie,
+/// and one idle past it is sent to the waiting room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_nginx_an_active_session_lasts_and_an_idle_one_goes_to_the_waiting_room() {
+    let app = TestApp::spawn().await;
+    app.create_room(
+        ROOM,
+        json!({"admit_per_tick": 1_000, "pass_ttl_s": 3600, "session_idle_s": 30}),
+    )
+    .await;
+    let origin = ProtectedOrigin::start(Says::Protected).await;
+    let block = doc_block("## With nginx in front of the protected site");
+    let block = replaced(
+        &block,
+        "server 127.0.0.1:8080;",
+        &format!("server 127.0.0.1:{};", app.port),
+    );
+    let block = replaced(
+        &block,
+        "server 127.0.0.1:3000;",
+        &format!("server 127.0.0.1:{};", origin.port),
+    );
+    let nginx = Nginx::start(&block);
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let pass = app.pass_for(ROOM).await;
+    let get = || {
+        client
+            .get(nginx.url("/checkout"))
+            .header(COOKIE, format!("wr_pass={pass}"))
+            .send()
+    };
+    for step in 1..=5 {
+        app.clock.advance_ms(20_000);
+        let answer = get().await.unwrap();
+        assert_eq!(answer.status(), 200, "{} s in, active", step * 20);
+    }
+    app.clock.advance_ms(33_000);
+    let answer = get().await.unwrap();
+    assert_eq!(answer.status(), 302, "idle past session_idle_s");
+    assert_eq!(answer.headers()[LOCATION], WAITING_ROOM);
+    assert_eq!(
+        origin.served(),
+        5,
+        "the origin saw the active requests only"
     );
 }
 

@@ -10,6 +10,8 @@
 //! - HAProxy (a Lua action with HAProxy's own HTTP client): no pass → to
 //!   the room, a valid pass → through, the pass in the URL → the cookie,
 //!   and the same refusals; with no waitroom node, the "back soon" page.
+//! - Sessions through Caddy and HAProxy: a visitor active past
+//!   `session_idle_s` keeps access, one idle past it goes to the room.
 //! - Traefik and Envoy, for which Debian has no package: their YAML is
 //!   parsed (python3's PyYAML) and its keys checked.
 //!
@@ -139,24 +141,22 @@ const ORIGIN_TOKEN: &str = "an-origin-token-for-the-shop-0123456789";
 
 const CADDY: &str = "/usr/bin/caddy";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn caddy_forward_auth_round_trip_through_the_room_and_back() {
+/// Caddy with the documented Caddyfile, asking the waitroom node on `node`
+/// (a port) in front of the origin on `origin`.
+fn caddy(node: u16, origin: u16) -> Proxy {
     needs(CADDY, "caddy");
-    let app = waitroom().await;
-    let seen = ProtectedOrigin::start(Says::Protected).await;
-    let origin = seen.port;
     let caddyfile = doc_block("caddy.md", "## The Caddyfile", "caddyfile");
     let caddyfile = replaced(
         &caddyfile,
         "forward_auth 127.0.0.1:8080 {",
-        &format!("forward_auth 127.0.0.1:{} {{", app.port),
+        &format!("forward_auth 127.0.0.1:{node} {{"),
     );
     let caddyfile = replaced(
         &caddyfile,
         "reverse_proxy 127.0.0.1:3000",
         &format!("reverse_proxy 127.0.0.1:{origin}"),
     );
-    let caddy = Proxy::start("caddy", |port, dir| {
+    Proxy::start("caddy", |port, dir| {
         let config = replaced(
             &caddyfile,
             ":80 {",
@@ -172,7 +172,14 @@ async fn caddy_forward_auth_round_trip_through_the_room_and_back() {
             .env("XDG_DATA_HOME", dir.join("data"))
             .env("XDG_CONFIG_HOME", dir.join("config"));
         command
-    });
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn caddy_forward_auth_round_trip_through_the_room_and_back() {
+    let app = waitroom().await;
+    let seen = ProtectedOrigin::start(Says::Protected).await;
+    let caddy = caddy(app.port, seen.port);
     let site = format!("http://127.0.0.1:{}", caddy.port);
     app.create_room(
         ROOM,
@@ -343,6 +350,56 @@ fn waiting_visitor(_app: &TestApp, pass: &str) -> String {
         .unwrap();
     let claims: Value = serde_json::from_slice(&claims).unwrap();
     claims["sub"].as_str().unwrap().to_string()
+}
+
+/// api.md, "Sessions", through a real proxy on `site`: a visitor who keeps
+/// using the site past `session_idle_s` keeps access with the same cookie
+/// (nothing to copy: the pass does not change), and one idle past it is
+/// sent to the room.
+async fn a_session_through(app: &TestApp, site: &str) {
+    app.create_room(
+        ROOM,
+        json!({"target_url": format!("{site}/"), "admit_per_tick": 100, "pass_ttl_s": 3600, "session_idle_s": 30}),
+    )
+    .await;
+    let pass = app.pass_for(ROOM).await;
+    let http = client();
+    let get = || {
+        http.get(format!("{site}/checkout"))
+            .header(COOKIE, format!("wr_pass={pass}"))
+            .send()
+    };
+    for step in 1..=5 {
+        app.clock.advance_ms(20_000);
+        let answer = get().await.unwrap();
+        assert_eq!(answer.status(), 200, "{} s in, active", step * 20);
+    }
+    // Idle from 100 s: past 30 s and its tenth, to the room.
+    app.clock.advance_ms(33_000);
+    let answer = get().await.unwrap();
+    assert_eq!(answer.status(), 302, "idle past session_idle_s");
+    assert_eq!(
+        answer.headers()[LOCATION],
+        room_page_returning(&format!("{site}/checkout")).as_str()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_caddy_an_active_session_lasts_and_an_idle_one_goes_to_the_room() {
+    let app = waitroom().await;
+    let seen = ProtectedOrigin::start(Says::Protected).await;
+    let caddy = caddy(app.port, seen.port);
+    a_session_through(&app, &format!("http://127.0.0.1:{}", caddy.port)).await;
+    assert_eq!(seen.served(), 5, "the origin saw the active requests only");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_haproxy_an_active_session_lasts_and_an_idle_one_goes_to_the_room() {
+    let app = waitroom().await;
+    let seen = ProtectedOrigin::start(Says::Protected).await;
+    let proxy = haproxy(app.port, seen.port);
+    a_session_through(&app, &format!("http://127.0.0.1:{}", proxy.port)).await;
+    assert_eq!(seen.served(), 5, "the origin saw the active requests only");
 }
 
 const HAPROXY: &str = "/usr/sbin/haproxy";
