@@ -153,10 +153,10 @@ local function expire_passes(now, room)
   end
   local swept = #gone + #bypassed
   if swept == 0 then return false end
-  room = room or load_room()
   local sessions = room.cfg.session_idle_s
   local ended, lapses = {}, {}
-  for set, visitors in pairs({ [K_ACTIVE] = gone, [K_BYPASSED] = bypassed }) do
+  for _, swept_set in ipairs({ { K_ACTIVE, gone }, { K_BYPASSED, bypassed } }) do
+    local set, visitors = swept_set[1], swept_set[2]
     if #visitors > 0 then
       local kept, out = redis.call('HMGET', K_VISITORS, unpack(visitors)), {}
       for i, visitor in ipairs(visitors) do
