@@ -6,6 +6,10 @@
 //!   for visitors never seen after joining (the tick's walk of the line),
 //!   once for visitors each seen once (the presence set's sweep);
 //! - a mass expiry: 300,000 passes running out at once, swept;
+//! - a mass lapse of sessions (issue 44): 100,000 passes each renewed once
+//!   by a verify's call, then all lapsing at once for want of use long
+//!   before their expiry, swept by ticks with a verify and a status of
+//!   lapsed visitors between them;
 //! - a resumption of arrivals over 300,000 unseen passes, then their
 //!   reclaim once the new deadline passes;
 //! - a room of 1,000,000 waiting: a join, a status, the room's stats, a
@@ -26,14 +30,15 @@ use redis_server::RedisServer;
 use waitroom::live::promoter::PRESENCE_BATCH;
 use waitroom::store::redis::RedisStore;
 use waitroom::store::{SaleStoreExt, StoreExt};
-use waitroom::words::clock::ManualClock;
+use waitroom::words::clock::{Clock, ManualClock};
 use waitroom::words::constants::SWEEP_AGAIN_MS;
 use waitroom::words::sale::{SaleRequest, Want};
-use waitroom::words::{QueueMethod, RoomConfig, RoomId, VisitorId};
+use waitroom::words::{PlaceState, QueueMethod, RoomConfig, RoomId, VisitorId};
 
 const CROWD: u64 = 300_000;
 const BIG_ROOM: u64 = 1_000_000;
 const HOLDS: u64 = 100_000;
+const SESSIONS: u64 = 100_000;
 const SEATS: u64 = 10_000;
 
 struct Bench {
@@ -261,6 +266,55 @@ async fn main() {
     let active = bench.store.room(&expiry).await.unwrap().stats.active;
     bench.report(&format!(
         "mass expiry of {CROWD} passes ({calls} ticks to sweep, {active} left active)"
+    ));
+
+    // Sessions admitted together, each renewed once, lapsing together.
+    let sessions = bench
+        .room("sessions", |c| {
+            c.queue_method = QueueMethod::Passthrough;
+            c.pass_ttl_s = 3_600;
+            c.session_idle_s = Some(60);
+            c.abandon_after_s = 86_400;
+        })
+        .await;
+    let pass_exp_s = (bench.clock.now_ms() + 3_600_000) / 1000;
+    let visitors = bench.fill(&sessions, SESSIONS).await;
+    bench.clock.advance_ms(30_000);
+    bench.start_measuring();
+    let store = &bench.store;
+    stream::iter(&visitors)
+        .for_each_concurrent(256, |visitor| {
+            let sessions = &sessions;
+            async move {
+                let place = store.arrive(sessions, *visitor, pass_exp_s).await.unwrap();
+                assert!(matches!(place.state, PlaceState::Admitted { .. }));
+            }
+        })
+        .await;
+    bench.report(&format!(
+        "{SESSIONS} sessions renewed, one verify's call each (their lapse moved from 60 s to 96 s)"
+    ));
+    // Every one lapses at 96 s; from then on the sweep frees them, a
+    // slice a call, whichever call comes: here a tick, then a verify's
+    // and a status's of a lapsed visitor, until the tick says none is left.
+    bench.clock.advance_ms(66_000);
+    bench.start_measuring();
+    let mut calls = 0;
+    for visitor in visitors.iter().cycle() {
+        calls += 1;
+        let tick = bench.store.tick(&sessions).await.unwrap();
+        if tick.next_due_in_ms > SWEEP_AGAIN_MS {
+            break;
+        }
+        let place = bench.store.arrive(&sessions, *visitor, pass_exp_s).await;
+        assert!(matches!(place.unwrap().state, PlaceState::Lapsed { .. }));
+        bench.store.status(&sessions, *visitor).await.unwrap();
+    }
+    let stats = bench.store.room(&sessions).await.unwrap().stats;
+    bench.report(&format!(
+        "a lapse of {SESSIONS} sessions at once ({calls} ticks, a verify and a status after each but the last; \
+         {} lapses counted, {} left active)",
+        stats.sessions_lapsed, stats.active
     ));
 
     // Arrivals resumed after an outage over every unseen pass, then reclaimed.

@@ -1532,3 +1532,273 @@ async fn a_drop_over_three_nodes_is_counted_once_in_its_report_and_its_metrics()
         "each admission once: {count}"
     );
 }
+
+/// How one admitted visitor of the sessions race uses their pass: a keeper
+/// calls verify at every step; a quitter stops `stop_ms` after admission
+/// and comes back `gap_ms` after that last call, on one side of the lapse
+/// or the other, or inside the tenth it may come late by.
+#[derive(Clone, Copy)]
+enum Use {
+    Keeper,
+    Quitter { stop_ms: u64, gap_ms: u64 },
+}
+
+/// One admitted visitor of the sessions race, as the test saw them.
+struct Holder {
+    /// Their place in `tickets`.
+    visitor: usize,
+    pass: String,
+    admitted_at: u64,
+    last_accepted: Option<u64>,
+    refused_at: Option<u64>,
+    uses: Use,
+}
+
+const SESSION_IDLE_MS: u64 = 10_000;
+
+impl Holder {
+    fn new(visitor: usize, pass: String, admitted_at: u64, order: usize) -> Self {
+        // The gaps straddle the lapse: under the idle time (renewed), at it
+        // and inside the tenth after it (either, but never back once
+        // refused), and past it (lapsed). Every fourth keeps going.
+        const GAPS: [u64; 9] = [
+            9_000, 9_750, 10_000, 10_250, 10_500, 10_750, 11_000, 11_500, 12_000,
+        ];
+        let uses = if order.is_multiple_of(4) {
+            Use::Keeper
+        } else {
+            Use::Quitter {
+                stop_ms: 2_000 + (order % 5) as u64 * 250,
+                gap_ms: GAPS[order % GAPS.len()],
+            }
+        };
+        Self {
+            visitor,
+            pass,
+            admitted_at,
+            last_accepted: None,
+            refused_at: None,
+            uses,
+        }
+    }
+
+    fn calls_at(&self, now: u64) -> bool {
+        let since = now - self.admitted_at;
+        match self.uses {
+            Use::Keeper => since > 0,
+            Use::Quitter { stop_ms, gap_ms } => {
+                since > 0 && (since <= stop_ms || since >= stop_ms + gap_ms)
+            }
+        }
+    }
+
+    /// Checks one step's verify answers for this pass against api.md's
+    /// rule, and records them. A session lapses `session_idle_s` after the
+    /// last call that accepted its pass, or at most a tenth later; one
+    /// never accepted, exactly that long after its admission.
+    fn judge(&mut self, now: u64, answers: &[(u16, String)]) {
+        let accepted = answers.iter().filter(|(status, _)| *status == 204).count();
+        let last = self.last_accepted.unwrap_or(self.admitted_at);
+        let late = if self.last_accepted.is_some() {
+            SESSION_IDLE_MS / 10
+        } else {
+            0
+        };
+        let since = now - last;
+        let what = format!(
+            "pass of visitor {} at +{} ms, {since} ms after {}: {answers:?}",
+            self.visitor,
+            now - support::START_MS,
+            if self.last_accepted.is_some() {
+                "its last accepted call"
+            } else {
+                "its admission"
+            }
+        );
+        for (status, code) in answers {
+            assert!(
+                *status == 204 || (*status == 401 && code == "pass_expired"),
+                "{what}"
+            );
+        }
+        if let Some(refused_at) = self.refused_at {
+            assert_eq!(
+                accepted,
+                0,
+                "refused at +{} ms, never renewed after: {what}",
+                refused_at - support::START_MS
+            );
+        } else if since < SESSION_IDLE_MS {
+            assert_eq!(accepted, answers.len(), "still on: {what}");
+        } else if since >= SESSION_IDLE_MS + late {
+            assert_eq!(accepted, 0, "lapsed: {what}");
+        } else {
+            assert!(
+                accepted == 0 || accepted == answers.len(),
+                "one instant, one answer: {what}"
+            );
+        }
+        if accepted > 0 {
+            self.last_accepted = Some(now);
+        } else if self.refused_at.is_none() {
+            self.refused_at = Some(now);
+        }
+    }
+}
+
+/// Every visitor's status now, asked over all three nodes at once.
+async fn statuses(nodes: &Nodes, room: &str, tickets: &[String]) -> Vec<Value> {
+    join_all(tickets.iter().enumerate().map(|(i, ticket)| async move {
+        let answer = nodes.apps[i % 3].status_api(room, ticket).await;
+        assert_eq!(answer.status(), 200);
+        answer.json::<Value>().await.unwrap()
+    }))
+    .await
+}
+
+/// One pass's verify on one node: the status and the error's code.
+async fn verify_on(app: &TestApp, room: &str, pass: &str) -> (u16, String) {
+    let answer = app
+        .http
+        .get(app.url(&format!("/api/verify?room={room}")))
+        .bearer_auth(pass)
+        .send()
+        .await
+        .unwrap();
+    let status = answer.status().as_u16();
+    let code = match status {
+        204 => String::new(),
+        _ => answer.json::<Value>().await.unwrap()["error"]["code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    };
+    (status, code)
+}
+
+/// Issue 44, item 3: the cap stays exact with sessions over three nodes.
+/// A room of 20 with `session_idle_s` 10 and a line of 60; once 20 are
+/// admitted, the clock moves in steps of 250 ms (every lapse falls on a
+/// step) for 45 s. At each step, in one race over the three nodes, every
+/// pass whose holder calls then is verified on two nodes at once while
+/// every node runs its tick; keepers call at every step, quitters stop and
+/// come back on either side of their lapse. Then, at that same instant:
+/// the passes `/api/verify` accepts are at most 20 (each accepted one among
+/// the places the store says admitted, which number at most 20 and as many
+/// as stats' `active`); each answer is the one the rule gives (on while
+/// called within the idle time, lapsed past a tenth more, never renewed
+/// once refused); and the line fills every freed slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn renewals_and_lapses_raced_over_three_nodes_never_pass_the_cap() {
+    const CAP: usize = 20;
+    const LINE: usize = 60;
+    const STEP_MS: u64 = 250;
+    const RUN_MS: u64 = 45_000;
+    let nodes = Nodes::start(3).await;
+    let room = "sessions";
+    nodes.apps[0]
+        .create_room(
+            room,
+            json!({"max_active": CAP, "admit_per_tick": CAP, "tick_ms": STEP_MS,
+                   "session_idle_s": 10, "pass_ttl_s": 600, "abandon_after_s": 86_400,
+                   "paused": true}),
+        )
+        .await;
+    let mut tickets = Vec::new();
+    for i in 0..LINE {
+        let status = nodes.apps[i % 3].join_api(room).await;
+        tickets.push(status["ticket"].as_str().unwrap().to_owned());
+    }
+    let unpaused = nodes.apps[1]
+        .patch_room(room, json!({"paused": false}))
+        .await;
+    assert_eq!(unpaused.status(), 200);
+
+    let mut holders: Vec<Holder> = Vec::new();
+    let start = nodes.clock.now_ms();
+    let mut step = 0;
+    while nodes.clock.now_ms() < start + RUN_MS {
+        nodes.clock.advance_ms(STEP_MS);
+        let now = nodes.clock.now_ms();
+        step += 1;
+        // The race: verifies of every pass in use now, each on two nodes,
+        // and every node's tick.
+        let calling: Vec<usize> = (0..holders.len())
+            .filter(|&h| holders[h].calls_at(now))
+            .collect();
+        let verifies = join_all(calling.iter().flat_map(|&h| {
+            let pass = holders[h].pass.as_str();
+            [0, 1].map(|other| verify_on(&nodes.apps[(h + step + other) % 3], room, pass))
+        }));
+        let ticks = join_all(nodes.apps.iter().map(|app| app.promote()));
+        let (answers, _) = tokio::join!(verifies, ticks);
+        let mut accepted = std::collections::BTreeSet::new();
+        for (&h, answers) in calling.iter().zip(answers.chunks(2)) {
+            holders[h].judge(now, answers);
+            if answers[0].0 == 204 {
+                accepted.insert(holders[h].visitor);
+            }
+        }
+
+        // The same instant, read back: who the store says holds a pass.
+        let statuses = statuses(&nodes, room, &tickets).await;
+        let admitted: std::collections::BTreeSet<usize> = (0..LINE)
+            .filter(|&v| statuses[v]["state"] == "admitted")
+            .collect();
+        for &v in &admitted {
+            if !holders.iter().any(|h| h.visitor == v) {
+                let pass = statuses[v]["pass"].as_str().unwrap().to_owned();
+                holders.push(Holder::new(v, pass, now, holders.len()));
+            }
+        }
+        let stats = nodes.stats(room).await;
+        let at = now - start;
+        assert!(
+            accepted.is_subset(&admitted),
+            "+{at} ms: verify accepted {accepted:?}, the store holds {admitted:?}"
+        );
+        assert!(
+            admitted.len() <= CAP,
+            "+{at} ms: {} hold a pass",
+            admitted.len()
+        );
+        assert_eq!(
+            stats["active"],
+            admitted.len(),
+            "+{at} ms: the cap counts exactly the passes verify accepts"
+        );
+        if stats["waiting"].as_u64().unwrap() > 0 {
+            assert_eq!(admitted.len(), CAP, "+{at} ms: every freed slot refilled");
+        }
+    }
+
+    // The race went both ways: sessions renewed across many idle times,
+    // lapses refused and their slots given to the line.
+    let stats = nodes.stats(room).await;
+    let statuses = statuses(&nodes, room, &tickets).await;
+    let told_lapsed = statuses
+        .iter()
+        .filter(|s| s["state"] == "expired" && s["reason"] == "session_idle")
+        .count();
+    assert_eq!(stats["sessions_lapsed"], told_lapsed);
+    assert_eq!(stats["admitted_total"], holders.len());
+    assert_eq!(
+        holders.len(),
+        CAP + told_lapsed,
+        "each lapse's slot went to the line, once"
+    );
+    let refused = holders.iter().filter(|h| h.refused_at.is_some()).count();
+    let came_back = holders
+        .iter()
+        .filter(|h| match h.uses {
+            Use::Quitter { stop_ms, gap_ms } => {
+                h.last_accepted >= Some(h.admitted_at + stop_ms + gap_ms)
+            }
+            Use::Keeper => false,
+        })
+        .count();
+    assert!(
+        refused >= CAP / 2 && came_back >= CAP / 4,
+        "{refused} refused, {came_back} came back in time"
+    );
+}

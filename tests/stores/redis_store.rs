@@ -505,3 +505,48 @@ async fn a_room_made_before_ledgers_reports_its_own_counts() {
         (3, 3)
     );
 }
+
+/// Issue 44, item 2: under constant use a session is written at most once
+/// a tenth of its idle time. A pass verified every 250 ms for a minute of
+/// driven time, its idle time 60 s: its lapse is moved (a `ZADD`, as
+/// Redis's own commandstats count them) by the calls at 0.25, 6.5, 12.75
+/// … 56.5 s, each the first to find less than the idle time left: 10
+/// writes for 240 calls.
+#[tokio::test]
+async fn a_session_in_constant_use_is_written_once_a_tenth_of_its_idle_time() {
+    use waitroom::store::StoreExt;
+    use waitroom::words::{PlaceState, QueueMethod, RoomConfig, RoomId, VisitorId};
+
+    async fn zadds(redis: &mut redis::aio::MultiplexedConnection) -> u64 {
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(redis)
+            .await
+            .unwrap();
+        stats
+            .lines()
+            .find_map(|line| line.strip_prefix("cmdstat_zadd:calls="))
+            .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+    }
+
+    let clock = ManualClock::new(1_767_225_600_000);
+    let (_server, store, mut redis) = store_on_its_server(&clock).await;
+    let id = RoomId::parse("r").unwrap();
+    let mut config = RoomConfig::new("R", "/x");
+    config.queue_method = QueueMethod::Passthrough;
+    config.pass_ttl_s = 3_600;
+    config.session_idle_s = Some(60);
+    store.create_room(id.clone(), config).await.unwrap();
+    let visitor = VisitorId::random();
+    let PlaceState::Admitted { expires_at, .. } = store.join(&id, visitor).await.unwrap().state
+    else {
+        panic!("a passthrough room admits at once");
+    };
+    let before = zadds(&mut redis).await;
+    for _ in 0..240 {
+        clock.advance_ms(250);
+        let place = store.arrive(&id, visitor, expires_at / 1000).await.unwrap();
+        assert!(matches!(place.state, PlaceState::Admitted { .. }));
+    }
+    assert_eq!(zadds(&mut redis).await - before, 10);
+}
