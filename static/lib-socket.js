@@ -12,12 +12,15 @@ const SERVICE_RESTART = 1012;
 // polls only if the reconnection fails.
 const RESTART_JITTER_MS = 2000;
 
-// The ws:// or wss:// URL of a path on `base` (an http(s) URL whose
-// origin is taken), or on this page's host when there is none.
+// The ws:// or wss:// URL of a path on `base` (an http(s) URL: its origin
+// and any path it has, as the API's calls are made under it: a waiting
+// room behind a prefix, https://shop.example/queue), or on this page's
+// host when there is none.
 export function socketUrl(path, base) {
   const at = base ? new URL(base, location.href) : location;
   const proto = at.protocol === 'https:' ? 'wss:' : 'ws:';
-  return proto + '//' + at.host + path;
+  const prefix = base ? at.pathname.replace(/\/+$/, '') : '';
+  return proto + '//' + at.host + prefix + path;
 }
 
 // opts:

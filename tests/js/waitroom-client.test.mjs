@@ -86,6 +86,15 @@ test('across origins, the socket carries the ticket as its subprotocol, never in
   assert.ok(calls.some((call) => call.init.headers['Authorization'] === 'Bearer a.b.c'));
 });
 
+test('a waiting room behind a path prefix gets its calls and its socket under it', async () => {
+  answers['/queue/api/rooms/drop/join'] = [200, waiting('a.b.c')];
+  place = joinRoom({ base: 'https://shop.example/queue/', room: 'drop' });
+  await settle();
+  assert.equal(calls[0].url, 'https://shop.example/queue/api/rooms/drop/join');
+  assert.equal(sockets.length, 1);
+  assert.equal(sockets[0].url, 'wss://shop.example/queue/api/rooms/drop/ws');
+});
+
 test('a ticket kept from before opens the socket the same way', async () => {
   answers['/api/rooms/drop/status'] = [200, waiting('kept.ticket.x')];
   answers['/api/rooms/drop/join'] = [200, waiting('kept.ticket.x')];
