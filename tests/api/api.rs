@@ -3338,28 +3338,6 @@ async fn draw_requests_for_rooms_without_one_and_bad_openings_get_clear_errors()
     assert!(message.contains("pre-queue"), "{message}");
 }
 
-/// A verify call's status, error code (for a refusal) and how it was
-/// verified (`X-Waitroom-Verified`, for a 204).
-async fn verify_answer(app: &TestApp, room: &str, pass: &str) -> (u16, String) {
-    let response = app
-        .http
-        .get(app.url(&format!("/api/verify?room={room}")))
-        .bearer_auth(pass)
-        .send()
-        .await
-        .unwrap();
-    let status = response.status().as_u16();
-    if status == 204 {
-        let how = response
-            .headers()
-            .get("x-waitroom-verified")
-            .map_or("fully", |v| v.to_str().unwrap());
-        return (status, how.to_string());
-    }
-    let body: Value = response.json().await.unwrap();
-    (status, body["error"]["code"].as_str().unwrap().to_string())
-}
-
 async fn room_stats(app: &TestApp, room: &str) -> Value {
     app.admin(Method::GET, &format!("/api/admin/rooms/{room}"))
         .fetch_json()
@@ -3399,24 +3377,24 @@ async fn while_the_store_is_unreachable_verify_goes_by_signature_and_the_grace_w
     app.step(10_000).await;
     store.set_down(true);
     assert_eq!(
-        verify_answer(&app, "outage", &arrives).await,
+        app.verify("outage", &arrives).await,
         (204, "signature".into()),
         "an admitted visitor keeps their access"
     );
     assert_eq!(
-        verify_answer(&app, "outage", &forged).await,
+        app.verify("outage", &forged).await,
         (401, "invalid_pass".into())
     );
     assert_eq!(
-        verify_answer(&app, "outage", &support::tamper(&arrives)).await,
+        app.verify("outage", &support::tamper(&arrives)).await,
         (401, "invalid_pass".into())
     );
     assert_eq!(
-        verify_answer(&app, "outage", &expired).await,
+        app.verify("outage", &expired).await,
         (401, "pass_expired".into())
     );
     assert_eq!(
-        verify_answer(&app, "other-room", &arrives).await,
+        app.verify("other-room", &arrives).await,
         (401, "invalid_pass".into()),
         "another room's pass"
     );
@@ -3450,7 +3428,7 @@ async fn while_the_store_is_unreachable_verify_goes_by_signature_and_the_grace_w
         (Some(0), Some(2))
     );
     assert_eq!(
-        verify_answer(&app, "outage", &arrives).await,
+        app.verify("outage", &arrives).await,
         (204, "fully".into()),
         "seen now, and recorded"
     );
@@ -3463,10 +3441,10 @@ async fn while_the_store_is_unreachable_verify_goes_by_signature_and_the_grace_w
         "never seen: reclaimed a whole grace after the store's return"
     );
     assert_eq!(
-        verify_answer(&app, "outage", &never).await,
+        app.verify("outage", &never).await,
         (401, "pass_revoked".into())
     );
-    assert_eq!(verify_answer(&app, "outage", &arrives).await.0, 204);
+    assert_eq!(app.verify("outage", &arrives).await.0, 204);
 }
 
 /// An app on the memory store believing `X-Forwarded-For` from the test's

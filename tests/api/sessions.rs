@@ -8,20 +8,9 @@ use std::sync::Arc;
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use support::{FetchJson, TestApp, error_of};
+use support::{FetchJson, TestApp, pass_answer};
 use waitroom::words::clock::ManualClock;
 use waitroom_testkit as support;
-
-async fn verify(app: &TestApp, room: &str, pass: &str) -> (u16, String) {
-    let response = app
-        .http
-        .get(app.url(&format!("/api/verify?room={room}")))
-        .bearer_auth(pass)
-        .send()
-        .await
-        .unwrap();
-    answer(response).await
-}
 
 /// The gate as an app asks it: JSON, the pass in `X-Waitroom-Pass` beside
 /// an `Authorization` of the app's own.
@@ -39,7 +28,7 @@ async fn gate(app: &TestApp, room: &str, pass: &str) -> (u16, String) {
         .send()
         .await
         .unwrap();
-    answer(response).await
+    pass_answer(response).await
 }
 
 async fn claim(app: &TestApp, room: &str, pass: &str) -> (u16, String) {
@@ -51,20 +40,7 @@ async fn claim(app: &TestApp, room: &str, pass: &str) -> (u16, String) {
         .send()
         .await
         .unwrap();
-    answer(response).await
-}
-
-/// The status code, and the error's code or how a 204 was verified.
-async fn answer(response: reqwest::Response) -> (u16, String) {
-    let status = response.status().as_u16();
-    if status < 300 {
-        let how = response
-            .headers()
-            .get("x-waitroom-verified")
-            .map_or("fully", |v| v.to_str().unwrap());
-        return (status, how.to_string());
-    }
-    error_of(response).await
+    pass_answer(response).await
 }
 
 async fn status_of(app: &TestApp, room: &str, ticket: &str) -> Value {
@@ -100,7 +76,7 @@ async fn verify_the_gate_and_the_sale_keep_a_session_on_and_an_idle_one_lapses_e
     for call in 0..4 {
         app.step(25_000).await;
         let answer = match call {
-            0 | 3 => verify(&app, room, &pass).await,
+            0 | 3 => app.verify(room, &pass).await,
             1 => gate(&app, room, &pass).await,
             _ => claim(&app, room, &pass).await,
         };
@@ -115,10 +91,7 @@ async fn verify_the_gate_and_the_sale_keep_a_session_on_and_an_idle_one_lapses_e
 
     // Idle from 100 s: 33 s later (the idle time and its tenth) it is over.
     app.step(33_000).await;
-    assert_eq!(
-        verify(&app, room, &pass).await,
-        (401, "pass_expired".into())
-    );
+    assert_eq!(app.verify(room, &pass).await, (401, "pass_expired".into()));
     assert_eq!(gate(&app, room, &pass).await, (401, "pass_expired".into()));
     assert_eq!(claim(&app, room, &pass).await, (401, "pass_expired".into()));
     let status = status_of(&app, room, &ticket).await;
@@ -158,18 +131,15 @@ async fn with_the_store_down_nothing_lapses_for_idleness_and_exp_still_ends_a_pa
     let pass = app.pass_for("outage").await;
     store.set_down(true);
     app.clock.advance_ms(60_000);
-    assert_eq!(
-        verify(&app, "outage", &pass).await,
-        (204, "signature".into())
-    );
+    assert_eq!(app.verify("outage", &pass).await, (204, "signature".into()));
     app.clock.advance_ms(60_000);
     assert_eq!(
-        verify(&app, "outage", &pass).await,
+        app.verify("outage", &pass).await,
         (401, "pass_expired".into())
     );
     store.set_down(false);
     assert_eq!(
-        verify(&app, "outage", &pass).await,
+        app.verify("outage", &pass).await,
         (401, "pass_expired".into())
     );
 }

@@ -111,6 +111,23 @@ impl Nginx {
         }
     }
 
+    /// The plain block of the docs ("With nginx in front of the protected
+    /// site"), in front of the node on `node` and the origin on `origin`.
+    fn in_front(node: u16, origin: u16) -> Self {
+        let block = doc_block("## With nginx in front of the protected site");
+        let block = replaced(
+            &block,
+            "server 127.0.0.1:8080;",
+            &format!("server 127.0.0.1:{node};"),
+        );
+        let block = replaced(
+            &block,
+            "server 127.0.0.1:3000;",
+            &format!("server 127.0.0.1:{origin};"),
+        );
+        Self::start(&block)
+    }
+
     fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
@@ -144,18 +161,7 @@ async fn the_documented_nginx_block_lets_through_only_valid_passes_of_its_room()
     let origin = ProtectedOrigin::start(Says::Protected).await;
     let origin_port = origin.port;
 
-    let block = doc_block("## With nginx in front of the protected site");
-    let block = replaced(
-        &block,
-        "server 127.0.0.1:8080;",
-        &format!("server 127.0.0.1:{};", app.port),
-    );
-    let block = replaced(
-        &block,
-        "server 127.0.0.1:3000;",
-        &format!("server 127.0.0.1:{origin_port};"),
-    );
-    let nginx = Nginx::start(&block);
+    let nginx = Nginx::in_front(app.port, origin_port);
 
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -256,45 +262,12 @@ async fn the_documented_nginx_block_lets_through_only_valid_passes_of_its_room()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn behind_nginx_an_active_session_lasts_and_an_idle_one_goes_to_the_waiting_room() {
     let app = TestApp::spawn().await;
-    app.create_room(
-        ROOM,
-        json!({"admit_per_tick": 1_000, "pass_ttl_s": 3600, "session_idle_s": 30}),
-    )
-    .await;
+    let config: serde_json::Value = serde_json::from_str(crate::proxies::SESSIONS).unwrap();
+    app.create_room(ROOM, config).await;
     let origin = ProtectedOrigin::start(Says::Protected).await;
-    let block = doc_block("## With nginx in front of the protected site");
-    let block = replaced(
-        &block,
-        "server 127.0.0.1:8080;",
-        &format!("server 127.0.0.1:{};", app.port),
-    );
-    let block = replaced(
-        &block,
-        "server 127.0.0.1:3000;",
-        &format!("server 127.0.0.1:{};", origin.port),
-    );
-    let nginx = Nginx::start(&block);
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(Duration::from_secs(10))
-        .build()
-        .unwrap();
+    let nginx = Nginx::in_front(app.port, origin.port);
     let pass = app.pass_for(ROOM).await;
-    let get = || {
-        client
-            .get(nginx.url("/checkout"))
-            .header(COOKIE, format!("wr_pass={pass}"))
-            .send()
-    };
-    for step in 1..=5 {
-        app.clock.advance_ms(20_000);
-        let answer = get().await.unwrap();
-        assert_eq!(answer.status(), 200, "{} s in, active", step * 20);
-    }
-    app.clock.advance_ms(33_000);
-    let answer = get().await.unwrap();
-    assert_eq!(answer.status(), 302, "idle past session_idle_s");
-    assert_eq!(answer.headers()[LOCATION], WAITING_ROOM);
+    crate::proxies::a_session_through(&app, &pass, &nginx.url("/checkout"), WAITING_ROOM).await;
     assert_eq!(
         origin.served(),
         5,

@@ -352,20 +352,18 @@ fn waiting_visitor(_app: &TestApp, pass: &str) -> String {
     claims["sub"].as_str().unwrap().to_string()
 }
 
-/// api.md, "Sessions", through a real proxy on `site`: a visitor who keeps
-/// using the site past `session_idle_s` keeps access with the same cookie
-/// (nothing to copy: the pass does not change), and one idle past it is
-/// sent to the room.
-async fn a_session_through(app: &TestApp, site: &str) {
-    app.create_room(
-        ROOM,
-        json!({"target_url": format!("{site}/"), "admit_per_tick": 100, "pass_ttl_s": 3600, "session_idle_s": 30}),
-    )
-    .await;
-    let pass = app.pass_for(ROOM).await;
+/// A room of `app` whose passes are sessions of 30 s idle, an hour at most.
+pub(crate) const SESSIONS: &str =
+    r#"{"admit_per_tick": 1000, "pass_ttl_s": 3600, "session_idle_s": 30}"#;
+
+/// api.md, "Sessions", through a real proxy: `pass`, used on `url` every
+/// 20 s for 100 s, keeps access with the same cookie (nothing to copy: the
+/// pass does not change); idle past `session_idle_s` (30 s, and its
+/// tenth), it is sent to `to_room`.
+pub(crate) async fn a_session_through(app: &TestApp, pass: &str, url: &str, to_room: &str) {
     let http = client();
     let get = || {
-        http.get(format!("{site}/checkout"))
+        http.get(url)
             .header(COOKIE, format!("wr_pass={pass}"))
             .send()
     };
@@ -374,14 +372,20 @@ async fn a_session_through(app: &TestApp, site: &str) {
         let answer = get().await.unwrap();
         assert_eq!(answer.status(), 200, "{} s in, active", step * 20);
     }
-    // Idle from 100 s: past 30 s and its tenth, to the room.
     app.clock.advance_ms(33_000);
     let answer = get().await.unwrap();
     assert_eq!(answer.status(), 302, "idle past session_idle_s");
-    assert_eq!(
-        answer.headers()[LOCATION],
-        room_page_returning(&format!("{site}/checkout")).as_str()
-    );
+    assert_eq!(answer.headers()[LOCATION], to_room);
+}
+
+/// `a_session_through` the proxy serving `site`, in front of waitroom.
+async fn a_session_through_the_site(app: &TestApp, site: &str) {
+    let mut config: Value = serde_json::from_str(SESSIONS).unwrap();
+    config["target_url"] = json!(format!("{site}/"));
+    app.create_room(ROOM, config).await;
+    let pass = app.pass_for(ROOM).await;
+    let url = format!("{site}/checkout");
+    a_session_through(app, &pass, &url, &room_page_returning(&url)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -389,7 +393,7 @@ async fn through_caddy_an_active_session_lasts_and_an_idle_one_goes_to_the_room(
     let app = waitroom().await;
     let seen = ProtectedOrigin::start(Says::Protected).await;
     let caddy = caddy(app.port, seen.port);
-    a_session_through(&app, &format!("http://127.0.0.1:{}", caddy.port)).await;
+    a_session_through_the_site(&app, &format!("http://127.0.0.1:{}", caddy.port)).await;
     assert_eq!(seen.served(), 5, "the origin saw the active requests only");
 }
 
@@ -398,7 +402,7 @@ async fn through_haproxy_an_active_session_lasts_and_an_idle_one_goes_to_the_roo
     let app = waitroom().await;
     let seen = ProtectedOrigin::start(Says::Protected).await;
     let proxy = haproxy(app.port, seen.port);
-    a_session_through(&app, &format!("http://127.0.0.1:{}", proxy.port)).await;
+    a_session_through_the_site(&app, &format!("http://127.0.0.1:{}", proxy.port)).await;
     assert_eq!(seen.served(), 5, "the origin saw the active requests only");
 }
 

@@ -1656,26 +1656,6 @@ async fn statuses(nodes: &Nodes, room: &str, tickets: &[String]) -> Vec<Value> {
     .await
 }
 
-/// One pass's verify on one node: the status and the error's code.
-async fn verify_on(app: &TestApp, room: &str, pass: &str) -> (u16, String) {
-    let answer = app
-        .http
-        .get(app.url(&format!("/api/verify?room={room}")))
-        .bearer_auth(pass)
-        .send()
-        .await
-        .unwrap();
-    let status = answer.status().as_u16();
-    let code = match status {
-        204 => String::new(),
-        _ => answer.json::<Value>().await.unwrap()["error"]["code"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned(),
-    };
-    (status, code)
-}
-
 /// Issue 44, item 3: the cap stays exact with sessions over three nodes.
 /// A room of 20 with `session_idle_s` 10 and a line of 60; once 20 are
 /// admitted, the clock moves in steps of 250 ms (every lapse falls on a
@@ -1728,7 +1708,7 @@ async fn renewals_and_lapses_raced_over_three_nodes_never_pass_the_cap() {
             .collect();
         let verifies = join_all(calling.iter().flat_map(|&h| {
             let pass = holders[h].pass.as_str();
-            [0, 1].map(|other| verify_on(&nodes.apps[(h + step + other) % 3], room, pass))
+            [0, 1].map(|other| nodes.apps[(h + step + other) % 3].verify(room, pass))
         }));
         let ticks = join_all(nodes.apps.iter().map(|app| app.promote()));
         let (answers, _) = tokio::join!(verifies, ticks);

@@ -244,6 +244,19 @@ impl TestApp {
         socket
     }
 
+    /// `/api/verify` of `pass` for `room`, the pass as Bearer (see
+    /// [`pass_answer`]).
+    pub async fn verify(&self, room: &str, pass: &str) -> (u16, String) {
+        let response = self
+            .http
+            .get(self.url(&format!("/api/verify?room={room}")))
+            .bearer_auth(pass)
+            .send()
+            .await
+            .unwrap();
+        pass_answer(response).await
+    }
+
     /// A new visitor who passes straight into `room`: their pass.
     pub async fn pass_for(&self, room: &str) -> String {
         let status = self.join_api(room).await;
@@ -269,6 +282,22 @@ pub fn repo(path: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
         .join(path)
+}
+
+/// A pass check's answer (`/api/verify`, `/api/gate`, a sale call): its
+/// status, and for a success how the pass was verified
+/// (`X-Waitroom-Verified`: `signature`, else `fully`), for a refusal its
+/// error code (see [`error_of`]).
+pub async fn pass_answer(response: reqwest::Response) -> (u16, String) {
+    let status = response.status().as_u16();
+    if status >= 300 {
+        return error_of(response).await;
+    }
+    let how = response
+        .headers()
+        .get("x-waitroom-verified")
+        .map_or("fully", |v| v.to_str().unwrap());
+    (status, how.to_string())
 }
 
 /// An error answer's status and its `error.code`; the answer must be the
