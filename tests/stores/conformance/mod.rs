@@ -188,6 +188,7 @@ macro_rules! conformance_suite {
             a_lapsed_session_frees_its_slot_and_no_renewal_revives_it,
             another_admissions_pass_renews_nothing,
             sessions_change_live_on_and_off_up_and_down,
+            a_lapse_the_sweep_has_not_reached_is_told_all_the_same,
         );
         $crate::conformance_suite!(@rooms_file $make;
             a_table_creates_its_room_and_then_changes_nothing,

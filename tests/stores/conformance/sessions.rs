@@ -318,3 +318,34 @@ pub async fn sessions_change_live_on_and_off_up_and_down(h: &Harness) {
         "never used: lapsed 600 s after its admission"
     );
 }
+
+/// A mass lapse is swept a slice a call, and the cap counts each lapsed
+/// pass until then; but no pass the sweep has not reached yet is taken
+/// for a live one: every place read after the first slice says lapsed.
+pub async fn a_lapse_the_sweep_has_not_reached_is_told_all_the_same(h: &Harness) {
+    use waitroom::words::constants::SWEEP_SLICE;
+    let room = h.room("r", 100_000, None).await;
+    h.patch(
+        &room,
+        r#"{"pass_ttl_s": 600, "session_idle_s": 30, "abandon_after_s": 3600}"#,
+    )
+    .await;
+    let t0 = h.clock.now_ms();
+    let mut holders = Vec::new();
+    for _ in 0..2 * SWEEP_SLICE {
+        let (holder, state) = h.join(&room).await;
+        assert!(is_admitted(state));
+        holders.push(holder);
+    }
+    at(h, t0, 30_000);
+    // One call sweeps one slice; it reads every place after it.
+    let places = h.store.places(&room, &holders).await.unwrap();
+    let live = places.iter().filter(|p| !lapsed(p.state)).count();
+    assert_eq!(live, 0, "every session lapsed, swept or not");
+    assert_eq!(
+        h.store.room(&room).await.unwrap().stats.active,
+        0,
+        "the next call swept the rest"
+    );
+    assert_eq!(lapses(h, &room).await, 2 * SWEEP_SLICE);
+}
