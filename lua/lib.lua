@@ -36,6 +36,17 @@ local K_PRIO, K_PENTRIES, K_GROUPS, K_GROUPS_USED =
   ROOM_PREFIX .. PRIORITY_KEY, ROOM_PREFIX .. PRIORITY_ENTRIES_KEY, ROOM_PREFIX .. GROUPS_KEY,
   ROOM_PREFIX .. GROUPS_USED_KEY
 local LEVEL = 4294967296
+-- The room's schedule (`Schedule::stored`'s JSON), autotune's health samples
+-- ('<at> <latency> <failure>', the last SAMPLES_KEPT) and its changes (JSON,
+-- the last CHANGES_KEPT): named, not declared, as K_BYPASSED.
+local TUNE_KEYS = { schedule = ROOM_PREFIX .. SCHEDULE_KEY, samples = ROOM_PREFIX .. SAMPLES_KEY,
+  changes = ROOM_PREFIX .. TUNE_CHANGES_KEY }
+-- Whether an operation refuses to run while a schedule entry is due
+-- (SCHEDULE_DUE: the node applies the entries, as words::schedule says,
+-- and runs it again), so that the first operation at or after an entry's
+-- time sees it (design rule 15). The scripts that write the config, or
+-- read it for the node that applies them, set it false.
+local schedule_applies = true
 
 local DEFERRED = {}
 local function publish(message)
@@ -70,6 +81,10 @@ local function load_room()
   local room = {}
   for i = 1, #flat, 2 do room[flat[i]] = flat[i + 1] end
   room.cfg = read_config(room.config)
+  if schedule_applies and room.closed ~= '1' and room.schedule_held ~= '1' then
+    local due = tonumber(room.next_change_at or '')
+    if due and now_ms() >= due then error({ err = SCHEDULE_DUE }) end
+  end
   return room
 end
 
@@ -319,12 +334,22 @@ end
 -- The rate an ETA divides by: '' while paused or unknown.
 -- As words::rules::pace: the configured rate until a tick has run a whole
 -- window after the pace last changed (rate_since), then the achieved one.
+-- The rate a room's ticks admit at: admit_per_tick, or autotune's
+-- (tune_effective), unless it only says what it would do (dry_run).
+local function per_tick(room)
+  local tune = room.cfg.autotune
+  if tune and not tune.dry_run then
+    return tonumber(room.tune_effective or '') or room.cfg.admit_per_tick
+  end
+  return room.cfg.admit_per_tick
+end
+
 local function rate(room)
   if room.cfg.paused then return '' end
   local ran = tonumber(room.last_tick_ran or '')
   local since = tonumber(room.rate_since or '') or num(room, 'created_at')
   if not ran or ran < since + RATE_WINDOW_MS then
-    return tostring(room.cfg.admit_per_tick * 1000 / room.cfg.tick_ms)
+    return tostring(per_tick(room) * 1000 / room.cfg.tick_ms)
   end
   if num(room, 'achieved_rate') > 0 then return room.achieved_rate end
   return ''
@@ -700,12 +725,26 @@ local function ledger()
   return ledger
 end
 
+-- Writes the room's schedule as the node made it: `plan` = { schedule
+-- (`Schedule::stored`, '' for none), next_change_at (ms, or ''), held ('1', '0', or ''
+-- to leave it: whether an operator's pause holds the schedule) }.
+local function write_schedule(plan)
+  if plan.schedule == '' then
+    redis.call('DEL', TUNE_KEYS.schedule)
+  else
+    redis.call('SET', TUNE_KEYS.schedule, plan.schedule)
+  end
+  redis.call('HSET', K_ROOM, 'next_change_at', plan.next_change_at)
+  if plan.held ~= '' then redis.call('HSET', K_ROOM, 'schedule_held', plan.held) end
+end
+
 -- Makes the room (replacing a closed one) with `config` (`StoredConfig`'s
--- JSON); `seed` and `commitment` start its draw if it has an opens_at.
+-- JSON) and its schedule (`plan`, see write_schedule); `seed` and
+-- `commitment` start its draw if it has an opens_at (or an entry sets one).
 -- KEYS[12…]: the room's sale keys (same hash tag), so a room made again
 -- under an old id starts with no sale, hold or order of its predecessor's.
 -- Shared by create_room.lua and apply_table.lua.
-local function make_room(seed, commitment, config)
+local function make_room(seed, commitment, config, plan)
   local now = now_ms()
   local life = (tonumber(redis.call('HGET', K_ROOM, 'life')) or 0) + 1
   -- UNLINK: a draw of a million entrants is freed in the background.
@@ -713,34 +752,62 @@ local function make_room(seed, commitment, config)
     redis.call('UNLINK', ROOM_PREFIX .. CODES_KEY .. group)
   end
   redis.call('UNLINK', K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS, K_USERS,
-    K_DRAW, K_ENTRIES, K_USER_OF, K_BYPASSED, K_PRIO, K_PENTRIES, K_GROUPS, K_GROUPS_USED)
+    K_DRAW, K_ENTRIES, K_USER_OF, K_BYPASSED, K_PRIO, K_PENTRIES, K_GROUPS, K_GROUPS_USED,
+    TUNE_KEYS.schedule, TUNE_KEYS.samples, TUNE_KEYS.changes)
   for i = 12, #KEYS do redis.call('UNLINK', KEYS[i]) end
   local cfg = read_config(config)
   redis.call('HSET', K_ROOM, 'config', config)
-  if cfg.opens_at_ms then
+  if cfg.opens_at_ms or cfg.schedule_opens then
     redis.call('HSET', K_ROOM, 'draw_seed', seed, 'draw_commitment', commitment)
   end
   redis.call('HSET', K_ROOM, 'closed', '0', 'life', life, 'created_at', now, 'tokens', cfg.admit_per_tick,
     'last_tick', now, 'last_tick_ran', '', 'achieved_rate', '0', 'version', 0, 'next_seq', 0,
-    'admitted_total', 0, 'config_rev', 0, 'turned_away', 0, 'no_shows', 0, 'peak_waiting', 0)
+    'admitted_total', 0, 'config_rev', 0, 'turned_away', 0, 'no_shows', 0, 'peak_waiting', 0,
+    'tune_effective', cfg.admit_per_tick, 'tune_since', now, 'schedule_held', cfg.paused and '1' or '0')
+  write_schedule(plan)
   ledger().start(life, now)
   return now
 end
 
--- Writes a whole new config (`StoredConfig`'s JSON) over an open room and
--- tells every node; `seed` and `commitment` are taken if the room gets its
--- first opens_at (a draw's seed never changes). Shared by configure.lua
--- and apply_table.lua.
-local function reconfigure(seed, commitment, config)
+-- Autotune's rate after a change of the config from `before` to `after`
+-- (as words::autotune's Tuning::configured): a new admit_per_tick (or
+-- autotune newly set) starts it there, within autotune's bounds.
+local function retune(room, before, after, now)
+  local tune = after.autotune
+  if not tune then
+    redis.call('HSET', K_ROOM, 'tune_effective', after.admit_per_tick, 'tune_last', '')
+    return
+  end
+  local effective = tonumber(room.tune_effective or '') or after.admit_per_tick
+  if before.admit_per_tick ~= after.admit_per_tick or not before.autotune then
+    effective = after.admit_per_tick
+    redis.call('HSET', K_ROOM, 'tune_since', now)
+  end
+  local max = tune.max_per_tick
+  if max == cjson.null then max = after.admit_per_tick end
+  effective = math.min(math.max(effective, tune.min_per_tick), max)
+  redis.call('HSET', K_ROOM, 'tune_effective', effective)
+end
+
+-- Writes a whole new config (`StoredConfig`'s JSON) and its schedule
+-- (`plan`, see write_schedule) over an open room and tells every node;
+-- `seed` and `commitment` are taken if the room gets its first opens_at
+-- (or an entry sets one: a draw's seed never changes). Shared by
+-- configure.lua and apply_table.lua.
+local function reconfigure(seed, commitment, config, plan)
   local function pace(cfg) return cfg.admit_per_tick .. '/' .. cfg.tick_ms .. '/' .. tostring(cfg.paused) end
-  local pace_before = pace(load_room().cfg)
+  local before = load_room()
+  local pace_before = pace(before.cfg)
   redis.call('HSET', K_ROOM, 'config', config)
+  write_schedule(plan)
   local room = load_room()
+  retune(before, before.cfg, room.cfg, now_ms())
+  room.tune_effective = redis.call('HGET', K_ROOM, 'tune_effective')
   if pace(room.cfg) ~= pace_before then
     -- ETAs use the configured rate for a window (see rate()).
     redis.call('HSET', K_ROOM, 'rate_since', now_ms())
   end
-  if room.cfg.opens_at_ms and (room.draw_seed or '') == '' then
+  if (room.cfg.opens_at_ms or room.cfg.schedule_opens) and (room.draw_seed or '') == '' then
     redis.call('HSET', K_ROOM, 'draw_seed', seed, 'draw_commitment', commitment)
   end
   if not room.cfg.close_when_sold_out then
@@ -748,6 +815,6 @@ local function reconfigure(seed, commitment, config)
     room.sold_out = '0'
   end
   redis.call('HSET', K_ROOM, 'config_rev', num(room, 'config_rev') + 1,
-    'tokens', math.min(num(room, 'tokens'), room.cfg.admit_per_tick))
+    'tokens', math.min(num(room, 'tokens'), per_tick(room)))
   publish(room_event('configured', room, { facts = facts(room) }))
 end

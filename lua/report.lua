@@ -4,6 +4,8 @@
 -- under this id now (open, or closed last); its rows; and for an open room
 -- its own hash, whose counts the ledger leaves to it (see ledger in
 -- lua/lib.lua). { missing = true } when no such ledger is kept.
+-- The node applies a due schedule itself (see schedule_applies).
+schedule_applies = false
 local room = load_room()
 local now = now_ms()
 local life

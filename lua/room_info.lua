@@ -1,7 +1,10 @@
 -- An open room's config and stats (`WireRoomInfo`): { room (its stored
 -- fields, the config among them as `config`), waiting, active, admitted_last_minute, oldest_wait_ms, pre_queue,
 -- bypassed_active, priority_waiting, entrants, priority_entrants, opened,
--- now } as JSON.
+-- now, schedule (`Schedule::stored`, or absent), tune_changes (autotune's
+-- last CHANGES_SHOWN, JSON each) } as JSON.
+-- The node applies a due schedule itself (see schedule_applies).
+schedule_applies = false
 local room, err = open_room()
 if not room then return err end
 local now = now_ms()
@@ -35,4 +38,5 @@ return cjson.encode({ room = room, waiting = waiting_count(), active = redis.cal
   priority_waiting = redis.call('ZCARD', K_PRIO),
   entrants = redis.call('ZCARD', K_ENTRIES) + redis.call('ZCARD', K_PENTRIES),
   priority_entrants = redis.call('ZCARD', K_PENTRIES),
-  opened = is_open, now = now })
+  opened = is_open, now = now, schedule = redis.call('GET', TUNE_KEYS.schedule) or nil,
+  tune_changes = redis.call('LRANGE', TUNE_KEYS.changes, -CHANGES_SHOWN, -1) })

@@ -8,7 +8,9 @@
 -- they joined. Returns (`WireTick`)
 -- { ran, admitted, abandoned, no_shows, waiting, active, next_due_in_ms,
 -- arrival_resumptions (see resume_arrivals.lua), line, max_active, opened,
--- admitted_last_minute } as JSON: the last four, the room's figures for the
+-- admitted_last_minute, probe, tuned, admit_per_tick_effective } as JSON:
+-- probe, whether this call's node takes the room's health sample; tuned,
+-- 'down' or 'up' when autotune changed the rate here; the others, the room's figures for the
 -- metrics and each node's history of the room, in every
 -- answer (ran or not), so every node that asks reports the same.
 -- ARGV[3]: the seed of this tick's random picks (16 hex digits).
@@ -41,9 +43,12 @@ if opens_at and room.drawn ~= '1' and now >= opens_at then
     announced = true
   end
 end
--- `due_in` ms, or sooner if the opening is to be announced sooner.
+-- `due_in` ms, or sooner if the opening is to be announced sooner, or a
+-- schedule entry falls due sooner (unless an operator's pause holds it).
 local function by_opening(due_in)
-  if opens_at and room.drawn ~= '1' and now < opens_at then return math.min(due_in, opens_at - now) end
+  if opens_at and room.drawn ~= '1' and now < opens_at then due_in = math.min(due_in, opens_at - now) end
+  local change = tonumber(room.next_change_at or '')
+  if change and room.schedule_held ~= '1' then due_in = math.min(due_in, math.max(change - now, 1)) end
   return due_in
 end
 local next_due = by_opening(last_tick + tick_ms - now)
@@ -53,6 +58,7 @@ local function answer(ran, counts)
   counts.line, counts.max_active, counts.opened = line(room), tostring(room.cfg.max_active or ''), opened(room, now)
   counts.admitted_last_minute = admitted_between(now - RATE_WINDOW_MS, now)
   counts.sessions_lapsed = tonumber(room.sessions_lapsed or 0)
+  counts.admit_per_tick_effective = per_tick(room)
   return cjson.encode(counts)
 end
 local due = now >= last_tick + tick_ms
@@ -61,7 +67,7 @@ local sweep_left = room.sweep_left == '1'
 local admit_left = room.admit_left == '1'
 -- An empty room with a full bucket has nothing to do: no write, no event,
 -- so asking an idle room costs a read (the promoter's heartbeat).
-local idle = waiting == 0 and active == 0 and num(room, 'tokens') >= room.cfg.admit_per_tick
+local idle = waiting == 0 and active == 0 and num(room, 'tokens') >= per_tick(room)
 if idle and (sweep_left or admit_left) then
   redis.call('HSET', K_ROOM, 'sweep_left', '0', 'admit_left', '0')
   sweep_left, admit_left = false, false
@@ -79,6 +85,97 @@ if idle then
   return answer(announced, { waiting = 0, active = 0, next_due_in_ms = by_opening(tick_ms) })
 end
 if due then last_tick = last_tick + math.floor((now - last_tick) / tick_ms) * tick_ms end
+
+-- Autotune, as words::autotune's Tuning (take_probe, then decide): a due
+-- tick hands its node the room's health probe (one a second at most,
+-- whichever nodes tick) and decides the rate from the samples kept since
+-- the last change, in this one step, so every node decides alike (design
+-- rule 15). Returns the probe (what the node GETs, and its timeout: as
+-- Autotune::check) or nil, and 'down' or 'up' on a change.
+local function autotune(tune, line)
+  local probed = tonumber(room.tune_probed_at or '')
+  local probe = nil
+  if line and (not probed or now >= probed + SAMPLE_EVERY_MS) then
+    redis.call('HSET', K_ROOM, 'tune_probed_at', now)
+    probe = { url = tune.health_url, timeout_ms = 2 * tune.latency_target_ms }
+  end
+  local decision = { state = TUNE_HELD, samples = 0, at = now }
+  local function settle(tuned)
+    redis.call('HSET', K_ROOM, 'tune_last', cjson.encode(decision))
+    return probe, tuned
+  end
+  if not line then
+    decision.state, decision.reason = TUNE_IDLE, 'nobody waits'
+    return settle(nil)
+  end
+  local since = tonumber(room.tune_since or '') or 0
+  local target = tune.latency_target_ms
+  local latencies, failures, healthy = {}, {}, true
+  for _, text in ipairs(redis.call('LRANGE', TUNE_KEYS.samples, 0, -1)) do
+    local at, latency, failure = string.match(text, '^(%d+) (%d+) (%S+)$')
+    if tonumber(at) > since then
+      latency = tonumber(latency)
+      table.insert(latencies, latency)
+      if failure ~= NO_FAILURE then table.insert(failures, failure) end
+      if failure ~= NO_FAILURE or latency > target then healthy = false end
+    end
+  end
+  local count = #latencies
+  decision.samples = count
+  if count == 0 then
+    decision.reason = 'no sample since the last change'
+    return settle(nil)
+  end
+  table.sort(latencies)
+  -- The nearest-rank 95th percentile.
+  local p95 = latencies[math.max(1, math.floor((count * 95 + 99) / 100))]
+  local error_rate = #failures / count
+  decision.p95_ms = p95
+  decision.error_rate = math.floor(error_rate * 1000 + 0.5) / 1000
+  local effective = tonumber(room.tune_effective or '') or room.cfg.admit_per_tick
+  local min, max = tune.min_per_tick, tune.max_per_tick
+  if max == cjson.null then max = room.cfg.admit_per_tick end
+  local to = effective
+  if p95 > target or error_rate > tune.error_rate_max then
+    decision.state = TUNE_CUT
+    if error_rate > tune.error_rate_max then
+      local names = {}
+      for _, name in ipairs(failures) do
+        if names[#names] ~= name then table.insert(names, name) end
+      end
+      decision.reason = string.format('errors %.0f%% > %.0f%% (%s)', error_rate * 100,
+        tune.error_rate_max * 100, table.concat(names, ', '))
+    else
+      decision.reason = string.format('p95 %d ms > %d ms', p95, target)
+    end
+    to = math.max(math.floor(effective * 7 / 10), min)
+  elseif count >= HEALTHY_TO_RAISE and healthy then
+    decision.state = TUNE_RAISED
+    decision.reason = string.format('%d healthy samples, p95 %d ms <= %d ms', count, p95, target)
+    to = math.min(effective + math.max(math.floor(max / 10), 1), max)
+  else
+    decision.reason = string.format('p95 %d ms <= %d ms; %d healthy samples raise the rate', p95, target,
+      HEALTHY_TO_RAISE)
+  end
+  if to == effective then
+    -- Unhealthy at the floor: the samples so far are spent (as a cut's).
+    if decision.state == TUNE_CUT then redis.call('HSET', K_ROOM, 'tune_since', now) end
+    if decision.state ~= TUNE_HELD then
+      decision.reason = string.format('%s (at %s %d)', decision.reason,
+        to == min and 'min_per_tick' or 'max_per_tick', to)
+      decision.state = TUNE_HELD
+    end
+    return settle(nil)
+  end
+  redis.call('RPUSH', TUNE_KEYS.changes, cjson.encode({ at = now, from = effective, to = to, reason = decision.reason }))
+  redis.call('LTRIM', TUNE_KEYS.changes, -CHANGES_KEPT, -1)
+  redis.call('HSET', K_ROOM, 'tune_effective', to, 'tune_since', now)
+  room.tune_effective = tostring(to)
+  if to < effective then return settle(TUNED_DOWN) end
+  return settle(TUNED_UP)
+end
+local probe, tuned = nil, nil
+if due and room.cfg.autotune then probe, tuned = autotune(room.cfg.autotune, waiting > 0) end
 
 -- Passes no /api/verify has seen within the grace are taken back (no-shows).
 -- An arrival due before the last resumption's deadline, of a visitor
@@ -194,7 +291,7 @@ end
 -- (fifo), on anyone (random), or let the whole line in (passthrough), a
 -- slice at most per call: a call after one that admitted a whole slice
 -- admits on with what the bucket has left.
-local tokens = due and room.cfg.admit_per_tick or num(room, 'tokens')
+local tokens = due and per_tick(room) or num(room, 'tokens')
 local admitted = {}
 -- The draw's entrants come first (they are 'key:visitor', in drawn order),
 -- then the line; `random` picks among the entrants while any wait.
@@ -357,4 +454,5 @@ if due_in <= 0 then due_in = tick_ms end
 due_in = by_opening(due_in)
 if more or admit_left then due_in = math.min(due_in, SWEEP_AGAIN_MS) end
 return answer(true, { admitted = #admitted, waits = waits, abandoned = #departed, no_shows = no_shows,
-  waiting = waiting_count(), active = redis.call('ZCARD', K_ACTIVE), next_due_in_ms = due_in })
+  waiting = waiting_count(), active = redis.call('ZCARD', K_ACTIVE), next_due_in_ms = due_in, probe = probe,
+  tuned = tuned })

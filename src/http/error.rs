@@ -463,6 +463,10 @@ impl From<StoreError> for ApiError {
                 tracing::error!("a join's draw seed was refused twice");
                 ApiError::Internal
             }
+            StoreError::ScheduleDue(room) => {
+                tracing::error!(%room, "an operation kept meeting a due schedule entry");
+                ApiError::Internal
+            }
             StoreError::Unexpected(reason) => {
                 tracing::error!(%reason, "unexpected store answer");
                 ApiError::Internal

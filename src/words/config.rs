@@ -16,10 +16,12 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
+use super::autotune::Autotune;
 use super::clock::Moment;
 use super::language::Language;
 use super::networks::Networks;
 use super::page::{PAGE_FIELDS, PageBranding, is_deceptive};
+use super::schedule::Schedule;
 use super::wire_enum;
 
 /// What an operator sets on a room. Field names are the public API's.
@@ -90,6 +92,15 @@ pub struct RoomConfig {
     /// The operator's branding of the waiting and sale pages.
     #[serde(default)]
     pub page: PageBranding,
+    /// Changes set in advance (`words::schedule`). Read from a change by
+    /// [`ConfigPatch::apply_to`], which keeps what was applied of it.
+    #[serde(default)]
+    #[schema(value_type = Vec<super::schedule::ScheduleEntryDoc>)]
+    pub schedule: Schedule,
+    /// The admission rate follows the origin's health (`words::autotune`);
+    /// `None` = off.
+    #[serde(default)]
+    pub autotune: Option<Autotune>,
 }
 
 fn yes() -> bool {
@@ -248,6 +259,8 @@ pub const FIELDS: &[Field] = &[
     field("bypass_networks", Input::Lines),
     field("language", Input::None),
     nullable(field("page", Input::None)),
+    field("schedule", Input::None),
+    nullable(field("autotune", Input::None)),
 ];
 
 /// The field of that name, if the config has one.
@@ -372,6 +385,11 @@ impl ConfigPatch {
         self.0.get(name)
     }
 
+    /// Every field the change names, with its value.
+    pub fn fields(&self) -> &Map<String, Value> {
+        &self.0
+    }
+
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.0.keys().map(String::as_str)
     }
@@ -394,9 +412,23 @@ impl ConfigPatch {
         self.apply_to(&RoomConfig::new("", ""))
     }
 
-    /// The config this change makes of `base`, or what is wrong with it.
+    /// The config this change makes of `base`, or what is wrong with it: a
+    /// schedule it gives is checked entry by entry, and keeps what `base`'s
+    /// had applied of equal entries (`words::schedule`).
     pub fn apply_to(&self, base: &RoomConfig) -> Result<RoomConfig, ConfigError> {
+        let mut config = self.apply_fields(base)?;
+        if let Some(schedule) = self.get("schedule") {
+            config.schedule = Schedule::from_input(schedule, &base.schedule)?;
+            config.schedule.check(&config)?;
+        }
+        Ok(config)
+    }
+
+    /// [`ConfigPatch::apply_to`] but for the schedule, which stays `base`'s:
+    /// a schedule entry's own change.
+    pub fn apply_fields(&self, base: &RoomConfig) -> Result<RoomConfig, ConfigError> {
         let mut next = base.as_value();
+        next.remove("schedule");
         for (name, value) in &self.0 {
             let field = field_named(name).expect("from_json names known fields alone");
             match (name.as_str(), value) {
@@ -429,6 +461,7 @@ impl ConfigPatch {
         if config.notice.as_ref().is_some_and(|n| n.trim().is_empty()) {
             config.notice = None;
         }
+        config.schedule = base.schedule.clone();
         config.validate()?;
         Ok(config)
     }
@@ -541,6 +574,8 @@ impl RoomConfig {
             bypass_networks: Networks::default(),
             language: Language::default(),
             page: PageBranding::default(),
+            schedule: Schedule::default(),
+            autotune: None,
         }
     }
 
@@ -620,6 +655,9 @@ impl RoomConfig {
                 "session_idle_s",
                 "session_idle_s must be at most pass_ttl_s, the pass's hard limit (raise pass_ttl_s with sessions on)",
             ));
+        }
+        if let Some(autotune) = &self.autotune {
+            autotune.validate(self.admit_per_tick)?;
         }
         if self.user_required && self.user_key.is_none() {
             return Err(ConfigError::new(

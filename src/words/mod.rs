@@ -4,6 +4,7 @@
 //! signing), and the rules every store implements, as a pure model
 //! (`rules`). Nothing here knows actix or Redis.
 
+pub mod autotune;
 pub mod chance;
 pub mod clock;
 pub mod codes;
@@ -26,6 +27,7 @@ pub mod return_url;
 pub mod room_table;
 pub mod rules;
 pub mod sale;
+pub mod schedule;
 pub mod status;
 pub(crate) mod wire;
 #[cfg(test)]

@@ -116,6 +116,12 @@ pub struct RoomStats {
     /// Visitors waiting in the priority line (they joined with a code).
     #[serde(default)]
     pub priority_waiting: u64,
+    /// When the schedule's next entry falls due.
+    pub next_change_at: Option<Moment>,
+    /// The rate the ticks admit at: `admit_per_tick`, or autotune's.
+    pub admit_per_tick_effective: u32,
+    /// Autotune's last decision and its changes; null without autotune.
+    pub autotune: Option<crate::words::autotune::AutotuneStats>,
 }
 
 /// A room as the operator API shows it: its id, config and stats.

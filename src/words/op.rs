@@ -22,6 +22,7 @@
 
 use std::future::Future;
 
+use crate::words::autotune::Failure;
 use crate::words::clock::Millis;
 use crate::words::codes::{GroupSummary, NewGroup};
 use crate::words::draw::{DrawKey, EntryId};
@@ -219,6 +220,15 @@ operations! {
     /// status); a sale sold out closes the line if the room says so. Every
     /// node's sockets hear it. Run by whichever node's tick ran.
     "announce_stock" => AnnounceStock { room: RoomId, stock: Stock } -> ();
+    /// Keeps a health sample of the room's origin (autotune), taken by the
+    /// node whose tick was handed the probe (`TickReport::probe`), at the
+    /// store's time; the room keeps the last `autotune::SAMPLES_KEPT`, and
+    /// none without autotune.
+    "record_sample" => RecordSample {
+        room: RoomId,
+        latency_ms: u64,
+        failure: Option<Failure>,
+    } -> ();
     /// Is the store reachable?
     "ping" => Ping {} -> ();
     /// Ends an operator session on every node (logout), remembered until

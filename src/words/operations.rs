@@ -64,6 +64,10 @@ pub enum StoreError {
     /// reads the seed and joins again (never seen past the store).
     #[error("the room's draw seed changed")]
     DrawSeed,
+    /// An operation met a schedule entry due and changed nothing; the node
+    /// applies the entries and runs it again (never seen past the store).
+    #[error("a schedule entry of room {0} is due")]
+    ScheduleDue(RoomId),
     /// The room takes known users only, and the join named none.
     #[error("this room admits signed-in users only")]
     UserRequired,
@@ -154,6 +158,8 @@ pub struct RoomFigures {
     /// Sessions that lapsed for want of use, ever (the room's
     /// `sessions_lapsed`).
     pub sessions_lapsed: u64,
+    /// The rate the ticks admit at: `admit_per_tick`, or autotune's.
+    pub admit_per_tick_effective: u32,
 }
 
 /// What a due tick did, for the promoter's metrics and logs.
@@ -169,4 +175,10 @@ pub struct TickReport {
     pub no_shows: u64,
     pub waiting: u64,
     pub active: u64,
+    /// The room has autotune and a line, and this tick's node takes its
+    /// health sample (one a second per room, whichever node ticks).
+    pub probe: Option<crate::words::autotune::HealthCheck>,
+    /// Autotune changed the rate in this tick (counted once: by the node
+    /// whose call ran it).
+    pub tuned: Option<crate::words::autotune::Direction>,
 }

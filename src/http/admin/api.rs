@@ -13,7 +13,7 @@ use crate::http::paths::RoomPath;
 use crate::http::state::Live;
 use crate::live::history::{SAMPLE_EVERY_MS, SAMPLES_KEPT, Sample};
 use crate::store::{self, SaleStore, Store, StoreExt};
-use crate::words::clock::{Clock, rfc3339_ms};
+use crate::words::clock::{Clock, Moment, rfc3339_ms};
 use crate::words::config::Fault;
 use crate::words::credentials::{CredentialError, Credentials};
 use crate::words::{ConfigPatch, RoomConfig, RoomId, RoomInfo, VisitorId};
@@ -125,21 +125,41 @@ async fn create(
         .json(info))
 }
 
+/// `GET /api/admin/rooms/{room}`'s query.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ShowQuery {
+    /// Previews the config as the schedule will make it then (RFC 3339):
+    /// every entry due by then applied, in order (one that would not apply
+    /// passed over); the stats are now's.
+    #[param(value_type = Option<String>, format = DateTime)]
+    at: Option<Moment>,
+}
+
 #[utoipa::path(
     get,
     path = "/api/admin/rooms/{room}",
     tag = "operator",
     summary = "One room, its config and stats",
-    params(RoomPath),
+    params(RoomPath, ShowQuery),
     security(("admin" = [])),
-    responses((status = 200, body = RoomInfo, description = "The room")),
+    responses(
+        (status = 200, body = RoomInfo, description = "The room"),
+        (status = 400, description = "invalid_query"),
+    ),
 )]
 async fn show(
     _: Operator,
     Room(room): Room,
+    query: web::Query<ShowQuery>,
     store: web::Data<dyn Store>,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(store.room(&room).await?))
+    let mut info = store.room(&room).await?;
+    if let Some(at) = query.at {
+        info.config = info.config.preview(at.0);
+    }
+    Ok(HttpResponse::Ok().json(info))
 }
 
 #[utoipa::path(

@@ -24,8 +24,8 @@ use crate::words::login_limit::Lockout;
 use crate::words::op::{
     AddCodes, AdminSessionEnded, AnnounceStock, Answer, ApplyTable, Arrive, CloseRoom, CodeGroups,
     Configure, CreateRoom, DrawEntries, EndAdminSession, Handle, Join, Leave, ListReports,
-    ListRooms, LoginAttempt, Op, Ping, Places, ReadReport, ReadRoom, RemoveCodes, ResumeArrivals,
-    RevokePass, RoomIds, Status, TickIfDue, Touch, UserOf,
+    ListRooms, LoginAttempt, Op, Ping, Places, ReadReport, ReadRoom, RecordSample, RemoveCodes,
+    ResumeArrivals, RevokePass, RoomIds, Status, TickIfDue, Touch, UserOf,
 };
 use crate::words::report::{
     DAY_MS, DEFAULT_REPORT_KEEP_DAYS, Ledger, Report, ReportEntry, ReportFacts,
@@ -176,7 +176,9 @@ impl MemoryStore {
             return Err(StoreError::RoomClosed(id.clone()));
         };
         let now = self.clock.now_ms();
-        model.expire(now, FORGOTTEN_PER_OPERATION);
+        if let Some(event) = model.begin(now, FORGOTTEN_PER_OPERATION) {
+            self.publish(event);
+        }
         Ok(op(model, now))
     }
 
@@ -312,7 +314,9 @@ impl Handle<ApplyTable> for MemoryStore {
             let mut room = HeldRoom::lock(&handle, "apply_table");
             match &mut *room {
                 Kept::Open(model) => {
-                    model.expire(now, FORGOTTEN_PER_OPERATION);
+                    if let Some(event) = model.begin(now, FORGOTTEN_PER_OPERATION) {
+                        self.publish(event);
+                    }
                     return Ok(match model.apply_table(&table, now, &dice)? {
                         Some((_, event)) => {
                             self.publish(event);
@@ -452,7 +456,9 @@ impl Handle<ListRooms> for MemoryStore {
             .filter_map(|handle| {
                 let mut room = HeldRoom::lock(handle, "rooms");
                 room.model().map(|model| {
-                    model.expire(now, FORGOTTEN_PER_OPERATION);
+                    if let Some(event) = model.begin(now, FORGOTTEN_PER_OPERATION) {
+                        self.publish(event);
+                    }
                     model.info(now)
                 })
             })
@@ -634,7 +640,9 @@ impl Handle<Touch> for MemoryStore {
             return Ok(());
         };
         let now = self.clock.now_ms();
-        model.expire(now, FORGOTTEN_PER_OPERATION);
+        if let Some(event) = model.begin(now, FORGOTTEN_PER_OPERATION) {
+            self.publish(event);
+        }
         for visitor in visitors {
             model.mark_present(visitor, now);
         }
@@ -651,7 +659,9 @@ impl Handle<TickIfDue> for MemoryStore {
             return Err(StoreError::RoomClosed(id));
         };
         let now = self.clock.now_ms();
-        model.expire(now, FORGOTTEN_PER_TICK);
+        if let Some(event) = model.begin(now, FORGOTTEN_PER_TICK) {
+            self.publish(event);
+        }
         let ran = model.tick(now, dice.pick).map(|(report, events)| {
             // Published under the room's lock so events leave in version order.
             for event in events {
@@ -680,6 +690,21 @@ impl Handle<AnnounceStock> for MemoryStore {
             self.publish(event);
         }
         Ok(())
+    }
+}
+
+impl Handle<RecordSample> for MemoryStore {
+    async fn handle(
+        &self,
+        RecordSample {
+            room: id,
+            latency_ms,
+            failure,
+        }: RecordSample,
+    ) -> Result<(), StoreError> {
+        self.with_open_room(&id, "record_sample", |room, now| {
+            room.record_sample(latency_ms, failure, now)
+        })
     }
 }
 

@@ -25,12 +25,14 @@ use super::keys::{
     room_keys, room_of_channel, sale_keys,
 };
 use super::prelude::{plain_script, room_script};
-use super::replies::{TableReply, WirePlace, WireRoomInfo, WireTick, read, read_list};
+use super::replies::{
+    TableReply, WireChange, WireDecision, WirePlace, WireRoomInfo, WireTick, read, read_list,
+};
 use super::script_error::ScriptError;
 use crate::store::{JoinOptions, Store, StoreError, StoreExt, Tick};
+use crate::words::autotune::{self, AutotuneStats};
 use crate::words::chance::{Dice, OsChance, SharedChance};
-use crate::words::clock::Millis;
-use crate::words::clock::SharedClock;
+use crate::words::clock::{Millis, Moment, SharedClock};
 use crate::words::codes::{CodeHash, GroupSummary};
 use crate::words::draw::{self, DrawInfo, DrawKey, DrawSeed, EntryId};
 use crate::words::op::{self, Answer, Handle, Op};
@@ -39,6 +41,10 @@ use crate::words::room_table::{Applied, TableHash};
 use crate::words::{Place, RoomId, RoomInfo, RoomStats, StoreEvent, VisitorId};
 
 const EVENT_BUFFER: usize = 4_096;
+/// How often an operation runs again after meeting a schedule entry due:
+/// once the entries are applied it finds none, unless another node's
+/// entries fell due meanwhile.
+const SCHEDULE_RETRIES: usize = 5;
 
 /// A room script from `lua/` (see `prelude::room_script`).
 macro_rules! script {
@@ -68,6 +74,7 @@ struct Scripts {
     remove_codes: Script,
     report: Script,
     reports: Script,
+    record_sample: Script,
     /// Not a room's: the prelude and `lua/login.lua` alone.
     login: Script,
 }
@@ -114,6 +121,7 @@ impl Scripts {
             remove_codes: script!("remove_codes.lua"),
             report: script!("report.lua"),
             reports: script!("reports.lua"),
+            record_sample: script!("record_sample.lua"),
             login: plain_script(include_str!("../../../lua/login.lua")),
         }
     }
@@ -257,13 +265,35 @@ impl RedisStore {
         self.run_with_keys(script, room, &[], args).await
     }
 
-    /// `run_script`, with `more_keys` (of the same room) after the room's own.
+    /// `run_script`, with `more_keys` (of the same room) after the room's
+    /// own. A script that met a schedule entry due changed nothing: the
+    /// entries are applied ([`RedisStore::record`]) and it runs again.
     async fn run_with_keys<T: redis::FromRedisValue>(
         &self,
         script: &Script,
         room: &RoomId,
         more_keys: &[String],
         args: impl IntoIterator<Item = String>,
+    ) -> Result<T, StoreError> {
+        let args: Vec<String> = args.into_iter().collect();
+        for _ in 0..SCHEDULE_RETRIES {
+            match self.run_once(script, room, more_keys, args.clone()).await {
+                Err(StoreError::ScheduleDue(_)) => {
+                    self.record(room).await?;
+                }
+                other => return other,
+            }
+        }
+        Err(StoreError::ScheduleDue(room.clone()))
+    }
+
+    /// One run of the script.
+    async fn run_once<T: redis::FromRedisValue>(
+        &self,
+        script: &Script,
+        room: &RoomId,
+        more_keys: &[String],
+        args: Vec<String>,
     ) -> Result<T, StoreError> {
         let keys: Vec<String> = room_keys(room).iter().chain(more_keys).cloned().collect();
         let channel = channel(room);
@@ -281,13 +311,46 @@ impl RedisStore {
             .map_err(|error| store_error(room, error))
     }
 
-    /// Config and stats, plus the config revision a change must be made against.
+    /// Config and stats, plus the config revision a change must be made
+    /// against, once the schedule's entries due are applied (api.md,
+    /// "Scheduled changes"): as an operator's change is, written only if
+    /// nobody wrote the config since it was read, so that nodes applying
+    /// them at once apply them once (design rule 15).
     async fn record(&self, room: &RoomId) -> Result<RoomRecord, StoreError> {
-        let reply: String = self.run_script(&self.scripts.room_info, room, []).await?;
-        read(&reply)
-            .ok()
-            .and_then(|wire| parse_info(room, wire))
-            .ok_or_else(|| StoreError::Unexpected("unexpected room record".into()))
+        for _ in 0..SCHEDULE_RETRIES {
+            let reply: String = self
+                .run_once(&self.scripts.room_info, room, &[], Vec::new())
+                .await?;
+            let record = read(&reply)
+                .ok()
+                .and_then(|wire| parse_info(room, wire))
+                .ok_or_else(|| StoreError::Unexpected("unexpected room record".into()))?;
+            if record.held {
+                return Ok(record);
+            }
+            let (now, pre_queue) = (record.now, record.info.stats.pre_queue);
+            let Some(config) = record.info.config.apply_due(now, |old, new| {
+                draw::check_schedule(old.opens_at, new.opens_at, now, pre_queue)
+            }) else {
+                return Ok(record);
+            };
+            // The seed is never taken: an entry's opening got its draw
+            // when the schedule was set (drawn here only when one applies,
+            // so seeded stores draw alike).
+            let args = std::iter::once(record.revision)
+                .chain(seed_args(&self.dice()))
+                .chain([config::stored(&config)])
+                .chain(config::plan(&config, None))
+                .collect();
+            match self
+                .run_once::<Value>(&self.scripts.configure, room, &[], args)
+                .await
+            {
+                Ok(_) | Err(StoreError::Conflict(_)) => continue,
+                Err(error) => return Err(error),
+            }
+        }
+        Err(StoreError::Conflict(room.clone()))
     }
 
     /// The room's draw seed, read once per room and kept.
@@ -426,6 +489,7 @@ fn refused(room: &RoomId, refusal: ScriptError) -> StoreError {
         ScriptError::NoDraw => StoreError::NoDraw,
         ScriptError::NotDrawn => StoreError::NotDrawn,
         ScriptError::DrawSeed => StoreError::DrawSeed,
+        ScriptError::ScheduleDue => StoreError::ScheduleDue(room.clone()),
         ScriptError::CodeRequired => StoreError::CodeRequired,
         ScriptError::InvalidCode => StoreError::InvalidCode,
         ScriptError::CodeUsed => StoreError::CodeUsed,
@@ -446,6 +510,8 @@ struct RoomRecord {
     now: Millis,
     /// The rooms file's table the room was under last, if any.
     applied: Option<TableHash>,
+    /// An operator's pause holds the schedule.
+    held: bool,
 }
 
 /// A fresh draw seed and its commitment, for the scripts that keep one if
@@ -463,7 +529,24 @@ fn text(value: &Value) -> Option<String> {
 fn parse_info(room: &RoomId, wire: WireRoomInfo) -> Option<RoomRecord> {
     let field = |name: &str| wire.room.get(name).cloned();
     let parse = |name: &str| field(name)?.parse::<u64>().ok();
-    let config = config::read(&wire.room)?;
+    let config = config::read(&wire.room, wire.schedule.as_deref())?;
+    let tuning = autotune::Tuning {
+        effective: parse("tune_effective").map_or(config.admit_per_tick, |n| n as u32),
+        ..Default::default()
+    };
+    let effective = tuning.rate(config.autotune.as_ref(), config.admit_per_tick);
+    let autotune = config.autotune.as_ref().map(|_| AutotuneStats {
+        decision: field("tune_last")
+            .and_then(|json| serde_json::from_str::<WireDecision>(&json).ok())
+            .map(WireDecision::into_decision)
+            .unwrap_or_default(),
+        changes: wire
+            .tune_changes
+            .iter()
+            .filter_map(|json| serde_json::from_str::<WireChange>(json).ok())
+            .map(WireChange::into_change)
+            .collect(),
+    });
     let stats = RoomStats {
         waiting: wire.waiting,
         active: wire.active,
@@ -481,6 +564,9 @@ fn parse_info(room: &RoomId, wire: WireRoomInfo) -> Option<RoomRecord> {
         bypassed: field("bypassed").and_then(|n| n.parse().ok()).unwrap_or(0),
         bypassed_active: wire.bypassed_active,
         priority_waiting: wire.priority_waiting,
+        next_change_at: config.schedule.next_at().map(Moment),
+        admit_per_tick_effective: effective,
+        autotune,
     };
     let draw = config
         .opens_at
@@ -496,6 +582,7 @@ fn parse_info(room: &RoomId, wire: WireRoomInfo) -> Option<RoomRecord> {
         });
     Some(RoomRecord {
         applied: field("applied").map(TableHash::stored),
+        held: field("schedule_held").as_deref() == Some("1"),
         revision: field("config_rev")?,
         now: wire.now,
         info: RoomInfo::new(room.clone(), config, stats, draw),
@@ -597,7 +684,8 @@ impl Handle<op::CreateRoom> for RedisStore {
                 &sale_keys(&id),
                 seed_args(&dice)
                     .into_iter()
-                    .chain([config::stored(&config)]),
+                    .chain([config::stored(&config)])
+                    .chain(config::plan(&config, Some(config.paused))),
             )
             .await?;
         self.room(&id).await.map(Box::new)
@@ -629,9 +717,15 @@ impl Handle<op::Configure> for RedisStore {
                 info.stats.pre_queue,
             )
             .map_err(StoreError::InvalidConfig)?;
+            // An operator's pause holds the schedule (api.md).
+            let held = patch
+                .get("paused")
+                .is_some_and(|p| !p.is_null())
+                .then_some(config.paused);
             let args = std::iter::once(revision)
                 .chain(seed_args(&dice))
-                .chain([config::stored(&config)]);
+                .chain([config::stored(&config)])
+                .chain(config::plan(&config, held));
             match self
                 .run_script::<Value>(&self.scripts.configure, id, args)
                 .await
@@ -659,7 +753,7 @@ impl Handle<op::ApplyTable> for RedisStore {
         let dice = self.dice();
         let id = &table.id;
         for _ in 0..10 {
-            let (config, revision) = match self.record(id).await {
+            let (config, revision, held) = match self.record(id).await {
                 Ok(record) if record.applied.as_ref() == Some(&table.hash) => {
                     return Ok(Applied::Unchanged);
                 }
@@ -680,7 +774,12 @@ impl Handle<op::ApplyTable> for RedisStore {
                         info.stats.pre_queue,
                     )
                     .map_err(StoreError::InvalidConfig)?;
-                    (config, revision)
+                    let held = table
+                        .patch
+                        .get("paused")
+                        .is_some_and(|p| !p.is_null())
+                        .then_some(config.paused);
+                    (config, revision, held)
                 }
                 Err(StoreError::RoomNotFound(_) | StoreError::RoomClosed(_)) => {
                     let config = table.patch.new_room().map_err(StoreError::InvalidConfig)?;
@@ -689,14 +788,16 @@ impl Handle<op::ApplyTable> for RedisStore {
                         .write(redis::cmd("SADD").arg(ROOMS_KEY).arg(id.as_str()))
                         .await
                         .map_err(unavailable)?;
-                    (config, String::new())
+                    let held = Some(config.paused);
+                    (config, String::new(), held)
                 }
                 Err(error) => return Err(error),
             };
             let args = [table.hash.as_str().to_string(), revision]
                 .into_iter()
                 .chain(seed_args(&dice))
-                .chain([config::stored(&config)]);
+                .chain([config::stored(&config)])
+                .chain(config::plan(&config, held));
             let reply: String = match self
                 .run_with_keys(&self.scripts.apply_table, id, &sale_keys(id), args)
                 .await
@@ -792,10 +893,20 @@ impl Handle<op::Join> for RedisStore {
         let (id, options) = (&room, &options);
         let entry = self.dice().entry;
         let seed = self.draw_seeds.lock().get(id).cloned();
-        match self
+        let mut joined = self
             .join_once(id, visitor, options, seed.as_deref(), entry)
-            .await
-        {
+            .await;
+        for _ in 0..SCHEDULE_RETRIES {
+            // The call met a schedule entry due and changed nothing.
+            if !matches!(joined, Err(StoreError::ScheduleDue(_))) {
+                break;
+            }
+            self.record(id).await?;
+            joined = self
+                .join_once(id, visitor, options, seed.as_deref(), entry)
+                .await;
+        }
+        match joined {
             // The room has a draw this node has no (or an old) seed for:
             // the script changed nothing, so read the seed and join again.
             Err(StoreError::DrawSeed) => {
@@ -1055,6 +1166,27 @@ impl Handle<op::AnnounceStock> for RedisStore {
                 &self.scripts.announce_stock,
                 id,
                 [stock.left.to_string(), stock.held.to_string()],
+            )
+            .await?;
+        Ok(())
+    }
+}
+
+impl Handle<op::RecordSample> for RedisStore {
+    async fn handle(
+        &self,
+        op::RecordSample {
+            room,
+            latency_ms,
+            failure,
+        }: op::RecordSample,
+    ) -> Result<(), StoreError> {
+        let failure = failure.map_or_else(|| autotune::NO_FAILURE.to_string(), |f| f.name());
+        let _: Value = self
+            .run_script(
+                &self.scripts.record_sample,
+                &room,
+                [latency_ms.to_string(), failure],
             )
             .await?;
         Ok(())

@@ -22,14 +22,21 @@ use crate::words::clock::Moment;
 use crate::words::language::Language;
 use crate::words::networks::Networks;
 use crate::words::page::PageBranding;
+use crate::words::schedule::Schedule;
 use crate::words::{QueueMethod, RoomConfig, Secret};
 
 /// The field of a room's record that holds its config.
 pub(super) const CONFIG_FIELD: &str = "config";
 
-/// The config as the store keeps it (see the module's comment).
+/// The config as the store keeps it (see the module's comment): its
+/// schedule apart ([`plan`]), and whether an entry of it sets an opening.
 pub(super) fn stored(config: &RoomConfig) -> String {
     let mut fields = config.as_value();
+    fields.remove("schedule");
+    fields.insert(
+        "schedule_opens".into(),
+        config.schedule.sets_opening().into(),
+    );
     fields.insert("opens_at_ms".into(), config.opens_at.map(|at| at.0).into());
     fields.insert(
         "closes_at_ms".into(),
@@ -42,9 +49,34 @@ pub(super) fn stored(config: &RoomConfig) -> String {
     Value::Object(fields).to_string()
 }
 
-/// The config a room's record holds, if it is one.
-pub(super) fn read(record: &HashMap<String, String>) -> Option<RoomConfig> {
-    serde_json::from_str(record.get(CONFIG_FIELD)?).ok()
+/// The config a room's record holds, if it is one, with its schedule as
+/// `room_info.lua` read it (none without).
+pub(super) fn read(record: &HashMap<String, String>, schedule: Option<&str>) -> Option<RoomConfig> {
+    let mut config: RoomConfig = serde_json::from_str(record.get(CONFIG_FIELD)?).ok()?;
+    if let Some(schedule) = schedule {
+        config.schedule = Schedule::from_stored(schedule)?;
+    }
+    Some(config)
+}
+
+/// The schedule's arguments of the scripts that write a config
+/// (`write_schedule` in lua/lib.lua): the schedule, when its next entry
+/// falls due, and whether an operator's pause holds it (`None`: as it was).
+pub(super) fn plan(config: &RoomConfig, held: Option<bool>) -> [String; 3] {
+    [
+        if config.schedule.is_empty() {
+            String::new()
+        } else {
+            config.schedule.stored()
+        },
+        config
+            .schedule
+            .next_at()
+            .map(|at| at.to_string())
+            .unwrap_or_default(),
+        held.map(|held| if held { "1" } else { "0" }.to_string())
+            .unwrap_or_default(),
+    ]
 }
 
 /// The networks as `join.lua` matches them: `<family>:<hex>/<bits>` of
@@ -142,6 +174,8 @@ fn legacy(record: &HashMap<String, String>) -> Option<RoomConfig> {
             Some(json) => serde_json::from_str(&json).ok()?,
             None => PageBranding::default(),
         },
+        schedule: Default::default(),
+        autotune: None,
     })
 }
 
@@ -161,7 +195,7 @@ mod tests {
         assert_eq!(value["closes_at_ms"], Value::Null);
         assert_eq!(value["bypass_match"], "4:0a000000/8");
         let record = HashMap::from([(CONFIG_FIELD.to_string(), json)]);
-        assert_eq!(read(&record), Some(config));
+        assert_eq!(read(&record, None), Some(config));
     }
 
     #[test]

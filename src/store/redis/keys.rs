@@ -49,6 +49,12 @@ pub(super) const MINUTES_PREFIX: &str = "minutes:";
 pub(super) const HOURS_PREFIX: &str = "hours:";
 /// The room's lives with a ledger kept: life → `<created_at>|<closed_at>`.
 pub(super) const REPORTS: &str = "reports";
+/// The room's schedule, as `words::schedule::Schedule::stored` writes it.
+pub(super) const SCHEDULE: &str = "schedule";
+/// Autotune's health samples, `words::autotune::Sample::stored` each.
+pub(super) const SAMPLES: &str = "health-samples";
+/// Autotune's changes of the rate, JSON each (`words::autotune::Change`).
+pub(super) const TUNE_CHANGES: &str = "tune-changes";
 
 /// One of a room's keys: `wr:{room}:name`.
 pub(super) fn room_key(room: &RoomId, name: &str) -> String {

@@ -15,6 +15,7 @@ use super::records::{CLAIM, GROUP, Record, VISITOR_RECORDS};
 use super::replies::{STATES, TableReply};
 use super::script_error::CODES;
 use crate::words::QueueMethod;
+use crate::words::autotune;
 use crate::words::codes::MAX_GROUPS;
 use crate::words::constants::{
     AWAY_REMEMBERED_MS, JOIN_LIMIT_WINDOW_MS, RATE_WINDOW_MS, SWEEP_AGAIN_MS, SWEEP_SLICE,
@@ -106,6 +107,42 @@ fn constants() -> Vec<(String, Literal)> {
             ("MINUTES_KEY", Literal::Text(keys::MINUTES_PREFIX)),
             ("HOURS_KEY", Literal::Text(keys::HOURS_PREFIX)),
             ("REPORTS_KEY", Literal::Text(keys::REPORTS)),
+            ("SCHEDULE_KEY", Literal::Text(keys::SCHEDULE)),
+            ("SAMPLES_KEY", Literal::Text(keys::SAMPLES)),
+            ("TUNE_CHANGES_KEY", Literal::Text(keys::TUNE_CHANGES)),
+            (
+                "SAMPLES_KEPT",
+                Literal::Number(autotune::SAMPLES_KEPT as u64),
+            ),
+            (
+                "CHANGES_KEPT",
+                Literal::Number(autotune::CHANGES_KEPT as u64),
+            ),
+            (
+                "CHANGES_SHOWN",
+                Literal::Number(autotune::CHANGES_SHOWN as u64),
+            ),
+            (
+                "SAMPLE_EVERY_MS",
+                Literal::Number(autotune::SAMPLE_EVERY_MS),
+            ),
+            (
+                "HEALTHY_TO_RAISE",
+                Literal::Number(autotune::HEALTHY_TO_RAISE as u64),
+            ),
+            ("NO_FAILURE", Literal::Text(autotune::NO_FAILURE)),
+            ("TUNE_CUT", Literal::Text(autotune::TuneState::Cut.into())),
+            (
+                "TUNE_RAISED",
+                Literal::Text(autotune::TuneState::Raised.into()),
+            ),
+            ("TUNE_HELD", Literal::Text(autotune::TuneState::Held.into())),
+            ("TUNE_IDLE", Literal::Text(autotune::TuneState::Idle.into())),
+            (
+                "TUNED_DOWN",
+                Literal::Text(autotune::Direction::Down.name()),
+            ),
+            ("TUNED_UP", Literal::Text(autotune::Direction::Up.name())),
             ("MINUTE_MS", Literal::Number(report::MINUTE_MS)),
             ("HOUR_MS", Literal::Number(report::HOUR_MS)),
             ("FOLD_AFTER_MS", Literal::Number(report::FOLD_AFTER_MS)),

@@ -12,7 +12,10 @@ use serde::de::DeserializeOwned;
 
 use super::events::{WireFacts, WireLine, list, parse_order, summary};
 use crate::store::{RoomFigures, Tick, TickReport};
-use crate::words::clock::Millis;
+use std::str::FromStr;
+
+use crate::words::autotune::{Change, Decision, Direction, HealthCheck, TuneState};
+use crate::words::clock::{Millis, Moment};
 use crate::words::sale::{Claim, ClaimState, SaleKind};
 use crate::words::{LineSummary, Order, Place, PlaceState, RoomFacts, VisitorId, wire_enum};
 
@@ -209,6 +212,14 @@ pub(super) struct WireTick {
     admitted_last_minute: u64,
     #[serde(default)]
     sessions_lapsed: u64,
+    /// The health URL and the timeout, when this call's node takes the
+    /// room's sample.
+    #[serde(default)]
+    probe: Option<WireCheck>,
+    /// 'down' or 'up' when autotune changed the rate.
+    #[serde(default)]
+    tuned: Option<String>,
+    admit_per_tick_effective: u32,
 }
 
 impl From<WireTick> for Tick {
@@ -221,6 +232,13 @@ impl From<WireTick> for Tick {
                 no_shows: tick.no_shows,
                 waiting: tick.waiting,
                 active: tick.active,
+                probe: tick.probe.map(|check| HealthCheck {
+                    url: check.url,
+                    timeout_ms: check.timeout_ms,
+                }),
+                tuned: [Direction::Down, Direction::Up]
+                    .into_iter()
+                    .find(|d| tick.tuned.as_deref() == Some(d.name())),
             }),
             busy: tick.waiting > 0 || tick.active > 0,
             next_due_in_ms: tick.next_due_in_ms,
@@ -236,6 +254,7 @@ impl From<WireTick> for Tick {
                     tail_eta_s: line.eta_seconds(line.waiting),
                     admitted_last_minute: tick.admitted_last_minute,
                     sessions_lapsed: tick.sessions_lapsed,
+                    admit_per_tick_effective: tick.admit_per_tick_effective,
                 }
             },
         }
@@ -263,6 +282,67 @@ pub(super) struct WireRoomInfo {
     pub opened: bool,
     /// The store's time of the read.
     pub now: Millis,
+    /// The schedule, as `Schedule::stored` wrote it; absent without one.
+    #[serde(default)]
+    pub schedule: Option<String>,
+    /// Autotune's last changes, JSON each (`WireChange`).
+    #[serde(default, deserialize_with = "super::events::list")]
+    pub tune_changes: Vec<String>,
+}
+
+/// A health check a tick hands out (`tick.lua`'s `probe`).
+#[derive(Deserialize)]
+pub(super) struct WireCheck {
+    url: String,
+    timeout_ms: u64,
+}
+
+/// Autotune's last decision as `tick.lua` keeps it (`tune_last`).
+#[derive(Deserialize)]
+pub(super) struct WireDecision {
+    state: String,
+    #[serde(default)]
+    reason: String,
+    #[serde(default)]
+    p95_ms: Option<u64>,
+    #[serde(default)]
+    error_rate: Option<f64>,
+    #[serde(default)]
+    samples: u64,
+    at: Millis,
+}
+
+impl WireDecision {
+    pub(super) fn into_decision(self) -> Decision {
+        Decision {
+            state: TuneState::from_str(&self.state).unwrap_or_default(),
+            reason: self.reason,
+            p95_ms: self.p95_ms,
+            error_rate: self.error_rate,
+            samples: self.samples,
+            at: Some(Moment(self.at)),
+        }
+    }
+}
+
+/// One of autotune's changes as `tick.lua` keeps it.
+#[derive(Deserialize)]
+pub(super) struct WireChange {
+    at: Millis,
+    from: u32,
+    to: u32,
+    reason: String,
+}
+
+impl WireChange {
+    pub(super) fn into_change(self) -> Change {
+        Change {
+            at: Moment(self.at),
+            from: self.from,
+            to: self.to,
+            reason: self.reason,
+        }
+    }
 }
 
 /// A claim as the sale's scripts answer it (`claim_reply` in
@@ -406,7 +486,7 @@ mod tests {
     #[test]
     fn a_tick_that_did_not_run_counts_nothing() {
         let idle: Tick = read::<WireTick>(
-            r#"{"ran":false,"waiting":0,"active":2,"next_due_in_ms":250,"arrival_resumptions":1,"line":{"version":3,"waiting":0,"rate":"","tick_at":"","paused":"1"},"max_active":"","opened":false,"admitted_last_minute":0}"#,
+            r#"{"ran":false,"waiting":0,"active":2,"next_due_in_ms":250,"arrival_resumptions":1,"line":{"version":3,"waiting":0,"rate":"","tick_at":"","paused":"1"},"max_active":"","opened":false,"admitted_last_minute":0,"admit_per_tick_effective":4}"#,
         )
         .unwrap()
         .into();
@@ -418,11 +498,12 @@ mod tests {
             RoomFigures {
                 active: 2,
                 paused: true,
+                admit_per_tick_effective: 4,
                 ..RoomFigures::default()
             }
         );
         let ran: Tick = read::<WireTick>(
-            r#"{"ran":true,"admitted":5,"waits":[1500,0],"abandoned":1,"no_shows":2,"waiting":9,"active":5,"next_due_in_ms":1000,"arrival_resumptions":0,"line":{"version":4,"waiting":9,"rate":"0.5","tick_at":"900","paused":"0"},"max_active":"5","opened":true,"admitted_last_minute":7,"sessions_lapsed":3}"#,
+            r#"{"ran":true,"admitted":5,"waits":[1500,0],"abandoned":1,"no_shows":2,"waiting":9,"active":5,"next_due_in_ms":1000,"arrival_resumptions":0,"line":{"version":4,"waiting":9,"rate":"0.5","tick_at":"900","paused":"0"},"max_active":"5","opened":true,"admitted_last_minute":7,"sessions_lapsed":3,"probe":{"url":"http://o/h","timeout_ms":2000},"tuned":"down","admit_per_tick_effective":4}"#,
         )
         .unwrap()
         .into();
@@ -434,7 +515,12 @@ mod tests {
                 abandoned: 1,
                 no_shows: 2,
                 waiting: 9,
-                active: 5
+                active: 5,
+                probe: Some(HealthCheck {
+                    url: "http://o/h".into(),
+                    timeout_ms: 2_000
+                }),
+                tuned: Some(Direction::Down),
             })
         );
         assert_eq!(
@@ -448,6 +534,7 @@ mod tests {
                 tail_eta_s: Some(18),
                 admitted_last_minute: 7,
                 sessions_lapsed: 3,
+                admit_per_tick_effective: 4,
             }
         );
     }

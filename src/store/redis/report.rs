@@ -114,7 +114,7 @@ impl WireReport {
                 open,
             },
         };
-        let config = super::config::read(own)?;
+        let config = super::config::read(own, None)?;
         let opened = self
             .opened
             .unwrap_or_else(|| l.get("opened").is_some_and(|o| o == "1"));

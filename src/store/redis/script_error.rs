@@ -37,10 +37,11 @@ pub(super) mod code {
     pub const GROUPEXISTS: &str = "GROUPEXISTS";
     pub const NOGROUP: &str = "NOGROUP";
     pub const TOOMANYGROUPS: &str = "TOOMANYGROUPS";
+    pub const SCHEDULE_DUE: &str = "SCHEDULE_DUE";
 }
 
 /// Every refusal code, for the scripts' prelude.
-pub(super) const CODES: [&str; 29] = [
+pub(super) const CODES: [&str; 30] = [
     code::NOROOM,
     code::CLOSED,
     code::EXISTS,
@@ -70,6 +71,7 @@ pub(super) const CODES: [&str; 29] = [
     code::GROUPEXISTS,
     code::NOGROUP,
     code::TOOMANYGROUPS,
+    code::SCHEDULE_DUE,
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,6 +113,9 @@ pub enum ScriptError {
     GroupExists,
     NoGroup,
     TooManyGroups,
+    /// A schedule entry is due: the node applies it and runs the
+    /// operation again (`load_room` in lua/lib.lua).
+    ScheduleDue,
 }
 
 impl ScriptError {
@@ -167,6 +172,7 @@ impl ScriptError {
             code::GROUPEXISTS => Self::GroupExists,
             code::NOGROUP => Self::NoGroup,
             code::TOOMANYGROUPS => Self::TooManyGroups,
+            code::SCHEDULE_DUE => Self::ScheduleDue,
             // Redis's own codes (LOADING, NOSCRIPT, READONLY…) are outages.
             _ => return None,
         })

@@ -45,11 +45,12 @@ impl Pace {
         self.rate_since = at;
     }
 
-    /// Starts the tick due at `now`: the bucket full again, the cadence kept
-    /// (a late tick does not shift every later one).
-    pub(super) fn start_tick(&mut self, config: &RoomConfig, now: Millis) {
+    /// Starts the tick due at `now`: the bucket full again (`per_tick`: the
+    /// room's rate, autotune's where it sets one), the cadence kept (a late
+    /// tick does not shift every later one).
+    pub(super) fn start_tick(&mut self, config: &RoomConfig, per_tick: u32, now: Millis) {
         self.last_tick += (now - self.last_tick) / config.tick_ms * config.tick_ms;
-        self.tokens = config.admit_per_tick;
+        self.tokens = per_tick;
     }
 
     /// Ends the tick that admitted `count`.
@@ -98,9 +99,10 @@ impl Pace {
     }
 
     /// The rate an ETA divides by: none while paused; the configured rate
-    /// until a tick has run a whole rate window after the pace last changed
-    /// (design.md, rule 4); then the rate achieved (none if nothing got in).
-    pub(super) fn rate_per_s(&self, config: &RoomConfig) -> Option<f64> {
+    /// (`per_tick`: autotune's where it sets one) until a tick has run a
+    /// whole rate window after the pace last changed (design.md, rule 4);
+    /// then the rate achieved (none if nothing got in).
+    pub(super) fn rate_per_s(&self, config: &RoomConfig, per_tick: u32) -> Option<f64> {
         if config.paused {
             return None;
         }
@@ -108,7 +110,7 @@ impl Pace {
             Some(ran) if ran >= self.rate_since + RATE_WINDOW_MS => {
                 (self.achieved_rate > 0.0).then_some(self.achieved_rate)
             }
-            _ => Some(config.admit_per_tick as f64 * 1000.0 / config.tick_ms as f64),
+            _ => Some(per_tick as f64 * 1000.0 / config.tick_ms as f64),
         }
     }
 

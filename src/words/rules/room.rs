@@ -14,8 +14,10 @@ use super::draw_line::DrawLine;
 use super::line::{Line, Spot};
 use super::pace::Pace;
 use super::passes::{Passes, Resumed, renewed_lapse};
+use crate::words::autotune::{AutotuneStats, Failure, Sample, Tuning};
 use crate::words::chance::{Dice, PickSeed};
 use crate::words::clock::Millis;
+use crate::words::clock::Moment;
 use crate::words::codes::{CodeHash, Codes, Granted, GroupSummary, NewGroup, Refused};
 use crate::words::constants::{AWAY_REMEMBERED_MS, RATE_WINDOW_MS, SWEEP_AGAIN_MS, SWEEP_SLICE};
 use crate::words::draw::{self, DrawInfo, DrawKey, EntryId};
@@ -90,6 +92,10 @@ pub struct RoomModel {
     groups_of: HashMap<VisitorId, Arc<str>>,
     /// What the room's report counts, from its making.
     ledger: Ledger,
+    /// An operator paused the room: the schedule waits until they unpause.
+    schedule_held: bool,
+    /// Autotune's rate, samples and decisions.
+    tuning: Tuning,
 }
 
 impl RoomModel {
@@ -98,7 +104,10 @@ impl RoomModel {
         Self {
             id,
             facts: Arc::new(RoomFacts::of(&config, None, false)),
-            line: Line::new(config.opens_at.map(|_| dice.draw_seed())),
+            line: Line::new(
+                (config.opens_at.is_some() || config.schedule.sets_opening())
+                    .then(|| dice.draw_seed()),
+            ),
             pace: Pace::new(&config, now),
             config,
             version: 0,
@@ -116,7 +125,18 @@ impl RoomModel {
             codes: Codes::default(),
             groups_of: HashMap::new(),
             ledger: Ledger::new(now),
+            schedule_held: false,
+            tuning: Tuning::new(0, now),
         }
+        .started(now)
+    }
+
+    /// A new room's own: autotune's rate starts at the room's, and a room
+    /// made paused holds its schedule, as an operator's pause does.
+    fn started(mut self, now: Millis) -> Self {
+        self.schedule_held = self.config.paused;
+        self.tuning = Tuning::new(self.config.admit_per_tick, now);
+        self
     }
 
     /// A new room made of a table of the rooms file, which it remembers.
@@ -151,6 +171,15 @@ impl RoomModel {
 
     pub fn config(&self) -> &RoomConfig {
         &self.config
+    }
+
+    /// What comes first in every operation on the room, at `now`: the
+    /// schedule's entries due ([`RoomModel::catch_up`]: its event, if one
+    /// applied), then what time alone ends ([`RoomModel::expire`]).
+    pub fn begin(&mut self, now: Millis, at_most: usize) -> Option<RoomEvent> {
+        let event = self.catch_up(now);
+        self.expire(now, at_most);
+        event
     }
 
     /// What time alone ends: passes run out (a slice of them at most: a
@@ -259,7 +288,9 @@ impl RoomModel {
         }
     }
 
-    /// Applies an operator's change; the event that tells every node.
+    /// Applies an operator's change (and then the schedule's entries due,
+    /// if the change unpaused the room); the event that tells every node.
+    /// An operator's pause holds the schedule (api.md).
     pub fn configure(
         &mut self,
         patch: &ConfigPatch,
@@ -269,13 +300,46 @@ impl RoomModel {
         let config = patch
             .apply_to(&self.config)
             .map_err(StoreError::InvalidConfig)?;
-        let pre_queue = self.info(now).stats.pre_queue;
-        draw::check_schedule(self.config.opens_at, config.opens_at, now, pre_queue)
+        self.check_opening(&self.config, &config, now)
             .map_err(StoreError::InvalidConfig)?;
-        if config.opens_at.is_some() && self.line.draw.is_none() {
+        if (config.opens_at.is_some() || config.schedule.sets_opening()) && self.line.draw.is_none()
+        {
             self.line.draw = Some(DrawLine::new(dice.draw_seed()));
         }
-        self.pace.tokens = self.pace.tokens.min(config.admit_per_tick);
+        if patch.get("paused").is_some_and(|p| !p.is_null()) {
+            self.schedule_held = config.paused;
+        }
+        self.install(config, now);
+        let event = self
+            .catch_up(now)
+            .unwrap_or_else(|| self.configured_event());
+        Ok((self.info(now), event))
+    }
+
+    /// The opening's rule for a change from `old` to `new` at `now`
+    /// (`draw::check_schedule`), with the pre-queue as it is.
+    fn check_opening(
+        &self,
+        old: &RoomConfig,
+        new: &RoomConfig,
+        now: Millis,
+    ) -> Result<(), crate::words::ConfigError> {
+        let pre_queue = self.info(now).stats.pre_queue;
+        draw::check_schedule(old.opens_at, new.opens_at, now, pre_queue)
+    }
+
+    /// Puts a checked config in place: the bucket, the pace, autotune's
+    /// rate and what every status says follow it.
+    fn install(&mut self, config: RoomConfig, now: Millis) {
+        self.tuning.configured(
+            (self.config.autotune.as_ref(), self.config.admit_per_tick),
+            (config.autotune.as_ref(), config.admit_per_tick),
+            now,
+        );
+        let per_tick = self
+            .tuning
+            .rate(config.autotune.as_ref(), config.admit_per_tick);
+        self.pace.tokens = self.pace.tokens.min(per_tick);
         let pace = |c: &RoomConfig| (c.admit_per_tick, c.tick_ms, c.paused);
         if pace(&config) != pace(&self.config) {
             self.pace.changed_at(now);
@@ -286,12 +350,46 @@ impl RoomModel {
             self.facts.sold_out && config.close_when_sold_out,
         ));
         self.config = config;
-        let event = RoomEvent::Configured {
+    }
+
+    fn configured_event(&self) -> RoomEvent {
+        RoomEvent::Configured {
             room: self.id.clone(),
             line: self.summary(),
             facts: self.facts.clone(),
-        };
-        Ok((self.info(now), event))
+        }
+    }
+
+    /// Applies the schedule's entries due at `now` (unless an operator's
+    /// pause holds them), as an operator's change would be applied: the
+    /// first operation at or after an entry's time applies it (design
+    /// rule 15). The event that tells every node, if anything applied.
+    pub fn catch_up(&mut self, now: Millis) -> Option<RoomEvent> {
+        if self.schedule_held {
+            return None;
+        }
+        let next = self
+            .config
+            .apply_due(now, |old, new| self.check_opening(old, new, now))?;
+        self.install(next, now);
+        Some(self.configured_event())
+    }
+
+    /// The rate this room's ticks admit at: `admit_per_tick`, or autotune's.
+    fn per_tick(&self) -> u32 {
+        self.tuning
+            .rate(self.config.autotune.as_ref(), self.config.admit_per_tick)
+    }
+
+    /// Keeps a health sample a node took for the room (`op::RecordSample`).
+    pub fn record_sample(&mut self, latency_ms: u64, failure: Option<Failure>, now: Millis) {
+        if self.config.autotune.is_some() {
+            self.tuning.record(Sample {
+                at: now,
+                latency_ms,
+                failure,
+            });
+        }
     }
 
     /// Drops everything the room keeps of a visitor (their user's place
@@ -428,6 +526,7 @@ impl RoomModel {
             tail_eta_s: line.eta_seconds(line.waiting),
             admitted_last_minute: self.pace.admitted_since(now.saturating_sub(RATE_WINDOW_MS)),
             sessions_lapsed: self.ledger.counts.sessions_lapsed,
+            admit_per_tick_effective: self.per_tick(),
         }
     }
 
@@ -435,7 +534,7 @@ impl RoomModel {
         LineSummary {
             version: self.version,
             waiting: self.line.waiting(),
-            rate_per_s: self.pace.rate_per_s(&self.config),
+            rate_per_s: self.pace.rate_per_s(&self.config, self.per_tick()),
             paused: self.config.paused,
             tick_at: self.pace.last_tick_ran,
         }
@@ -909,7 +1008,7 @@ impl RoomModel {
         let due = now >= self.pace.last_tick + self.config.tick_ms;
         // An empty room with a full bucket has nothing to do (as on Redis,
         // where this keeps an idle room's heartbeat to a read).
-        let idle = !self.busy() && self.pace.tokens >= self.config.admit_per_tick;
+        let idle = !self.busy() && self.pace.tokens >= self.per_tick();
         if idle {
             (self.sweep_left, self.admit_left) = (false, false);
         }
@@ -921,8 +1020,19 @@ impl RoomModel {
             };
             return (!events.is_empty()).then_some((report, events));
         }
+        let mut tuned = (None, None);
         if due {
-            self.pace.start_tick(&self.config, now);
+            if let Some(tune) = self.config.autotune.clone() {
+                // Decided in the tick's own step from the samples kept, so
+                // every node's tick decides alike (design rule 15).
+                let line = self.line.waiting() > 0;
+                tuned = (
+                    self.tuning.take_probe(line, now).then(|| tune.check()),
+                    self.tuning
+                        .decide(&tune, self.config.admit_per_tick, line, now),
+                );
+            }
+            self.pace.start_tick(&self.config, self.per_tick(), now);
         }
         let (departed, more_absent) = self.sweep_abandoned(now);
         let (no_shows, more_no_shows) = self.reclaim_no_shows(now);
@@ -951,6 +1061,8 @@ impl RoomModel {
             no_shows,
             waiting: swept.waiting,
             active: swept.active,
+            probe: tuned.0,
+            tuned: tuned.1,
         };
         // A call between ticks that admitted and dropped no one moved no
         // place: no new version and no event, so that catching up on a
@@ -1015,6 +1127,11 @@ impl RoomModel {
         let mut tick = self.pace.next_due_in_ms(&self.config, now);
         if self.sweep_left || self.admit_left {
             tick = tick.min(SWEEP_AGAIN_MS);
+        }
+        if let Some(at) = self.config.schedule.next_at()
+            && !self.schedule_held
+        {
+            tick = tick.min(at.saturating_sub(now).max(1));
         }
         match self.config.opens_at {
             Some(at) if self.line.draw.is_some() && !self.drawn_announced => {
@@ -1147,6 +1264,13 @@ impl RoomModel {
                 bypassed: self.passes.bypassed_total,
                 bypassed_active: self.passes.bypassed_valid(now),
                 priority_waiting: self.line.priority_waiting(),
+                next_change_at: self.config.schedule.next_at().map(Moment),
+                admit_per_tick_effective: self.per_tick(),
+                autotune: self
+                    .config
+                    .autotune
+                    .as_ref()
+                    .map(|_| AutotuneStats::of(&self.tuning)),
             },
             self.draw_info(now),
         )

@@ -190,6 +190,19 @@ macro_rules! conformance_suite {
             sessions_change_live_on_and_off_up_and_down,
             a_lapse_the_sweep_has_not_reached_is_told_all_the_same,
         );
+        $crate::conformance_suite!(@schedule $make;
+            an_entry_applies_once_at_its_time_and_a_join_just_after_sees_it,
+            an_operators_pause_holds_the_schedule_until_they_unpause,
+            a_pause_the_schedule_sets_holds_nothing,
+            an_entry_that_no_longer_applies_is_skipped_with_its_error,
+            a_replaced_list_keeps_what_was_applied_and_a_past_entry_applies_at_once,
+        );
+        $crate::conformance_suite!(@autotune $make;
+            a_slow_origin_cuts_the_rate_and_a_healthy_one_raises_it,
+            the_rate_never_leaves_its_bounds_and_follows_admit_per_tick,
+            a_dry_run_says_what_it_would_do_and_never_changes_the_rate,
+            probes_go_to_a_line_at_most_once_a_second,
+        );
         $crate::conformance_suite!(@rooms_file $make;
             a_table_creates_its_room_and_then_changes_nothing,
             an_unchanged_table_leaves_a_live_change_alone,
@@ -214,6 +227,24 @@ macro_rules! conformance_suite {
             async fn $name() {
                 let harness: $crate::conformance::Harness = $make().await;
                 $crate::conformance::sessions::$name(&harness).await;
+            }
+        )*
+    };
+    (@schedule $make:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                let harness: $crate::conformance::Harness = $make().await;
+                $crate::conformance::schedule::$name(&harness).await;
+            }
+        )*
+    };
+    (@autotune $make:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                let harness: $crate::conformance::Harness = $make().await;
+                $crate::conformance::autotune::$name(&harness).await;
             }
         )*
     };
@@ -264,11 +295,13 @@ macro_rules! conformance_suite {
     };
 }
 
+pub mod autotune;
 pub mod codes;
 pub mod draw;
 pub mod report;
 pub mod rooms_file;
 pub mod sale;
+pub mod schedule;
 pub mod sessions;
 
 pub mod scenarios {
