@@ -356,6 +356,16 @@ impl Promoter {
             if report.no_shows > 0 {
                 metrics::counter!("waitroom_no_shows_total", &labels).increment(report.no_shows);
             }
+            // This node's call made the change: counted here only.
+            if let Some(direction) = report.tuned {
+                metrics::counter!(
+                    "waitroom_autotune_changes_total",
+                    "room" => room.to_string(),
+                    "direction" => direction.name()
+                )
+                .increment(1);
+                tracing::info!(%room, direction = direction.name(), rate = tick.figures.admit_per_tick_effective, "autotune changed the rate");
+            }
             if report.admitted > 0 || report.abandoned > 0 {
                 tracing::debug!(%room, admitted = report.admitted, abandoned = report.abandoned, waiting = report.waiting, "tick");
             }
@@ -371,6 +381,8 @@ impl Promoter {
         let figures = tick.figures;
         metrics::gauge!("waitroom_waiting", labels).set(figures.waiting as f64);
         metrics::gauge!("waitroom_active", labels).set(figures.active as f64);
+        metrics::gauge!("waitroom_admit_per_tick_effective", labels)
+            .set(f64::from(figures.admit_per_tick_effective));
         metrics::gauge!("waitroom_room_paused", labels).set(f64::from(u8::from(figures.paused)));
         metrics::gauge!("waitroom_room_opened", labels).set(f64::from(u8::from(figures.opened)));
         // Unknown (paused, or no rate yet) is NaN: a gap, not a wait of 0.

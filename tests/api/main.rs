@@ -13,5 +13,6 @@ mod origin_access;
 mod promoter;
 mod report;
 mod sale;
+mod schedule;
 mod sessions;
 mod slow_readers;
