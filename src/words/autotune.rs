@@ -11,7 +11,6 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 use super::clock::{Millis, Moment};
-use super::config::ConfigError;
 use super::wire_enum;
 
 /// Samples the store keeps per room.
@@ -70,30 +69,31 @@ impl Autotune {
         self.latency_target_ms.saturating_mul(2)
     }
 
-    pub fn validate(&self, admit_per_tick: u32) -> Result<(), ConfigError> {
-        check_health_url(&self.health_url)
-            .map_err(|why| ConfigError::new("autotune.health_url", why))?;
+    /// What is wrong with it, for a room admitting `admit_per_tick`: the
+    /// field at fault (`autotune.min_per_tick`) and why.
+    pub fn validate(&self, admit_per_tick: u32) -> Result<(), (&'static str, String)> {
+        check_health_url(&self.health_url).map_err(|why| ("autotune.health_url", why))?;
         if !(10..=60_000).contains(&self.latency_target_ms) {
-            return Err(ConfigError::new(
+            return Err((
                 "autotune.latency_target_ms",
-                "autotune.latency_target_ms must be between 10 and 60000",
+                "autotune.latency_target_ms must be between 10 and 60000".into(),
             ));
         }
         if !(0.0..=1.0).contains(&self.error_rate_max) {
-            return Err(ConfigError::new(
+            return Err((
                 "autotune.error_rate_max",
-                "autotune.error_rate_max must be between 0 and 1",
+                "autotune.error_rate_max must be between 0 and 1".into(),
             ));
         }
         let max = self.max(admit_per_tick);
         if !(1..=100_000).contains(&max) {
-            return Err(ConfigError::new(
+            return Err((
                 "autotune.max_per_tick",
-                "autotune.max_per_tick must be between 1 and 100000",
+                "autotune.max_per_tick must be between 1 and 100000".into(),
             ));
         }
         if self.min_per_tick < 1 || self.min_per_tick > max {
-            return Err(ConfigError::new(
+            return Err((
                 "autotune.min_per_tick",
                 format!(
                     "autotune.min_per_tick must be at least 1 and at most max_per_tick ({max}, admit_per_tick when unset)"

@@ -17,7 +17,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
 use super::autotune::Autotune;
-use super::clock::Moment;
+use super::clock::{Millis, Moment};
 use super::language::Language;
 use super::networks::Networks;
 use super::page::{PAGE_FIELDS, PageBranding, is_deceptive};
@@ -418,8 +418,9 @@ impl ConfigPatch {
     pub fn apply_to(&self, base: &RoomConfig) -> Result<RoomConfig, ConfigError> {
         let mut config = self.apply_fields(base)?;
         if let Some(schedule) = self.get("schedule") {
-            config.schedule = Schedule::from_input(schedule, &base.schedule)?;
-            config.schedule.check(&config)?;
+            config.schedule = Schedule::from_input(schedule, &base.schedule)
+                .map_err(|(field, message)| ConfigError::new(field, message))?;
+            check_schedule(&config.schedule, &config)?;
         }
         Ok(config)
     }
@@ -657,7 +658,9 @@ impl RoomConfig {
             ));
         }
         if let Some(autotune) = &self.autotune {
-            autotune.validate(self.admit_per_tick)?;
+            autotune
+                .validate(self.admit_per_tick)
+                .map_err(|(field, why)| ConfigError::new(field, why))?;
         }
         if self.user_required && self.user_key.is_none() {
             return Err(ConfigError::new(
@@ -695,6 +698,83 @@ impl RoomConfig {
             return Err(ConfigError::new(name, message));
         }
         Ok(())
+    }
+}
+
+/// Every pending entry of `schedule`, in order, is a change a PATCH would
+/// take of the config the entries before it make of `base`; the first that
+/// is not is named (`schedule[2].admit_per_tick`).
+fn check_schedule(schedule: &Schedule, base: &RoomConfig) -> Result<(), ConfigError> {
+    let mut running = base.clone();
+    for (i, entry) in schedule.entries().iter().enumerate() {
+        if !entry.pending() {
+            continue;
+        }
+        let named = |error: ConfigError| ConfigError {
+            field: format!("schedule[{i}].{}", error.field.trim_start_matches('.')),
+            message: format!(
+                "schedule[{i}] (at {}): {}",
+                super::clock::rfc3339(entry.at.0),
+                error.message
+            ),
+            ..error
+        };
+        running = ConfigPatch::from_json(Value::Object(entry.set.clone()))
+            .and_then(|patch| patch.apply_fields(&running))
+            .map_err(named)?;
+    }
+    Ok(())
+}
+
+impl RoomConfig {
+    /// The config once the schedule's entries due at `now` are applied, in
+    /// order, each as a PATCH then (and `check`ed as the store checks one,
+    /// the opening's rule); an entry that no longer applies is skipped
+    /// with its error. `None` when no entry is due.
+    pub fn apply_due(
+        &self,
+        now: Millis,
+        check: impl Fn(&RoomConfig, &RoomConfig) -> Result<(), ConfigError>,
+    ) -> Option<RoomConfig> {
+        if self.schedule.next_at().is_none_or(|at| at > now) {
+            return None;
+        }
+        let mut schedule = self.schedule.clone();
+        let mut running = self.clone();
+        for entry in &mut schedule.0 {
+            if !entry.pending() || entry.at.0 > now {
+                continue;
+            }
+            match ConfigPatch(entry.set.clone())
+                .apply_fields(&running)
+                .and_then(|next| check(&running, &next).map(|()| next))
+            {
+                Ok(next) => {
+                    running = next;
+                    entry.applied_at = Some(Moment(now));
+                }
+                Err(error) => entry.error = Some(error.message),
+            }
+        }
+        running.schedule = schedule;
+        Some(running)
+    }
+
+    /// The config as the schedule will make it at `at`, if every entry due
+    /// by then applies (one that would not is passed over).
+    pub fn preview(&self, at: Millis) -> RoomConfig {
+        let mut running = self.clone();
+        for entry in self
+            .schedule
+            .0
+            .iter()
+            .filter(|e| e.pending() && e.at.0 <= at)
+        {
+            if let Ok(next) = ConfigPatch(entry.set.clone()).apply_fields(&running) {
+                running = next;
+            }
+        }
+        running
     }
 }
 
@@ -743,6 +823,16 @@ mod tests {
             FIELDS.len() - 1,
             "all but the write-only user_key"
         );
+    }
+
+    #[test]
+    fn a_schedule_entry_hides_the_fields_the_config_declares_write_only() {
+        let secret: Vec<&str> = FIELDS
+            .iter()
+            .filter(|field| field.input == Input::Secret)
+            .map(|field| field.name)
+            .collect();
+        assert_eq!(secret, super::super::schedule::WRITE_ONLY);
     }
 
     #[test]
@@ -909,5 +999,170 @@ mod tests {
                 .validate()
                 .is_ok()
         );
+    }
+}
+
+#[cfg(test)]
+mod schedule_tests {
+    use super::*;
+    use crate::words::clock::{Millis, Moment};
+    use crate::words::schedule::{MAX_ENTRIES, Schedule};
+    use serde_json::json;
+
+    const T: Millis = 1_800_000_000_000;
+
+    fn at(ms: Millis) -> String {
+        crate::words::clock::rfc3339_ms(ms)
+    }
+
+    fn room() -> RoomConfig {
+        RoomConfig::new("Drop", "/buy")
+    }
+
+    fn with_schedule(entries: Value) -> Result<RoomConfig, ConfigError> {
+        ConfigPatch::from_json(json!({ "schedule": entries }))?.apply_to(&room())
+    }
+
+    #[test]
+    fn entries_are_kept_in_time_order_and_applied_once_each_when_due() {
+        let config = with_schedule(json!([
+            {"at": at(T + 2000), "set": {"admit_per_tick": 50}},
+            {"at": at(T + 1000), "set": {"code_required": true, "admit_per_tick": 5}},
+        ]))
+        .unwrap();
+        assert_eq!(config.schedule.entries()[0].at, Moment(T + 1000));
+        assert_eq!(config.schedule.next_at(), Some(T + 1000));
+        let ok = |_: &RoomConfig, _: &RoomConfig| Ok(());
+        assert!(config.apply_due(T + 999, ok).is_none());
+        let first = config.apply_due(T + 1001, ok).unwrap();
+        assert_eq!(first.admit_per_tick, 5);
+        assert!(first.code_required);
+        assert_eq!(
+            first.schedule.entries()[0].applied_at,
+            Some(Moment(T + 1001))
+        );
+        assert!(first.apply_due(T + 1500, ok).is_none(), "applied once");
+        let both = config.apply_due(T + 5000, ok).unwrap();
+        assert_eq!(both.admit_per_tick, 50, "in order, the later last");
+        assert_eq!(both.schedule.next_at(), None);
+    }
+
+    #[test]
+    fn an_entry_that_no_longer_applies_is_skipped_with_its_error() {
+        let config = with_schedule(json!([
+            {"at": at(T + 1000), "set": {"session_idle_s": 300}},
+        ]))
+        .unwrap();
+        // Since set, an operator lowered the hard limit below it.
+        let lowered = ConfigPatch::from_json(json!({"pass_ttl_s": 120}))
+            .unwrap()
+            .apply_to(&config)
+            .unwrap();
+        let after = lowered.apply_due(T + 1000, |_, _| Ok(())).unwrap();
+        assert_eq!(after.session_idle_s, None);
+        let entry = &after.schedule.entries()[0];
+        assert_eq!(entry.applied_at, None);
+        assert!(
+            entry.error.as_deref().unwrap().contains("pass_ttl_s"),
+            "{entry:?}"
+        );
+        assert_eq!(after.schedule.next_at(), None, "skipped is done");
+    }
+
+    #[test]
+    fn a_schedule_is_refused_naming_the_entry_a_patch_would_refuse() {
+        for (entries, field) in [
+            (
+                json!([{"at": at(T), "set": {"admit_per_tick": 0}}]),
+                "schedule[0].admit_per_tick",
+            ),
+            (
+                json!([{"at": at(T), "set": {"notice": "x"}}, {"at": at(T + 1), "set": {"speed": 1}}]),
+                "schedule[1].speed",
+            ),
+            (
+                json!([{"at": at(T), "set": {"schedule": []}}]),
+                "schedule[0].schedule",
+            ),
+            (
+                json!([{"at": "soon", "set": {"paused": true}}]),
+                "schedule[0]",
+            ),
+            (json!([{"at": at(T), "set": {}}]), "schedule[0]"),
+            (json!({"at": at(T)}), "schedule"),
+            // Each is fine alone; in order the second breaks a rule of the first's config.
+            (
+                json!([{"at": at(T), "set": {"pass_ttl_s": 60}}, {"at": at(T + 1), "set": {"session_idle_s": 120}}]),
+                "schedule[1].session_idle_s",
+            ),
+        ] {
+            let error = with_schedule(entries.clone()).unwrap_err();
+            assert_eq!(error.field, field, "{entries}: {error}");
+        }
+        let many: Vec<Value> = (0..=MAX_ENTRIES as u64)
+            .map(|i| json!({"at": at(T + i), "set": {"paused": false}}))
+            .collect();
+        assert_eq!(
+            with_schedule(Value::Array(many)).unwrap_err().field,
+            "schedule"
+        );
+    }
+
+    #[test]
+    fn a_replaced_list_keeps_what_was_applied_of_equal_entries() {
+        let config = with_schedule(json!([
+            {"at": at(T), "set": {"notice": "Presale"}},
+            {"at": at(T + 10), "set": {"notice": "Sale"}},
+        ]))
+        .unwrap();
+        let applied = config.apply_due(T, |_, _| Ok(())).unwrap();
+        let replaced = ConfigPatch::from_json(json!({"schedule": [
+            {"at": at(T), "set": {"notice": "Presale"}, "applied_at": null},
+            {"at": at(T + 20), "set": {"notice": "Sale"}},
+        ]}))
+        .unwrap()
+        .apply_to(&applied)
+        .unwrap();
+        let entries = replaced.schedule.entries();
+        assert_eq!(entries[0].applied_at, Some(Moment(T)), "the same change");
+        assert_eq!(entries[1].applied_at, None, "another time, another entry");
+        let kept = ConfigPatch::from_json(json!({"paused": true}))
+            .unwrap()
+            .apply_to(&applied)
+            .unwrap();
+        assert_eq!(
+            kept.schedule, applied.schedule,
+            "a PATCH without it keeps it"
+        );
+    }
+
+    #[test]
+    fn write_only_fields_show_as_set_and_are_stored_whole() {
+        let key = "k".repeat(40);
+        let config = with_schedule(json!([
+            {"at": at(T), "set": {"user_key": key, "user_required": true}},
+        ]))
+        .unwrap();
+        let shown = serde_json::to_string(&config.schedule).unwrap();
+        assert!(!shown.contains(&key), "{shown}");
+        assert!(shown.contains(r#""user_key":"set""#), "{shown}");
+        let stored = config.schedule.stored();
+        assert_eq!(Schedule::from_stored(&stored).unwrap(), config.schedule);
+        let applied = config.apply_due(T, |_, _| Ok(())).unwrap();
+        assert_eq!(applied.user_key.unwrap().expose(), key);
+    }
+
+    #[test]
+    fn the_preview_is_the_config_as_the_schedule_makes_it_then() {
+        let config = with_schedule(json!([
+            {"at": at(T), "set": {"admit_per_tick": 5}},
+            {"at": at(T + 60_000), "set": {"admit_per_tick": 50, "notice": "Open to all"}},
+        ]))
+        .unwrap();
+        assert_eq!(config.preview(T - 1).admit_per_tick, config.admit_per_tick);
+        assert_eq!(config.preview(T + 1).admit_per_tick, 5);
+        let later = config.preview(T + 60_000);
+        assert_eq!(later.admit_per_tick, 50);
+        assert_eq!(later.notice.as_deref(), Some("Open to all"));
     }
 }
