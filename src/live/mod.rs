@@ -3,7 +3,8 @@
 //! hub that applies the store's events, each socket's loop (actix-ws), the
 //! promoter that ticks the rooms (resuming the arrivals this node could not
 //! record) and keeps their recent figures for the admin chart (history),
-//! and the tracked tasks they all run in.
+//! the guarded client it calls origins' health checks with (outbound), and
+//! the tracked tasks they all run in.
 
 pub mod arrival_gaps;
 pub mod fanout;
@@ -12,6 +13,7 @@ pub mod history;
 pub mod home;
 pub mod hub;
 pub mod lane;
+pub mod outbound;
 pub mod outlet;
 pub mod positions;
 pub mod promoter;

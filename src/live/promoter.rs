@@ -27,6 +27,7 @@ use tokio_util::time::delay_queue::Key;
 
 use super::history::RoomHistory;
 use super::hub::Hub;
+use super::outbound::{Outbound, OutboundPolicy};
 use super::tasks::Tasks;
 use crate::store::SaleStoreExt;
 use crate::store::{SaleStore, Store, StoreError, StoreExt, Tick, TickReport};
@@ -214,6 +215,8 @@ pub struct Promoter {
     /// What this node last announced of each room's sale, and until when a
     /// room found without a sale is not asked again.
     stock: Arc<Mutex<HashMap<RoomId, StockSeen>>>,
+    /// The guarded client for the origins' health checks (autotune).
+    outbound: Outbound,
 }
 
 #[derive(Clone, Copy)]
@@ -227,12 +230,27 @@ enum StockSeen {
 const NO_SALE_RECHECK: Duration = Duration::from_secs(10);
 
 impl Promoter {
+    /// A promoter whose health checks call public addresses only.
     pub fn new(
         store: Arc<dyn Store>,
         sale: Arc<dyn SaleStore>,
         hub: Arc<Hub>,
         wakeups: Arc<Wakeups>,
         history: Arc<RoomHistory>,
+    ) -> Self {
+        let outbound = Outbound::new(OutboundPolicy::default());
+        Self::with_outbound(store, sale, hub, wakeups, history, outbound)
+    }
+
+    /// [`Promoter::new`], calling origins through `outbound` (start-up's,
+    /// built from `--outbound-allow-networks`).
+    pub fn with_outbound(
+        store: Arc<dyn Store>,
+        sale: Arc<dyn SaleStore>,
+        hub: Arc<Hub>,
+        wakeups: Arc<Wakeups>,
+        history: Arc<RoomHistory>,
+        outbound: Outbound,
     ) -> Self {
         Self {
             store,
@@ -243,7 +261,13 @@ impl Promoter {
             asked: Arc::default(),
             capped: Arc::default(),
             stock: Arc::default(),
+            outbound,
         }
+    }
+
+    /// The client the rooms' health checks go through.
+    pub fn outbound(&self) -> &Outbound {
+        &self.outbound
     }
 
     /// After a tick ran here: what the room's sale has left, told to its

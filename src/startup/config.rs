@@ -6,6 +6,7 @@ use ipnet::IpNet;
 use crate::http::client_address::parse_trusted_proxy;
 use crate::store::redis::RedisOptions;
 use crate::words::join_limit::{DEFAULT_CODE_GUESSES_PER_IP, DEFAULT_IPV6_PREFIX, IPV6_PREFIXES};
+use crate::words::networks::parse_network;
 use crate::words::return_url::PublicUrl;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
@@ -181,6 +182,15 @@ pub struct Settings {
     #[arg(long, env = "WAITROOM_TRUSTED_PROXIES", value_delimiter = ',', value_parser = parse_trusted_proxy)]
     pub trusted_proxies: Vec<IpNet>,
 
+    /// Private or special networks the node may call all the same when it
+    /// checks an origin's health (a room's `autotune.health_url`),
+    /// comma-separated addresses or networks (`10.0.0.0/8,192.0.2.7`).
+    /// Absent, only public addresses are called: never loopback, private,
+    /// link-local (the cloud metadata service), shared or reserved ones,
+    /// whether written in the URL or resolved from its name.
+    #[arg(long, env = "WAITROOM_OUTBOUND_ALLOW_NETWORKS", value_name = "NETWORKS", value_delimiter = ',', value_parser = parse_network)]
+    pub outbound_allow_networks: Vec<IpNet>,
+
     // Forward auth (`/api/gate`, docs/src/proxies/).
     /// The waiting room's public base URL (`https://queue.example`, a path
     /// prefix allowed): `/api/gate`'s redirects to a room's page are built
@@ -341,6 +351,26 @@ mod tests {
             let error = cors_origins(&["--cors-origins", refused]).unwrap_err();
             assert!(error.contains("--cors-origins"), "{refused}: {error}");
         }
+    }
+
+    #[test]
+    fn outbound_allow_networks_are_none_unless_given_and_read_as_networks() {
+        let allowed = |args: &[&str]| {
+            Settings::try_parse_from(["waitroom"].iter().chain(args))
+                .map(|settings| settings.outbound_allow_networks)
+                .map_err(|error| error.to_string())
+        };
+        assert_eq!(allowed(&[]), Ok(vec![]));
+        assert_eq!(
+            allowed(&["--outbound-allow-networks", "127.0.0.0/8,10.0.0.7,fd00::/8"]),
+            Ok(vec![
+                "127.0.0.0/8".parse().unwrap(),
+                "10.0.0.7/32".parse().unwrap(),
+                "fd00::/8".parse().unwrap(),
+            ])
+        );
+        let error = allowed(&["--outbound-allow-networks", "localhost"]).unwrap_err();
+        assert!(error.contains("--outbound-allow-networks"), "{error}");
     }
 
     #[test]

@@ -24,6 +24,7 @@ use crate::http::pages::operator_templates::{OperatorTemplates, TemplatesDirErro
 use crate::http::state::{AdminAccess, AppParts, ClientRules, Live, Ops, ServerSettings};
 use crate::live::history::RoomHistory;
 use crate::live::hub::Hub;
+use crate::live::outbound::{Outbound, OutboundPolicy};
 use crate::live::promoter::{Promoter, Wakeups};
 use crate::live::tasks::Tasks;
 use crate::store::measured::Measured;
@@ -323,7 +324,10 @@ impl Application {
         if let Some(rooms) = &rooms {
             rooms.apply(store.as_ref()).await?;
         }
-        let live = LiveParts::start(&store, &sale, &keys.credentials, &clock);
+        let outbound = Outbound::new(OutboundPolicy {
+            allow_networks: settings.outbound_allow_networks.clone(),
+        });
+        let live = LiveParts::start(&store, &sale, &keys.credentials, &clock, outbound);
         if settings.demo_room {
             start_demo(&settings, &store, &sale, &clock, &live).await?;
         }
@@ -422,8 +426,9 @@ impl Keys {
     }
 }
 
-/// This node's live side: the hub and its sockets, the promoter, and the
-/// tasks that run them.
+/// This node's live side: the hub and its sockets, the promoter (with the
+/// guarded client its health checks call origins through), and the tasks
+/// that run them.
 struct LiveParts {
     tasks: Tasks,
     hub: Arc<Hub>,
@@ -439,17 +444,19 @@ impl LiveParts {
         sale: &Arc<dyn SaleStore>,
         credentials: &Arc<Credentials>,
         clock: &SharedClock,
+        outbound: Outbound,
     ) -> LiveParts {
         let tasks = Tasks::new();
         let hub = Arc::new(Hub::new(store.clone(), credentials.clone()));
         let wakeups = Arc::new(Wakeups::default());
         let history = Arc::new(RoomHistory::new(clock.clone()));
-        let promoter = Promoter::new(
+        let promoter = Promoter::with_outbound(
             store.clone(),
             sale.clone(),
             hub.clone(),
             wakeups.clone(),
             history.clone(),
+            outbound,
         );
         tasks.spawn_service("hub", hub.clone().run(tasks.clone()));
         tasks.spawn_service("promoter", promoter.clone().run(tasks.clone()));

@@ -1,8 +1,8 @@
 //! Words and rules: the vocabulary every other layer speaks (rooms, visitors,
-//! places, events, the sale, the status message, the pages' languages, time, chance and
-//! credentials), the rules that need no store (config validation, ETA,
-//! signing), and the rules every store implements, as a pure model
-//! (`rules`). Nothing here knows actix or Redis.
+//! places, events, the sale, the status message, the pages' languages, time, chance,
+//! credentials, the form of a URL a node is told to call), the rules that need no
+//! store (config validation, ETA, signing), and the rules every store implements,
+//! as a pure model (`rules`). Nothing here knows actix or Redis.
 
 pub mod autotune;
 pub mod chance;
@@ -12,6 +12,7 @@ pub mod config;
 pub mod constants;
 pub mod credentials;
 pub mod draw;
+pub mod health_url;
 pub mod join_limit;
 pub mod language;
 pub mod login_limit;

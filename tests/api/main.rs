@@ -1,7 +1,8 @@
 //! The HTTP API of one node, end to end: the visitor and operator APIs,
 //! the gate, codes, the sale, origin tokens and CORS, HTTP conventions,
-//! the API description, slow readers, the promoter's schedule, and the
-//! metrics with their dashboard and alerts.
+//! the API description, slow readers, the promoter's schedule, the
+//! guarded outbound probe of origins' health, and the metrics with their
+//! dashboard and alerts.
 
 mod api;
 mod codes;
@@ -10,6 +11,7 @@ mod http_conventions;
 mod observability;
 mod openapi;
 mod origin_access;
+mod outbound;
 mod promoter;
 mod report;
 mod sale;

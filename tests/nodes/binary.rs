@@ -125,6 +125,7 @@ fn every_flag_is_documented_with_its_environment_variable() {
         "--join-rate-per-ip",
         "--code-guesses-per-ip",
         "--trusted-proxies",
+        "--outbound-allow-networks",
     ] {
         assert!(help.contains(flag), "{flag} missing from --help");
     }
@@ -139,6 +140,7 @@ fn every_flag_is_documented_with_its_environment_variable() {
         "WAITROOM_JOIN_RATE_PER_IP",
         "WAITROOM_CODE_GUESSES_PER_IP",
         "WAITROOM_TRUSTED_PROXIES",
+        "WAITROOM_OUTBOUND_ALLOW_NETWORKS",
     ] {
         assert!(help.contains(env), "{env} missing from --help");
     }

@@ -7,6 +7,7 @@
 pub mod browser;
 pub mod docs;
 pub mod draw;
+pub mod health_origin;
 pub mod logs;
 pub mod node;
 pub mod origin;
@@ -67,6 +68,7 @@ pub fn test_settings() -> Settings {
         code_guesses_per_ip: DEFAULT_CODE_GUESSES_PER_IP,
         join_rate_ipv6_prefix: DEFAULT_IPV6_PREFIX,
         trusted_proxies: Vec::new(),
+        outbound_allow_networks: Vec::new(),
         drain_s: 5,
         public_url: None,
         rooms: None,

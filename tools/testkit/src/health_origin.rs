@@ -1,0 +1,271 @@
+//! An origin's health endpoint whose answer the test decides: for the
+//! outbound probe's tests (`waitroom::live::outbound`), autotune's, and a
+//! load scenario with an origin that slows down or fails.
+//!
+//! It listens on 127.0.0.1, on a port the kernel picks, and answers every
+//! request (any method, any path) with the status set (200 at first)
+//! after the delay set (none at first), then closes the connection. The
+//! test can also make it redirect (`Location`), send its head and stall
+//! the body, or stop accepting, so that connecting is refused. It keeps
+//! the moment each request arrived.
+//!
+//! A node calls only public addresses unless told otherwise: give the node
+//! `--outbound-allow-networks 127.0.0.0/8` (`Settings::outbound_allow_networks`,
+//! `OutboundPolicy::allow_networks`) to reach this one.
+//!
+//! ```no_run
+//! # async fn example() {
+//! use std::time::Duration;
+//! use waitroom_testkit::health_origin::HealthOrigin;
+//!
+//! let origin = HealthOrigin::start().await;
+//! origin.set_delay(Duration::from_millis(1500)); // a slow origin
+//! origin.set_status(503); // a failing one
+//! origin.refuse().await; // a gone one
+//! let asked = origin.requests().len();
+//! # }
+//! ```
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio::task::{JoinHandle, JoinSet};
+
+/// The longest request head read; a longer one is answered all the same.
+const MAX_HEAD_BYTES: usize = 16 * 1024;
+/// The length a stalled body claims (and never sends).
+const STALLED_BODY_BYTES: usize = 1 << 20;
+
+/// What every request is answered with, from the moment it is set.
+#[derive(Debug, Clone)]
+struct Answer {
+    status: u16,
+    delay: Duration,
+    location: Option<String>,
+    stall_body: bool,
+}
+
+/// What the origin and its connections share.
+struct Shared {
+    answer: Mutex<Answer>,
+    /// When each request's head had arrived, in order.
+    requests: Mutex<Vec<Instant>>,
+    /// Every open connection's task: dropped (so cut) with the origin.
+    connections: Mutex<JoinSet<()>>,
+}
+
+pub struct HealthOrigin {
+    address: SocketAddr,
+    shared: Arc<Shared>,
+    /// The accepting task and what stops it, while it accepts.
+    accepting: Mutex<Option<(oneshot::Sender<()>, JoinHandle<()>)>>,
+}
+
+impl HealthOrigin {
+    /// An origin answering 200 at once, on 127.0.0.1 and a free port.
+    pub async fn start() -> HealthOrigin {
+        Self::start_on("127.0.0.1:0")
+            .await
+            .expect("a port on 127.0.0.1")
+    }
+
+    /// [`HealthOrigin::start`] on another address (`[::1]:0`, say), or
+    /// why it cannot listen there (a machine without IPv6).
+    pub async fn start_on(address: &str) -> std::io::Result<HealthOrigin> {
+        let listener = TcpListener::bind(address).await?;
+        let address = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            answer: Mutex::new(Answer {
+                status: 200,
+                delay: Duration::ZERO,
+                location: None,
+                stall_body: false,
+            }),
+            requests: Mutex::default(),
+            connections: Mutex::default(),
+        });
+        let origin = HealthOrigin {
+            address,
+            shared,
+            accepting: Mutex::default(),
+        };
+        origin.accept_on(listener);
+        Ok(origin)
+    }
+
+    /// Its health URL: `http://127.0.0.1:{port}/health`
+    /// (`http://[::1]:{port}/health` on IPv6's loopback).
+    pub fn url(&self) -> String {
+        self.url_for("/health")
+    }
+
+    /// `path` (starting with `/`) on this origin.
+    pub fn url_for(&self, path: &str) -> String {
+        format!("http://{}{path}", self.address)
+    }
+
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    pub fn port(&self) -> u16 {
+        self.address.port()
+    }
+
+    /// The status of every answer from now on (200 at first).
+    pub fn set_status(&self, status: u16) {
+        self.shared.answer.lock().unwrap().status = status;
+    }
+
+    /// How long each request waits, after its head arrived, before its
+    /// answer's head is sent (none at first).
+    pub fn set_delay(&self, delay: Duration) {
+        self.shared.answer.lock().unwrap().delay = delay;
+    }
+
+    /// A `Location` header on every answer (with a 3xx status, a redirect),
+    /// or none.
+    pub fn set_location(&self, location: Option<&str>) {
+        self.shared.answer.lock().unwrap().location = location.map(str::to_owned);
+    }
+
+    /// Whether answers send their head and then stall: the body they
+    /// announce never comes, and the connection stays open until the
+    /// client closes it.
+    pub fn set_stall_body(&self, stall: bool) {
+        self.shared.answer.lock().unwrap().stall_body = stall;
+    }
+
+    /// Stops accepting and closes the listening socket, so that connecting
+    /// is refused (connections already open are answered as before).
+    /// Returns once the socket is closed.
+    pub async fn refuse(&self) {
+        let accepting = self.accepting.lock().unwrap().take();
+        if let Some((stop, task)) = accepting {
+            let _ = stop.send(());
+            let _ = task.await;
+        }
+    }
+
+    /// After [`HealthOrigin::refuse`], accepts again on the same port.
+    /// Panics if something else took the port in between.
+    pub async fn accept_again(&self) {
+        if self.accepting.lock().unwrap().is_some() {
+            return;
+        }
+        let listener = TcpListener::bind(self.address)
+            .await
+            .unwrap_or_else(|error| {
+                panic!(
+                    "the health origin's port {} was taken: {error}",
+                    self.port()
+                )
+            });
+        self.accept_on(listener);
+    }
+
+    /// When each request arrived (its head read), oldest first.
+    pub fn requests(&self) -> Vec<Instant> {
+        self.shared.requests.lock().unwrap().clone()
+    }
+
+    fn accept_on(&self, listener: TcpListener) {
+        let (stop, mut stopped) = oneshot::channel();
+        let shared = self.shared.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = &mut stopped => break,
+                    accepted = listener.accept() => {
+                        let Ok((stream, _)) = accepted else { continue };
+                        let mut connections = shared.connections.lock().unwrap();
+                        while connections.try_join_next().is_some() {}
+                        connections.spawn(answer(stream, shared.clone()));
+                    }
+                }
+            }
+        });
+        *self.accepting.lock().unwrap() = Some((stop, task));
+    }
+}
+
+impl Drop for HealthOrigin {
+    fn drop(&mut self) {
+        if let Some((_, task)) = self.accepting.get_mut().unwrap().take() {
+            task.abort();
+        }
+        self.shared.connections.lock().unwrap().abort_all();
+    }
+}
+
+/// One connection: one request read, one answer sent, then closed.
+async fn answer(mut stream: TcpStream, shared: Arc<Shared>) {
+    if !read_head(&mut stream).await {
+        return;
+    }
+    shared.requests.lock().unwrap().push(Instant::now());
+    let answer = shared.answer.lock().unwrap().clone();
+    tokio::time::sleep(answer.delay).await;
+    let body = "ok\n";
+    let length = if answer.stall_body {
+        STALLED_BODY_BYTES
+    } else {
+        body.len()
+    };
+    let location = answer
+        .location
+        .map(|to| format!("Location: {to}\r\n"))
+        .unwrap_or_default();
+    let head = format!(
+        "HTTP/1.1 {} {}\r\nContent-Type: text/plain\r\nContent-Length: {length}\r\n\
+         {location}Connection: close\r\n\r\n",
+        answer.status,
+        reason(answer.status),
+    );
+    if stream.write_all(head.as_bytes()).await.is_err() {
+        return;
+    }
+    if answer.stall_body {
+        // Holds the connection until the client lets go.
+        let mut sink = [0; 1024];
+        while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+        return;
+    }
+    let _ = stream.write_all(body.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}
+
+/// Reads up to the end of the request's head; false if the client left
+/// before it ended.
+async fn read_head(stream: &mut TcpStream) -> bool {
+    let mut head = Vec::new();
+    let mut buffer = [0; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_HEAD_BYTES {
+        match stream.read(&mut buffer).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => head.extend_from_slice(&buffer[..n]),
+        }
+    }
+    true
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        204 => "No Content",
+        301 => "Moved Permanently",
+        302 => "Found",
+        307 => "Temporary Redirect",
+        404 => "Not Found",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => "Status",
+    }
+}
