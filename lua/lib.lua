@@ -763,7 +763,7 @@ local function make_room(seed, commitment, config, plan)
   redis.call('HSET', K_ROOM, 'closed', '0', 'life', life, 'created_at', now, 'tokens', cfg.admit_per_tick,
     'last_tick', now, 'last_tick_ran', '', 'achieved_rate', '0', 'version', 0, 'next_seq', 0,
     'admitted_total', 0, 'config_rev', 0, 'turned_away', 0, 'no_shows', 0, 'peak_waiting', 0,
-    'tune_effective', cfg.admit_per_tick, 'tune_since', now, 'schedule_held', cfg.paused and '1' or '0')
+    'tune_effective', cfg.admit_per_tick, 'tune_since', 0, 'schedule_held', cfg.paused and '1' or '0')
   write_schedule(plan)
   ledger().start(life, now)
   return now
@@ -772,7 +772,7 @@ end
 -- Autotune's rate after a change of the config from `before` to `after`
 -- (as words::autotune's Tuning::configured): a new admit_per_tick (or
 -- autotune newly set) starts it there, within autotune's bounds.
-local function retune(room, before, after, now)
+local function retune(room, before, after)
   local tune = after.autotune
   if not tune then
     redis.call('HSET', K_ROOM, 'tune_effective', after.admit_per_tick, 'tune_last', '')
@@ -781,7 +781,7 @@ local function retune(room, before, after, now)
   local effective = tonumber(room.tune_effective or '') or after.admit_per_tick
   if before.admit_per_tick ~= after.admit_per_tick or not before.autotune then
     effective = after.admit_per_tick
-    redis.call('HSET', K_ROOM, 'tune_since', now)
+    redis.call('HSET', K_ROOM, 'tune_since', room.tune_recorded or 0)
   end
   local max = tune.max_per_tick
   if max == cjson.null then max = after.admit_per_tick end
@@ -801,7 +801,7 @@ local function reconfigure(seed, commitment, config, plan)
   redis.call('HSET', K_ROOM, 'config', config)
   write_schedule(plan)
   local room = load_room()
-  retune(before, before.cfg, room.cfg, now_ms())
+  retune(before, before.cfg, room.cfg)
   room.tune_effective = redis.call('HGET', K_ROOM, 'tune_effective')
   if pace(room.cfg) ~= pace_before then
     -- ETAs use the configured rate for a window (see rate()).

@@ -88,8 +88,8 @@ if due then last_tick = last_tick + math.floor((now - last_tick) / tick_ms) * ti
 
 -- Autotune, as words::autotune's Tuning (take_probe, then decide): a due
 -- tick hands its node the room's health probe (one a second at most,
--- whichever nodes tick) and decides the rate from the samples kept since
--- the last change, in this one step, so every node decides alike (design
+-- whichever nodes tick) and decides the rate from the samples recorded
+-- since the last change (by their count, tune_recorded), in this one step, so every node decides alike (design
 -- rule 15). Returns the probe (what the node GETs, and its timeout: as
 -- Autotune::check) or nil, and 'down' or 'up' on a change.
 local function autotune(tune, line)
@@ -109,11 +109,12 @@ local function autotune(tune, line)
     return settle(nil)
   end
   local since = tonumber(room.tune_since or '') or 0
+  local recorded = tonumber(room.tune_recorded or '') or 0
   local target = tune.latency_target_ms
   local latencies, failures, healthy = {}, {}, true
   for _, text in ipairs(redis.call('LRANGE', TUNE_KEYS.samples, 0, -1)) do
-    local at, latency, failure = string.match(text, '^(%d+) (%d+) (%S+)$')
-    if tonumber(at) > since then
+    local seq, latency, failure = string.match(text, '^(%d+) (%d+) (%S+)$')
+    if tonumber(seq) > since then
       latency = tonumber(latency)
       table.insert(latencies, latency)
       if failure ~= NO_FAILURE then table.insert(failures, failure) end
@@ -159,7 +160,7 @@ local function autotune(tune, line)
   end
   if to == effective then
     -- Unhealthy at the floor: the samples so far are spent (as a cut's).
-    if decision.state == TUNE_CUT then redis.call('HSET', K_ROOM, 'tune_since', now) end
+    if decision.state == TUNE_CUT then redis.call('HSET', K_ROOM, 'tune_since', recorded) end
     if decision.state ~= TUNE_HELD then
       decision.reason = string.format('%s (at %s %d)', decision.reason,
         to == min and 'min_per_tick' or 'max_per_tick', to)
@@ -169,7 +170,7 @@ local function autotune(tune, line)
   end
   redis.call('RPUSH', TUNE_KEYS.changes, cjson.encode({ at = now, from = effective, to = to, reason = decision.reason }))
   redis.call('LTRIM', TUNE_KEYS.changes, -CHANGES_KEPT, -1)
-  redis.call('HSET', K_ROOM, 'tune_effective', to, 'tune_since', now)
+  redis.call('HSET', K_ROOM, 'tune_effective', to, 'tune_since', recorded)
   room.tune_effective = tostring(to)
   if to < effective then return settle(TUNED_DOWN) end
   return settle(TUNED_UP)

@@ -27,11 +27,13 @@ use tokio_util::time::delay_queue::Key;
 
 use super::history::RoomHistory;
 use super::hub::Hub;
-use super::outbound::{Outbound, OutboundPolicy};
+use super::outbound::{Outbound, OutboundPolicy, ProbeOutcome};
 use super::tasks::Tasks;
 use crate::store::SaleStoreExt;
 use crate::store::{SaleStore, Store, StoreError, StoreExt, Tick, TickReport};
+use crate::words::autotune::{Failure, HealthCheck};
 use crate::words::constants::SWEEP_AGAIN_MS;
+use crate::words::op::RecordSample;
 use crate::words::sale::{SaleError, Stock};
 use crate::words::{RoomEvent, RoomId, StoreEvent};
 
@@ -307,6 +309,32 @@ impl Promoter {
         }
     }
 
+    /// Takes the room's health sample that a tick handed this node
+    /// (autotune: `TickReport::probe`) and records it in the store, where
+    /// every node's next tick decides from it. Through the guarded client
+    /// (`super::outbound`): a `health_url` that leads somewhere it may not
+    /// is a failed sample, like one that does not answer.
+    async fn take_sample(self, room: RoomId, check: HealthCheck) {
+        let probe = self
+            .outbound
+            .probe(&check.url, Duration::from_millis(check.timeout_ms))
+            .await;
+        let failure = match probe.outcome {
+            ProbeOutcome::Status(status) if status < 400 => None,
+            ProbeOutcome::Status(status) => Some(Failure::Status(status)),
+            ProbeOutcome::Timeout => Some(Failure::Timeout),
+            ProbeOutcome::Failed => Some(Failure::Failed),
+        };
+        let sample = RecordSample {
+            room: room.clone(),
+            latency_ms: probe.latency_ms,
+            failure,
+        };
+        if let Err(error) = self.store.run(sample).await {
+            tracing::warn!(%room, %error, "could not record the origin's health sample");
+        }
+    }
+
     /// How many times this node has asked the store for a tick: the cost
     /// the promoter puts on the store.
     pub fn ticks_asked(&self) -> u64 {
@@ -314,14 +342,20 @@ impl Promoter {
     }
 
     /// Asks every room for its tick now, whatever its schedule (tests and
-    /// embedders drive a clock and then call this).
+    /// embedders drive a clock and then call this), and takes the health
+    /// samples the ticks hand out before it returns.
     pub async fn tick_all(&self) -> Result<Vec<(RoomId, TickReport)>, StoreError> {
         let mut reports = Vec::new();
         for room in self.store.room_ids().await? {
             match self.tick(&room).await {
                 Ok(Tick {
                     ran: Some(report), ..
-                }) => reports.push((room, report)),
+                }) => {
+                    if let Some(check) = report.probe.clone() {
+                        self.clone().take_sample(room.clone(), check).await;
+                    }
+                    reports.push((room, report));
+                }
                 Ok(_) | Err(StoreError::RoomNotFound(_) | StoreError::RoomClosed(_)) => {}
                 Err(error) => return Err(error),
             }
@@ -524,6 +558,10 @@ impl Promoter {
                     match self.tick(&room).await {
                         Ok(tick) => {
                             schedule.answered(&room, asked, &tick);
+                            // Taken aside: a slow origin never holds up the ticks.
+                            if let Some(check) = tick.ran.as_ref().and_then(|ran| ran.probe.clone()) {
+                                tasks.spawn_job(self.clone().take_sample(room.clone(), check));
+                            }
                             if failing {
                                 failing = false;
                                 tracing::info!("ticks are running again");

@@ -72,7 +72,8 @@ impl Autotune {
     /// What is wrong with it, for a room admitting `admit_per_tick`: the
     /// field at fault (`autotune.min_per_tick`) and why.
     pub fn validate(&self, admit_per_tick: u32) -> Result<(), (&'static str, String)> {
-        check_health_url(&self.health_url).map_err(|why| ("autotune.health_url", why))?;
+        super::health_url::check(&self.health_url)
+            .map_err(|why| ("autotune.health_url", format!("autotune.{why}")))?;
         if !(10..=60_000).contains(&self.latency_target_ms) {
             return Err((
                 "autotune.latency_target_ms",
@@ -104,24 +105,6 @@ impl Autotune {
     }
 }
 
-/// A health URL as a room's config may name it: http or https, a host, no
-/// user info (a password in a config shown to every operator), at most
-/// 2048 characters. Where it may lead is checked when it is called
-/// (design rule 17).
-pub fn check_health_url(url: &str) -> Result<(), String> {
-    const WHAT: &str =
-        "autotune.health_url must be an absolute http(s) URL with a host and no user info";
-    if url.len() > 2048 || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(WHAT.into());
-    }
-    let parsed = url::Url::parse(url).map_err(|_| WHAT.to_string())?;
-    let fine = matches!(parsed.scheme(), "http" | "https")
-        && parsed.host_str().is_some_and(|h| !h.is_empty())
-        && parsed.username().is_empty()
-        && parsed.password().is_none();
-    if fine { Ok(()) } else { Err(WHAT.into()) }
-}
-
 /// A health sample a tick hands to its node to take: what to GET, and
 /// when it counts as failed (`timeout`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,8 +125,11 @@ impl Autotune {
 /// One GET of the health URL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sample {
-    /// When the store recorded it.
-    pub at: Millis,
+    /// The room's count of samples once it was recorded: a decision reads
+    /// those recorded after the last change's count (counts, not times,
+    /// so that a sample recorded in the very millisecond of a change is
+    /// neither lost nor read twice).
+    pub seq: u64,
     /// From the request to its status, or to its failure.
     pub latency_ms: u64,
     /// `None`: answered 2xx or 3xx within the timeout.
@@ -185,12 +171,12 @@ impl Sample {
         let failure = self
             .failure
             .map_or_else(|| NO_FAILURE.to_string(), Failure::name);
-        format!("{} {} {failure}", self.at, self.latency_ms)
+        format!("{} {} {failure}", self.seq, self.latency_ms)
     }
 
     pub fn from_stored(text: &str) -> Option<Self> {
         let mut parts = text.split(' ');
-        let at = parts.next()?.parse().ok()?;
+        let seq = parts.next()?.parse().ok()?;
         let latency_ms = parts.next()?.parse().ok()?;
         let failure = match parts.next()? {
             NO_FAILURE => None,
@@ -199,7 +185,7 @@ impl Sample {
             status => Some(Failure::Status(status.parse().ok()?)),
         };
         Some(Self {
-            at,
+            seq,
             latency_ms,
             failure,
         })
@@ -239,8 +225,10 @@ pub struct Change {
 pub struct Tuning {
     /// The rate autotune set (`dry_run`: the rate it would have set).
     pub effective: u32,
-    /// The samples the next decision reads are those recorded after this.
-    pub since: Millis,
+    /// Samples recorded ever (the last one's `seq`).
+    pub recorded: u64,
+    /// The samples the next decision reads are those after this count.
+    pub since: u64,
     /// The last decision.
     pub last: Decision,
     /// When a probe was last handed out (at most one a second).
@@ -302,10 +290,9 @@ impl Direction {
 
 impl Tuning {
     /// A room's tuning starting at `admit_per_tick`.
-    pub fn new(admit_per_tick: u32, now: Millis) -> Self {
+    pub fn new(admit_per_tick: u32) -> Self {
         Self {
             effective: admit_per_tick,
-            since: now,
             ..Self::default()
         }
     }
@@ -324,12 +311,11 @@ impl Tuning {
         &mut self,
         before: (Option<&Autotune>, u32),
         after: (Option<&Autotune>, u32),
-        now: Millis,
     ) {
         let (tune, admit_per_tick) = after;
         if before.1 != admit_per_tick || before.0.is_none() {
             self.effective = admit_per_tick;
-            self.since = now;
+            self.since = self.recorded;
         }
         if let Some(tune) = tune {
             self.effective = self
@@ -342,11 +328,16 @@ impl Tuning {
     }
 
     /// Records a sample, keeping the last [`SAMPLES_KEPT`].
-    pub fn record(&mut self, sample: Sample) {
+    pub fn record(&mut self, latency_ms: u64, failure: Option<Failure>) {
         if self.samples.len() == SAMPLES_KEPT {
             self.samples.pop_front();
         }
-        self.samples.push_back(sample);
+        self.recorded += 1;
+        self.samples.push_back(Sample {
+            seq: self.recorded,
+            latency_ms,
+            failure,
+        });
     }
 
     /// Whether the tick that ran at `now` may hand out a probe (and marks
@@ -382,7 +373,7 @@ impl Tuning {
             };
             return None;
         }
-        let since: Vec<&Sample> = self.samples.iter().filter(|s| s.at > self.since).collect();
+        let since: Vec<&Sample> = self.samples.iter().filter(|s| s.seq > self.since).collect();
         let (min, max) = (tune.min_per_tick, tune.max(admit_per_tick));
         let count = since.len() as u64;
         let mut decision = Decision {
@@ -436,7 +427,7 @@ impl Tuning {
             if decision.state == TuneState::Cut {
                 // Unhealthy at the floor: the samples so far are spent, so
                 // that a recovery raises after 3 healthy ones, as after a cut.
-                self.since = now;
+                self.since = self.recorded;
             }
             if decision.state != TuneState::Held {
                 decision.reason = format!(
@@ -463,7 +454,7 @@ impl Tuning {
             reason: decision.reason.clone(),
         });
         self.effective = to;
-        self.since = now;
+        self.since = self.recorded;
         self.last = decision;
         Some(if to < from {
             Direction::Down
@@ -496,26 +487,18 @@ mod tests {
         }
     }
 
-    fn sample(at: Millis, latency_ms: u64, failure: Option<Failure>) -> Sample {
-        Sample {
-            at,
-            latency_ms,
-            failure,
-        }
-    }
-
     #[test]
     fn a_slow_origin_cuts_to_seventy_percent_down_to_the_floor() {
         let tune = tune();
-        let mut tuning = Tuning::new(20, 0);
-        tuning.record(sample(1_000, 2_310, None));
+        let mut tuning = Tuning::new(20);
+        tuning.record(2_310, None);
         assert_eq!(tuning.decide(&tune, 20, true, 1_500), Some(Direction::Down));
         assert_eq!(tuning.effective, 14);
         assert_eq!(tuning.last.reason, "p95 2310 ms > 1000 ms");
         assert_eq!(tuning.decide(&tune, 20, true, 2_000), None, "no new sample");
         assert_eq!(tuning.last.state, TuneState::Held);
         for at in 0..10 {
-            tuning.record(sample(3_000 + at * 1000, 5_000, None));
+            tuning.record(5_000, None);
             tuning.decide(&tune, 20, true, 3_500 + at * 1000);
         }
         assert_eq!(tuning.effective, 2, "never below min_per_tick");
@@ -525,10 +508,10 @@ mod tests {
     #[test]
     fn failures_cut_named_only_by_kind_or_status() {
         let tune = tune();
-        let mut tuning = Tuning::new(10, 0);
-        tuning.record(sample(1, 10, Some(Failure::Status(503))));
-        tuning.record(sample(2, 2_000, Some(Failure::Timeout)));
-        tuning.record(sample(3, 5, None));
+        let mut tuning = Tuning::new(10);
+        tuning.record(10, Some(Failure::Status(503)));
+        tuning.record(2_000, Some(Failure::Timeout));
+        tuning.record(5, None);
         assert_eq!(tuning.decide(&tune, 10, true, 4), Some(Direction::Down));
         assert_eq!(tuning.last.reason, "errors 67% > 5% (503, timeout)");
         assert_eq!(tuning.effective, 7);
@@ -540,19 +523,19 @@ mod tests {
             max_per_tick: Some(30),
             ..tune()
         };
-        let mut tuning = Tuning::new(10, 0);
-        tuning.record(sample(1, 100, None));
-        tuning.record(sample(2, 100, None));
+        let mut tuning = Tuning::new(10);
+        tuning.record(100, None);
+        tuning.record(100, None);
         assert_eq!(
             tuning.decide(&tune, 10, true, 3),
             None,
             "two are not enough"
         );
-        tuning.record(sample(4, 100, None));
+        tuning.record(100, None);
         assert_eq!(tuning.decide(&tune, 10, true, 5), Some(Direction::Up));
         assert_eq!(tuning.effective, 13);
         for at in 0..30 {
-            tuning.record(sample(10 + at, 100, None));
+            tuning.record(100, None);
             tuning.decide(&tune, 10, true, 10 + at);
         }
         assert_eq!(tuning.effective, 30, "never above max_per_tick");
@@ -561,11 +544,11 @@ mod tests {
     #[test]
     fn nobody_waiting_is_idle_and_the_rate_follows_admit_per_tick() {
         let tune = tune();
-        let mut tuning = Tuning::new(10, 0);
+        let mut tuning = Tuning::new(10);
         assert_eq!(tuning.decide(&tune, 10, false, 5), None);
         assert_eq!(tuning.last.state, TuneState::Idle);
         tuning.effective = 4;
-        tuning.configured((Some(&tune), 10), (Some(&tune), 40), 6);
+        tuning.configured((Some(&tune), 10), (Some(&tune), 40));
         assert_eq!(tuning.effective, 40, "a new admit_per_tick is the rate");
         let dry = Autotune {
             dry_run: true,
@@ -578,28 +561,11 @@ mod tests {
 
     #[test]
     fn probes_are_handed_out_once_a_second_and_only_to_a_line() {
-        let mut tuning = Tuning::new(10, 0);
+        let mut tuning = Tuning::new(10);
         assert!(!tuning.take_probe(false, 0));
         assert!(tuning.take_probe(true, 100));
         assert!(!tuning.take_probe(true, 1_099));
         assert!(tuning.take_probe(true, 1_100));
-    }
-
-    #[test]
-    fn health_urls_are_http_with_a_host_and_no_user_info() {
-        for good in ["https://shop.example/health", "http://10.0.0.5:8080/h?x=1"] {
-            assert!(check_health_url(good).is_ok(), "{good}");
-        }
-        for bad in [
-            "ftp://shop.example/",
-            "https://user:pw@shop.example/",
-            "https://user@shop.example/",
-            "/health",
-            "https://",
-            "https://a b/",
-        ] {
-            assert!(check_health_url(bad).is_err(), "{bad}");
-        }
     }
 
     #[test]
@@ -610,7 +576,11 @@ mod tests {
             Some(Failure::Timeout),
             Some(Failure::Status(503)),
         ] {
-            let s = sample(17, 250, failure);
+            let s = Sample {
+                seq: 17,
+                latency_ms: 250,
+                failure,
+            };
             assert_eq!(Sample::from_stored(&s.stored()), Some(s));
         }
     }

@@ -5,6 +5,7 @@
 //! dashboard and alerts.
 
 mod api;
+mod autotune;
 mod codes;
 mod gate;
 mod http_conventions;

@@ -702,8 +702,8 @@ impl Handle<RecordSample> for MemoryStore {
             failure,
         }: RecordSample,
     ) -> Result<(), StoreError> {
-        self.with_open_room(&id, "record_sample", |room, now| {
-            room.record_sample(latency_ms, failure, now)
+        self.with_open_room(&id, "record_sample", |room, _| {
+            room.record_sample(latency_ms, failure)
         })
     }
 }

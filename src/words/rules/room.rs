@@ -14,7 +14,7 @@ use super::draw_line::DrawLine;
 use super::line::{Line, Spot};
 use super::pace::Pace;
 use super::passes::{Passes, Resumed, renewed_lapse};
-use crate::words::autotune::{AutotuneStats, Failure, Sample, Tuning};
+use crate::words::autotune::{AutotuneStats, Failure, Tuning};
 use crate::words::chance::{Dice, PickSeed};
 use crate::words::clock::Millis;
 use crate::words::clock::Moment;
@@ -126,16 +126,16 @@ impl RoomModel {
             groups_of: HashMap::new(),
             ledger: Ledger::new(now),
             schedule_held: false,
-            tuning: Tuning::new(0, now),
+            tuning: Tuning::new(0),
         }
-        .started(now)
+        .started()
     }
 
     /// A new room's own: autotune's rate starts at the room's, and a room
     /// made paused holds its schedule, as an operator's pause does.
-    fn started(mut self, now: Millis) -> Self {
+    fn started(mut self) -> Self {
         self.schedule_held = self.config.paused;
-        self.tuning = Tuning::new(self.config.admit_per_tick, now);
+        self.tuning = Tuning::new(self.config.admit_per_tick);
         self
     }
 
@@ -334,7 +334,6 @@ impl RoomModel {
         self.tuning.configured(
             (self.config.autotune.as_ref(), self.config.admit_per_tick),
             (config.autotune.as_ref(), config.admit_per_tick),
-            now,
         );
         let per_tick = self
             .tuning
@@ -382,13 +381,9 @@ impl RoomModel {
     }
 
     /// Keeps a health sample a node took for the room (`op::RecordSample`).
-    pub fn record_sample(&mut self, latency_ms: u64, failure: Option<Failure>, now: Millis) {
+    pub fn record_sample(&mut self, latency_ms: u64, failure: Option<Failure>) {
         if self.config.autotune.is_some() {
-            self.tuning.record(Sample {
-                at: now,
-                latency_ms,
-                failure,
-            });
+            self.tuning.record(latency_ms, failure);
         }
     }
 

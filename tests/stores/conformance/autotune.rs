@@ -27,9 +27,9 @@ async fn tuned_room(h: &Harness, per_tick: u32, tune: &str) -> RoomId {
     room
 }
 
-/// A sample, recorded 1 ms after the tick that handed out its probe.
+/// A sample, recorded in the millisecond of the tick that handed out its
+/// probe (as a driven clock has it): it counts for the next decision.
 async fn sample(h: &Harness, room: &RoomId, latency_ms: u64, failure: Option<Failure>) {
-    h.clock.advance_ms(1);
     h.store
         .run(RecordSample {
             room: room.clone(),
