@@ -163,7 +163,7 @@ local function autotune(tune, line)
     if decision.state == TUNE_CUT then redis.call('HSET', K_ROOM, 'tune_since', recorded) end
     if decision.state ~= TUNE_HELD then
       decision.reason = string.format('%s (at %s %d)', decision.reason,
-        to == min and 'min_per_tick' or 'max_per_tick', to)
+        decision.state == TUNE_CUT and 'min_per_tick' or 'max_per_tick', to)
       decision.state = TUNE_HELD
     end
     return settle(nil)

@@ -433,7 +433,7 @@ impl Tuning {
                 decision.reason = format!(
                     "{} (at {} {to})",
                     decision.reason,
-                    if to == min {
+                    if decision.state == TuneState::Cut {
                         "min_per_tick"
                     } else {
                         "max_per_tick"

@@ -1782,3 +1782,103 @@ async fn renewals_and_lapses_raced_over_three_nodes_never_pass_the_cap() {
         "{refused} refused, {came_back} came back in time"
     );
 }
+
+/// The room's config revision as Redis holds it: one more per config write.
+async fn config_rev(redis: &RedisServer, room: &str) -> u64 {
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let rev: String = redis::cmd("HGET")
+        .arg(format!("wr:{{{room}}}:room"))
+        .arg("config_rev")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    rev.parse().unwrap()
+}
+
+/// Design rule 15: three nodes meeting a schedule entry at once (their
+/// ticks and joins in the same millisecond) apply it once: one write of
+/// the config, one `applied_at`, and every node's next join sees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_schedule_entry_applies_once_however_many_nodes_meet_it() {
+    let nodes = Nodes::start(3).await;
+    let at = support::START_MS + 10_000;
+    nodes.apps[0]
+        .create_room(
+            "drop",
+            json!({"tick_ms": 1000, "abandon_after_s": 86400, "schedule": [
+                {"at": waitroom::words::clock::rfc3339_ms(at), "set": {"code_required": true, "admit_per_tick": 7}},
+            ]}),
+        )
+        .await;
+    for app in &nodes.apps {
+        app.join_api("drop").await;
+    }
+    let before = config_rev(&nodes.redis, "drop").await;
+    nodes.clock.advance_ms(at - nodes.clock.now_ms());
+    // Every node ticks and joins at once.
+    let joins = nodes.apps.iter().map(|app| async move {
+        app.http
+            .post(app.url("/api/rooms/drop/join"))
+            .send()
+            .await
+            .unwrap()
+            .status()
+    });
+    let (statuses, ()) = tokio::join!(join_all(joins), async {
+        join_all(nodes.apps.iter().map(|app| app.promote())).await;
+    });
+    assert!(
+        statuses.iter().all(|status| status.as_u16() == 403),
+        "every node's join saw the entry: {statuses:?}"
+    );
+    assert_eq!(
+        config_rev(&nodes.redis, "drop").await,
+        before + 1,
+        "one write of the config"
+    );
+    for app in &nodes.apps {
+        let room = app
+            .admin(Method::GET, "/api/admin/rooms/drop")
+            .fetch_json()
+            .await;
+        assert_eq!(room["admit_per_tick"], 7);
+        assert_eq!(room["schedule"][0]["error"], Value::Null);
+        assert_eq!(
+            room["schedule"][0]["applied_at"],
+            json!(waitroom::words::clock::rfc3339(at))
+        );
+    }
+}
+
+/// Autotune's health checks: three nodes ticking a room every 100 ms for
+/// five seconds ask its health URL at most once a second in all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_nodes_ask_the_health_url_at_most_once_a_second_in_all() {
+    let mut settings = test_settings();
+    settings.outbound_allow_networks = vec!["127.0.0.0/8".parse().unwrap()];
+    let nodes = Nodes::start_with(RedisServer::start(), 3, settings).await;
+    let origin = support::health_origin::HealthOrigin::start().await;
+    nodes.apps[0]
+        .create_room(
+            "drop",
+            json!({"tick_ms": 100, "admit_per_tick": 1, "abandon_after_s": 86400,
+                "autotune": {"health_url": origin.url()}}),
+        )
+        .await;
+    for _ in 0..100 {
+        nodes.apps[0].join_api("drop").await;
+    }
+    for _ in 0..50 {
+        nodes.step(100).await;
+    }
+    let asked = origin.requests().len();
+    assert!(
+        (4..=5).contains(&asked),
+        "5 s of ticks on three nodes asked {asked} times"
+    );
+    let stats = nodes.stats("drop").await;
+    assert_eq!(stats["autotune"]["samples"], asked, "every sample recorded");
+    let reason = stats["autotune"]["reason"].as_str().unwrap();
+    assert!(reason.ends_with("(at max_per_tick 1)"), "{reason}");
+}
