@@ -702,7 +702,9 @@ local function ledger()
       'no_shows', room.no_shows or 0, 'sessions_lapsed', room.sessions_lapsed or 0, 'peak_waiting', room.peak_waiting or 0,
       'draw_seed', room.draw_seed or '', 'draw_commitment', room.draw_commitment or '',
       'entrants', redis.call('ZCARD', K_ENTRIES) + redis.call('ZCARD', K_PENTRIES),
-      'priority_entrants', redis.call('ZCARD', K_PENTRIES), 'opened', opened(room, now) and '1' or '0')
+      'priority_entrants', redis.call('ZCARD', K_PENTRIES), 'opened', opened(room, now) and '1' or '0',
+      'tune_effective', per_tick(room),
+      'tune_changes', table.concat(redis.call('LRANGE', TUNE_KEYS.changes, 0, -1), '\n'))
     for _, name in ipairs({ LEDGER_KEY, MINUTES_KEY, HOURS_KEY }) do
       redis.call('PEXPIRE', ledger.key(room, name), keep_ms)
     end

@@ -38,5 +38,6 @@ if current then
   out.priority_entrants = redis.call('ZCARD', K_PENTRIES)
   room.cfg = nil
   out.room = room
+  out.tune_changes = table.concat(redis.call('LRANGE', TUNE_KEYS.changes, 0, -1), '\n')
 end
 return cjson.encode(out)

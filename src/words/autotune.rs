@@ -259,6 +259,14 @@ pub struct AutotuneStats {
     pub changes: Vec<Change>,
 }
 
+/// Autotune in a room's report: the rate it ended at, and every change
+/// kept (the last [`CHANGES_KEPT`]), with its reason.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct AutotuneReport {
+    pub admit_per_tick_effective: u32,
+    pub changes: Vec<Change>,
+}
+
 /// Changes shown in stats (the report has every change kept).
 pub const CHANGES_SHOWN: usize = 20;
 

@@ -11,6 +11,7 @@
 //! one of these. Rows roll at the ticks that run, so the stores agree on
 //! them too (`tests/stores/differential.rs`).
 
+use super::autotune::AutotuneReport;
 use std::collections::{BTreeMap, VecDeque};
 
 use serde::Serialize;
@@ -443,6 +444,7 @@ impl Ledger {
             peak_joins_per_minute,
             sale: facts.sale,
             draw: facts.draw,
+            autotune: facts.autotune,
             minutes: rows.iter().map(Minute::of).collect(),
         }
     }
@@ -477,6 +479,8 @@ pub struct ReportFacts {
     /// A closed room's sale, as it was at the close (an open room's is
     /// read with its report).
     pub sale: Option<serde_json::Value>,
+    /// The room's autotune, if it has one.
+    pub autotune: Option<AutotuneReport>,
 }
 
 /// A room's report (api.md, "After the drop: the report").
@@ -497,6 +501,9 @@ pub struct Report {
     #[schema(value_type = Option<Object>)]
     pub sale: Option<serde_json::Value>,
     pub draw: Option<DrawInfo>,
+    /// The rate autotune ended at and its changes, each with its reason;
+    /// null without autotune.
+    pub autotune: Option<AutotuneReport>,
     pub minutes: Vec<Minute>,
 }
 

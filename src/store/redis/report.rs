@@ -3,6 +3,8 @@
 //! `words::report::Ledger` of it, whose report is the one the memory store
 //! makes of its own.
 
+use super::replies::WireChange;
+use crate::words::autotune::AutotuneReport;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use serde::Deserialize;
@@ -41,6 +43,10 @@ struct WireReport {
     priority_entrants: u64,
     #[serde(default)]
     now: Millis,
+    /// An open room's autotune changes (JSON each, a line each); a closed
+    /// room's ledger holds its copy.
+    #[serde(default)]
+    tune_changes: Option<String>,
 }
 
 impl WireReport {
@@ -144,6 +150,30 @@ impl WireReport {
             sale: l
                 .get("sale")
                 .and_then(|sale| serde_json::from_str(sale).ok()),
+            autotune: config.autotune.as_ref().map(|tune| {
+                let effective = own
+                    .get("tune_effective")
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(config.admit_per_tick);
+                let changes = self
+                    .tune_changes
+                    .as_ref()
+                    .or_else(|| l.get("tune_changes"))
+                    .map(String::as_str)
+                    .unwrap_or_default();
+                AutotuneReport {
+                    admit_per_tick_effective: if tune.dry_run {
+                        config.admit_per_tick
+                    } else {
+                        effective
+                    },
+                    changes: changes
+                        .lines()
+                        .filter_map(|json| serde_json::from_str::<WireChange>(json).ok())
+                        .map(WireChange::into_change)
+                        .collect(),
+                }
+            }),
         };
         Some((ledger, facts))
     }

@@ -14,7 +14,7 @@ use super::draw_line::DrawLine;
 use super::line::{Line, Spot};
 use super::pace::Pace;
 use super::passes::{Passes, Resumed, renewed_lapse};
-use crate::words::autotune::{AutotuneStats, Failure, Tuning};
+use crate::words::autotune::{AutotuneReport, AutotuneStats, Failure, Tuning};
 use crate::words::chance::{Dice, PickSeed};
 use crate::words::clock::Millis;
 use crate::words::clock::Moment;
@@ -1223,6 +1223,10 @@ impl RoomModel {
             closed_at: None,
             draw: self.draw_info(now),
             sale: None,
+            autotune: self.config.autotune.as_ref().map(|_| AutotuneReport {
+                admit_per_tick_effective: self.per_tick(),
+                changes: self.tuning.changes.iter().cloned().collect(),
+            }),
         }
     }
 

@@ -160,3 +160,40 @@ pub async fn probes_go_to_a_line_at_most_once_a_second(h: &Harness) {
     }
     assert_eq!(probes, 3, "three seconds of ticks, one probe a second");
 }
+
+pub async fn the_report_keeps_the_rate_and_its_changes_after_the_close(h: &Harness) {
+    let room = tuned_room(h, 10, r#""min_per_tick": 2"#).await;
+    tick(h, &room).await;
+    sample(h, &room, 2_000, None).await;
+    tick(h, &room).await;
+    sample(h, &room, 3, Some(Failure::Failed)).await;
+    tick(h, &room).await;
+    let report = |h: &Harness| {
+        let room = room.clone();
+        let store = h.store.clone();
+        async move {
+            store
+                .run(waitroom::words::op::ReadReport {
+                    room,
+                    created_at: None,
+                })
+                .await
+                .unwrap()
+                .autotune
+                .expect("the room has autotune")
+        }
+    };
+    let open = report(h).await;
+    assert_eq!(open.admit_per_tick_effective, 4);
+    let moves: Vec<(u32, u32)> = open.changes.iter().map(|c| (c.from, c.to)).collect();
+    assert_eq!(moves, [(10, 7), (7, 4)]);
+    assert_eq!(open.changes[1].reason, "errors 100% > 5% (failed)");
+    h.store
+        .run(waitroom::words::op::CloseRoom {
+            room: room.clone(),
+            sale: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(report(h).await, open, "kept with the closed room's report");
+}

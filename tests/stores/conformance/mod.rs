@@ -202,6 +202,7 @@ macro_rules! conformance_suite {
             the_rate_never_leaves_its_bounds_and_follows_admit_per_tick,
             a_dry_run_says_what_it_would_do_and_never_changes_the_rate,
             probes_go_to_a_line_at_most_once_a_second,
+            the_report_keeps_the_rate_and_its_changes_after_the_close,
         );
         $crate::conformance_suite!(@rooms_file $make;
             a_table_creates_its_room_and_then_changes_nothing,
