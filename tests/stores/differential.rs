@@ -33,12 +33,15 @@ use serde_json::json;
 use waitroom::store::memory::MemoryStore;
 use waitroom::store::redis::RedisStore;
 use waitroom::store::{RoomFigures, SaleStore, SaleStoreExt, Store, StoreExt, Tick};
+use waitroom::words::autotune::{Autotune, Failure};
 use waitroom::words::chance::SeededChance;
-use waitroom::words::clock::{Clock, ManualClock, Moment};
+use waitroom::words::clock::{Clock, ManualClock, Moment, rfc3339_ms};
 use waitroom::words::op::{self, Answer, Op, SaleAnswer, SaleOp};
 use waitroom::words::operations::JoinOptions;
 use waitroom::words::sale::{Claim, Inventory, SaleConfig, Want};
-use waitroom::words::{ConfigPatch, Place, PlaceState, QueueMethod, RoomConfig, RoomId, VisitorId};
+use waitroom::words::{
+    ConfigPatch, Place, PlaceState, QueueMethod, RoomConfig, RoomId, RoomStats, VisitorId,
+};
 use waitroom_testkit::redis::{RedisCluster, RedisServer};
 
 /// Visitors a sequence draws from: few, so that they meet again. The same
@@ -65,6 +68,9 @@ enum Step {
     Sale(SaleOp),
     /// The clock moves on, in ms, for every store at once.
     Wait(u64),
+    /// The operator sets a schedule: each entry this many ms from now
+    /// (made absolute as the step runs), with the fields it sets.
+    Schedule(Vec<(u64, serde_json::Value)>),
 }
 
 fn room() -> RoomId {
@@ -97,6 +103,25 @@ fn step() -> impl Strategy<Value = Step> {
         prop_oneof![Just("fifo"), Just("random")].prop_map(|m| json!({ "queue_method": m })),
         proptest::option::of(prop_oneof![Just(5u64), Just(10), Just(60)])
             .prop_map(|idle| json!({ "session_idle_s": idle })),
+        (any::<bool>(), 1u32..3, proptest::option::of(2u32..5)).prop_map(|(dry_run, min, max)| {
+            json!({ "autotune": {
+                "health_url": "https://shop.example/health", "latency_target_ms": 1000,
+                "min_per_tick": min, "max_per_tick": max, "dry_run": dry_run,
+            }})
+        }),
+        Just(json!({ "autotune": null })),
+    ];
+    // A schedule entry's change: any of the patches but one that would
+    // break a rule where the entry applies (skipped with its error, alike).
+    let entry = (
+        prop_oneof![Just(0u64), Just(1), Just(3_000), Just(10_000)],
+        patch.clone(),
+    );
+    let failure = prop_oneof![
+        3 => Just(None),
+        1 => Just(Some(Failure::Failed)),
+        1 => Just(Some(Failure::Timeout)),
+        1 => Just(Some(Failure::Status(503))),
     ];
     prop_oneof![
         6 => room_op(|visitor| op::Join { room: room(), visitor, options: JoinOptions::default() }.into()),
@@ -114,6 +139,11 @@ fn step() -> impl Strategy<Value = Step> {
         5 => Just(Step::Room(op::TickIfDue { room: room() }.into())),
         4 => prop_oneof![Just(1_000u64), Just(2_500), Just(5_000), Just(20_000)].prop_map(Step::Wait),
         2 => patch.prop_map(|patch| Step::Room(configure(patch))),
+        1 => proptest::collection::vec(entry, 0..4).prop_map(Step::Schedule),
+        // A health sample a node took (autotune), slow or not.
+        2 => (prop_oneof![Just(20u64), Just(999), Just(1_001), Just(5_000)], failure).prop_map(
+            |(latency_ms, failure)| Step::Room(op::RecordSample { room: room(), latency_ms, failure }.into())
+        ),
         3 => (visitor.clone(), 1u64..4).prop_map(|(visitor, units)| {
             let want = Want::Quantity(units);
             Step::Sale(op::MakeClaim { room: room(), visitor, user: None, want, idempotency_key: None }.into())
@@ -141,7 +171,10 @@ fn step() -> impl Strategy<Value = Step> {
 enum Compared {
     Place(Shown),
     Tick {
-        admitted: Option<(u64, Vec<u64>, u64, u64, u64, u64)>,
+        /// Admitted, waits, abandoned, no-shows, waiting, active, whether
+        /// the node takes a health sample, and autotune's change.
+        #[allow(clippy::type_complexity)]
+        admitted: Option<(u64, Vec<u64>, u64, u64, u64, u64, bool, Option<String>)>,
         busy: bool,
         next_due_in_ms: u64,
         /// What every node's metrics show of the room (`Tick::figures`),
@@ -161,8 +194,10 @@ enum Compared {
     Released(u64),
     /// The error's kind.
     Refused(String),
-    /// Commitment, seed (once revealed), entrants; `None` without a draw.
-    Draw(Option<(String, Option<String>, u64)>),
+    /// The room: its draw (commitment, seed once revealed, entrants;
+    /// `None` without one), its schedule as shown and its stats but the
+    /// oldest wait, as JSON.
+    Room(Option<(String, Option<String>, u64)>, String, String),
     /// Each entrant's key and entry id, in drawn order.
     Entries(Vec<String>),
     /// A report, whole, as JSON; or the list of reports.
@@ -245,6 +280,8 @@ fn tick(tick: Tick) -> Compared {
                 r.no_shows,
                 r.waiting,
                 r.active,
+                r.probe.is_some(),
+                r.tuned.map(|d| d.name().to_string()),
             )
         }),
         busy: tick.busy,
@@ -260,14 +297,23 @@ fn tick(tick: Tick) -> Compared {
 fn compared(answer: Answer) -> Compared {
     match answer {
         Answer::Join(place) | Answer::Status(place) | Answer::Arrive(place) => shown(place),
-        Answer::Leave(()) | Answer::Touch(()) | Answer::CloseRoom(()) => Compared::Done,
+        Answer::Leave(())
+        | Answer::Touch(())
+        | Answer::CloseRoom(())
+        | Answer::RecordSample(()) => Compared::Done,
         // Its stats are the tick's figures, compared there.
         Answer::Configure(_) => Compared::Done,
         Answer::RevokePass(taken) => Compared::Revoked(taken),
         Answer::TickIfDue(ran) => tick(ran),
-        Answer::ReadRoom(info) => Compared::Draw(
+        Answer::ReadRoom(info) => Compared::Room(
             info.draw
                 .map(|draw| (draw.commitment, draw.seed, draw.entrants)),
+            serde_json::to_string(&info.config.schedule).unwrap(),
+            serde_json::to_string(&RoomStats {
+                oldest_wait_seconds: 0,
+                ..info.stats
+            })
+            .unwrap(),
         ),
         Answer::ReadReport(report) => Compared::Report(serde_json::to_string(&report).unwrap()),
         Answer::ListReports(reports) => Compared::Report(serde_json::to_string(&reports).unwrap()),
@@ -342,8 +388,9 @@ impl Under<'_> {
                 }
                 answer.map_or_else(refused, compared_sale)
             }
-            // The clock is moved for every store at once, before.
-            Step::Wait(_) => Compared::Done,
+            // The clock is moved for every store at once, before; a
+            // schedule is made absolute before.
+            Step::Wait(_) | Step::Schedule(_) => Compared::Done,
         }
     }
 }
@@ -417,6 +464,8 @@ struct Start {
     random: bool,
     /// Its sessions' idle time (`session_idle_s`), if it has sessions.
     session_idle_s: Option<u64>,
+    /// It admits 10 a tick, following the origin (`autotune`).
+    tuned: bool,
 }
 
 /// Runs `steps` on the room made again in every store; the first
@@ -434,6 +483,19 @@ fn disagreement(stores: &Stores, start: &Start, steps: &[Step]) -> Result<(), St
         config.opens_at = start.opens_in.map(|ms| Moment(stores.clock.now_ms() + ms));
         if start.random {
             config.queue_method = QueueMethod::Random;
+        }
+        if start.tuned {
+            // 10 a tick: a cut to 70% (7) and a raise by a tenth (1) each
+            // show in every tick's figures.
+            config.admit_per_tick = 10;
+            config.autotune = Some(Autotune {
+                health_url: "https://shop.example/health".into(),
+                latency_target_ms: 1_000,
+                error_rate_max: 0.05,
+                min_per_tick: 1,
+                max_per_tick: None,
+                dry_run: false,
+            });
         }
         let sale = SaleConfig {
             inventory: Inventory::Stock(6),
@@ -489,6 +551,19 @@ fn disagreement(stores: &Stores, start: &Start, steps: &[Step]) -> Result<(), St
             if let Step::Wait(ms) = step {
                 stores.clock.advance_ms(*ms);
             }
+            let absolute;
+            let step = match step {
+                Step::Schedule(entries) => {
+                    let now = stores.clock.now_ms();
+                    let entries: Vec<_> = entries
+                        .iter()
+                        .map(|(in_ms, set)| json!({"at": rfc3339_ms(now + in_ms), "set": set}))
+                        .collect();
+                    absolute = Step::Room(configure(json!({ "schedule": entries })));
+                    &absolute
+                }
+                other => other,
+            };
             let mut answers = Vec::new();
             for (name, under) in &mut unders {
                 answers.push((*name, under.run(step).await));
@@ -523,11 +598,17 @@ fn every_store_answers_every_sequence_alike() {
     let random = prop_oneof![2 => Just(false), 1 => Just(true)];
     // And every other start with sessions, short enough to lapse.
     let idle = prop_oneof![Just(None), Just(Some(5)), Just(Some(20))];
-    let start = (opens_in, random, idle).prop_map(|(opens_in, random, session_idle_s)| Start {
-        opens_in,
-        random,
-        session_idle_s,
-    });
+    // And a third with autotune.
+    let tuned = prop_oneof![2 => Just(false), 1 => Just(true)];
+    let start =
+        (opens_in, random, idle, tuned).prop_map(|(opens_in, random, session_idle_s, tuned)| {
+            Start {
+                opens_in,
+                random,
+                session_idle_s,
+                tuned,
+            }
+        });
     let cases = (start, proptest::collection::vec(step(), 1..40));
     let result = runner.run(&cases, |(start, steps)| {
         disagreement(&stores, &start, &steps).map_err(TestCaseError::fail)

@@ -640,7 +640,9 @@ impl Handle<Touch> for MemoryStore {
             return Ok(());
         };
         let now = self.clock.now_ms();
-        if let Some(event) = model.begin(now, FORGOTTEN_PER_OPERATION) {
+        // The schedule's entries due apply, but nothing is swept: as
+        // lua/touch.lua, which keeps marking presence to one write.
+        if let Some(event) = model.catch_up(now) {
             self.publish(event);
         }
         for visitor in visitors {
@@ -702,9 +704,17 @@ impl Handle<RecordSample> for MemoryStore {
             failure,
         }: RecordSample,
     ) -> Result<(), StoreError> {
-        self.with_open_room(&id, "record_sample", |room, _| {
-            room.record_sample(latency_ms, failure)
-        })
+        let handle = self.room_handle(&id)?;
+        let mut room = HeldRoom::lock(&handle, "record_sample");
+        let Some(model) = room.model() else {
+            return Err(StoreError::RoomClosed(id));
+        };
+        // Nothing is swept: as lua/record_sample.lua, one write.
+        if let Some(event) = model.catch_up(self.clock.now_ms()) {
+            self.publish(event);
+        }
+        model.record_sample(latency_ms, failure);
+        Ok(())
     }
 }
 

@@ -334,11 +334,11 @@ impl RedisStore {
             }) else {
                 return Ok(record);
             };
-            // The seed is never taken: an entry's opening got its draw
-            // when the schedule was set (drawn here only when one applies,
-            // so seeded stores draw alike).
-            let args = std::iter::once(record.revision)
-                .chain(seed_args(&self.dice()))
+            // No seed: an entry's opening got its draw when the schedule
+            // was set, and drawing none here keeps this store's random
+            // choices in step with the memory store's (which draws none).
+            let args = [record.revision, String::new(), String::new()]
+                .into_iter()
                 .chain([config::stored(&config)])
                 .chain(config::plan(&config, None))
                 .collect();
