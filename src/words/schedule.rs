@@ -79,6 +79,15 @@ impl Schedule {
             .any(|e| e.pending() && e.set.get("opens_at").is_some_and(|at| !at.is_null()))
     }
 
+    /// The opening the first pending entry that sets one sets: its draw's
+    /// commitment is shown from the moment the schedule is set.
+    pub fn opening(&self) -> Option<Moment> {
+        self.0
+            .iter()
+            .filter(|e| e.pending())
+            .find_map(|e| serde_json::from_value(e.set.get("opens_at")?.clone()).ok())
+    }
+
     /// A schedule as a PATCH gives it (`at` and `set` of each entry; an
     /// `applied_at` or `error` sent back from a GET is not read), with what
     /// `before` had applied or skipped kept for each entry equal to one of

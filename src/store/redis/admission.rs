@@ -568,17 +568,21 @@ fn parse_info(room: &RoomId, wire: WireRoomInfo) -> Option<RoomRecord> {
         admit_per_tick_effective: effective,
         autotune,
     };
+    // As the model's `draw_info`: before an entry of the schedule sets the
+    // opening, the draw is shown at the opening it will set, unopened.
+    let opened = wire.opened && config.opens_at.is_some();
     let draw = config
         .opens_at
-        .zip(field("draw_commitment"))
+        .or(config.schedule.opening())
+        .zip(field("draw_commitment").filter(|c| !c.is_empty()))
         .map(|(opens_at, commitment)| DrawInfo {
             opens_at,
             commitment,
             // The seed stays in the store until the opening reveals it.
-            seed: field("draw_seed").filter(|_| wire.opened),
+            seed: field("draw_seed").filter(|_| opened),
             entrants: wire.entrants,
             priority_entrants: wire.priority_entrants,
-            drawn_at: wire.opened.then_some(opens_at),
+            drawn_at: opened.then_some(opens_at),
         });
     Some(RoomRecord {
         applied: field("applied").map(TableHash::stored),

@@ -1198,8 +1198,12 @@ impl RoomModel {
     }
 
     fn draw_info(&self, now: Millis) -> Option<DrawInfo> {
-        let (draw, opens_at) = (self.line.draw.as_ref()?, self.config.opens_at?);
-        let opened = self.opened(now);
+        let draw = self.line.draw.as_ref()?;
+        // Before an entry of the schedule sets the opening, the draw is
+        // shown at the opening it will set: its commitment is public from
+        // the start, its seed only once the opening has passed.
+        let opens_at = self.config.opens_at.or(self.config.schedule.opening())?;
+        let opened = self.config.opens_at.is_some() && self.opened(now);
         let priority_entrants = self.line.priority_entrants();
         Some(DrawInfo {
             opens_at,

@@ -196,6 +196,7 @@ macro_rules! conformance_suite {
             a_pause_the_schedule_sets_holds_nothing,
             an_entry_that_no_longer_applies_is_skipped_with_its_error,
             a_replaced_list_keeps_what_was_applied_and_a_past_entry_applies_at_once,
+            an_entry_that_sets_the_opening_commits_the_draw_when_set,
         );
         $crate::conformance_suite!(@autotune $make;
             a_slow_origin_cuts_the_rate_and_a_healthy_one_raises_it,

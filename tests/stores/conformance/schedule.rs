@@ -182,3 +182,30 @@ pub async fn a_replaced_list_keeps_what_was_applied_and_a_past_entry_applies_at_
         "not applied again"
     );
 }
+
+pub async fn an_entry_that_sets_the_opening_commits_the_draw_when_set(h: &Harness) {
+    let room = h.room("s", 1, None).await;
+    let t0 = h.clock.now_ms();
+    schedule(
+        h,
+        &room,
+        json!([{"at": at(t0 + 10_000), "set": {"opens_at": at(t0 + 60_000)}}]),
+    )
+    .await;
+    let draw = h.store.room(&room).await.unwrap().draw.expect("committed");
+    assert_eq!(draw.opens_at, Moment(t0 + 60_000));
+    assert_eq!(draw.seed, None, "the seed waits for the opening");
+    assert!(!draw.commitment.is_empty());
+    to(h, t0 + 10_000);
+    let (_, state) = h.join(&room).await;
+    assert!(
+        matches!(state, waitroom::words::PlaceState::PreQueue { .. }),
+        "{state:?}"
+    );
+    to(h, t0 + 60_000);
+    h.store.tick(&room).await.unwrap();
+    let opened = h.store.room(&room).await.unwrap().draw.unwrap();
+    assert_eq!(opened.commitment, draw.commitment, "the one committed to");
+    let seed: waitroom::words::draw::DrawSeed = opened.seed.unwrap().parse().unwrap();
+    assert_eq!(seed.commitment(), draw.commitment);
+}
