@@ -1145,6 +1145,8 @@ mod schedule_tests {
         .unwrap();
         let shown = serde_json::to_string(&config.schedule).unwrap();
         assert!(!shown.contains(&key), "{shown}");
+        let logged = format!("{config:?}");
+        assert!(!logged.contains(&key), "never logged: {logged}");
         assert!(shown.contains(r#""user_key":"set""#), "{shown}");
         let stored = config.schedule.stored();
         assert_eq!(Schedule::from_stored(&stored).unwrap(), config.schedule);

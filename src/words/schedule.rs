@@ -31,8 +31,9 @@ pub type Fault = (String, String);
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Schedule(pub(super) Vec<ScheduleEntry>);
 
-/// One change set in advance.
-#[derive(Debug, Clone, PartialEq)]
+/// One change set in advance. Its `Debug` (what the logs would print)
+/// hides the write-only fields it sets, as the API does.
+#[derive(Clone, PartialEq)]
 pub struct ScheduleEntry {
     pub at: Moment,
     /// Any config fields but `schedule` (and the room's `id`, which is no
@@ -208,10 +209,9 @@ fn read_entry(i: usize, item: &Value) -> Result<ScheduleEntry, Fault> {
     })
 }
 
-/// As the operator API shows an entry: write-only fields as `"set"`.
-impl Serialize for ScheduleEntry {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
+impl ScheduleEntry {
+    /// The fields it sets as they may be shown: write-only ones as `"set"`.
+    fn shown_set(&self) -> Map<String, Value> {
         let mut set = Map::new();
         for (name, value) in &self.set {
             let secret = WRITE_ONLY.contains(&name.as_str());
@@ -222,9 +222,28 @@ impl Serialize for ScheduleEntry {
             };
             set.insert(name.clone(), shown);
         }
+        set
+    }
+}
+
+impl std::fmt::Debug for ScheduleEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScheduleEntry")
+            .field("at", &self.at.0)
+            .field("set", &self.shown_set())
+            .field("applied_at", &self.applied_at.map(|at| at.0))
+            .field("error", &self.error)
+            .finish()
+    }
+}
+
+/// As the operator API shows an entry: write-only fields as `"set"`.
+impl Serialize for ScheduleEntry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
         let mut entry = s.serialize_struct("ScheduleEntry", 4)?;
         entry.serialize_field("at", &self.at)?;
-        entry.serialize_field("set", &set)?;
+        entry.serialize_field("set", &self.shown_set())?;
         entry.serialize_field("applied_at", &self.applied_at)?;
         entry.serialize_field("error", &self.error)?;
         entry.end()
