@@ -113,6 +113,8 @@ async fn a_schedule_a_patch_would_refuse_is_refused_naming_its_entry() {
         .await
         .unwrap();
     assert_eq!(bad_time.status(), 400);
+    let body: Value = bad_time.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "invalid_query", "{body}");
     let unchanged: Value = app
         .admin(Method::GET, "/api/admin/rooms/r")
         .send()
