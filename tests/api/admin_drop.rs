@@ -8,7 +8,7 @@
 
 use reqwest::Method;
 use serde_json::{Value, json};
-use waitroom_testkit::drop_scene::{NOTICE, ROOM, USER_KEY, drop_halfway};
+use waitroom_testkit::drop_scene::{NEXT_S, NOTICE, ROOM, USER_KEY, drop_halfway};
 use waitroom_testkit::{START_MS, TestApp};
 
 use crate::api::{log_in, no_redirects};
@@ -77,7 +77,7 @@ async fn the_admin_page_shows_the_schedule_and_autotunes_changes() {
     );
 
     let next = entry(&html, 2);
-    assert_eq!(room["stats"]["next_change_at"], "2026-01-01T01:00:00Z");
+    assert_eq!(room["stats"]["next_change_at"], "2026-01-01T00:10:00Z");
     assert!(
         next.contains(r#"data-state="next" aria-current="step""#),
         "{next}"
@@ -135,7 +135,7 @@ async fn an_operators_pause_holds_the_schedule_and_the_page_says_so() {
     drop_halfway(&app).await;
     let paused = app.patch_room(ROOM, json!({"paused": true})).await;
     assert_eq!(paused.status(), 200);
-    app.clock.set_ms(START_MS + 3_600_000 + 1);
+    app.clock.set_ms(START_MS + NEXT_S * 1000 + 1);
     app.promote().await;
     let html = admin_page(&app, "en").await;
     assert!(

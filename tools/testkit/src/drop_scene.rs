@@ -20,6 +20,11 @@ pub const NOTICE: &str = "<script>alert('drop')</script> Last sizes & colours";
 /// The user key the next entry sets, which the page never shows.
 pub const USER_KEY: &str = "k3y-that-must-never-show-0123456789abcdef";
 
+/// When the next entry falls due, in seconds from START_MS; and the last.
+/// Within an operator session's idle limit, so a browser test can go there.
+pub const NEXT_S: u64 = 600;
+pub const LAST_S: u64 = 1200;
+
 /// The room as described, after six ticks of a second (START_MS + 6 s):
 /// the operator API's view of it (`GET /api/admin/rooms/drop`).
 pub async fn drop_halfway(app: &TestApp) -> Value {
@@ -35,8 +40,8 @@ pub async fn drop_halfway(app: &TestApp) -> Value {
             "schedule": [
                 {"at": at(1), "set": {"admit_per_tick": 40, "notice": "The sale is open"}},
                 {"at": at(2), "set": {"session_idle_s": 300}},
-                {"at": at(3600), "set": {"notice": NOTICE, "user_key": USER_KEY}},
-                {"at": at(7200), "set": {"queue_method": "reject", "paused": true}},
+                {"at": at(NEXT_S), "set": {"notice": NOTICE, "user_key": USER_KEY}},
+                {"at": at(LAST_S), "set": {"queue_method": "reject", "paused": true}},
             ],
         }),
     )
