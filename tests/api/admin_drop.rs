@@ -77,7 +77,7 @@ async fn the_admin_page_shows_the_schedule_and_autotunes_changes() {
     );
 
     let next = entry(&html, 2);
-    assert_eq!(room["stats"]["next_change_at"], "2026-01-01T00:10:00Z");
+    assert_eq!(room["stats"]["next_change_at"], "2026-01-01T00:40:00Z");
     assert!(
         next.contains(r#"data-state="next" aria-current="step""#),
         "{next}"

@@ -20,13 +20,20 @@ pub const NOTICE: &str = "<script>alert('drop')</script> Last sizes & colours";
 /// The user key the next entry sets, which the page never shows.
 pub const USER_KEY: &str = "k3y-that-must-never-show-0123456789abcdef";
 
-/// When the next entry falls due, in seconds from START_MS; and the last.
-/// Within an operator session's idle limit, so a browser test can go there.
-pub const NEXT_S: u64 = 600;
-pub const LAST_S: u64 = 1200;
+/// How far the scene goes: six ticks, five minutes apart (the room ticks
+/// every second, but a tick runs once per pass), so the chart's marks of
+/// autotune's changes stand apart.
+pub const HALFWAY_S: u64 = 6 * STEP_S;
+const STEP_S: u64 = 300;
 
-/// The room as described, after six ticks of a second (START_MS + 6 s):
-/// the operator API's view of it (`GET /api/admin/rooms/drop`).
+/// When the next entry falls due, in seconds from START_MS; and the last.
+/// Within an operator session's idle limit of the scene's end, so a
+/// browser test can go there.
+pub const NEXT_S: u64 = HALFWAY_S + 600;
+pub const LAST_S: u64 = HALFWAY_S + 1200;
+
+/// The room as described, at START_MS + HALFWAY_S: the operator API's
+/// view of it (`GET /api/admin/rooms/drop`).
 pub async fn drop_halfway(app: &TestApp) -> Value {
     let at = |s: u64| rfc3339(START_MS + s * 1000);
     app.create_room(
@@ -46,7 +53,7 @@ pub async fn drop_halfway(app: &TestApp) -> Value {
         }),
     )
     .await;
-    for _ in 0..30 {
+    for _ in 0..100 {
         app.join_api(ROOM).await;
     }
     // Since the schedule was set, the hard limit fell below the idle limit
@@ -56,8 +63,8 @@ pub async fn drop_halfway(app: &TestApp) -> Value {
         .await
         .status();
     assert_eq!(lowered, 200, "pass_ttl_s lowered");
-    for _ in 0..6 {
-        app.step(1000).await;
+    for _ in 0..HALFWAY_S / STEP_S {
+        app.step(STEP_S * 1000).await;
     }
     let room: Value = app
         .admin(reqwest::Method::GET, &format!("/api/admin/rooms/{ROOM}"))
