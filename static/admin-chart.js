@@ -5,8 +5,10 @@
 // now), the cap (`max_active`) as a line when set, a legend with each
 // series' current value, and the forecast of when the line empties: the
 // waiting count projected to zero at the last minute's rate, dashed, with
-// its time written next to it. SVG attributes and classes only: the page's
-// Content-Security-Policy allows no inline style.
+// its time written next to it; and, for a room with autotune, a mark at
+// each change it made to the rate, its reason the mark's title. SVG
+// attributes and classes only: the page's Content-Security-Policy allows
+// no inline style. What comes from the server is written as text.
 import { t } from './lib-i18n.js';
 import { CHART_SPAN_MS as SPAN_MS } from './admin-state.js';
 
@@ -29,8 +31,10 @@ const TIME_LABELS = [
 ];
 
 // Redraws a room's chart from its samples (oldest first), and its legend
-// and forecast from `figures`: its stats now, with `max_active`.
-export function drawRoom(room, samples, figures, now) {
+// and forecast from `figures`: its stats now, with `max_active`. `offset`
+// is this browser's clock less the node's, which autotune's changes are
+// timed by.
+export function drawRoom(room, samples, figures, now, offset) {
   const svg = document.getElementById('chart-' + room);
   if (svg) {
     const parts = ensureParts(svg);
@@ -40,6 +44,7 @@ export function drawRoom(room, samples, figures, now) {
     drawSeries(parts, samples, now, y);
     drawCap(parts, figures.max_active, y);
     drawProjection(parts, figures, now, y);
+    drawMarks(parts, changesOf(figures), now, offset || 0);
     svg.setAttribute('data-samples', String(samples.length));
     svg.setAttribute('data-top', String(top));
     legend(svg, figures);
@@ -109,12 +114,14 @@ function ensureParts(svg) {
   for (const name of SERIES) {
     series[name] = el(svg, 'polyline', { class: 'series series-' + name.replace(/_/g, '-'), 'data-series': name, points: '' });
   }
+  // Over the series, so a mark's title shows under the pointer.
+  const markLayer = el(svg, 'g', { class: 'autotune-marks' });
   // Over the series: the cap stays visible when `active` runs along it.
   const cap = el(svg, 'line', { class: 'cap-line is-hidden', x1: LEFT, x2: NOW_X, 'data-series': 'max_active' });
   const capLabel = el(svg, 'text', { class: 'cap-label is-hidden', x: LEFT + 4, 'dominant-baseline': 'auto' });
   const projection = el(svg, 'line', { class: 'forecast-line is-hidden', x1: NOW_X });
   const projectionLabel = el(svg, 'text', { class: 'forecast-label', x: RIGHT, y: TOP + 4, 'text-anchor': 'end', 'dominant-baseline': 'hanging' });
-  svg.wrParts = { gridLines, gridLabels, cap, capLabel, series, projection, projectionLabel };
+  svg.wrParts = { gridLines, gridLabels, cap, capLabel, series, projection, projectionLabel, markLayer, marks: {} };
   return svg.wrParts;
 }
 
@@ -149,6 +156,53 @@ function drawCap(parts, cap, y) {
   set(parts.cap, { y1: at, y2: at, 'data-value': cap });
   set(parts.capLabel, { y: (y(cap) - 3).toFixed(1) });
   setText(parts.capLabel, t('admin.chart_cap_line', { cap: cap.toLocaleString() }));
+}
+
+// Autotune's changes of the rate in a room's stats, oldest first.
+function changesOf(figures) {
+  const tune = figures.autotune;
+  return tune && typeof tune === 'object' && Array.isArray(tune.changes) ? tune.changes : [];
+}
+
+// A mark at each change within the chart's span: a dotted line at its time
+// and a triangle pointing the way the rate went, the change in words as
+// its title (the tooltip). Marks are kept by change, so one under the
+// pointer stays put while the chart moves on.
+function drawMarks(parts, changes, now, offset) {
+  const shown = {};
+  for (const change of changes) {
+    const at = Date.parse(change && change.at);
+    if (isNaN(at)) continue;
+    const x = NOW_X - (now - (at + offset)) * PX_PER_MS;
+    if (x < LEFT - 0.5 || x > NOW_X + 0.5) continue;
+    const key = change.at + ' ' + change.from + ' ' + change.to;
+    shown[key] = true;
+    const mark = parts.marks[key] || (parts.marks[key] = newMark(parts.markLayer, change));
+    set(mark, { transform: 'translate(' + x.toFixed(1) + ' 0)' });
+  }
+  for (const key of Object.keys(parts.marks)) {
+    if (shown[key]) continue;
+    parts.markLayer.removeChild(parts.marks[key]);
+    delete parts.marks[key];
+  }
+  const svg = parts.markLayer.ownerSVGElement;
+  if (svg) svg.setAttribute('data-marks', String(Object.keys(shown).length));
+}
+
+function newMark(layer, change) {
+  const down = change.to < change.from;
+  const mark = el(layer, 'g', {
+    class: 'autotune-mark ' + (down ? 'mark-down' : 'mark-up'),
+    'data-at': change.at, 'data-from': change.from, 'data-to': change.to
+  });
+  el(mark, 'title', {}).textContent = t('admin.autotune_change', {
+    time: change.at, from: change.from, to: change.to, reason: String(change.reason || '')
+  });
+  el(mark, 'rect', { class: 'mark-hit', x: -5, y: TOP, width: 10, height: BOTTOM - TOP });
+  el(mark, 'line', { x1: 0, x2: 0, y1: TOP + 9, y2: BOTTOM });
+  const tip = down ? [TOP + 9, TOP] : [TOP, TOP + 9];
+  el(mark, 'path', { d: 'M-5,' + tip[1] + ' L5,' + tip[1] + ' L0,' + tip[0] + ' Z' });
+  return mark;
 }
 
 // How long the line takes to empty at the last minute's rate, in ms; null

@@ -1,7 +1,9 @@
 // Operator page model: the one state object admin.js keeps (its two refresh
 // loops' failures and stops, the rooms that have no sale for now, each
-// room's chart samples: the node's hour of history, then the page's own)
-// and the changes to it. Nothing here touches the DOM.
+// room's chart samples: the node's hour of history, then the page's own;
+// and how far the node's clock is from this browser's) and the changes to
+// it, with what a drop's figures say (where each schedule entry stands,
+// whether a pause holds the schedule). Nothing here touches the DOM.
 
 // A chart shows this much history: the node keeps an hour of it.
 export const CHART_SPAN_MS = 60 * 60 * 1000;
@@ -16,7 +18,8 @@ export function createAdminState() {
     saleFailures: 0,
     saleStopped: false,
     noSaleUntil: {},    // room id -> when to ask again for a sale it lacked
-    history: {}         // room id -> chart samples, oldest first
+    history: {},        // room id -> chart samples, oldest first
+    offset: {}          // room id -> this browser's clock less the node's, ms
   };
 }
 
@@ -63,6 +66,7 @@ export function seedHistory(st, room, answer, now) {
   const firstLive = live.length ? live[0].at : Infinity;
   const seeded = [];
   if (!isNaN(serverNow)) {
+    st.offset[room] = now - serverNow;
     for (const s of list) {
       const at = now - (serverNow - Date.parse(s.at));
       if (isNaN(at) || at >= firstLive) continue;
@@ -85,4 +89,41 @@ export function noteNoSale(st, room, now, recheckMs) {
 
 export function noteSale(st, room) {
   delete st.noSaleUntil[room];
+}
+
+// Notes the node's clock as it made the page (`data-server-now`, RFC 3339)
+// for a room whose history has not said it yet.
+export function noteServerNow(st, room, serverNow, now) {
+  const at = Date.parse(serverNow);
+  if (!isNaN(at) && !(room in st.offset)) st.offset[room] = now - at;
+}
+
+// This browser's clock less the node's, for a room: 0 until known.
+export function clockOffset(st, room) {
+  return st.offset[room] || 0;
+}
+
+// Where each entry of a room's schedule (as the operator API shows it, in
+// time order) stands, as the page says it (http::admin::drop_view):
+// 'applied', 'skipped' (with its error), 'next' (the pending entry the
+// stats' `next_change_at` names) or 'pending'.
+export function entryStates(schedule, nextChangeAt) {
+  let named = false;
+  return schedule.map(function (entry) {
+    if (entry.applied_at) return 'applied';
+    if (entry.error) return 'skipped';
+    if (!named && entry.at === nextChangeAt) {
+      named = true;
+      return 'next';
+    }
+    return 'pending';
+  });
+}
+
+// Whether an operator's pause holds the schedule: the room is paused and a
+// pending entry fell due by `serverNow` (ms, on the node's clock).
+export function scheduleHeld(paused, schedule, serverNow) {
+  return paused === true && schedule.some(function (entry) {
+    return !entry.applied_at && !entry.error && Date.parse(entry.at) <= serverNow;
+  });
 }

@@ -6,12 +6,14 @@
 // starts from the node's hour of history (admin-chart.js draws it). The
 // forms themselves post normally, with their CSRF field; a field the server
 // refused is focused. Its state lives in admin-state.js, the preview of
-// each room's waiting page in admin-preview.js.
+// each room's waiting page in admin-preview.js, a drop's schedule and
+// autotune in admin-drop.js.
 import { $, isNonNegative, pad2 } from './lib-dom.js';
 import { request, backoff, errorMessage } from './lib-api.js';
 import { t } from './lib-i18n.js';
 import { drawRoom } from './admin-chart.js';
-import { createAdminState, recordSample, seedHistory, saleCheckDue, noteNoSale, noteSale } from './admin-state.js';
+import { createAdminState, recordSample, seedHistory, saleCheckDue, noteNoSale, noteSale, noteServerNow, clockOffset } from './admin-state.js';
+import { showDrop } from './admin-drop.js';
 import { startPreviews, redraw } from './admin-preview.js';
 
 const REFRESH_MS = 1000;
@@ -139,7 +141,9 @@ function apply(data) {
     const stats = r.stats && typeof r.stats === 'object' ? r.stats : {};
     const now = Date.now();
     const figures = Object.assign({}, stats, { max_active: r.max_active });
-    drawRoom(r.id, recordSample(st, r.id, figures, now), figures, now);
+    const offset = clockOffset(st, r.id);
+    drawRoom(r.id, recordSample(st, r.id, figures, now), figures, now, offset);
+    showDrop(r, now - offset);
     for (const name of STATS) {
       const v = stats[name];
       if (!isNonNegative(v)) continue;
@@ -212,6 +216,8 @@ function loadHistories() {
   const charts = document.querySelectorAll('svg[data-chart-room]');
   for (let i = 0; i < charts.length; i++) {
     const room = charts[i].getAttribute('data-chart-room');
+    // The node's clock as it made the page, until its history says it again.
+    noteServerNow(st, room, charts[i].getAttribute('data-server-now'), Date.now());
     request('GET', '/api/admin/rooms/' + encodeURIComponent(room) + '/history', { cache: 'no-store' })
       .then(function (res) {
         if (res.ok && res.parsed) seedHistory(st, room, res.body, Date.now());

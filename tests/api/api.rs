@@ -1729,7 +1729,7 @@ fn set_cookie(response: &reqwest::Response, name: &str) -> Option<String> {
 }
 
 /// Logs in through the admin page's form; returns the session cookie.
-async fn log_in(app: &TestApp, client: &reqwest::Client) -> String {
+pub(crate) async fn log_in(app: &TestApp, client: &reqwest::Client) -> String {
     let page = client.get(app.url("/admin")).send().await.unwrap();
     let login_csrf = set_cookie(&page, "wr_csrf").expect("the login form's cookie");
     let form_csrf = csrf_field(&page.text().await.unwrap());
@@ -1744,7 +1744,7 @@ async fn log_in(app: &TestApp, client: &reqwest::Client) -> String {
     set_cookie(&answer, "wr_admin").expect("a session cookie")
 }
 
-fn no_redirects() -> reqwest::Client {
+pub(crate) fn no_redirects() -> reqwest::Client {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()

@@ -1,9 +1,10 @@
 //! The HTTP API of one node, end to end: the visitor and operator APIs,
-//! the gate, codes, the sale, origin tokens and CORS, HTTP conventions,
-//! the API description, slow readers, the promoter's schedule, the
-//! guarded outbound probe of origins' health, and the metrics with their
-//! dashboard and alerts.
+//! a drop's schedule and autotune on the admin page, the gate, codes, the
+//! sale, origin tokens and CORS, HTTP conventions, the API description,
+//! slow readers, the promoter's schedule, the guarded outbound probe of
+//! origins' health, and the metrics with their dashboard and alerts.
 
+mod admin_drop;
 mod api;
 mod autotune;
 mod codes;

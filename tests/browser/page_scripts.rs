@@ -1,7 +1,9 @@
 //! The pages' scripts' own logic, tested in Node (`node --test` over
 //! `tests/js/`): what needs no DOM and takes the time as an argument
 //! (static/room-state.js: the pacing of aria-live announcements, so a
-//! screen reader hears a position politely, not on every tick), and how the
+//! screen reader hears a position politely, not on every tick;
+//! static/admin-state.js: where a schedule's entries stand, whether a pause
+//! holds it, the node's clock against the browser's), and how the
 //! client module (static/waitroom-client.js) opens its socket, with fetch
 //! and WebSocket stood in for.
 //!
@@ -17,6 +19,7 @@ fn the_page_scripts_pass_their_node_tests() {
     let output = Command::new("node")
         .arg("--test")
         .arg(root.join("tests/js/room-state.test.mjs"))
+        .arg(root.join("tests/js/admin-state.test.mjs"))
         .arg(root.join("tests/js/waitroom-client.test.mjs"))
         .current_dir(root)
         .output()

@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod codes;
+mod drop_view;
 pub mod page;
 pub mod report;
 pub mod report_page;

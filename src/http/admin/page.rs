@@ -19,13 +19,14 @@ use crate::http::paths::RoomPath;
 use crate::http::refusal_log::RefusalLog;
 use crate::http::state::{AdminAccess, Live};
 use crate::store::{self, SaleStore, Store, StoreExt};
-use crate::words::clock::{Clock, rfc3339, rfc3339_ms};
+use crate::words::clock::{Clock, Millis, rfc3339, rfc3339_ms};
 use crate::words::credentials::{AdminSession, Credentials};
 use crate::words::credentials::{constant_time_eq, random_secret};
 use crate::words::login_limit::Attempt;
 use crate::words::page::PageBranding;
 use crate::words::{ConfigError, RoomId, RoomInfo};
 
+use super::drop_view::{self, AutotuneView, Timeline};
 use super::room_form::{ConfigForm, FormInput, create_inputs, edit_inputs};
 
 const LOGIN_CSRF_COOKIE: &str = "wr_csrf";
@@ -155,10 +156,19 @@ pub struct AdminRoomRow {
     pub inputs: Vec<FormInput>,
     /// The edit form's field the last refusal named, if it was this room's.
     pub refusal: FieldRefusal,
+    /// The schedule's entries in time order; none without a schedule.
+    pub timeline: Option<Timeline>,
+    /// Autotune's rate, decision and changes; none with autotune off.
+    pub autotune: Option<AutotuneView>,
+    /// The node's clock as the page was made (RFC 3339, with
+    /// milliseconds): the chart puts autotune's changes on the browser's
+    /// clock by it until the room's history says it again.
+    pub now: String,
 }
 
 impl AdminRoomRow {
-    fn of(info: RoomInfo, t: &'static Catalogue) -> Self {
+    /// The row of a room, at `now` (the store's clock).
+    fn of(info: RoomInfo, t: &'static Catalogue, now: Millis) -> Self {
         let RoomInfo {
             id,
             config,
@@ -166,8 +176,27 @@ impl AdminRoomRow {
             user_key_set,
             draw,
         } = info;
+        let timeline = drop_view::timeline(
+            t,
+            &config.schedule,
+            stats.next_change_at,
+            config.paused,
+            now,
+        );
+        let autotune = config.autotune.as_ref().map(|tune| {
+            drop_view::autotune(
+                t,
+                config.admit_per_tick,
+                stats.admit_per_tick_effective,
+                tune.dry_run,
+                stats.autotune.as_ref(),
+            )
+        });
         Self {
             id: id.to_string(),
+            timeline,
+            autotune,
+            now: rfc3339_ms(now),
             inputs: edit_inputs(t, &config),
             name: config.name,
             target_url: config.target_url,
@@ -365,11 +394,15 @@ async fn admin_page(
     flash: Flash,
 ) -> Result<HttpResponse, ApiError> {
     let t = operator_catalogue(req);
-    let mut rooms: Vec<AdminRoomRow> = store
-        .rooms()
-        .await?
+    // Read before the rooms: an entry due by then that the read did not
+    // apply is one an operator's pause holds.
+    let now = req
+        .app_data::<web::Data<dyn Clock>>()
+        .map_or(0, |clock| clock.now_ms());
+    let rooms = store.rooms().await?;
+    let mut rooms: Vec<AdminRoomRow> = rooms
         .into_iter()
-        .map(|info| AdminRoomRow::of(info, t))
+        .map(|info| AdminRoomRow::of(info, t, now))
         .collect();
     let mut create_refusal = FieldRefusal::default();
     let error = flash.error.map(|Refused { room, refusal }| {

@@ -236,6 +236,22 @@ fn input(
     }
 }
 
+/// A switch's or a choice's value in the words its form shows for it
+/// (`paused: true` is "paused", `queue_method: "random"` its words);
+/// `None` for any other field or value.
+pub fn value_words(t: &'static Catalogue, name: &str, value: &Value) -> Option<&'static str> {
+    let field = field_named(name)?;
+    let shown = looks(t, field);
+    match (field.input, value) {
+        (Input::Switch, Value::Bool(on)) => Some(if *on { shown.switch.1 } else { shown.switch.0 }),
+        (Input::Choice(values), Value::String(text)) => values
+            .iter()
+            .find(|choice| **choice == text.as_str())
+            .map(|choice| shown.choice(choice)),
+        _ => None,
+    }
+}
+
 /// How one field looks beyond its kind: a hint after its label, the words
 /// of its options, an example.
 struct Looks {

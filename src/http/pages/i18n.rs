@@ -655,6 +655,16 @@ mod tests {
             Some(ADMIN_PREFIX),
             &mut faults,
         );
+        // The schedule's and autotune's words.
+        let drop = include_str!("../admin/drop_view.rs");
+        let mut found = keys_after(drop, "t.text(", '"');
+        found.extend(keys_after(drop, "t.fill(", '"'));
+        check(
+            "src/http/admin/drop_view.rs",
+            found,
+            Some(ADMIN_PREFIX),
+            &mut faults,
+        );
         // The room forms' words.
         let forms = include_str!("../admin/room_form.rs");
         let mut found = keys_after(forms, "t.text(", '"');

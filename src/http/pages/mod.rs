@@ -418,6 +418,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../../../static/admin.js"),
     ),
     (
+        "admin-drop.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/admin-drop.js"),
+    ),
+    (
         "admin-preview.js",
         "text/javascript; charset=utf-8",
         include_str!("../../../static/admin-preview.js"),

@@ -7,6 +7,7 @@
 pub mod browser;
 pub mod docs;
 pub mod draw;
+pub mod drop_scene;
 pub mod health_origin;
 pub mod logs;
 pub mod node;
