@@ -738,3 +738,62 @@ async fn busy_node_metrics(node: &Node) -> String {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Autotune on `/metrics`: the rate the ticks admit at, and each change
+/// counted once, by the node whose tick made it (a real node, on its own
+/// clock, against an origin on loopback that answers 503).
+#[tokio::test]
+async fn autotunes_rate_and_its_changes_are_exported() {
+    let origin = support::health_origin::HealthOrigin::start().await;
+    origin.set_status(503);
+    let node = Node::start(
+        env!("CARGO_BIN_EXE_waitroom"),
+        &["--outbound-allow-networks", "127.0.0.0/8"],
+    );
+    let http = reqwest::Client::new();
+    let created = http
+        .post(node.url("/api/admin/rooms"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(
+            &json!({"id": "tuned", "name": "Tuned", "target_url": "/x", "admit_per_tick": 10,
+            "tick_ms": 200, "max_active": 1, "abandon_after_s": 3600,
+            "autotune": {"health_url": origin.url(), "latency_target_ms": 100}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    for _ in 0..5 {
+        http.post(node.url("/api/rooms/tuned/join"))
+            .send()
+            .await
+            .unwrap();
+    }
+    let changes = r#"waitroom_autotune_changes_total{room="tuned",direction="down"}"#;
+    let page = metrics_when(&node, |page| {
+        sample(page, changes).is_some_and(|n| n >= 2.0)
+    })
+    .await;
+    let counted = sample(&page, changes).expect("changes counted");
+    let effective = sample(&page, r#"waitroom_admit_per_tick_effective{room="tuned"}"#)
+        .expect("the effective rate exported");
+    assert!(effective < 10.0, "cut: {effective}\n{page}");
+    // Each change once: as many as the room's own record of them.
+    let room: Value = http
+        .get(node.url("/api/admin/rooms/tuned"))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let recorded = room["stats"]["autotune"]["changes"]
+        .as_array()
+        .unwrap()
+        .len() as f64;
+    assert!(
+        counted <= recorded && counted >= recorded - 1.0,
+        "counted {counted}, recorded {recorded} (a change may land between the two reads)"
+    );
+}

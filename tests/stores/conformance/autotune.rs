@@ -75,6 +75,10 @@ pub async fn a_slow_origin_cuts_the_rate_and_a_healthy_one_raises_it(h: &Harness
     assert_eq!(tune.decision.reason, "p95 2310 ms > 1000 ms");
     assert_eq!(tune.changes.len(), 1);
     assert_eq!((tune.changes[0].from, tune.changes[0].to), (10, 7));
+    // The ETA divides by the effective rate: 7 every 5 s.
+    let (visitor, _) = h.join(&room).await;
+    let line = h.store.status(&room, visitor).await.unwrap().line;
+    assert_eq!(line.rate_per_s, Some(7.0 * 1000.0 / TICK_MS as f64));
     // Failures cut too, named by kind or status.
     sample(h, &room, 3, Some(Failure::Status(503))).await;
     assert_eq!(tick(h, &room).await.2, Some(Direction::Down));

@@ -212,6 +212,7 @@ macro_rules! conformance_suite {
             applies_made_at_once_apply_once,
             a_room_closed_stays_closed_under_its_unchanged_table,
             a_table_the_room_cannot_take_changes_nothing,
+            a_changed_table_keeps_what_its_schedule_applied,
         );
     };
     (@report $make:expr; $($name:ident),* $(,)?) => {

@@ -217,3 +217,40 @@ pub async fn a_table_the_room_cannot_take_changes_nothing(h: &Harness) {
         "the table applied last is still the first"
     );
 }
+
+/// A changed table keeps what its schedule applied: an entry the room
+/// applied under the table before is not applied again, nor lost.
+pub async fn a_changed_table_keeps_what_its_schedule_applied(h: &Harness) {
+    let t0 = h.clock.now_ms();
+    let schedule = format!(
+        "[[room.schedule]]\nat = {}\nset = {{ notice = \"Presale\" }}\n\n[[room.schedule]]\nat = {}\nset = {{ notice = \"Sale\" }}\n",
+        rfc3339(t0 + 10_000),
+        rfc3339(t0 + 20_000)
+    );
+    let first = drop_table(&format!("admit_per_tick = 3\n\n{schedule}"));
+    assert_eq!(apply(h, &first).await, Applied::Created);
+    h.clock.advance_ms(10_000);
+    let room = h.store.room(&first.id).await.unwrap();
+    assert_eq!(room.config.notice.as_deref(), Some("Presale"));
+    let applied = room.config.schedule.entries()[0].applied_at;
+    assert!(applied.is_some());
+    // An operator's notice since, then the file changed elsewhere.
+    h.store
+        .configure(
+            &first.id,
+            serde_json::from_str(r#"{"notice": "Live"}"#).unwrap(),
+        )
+        .await
+        .unwrap();
+    let changed = drop_table(&format!("admit_per_tick = 4\n\n{schedule}"));
+    assert_eq!(apply(h, &changed).await, Applied::Changed);
+    let room = h.store.room(&first.id).await.unwrap();
+    assert_eq!(room.config.admit_per_tick, 4);
+    assert_eq!(
+        room.config.notice.as_deref(),
+        Some("Live"),
+        "not applied again"
+    );
+    assert_eq!(room.config.schedule.entries()[0].applied_at, applied);
+    assert_eq!(room.config.schedule.entries()[1].applied_at, None);
+}
