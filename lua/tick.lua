@@ -8,7 +8,8 @@
 -- they joined. Returns (`WireTick`)
 -- { ran, admitted, abandoned, no_shows, waiting, active, next_due_in_ms,
 -- arrival_resumptions (see resume_arrivals.lua), line, max_active, opened,
--- admitted_last_minute, probe, tuned, admit_per_tick_effective } as JSON:
+-- admitted_last_minute, probe, tuned, admit_per_tick_effective,
+-- change_in_ms (until the schedule's next entry, unless held) } as JSON:
 -- probe, whether this call's node takes the room's health sample; tuned,
 -- 'down' or 'up' when autotune changed the rate here; the others, the room's figures for the
 -- metrics and each node's history of the room, in every
@@ -59,6 +60,8 @@ local function answer(ran, counts)
   counts.admitted_last_minute = admitted_between(now - RATE_WINDOW_MS, now)
   counts.sessions_lapsed = tonumber(room.sessions_lapsed or 0)
   counts.admit_per_tick_effective = per_tick(room)
+  local change = tonumber(room.next_change_at or '')
+  if change and room.schedule_held ~= '1' then counts.change_in_ms = math.max(change - now, 1) end
   return cjson.encode(counts)
 end
 local due = now >= last_tick + tick_ms

@@ -570,7 +570,10 @@ impl Promoter {
                             let pause = if tick.busy {
                                 Duration::from_millis(tick.next_due_in_ms)
                             } else {
-                                idle_pause(schedule.keys.len() + 1)
+                                // An idle room is asked again at its
+                                // schedule's next entry, if sooner.
+                                let change = tick.change_in_ms.map_or(Duration::MAX, Duration::from_millis);
+                                idle_pause(schedule.keys.len() + 1).min(change)
                             };
                             if self.stock_sweep_left(&room) {
                                 schedule.no_later_than(

@@ -129,6 +129,10 @@ pub struct Tick {
     pub busy: bool,
     /// How long until the next tick is due, by the store's clock.
     pub next_due_in_ms: Millis,
+    /// How long until the schedule's next entry falls due (none without
+    /// one, or while an operator's pause holds it): an idle room is asked
+    /// for its tick then too, so the entry applies at its time.
+    pub change_in_ms: Option<Millis>,
     /// How many times the room's arrivals were resumed after an outage
     /// (`op::ResumeArrivals`), as of this tick.
     pub arrival_resumptions: u64,

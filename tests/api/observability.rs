@@ -797,3 +797,29 @@ async fn autotunes_rate_and_its_changes_are_exported() {
         "counted {counted}, recorded {recorded} (a change may land between the two reads)"
     );
 }
+
+/// An empty room's schedule entry applies at its time: the promoter asks
+/// an idle room for its tick at the entry, not at its next heartbeat
+/// (minutes away), so the room's figures show the change then.
+#[tokio::test]
+async fn an_idle_rooms_schedule_entry_applies_at_its_time() {
+    let node = Node::start(env!("CARGO_BIN_EXE_waitroom"), &[]);
+    let at = std::time::SystemTime::now() + Duration::from_millis(1_500);
+    let at = chrono::DateTime::<chrono::Utc>::from(at).to_rfc3339();
+    let created = reqwest::Client::new()
+        .post(node.url("/api/admin/rooms"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"id": "later", "name": "Later", "target_url": "/x",
+            "schedule": [{"at": at, "set": {"paused": true}}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let paused = r#"waitroom_room_paused{room="later"}"#;
+    let page = metrics_when(&node, |page| sample(page, paused) == Some(1.0)).await;
+    assert_eq!(
+        sample(&page, paused),
+        Some(1.0),
+        "paused by its entry, nothing else asking:\n{page}"
+    );
+}

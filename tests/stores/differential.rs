@@ -177,6 +177,7 @@ enum Compared {
         admitted: Option<(u64, Vec<u64>, u64, u64, u64, u64, bool, Option<String>)>,
         busy: bool,
         next_due_in_ms: u64,
+        change_in_ms: Option<u64>,
         /// What every node's metrics show of the room (`Tick::figures`),
         /// but the ETA: Lua keeps the rate to 14 significant digits, so an
         /// ETA that is a whole number of seconds in Rust (1 / (2/6)) can be
@@ -286,6 +287,7 @@ fn tick(tick: Tick) -> Compared {
         }),
         busy: tick.busy,
         next_due_in_ms: tick.next_due_in_ms,
+        change_in_ms: tick.change_in_ms,
         figures: RoomFigures {
             tail_eta_s: None,
             ..tick.figures

@@ -116,9 +116,13 @@ async fn create(
     _: Operator,
     body: web::Json<serde_json::Value>,
     store: web::Data<dyn Store>,
+    live: web::Data<Live>,
 ) -> Result<HttpResponse, ApiError> {
     let (id, config) = parse_new_room(body.into_inner())?;
     let info = store.create_room(id, config).await?;
+    // Asked at once, so that its ticks (and its schedule's entries, if it
+    // has any) follow from now, not from the next refresh of the rooms.
+    live.wakeups.note(&info.id);
     tracing::info!(room = %info.id, "room created");
     Ok(HttpResponse::Created()
         .insert_header((header::LOCATION, format!("/api/admin/rooms/{}", info.id)))

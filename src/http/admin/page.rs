@@ -659,6 +659,7 @@ async fn create_room(
     req: HttpRequest,
     OperatorForm(form, session): OperatorForm<ConfigForm>,
     store: web::Data<dyn Store>,
+    live: web::Data<Live>,
     credentials: web::Data<Credentials>,
 ) -> Result<HttpResponse, ApiError> {
     let result = async {
@@ -667,6 +668,7 @@ async fn create_room(
             .ok_or_else(|| ConfigError::new("id", "id must be 1 to 64 of a-z, 0-9 and -"))?;
         let config = form.patch()?.new_room()?;
         let info = store.create_room(id, config).await?;
+        live.wakeups.note(&info.id);
         tracing::info!(room = %info.id, "room created from the admin page");
         Ok((Done::RoomCreated, info.id))
     }

@@ -675,6 +675,7 @@ impl Handle<TickIfDue> for MemoryStore {
             ran,
             busy: model.busy(),
             next_due_in_ms: model.next_due_in_ms(now),
+            change_in_ms: model.change_in_ms(now),
             arrival_resumptions: model.arrival_resumptions(),
             figures: model.figures(now),
         })

@@ -203,6 +203,8 @@ pub(super) struct WireTick {
     waiting: u64,
     active: u64,
     next_due_in_ms: Millis,
+    #[serde(default)]
+    change_in_ms: Option<Millis>,
     arrival_resumptions: u64,
     line: WireLine,
     /// '' without a cap.
@@ -242,6 +244,7 @@ impl From<WireTick> for Tick {
             }),
             busy: tick.waiting > 0 || tick.active > 0,
             next_due_in_ms: tick.next_due_in_ms,
+            change_in_ms: tick.change_in_ms,
             arrival_resumptions: tick.arrival_resumptions,
             figures: {
                 let line = tick.line.summary();

@@ -1123,10 +1123,8 @@ impl RoomModel {
         if self.sweep_left || self.admit_left {
             tick = tick.min(SWEEP_AGAIN_MS);
         }
-        if let Some(at) = self.config.schedule.next_at()
-            && !self.schedule_held
-        {
-            tick = tick.min(at.saturating_sub(now).max(1));
+        if let Some(change) = self.change_in_ms(now) {
+            tick = tick.min(change);
         }
         match self.config.opens_at {
             Some(at) if self.line.draw.is_some() && !self.drawn_announced => {
@@ -1134,6 +1132,13 @@ impl RoomModel {
             }
             _ => tick,
         }
+    }
+
+    /// How long until the schedule's next entry falls due, unless an
+    /// operator's pause holds the schedule (`Tick::change_in_ms`).
+    pub fn change_in_ms(&self, now: Millis) -> Option<Millis> {
+        let at = self.config.schedule.next_at()?;
+        (!self.schedule_held).then(|| at.saturating_sub(now).max(1))
     }
 
     /// The line hears what its sale has left; the event, if that changes

@@ -55,6 +55,11 @@ pub async fn an_entry_applies_once_at_its_time_and_a_join_just_after_sees_it(h: 
         "the tick is due at the entry ({} ms)",
         tick.next_due_in_ms
     );
+    assert_eq!(
+        tick.change_in_ms,
+        Some(10_000),
+        "an idle room is asked then"
+    );
     to(h, t0 + 9_999);
     h.store.join(&room, VisitorId::random()).await.unwrap();
     to(h, t0 + 10_001);
@@ -87,6 +92,11 @@ pub async fn an_operators_pause_holds_the_schedule_until_they_unpause(h: &Harnes
     )
     .await;
     h.patch(&room, r#"{"paused": true}"#).await;
+    assert_eq!(
+        h.store.tick(&room).await.unwrap().change_in_ms,
+        None,
+        "held"
+    );
     to(h, t0 + 30_000);
     h.store.join(&room, VisitorId::random()).await.unwrap();
     h.store.tick(&room).await.unwrap();
