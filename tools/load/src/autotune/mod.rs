@@ -292,7 +292,7 @@ async fn play_and_watch(
     });
     let load_start = common::loadavg();
     let cpu_start = common::cpu_mark(run.server_pids);
-    let ((outcomes, lost_tasks), watched) = tokio::join!(
+    let ((outcomes, lost_tasks), mut watched) = tokio::join!(
         play(run, shop.clone(), start),
         watch_room(run, http, &shop, &origin, start)
     );
@@ -301,6 +301,10 @@ async fn play_and_watch(
         _ => None,
     };
     let room = watch::read_room(http, &run.nodes[0], run.admin_token, run.room.as_str()).await;
+    // The changes since the last read too, as the nodes' counters have them.
+    if let Ok(room) = &room {
+        watch::merge_changes(&mut watched.changes, watch::changes_of(room));
+    }
     let counted_at_end = watch::counted(run.nodes, run.room.as_str()).await;
     let records = on_the_runs_clock(origin.take_records(), origin.started(), start);
     origin.stop();
