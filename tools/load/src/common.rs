@@ -347,10 +347,37 @@ pub async fn create_room(
     room: &RoomId,
     config: &RoomConfig,
 ) -> Result<bool, LoadError> {
+    create_room_with(
+        http,
+        node,
+        admin_token,
+        room,
+        config,
+        serde_json::Map::new(),
+    )
+    .await
+}
+
+/// [`create_room`] with `more` fields beside the config's: those a
+/// `RoomConfig` does not carry as sent (its `schedule` is never read back
+/// from one, so it is sent as JSON).
+pub async fn create_room_with(
+    http: &reqwest::Client,
+    node: &Node,
+    admin_token: &str,
+    room: &RoomId,
+    config: &RoomConfig,
+    more: serde_json::Map<String, serde_json::Value>,
+) -> Result<bool, LoadError> {
+    let mut body = serde_json::to_value(NewRoom { id: room, config })
+        .map_err(|e| LoadError::Setup(format!("the room's config: {e}")))?;
+    if let Some(fields) = body.as_object_mut() {
+        fields.extend(more);
+    }
     let response = http
         .post(format!("{}/api/admin/rooms", node.base))
         .bearer_auth(admin_token)
-        .json(&NewRoom { id: room, config })
+        .json(&body)
         .send()
         .await
         .map_err(|e| {

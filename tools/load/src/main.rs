@@ -15,6 +15,12 @@
 //! `drop` mode: a drop as it happens: visitors arriving at a steady rate
 //! through the waiting page's own sequence (join, socket, admission, verify,
 //! claim), and what each of them saw.
+//! `autotune` mode: a drop that runs itself: a test origin of known
+//! capacity (in this process), a room whose autotune follows its health
+//! and whose schedule changes it at a set time, shoppers arriving faster
+//! than the origin can take them; the rate admitted against the origin's
+//! capacity, and its latency against the target, over the run's last
+//! minutes.
 //!
 //! It only talks to loopback addresses, and every run is bounded in count
 //! and time and stops by itself.
@@ -25,6 +31,7 @@
 
 #![forbid(unsafe_code)]
 
+mod autotune;
 mod claims;
 mod common;
 mod drop;
@@ -84,6 +91,12 @@ enum Mode {
     /// what the waiting page does (join with its body, socket, admission,
     /// verify, one claim on the room's sale), and what each of them saw.
     Drop(DropArgs),
+    /// A drop that runs itself: shoppers arriving at a steady rate for T
+    /// seconds into a room whose autotune follows a test origin of known
+    /// capacity (this tool serves it on 127.0.0.1), with a schedule entry
+    /// at a set time; the admitted rate against the origin's capacity over
+    /// the last minutes. The nodes need `--outbound-allow-networks 127.0.0.0/8`.
+    Autotune(AutotuneArgs),
 }
 
 #[derive(Debug, Args)]
@@ -362,6 +375,76 @@ struct DropArgs {
     server_pid: Vec<u32>,
 }
 
+/// The longest `autotune` run.
+const MAX_AUTOTUNE_S: u64 = 900;
+
+#[derive(Debug, Args)]
+struct AutotuneArgs {
+    #[command(flatten)]
+    target: Target,
+    /// Shoppers arriving a second, throughout the run (like 14 or 14/s).
+    #[arg(long, default_value = "14", value_parser = parse_rate)]
+    arrival_rate: f64,
+    /// Seconds from the first arrival to the end (at most 900): then every
+    /// shopper still busy gives up.
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(2..=MAX_AUTOTUNE_S))]
+    duration: u64,
+    /// The figures are over the run's last this many seconds (at most --duration).
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=MAX_AUTOTUNE_S))]
+    window: u64,
+    /// Room config: visitors admitted per tick at first. The defaults (12
+    /// a second) are 1.2 times what the origin takes.
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    admit_per_tick: u32,
+    /// Room config: tick interval in ms.
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(100..=60_000))]
+    tick_ms: u64,
+    /// When the schedule's entry falls due, in seconds from the first arrival.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=MAX_AUTOTUNE_S))]
+    phase_at: u64,
+    /// The entry's new admit_per_tick (0: the entry leaves it as it is).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    phase_admit_per_tick: u32,
+    /// The entry's notice.
+    #[arg(long, default_value = "The sale is open to everyone.")]
+    phase_notice: String,
+    /// Autotune's latency_target_ms (10 to 60000).
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(10..=60_000))]
+    latency_target_ms: u64,
+    /// Autotune's error_rate_max (0 to 1).
+    #[arg(long, default_value_t = 0.05)]
+    error_rate_max: f64,
+    /// Autotune's min_per_tick.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    min_per_tick: u32,
+    /// The test origin: requests it serves at once.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    origin_workers: u32,
+    /// The test origin: how long each request holds its worker, in ms.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    origin_service_ms: u64,
+    /// The test origin: requests that may wait for a worker; past them it
+    /// answers 503 at once.
+    #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    origin_queue_max: u64,
+    /// Requests each admitted shopper sends the origin's checkout, one after another.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=100))]
+    checkouts: u32,
+    /// Local source addresses 127.0.0.1 … 127.0.0.K to spread the sockets over.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u8).range(1..=254))]
+    source_ips: u8,
+    /// HTTP requests to the nodes (joins, polls, verifies) in flight at once.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    http_concurrency: u16,
+    /// WebSocket handshakes in flight at once.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    open_concurrency: u16,
+    /// PID(s) of the server process(es) on this machine, comma-separated:
+    /// the run then reports their CPU use.
+    #[arg(long, value_delimiter = ',')]
+    server_pid: Vec<u32>,
+}
+
 fn parse_probe_rate(raw: &str) -> Result<f64, BadValue> {
     if raw.trim() == "0" {
         return Ok(0.0);
@@ -407,6 +490,7 @@ async fn main() -> ExitCode {
         Mode::Opening(args) => run_opening(args, cli.json).await,
         Mode::FloorServer(args) => floor::serve(args).await,
         Mode::Drop(args) => run_drop(args, cli.json, open_files_limit).await,
+        Mode::Autotune(args) => run_autotune(args, cli.json).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -599,6 +683,56 @@ async fn run_drop(args: DropArgs, json: bool, open_files_limit: u64) -> Result<(
     .await
 }
 
+async fn run_autotune(args: AutotuneArgs, json: bool) -> Result<(), LoadError> {
+    let nodes = common::parse_nodes(&args.target.url)?;
+    if args.window > args.duration || args.phase_at >= args.duration {
+        return Err(LoadError::Usage(format!(
+            "--window {} s and --phase-at {} s must fall within --duration {} s",
+            args.window, args.phase_at, args.duration
+        )));
+    }
+    if !(0.0..=1.0).contains(&args.error_rate_max) {
+        return Err(LoadError::Usage(
+            "--error-rate-max is between 0 and 1".into(),
+        ));
+    }
+    if args.arrival_rate * args.duration as f64 > MAX_VISITORS as f64 {
+        return Err(LoadError::Usage(format!(
+            "--arrival-rate × --duration is more than {MAX_VISITORS} shoppers"
+        )));
+    }
+    autotune::run(autotune::AutotuneRun {
+        nodes: &nodes,
+        room: &args.target.room,
+        admin_token: admin_token(&args.target)?,
+        arrival_rate: args.arrival_rate,
+        duration: Duration::from_secs(args.duration),
+        window: Duration::from_secs(args.window),
+        admit_per_tick: args.admit_per_tick,
+        tick_ms: args.tick_ms,
+        phase: autotune::Phase {
+            at: Duration::from_secs(args.phase_at),
+            admit_per_tick: (args.phase_admit_per_tick > 0).then_some(args.phase_admit_per_tick),
+            notice: args.phase_notice,
+        },
+        latency_target_ms: args.latency_target_ms,
+        error_rate_max: args.error_rate_max,
+        min_per_tick: args.min_per_tick,
+        capacity: autotune::Capacity {
+            workers: args.origin_workers,
+            service: Duration::from_millis(args.origin_service_ms),
+            queue_max: args.origin_queue_max as usize,
+        },
+        checkouts: args.checkouts,
+        source_ips: args.source_ips,
+        http_concurrency: args.http_concurrency as usize,
+        open_concurrency: args.open_concurrency as usize,
+        server_pids: &args.server_pid,
+        json,
+    })
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -640,6 +774,9 @@ mod tests {
         assert!(Cli::try_parse_from(["w", "drop", "--duration", "301"]).is_err());
         assert!(Cli::try_parse_from(["w", "drop", "--arrive-over", "301"]).is_err());
         assert!(Cli::try_parse_from(["w", "drop", "--max-active", "0"]).is_err());
+        assert!(Cli::try_parse_from(["w", "autotune", "--duration", "901"]).is_err());
+        assert!(Cli::try_parse_from(["w", "autotune", "--duration", "900"]).is_ok());
+        assert!(Cli::try_parse_from(["w", "autotune", "--arrival-rate", "0"]).is_err());
     }
 
     #[test]

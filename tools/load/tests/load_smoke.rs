@@ -561,3 +561,62 @@ fn drop_mode_refuses_nodes_that_do_not_share_a_store() {
     assert!(!status.success());
     assert!(stderr.contains("store of its own"), "{stderr}");
 }
+
+#[test]
+fn autotune_mode_runs_a_drop_that_runs_itself_against_its_own_origin() {
+    // The node may call the tool's origin on loopback only if told so.
+    let server = start_server_with(&["--outbound-allow-networks", "127.0.0.0/8"]);
+    let s = summary(&[
+        "--json",
+        "autotune",
+        "--url",
+        &server.url,
+        "--room",
+        "smoke-autotune",
+        "--admin-token",
+        ADMIN_TOKEN,
+        // 20 shoppers a second against 8 admitted: a line forms at once,
+        // and the room's ticks hand out health checks while it lasts.
+        "--arrival-rate",
+        "20",
+        "--duration",
+        "8",
+        "--window",
+        "4",
+        "--admit-per-tick",
+        "4",
+        "--tick-ms",
+        "500",
+        "--phase-at",
+        "3",
+        "--phase-admit-per-tick",
+        "6",
+        "--origin-workers",
+        "2",
+        "--origin-service-ms",
+        "50",
+        "--checkouts",
+        "2",
+        "--source-ips",
+        "2",
+    ]);
+    assert_eq!(s["mode"], "autotune", "{s}");
+    assert_eq!(s["origin_capacity_per_s"], 40.0, "{s}");
+    assert!(s["origin_measured_per_s"].as_f64().unwrap() > 0.0, "{s}");
+    // The schedule's one entry applied, with no error.
+    assert_eq!(s["schedule"].as_array().unwrap().len(), 1, "{s}");
+    assert_eq!(s["schedule_applied"], true, "{s}");
+    assert!(s["schedule"][0]["applied_after_ms"].is_i64(), "{s}");
+    // The node checked the origin's health through the tool's origin.
+    assert_eq!(s["samples_taken"], true, "{s}");
+    assert!(
+        s["window"]["origin_health_checks"].as_u64().unwrap() > 0,
+        "{s}"
+    );
+    assert!(s["shoppers"]["admitted"].as_u64().unwrap() > 0, "{s}");
+    assert!(s["window"]["admitted_to_capacity"].is_f64(), "{s}");
+    assert!(s["changes"]["run_counted"]["down"].is_u64(), "{s}");
+    assert_eq!(s["timeline"].as_array().unwrap().len(), 8, "{s}");
+    assert_eq!(s["watch_errors"], serde_json::json!({}), "{s}");
+    assert_eq!(s["check_passed"], true, "{s}");
+}

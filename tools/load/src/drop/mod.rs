@@ -21,7 +21,7 @@
 
 mod report;
 mod summary;
-mod visitor;
+pub(crate) mod visitor;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -29,18 +29,17 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tokio::sync::Semaphore;
 use waitroom::words::sale::{SaleRequest, SaleView};
 use waitroom::words::{RoomConfig, RoomId};
 
 use crate::claims::put_sale;
-use crate::common::{self, CpuUse, ErrorKinds, Node, create_room, epoch_micros, say};
+use crate::common::{self, CpuUse, ErrorKinds, Node, create_room, say};
 use crate::error::LoadError;
 use crate::sockets::{self};
 
 use report::RoomReport;
 use summary::{Summary, by_kind, latency_text, summarize};
-use visitor::{NodeUrls, Progress, Shared, Visit, visitor};
+use visitor::{Connections, Shared, Visit, visitor};
 
 /// The page's wait before it sends an admitted visitor on
 /// (`REDIRECT_DELAY_MS`); not played here, only said.
@@ -283,7 +282,16 @@ async fn play(run: &DropRun<'_>) -> Played {
         ),
     );
     let start = Instant::now() + Duration::from_millis(200);
-    let shared = Arc::new(Shared::of(run, start));
+    let shared = Arc::new(Shared::new(
+        Connections {
+            nodes: run.nodes,
+            room: run.room,
+            source_ips: run.source_ips,
+            http_concurrency: run.http_concurrency,
+            open_concurrency: run.open_concurrency,
+        },
+        start + run.duration,
+    ));
     let cpu_start = common::cpu_mark(run.server_pids);
     let reporter = tokio::spawn(report_progress(shared.clone(), start, json));
     let mut tasks = Vec::with_capacity(visitors as usize);
@@ -318,36 +326,6 @@ async fn play(run: &DropRun<'_>) -> Played {
         lost_tasks,
         elapsed_s,
         cpu,
-    }
-}
-
-impl Shared {
-    /// What the visitors of `run` share; they give up at `start` plus the
-    /// run's duration.
-    fn of(run: &DropRun<'_>, start: Instant) -> Self {
-        let room = run.room;
-        Self {
-            nodes: run
-                .nodes
-                .iter()
-                .map(|node| NodeUrls {
-                    node: node.clone(),
-                    join: format!("{}/api/rooms/{room}/join", node.base),
-                    status: format!("{}/api/rooms/{room}/status", node.base),
-                    verify: format!("{}/api/verify?room={room}", node.base),
-                    claims: format!("{}/api/rooms/{room}/sale/claims", node.base),
-                })
-                .collect(),
-            room: room.clone(),
-            http: common::http_client(run.http_concurrency),
-            http_permits: Semaphore::new(run.http_concurrency),
-            open_permits: Semaphore::new(run.open_concurrency),
-            socket_config: sockets::client_config(),
-            source_ips: run.source_ips,
-            run_id: epoch_micros(),
-            deadline: start + run.duration,
-            progress: Progress::default(),
-        }
     }
 }
 

@@ -22,23 +22,23 @@ use crate::error::Failure;
 use crate::sockets::{self, SocketSpec};
 
 /// The page pings its socket this often (`pingMs` in `static/waitroom-client.js`).
-pub(super) const PING_EVERY: Duration = Duration::from_secs(20);
+pub(crate) const PING_EVERY: Duration = Duration::from_secs(20);
 
 /// While its socket is down the page polls this often (`POLL_MS`).
-pub(super) const POLL_EVERY: Duration = Duration::from_secs(5);
+pub(crate) const POLL_EVERY: Duration = Duration::from_secs(5);
 
 /// The page's reconnect and join-retry backoff (`RETRY`): 1 s doubling to 30 s.
-pub(super) const BACKOFF_BASE_MS: u64 = 1_000;
+pub(crate) const BACKOFF_BASE_MS: u64 = 1_000;
 
-pub(super) const BACKOFF_MAX_MS: u64 = 30_000;
+pub(crate) const BACKOFF_MAX_MS: u64 = 30_000;
 
 /// The longest one socket may take to connect and finish its handshake.
-pub(super) const OPEN_TIMEOUT: Duration = Duration::from_secs(20);
+pub(crate) const OPEN_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Where a visitor was in the page's sequence.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub(super) enum Stage {
+pub(crate) enum Stage {
     #[default]
     Joining,
     Waiting,
@@ -47,7 +47,7 @@ pub(super) enum Stage {
 }
 
 impl Stage {
-    pub(super) fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Stage::Joining => "joining",
             Stage::Waiting => "waiting",
@@ -59,7 +59,7 @@ impl Stage {
 
 /// How a visit ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum End {
+pub(crate) enum End {
     /// Admitted, pass verified, claim answered (201 or 409).
     Done,
     /// Still at this stage when the run's time was up.
@@ -73,7 +73,7 @@ pub(super) enum End {
 
 /// What a claim was answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Claimed {
+pub(crate) enum Claimed {
     Created {
         sequence: u64,
     },
@@ -83,7 +83,7 @@ pub(super) enum Claimed {
 
 /// What one Status told the visitor.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Seen {
+pub(crate) enum Seen {
     Waiting {
         position: Option<u64>,
     },
@@ -95,7 +95,7 @@ pub(super) enum Seen {
 }
 
 impl Seen {
-    pub(super) fn of(status: &Status) -> Self {
+    pub(crate) fn of(status: &Status) -> Self {
         match (status.state, &status.pass) {
             (State::Waiting, _) => Seen::Waiting {
                 position: status.position,
@@ -115,7 +115,7 @@ impl Seen {
 
 /// How a visitor's wait ended.
 #[derive(Debug)]
-pub(super) enum Settled {
+pub(crate) enum Settled {
     Admitted(Admission),
     /// The room said it is over for the visitor (what it said).
     Finished(String),
@@ -123,46 +123,46 @@ pub(super) enum Settled {
 
 /// The admission, as the visitor got it.
 #[derive(Debug)]
-pub(super) struct Admission {
-    pub(super) pass: String,
-    pub(super) at: Instant,
+pub(crate) struct Admission {
+    pub(crate) pass: String,
+    pub(crate) at: Instant,
 }
 
 /// What one visitor saw, times in µs.
 #[derive(Debug, Default)]
-pub(super) struct Visit {
-    pub(super) stage: Stage,
+pub(crate) struct Visit {
+    pub(crate) stage: Stage,
     /// The tool started this visitor this late after its scheduled arrival.
-    pub(super) lag_us: u64,
-    pub(super) join_attempts: u32,
+    pub(crate) lag_us: u64,
+    pub(crate) join_attempts: u32,
     /// Arrival → the first answer that gave a position, and the position.
-    pub(super) first_position: Option<(u64, u64)>,
+    pub(crate) first_position: Option<(u64, u64)>,
     /// The join's answer was already an admission (no line).
-    pub(super) admitted_at_join: bool,
-    pub(super) last_position: Option<u64>,
+    pub(crate) admitted_at_join: bool,
+    pub(crate) last_position: Option<u64>,
     /// Statuses whose position differed from the last one seen.
-    pub(super) position_updates: u32,
+    pub(crate) position_updates: u32,
     /// Of those, the ones where the position went up (it never should).
-    pub(super) positions_rose: u32,
+    pub(crate) positions_rose: u32,
     /// Arrival → the admission status.
-    pub(super) waited_us: Option<u64>,
+    pub(crate) waited_us: Option<u64>,
     /// The admission's tick → the admission status at the visitor.
-    pub(super) tick_to_admission_us: Option<u64>,
+    pub(crate) tick_to_admission_us: Option<u64>,
     /// The admission status → `/api/verify` answered 204.
-    pub(super) verified_us: Option<u64>,
-    pub(super) claimed: Option<Claimed>,
-    pub(super) claim_us: Option<u64>,
-    pub(super) sockets_opened: u32,
-    pub(super) sockets_lost: u32,
-    pub(super) polls: u32,
+    pub(crate) verified_us: Option<u64>,
+    pub(crate) claimed: Option<Claimed>,
+    pub(crate) claim_us: Option<u64>,
+    pub(crate) sockets_opened: u32,
+    pub(crate) sockets_lost: u32,
+    pub(crate) polls: u32,
     /// Every failed attempt, by kind (also those retried).
-    pub(super) errors: ErrorKinds,
-    pub(super) end: Option<End>,
+    pub(crate) errors: ErrorKinds,
+    pub(crate) end: Option<End>,
 }
 
 impl Visit {
     /// Takes in a position `since_arrival_us` after the arrival.
-    pub(super) fn saw_position(&mut self, position: u64, since_arrival_us: u64) {
+    pub(crate) fn saw_position(&mut self, position: u64, since_arrival_us: u64) {
         if self.first_position.is_none() {
             self.first_position = Some((since_arrival_us, position));
         }
@@ -178,7 +178,7 @@ impl Visit {
     }
 
     /// Takes in a status; `Some` once the visitor's wait is over.
-    pub(super) fn saw(&mut self, seen: Seen, arrival: Instant, at: Instant) -> Option<Settled> {
+    pub(crate) fn saw(&mut self, seen: Seen, arrival: Instant, at: Instant) -> Option<Settled> {
         let since_arrival = at.saturating_duration_since(arrival).as_micros() as u64;
         match seen {
             Seen::Waiting { position } => {
@@ -197,32 +197,32 @@ impl Visit {
         }
     }
 
-    pub(super) fn error(&mut self, kind: impl Into<String>) {
+    pub(crate) fn error(&mut self, kind: impl Into<String>) {
         common::count(&mut self.errors, kind);
     }
 
     /// Counts why the visit failed at `stage`, and ends it there.
-    pub(super) fn failed(&mut self, stage: Stage, kind: impl Into<String>) -> End {
+    pub(crate) fn failed(&mut self, stage: Stage, kind: impl Into<String>) -> End {
         self.error(kind);
         End::Failed(stage)
     }
 }
 
 /// The status a join or a poll answered with, if the body reads as one.
-pub(super) fn status_of(body: &[u8]) -> Option<Status<'_>> {
+pub(crate) fn status_of(body: &[u8]) -> Option<Status<'_>> {
     serde_json::from_str(std::str::from_utf8(body).ok()?).ok()
 }
 
 /// The page's backoff (`backoff()` in `static/lib-api.js`): 1 s doubling to
 /// 30 s, times a jitter in 0.8..1.2 drawn from `seed`.
-pub(super) fn backoff(attempt: u32, seed: u64) -> Duration {
+pub(crate) fn backoff(attempt: u32, seed: u64) -> Duration {
     let base = BACKOFF_BASE_MS.saturating_mul(1u64 << attempt.min(16));
     let jitter = 0.8 + 0.4 * (splitmix64(seed) >> 11) as f64 / (1u64 << 53) as f64;
     Duration::from_millis(((base.min(BACKOFF_MAX_MS) as f64 * jitter) as u64).min(BACKOFF_MAX_MS))
 }
 
 /// A well-mixed 64-bit value from `x` (no random crate needed for jitter).
-pub(super) fn splitmix64(x: u64) -> u64 {
+pub(crate) fn splitmix64(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -230,45 +230,86 @@ pub(super) fn splitmix64(x: u64) -> u64 {
 }
 
 /// One node's addresses, as the visitors use them.
-pub(super) struct NodeUrls {
-    pub(super) node: Node,
-    pub(super) join: String,
-    pub(super) status: String,
-    pub(super) verify: String,
-    pub(super) claims: String,
+pub(crate) struct NodeUrls {
+    pub(crate) node: Node,
+    pub(crate) join: String,
+    pub(crate) status: String,
+    pub(crate) verify: String,
+    pub(crate) claims: String,
 }
 
 /// What every visitor task shares.
-pub(super) struct Shared {
-    pub(super) nodes: Vec<NodeUrls>,
-    pub(super) room: RoomId,
-    pub(super) http: reqwest::Client,
-    pub(super) http_permits: Semaphore,
-    pub(super) open_permits: Semaphore,
-    pub(super) socket_config: WebSocketConfig,
-    pub(super) source_ips: u8,
+pub(crate) struct Shared {
+    pub(crate) nodes: Vec<NodeUrls>,
+    pub(crate) room: RoomId,
+    pub(crate) http: reqwest::Client,
+    pub(crate) http_permits: Semaphore,
+    pub(crate) open_permits: Semaphore,
+    pub(crate) socket_config: WebSocketConfig,
+    pub(crate) source_ips: u8,
     /// Makes each run's Idempotency-Keys its own.
-    pub(super) run_id: u64,
-    pub(super) deadline: Instant,
-    pub(super) progress: Progress,
+    pub(crate) run_id: u64,
+    pub(crate) deadline: Instant,
+    pub(crate) progress: Progress,
+}
+
+/// Where the visitors go and how many of their requests and handshakes
+/// may be in flight at once.
+pub(crate) struct Connections<'a> {
+    pub(crate) nodes: &'a [Node],
+    pub(crate) room: &'a RoomId,
+    pub(crate) source_ips: u8,
+    /// HTTP requests (joins, polls, verifies, claims) in flight at once.
+    pub(crate) http_concurrency: usize,
+    /// WebSocket handshakes in flight at once.
+    pub(crate) open_concurrency: usize,
+}
+
+impl Shared {
+    /// What the visitors going through `to` share; they give up at `deadline`.
+    pub(crate) fn new(to: Connections<'_>, deadline: Instant) -> Self {
+        let room = to.room;
+        Self {
+            nodes: to
+                .nodes
+                .iter()
+                .map(|node| NodeUrls {
+                    node: node.clone(),
+                    join: format!("{}/api/rooms/{room}/join", node.base),
+                    status: format!("{}/api/rooms/{room}/status", node.base),
+                    verify: format!("{}/api/verify?room={room}", node.base),
+                    claims: format!("{}/api/rooms/{room}/sale/claims", node.base),
+                })
+                .collect(),
+            room: room.clone(),
+            http: common::http_client(to.http_concurrency),
+            http_permits: Semaphore::new(to.http_concurrency),
+            open_permits: Semaphore::new(to.open_concurrency),
+            socket_config: sockets::client_config(),
+            source_ips: to.source_ips,
+            run_id: epoch_micros(),
+            deadline,
+            progress: Progress::default(),
+        }
+    }
 }
 
 /// Counters for the progress lines.
 #[derive(Default)]
-pub(super) struct Progress {
-    pub(super) arrived: AtomicU64,
-    pub(super) in_line: AtomicU64,
-    pub(super) admitted: AtomicU64,
-    pub(super) verified: AtomicU64,
-    pub(super) claims_answered: AtomicU64,
+pub(crate) struct Progress {
+    pub(crate) arrived: AtomicU64,
+    pub(crate) in_line: AtomicU64,
+    pub(crate) admitted: AtomicU64,
+    pub(crate) verified: AtomicU64,
+    pub(crate) claims_answered: AtomicU64,
 }
 
 /// One held up on a gauge while it lives (also when its future is dropped
 /// at the time bound).
-pub(super) struct Gauge<'a>(&'a AtomicU64);
+pub(crate) struct Gauge<'a>(&'a AtomicU64);
 
 impl<'a> Gauge<'a> {
-    pub(super) fn up(gauge: &'a AtomicU64) -> Self {
+    pub(crate) fn up(gauge: &'a AtomicU64) -> Self {
         gauge.fetch_add(1, Ordering::Relaxed);
         Self(gauge)
     }
@@ -281,15 +322,15 @@ impl Drop for Gauge<'_> {
 }
 
 /// One answered HTTP request: status, `Retry-After` (s) and body.
-pub(super) struct Answer {
-    pub(super) status: u16,
-    pub(super) retry_after_s: Option<u64>,
-    pub(super) body: bytes::Bytes,
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) retry_after_s: Option<u64>,
+    pub(crate) body: bytes::Bytes,
 }
 
 impl Shared {
     /// Sends a request within the HTTP concurrency bound and reads its answer.
-    pub(super) async fn send(&self, request: reqwest::RequestBuilder) -> Result<Answer, Failure> {
+    pub(crate) async fn send(&self, request: reqwest::RequestBuilder) -> Result<Answer, Failure> {
         let _permit = self.http_permits.acquire().await.expect("never closed");
         let response = request.send().await?;
         let status = response.status().as_u16();
@@ -308,7 +349,7 @@ impl Shared {
 }
 
 /// "HTTP 409 sold_out", or "HTTP 500" for a body without a code.
-pub(super) fn http_kind(answer: &Answer) -> String {
+pub(crate) fn http_kind(answer: &Answer) -> String {
     match error_code(&answer.body) {
         Some(code) => format!("HTTP {} {code}", answer.status),
         None => format!("HTTP {}", answer.status),
@@ -316,7 +357,7 @@ pub(super) fn http_kind(answer: &Answer) -> String {
 }
 
 /// One visitor, from its scheduled arrival to the end of the run at most.
-pub(super) async fn visitor(shared: Arc<Shared>, index: u64, arrival: Instant) -> Visit {
+pub(crate) async fn visitor(shared: Arc<Shared>, index: u64, arrival: Instant) -> Visit {
     let mut visit = Visit {
         lag_us: arrival.elapsed().as_micros() as u64,
         ..Visit::default()
@@ -336,7 +377,7 @@ pub(super) async fn visitor(shared: Arc<Shared>, index: u64, arrival: Instant) -
 }
 
 /// The page's sequence and the site's: join, wait, verify, claim.
-pub(super) async fn visit_page(
+pub(crate) async fn visit_page(
     shared: &Shared,
     index: u64,
     arrival: Instant,
@@ -424,7 +465,7 @@ pub(super) async fn visit_page(
 
 /// Joins as the page does (its body, retries with its backoff, a 429's
 /// `Retry-After`); the ticket, and the admission if the join was one.
-pub(super) async fn join(
+pub(crate) async fn join(
     shared: &Shared,
     node: &NodeUrls,
     index: u64,
@@ -487,7 +528,7 @@ pub(super) async fn join(
 }
 
 /// How a socket's life ended.
-pub(super) enum SocketEnd {
+pub(crate) enum SocketEnd {
     /// The wait is over: admitted, or finished.
     Settled(Settled),
     /// The socket failed or closed while the visitor still waits.
@@ -496,7 +537,7 @@ pub(super) enum SocketEnd {
 
 /// Follows the visitor's place until it is settled: the socket, and while
 /// it is down the page's polls and reconnects.
-pub(super) async fn wait_in_line(
+pub(crate) async fn wait_in_line(
     shared: &Shared,
     node_index: usize,
     index: u64,
@@ -563,7 +604,7 @@ pub(super) async fn wait_in_line(
 
 /// One socket: opens it, reads statuses until the wait is over (then
 /// closes it, as the page does when it sends the visitor on) or it is lost.
-pub(super) async fn follow_socket(
+pub(crate) async fn follow_socket(
     shared: &Shared,
     spec: &SocketSpec,
     arrival: Instant,
