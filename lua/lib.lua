@@ -765,7 +765,7 @@ local function make_room(seed, commitment, config, plan)
   redis.call('HSET', K_ROOM, 'closed', '0', 'life', life, 'created_at', now, 'tokens', cfg.admit_per_tick,
     'last_tick', now, 'last_tick_ran', '', 'achieved_rate', '0', 'version', 0, 'next_seq', 0,
     'admitted_total', 0, 'config_rev', 0, 'turned_away', 0, 'no_shows', 0, 'peak_waiting', 0,
-    'tune_effective', cfg.admit_per_tick, 'tune_since', 0, 'schedule_held', cfg.paused and '1' or '0')
+    'tune_effective', cfg.admit_per_tick, 'tune_epoch', 0, 'schedule_held', cfg.paused and '1' or '0')
   write_schedule(plan)
   ledger().start(life, now)
   return now
@@ -783,7 +783,7 @@ local function retune(room, before, after)
   local effective = tonumber(room.tune_effective or '') or after.admit_per_tick
   if before.admit_per_tick ~= after.admit_per_tick or not before.autotune then
     effective = after.admit_per_tick
-    redis.call('HSET', K_ROOM, 'tune_since', room.tune_recorded or 0)
+    redis.call('HSET', K_ROOM, 'tune_epoch', (tonumber(room.tune_epoch or '') or 0) + 1)
   end
   local max = tune.max_per_tick
   if max == cjson.null then max = after.admit_per_tick end

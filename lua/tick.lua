@@ -91,8 +91,8 @@ if due then last_tick = last_tick + math.floor((now - last_tick) / tick_ms) * ti
 
 -- Autotune, as words::autotune's Tuning (take_probe, then decide): a due
 -- tick hands its node the room's health probe (one a second at most,
--- whichever nodes tick) and decides the rate from the samples recorded
--- since the last change (by their count, tune_recorded), in this one step, so every node decides alike (design
+-- whichever nodes tick) and decides the rate from the samples of probes
+-- handed out since the last change (its epoch, tune_epoch), in this one step, so every node decides alike (design
 -- rule 15). Returns the probe (what the node GETs, and its timeout: as
 -- Autotune::check) or nil, and 'down' or 'up' on a change.
 local function autotune(tune, line)
@@ -100,7 +100,8 @@ local function autotune(tune, line)
   local probe = nil
   if line and (not probed or now >= probed + SAMPLE_EVERY_MS) then
     redis.call('HSET', K_ROOM, 'tune_probed_at', now)
-    probe = { url = tune.health_url, timeout_ms = 2 * tune.latency_target_ms }
+    probe = { url = tune.health_url, timeout_ms = 2 * tune.latency_target_ms,
+      epoch = tonumber(room.tune_epoch or '') or 0 }
   end
   local decision = { state = TUNE_HELD, samples = 0, at = now }
   local function settle(tuned)
@@ -111,13 +112,12 @@ local function autotune(tune, line)
     decision.state, decision.reason = TUNE_IDLE, 'nobody waits'
     return settle(nil)
   end
-  local since = tonumber(room.tune_since or '') or 0
-  local recorded = tonumber(room.tune_recorded or '') or 0
+  local epoch = tonumber(room.tune_epoch or '') or 0
   local target = tune.latency_target_ms
   local latencies, failures, healthy = {}, {}, true
   for _, text in ipairs(redis.call('LRANGE', TUNE_KEYS.samples, 0, -1)) do
-    local seq, latency, failure = string.match(text, '^(%d+) (%d+) (%S+)$')
-    if tonumber(seq) > since then
+    local of, latency, failure = string.match(text, '^(%d+) (%d+) (%S+)$')
+    if tonumber(of) == epoch then
       latency = tonumber(latency)
       table.insert(latencies, latency)
       if failure ~= NO_FAILURE then table.insert(failures, failure) end
@@ -163,7 +163,7 @@ local function autotune(tune, line)
   end
   if to == effective then
     -- Unhealthy at the floor: the samples so far are spent (as a cut's).
-    if decision.state == TUNE_CUT then redis.call('HSET', K_ROOM, 'tune_since', recorded) end
+    if decision.state == TUNE_CUT then redis.call('HSET', K_ROOM, 'tune_epoch', epoch + 1) end
     if decision.state ~= TUNE_HELD then
       decision.reason = string.format('%s (at %s %d)', decision.reason,
         decision.state == TUNE_CUT and 'min_per_tick' or 'max_per_tick', to)
@@ -173,7 +173,7 @@ local function autotune(tune, line)
   end
   redis.call('RPUSH', TUNE_KEYS.changes, cjson.encode({ at = now, from = effective, to = to, reason = decision.reason }))
   redis.call('LTRIM', TUNE_KEYS.changes, -CHANGES_KEPT, -1)
-  redis.call('HSET', K_ROOM, 'tune_effective', to, 'tune_since', recorded)
+  redis.call('HSET', K_ROOM, 'tune_effective', to, 'tune_epoch', epoch + 1)
   room.tune_effective = tostring(to)
   if to < effective then return settle(TUNED_DOWN) end
   return settle(TUNED_UP)

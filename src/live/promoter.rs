@@ -327,6 +327,7 @@ impl Promoter {
         };
         let sample = RecordSample {
             room: room.clone(),
+            epoch: check.epoch,
             latency_ms: probe.latency_ms,
             failure,
         };

@@ -111,13 +111,17 @@ impl Autotune {
 pub struct HealthCheck {
     pub url: String,
     pub timeout_ms: u64,
+    /// The rate's epoch when the check was handed out: its sample counts
+    /// only if no change came since (`Tuning::epoch`).
+    pub epoch: u64,
 }
 
 impl Autotune {
-    pub fn check(&self) -> HealthCheck {
+    pub fn check(&self, epoch: u64) -> HealthCheck {
         HealthCheck {
             url: self.health_url.clone(),
             timeout_ms: self.timeout_ms(),
+            epoch,
         }
     }
 }
@@ -125,11 +129,13 @@ impl Autotune {
 /// One GET of the health URL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sample {
-    /// The room's count of samples once it was recorded: a decision reads
-    /// those recorded after the last change's count (counts, not times,
-    /// so that a sample recorded in the very millisecond of a change is
+    /// The rate's epoch its probe was handed out in: a decision reads the
+    /// samples of the epoch since the last change only (an epoch, not a
+    /// time: a probe handed out before a change and answered after it
+    /// describes the rate before, and a sample recorded in the very
+    /// millisecond of a change is
     /// neither lost nor read twice).
-    pub seq: u64,
+    pub epoch: u64,
     /// From the request to its status, or to its failure.
     pub latency_ms: u64,
     /// `None`: answered 2xx or 3xx within the timeout.
@@ -171,12 +177,12 @@ impl Sample {
         let failure = self
             .failure
             .map_or_else(|| NO_FAILURE.to_string(), Failure::name);
-        format!("{} {} {failure}", self.seq, self.latency_ms)
+        format!("{} {} {failure}", self.epoch, self.latency_ms)
     }
 
     pub fn from_stored(text: &str) -> Option<Self> {
         let mut parts = text.split(' ');
-        let seq = parts.next()?.parse().ok()?;
+        let epoch = parts.next()?.parse().ok()?;
         let latency_ms = parts.next()?.parse().ok()?;
         let failure = match parts.next()? {
             NO_FAILURE => None,
@@ -185,7 +191,7 @@ impl Sample {
             status => Some(Failure::Status(status.parse().ok()?)),
         };
         Some(Self {
-            seq,
+            epoch,
             latency_ms,
             failure,
         })
@@ -225,10 +231,10 @@ pub struct Change {
 pub struct Tuning {
     /// The rate autotune set (`dry_run`: the rate it would have set).
     pub effective: u32,
-    /// Samples recorded ever (the last one's `seq`).
-    pub recorded: u64,
+    /// Changes of the rate so far (a cut at the floor and a reset by the
+    /// config count too): the samples a decision reads are this epoch's.
     /// The samples the next decision reads are those after this count.
-    pub since: u64,
+    pub epoch: u64,
     /// The last decision.
     pub last: Decision,
     /// When a probe was last handed out (at most one a second).
@@ -323,7 +329,7 @@ impl Tuning {
         let (tune, admit_per_tick) = after;
         if before.1 != admit_per_tick || before.0.is_none() {
             self.effective = admit_per_tick;
-            self.since = self.recorded;
+            self.epoch += 1;
         }
         if let Some(tune) = tune {
             self.effective = self
@@ -335,17 +341,22 @@ impl Tuning {
         }
     }
 
-    /// Records a sample, keeping the last [`SAMPLES_KEPT`].
-    pub fn record(&mut self, latency_ms: u64, failure: Option<Failure>) {
+    /// Records a sample of a probe handed out in `epoch`, keeping the last
+    /// [`SAMPLES_KEPT`]; one of an epoch past (the rate changed while it
+    /// was on its way) is dropped. Whether it was kept.
+    pub fn record(&mut self, epoch: u64, latency_ms: u64, failure: Option<Failure>) -> bool {
+        if epoch != self.epoch {
+            return false;
+        }
         if self.samples.len() == SAMPLES_KEPT {
             self.samples.pop_front();
         }
-        self.recorded += 1;
         self.samples.push_back(Sample {
-            seq: self.recorded,
+            epoch,
             latency_ms,
             failure,
         });
+        true
     }
 
     /// Whether the tick that ran at `now` may hand out a probe (and marks
@@ -381,7 +392,11 @@ impl Tuning {
             };
             return None;
         }
-        let since: Vec<&Sample> = self.samples.iter().filter(|s| s.seq > self.since).collect();
+        let since: Vec<&Sample> = self
+            .samples
+            .iter()
+            .filter(|s| s.epoch == self.epoch)
+            .collect();
         let (min, max) = (tune.min_per_tick, tune.max(admit_per_tick));
         let count = since.len() as u64;
         let mut decision = Decision {
@@ -435,7 +450,7 @@ impl Tuning {
             if decision.state == TuneState::Cut {
                 // Unhealthy at the floor: the samples so far are spent, so
                 // that a recovery raises after 3 healthy ones, as after a cut.
-                self.since = self.recorded;
+                self.epoch += 1;
             }
             if decision.state != TuneState::Held {
                 decision.reason = format!(
@@ -462,7 +477,7 @@ impl Tuning {
             reason: decision.reason.clone(),
         });
         self.effective = to;
-        self.since = self.recorded;
+        self.epoch += 1;
         self.last = decision;
         Some(if to < from {
             Direction::Down
@@ -499,14 +514,14 @@ mod tests {
     fn a_slow_origin_cuts_to_seventy_percent_down_to_the_floor() {
         let tune = tune();
         let mut tuning = Tuning::new(20);
-        tuning.record(2_310, None);
+        tuning.record(tuning.epoch, 2_310, None);
         assert_eq!(tuning.decide(&tune, 20, true, 1_500), Some(Direction::Down));
         assert_eq!(tuning.effective, 14);
         assert_eq!(tuning.last.reason, "p95 2310 ms > 1000 ms");
         assert_eq!(tuning.decide(&tune, 20, true, 2_000), None, "no new sample");
         assert_eq!(tuning.last.state, TuneState::Held);
         for at in 0..10 {
-            tuning.record(5_000, None);
+            tuning.record(tuning.epoch, 5_000, None);
             tuning.decide(&tune, 20, true, 3_500 + at * 1000);
         }
         assert_eq!(tuning.effective, 2, "never below min_per_tick");
@@ -517,9 +532,9 @@ mod tests {
     fn failures_cut_named_only_by_kind_or_status() {
         let tune = tune();
         let mut tuning = Tuning::new(10);
-        tuning.record(10, Some(Failure::Status(503)));
-        tuning.record(2_000, Some(Failure::Timeout));
-        tuning.record(5, None);
+        tuning.record(tuning.epoch, 10, Some(Failure::Status(503)));
+        tuning.record(tuning.epoch, 2_000, Some(Failure::Timeout));
+        tuning.record(tuning.epoch, 5, None);
         assert_eq!(tuning.decide(&tune, 10, true, 4), Some(Direction::Down));
         assert_eq!(tuning.last.reason, "errors 67% > 5% (503, timeout)");
         assert_eq!(tuning.effective, 7);
@@ -532,18 +547,18 @@ mod tests {
             ..tune()
         };
         let mut tuning = Tuning::new(10);
-        tuning.record(100, None);
-        tuning.record(100, None);
+        tuning.record(tuning.epoch, 100, None);
+        tuning.record(tuning.epoch, 100, None);
         assert_eq!(
             tuning.decide(&tune, 10, true, 3),
             None,
             "two are not enough"
         );
-        tuning.record(100, None);
+        tuning.record(tuning.epoch, 100, None);
         assert_eq!(tuning.decide(&tune, 10, true, 5), Some(Direction::Up));
         assert_eq!(tuning.effective, 13);
         for at in 0..30 {
-            tuning.record(100, None);
+            tuning.record(tuning.epoch, 100, None);
             tuning.decide(&tune, 10, true, 10 + at);
         }
         assert_eq!(tuning.effective, 30, "never above max_per_tick");
@@ -577,6 +592,23 @@ mod tests {
     }
 
     #[test]
+    fn a_sample_of_a_probe_handed_out_before_a_change_is_dropped() {
+        let tune = tune();
+        let mut tuning = Tuning::new(10);
+        let before = tuning.epoch;
+        tuning.record(before, 5_000, None);
+        assert_eq!(tuning.decide(&tune, 10, true, 1), Some(Direction::Down));
+        assert!(
+            !tuning.record(before, 5_000, None),
+            "on its way across the cut"
+        );
+        assert_eq!(tuning.decide(&tune, 10, true, 2), None);
+        assert_eq!(tuning.last.reason, "no sample since the last change");
+        assert!(tuning.record(tuning.epoch, 5_000, None));
+        assert_eq!(tuning.decide(&tune, 10, true, 3), Some(Direction::Down));
+    }
+
+    #[test]
     fn samples_read_back_as_stored() {
         for failure in [
             None,
@@ -585,7 +617,7 @@ mod tests {
             Some(Failure::Status(503)),
         ] {
             let s = Sample {
-                seq: 17,
+                epoch: 17,
                 latency_ms: 250,
                 failure,
             };

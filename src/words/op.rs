@@ -221,11 +221,14 @@ operations! {
     /// node's sockets hear it. Run by whichever node's tick ran.
     "announce_stock" => AnnounceStock { room: RoomId, stock: Stock } -> ();
     /// Keeps a health sample of the room's origin (autotune), taken by the
-    /// node whose tick was handed the probe (`TickReport::probe`), at the
-    /// store's time; the room keeps the last `autotune::SAMPLES_KEPT`, and
-    /// none without autotune.
+    /// node whose tick was handed the probe (`TickReport::probe`); the
+    /// room keeps the last `autotune::SAMPLES_KEPT` of the current epoch,
+    /// and none without autotune.
     "record_sample" => RecordSample {
         room: RoomId,
+        /// The epoch of the probe (`HealthCheck::epoch`): a sample of one
+        /// handed out before the rate last changed is dropped.
+        epoch: u64,
         latency_ms: u64,
         failure: Option<Failure>,
     } -> ();

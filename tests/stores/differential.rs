@@ -59,6 +59,10 @@ const LATEST_CLAIM: &str = "latest";
 /// each store reports on its own (they agree on it, or the test fails).
 const HELD_PASS: u64 = u64::MAX;
 
+/// Stands for the epoch of the last health probe the store handed out
+/// (each store reports its own; they agree on it, or the test fails).
+const HELD_EPOCH: u64 = u64::MAX;
+
 /// One step of a sequence.
 #[derive(Debug, Clone)]
 enum Step {
@@ -142,7 +146,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => proptest::collection::vec(entry, 0..4).prop_map(Step::Schedule),
         // A health sample a node took (autotune), slow or not.
         2 => (prop_oneof![Just(20u64), Just(999), Just(1_001), Just(5_000)], failure).prop_map(
-            |(latency_ms, failure)| Step::Room(op::RecordSample { room: room(), latency_ms, failure }.into())
+            |(latency_ms, failure)| Step::Room(op::RecordSample { room: room(), epoch: HELD_EPOCH, latency_ms, failure }.into())
         ),
         3 => (visitor.clone(), 1u64..4).prop_map(|(visitor, units)| {
             let want = Want::Quantity(units);
@@ -350,6 +354,8 @@ struct Under<'a> {
     latest_claim: HashMap<VisitorId, String>,
     /// The `exp` of each visitor's pass, as this store last told it.
     held_pass: HashMap<VisitorId, u64>,
+    /// The epoch of the last health probe this store handed out.
+    probed: u64,
 }
 
 impl Under<'_> {
@@ -361,7 +367,17 @@ impl Under<'_> {
                 {
                     arrive.pass_exp_s = self.held_pass.get(&arrive.visitor).copied().unwrap_or(0);
                 }
+                if let Op::RecordSample(sample) = &mut op
+                    && sample.epoch == HELD_EPOCH
+                {
+                    sample.epoch = self.probed;
+                }
                 let answer = self.store.apply(op).await;
+                if let Ok(Answer::TickIfDue(Tick { ran: Some(ran), .. })) = &answer
+                    && let Some(check) = &ran.probe
+                {
+                    self.probed = check.epoch;
+                }
                 if let Ok(Answer::Join(place) | Answer::Status(place) | Answer::Arrive(place)) =
                     &answer
                     && let PlaceState::Admitted { expires_at, .. } = place.state
@@ -525,6 +541,7 @@ fn disagreement(stores: &Stores, start: &Start, steps: &[Step]) -> Result<(), St
                     sale: sale.as_ref(),
                     latest_claim: HashMap::new(),
                     held_pass: HashMap::new(),
+                    probed: 0,
                 };
                 (*name, under)
             })

@@ -701,6 +701,7 @@ impl Handle<RecordSample> for MemoryStore {
         &self,
         RecordSample {
             room: id,
+            epoch,
             latency_ms,
             failure,
         }: RecordSample,
@@ -714,7 +715,7 @@ impl Handle<RecordSample> for MemoryStore {
         if let Some(event) = model.catch_up(self.clock.now_ms()) {
             self.publish(event);
         }
-        model.record_sample(latency_ms, failure);
+        model.record_sample(epoch, latency_ms, failure);
         Ok(())
     }
 }

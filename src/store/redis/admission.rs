@@ -1181,6 +1181,7 @@ impl Handle<op::RecordSample> for RedisStore {
         &self,
         op::RecordSample {
             room,
+            epoch,
             latency_ms,
             failure,
         }: op::RecordSample,
@@ -1190,7 +1191,7 @@ impl Handle<op::RecordSample> for RedisStore {
             .run_script(
                 &self.scripts.record_sample,
                 &room,
-                [latency_ms.to_string(), failure],
+                [latency_ms.to_string(), failure, epoch.to_string()],
             )
             .await?;
         Ok(())

@@ -237,6 +237,7 @@ impl From<WireTick> for Tick {
                 probe: tick.probe.map(|check| HealthCheck {
                     url: check.url,
                     timeout_ms: check.timeout_ms,
+                    epoch: check.epoch,
                 }),
                 tuned: [Direction::Down, Direction::Up]
                     .into_iter()
@@ -298,6 +299,7 @@ pub(super) struct WireRoomInfo {
 pub(super) struct WireCheck {
     url: String,
     timeout_ms: u64,
+    epoch: u64,
 }
 
 /// Autotune's last decision as `tick.lua` keeps it (`tune_last`).
@@ -506,7 +508,7 @@ mod tests {
             }
         );
         let ran: Tick = read::<WireTick>(
-            r#"{"ran":true,"admitted":5,"waits":[1500,0],"abandoned":1,"no_shows":2,"waiting":9,"active":5,"next_due_in_ms":1000,"arrival_resumptions":0,"line":{"version":4,"waiting":9,"rate":"0.5","tick_at":"900","paused":"0"},"max_active":"5","opened":true,"admitted_last_minute":7,"sessions_lapsed":3,"probe":{"url":"http://o/h","timeout_ms":2000},"tuned":"down","admit_per_tick_effective":4}"#,
+            r#"{"ran":true,"admitted":5,"waits":[1500,0],"abandoned":1,"no_shows":2,"waiting":9,"active":5,"next_due_in_ms":1000,"arrival_resumptions":0,"line":{"version":4,"waiting":9,"rate":"0.5","tick_at":"900","paused":"0"},"max_active":"5","opened":true,"admitted_last_minute":7,"sessions_lapsed":3,"probe":{"url":"http://o/h","timeout_ms":2000,"epoch":3},"tuned":"down","admit_per_tick_effective":4}"#,
         )
         .unwrap()
         .into();
@@ -521,7 +523,8 @@ mod tests {
                 active: 5,
                 probe: Some(HealthCheck {
                     url: "http://o/h".into(),
-                    timeout_ms: 2_000
+                    timeout_ms: 2_000,
+                    epoch: 3,
                 }),
                 tuned: Some(Direction::Down),
             })

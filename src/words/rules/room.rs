@@ -380,9 +380,9 @@ impl RoomModel {
     }
 
     /// Keeps a health sample a node took for the room (`op::RecordSample`).
-    pub fn record_sample(&mut self, latency_ms: u64, failure: Option<Failure>) {
+    pub fn record_sample(&mut self, epoch: u64, latency_ms: u64, failure: Option<Failure>) {
         if self.config.autotune.is_some() {
-            self.tuning.record(latency_ms, failure);
+            self.tuning.record(epoch, latency_ms, failure);
         }
     }
 
@@ -1021,7 +1021,9 @@ impl RoomModel {
                 // every node's tick decides alike (design rule 15).
                 let line = self.line.waiting() > 0;
                 tuned = (
-                    self.tuning.take_probe(line, now).then(|| tune.check()),
+                    self.tuning
+                        .take_probe(line, now)
+                        .then(|| tune.check(self.tuning.epoch)),
                     self.tuning
                         .decide(&tune, self.config.admit_per_tick, line, now),
                 );

@@ -3,7 +3,12 @@
 //! with a line), and decides the rate from the samples the store keeps,
 //! in its own step: cut to 70% past the target or the error rate, raised
 //! by a tenth of the top after three healthy samples, within the bounds;
-//! `dry_run` never changes the rate; a new `admit_per_tick` sets it.
+//! `dry_run` never changes the rate; a new `admit_per_tick` sets it. A
+//! sample counts for the epoch its probe was handed out in: a tick hands
+//! out its probe before it decides, so the probe of a tick that changed
+//! the rate is answered in vain, and the next tick's is the one that counts.
+
+use std::cell::Cell;
 
 use waitroom::store::StoreExt;
 use waitroom::words::autotune::{Direction, Failure, TuneState};
@@ -21,18 +26,25 @@ async fn tuned_room(h: &Harness, per_tick: u32, tune: &str) -> RoomId {
         ),
     )
     .await;
-    for _ in 0..200 {
+    for _ in 0..500 {
         h.store.join(&room, VisitorId::random()).await.unwrap();
     }
     room
 }
 
-/// A sample, recorded in the millisecond of the tick that handed out its
-/// probe (as a driven clock has it): it counts for the next decision.
+thread_local! {
+    /// The epoch of the last probe a tick handed out in this test (each
+    /// test runs on a thread of its own).
+    static PROBED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The answer to the last probe a tick handed out, recorded in the
+/// millisecond of that tick (as a driven clock has it).
 async fn sample(h: &Harness, room: &RoomId, latency_ms: u64, failure: Option<Failure>) {
     h.store
         .run(RecordSample {
             room: room.clone(),
+            epoch: PROBED.get(),
             latency_ms,
             failure,
         })
@@ -56,6 +68,7 @@ async fn tick(h: &Harness, room: &RoomId) -> (u64, bool, Option<Direction>) {
     if let Some(check) = &ran.probe {
         assert_eq!(check.url, "https://shop.example/health");
         assert_eq!(check.timeout_ms, 2_000, "twice the target");
+        PROBED.set(check.epoch);
     }
     (ran.admitted, ran.probe.is_some(), ran.tuned)
 }
@@ -79,17 +92,26 @@ pub async fn a_slow_origin_cuts_the_rate_and_a_healthy_one_raises_it(h: &Harness
     let (visitor, _) = h.join(&room).await;
     let line = h.store.status(&room, visitor).await.unwrap().line;
     assert_eq!(line.rate_per_s, Some(7.0 * 1000.0 / TICK_MS as f64));
+    // The cut tick's own probe was handed out before the cut: its answer
+    // is dropped, and the next tick decides nothing.
+    sample(h, &room, 9_000, None).await;
+    assert_eq!(tick(h, &room).await.2, None, "a sample of the rate before");
+    let tune = h.store.room(&room).await.unwrap().stats.autotune.unwrap();
+    assert_eq!(tune.decision.reason, "no sample since the last change");
     // Failures cut too, named by kind or status.
     sample(h, &room, 3, Some(Failure::Status(503))).await;
     assert_eq!(tick(h, &room).await.2, Some(Direction::Down));
     let tune = h.store.room(&room).await.unwrap().stats.autotune.unwrap();
     assert_eq!(tune.decision.reason, "errors 100% > 5% (503)");
     assert_eq!(effective(h, &room).await, 4);
-    for _ in 0..5 {
-        sample(h, &room, 5_000, Some(Failure::Timeout)).await;
+    for _ in 0..6 {
         tick(h, &room).await;
+        sample(h, &room, 5_000, Some(Failure::Timeout)).await;
     }
     assert_eq!(effective(h, &room).await, 2, "never below min_per_tick");
+    // A probe handed out after the last cut at the floor.
+    while tick(h, &room).await.2.is_some() {}
+    tick(h, &room).await;
     // Three healthy samples raise by a tenth of the top (at least 1).
     for n in 0..3 {
         sample(h, &room, 100, None).await;
@@ -104,14 +126,14 @@ pub async fn a_slow_origin_cuts_the_rate_and_a_healthy_one_raises_it(h: &Harness
 
 pub async fn the_rate_never_leaves_its_bounds_and_follows_admit_per_tick(h: &Harness) {
     let room = tuned_room(h, 10, r#""min_per_tick": 5, "max_per_tick": 12"#).await;
-    for _ in 0..8 {
-        sample(h, &room, 100, None).await;
+    for _ in 0..16 {
         tick(h, &room).await;
+        sample(h, &room, 100, None).await;
     }
     assert_eq!(effective(h, &room).await, 12, "never above max_per_tick");
-    for _ in 0..8 {
-        sample(h, &room, 9_000, None).await;
+    for _ in 0..16 {
         tick(h, &room).await;
+        sample(h, &room, 9_000, None).await;
     }
     assert_eq!(effective(h, &room).await, 5, "never below min_per_tick");
     h.patch(&room, r#"{"admit_per_tick": 9}"#).await;
@@ -125,11 +147,13 @@ pub async fn the_rate_never_leaves_its_bounds_and_follows_admit_per_tick(h: &Har
 pub async fn a_dry_run_says_what_it_would_do_and_never_changes_the_rate(h: &Harness) {
     let room = tuned_room(h, 10, r#""dry_run": true"#).await;
     tick(h, &room).await;
-    for _ in 0..4 {
+    // A cut every other tick: each cut tick's probe is answered in vain.
+    for n in 0..7 {
         sample(h, &room, 4_000, Some(Failure::Failed)).await;
         let (admitted, _, tuned) = tick(h, &room).await;
         assert_eq!(admitted, 10, "the rate stays");
-        assert_eq!(tuned, Some(Direction::Down), "what it would have done");
+        let cut = (n % 2 == 0).then_some(Direction::Down);
+        assert_eq!(tuned, cut, "what it would have done, tick {n}");
     }
     let info = h.store.room(&room).await.unwrap();
     assert_eq!(info.stats.admit_per_tick_effective, 10);
@@ -169,6 +193,7 @@ pub async fn the_report_keeps_the_rate_and_its_changes_after_the_close(h: &Harne
     let room = tuned_room(h, 10, r#""min_per_tick": 2"#).await;
     tick(h, &room).await;
     sample(h, &room, 2_000, None).await;
+    tick(h, &room).await;
     tick(h, &room).await;
     sample(h, &room, 3, Some(Failure::Failed)).await;
     tick(h, &room).await;
