@@ -37,7 +37,7 @@ local K_PRIO, K_PENTRIES, K_GROUPS, K_GROUPS_USED =
   ROOM_PREFIX .. GROUPS_USED_KEY
 local LEVEL = 4294967296
 -- The room's schedule (`Schedule::stored`'s JSON), autotune's health samples
--- ('<at> <latency> <failure>', the last SAMPLES_KEPT) and its changes (JSON,
+-- ('<epoch> <latency> <failure>', the last SAMPLES_KEPT) and its changes (JSON,
 -- the last CHANGES_KEPT): named, not declared, as K_BYPASSED.
 local TUNE_KEYS = { schedule = ROOM_PREFIX .. SCHEDULE_KEY, samples = ROOM_PREFIX .. SAMPLES_KEY,
   changes = ROOM_PREFIX .. TUNE_CHANGES_KEY }
@@ -331,9 +331,6 @@ local function admit(room, visitor, now)
   return expires_at
 end
 
--- The rate an ETA divides by: '' while paused or unknown.
--- As words::rules::pace: the configured rate until a tick has run a whole
--- window after the pace last changed (rate_since), then the achieved one.
 -- The rate a room's ticks admit at: admit_per_tick, or autotune's
 -- (tune_effective), unless it only says what it would do (dry_run).
 local function per_tick(room)
@@ -344,6 +341,10 @@ local function per_tick(room)
   return room.cfg.admit_per_tick
 end
 
+-- The rate an ETA divides by: '' while paused or unknown.
+-- As words::rules::pace: the configured rate (per_tick's) until a tick has
+-- run a whole window after the pace last changed (rate_since), then the
+-- achieved one.
 local function rate(room)
   if room.cfg.paused then return '' end
   local ran = tonumber(room.last_tick_ran or '')
