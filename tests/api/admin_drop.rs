@@ -9,7 +9,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 use waitroom_testkit::drop_scene::{NEXT_S, NOTICE, ROOM, USER_KEY, drop_halfway};
-use waitroom_testkit::{START_MS, TestApp};
+use waitroom_testkit::{FetchJson, START_MS, TestApp};
 
 use crate::api::{log_in, no_redirects};
 
@@ -151,12 +151,8 @@ async fn an_operators_pause_holds_the_schedule_and_the_page_says_so() {
     assert_eq!(unpaused.status(), 200);
     let room: Value = app
         .admin(Method::GET, &format!("/api/admin/rooms/{ROOM}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .fetch_json()
+        .await;
     assert!(room["schedule"][2]["applied_at"].is_string(), "{room}");
     let html = admin_page(&app, "en").await;
     assert!(entry(&html, 2).contains(r#"data-state="applied""#));

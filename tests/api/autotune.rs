@@ -11,7 +11,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{Value, json};
 use waitroom_testkit::health_origin::HealthOrigin;
-use waitroom_testkit::{TestApp, test_settings};
+use waitroom_testkit::{FetchJson, TestApp, test_settings};
 
 const TICK_MS: u64 = 1_000;
 
@@ -50,12 +50,8 @@ async fn room(app: &TestApp, origin: &HealthOrigin, tune: Value) -> &'static str
 async fn stats(app: &TestApp) -> Value {
     let room: Value = app
         .admin(Method::GET, "/api/admin/rooms/drop")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .fetch_json()
+        .await;
     room["stats"].clone()
 }
 

@@ -5,6 +5,7 @@
 //! queries and the alert rules name is exported by a running node's
 //! `/metrics`, on the memory store and on Redis.
 
+use support::FetchJson;
 use support::repo;
 use waitroom_testkit as support;
 
@@ -670,12 +671,8 @@ async fn busy_node_metrics(node: &Node) -> String {
     for _ in 0..3 {
         let joined: Value = http
             .post(node.url("/api/rooms/capped/join"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+            .fetch_json()
+            .await;
         tickets.push(joined["ticket"].as_str().unwrap().to_string());
     }
     let refused = http
@@ -782,12 +779,8 @@ async fn autotunes_rate_and_its_changes_are_exported() {
     let room: Value = http
         .get(node.url("/api/admin/rooms/tuned"))
         .bearer_auth(ADMIN_TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .fetch_json()
+        .await;
     let recorded = room["stats"]["autotune"]["changes"]
         .as_array()
         .unwrap()

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use waitroom::startup::Stores;
 use waitroom::words::clock::ManualClock;
 use waitroom_testkit::docs::doc_block;
-use waitroom_testkit::{START_MS, TestApp, test_settings};
+use waitroom_testkit::{FetchJson, START_MS, TestApp, error_of, test_settings};
 
 /// 2026-12-05T10:00:00Z, the presale in the chapter's file.
 const PRESALE_MS: u64 = 1_796_464_800_000;
@@ -20,12 +20,8 @@ async fn room(app: &TestApp, query: &str) -> Value {
         Method::GET,
         &format!("/api/admin/rooms/sneaker-drop{query}"),
     )
-    .send()
+    .fetch_json()
     .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap()
 }
 
 #[tokio::test]
@@ -112,16 +108,10 @@ async fn a_schedule_a_patch_would_refuse_is_refused_naming_its_entry() {
         .send()
         .await
         .unwrap();
-    assert_eq!(bad_time.status(), 400);
-    let body: Value = bad_time.json().await.unwrap();
-    assert_eq!(body["error"]["code"], "invalid_query", "{body}");
+    assert_eq!(error_of(bad_time).await, (400, "invalid_query".into()));
     let unchanged: Value = app
         .admin(Method::GET, "/api/admin/rooms/r")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .fetch_json()
+        .await;
     assert_eq!(unchanged["schedule"], json!([]), "nothing was set");
 }
