@@ -18,6 +18,7 @@ pub mod language;
 pub mod login_limit;
 mod model;
 pub mod networks;
+pub mod notify;
 pub mod op;
 pub mod operations;
 pub mod origin_token;
