@@ -101,6 +101,45 @@ pub struct RoomConfig {
     /// `None` = off.
     #[serde(default)]
     pub autotune: Option<Autotune>,
+    /// A visitor who asked to be notified must come back this long after
+    /// `near` is sent, or the place lapses (api.md, "Step away").
+    #[serde(default = "notify_return_s")]
+    pub notify_return_s: u64,
+    /// A pass admitted with a notification is not reclaimed as a no-show
+    /// for this long from the admission (capped by `pass_ttl_s`).
+    #[serde(default = "notify_hold_s")]
+    pub notify_hold_s: u64,
+    /// Where the room's notifications are POSTed, signed with
+    /// `notify_webhook_secret`; `None`: no webhook (web push only).
+    #[serde(default)]
+    pub notify_webhook_url: Option<String>,
+    /// The webhook's HMAC key. Write-only, as `user_key`.
+    #[serde(default, skip_serializing)]
+    #[schema(ignore)]
+    pub notify_webhook_secret: Option<Secret>,
+}
+
+fn notify_return_s() -> u64 {
+    super::notify::DEFAULT_NOTIFY_RETURN_S
+}
+
+fn notify_hold_s() -> u64 {
+    super::notify::DEFAULT_NOTIFY_HOLD_S
+}
+
+fn webhook_url_ok(raw: &str) -> bool {
+    let Ok(url) = url::Url::parse(raw) else {
+        return false;
+    };
+    let loopback = match url.host() {
+        Some(url::Host::Domain(name)) => name == "localhost",
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => return false,
+    };
+    url.username().is_empty()
+        && url.password().is_none()
+        && (url.scheme() == "https" || (url.scheme() == "http" && loopback))
 }
 
 fn yes() -> bool {
@@ -261,6 +300,10 @@ pub const FIELDS: &[Field] = &[
     nullable(field("page", Input::None)),
     field("schedule", Input::None),
     nullable(field("autotune", Input::None)),
+    number("notify_return_s", 60, 86_400),
+    number("notify_hold_s", 0, 86_400),
+    nullable(field("notify_webhook_url", Input::Line(2048))),
+    nullable(field("notify_webhook_secret", Input::Secret)),
 ];
 
 /// The field of that name, if the config has one.
@@ -523,6 +566,17 @@ impl utoipa::PartialSchema for ConfigPatch {
             .write_only(Some(true))
             .build();
         object.properties.insert("user_key".into(), user_key.into());
+        let webhook_secret = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .description(Some(
+                "Write-only: the key the room's notification webhook is signed with \
+                 (`Waitroom-Signature`), at least 32 characters; `null` removes it.",
+            ))
+            .write_only(Some(true))
+            .build();
+        object
+            .properties
+            .insert("notify_webhook_secret".into(), webhook_secret.into());
         // The limits, as FIELDS declares them.
         for field in FIELDS {
             let (Some((min, max)), Some(RefOr::T(Schema::Object(property)))) =
@@ -577,6 +631,10 @@ impl RoomConfig {
             page: PageBranding::default(),
             schedule: Schedule::default(),
             autotune: None,
+            notify_return_s: notify_return_s(),
+            notify_hold_s: notify_hold_s(),
+            notify_webhook_url: None,
+            notify_webhook_secret: None,
         }
     }
 
@@ -587,10 +645,20 @@ impl RoomConfig {
         let Ok(Value::Object(mut fields)) = serde_json::to_value(self) else {
             unreachable!("a config is an object");
         };
-        if let Some(key) = &self.user_key {
-            fields.insert("user_key".into(), Value::String(key.expose().into()));
+        for (name, secret) in self.secrets() {
+            if let Some(secret) = secret {
+                fields.insert(name.into(), Value::String(secret.expose().into()));
+            }
         }
         fields
+    }
+
+    /// The write-only fields, by name: never serialized, never logged.
+    pub fn secrets(&self) -> [(&'static str, Option<&Secret>); 2] {
+        [
+            ("user_key", self.user_key.as_ref()),
+            ("notify_webhook_secret", self.notify_webhook_secret.as_ref()),
+        ]
     }
 
     /// What is wrong with the config, naming the field.
@@ -662,10 +730,47 @@ impl RoomConfig {
                 .validate(self.admit_per_tick)
                 .map_err(|(field, why)| ConfigError::new(field, why))?;
         }
+        self.validate_webhook()?;
         if self.user_required && self.user_key.is_none() {
             return Err(ConfigError::new(
                 "user_required",
                 "user_required needs a user_key: without one no user token can be checked",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The webhook's URL is https (http only to a loopback host, for
+    /// tests and a receiver beside the node) and comes with its secret;
+    /// where it may point at all is the node's rule when it calls
+    /// (`live::outbound`: no private address unless allowed).
+    fn validate_webhook(&self) -> Result<(), ConfigError> {
+        if let Some(secret) = &self.notify_webhook_secret {
+            let secret = secret.expose();
+            let chars = secret.chars().count();
+            if !(MIN_USER_KEY_CHARS..=512).contains(&chars) || secret.chars().any(char::is_control)
+            {
+                return Err(ConfigError::new(
+                    "notify_webhook_secret",
+                    format!(
+                        "notify_webhook_secret must be {MIN_USER_KEY_CHARS} to 512 characters, without control characters (openssl rand -hex 32 makes one)"
+                    ),
+                ));
+            }
+        }
+        let Some(url) = &self.notify_webhook_url else {
+            return Ok(());
+        };
+        if !webhook_url_ok(url) {
+            return Err(ConfigError::new(
+                "notify_webhook_url",
+                "notify_webhook_url must be an https URL with a host and no user info (http only on a loopback host)",
+            ));
+        }
+        if self.notify_webhook_secret.is_none() {
+            return Err(ConfigError::new(
+                "notify_webhook_secret",
+                "a notify_webhook_url needs a notify_webhook_secret to sign with",
             ));
         }
         Ok(())
@@ -807,6 +912,7 @@ mod tests {
     fn every_field_of_the_config_is_declared_once_in_its_order() {
         let mut config = RoomConfig::new("Sale", "/x");
         config.user_key = Some(Secret::new("k".repeat(32)));
+        config.notify_webhook_secret = Some(Secret::new("s".repeat(32)));
         let names: Vec<String> = config.as_value().keys().cloned().collect();
         let mut declared: Vec<&str> = FIELDS.iter().map(|field| field.name).collect();
         let mut sorted = names.clone();
@@ -820,8 +926,8 @@ mod tests {
         let in_schema: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
         assert_eq!(
             in_schema.len(),
-            FIELDS.len() - 1,
-            "all but the write-only user_key"
+            FIELDS.len() - 2,
+            "all but the write-only user_key and notify_webhook_secret"
         );
     }
 

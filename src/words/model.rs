@@ -132,6 +132,8 @@ pub struct RoomInfo {
     pub config: RoomConfig,
     /// Whether the room has a `user_key`, which itself is never shown.
     pub user_key_set: bool,
+    /// Whether the room has a `notify_webhook_secret`, never shown either.
+    pub notify_webhook_secret_set: bool,
     pub stats: RoomStats,
     /// The room's draw, with `opens_at`.
     pub draw: Option<DrawInfo>,
@@ -141,6 +143,7 @@ impl RoomInfo {
     pub fn new(id: RoomId, config: RoomConfig, stats: RoomStats, draw: Option<DrawInfo>) -> Self {
         Self {
             user_key_set: config.user_key.is_some(),
+            notify_webhook_secret_set: config.notify_webhook_secret.is_some(),
             id,
             config,
             stats,

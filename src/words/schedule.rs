@@ -21,7 +21,7 @@ pub const MAX_ENTRIES: usize = 50;
 
 /// The config's write-only fields, shown as `"set"` in an entry (a test in
 /// `words::config` holds this to the fields its `FIELDS` declares secret).
-pub const WRITE_ONLY: &[&str] = &["user_key"];
+pub const WRITE_ONLY: &[&str] = &["user_key", "notify_webhook_secret"];
 
 /// What is wrong with a schedule as given: the field it is about
 /// (`schedule`, `schedule[2]`…) and why.

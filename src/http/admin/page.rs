@@ -174,6 +174,7 @@ impl AdminRoomRow {
             config,
             stats,
             user_key_set,
+            notify_webhook_secret_set: _,
             draw,
         } = info;
         let timeline = drop_view::timeline(

@@ -176,6 +176,7 @@ fn legacy(record: &HashMap<String, String>) -> Option<RoomConfig> {
         },
         schedule: Default::default(),
         autotune: None,
+        ..RoomConfig::new("", "")
     })
 }
 
