@@ -145,18 +145,6 @@ local function turn_away(refusal, detail)
   return redis.error_reply(refusal)
 end
 
--- GCRA, as in src/words/join_limit.rs: a minute's worth at once, then one
--- per interval. For the budget whose TAT `key` holds: the TAT to store if
--- this one is spent; or, past the budget, nil and the seconds to wait.
-local function gcra(key, per_minute)
-  per_minute = math.max(1, tonumber(per_minute))
-  local interval = math.ceil(JOIN_LIMIT_WINDOW_MS / per_minute)
-  local burst = interval * (per_minute - 1)
-  local tat = math.max(tonumber(redis.call('GET', key) or now), now)
-  if tat - now > burst then return nil, math.max(1, math.ceil((tat - now - burst) / 1000)) end
-  return tat + interval
-end
-
 -- check_code(j.code) while the client has code guesses left (j.code_guesses):
 -- a code refused as unknown or used spends one; past the budget the code
 -- is not looked at, right or wrong (RATELIMITED, turned away), so guessing
@@ -165,7 +153,7 @@ local function guess_code(j)
   if j.code_guesses == '' then return check_code(j.code) end
   local per_minute, client = string.match(j.code_guesses, '^(%d+) (.+)$')
   local key = life_key(room, CODE_GUESSES_KEY, client)
-  local spent, wait = gcra(key, per_minute)
+  local spent, wait = gcra(key, per_minute, now)
   if not spent then return nil, turn_away(RATELIMITED, wait) end
   local granted, refusal = check_code(j.code)
   if not granted then redis.call('SET', key, spent, 'PX', spent - now) end
@@ -197,6 +185,7 @@ local function enter_priority(j, visitor, granted, joined, from)
   end
   redis.call('ZADD', K_PRIO, string.format('%.0f', score), member)
   redis.call('ZADD', K_SEEN, now, visitor)
+  notes.moved(visitor, 'p', member, string.format('%.0f', score))
   local version = num(room, 'version') + 1
   redis.call('HSET', K_ROOM, 'version', version)
   room.version = version
@@ -283,7 +272,7 @@ local function join(j)
     if j.per_minute ~= '' then
       -- A refused join changes nothing but the count.
       local limit_key = life_key(room, JOIN_LIMIT_KEY, j.client)
-      local spent, wait = gcra(limit_key, j.per_minute)
+      local spent, wait = gcra(limit_key, j.per_minute, now)
       if not spent then return turn_away(RATELIMITED, wait) end
       redis.call('SET', limit_key, spent, 'PX', spent - now)
     end

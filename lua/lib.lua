@@ -104,19 +104,6 @@ local function chunked(command, key, members)
   end
 end
 
--- The user mappings of visitors the room forgets (a user's place goes with
--- its visitor); nothing to do in a room nobody joined as a known user.
-local function forget_users(visitors)
-  if redis.call('EXISTS', K_USER_OF) == 0 then return end
-  for _, visitor in ipairs(visitors) do
-    local user = redis.call('HGET', K_USER_OF, visitor)
-    if user then
-      if redis.call('HGET', K_USERS, user) == visitor then redis.call('HDEL', K_USERS, user) end
-      redis.call('HDEL', K_USER_OF, visitor)
-    end
-  end
-end
-
 -- A key of one visitor's or one client address's (a departure, a join
 -- budget, a used proof of work), named under the room's life ('life': one
 -- more each time a room is made under its id, see make_room), so that
@@ -128,6 +115,132 @@ end
 local function life_key(room, name, id)
   local life = room.life
   return ROOM_PREFIX .. name .. (life and (life .. ':') or '') .. id
+end
+
+-- Notifications (api.md, "Step away"), kept as words::rules::callbacks
+-- keeps them. K_NOTIFY: visitor → { request (`NotifyRequest`'s JSON),
+-- block, near_in ('p', 'd' or 'l': the part of the line where their
+-- `near` is still to come), near_member, spent (the resume codes spent:
+-- 'near,admitted,') } as JSON. notes.near: per part of the line (K_PRIO,
+-- K_DRAW, K_LINE) those whose `near` is to come, scored and named as in
+-- that part, so that the tick walks them in the line's order from its
+-- head. notes.outbox: a Stream of events, handed to one node at a time by
+-- its consumer group. A room nobody asked in pays one EXISTS where a
+-- visitor is forgotten or a tick admits (design rule 13).
+local K_NOTIFY = ROOM_PREFIX .. NOTIFY_KEY
+local notes = { outbox = ROOM_PREFIX .. OUTBOX_KEY, parts = { 'p', 'd', 'l' },
+  near = { p = ROOM_PREFIX .. NEAR_KEY .. 'p', d = ROOM_PREFIX .. NEAR_KEY .. 'd',
+    l = ROOM_PREFIX .. NEAR_KEY .. 'l' } }
+
+function notes.read(visitor)
+  local raw = redis.call('HGET', K_NOTIFY, visitor)
+  return raw and cjson.decode(raw)
+end
+
+function notes.write(visitor, asked)
+  redis.call('HSET', K_NOTIFY, visitor, cjson.encode(asked))
+end
+
+-- The places of one client block holding a request (`--notify-per-ip`).
+function notes.block_key(room, block)
+  return life_key(room, NOTIFY_BLOCK_KEY, block)
+end
+
+-- Their `near` is not to come (sent, or they left the line).
+function notes.unwatch(visitor, asked)
+  if not asked.near_in then return false end
+  redis.call('ZREM', notes.near[asked.near_in], asked.near_member)
+  asked.near_in, asked.near_member = nil, nil
+  return true
+end
+
+-- Drops what the visitors asked (cancelled, or their place ended): the
+-- contact and the subscription go with it.
+function notes.forget(room, visitors)
+  if redis.call('EXISTS', K_NOTIFY) == 0 then return end
+  for _, visitor in ipairs(visitors) do
+    local asked = notes.read(visitor)
+    if asked then
+      notes.unwatch(visitor, asked)
+      redis.call('HDEL', K_NOTIFY, visitor)
+      redis.call('SREM', notes.block_key(room, asked.block), visitor)
+    end
+  end
+end
+
+-- Writes an event to the outbox; its id names the visitor and the kind.
+function notes.send(kind, visitor, position, now)
+  redis.call('XADD', notes.outbox, '*', 'id', visitor .. '-' .. kind, 'type', kind, 'visitor', visitor,
+    'position', position or '', 'at', now)
+end
+
+-- Where a waiting place stands, as its part of the line names it: the part,
+-- the member and its score.
+function notes.spot(record, visitor)
+  local kind = record_kind(record)
+  if kind == records.waiting.kind then return 'l', visitor, redis.call('ZSCORE', K_LINE, visitor) end
+  if kind == records.priority.kind then return 'p', visitor, redis.call('ZSCORE', K_PRIO, visitor) end
+  if kind == records.drawn.kind then
+    local key = records.drawn.read(record)
+    return 'd', key .. ':' .. visitor, 0
+  end
+  local _, _, key = records.priority_drawn.read(record)
+  local member = key .. ':' .. visitor
+  return 'p', member, redis.call('ZSCORE', K_PRIO, member)
+end
+
+-- A waiting place moved (into the priority line): its `near` follows, and
+-- the place stays kept while its visitor is away.
+function notes.moved(visitor, part, member, score)
+  if redis.call('EXISTS', K_NOTIFY) == 0 then return end
+  local asked = notes.read(visitor)
+  if not asked or not notes.unwatch(visitor, asked) then return end
+  redis.call('ZADD', notes.near[part], score, member)
+  asked.near_in, asked.near_member = part, member
+  notes.write(visitor, asked)
+  redis.call('ZADD', K_SEEN, HELD_PRESENCE, visitor)
+end
+
+-- The position of a member of notes.near[part], as place() counts it.
+function notes.position(part, member)
+  local rank
+  if part == 'p' then
+    rank = redis.call('ZRANK', K_PRIO, member)
+    return rank and rank + 1
+  end
+  if part == 'd' then
+    rank = redis.call('ZRANK', K_DRAW, member)
+    return rank and redis.call('ZCARD', K_PRIO) + rank + 1
+  end
+  rank = redis.call('ZRANK', K_LINE, member)
+  return rank and redis.call('ZCARD', K_PRIO) + redis.call('ZCARD', K_DRAW) + rank + 1
+end
+
+-- What the room keeps of visitors it forgets besides their records: their
+-- requests to be notified, and their user mappings (a user's place goes
+-- with its visitor; nothing to do in a room nobody joined as a known user).
+local function forget_kept(room, visitors)
+  notes.forget(room, visitors)
+  if redis.call('EXISTS', K_USER_OF) == 0 then return end
+  for _, visitor in ipairs(visitors) do
+    local user = redis.call('HGET', K_USER_OF, visitor)
+    if user then
+      if redis.call('HGET', K_USERS, user) == visitor then redis.call('HDEL', K_USERS, user) end
+      redis.call('HDEL', K_USER_OF, visitor)
+    end
+  end
+end
+
+-- GCRA, as in src/words/join_limit.rs: a minute's worth at once, then one
+-- per interval. For the budget whose TAT `key` holds: the TAT to store if
+-- this one is spent; or, past the budget, nil and the seconds to wait.
+local function gcra(key, per_minute, now)
+  per_minute = math.max(1, tonumber(per_minute))
+  local interval = math.ceil(JOIN_LIMIT_WINDOW_MS / per_minute)
+  local burst = interval * (per_minute - 1)
+  local tat = math.max(tonumber(redis.call('GET', key) or now), now)
+  if tat - now > burst then return nil, math.max(1, math.ceil((tat - now - burst) / 1000)) end
+  return tat + interval
 end
 
 -- A visitor who gave up a place or a pass is forgotten at once; a key of
@@ -194,7 +307,7 @@ local function expire_passes(now, room)
   if #ended > 0 then
     chunked('HDEL', K_VISITORS, ended)
     chunked('ZREM', K_ARRIVALS, ended)
-    forget_users(ended)
+    forget_kept(room, ended)
     lapsed(room, lapses, now)
   end
   return swept == SWEEP_SLICE
@@ -229,7 +342,7 @@ local function current_record(room, visitor, now)
   redis.call('ZREM', K_BYPASSED, visitor)
   redis.call('ZREM', K_ARRIVALS, visitor)
   redis.call('HDEL', K_VISITORS, visitor)
-  forget_users({ visitor })
+  forget_kept(room, { visitor })
   if expires_at > now then lapsed(room, { visitor, expires_at }, now) end
   return nil
 end
@@ -237,7 +350,7 @@ end
 local function depart(room, visitor, now, left_until)
   left_until = math.max(left_until, now + room.cfg.abandon_after_s * 1000)
   redis.call('HDEL', K_VISITORS, visitor)
-  forget_users({ visitor })
+  forget_kept(room, { visitor })
   redis.call('SET', left_key(room, visitor), left_until, 'PX', left_until - now)
 end
 
@@ -502,6 +615,10 @@ local function place(room, visitor, now, shared)
   else
     out = { state = STATE.left }
   end
+  if (out.state == STATE.waiting or out.state == STATE.pre_queue or out.state == STATE.admitted)
+    and redis.call('HEXISTS', K_NOTIFY, visitor) == 1 then
+    out.notify = true
+  end
   shared = shared or { line = line(room), facts = facts(room) }
   out.line, out.facts = shared.line, shared.facts
   return out, kind
@@ -528,8 +645,9 @@ end
 -- Marks a waiting visitor present (callers mark no one else). A new place at
 -- the back of the line is not in the presence set until its visitor's first
 -- sign of presence puts it there (see tick.lua's walk of the line).
+-- GT: a place kept while its visitor is away (notes) keeps its later mark.
 local function mark_present(visitor, now)
-  redis.call('ZADD', K_SEEN, now, visitor)
+  redis.call('ZADD', K_SEEN, 'GT', now, visitor)
 end
 
 -- The room's ledger, for its report (src/words/report.rs, whose `Ledger`
@@ -756,7 +874,8 @@ local function make_room(seed, commitment, config, plan)
   end
   redis.call('UNLINK', K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS, K_USERS,
     K_DRAW, K_ENTRIES, K_USER_OF, K_BYPASSED, K_PRIO, K_PENTRIES, K_GROUPS, K_GROUPS_USED,
-    TUNE_KEYS.schedule, TUNE_KEYS.samples, TUNE_KEYS.changes)
+    TUNE_KEYS.schedule, TUNE_KEYS.samples, TUNE_KEYS.changes, K_NOTIFY, notes.outbox, notes.near.p,
+    notes.near.d, notes.near.l)
   for i = 12, #KEYS do redis.call('UNLINK', KEYS[i]) end
   local cfg = read_config(config)
   redis.call('HSET', K_ROOM, 'config', config)

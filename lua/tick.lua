@@ -60,6 +60,7 @@ local function answer(ran, counts)
   counts.admitted_last_minute = admitted_between(now - RATE_WINDOW_MS, now)
   counts.sessions_lapsed = tonumber(room.sessions_lapsed or 0)
   counts.admit_per_tick_effective = per_tick(room)
+  counts.outbox = redis.call('XLEN', notes.outbox)
   local change = tonumber(room.next_change_at or '')
   if change and room.schedule_held ~= '1' then counts.change_in_ms = math.max(change - now, 1) end
   return cjson.encode(counts)
@@ -286,7 +287,7 @@ if walk_limit > 0 then
 end
 if #dropped > 0 then
   chunked('HDEL', K_VISITORS, dropped)
-  forget_users(dropped)
+  forget_kept(room, dropped)
   -- Each is told why when they come back (`expired`, `away_too_long`).
   for _, visitor in ipairs(dropped) do mark_away(room, visitor, now) end
 end
@@ -382,6 +383,62 @@ local function joined_of(record)
   end
 end
 
+-- Those among the admitted who asked to be notified, told so (the outbox's
+-- `admitted`); their `near` is no longer to come.
+local function admitted_called(taken)
+  local called = {}
+  if #taken == 0 or redis.call('EXISTS', K_NOTIFY) == 0 then return called end
+  for i, raw in ipairs(redis.call('HMGET', K_NOTIFY, unpack(taken))) do
+    if raw then
+      local visitor, asked = taken[i], cjson.decode(raw)
+      if notes.unwatch(visitor, asked) then notes.write(visitor, asked) end
+      notes.send('admitted', visitor, nil, now)
+      called[visitor] = true
+    end
+  end
+  return called
+end
+
+-- `near` to those who asked and now have `ahead` or fewer ahead, as
+-- words::rules::room's call_near: the line is walked from its head in its
+-- order, no deeper than MAX_AHEAD places, so the work follows those
+-- called, never the crowd. None in a `random` room or before the opening;
+-- each called is given notify_return_s to come back.
+local function call_near()
+  if redis.call('EXISTS', K_NOTIFY) == 0 or queue_method(room) == METHOD_RANDOM or not opened(room, now) then
+    return
+  end
+  local due = {}
+  local function walk()
+    for _, part in ipairs(notes.parts) do
+      local offset = 0
+      while true do
+        local members = redis.call('ZRANGE', notes.near[part], offset, offset + CHUNK - 1)
+        if #members == 0 then break end
+        for _, member in ipairs(members) do
+          local position = notes.position(part, member)
+          if position and position > MAX_AHEAD + 1 then return end
+          local visitor = string.match(member, ':(.+)$') or member
+          local asked = position and notes.read(visitor)
+          if asked and position <= asked.request.ahead + 1 then
+            table.insert(due, { visitor, asked, position })
+          end
+        end
+        offset = offset + CHUNK
+      end
+    end
+  end
+  walk()
+  local back_by = math.max(0, now + room.cfg.notify_return_s * 1000 - room.cfg.abandon_after_s * 1000)
+  for _, call in ipairs(due) do
+    local visitor, asked, position = call[1], call[2], call[3]
+    notes.unwatch(visitor, asked)
+    notes.write(visitor, asked)
+    notes.send('near', visitor, position, now)
+    redis.call('ZADD', K_SEEN, back_by, visitor)
+  end
+end
+
 -- Each admission's wait (ms), from joining or, for the pre-queue, the opening.
 local waits = {}
 local admitting = due or admit_left
@@ -397,15 +454,20 @@ if admitting and opened(room, now) and not room.cfg.paused and not sold_out(room
     -- One command per structure, not one per visitor.
     local grace = arrival_grace_ms(room)
     local members, sets, passes, arrivals = {}, {}, {}, {}
+    local taken = {}
+    for i = 1, #head, 2 do table.insert(taken, head[i]) end
+    local called = admitted_called(taken)
+    -- Called back from afar: the pass waits notify_hold_s for them.
+    local held = math.min(now + room.cfg.notify_hold_s * 1000, expires_at)
     for i = 1, #head, 2 do
       local visitor, seq = head[i], head[i + 1]
       table.insert(members, visitor)
       table.insert(sets, visitor)
       table.insert(sets, pass)
-      table.insert(passes, ends)
+      table.insert(passes, called[visitor] and math.max(ends, held) or ends)
       table.insert(passes, visitor)
       if grace then
-        table.insert(arrivals, now + grace)
+        table.insert(arrivals, called[visitor] and math.max(now + grace, held) or now + grace)
         table.insert(arrivals, visitor)
       end
       table.insert(admitted, { visitor = visitor, order = tostring(seq), admitted_at = now,
@@ -425,6 +487,7 @@ if admitting and opened(room, now) and not room.cfg.paused and not sold_out(room
 end
 
 admit_left = #admitted == SWEEP_SLICE
+call_near()
 if admitting then
   -- Only a tick that was due, or one admitting on after it, counts for the
   -- pace (a sweep between ticks admits nobody and leaves the rate and the

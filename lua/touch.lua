@@ -16,6 +16,6 @@ for i = 3, #ARGV, CHUNK do
     table.insert(args, now)
     table.insert(args, ARGV[j])
   end
-  redis.call('ZADD', K_SEEN, unpack(args))
+  redis.call('ZADD', K_SEEN, 'GT', unpack(args))
 end
 return #ARGV - 2

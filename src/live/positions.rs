@@ -264,6 +264,7 @@ pub mod fixtures {
             },
             facts: Default::default(),
             priority: None,
+            notify: false,
         }
     }
 }

@@ -226,6 +226,9 @@ pub struct Place {
     pub facts: Arc<RoomFacts>,
     /// The code group whose line the visitor waits in, if they joined with a code.
     pub priority: Option<Arc<str>>,
+    /// They asked to be notified (api.md, "Step away"), and the place or
+    /// pass that holds the request is still theirs.
+    pub notify: bool,
 }
 
 /// What every status says about the room besides the line: where an

@@ -82,6 +82,19 @@ impl fmt::Debug for NotifyRequest {
     }
 }
 
+/// A request to be notified as a store keeps it: what was asked, and the
+/// client's address block it counts against, twice: in the join limit's
+/// budget (a request holds a place as long as a join makes one) and in
+/// `--notify-per-ip` (places of one block holding a request at once).
+#[derive(Debug, Clone)]
+pub struct Ask {
+    pub request: NotifyRequest,
+    /// The client's block, as the join limit writes it.
+    pub client: String,
+    pub per_client: u32,
+    pub join_limit: Option<crate::words::join_limit::JoinLimit>,
+}
+
 /// The body of `POST /api/rooms/{room}/notify`, as sent.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -188,16 +201,17 @@ fn check_subscription(body: PushSubscriptionBody) -> Result<PushSubscription, No
 /// sends it: the same `id` at every attempt, on every node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutboxEvent {
-    /// The store's id of the event: stable, unique in its room.
+    /// The event's id for its receivers: stable, unique in its room.
     pub id: String,
+    /// The store's handle on it (a Stream entry's id on Redis), for the
+    /// consumer's hold and settle.
+    pub entry: String,
     pub kind: EventKind,
     pub visitor: VisitorId,
     /// The visitor's position when the event was written (`near`).
     pub position: Option<u64>,
     /// When the step that caused it ran.
     pub at: Millis,
-    /// How many times the event was handed out before (0: the first).
-    pub deliveries: u64,
     /// Where to reach the visitor, read in the step that hands the event
     /// out; `None` when the place has ended since (nothing is sent).
     pub reach: Option<NotifyRequest>,

@@ -28,6 +28,7 @@ use crate::words::codes::{GroupSummary, NewGroup};
 use crate::words::draw::{DrawKey, EntryId};
 use crate::words::join_limit::ClientBlock;
 use crate::words::login_limit::Attempt;
+use crate::words::notify::{Ask, EventKind, OutboxEvent};
 use crate::words::operations::{JoinOptions, StoreError, Tick};
 use crate::words::report::{Report, ReportEntry};
 use crate::words::room_table::{Applied, RoomTable};
@@ -231,6 +232,38 @@ operations! {
         epoch: u64,
         latency_ms: u64,
         failure: Option<Failure>,
+    } -> ();
+    /// Keeps the waiting visitor's request to be notified (api.md, "Step
+    /// away"), in one atomic step with its limits (the join budget and
+    /// `--notify-per-ip`), or with `None` drops it; the place after.
+    /// `NotWaiting` for a visitor who does not wait.
+    "notify" => Notify { room: RoomId, visitor: VisitorId, ask: Option<Box<Ask>> } -> Place;
+    /// Spends the visitor's resume code of `kind` (a notification's link):
+    /// the place, its visitor present; `ResumeUsed` if it was spent.
+    "resume" => Resume { room: RoomId, visitor: VisitorId, kind: EventKind } -> Place;
+    /// Up to `limit` events of the room's outbox for `consumer` (a node):
+    /// new ones, then those whose holder has not held them for
+    /// `takeover_ms` (it died), each with how to reach its visitor now. An
+    /// event whose place has ended is settled instead (nobody to call).
+    "claim_events" => ClaimEvents {
+        room: RoomId,
+        consumer: std::sync::Arc<str>,
+        takeover_ms: u64,
+        limit: usize,
+    } -> Vec<OutboxEvent>;
+    /// `consumer` is still at these events (retrying them): nobody takes
+    /// them over for `takeover_ms` more. The entries still its own.
+    "hold_events" => HoldEvents {
+        room: RoomId,
+        consumer: std::sync::Arc<str>,
+        entries: Vec<String>,
+    } -> Vec<String>;
+    /// These events were delivered or given up; the push subscriptions of
+    /// `push_gone` were answered 404 or 410 and are dropped.
+    "settle_events" => SettleEvents {
+        room: RoomId,
+        entries: Vec<String>,
+        push_gone: Vec<VisitorId>,
     } -> ();
     /// Is the store reachable?
     "ping" => Ping {} -> ();

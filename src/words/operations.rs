@@ -68,6 +68,16 @@ pub enum StoreError {
     /// applies the entries and runs it again (never seen past the store).
     #[error("a schedule entry of room {0} is due")]
     ScheduleDue(RoomId),
+    /// Only a waiting visitor may ask to be notified.
+    #[error("only a visitor waiting in line can ask to be notified")]
+    NotWaiting,
+    /// Past `--notify-per-ip` places of the client's address holding a
+    /// request to be notified.
+    #[error("too many places from this address wait to be notified")]
+    TooManyNotifications,
+    /// The notification's resume link was used before (by another browser).
+    #[error("this link was used already")]
+    ResumeUsed,
     /// The room takes known users only, and the join named none.
     #[error("this room admits signed-in users only")]
     UserRequired,
@@ -136,6 +146,9 @@ pub struct Tick {
     /// How many times the room's arrivals were resumed after an outage
     /// (`op::ResumeArrivals`), as of this tick.
     pub arrival_resumptions: u64,
+    /// Events in the room's outbox, not yet settled: the node's sender
+    /// looks at the room while there are some (`live::callbacks`).
+    pub outbox: u64,
     /// The room as this answer found it, whether a tick ran or not: every
     /// node asks for a busy room's ticks, so every node's per-room metrics
     /// agree to within a tick, whichever node's tick ran.

@@ -21,11 +21,13 @@ use crate::words::clock::{Millis, SharedClock};
 use crate::words::codes::GroupSummary;
 use crate::words::draw::{DrawKey, EntryId};
 use crate::words::login_limit::Lockout;
+use crate::words::notify::OutboxEvent;
 use crate::words::op::{
-    AddCodes, AdminSessionEnded, AnnounceStock, Answer, ApplyTable, Arrive, CloseRoom, CodeGroups,
-    Configure, CreateRoom, DrawEntries, EndAdminSession, Handle, Join, Leave, ListReports,
-    ListRooms, LoginAttempt, Op, Ping, Places, ReadReport, ReadRoom, RecordSample, RemoveCodes,
-    ResumeArrivals, RevokePass, RoomIds, Status, TickIfDue, Touch, UserOf,
+    AddCodes, AdminSessionEnded, AnnounceStock, Answer, ApplyTable, Arrive, ClaimEvents, CloseRoom,
+    CodeGroups, Configure, CreateRoom, DrawEntries, EndAdminSession, Handle, HoldEvents, Join,
+    Leave, ListReports, ListRooms, LoginAttempt, Notify, Op, Ping, Places, ReadReport, ReadRoom,
+    RecordSample, RemoveCodes, Resume, ResumeArrivals, RevokePass, RoomIds, SettleEvents, Status,
+    TickIfDue, Touch, UserOf,
 };
 use crate::words::report::{
     DAY_MS, DEFAULT_REPORT_KEEP_DAYS, Ledger, Report, ReportEntry, ReportFacts,
@@ -220,6 +222,7 @@ fn closed_place(visitor: VisitorId) -> Place {
         line: LineSummary::default(),
         facts: Arc::default(),
         priority: None,
+        notify: false,
     }
 }
 
@@ -677,6 +680,7 @@ impl Handle<TickIfDue> for MemoryStore {
             next_due_in_ms: model.next_due_in_ms(now),
             change_in_ms: model.change_in_ms(now),
             arrival_resumptions: model.arrival_resumptions(),
+            outbox: model.outbox_pending(),
             figures: model.figures(now),
         })
     }
@@ -717,6 +721,83 @@ impl Handle<RecordSample> for MemoryStore {
         }
         model.record_sample(epoch, latency_ms, failure);
         Ok(())
+    }
+}
+
+impl Handle<Notify> for MemoryStore {
+    async fn handle(
+        &self,
+        Notify {
+            room: id,
+            visitor,
+            ask,
+        }: Notify,
+    ) -> Result<Place, StoreError> {
+        self.with_open_room(&id, "notify", |room, now| {
+            room.notify(visitor, ask.as_deref(), now)
+        })?
+    }
+}
+
+impl Handle<Resume> for MemoryStore {
+    async fn handle(
+        &self,
+        Resume {
+            room: id,
+            visitor,
+            kind,
+        }: Resume,
+    ) -> Result<Place, StoreError> {
+        match self.with_open_room(&id, "resume", |room, now| room.resume(visitor, kind, now)) {
+            Err(StoreError::RoomClosed(_)) => Ok(closed_place(visitor)),
+            other => other?,
+        }
+    }
+}
+
+impl Handle<ClaimEvents> for MemoryStore {
+    async fn handle(
+        &self,
+        ClaimEvents {
+            room: id,
+            consumer,
+            takeover_ms,
+            limit,
+        }: ClaimEvents,
+    ) -> Result<Vec<OutboxEvent>, StoreError> {
+        self.with_open_room(&id, "claim_events", |room, now| {
+            room.claim_events(&consumer, takeover_ms, limit, now)
+        })
+    }
+}
+
+impl Handle<HoldEvents> for MemoryStore {
+    async fn handle(
+        &self,
+        HoldEvents {
+            room: id,
+            consumer,
+            entries,
+        }: HoldEvents,
+    ) -> Result<Vec<String>, StoreError> {
+        self.with_open_room(&id, "hold_events", |room, now| {
+            room.hold_events(&consumer, &entries, now)
+        })
+    }
+}
+
+impl Handle<SettleEvents> for MemoryStore {
+    async fn handle(
+        &self,
+        SettleEvents {
+            room: id,
+            entries,
+            push_gone,
+        }: SettleEvents,
+    ) -> Result<(), StoreError> {
+        self.with_open_room(&id, "settle_events", |room, _| {
+            room.settle_events(&entries, &push_gone)
+        })
     }
 }
 

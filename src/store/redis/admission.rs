@@ -26,7 +26,8 @@ use super::keys::{
 };
 use super::prelude::{plain_script, room_script};
 use super::replies::{
-    TableReply, WireChange, WireDecision, WirePlace, WireRoomInfo, WireTick, read, read_list,
+    TableReply, WireChange, WireDecision, WireOutboxEvent, WirePlace, WireRoomInfo, WireTick, read,
+    read_list,
 };
 use super::script_error::ScriptError;
 use crate::store::{JoinOptions, Store, StoreError, StoreExt, Tick};
@@ -35,6 +36,7 @@ use crate::words::chance::{Dice, OsChance, SharedChance};
 use crate::words::clock::{Millis, Moment, SharedClock};
 use crate::words::codes::{CodeHash, GroupSummary};
 use crate::words::draw::{self, DrawInfo, DrawKey, DrawSeed, EntryId};
+use crate::words::notify::OutboxEvent;
 use crate::words::op::{self, Answer, Handle, Op};
 use crate::words::report::DAY_MS;
 use crate::words::room_table::{Applied, TableHash};
@@ -75,6 +77,11 @@ struct Scripts {
     report: Script,
     reports: Script,
     record_sample: Script,
+    notify: Script,
+    resume: Script,
+    outbox_claim: Script,
+    outbox_hold: Script,
+    outbox_settle: Script,
     /// Not a room's: the prelude and `lua/login.lua` alone.
     login: Script,
 }
@@ -122,6 +129,11 @@ impl Scripts {
             report: script!("report.lua"),
             reports: script!("reports.lua"),
             record_sample: script!("record_sample.lua"),
+            notify: script!("notify.lua"),
+            resume: script!("resume.lua"),
+            outbox_claim: script!("outbox_claim.lua"),
+            outbox_hold: script!("outbox_hold.lua"),
+            outbox_settle: script!("outbox_settle.lua"),
             login: plain_script(include_str!("../../../lua/login.lua")),
         }
     }
@@ -490,6 +502,9 @@ fn refused(room: &RoomId, refusal: ScriptError) -> StoreError {
         ScriptError::NotDrawn => StoreError::NotDrawn,
         ScriptError::DrawSeed => StoreError::DrawSeed,
         ScriptError::ScheduleDue => StoreError::ScheduleDue(room.clone()),
+        ScriptError::NotWaiting => StoreError::NotWaiting,
+        ScriptError::TooManyNotify => StoreError::TooManyNotifications,
+        ScriptError::ResumeUsed => StoreError::ResumeUsed,
         ScriptError::CodeRequired => StoreError::CodeRequired,
         ScriptError::InvalidCode => StoreError::InvalidCode,
         ScriptError::CodeUsed => StoreError::CodeUsed,
@@ -1193,6 +1208,130 @@ impl Handle<op::RecordSample> for RedisStore {
                 &room,
                 [latency_ms.to_string(), failure, epoch.to_string()],
             )
+            .await?;
+        Ok(())
+    }
+}
+
+impl RedisStore {
+    /// Runs a script that answers a place (`WirePlace`).
+    async fn place_of(
+        &self,
+        script: &Script,
+        room: &RoomId,
+        visitor: VisitorId,
+        args: Vec<String>,
+    ) -> Result<Place, StoreError> {
+        let reply: String = self.run_script(script, room, args).await?;
+        read::<WirePlace>(&reply)
+            .ok()
+            .and_then(|place| place.into_place(visitor))
+            .ok_or_else(unexpected_place)
+    }
+}
+
+impl Handle<op::Notify> for RedisStore {
+    async fn handle(
+        &self,
+        op::Notify { room, visitor, ask }: op::Notify,
+    ) -> Result<Place, StoreError> {
+        let mut args = vec![visitor.to_string()];
+        match ask {
+            Some(ask) => args.extend([
+                serde_json::to_string(&ask.request)
+                    .map_err(|error| StoreError::Unexpected(error.to_string()))?,
+                ask.client.clone(),
+                ask.per_client.to_string(),
+                ask.join_limit
+                    .map(|limit| limit.per_minute.to_string())
+                    .unwrap_or_default(),
+            ]),
+            None => args.push(String::new()),
+        }
+        self.place_of(&self.scripts.notify, &room, visitor, args)
+            .await
+    }
+}
+
+impl Handle<op::Resume> for RedisStore {
+    async fn handle(
+        &self,
+        op::Resume {
+            room,
+            visitor,
+            kind,
+        }: op::Resume,
+    ) -> Result<Place, StoreError> {
+        let args = vec![visitor.to_string(), kind.to_string()];
+        self.place_of(&self.scripts.resume, &room, visitor, args)
+            .await
+    }
+}
+
+impl Handle<op::ClaimEvents> for RedisStore {
+    async fn handle(
+        &self,
+        op::ClaimEvents {
+            room,
+            consumer,
+            takeover_ms,
+            limit,
+        }: op::ClaimEvents,
+    ) -> Result<Vec<OutboxEvent>, StoreError> {
+        let reply: String = self
+            .run_script(
+                &self.scripts.outbox_claim,
+                &room,
+                [
+                    consumer.to_string(),
+                    takeover_ms.to_string(),
+                    limit.to_string(),
+                ],
+            )
+            .await?;
+        let events: Vec<WireOutboxEvent> = read_list(&reply)
+            .map_err(|error| StoreError::Unexpected(format!("outbox answered {reply}: {error}")))?;
+        events
+            .into_iter()
+            .map(WireOutboxEvent::into_event)
+            .collect::<Option<_>>()
+            .ok_or_else(|| StoreError::Unexpected(format!("an unreadable outbox event: {reply}")))
+    }
+}
+
+impl Handle<op::HoldEvents> for RedisStore {
+    async fn handle(
+        &self,
+        op::HoldEvents {
+            room,
+            consumer,
+            entries,
+        }: op::HoldEvents,
+    ) -> Result<Vec<String>, StoreError> {
+        if entries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let args = std::iter::once(consumer.to_string()).chain(entries);
+        let reply: String = self
+            .run_script(&self.scripts.outbox_hold, &room, args)
+            .await?;
+        read_list(&reply).map_err(|error| StoreError::Unexpected(error.to_string()))
+    }
+}
+
+impl Handle<op::SettleEvents> for RedisStore {
+    async fn handle(
+        &self,
+        op::SettleEvents {
+            room,
+            entries,
+            push_gone,
+        }: op::SettleEvents,
+    ) -> Result<(), StoreError> {
+        let args =
+            std::iter::once(entries.join(" ")).chain(push_gone.iter().map(VisitorId::to_string));
+        let _: Value = self
+            .run_script(&self.scripts.outbox_settle, &room, args)
             .await?;
         Ok(())
     }

@@ -56,6 +56,20 @@ pub(super) const SAMPLES: &str = "health-samples";
 /// Autotune's changes of the rate, JSON each (`words::autotune::Change`).
 pub(super) const TUNE_CHANGES: &str = "tune-changes";
 
+/// Who asked to be notified: visitor → their request and what the scripts
+/// keep with it (JSON, `lua/lib.lua`'s `notes`).
+pub(super) const NOTIFY: &str = "notify";
+/// Those whose `near` is to come, in each part of the line, scored and
+/// named as that part is (`near:p`, `near:d`, `near:l`).
+pub(super) const NEAR_PREFIX: &str = "near:";
+/// Per client block, the places holding a request (`--notify-per-ip`),
+/// under the room's life.
+pub(super) const NOTIFY_BLOCK_PREFIX: &str = "notify-block:";
+/// The outbox: a Stream whose consumer group (`OUTBOX_GROUP`) hands each
+/// event to one node.
+pub(super) const OUTBOX: &str = "outbox";
+pub(super) const OUTBOX_GROUP: &str = "senders";
+
 /// One of a room's keys: `wr:{room}:name`.
 pub(super) fn room_key(room: &RoomId, name: &str) -> String {
     format!("wr:{{{room}}}:{name}")

@@ -21,6 +21,7 @@ use crate::words::constants::{
     AWAY_REMEMBERED_MS, JOIN_LIMIT_WINDOW_MS, RATE_WINDOW_MS, SWEEP_AGAIN_MS, SWEEP_SLICE,
 };
 use crate::words::login_limit::{self, Attempt};
+use crate::words::notify;
 use crate::words::report::{self, TurnedAway};
 use crate::words::sale::{ClaimState, SaleKind};
 use strum::VariantNames;
@@ -110,6 +111,16 @@ fn constants() -> Vec<(String, Literal)> {
             ("SCHEDULE_KEY", Literal::Text(keys::SCHEDULE)),
             ("SAMPLES_KEY", Literal::Text(keys::SAMPLES)),
             ("TUNE_CHANGES_KEY", Literal::Text(keys::TUNE_CHANGES)),
+            ("NOTIFY_KEY", Literal::Text(keys::NOTIFY)),
+            ("NEAR_KEY", Literal::Text(keys::NEAR_PREFIX)),
+            ("NOTIFY_BLOCK_KEY", Literal::Text(keys::NOTIFY_BLOCK_PREFIX)),
+            ("OUTBOX_KEY", Literal::Text(keys::OUTBOX)),
+            ("OUTBOX_GROUP", Literal::Text(keys::OUTBOX_GROUP)),
+            (
+                "HELD_PRESENCE",
+                Literal::Number(crate::words::rules::HELD_PRESENCE),
+            ),
+            ("MAX_AHEAD", Literal::Number(notify::MAX_AHEAD.into())),
             (
                 "SAMPLES_KEPT",
                 Literal::Number(autotune::SAMPLES_KEPT as u64),

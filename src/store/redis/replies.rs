@@ -59,6 +59,9 @@ pub(super) struct WirePlace {
     /// The code group of a place in the priority line.
     #[serde(default)]
     priority: Option<String>,
+    /// The visitor asked to be notified.
+    #[serde(default)]
+    notify: bool,
 }
 
 /// The letter each state of a place goes by in a script's answer, by the
@@ -130,6 +133,7 @@ impl WirePlace {
             line: self.line.summary(),
             facts: Arc::new(self.facts.into_facts(queue_method)),
             priority: self.priority.map(Into::into),
+            notify: self.notify,
         })
     }
 }
@@ -184,6 +188,7 @@ impl JoinShared {
             },
             facts: self.facts.clone(),
             priority: None,
+            notify: false,
         }
     }
 }
@@ -206,6 +211,9 @@ pub(super) struct WireTick {
     #[serde(default)]
     change_in_ms: Option<Millis>,
     arrival_resumptions: u64,
+    /// Events in the room's outbox.
+    #[serde(default)]
+    outbox: u64,
     line: WireLine,
     /// '' without a cap.
     #[serde(default)]
@@ -247,6 +255,7 @@ impl From<WireTick> for Tick {
             next_due_in_ms: tick.next_due_in_ms,
             change_in_ms: tick.change_in_ms,
             arrival_resumptions: tick.arrival_resumptions,
+            outbox: tick.outbox,
             figures: {
                 let line = tick.line.summary();
                 RoomFigures {
@@ -564,5 +573,32 @@ mod tests {
         )
         .unwrap();
         assert_eq!((sale.stock_left, sale.seats.len()), (Some(3), 0));
+    }
+}
+
+/// An event of the outbox as `lua/outbox_claim.lua` hands it.
+#[derive(Deserialize)]
+pub(super) struct WireOutboxEvent {
+    entry: String,
+    id: String,
+    kind: String,
+    visitor: String,
+    #[serde(default)]
+    position: Option<u64>,
+    at: Millis,
+    reach: crate::words::notify::NotifyRequest,
+}
+
+impl WireOutboxEvent {
+    pub(super) fn into_event(self) -> Option<crate::words::notify::OutboxEvent> {
+        Some(crate::words::notify::OutboxEvent {
+            entry: self.entry,
+            id: self.id,
+            kind: self.kind.parse().ok()?,
+            visitor: self.visitor.parse().ok()?,
+            position: self.position,
+            at: self.at,
+            reach: Some(self.reach),
+        })
     }
 }

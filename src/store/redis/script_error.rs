@@ -38,10 +38,13 @@ pub(super) mod code {
     pub const NOGROUP: &str = "NOGROUP";
     pub const TOOMANYGROUPS: &str = "TOOMANYGROUPS";
     pub const SCHEDULE_DUE: &str = "SCHEDULE_DUE";
+    pub const NOTWAITING: &str = "NOTWAITING";
+    pub const TOOMANYNOTIFY: &str = "TOOMANYNOTIFY";
+    pub const RESUMEUSED: &str = "RESUMEUSED";
 }
 
 /// Every refusal code, for the scripts' prelude.
-pub(super) const CODES: [&str; 30] = [
+pub(super) const CODES: [&str; 33] = [
     code::NOROOM,
     code::CLOSED,
     code::EXISTS,
@@ -72,6 +75,9 @@ pub(super) const CODES: [&str; 30] = [
     code::NOGROUP,
     code::TOOMANYGROUPS,
     code::SCHEDULE_DUE,
+    code::NOTWAITING,
+    code::TOOMANYNOTIFY,
+    code::RESUMEUSED,
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,6 +122,12 @@ pub enum ScriptError {
     /// A schedule entry is due: the node applies it and runs the
     /// operation again (`load_room` in lua/lib.lua).
     ScheduleDue,
+    /// Only a waiting visitor may ask to be notified.
+    NotWaiting,
+    /// Past `--notify-per-ip`.
+    TooManyNotify,
+    /// The resume code was spent.
+    ResumeUsed,
 }
 
 impl ScriptError {
@@ -173,6 +185,9 @@ impl ScriptError {
             code::NOGROUP => Self::NoGroup,
             code::TOOMANYGROUPS => Self::TooManyGroups,
             code::SCHEDULE_DUE => Self::ScheduleDue,
+            code::NOTWAITING => Self::NotWaiting,
+            code::TOOMANYNOTIFY => Self::TooManyNotify,
+            code::RESUMEUSED => Self::ResumeUsed,
             // Redis's own codes (LOADING, NOSCRIPT, READONLY…) are outages.
             _ => return None,
         })

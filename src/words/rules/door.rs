@@ -57,20 +57,7 @@ impl Door {
             return Err(refusal);
         }
         if let Some(limit) = &options.limit {
-            let tat = self.join_limits.get(&limit.client).copied();
-            match join_limit::decide(tat, now, limit.per_minute) {
-                Gcra::Allowed { tat } => {
-                    self.join_limits.insert(limit.client.clone(), tat);
-                    // An address whose TAT has passed is as good as unknown;
-                    // pruning when the map doubles keeps the cost per join
-                    // constant.
-                    prune(&mut self.join_limits, &mut self.join_limits_prune_at, now);
-                }
-                Gcra::Refused { retry_after_s } => {
-                    self.turned_away += 1;
-                    return Err(StoreError::RateLimited { retry_after_s });
-                }
-            }
+            self.spend_join(limit, now)?;
         }
         if config.pow_difficulty > 0
             && let Some(solved) = &options.pow
@@ -81,6 +68,27 @@ impl Door {
             prune(&mut self.used_pow, &mut self.used_pow_prune_at, now);
         }
         Ok(())
+    }
+
+    /// Spends one of the address's joins (a new place, or a request to be
+    /// notified, which holds a place as long); refused past the budget,
+    /// and counted as turned away.
+    pub(super) fn spend_join(&mut self, limit: &JoinLimit, now: Millis) -> Result<(), StoreError> {
+        let tat = self.join_limits.get(&limit.client).copied();
+        match join_limit::decide(tat, now, limit.per_minute) {
+            Gcra::Allowed { tat } => {
+                self.join_limits.insert(limit.client.clone(), tat);
+                // An address whose TAT has passed is as good as unknown;
+                // pruning when the map doubles keeps the cost per join
+                // constant.
+                prune(&mut self.join_limits, &mut self.join_limits_prune_at, now);
+                Ok(())
+            }
+            Gcra::Refused { retry_after_s } => {
+                self.turned_away += 1;
+                Err(StoreError::RateLimited { retry_after_s })
+            }
+        }
     }
 
     /// Looks a join's code up (`look`) while the client has code guesses

@@ -11,6 +11,7 @@
 //! pace (`pace`: bucket, schedule, rate), its door (`door`: who may take a
 //! new place) and who left (`departures`); `room` holds them together.
 
+mod callbacks;
 mod departures;
 mod door;
 mod draw_line;
@@ -21,5 +22,6 @@ mod passes;
 mod room;
 mod sale;
 
+pub use callbacks::{HELD_PRESENCE, event_id};
 pub use room::{FORGOTTEN_PER_OPERATION, FORGOTTEN_PER_TICK, RoomModel};
 pub use sale::SaleModel;

@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::callbacks::{Callbacks, HELD_PRESENCE};
 use super::departures::{Departure, Departures};
 use super::door::Door;
 use super::draw_line::DrawLine;
@@ -20,6 +21,7 @@ use crate::words::clock::{Millis, Moment};
 use crate::words::codes::{CodeHash, Codes, Granted, GroupSummary, NewGroup, Refused};
 use crate::words::constants::{AWAY_REMEMBERED_MS, RATE_WINDOW_MS, SWEEP_AGAIN_MS, SWEEP_SLICE};
 use crate::words::draw::{self, DrawInfo, DrawKey, EntryId};
+use crate::words::notify::{Ask, EventKind, MAX_AHEAD, OutboxEvent};
 use crate::words::operations::{JoinOptions, RoomFigures, StoreError, TickReport};
 use crate::words::report::{Arrival, Ledger, ReportFacts, Swept};
 use crate::words::room_table::{RoomTable, TableHash};
@@ -95,6 +97,8 @@ pub struct RoomModel {
     schedule_held: bool,
     /// Autotune's rate, samples and decisions.
     tuning: Tuning,
+    /// Who asked to be notified, and the outbox.
+    callbacks: Callbacks,
 }
 
 impl RoomModel {
@@ -126,6 +130,7 @@ impl RoomModel {
             ledger: Ledger::new(now),
             schedule_held: false,
             tuning: Tuning::new(0),
+            callbacks: Callbacks::default(),
         }
         .started()
     }
@@ -390,6 +395,7 @@ impl RoomModel {
     /// included, if it was theirs); returns the state they were in.
     fn forget(&mut self, visitor: VisitorId) -> Option<VisitorState> {
         self.groups_of.remove(&visitor);
+        self.callbacks.forget(visitor);
         if let Some(user) = self.user_of.remove(&visitor)
             && self.users.get(&user) == Some(&visitor)
         {
@@ -469,8 +475,17 @@ impl RoomModel {
     }
 
     fn admit(&mut self, visitor: VisitorId, order: Order, now: Millis) -> Admission {
-        let (expires_at, lapse_at) = self.pass_ends(now);
-        let arrival_due = self.config.arrival_grace_s.map(|grace| now + grace * 1000);
+        let (expires_at, mut lapse_at) = self.pass_ends(now);
+        let mut arrival_due = self.config.arrival_grace_s.map(|grace| now + grace * 1000);
+        if self.callbacks.asked(visitor).is_some() {
+            // Called back from afar: the pass waits `notify_hold_s` for them.
+            let held = (now + self.config.notify_hold_s * 1000).min(expires_at);
+            lapse_at = lapse_at.max(held);
+            arrival_due = arrival_due.map(|due| due.max(held));
+            self.callbacks.left_line(visitor);
+            self.callbacks
+                .write(EventKind::Admitted, visitor, None, now);
+        }
         self.groups_of.remove(&visitor);
         self.passes.issue(visitor, lapse_at, arrival_due);
         self.visitors.insert(
@@ -580,12 +595,160 @@ impl RoomModel {
             }
             _ => None,
         };
+        let notify = matches!(
+            state,
+            PlaceState::Waiting { .. } | PlaceState::PreQueue { .. } | PlaceState::Admitted { .. }
+        ) && self.callbacks.asked(visitor).is_some();
         Place {
             visitor,
             state,
             line: self.summary(),
             facts: self.facts.clone(),
             priority,
+            notify,
+        }
+    }
+
+    /// Keeps the visitor's request to be notified (`request`), or drops it
+    /// (`None`): only a waiting visitor may ask. While it holds, the place
+    /// is kept however long they are away, until `near` gives them
+    /// `notify_return_s` to come back.
+    pub fn notify(
+        &mut self,
+        visitor: VisitorId,
+        ask: Option<&Ask>,
+        now: Millis,
+    ) -> Result<Place, StoreError> {
+        let Some(&VisitorState::Waiting {
+            spot, last_seen, ..
+        }) = self.visitors.get(&visitor)
+        else {
+            if ask.is_some() {
+                return Err(StoreError::NotWaiting);
+            }
+            self.callbacks.forget(visitor);
+            return Ok(self.place(visitor, now));
+        };
+        let Some(ask) = ask else {
+            self.callbacks.forget(visitor);
+            self.set_presence(visitor, now);
+            return Ok(self.place(visitor, now));
+        };
+        if !self.callbacks.may_ask(visitor, &ask.client, ask.per_client) {
+            return Err(StoreError::TooManyNotifications);
+        }
+        if let Some(limit) = &ask.join_limit {
+            self.door.spend_join(limit, now)?;
+        }
+        let near = (self.config.queue_method != QueueMethod::Random).then(|| spot.order());
+        self.callbacks
+            .ask(visitor, ask.request.clone(), ask.client.clone(), near);
+        let near_to_come = self
+            .callbacks
+            .asked(visitor)
+            .is_some_and(|asked| asked.pending_near.is_some());
+        // Kept while away until `near`; after it, the return window stays.
+        let held = if near_to_come || near.is_none() {
+            HELD_PRESENCE
+        } else {
+            last_seen
+        };
+        self.set_presence(visitor, held.max(now));
+        Ok(self.place(visitor, now))
+    }
+
+    /// Sets when a waiting visitor counts as last seen (the abandonment
+    /// sweep drops them `abandon_after_s` after it).
+    fn set_presence(&mut self, visitor: VisitorId, to: Millis) {
+        if let Some(VisitorState::Waiting { last_seen, .. }) = self.visitors.get_mut(&visitor) {
+            self.line.seen(visitor, *last_seen, to);
+            *last_seen = to;
+        }
+    }
+
+    /// Spends the visitor's resume code of `kind` (a notification's link):
+    /// the place as it is now, and the visitor is present. A code spent
+    /// before is `ResumeUsed`; once the place ended, its state tells so.
+    pub fn resume(
+        &mut self,
+        visitor: VisitorId,
+        kind: EventKind,
+        now: Millis,
+    ) -> Result<Place, StoreError> {
+        match self.callbacks.spend(visitor, kind) {
+            Some(false) => Err(StoreError::ResumeUsed),
+            _ => {
+                self.mark_present(visitor, now);
+                Ok(self.place(visitor, now))
+            }
+        }
+    }
+
+    /// Up to `limit` events of the outbox for `consumer` (`op::ClaimEvents`).
+    pub fn claim_events(
+        &mut self,
+        consumer: &str,
+        takeover_ms: Millis,
+        limit: usize,
+        now: Millis,
+    ) -> Vec<OutboxEvent> {
+        self.callbacks.claim(consumer, takeover_ms, limit, now)
+    }
+
+    /// `op::HoldEvents`.
+    pub fn hold_events(&mut self, consumer: &str, entries: &[String], now: Millis) -> Vec<String> {
+        self.callbacks.hold(consumer, entries, now)
+    }
+
+    /// `op::SettleEvents`.
+    pub fn settle_events(&mut self, entries: &[String], push_gone: &[VisitorId]) {
+        self.callbacks.settle(entries);
+        for visitor in push_gone {
+            self.callbacks.drop_push(*visitor);
+        }
+    }
+
+    /// Events in the outbox, not yet settled.
+    pub fn outbox_pending(&self) -> u64 {
+        self.callbacks.pending()
+    }
+
+    /// Sends `near` to those who asked and now have `ahead` or fewer
+    /// ahead: the line's head is looked at, no deeper than `MAX_AHEAD`
+    /// places (nobody asks for more), so the cost follows those called,
+    /// never the crowd. None in a `random` room (no positions) or before
+    /// the opening. Each is given `notify_return_s` to come back.
+    fn call_near(&mut self, now: Millis) {
+        if !self.callbacks.any()
+            || !self.opened(now)
+            || self.config.queue_method == QueueMethod::Random
+        {
+            return;
+        }
+        let mut due = Vec::new();
+        for (order, visitor) in self.callbacks.awaiting_near() {
+            let Some(VisitorState::Waiting { spot, .. }) = self.visitors.get(&visitor) else {
+                continue;
+            };
+            let position = self.line.position(*spot);
+            if position > u64::from(MAX_AHEAD) + 1 {
+                break;
+            }
+            let ahead = self
+                .callbacks
+                .asked(visitor)
+                .map_or(0, |asked| u64::from(asked.request.ahead));
+            if position <= ahead + 1 {
+                due.push((order, visitor, position));
+            }
+        }
+        let back_by = (now + self.config.notify_return_s * 1000)
+            .saturating_sub(self.config.abandon_after_s * 1000);
+        for (order, visitor, position) in due {
+            self.callbacks.near_sent(visitor, order);
+            self.callbacks
+                .write(EventKind::Near, visitor, Some(position), now);
+            self.set_presence(visitor, back_by);
         }
     }
 
@@ -754,6 +917,9 @@ impl RoomModel {
                 last_seen: now,
             },
         );
+        if self.callbacks.moved(visitor, spot.order()) {
+            self.set_presence(visitor, HELD_PRESENCE);
+        }
         self.version += 1;
         RoomEvent::Entered {
             room: self.id.clone(),
@@ -1043,6 +1209,7 @@ impl RoomModel {
         } else {
             (Vec::new(), Vec::new())
         };
+        self.call_near(now);
         let swept = Swept {
             abandoned: departed.len() as u64,
             no_shows,
