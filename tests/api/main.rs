@@ -22,3 +22,4 @@ mod schedule;
 mod sessions;
 mod slow_readers;
 mod webhook;
+mod webhook_receivers;
