@@ -35,6 +35,7 @@
 //! hand, the address table ([`is_public`]: std's `is_global` is unstable),
 //! which lists what is global, so a range it does not name is refused.
 
+use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -76,8 +77,9 @@ pub struct Outbound {
 
 /// One request to make: `Host`, `Connection: close` and the body's length
 /// are the client's; any other header is the caller's (`User-Agent`
-/// included: none is sent unless named here).
-#[derive(Debug, Clone)]
+/// included: none is sent unless named here). Its `Debug` shows the
+/// method, the host, the headers' names and the body's length only.
+#[derive(Clone)]
 pub struct Call<'a> {
     pub method: Method,
     pub url: &'a str,
@@ -105,6 +107,23 @@ impl<'a> Call<'a> {
             headers,
             body,
         }
+    }
+}
+
+/// The body may hold a visitor's contact, a header a credential, the URL's
+/// path or query a receiver's token.
+impl fmt::Debug for Call<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let host = Url::parse(self.url)
+            .ok()
+            .and_then(|url| url.host_str().map(str::to_owned));
+        let names: Vec<&str> = self.headers.iter().map(|(name, _)| *name).collect();
+        f.debug_struct("Call")
+            .field("method", &self.method)
+            .field("host", &host)
+            .field("headers", &names)
+            .field("body_bytes", &self.body.len())
+            .finish()
     }
 }
 
@@ -684,6 +703,21 @@ mod tests {
             assert_eq!(request.headers()["connection"], "close");
             assert_eq!(request.headers()["content-type"], "application/json");
         }
+    }
+
+    #[test]
+    fn a_calls_debug_form_shows_no_body_no_header_value_and_no_path() {
+        let headers = [("authorization", "vapid t=token-8d1f")];
+        let call = Call::post(
+            "https://push.example/send/token-8d1f?key=token-8d1f",
+            &headers,
+            Bytes::from_static(b"{\"contact\":\"+15550100\"}"),
+        );
+        let shown = format!("{call:?}");
+        assert!(shown.contains("push.example"), "{shown}");
+        assert!(shown.contains("authorization"), "{shown}");
+        assert!(!shown.contains("token-8d1f"), "{shown}");
+        assert!(!shown.contains("15550100"), "{shown}");
     }
 
     #[test]
