@@ -3,8 +3,9 @@
 //! hub that applies the store's events, each socket's loop (actix-ws), the
 //! promoter that ticks the rooms (resuming the arrivals this node could not
 //! record) and keeps their recent figures for the admin chart (history),
-//! the guarded client it calls origins' health checks with (outbound), and
-//! the tracked tasks they all run in.
+//! the guarded client it calls origins' health checks and notifications
+//! with (outbound), a room's webhook (webhook), and the tracked tasks they
+//! all run in.
 
 pub mod arrival_gaps;
 pub mod fanout;
@@ -20,3 +21,4 @@ pub mod promoter;
 pub mod registry;
 pub mod socket;
 pub mod tasks;
+pub mod webhook;

@@ -1,22 +1,32 @@
 //! The one way this node calls a URL someone else gave it (design rule 17):
-//! for now autotune's health checks, which GET a room's `health_url` and
-//! keep how long the origin took and what it said ([`Outbound::probe`]).
+//! autotune's health checks, which GET a room's `health_url` and keep how
+//! long the origin took and what it said ([`Outbound::probe`]), and the
+//! notifications, which POST an event to a room's webhook or a visitor's
+//! push endpoint ([`Outbound::send`]). Both are one [`Call`] down one path.
 //!
-//! Such a URL is an attack path into the node's own network, so the probe
+//! Such a URL is an attack path into the node's own network, so every call
 //! is guarded:
+//! - only http and https URLs with a host and no user info;
 //! - only public addresses: a name is resolved here, and if any address it
 //!   resolves to is loopback, private, link-local (the clouds' metadata
 //!   service, 169.254.169.254), shared, documentation, multicast or
-//!   otherwise special, the probe fails without connecting; an address
+//!   otherwise special, the call fails without connecting; an address
 //!   written in the URL is checked the same way. The operator may allow
 //!   networks of their own (`--outbound-allow-networks`);
 //! - the connection goes to an address checked, never to a second
 //!   lookup's (which a name's owner could point elsewhere in between);
 //! - one request on one connection: no redirect is followed (a 3xx is an
-//!   answer like any other), no proxy is used, nothing is pooled, no body
-//!   is read (the status ends the probe) and the answer's head is bounded;
-//! - the whole probe (lookup, connect, TLS, the answer's head) is bounded
-//!   by the caller's timeout.
+//!   answer like any other), no proxy is used, nothing is pooled, the
+//!   answer's head is bounded and its body is never read: the status is
+//!   the answer (a webhook's verdict, a push service's, a health check's),
+//!   and a body read would only give a slow or huge answer a hold on the
+//!   caller's time. The connection is closed once the head is in;
+//! - the whole call (lookup, connect, TLS, sending the request, the
+//!   answer's head) is bounded by the caller's timeout.
+//!
+//! A failure ([`CallFailure`]) names the host or address, never the URL's
+//! path or query, which may hold a credential (a webhook's token); the
+//! request's body is never logged here.
 //!
 //! By hand over hyper's HTTP/1 connection and tokio-rustls, because each
 //! of those steps has to be ours: a client library resolves and connects
@@ -25,12 +35,14 @@
 //! hand, the address table ([`is_public`]: std's `is_global` is unstable),
 //! which lists what is global, so a range it does not name is refused.
 
+use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::Empty;
+use http_body_util::Full;
+use hyper::Method;
 use hyper_util::rt::TokioIo;
 use ipnet::IpNet;
 use rustls::pki_types::ServerName;
@@ -38,11 +50,13 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use url::{Host, Position, Url};
 
-use crate::words::health_url;
-
-/// The most bytes of an answer's head read before the probe gives up on
-/// it (hyper's least is 8 KiB): a health check's status needs little.
+/// The most bytes of an answer's head read before the call gives up on
+/// it (hyper's least is 8 KiB): a status needs little.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
+
+/// The headers a [`Call`] may not set: this client writes them itself
+/// (the host the URL names, one request per connection, the body's length).
+const OWN_HEADERS: [&str; 4] = ["host", "connection", "content-length", "transfer-encoding"];
 
 /// Which private or special networks the node may call all the same (an
 /// origin on the same private network, a test's loopback origin).
@@ -59,6 +73,93 @@ pub struct OutboundPolicy {
 pub struct Outbound {
     guard: Arc<Guard>,
     tls: tokio_rustls::TlsConnector,
+}
+
+/// One request to make: `Host`, `Connection: close` and the body's length
+/// are the client's; any other header is the caller's (`User-Agent`
+/// included: none is sent unless named here). Its `Debug` shows the
+/// method, the host, the headers' names and the body's length only.
+#[derive(Clone)]
+pub struct Call<'a> {
+    pub method: Method,
+    pub url: &'a str,
+    /// Names and values, sent in this order.
+    pub headers: &'a [(&'a str, &'a str)],
+    pub body: Bytes,
+}
+
+impl<'a> Call<'a> {
+    /// A GET with no body.
+    pub fn get(url: &'a str, headers: &'a [(&'a str, &'a str)]) -> Self {
+        Call {
+            method: Method::GET,
+            url,
+            headers,
+            body: Bytes::new(),
+        }
+    }
+
+    /// A POST of `body`.
+    pub fn post(url: &'a str, headers: &'a [(&'a str, &'a str)], body: Bytes) -> Self {
+        Call {
+            method: Method::POST,
+            url,
+            headers,
+            body,
+        }
+    }
+}
+
+/// The body may hold a visitor's contact, a header a credential, the URL's
+/// path or query a receiver's token.
+impl fmt::Debug for Call<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let host = Url::parse(self.url)
+            .ok()
+            .and_then(|url| url.host_str().map(str::to_owned));
+        let names: Vec<&str> = self.headers.iter().map(|(name, _)| *name).collect();
+        f.debug_struct("Call")
+            .field("method", &self.method)
+            .field("host", &host)
+            .field("headers", &names)
+            .field("body_bytes", &self.body.len())
+            .finish()
+    }
+}
+
+/// One call's result: how long until the answer's status (or the failure),
+/// and the status, whatever it is (a 3xx included: it is not followed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sent {
+    pub latency_ms: u64,
+    pub outcome: Result<u16, CallFailure>,
+}
+
+/// Why a call got no status.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallFailure {
+    /// Not an http or https URL with a host and no user info.
+    #[error("the URL cannot be called: {0}")]
+    Url(String),
+    /// Its host is, or resolves to, an address this node may not call (or
+    /// to none): nothing was connected to.
+    #[error(transparent)]
+    Refused(#[from] Refused),
+    #[error("connecting failed: {0}")]
+    Connect(String),
+    #[error("TLS failed: {0}")]
+    Tls(String),
+    /// The caller's request cannot be written (a header this client sets
+    /// itself, a name or value HTTP does not allow): nothing was sent.
+    #[error("the request cannot be made: {0}")]
+    Request(String),
+    /// The exchange failed after connecting: the connection cut, an answer
+    /// that is not HTTP/1 or whose head is too long.
+    #[error("HTTP failed: {0}")]
+    Http(String),
+    /// No status within the caller's timeout.
+    #[error("no answer within the timeout")]
+    Timeout,
 }
 
 /// One probe's result: how long until the answer's status (or the
@@ -82,6 +183,8 @@ pub enum ProbeOutcome {
     Failed,
 }
 
+const HEALTH_CHECK_AGENT: &str = concat!("waitroom/", env!("CARGO_PKG_VERSION"), " (health check)");
+
 impl Outbound {
     pub fn new(policy: OutboundPolicy) -> Outbound {
         Outbound {
@@ -92,61 +195,99 @@ impl Outbound {
         }
     }
 
-    /// GETs `url` and waits for the status of the answer, at most `timeout`
-    /// for everything; the body is never read. Never an error: whatever
-    /// goes wrong is a sample too ([`ProbeOutcome`]).
-    pub async fn probe(&self, url: &str, timeout: Duration) -> Probe {
+    /// Makes `call` and waits for the status of the answer, at most
+    /// `timeout` for everything; the answer's body is never read.
+    pub async fn send(&self, call: Call<'_>, timeout: Duration) -> Sent {
         let started = Instant::now();
-        let outcome = match tokio::time::timeout(timeout, self.answer(url)).await {
-            Ok(Ok(status)) => ProbeOutcome::Status(status),
-            Ok(Err(why)) => {
-                tracing::debug!(url, %why, "health check failed");
-                ProbeOutcome::Failed
-            }
-            Err(_) => ProbeOutcome::Timeout,
+        let outcome = match tokio::time::timeout(timeout, self.answer(&call)).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(CallFailure::Timeout),
         };
-        Probe {
+        Sent {
             latency_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             outcome,
         }
     }
 
+    /// GETs `url` and waits for the status of the answer, at most `timeout`
+    /// for everything. Never an error: whatever goes wrong is a sample too
+    /// ([`ProbeOutcome`]).
+    pub async fn probe(&self, url: &str, timeout: Duration) -> Probe {
+        let headers = [("user-agent", HEALTH_CHECK_AGENT)];
+        let Sent {
+            latency_ms,
+            outcome,
+        } = self.send(Call::get(url, &headers), timeout).await;
+        let outcome = match outcome {
+            Ok(status) => ProbeOutcome::Status(status),
+            Err(CallFailure::Timeout) => ProbeOutcome::Timeout,
+            Err(why) => {
+                tracing::debug!(url, %why, "health check failed");
+                ProbeOutcome::Failed
+            }
+        };
+        Probe {
+            latency_ms,
+            outcome,
+        }
+    }
+
     /// The answer's status: the URL checked, its addresses checked, a
-    /// connection to one of them (TLS for https), one GET on it.
-    async fn answer(&self, url: &str) -> Result<u16, String> {
-        health_url::check(url)?;
-        let url = Url::parse(url).map_err(|error| error.to_string())?;
-        let port = url.port_or_known_default().ok_or("the URL has no port")?;
+    /// connection to one of them (TLS for https), the one request on it.
+    async fn answer(&self, call: &Call<'_>) -> Result<u16, CallFailure> {
+        let url = callable(call.url).map_err(CallFailure::Url)?;
+        let port = url
+            .port_or_known_default()
+            .ok_or_else(|| CallFailure::Url("no port".into()))?;
         let (addresses, server_name) = match url.host() {
             Some(Host::Ipv4(address)) => self.written(address.into())?,
             Some(Host::Ipv6(address)) => self.written(address.into())?,
             Some(Host::Domain(name)) => {
-                let checked = self.guard.resolve(name).await.map_err(|e| e.to_string())?;
+                let checked = self.guard.resolve(name).await?;
                 let server_name = ServerName::try_from(name.to_owned())
-                    .map_err(|error| format!("{name}: {error}"))?;
+                    .map_err(|error| CallFailure::Url(format!("{name}: {error}")))?;
                 (checked, server_name)
             }
-            None => return Err("the URL names no host".into()),
+            None => return Err(CallFailure::Url("no host".into())),
         };
-        let stream = connect(&addresses, port).await?;
+        let stream = connect(&addresses, port)
+            .await
+            .map_err(CallFailure::Connect)?;
         if url.scheme() == "https" {
             let stream = self
                 .tls
                 .connect(server_name, stream)
                 .await
-                .map_err(|error| format!("TLS: {error}"))?;
-            get(stream, &url).await
+                .map_err(|error| CallFailure::Tls(full_error(&error)))?;
+            exchange(stream, &url, call).await
         } else {
-            get(stream, &url).await
+            exchange(stream, &url, call).await
         }
     }
 
     /// An address written in the URL, if it may be called, as the one
     /// address to connect to and the name TLS checks.
-    fn written(&self, address: IpAddr) -> Result<(Vec<IpAddr>, ServerName<'static>), String> {
-        self.guard.check(address).map_err(|e| e.to_string())?;
+    fn written(&self, address: IpAddr) -> Result<(Vec<IpAddr>, ServerName<'static>), CallFailure> {
+        self.guard.check(address)?;
         Ok((vec![address], ServerName::IpAddress(address.into())))
     }
+}
+
+/// `raw` as a URL this client calls: http or https, a host, no user info
+/// (which would be sent to whatever the name resolves to). Its words name
+/// no part of the URL but its scheme.
+fn callable(raw: &str) -> Result<Url, String> {
+    let url = Url::parse(raw).map_err(|error| format!("not a URL ({error})"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!("{} is not http or https", url.scheme()));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err("no host".into());
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err("it carries a user or password".into());
+    }
+    Ok(url)
 }
 
 /// A connection to the first of `addresses` that takes one.
@@ -161,32 +302,49 @@ async fn connect(addresses: &[IpAddr], port: u16) -> Result<TcpStream, String> {
     Err(failure)
 }
 
-/// One GET of `url` on `stream`, closed once the answer's head is in: its
-/// status.
-async fn get<S>(stream: S, url: &Url) -> Result<u16, String>
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let (mut sender, connection) = hyper::client::conn::http1::Builder::new()
-        .max_buf_size(MAX_HEAD_BYTES)
-        .handshake::<_, Empty<Bytes>>(TokioIo::new(stream))
-        .await
-        .map_err(|error| full_error(&error))?;
+/// `call` as the request to write: its target (path and query), the
+/// client's own headers, then the caller's.
+fn request(url: &Url, call: &Call<'_>) -> Result<hyper::Request<Full<Bytes>>, CallFailure> {
     let host = url.host_str().unwrap_or_default();
     let authority = match url.port() {
         Some(port) => format!("{host}:{port}"),
         None => host.to_owned(),
     };
-    let request = hyper::Request::get(&url[Position::BeforePath..Position::AfterQuery])
+    let mut builder = hyper::Request::builder()
+        .method(call.method.clone())
+        .uri(&url[Position::BeforePath..Position::AfterQuery])
         .header(hyper::header::HOST, authority)
-        .header(hyper::header::USER_AGENT, USER_AGENT)
-        .header(hyper::header::CONNECTION, "close")
-        .body(Empty::new())
-        .map_err(|error| error.to_string())?;
-    // The connection is driven here, not in a task of its own: it ends
-    // (and closes) when this returns, the answer's body unread. It may end
-    // by itself once the answer is in (a short body, `Connection: close`):
-    // the answer is then waiting, or the request failed with the reason.
+        .header(hyper::header::CONNECTION, "close");
+    for &(name, value) in call.headers {
+        if OWN_HEADERS.iter().any(|own| own.eq_ignore_ascii_case(name)) {
+            return Err(CallFailure::Request(format!(
+                "{name} is the client's to set"
+            )));
+        }
+        builder = builder.header(name, value);
+    }
+    builder
+        .body(Full::new(call.body.clone()))
+        .map_err(|error| CallFailure::Request(error.to_string()))
+}
+
+/// `call` on `stream`, closed once the answer's head is in: its status.
+async fn exchange<S>(stream: S, url: &Url, call: &Call<'_>) -> Result<u16, CallFailure>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let request = request(url, call)?;
+    let http = |error: hyper::Error| CallFailure::Http(full_error(&error));
+    let (mut sender, connection) = hyper::client::conn::http1::Builder::new()
+        .max_buf_size(MAX_HEAD_BYTES)
+        .handshake::<_, Full<Bytes>>(TokioIo::new(stream))
+        .await
+        .map_err(http)?;
+    // The connection is driven here, not in a task of its own: it writes
+    // the request, reads the answer's head, and ends (and closes) when this
+    // returns, the answer's body unread. It may end by itself once the
+    // answer is in (a short body, `Connection: close`): the answer is then
+    // waiting, or the request failed with the reason.
     let answer = sender.send_request(request);
     tokio::pin!(answer);
     let response = tokio::select! {
@@ -196,10 +354,8 @@ where
     };
     response
         .map(|response| response.status().as_u16())
-        .map_err(|error| full_error(&error))
+        .map_err(http)
 }
-
-const USER_AGENT: &str = concat!("waitroom/", env!("CARGO_PKG_VERSION"), " (health check)");
 
 /// An error with its causes (hyper's own message is only the outermost).
 fn full_error(error: &dyn std::error::Error) -> String {
@@ -222,7 +378,7 @@ fn tls_config() -> rustls::ClientConfig {
     if added == 0 {
         tracing::warn!(
             errors = ?found.errors,
-            "no system root certificates found: https health checks will fail"
+            "no system root certificates found: https health checks, webhooks and pushes will fail"
         );
     }
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
@@ -241,8 +397,9 @@ struct Guard {
     allow: Vec<IpNet>,
 }
 
-#[derive(Debug, thiserror::Error)]
-enum Refused {
+/// Why an address, or a name's, may not be called.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
     #[error("{address} is not a public address (allow its network with --outbound-allow-networks)")]
     NotPublic { address: IpAddr },
     #[error(
@@ -494,13 +651,89 @@ mod tests {
             "http://10.0.0.1/",
             "http://0.0.0.0:9/",
         ] {
-            let error = outbound.answer(url).await.unwrap_err();
-            assert!(error.contains("not a public address"), "{url}: {error}");
+            let error = outbound.answer(&Call::get(url, &[])).await.unwrap_err();
+            assert!(
+                matches!(error, CallFailure::Refused(Refused::NotPublic { .. })),
+                "{url}: {error}"
+            );
+            assert!(
+                error.to_string().contains("not a public address"),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_clients_own_headers_and_malformed_ones_are_refused() {
+        for headers in [
+            &[("Host", "elsewhere.example")][..],
+            &[("connection", "keep-alive")],
+            &[("Content-Length", "1")],
+            &[("transfer-encoding", "chunked")],
+            &[("x-split", "a\r\nInjected: yes")],
+            &[("bad name", "x")],
+        ] {
+            let call = Call::get("http://127.0.0.1:9/", headers);
+            let url = callable(call.url).unwrap();
+            let error = request(&url, &call).unwrap_err();
+            assert!(
+                matches!(error, CallFailure::Request(_)),
+                "{headers:?}: {error}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_request_names_the_host_and_port_and_sends_the_path_and_query() {
+        let headers = [("content-type", "application/json")];
+        for (url, host, target) in [
+            (
+                "http://hooks.example/in?key=1",
+                "hooks.example",
+                "/in?key=1",
+            ),
+            ("https://hooks.example:8443/", "hooks.example:8443", "/"),
+            ("http://[2001:db8::1]:8080/x", "[2001:db8::1]:8080", "/x"),
+        ] {
+            let call = Call::post(url, &headers, Bytes::from_static(b"{}"));
+            let request = request(&callable(url).unwrap(), &call).unwrap();
+            assert_eq!(request.method(), Method::POST);
+            assert_eq!(request.uri(), target);
+            assert_eq!(request.headers()["host"], host);
+            assert_eq!(request.headers()["connection"], "close");
+            assert_eq!(request.headers()["content-type"], "application/json");
+        }
+    }
+
+    #[test]
+    fn a_calls_debug_form_shows_no_body_no_header_value_and_no_path() {
+        let headers = [("authorization", "vapid t=token-8d1f")];
+        let call = Call::post(
+            "https://push.example/send/token-8d1f?key=token-8d1f",
+            &headers,
+            Bytes::from_static(b"{\"contact\":\"+15550100\"}"),
+        );
+        let shown = format!("{call:?}");
+        assert!(shown.contains("push.example"), "{shown}");
+        assert!(shown.contains("authorization"), "{shown}");
+        assert!(!shown.contains("token-8d1f"), "{shown}");
+        assert!(!shown.contains("15550100"), "{shown}");
+    }
+
+    #[test]
+    fn failures_to_parse_name_no_part_of_the_url() {
+        for url in [
+            "ftp://hooks.example/secret-token",
+            "http://user:secret-token@hooks.example/",
+            "secret-token",
+        ] {
+            let error = callable(url).unwrap_err();
+            assert!(!error.contains("secret-token"), "{url}: {error}");
         }
     }
 
     #[tokio::test]
-    async fn a_url_that_is_no_health_url_fails_without_a_request() {
+    async fn a_url_that_cannot_be_called_fails_without_a_request() {
         let outbound = Outbound::new(OutboundPolicy {
             allow_networks: vec!["127.0.0.0/8".parse().unwrap()],
         });

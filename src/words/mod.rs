@@ -1,8 +1,9 @@
 //! Words and rules: the vocabulary every other layer speaks (rooms, visitors,
 //! places, events, the sale, the status message, the pages' languages, time, chance,
 //! credentials, the form of a URL a node is told to call), the rules that need no
-//! store (config validation, ETA, signing), and the rules every store implements,
-//! as a pure model (`rules`). Nothing here knows actix or Redis.
+//! store (config validation, ETA, signing, the webhook's signature), and the
+//! rules every store implements, as a pure model (`rules`). Nothing here
+//! knows actix or Redis.
 
 pub mod autotune;
 pub mod chance;
@@ -31,6 +32,7 @@ pub mod rules;
 pub mod sale;
 pub mod schedule;
 pub mod status;
+pub mod webhook_signature;
 pub(crate) mod wire;
 #[cfg(test)]
 pub(crate) mod written;

@@ -2,7 +2,8 @@
 //! a drop's schedule and autotune on the admin page, the gate, codes, the
 //! sale, origin tokens and CORS, HTTP conventions, the API description,
 //! slow readers, the promoter's schedule, the guarded outbound probe of
-//! origins' health, and the metrics with their dashboard and alerts.
+//! origins' health, a room's webhook and the receivers' examples, and the
+//! metrics with their dashboard and alerts.
 
 mod admin_drop;
 mod api;
@@ -20,3 +21,5 @@ mod sale;
 mod schedule;
 mod sessions;
 mod slow_readers;
+mod webhook;
+mod webhook_receivers;

@@ -3,10 +3,13 @@
 //! for an origin that answers, fails, is slow, is gone or redirects; that
 //! the body is never waited for; and that private addresses are called
 //! only when allowed, from the probe itself and from a node's settings.
+//! And what `send` (the probe's own path, with any method and body) tells
+//! apart when there is no answer. The webhook's tests (`webhook.rs`) call
+//! `send` with a body.
 
 use std::time::Duration;
 
-use waitroom::live::outbound::{Outbound, OutboundPolicy, Probe, ProbeOutcome};
+use waitroom::live::outbound::{Call, CallFailure, Outbound, OutboundPolicy, Probe, ProbeOutcome};
 use waitroom::words::health_url;
 use waitroom_testkit::health_origin::HealthOrigin;
 use waitroom_testkit::{TestApp, test_settings};
@@ -180,4 +183,42 @@ async fn a_node_calls_the_networks_its_settings_allow() {
         .await;
     assert_eq!(probe.outcome, ProbeOutcome::Status(200));
     assert_eq!(origin.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn send_tells_a_refused_connection_bad_tls_and_a_timeout_apart() {
+    let origin = HealthOrigin::start().await;
+    let outbound = loopback();
+    let sent = outbound.send(Call::get(&origin.url(), &[]), PATIENT).await;
+    assert_eq!(sent.outcome, Ok(200));
+
+    // https to a server that answers in plain HTTP at once.
+    let plain = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let https = format!("https://{}/health", plain.local_addr().unwrap());
+    tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        let (mut stream, _) = plain.accept().await.unwrap();
+        let _ = stream.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await;
+    });
+    let sent = outbound.send(Call::get(&https, &[]), PATIENT).await;
+    assert!(
+        matches!(sent.outcome, Err(CallFailure::Tls(_))),
+        "{:?}",
+        sent.outcome
+    );
+
+    origin.set_delay(Duration::from_secs(2));
+    let sent = outbound
+        .send(Call::get(&origin.url(), &[]), Duration::from_millis(200))
+        .await;
+    assert_eq!(sent.outcome, Err(CallFailure::Timeout));
+    assert!((200..1_000).contains(&sent.latency_ms), "{sent:?}");
+
+    origin.refuse().await;
+    let sent = outbound.send(Call::get(&origin.url(), &[]), PATIENT).await;
+    assert!(
+        matches!(sent.outcome, Err(CallFailure::Connect(_))),
+        "{:?}",
+        sent.outcome
+    );
 }

@@ -1,13 +1,17 @@
-//! An origin's health endpoint whose answer the test decides: for the
-//! outbound probe's tests (`waitroom::live::outbound`), autotune's, and a
-//! load scenario with an origin that slows down or fails.
+//! An origin's health endpoint, or a webhook's receiver, whose answer the
+//! test decides: for the outbound client's tests (`waitroom::live::outbound`,
+//! `waitroom::live::webhook`), autotune's, and a load scenario with an
+//! origin that slows down or fails.
 //!
 //! It listens on 127.0.0.1, on a port the kernel picks, and answers every
 //! request (any method, any path) with the status set (200 at first)
 //! after the delay set (none at first), then closes the connection. The
 //! test can also make it redirect (`Location`), send its head and stall
-//! the body, or stop accepting, so that connecting is refused. It keeps
-//! the moment each request arrived.
+//! the body, send a body too big for anyone to read (counting what it
+//! got through), or stop accepting, so that connecting is refused. It
+//! keeps the moment each request arrived, each request whole (method,
+//! target, headers, a body of up to 1 MiB) and how many connections it
+//! accepted.
 //!
 //! A node calls only public addresses unless told otherwise: give the node
 //! `--outbound-allow-networks 127.0.0.0/8` (`Settings::outbound_allow_networks`,
@@ -27,6 +31,7 @@
 //! ```
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -39,6 +44,10 @@ use tokio::task::{JoinHandle, JoinSet};
 const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// The length a stalled body claims (and never sends).
 const STALLED_BODY_BYTES: usize = 1 << 20;
+/// The longest request body kept; a longer one is cut there.
+const MAX_BODY_BYTES: usize = 1 << 20;
+/// The length a huge body claims, and sends for as long as it is read.
+pub const HUGE_BODY_BYTES: u64 = 1 << 30;
 
 /// What every request is answered with, from the moment it is set.
 #[derive(Debug, Clone)]
@@ -47,6 +56,30 @@ struct Answer {
     delay: Duration,
     location: Option<String>,
     stall_body: bool,
+    huge_body: bool,
+}
+
+/// One request as it arrived.
+#[derive(Debug, Clone)]
+pub struct Received {
+    /// When its head had arrived.
+    pub at: Instant,
+    pub method: String,
+    /// The path and query, as the request line has them.
+    pub target: String,
+    /// Names in lower case, in the order sent.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Received {
+    /// The first value of header `name` (any case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
 }
 
 /// What the origin and its connections share.
@@ -54,6 +87,13 @@ struct Shared {
     answer: Mutex<Answer>,
     /// When each request's head had arrived, in order.
     requests: Mutex<Vec<Instant>>,
+    /// Each request whole, once its body is in.
+    received: Mutex<Vec<Received>>,
+    /// Connections accepted, a request read on them or not.
+    accepted: AtomicUsize,
+    /// Bytes of huge bodies sent, and huge bodies cut off by the client.
+    huge_bytes_sent: AtomicU64,
+    huge_bodies_cut: AtomicUsize,
     /// Every open connection's task: dropped (so cut) with the origin.
     connections: Mutex<JoinSet<()>>,
 }
@@ -84,8 +124,13 @@ impl HealthOrigin {
                 delay: Duration::ZERO,
                 location: None,
                 stall_body: false,
+                huge_body: false,
             }),
             requests: Mutex::default(),
+            received: Mutex::default(),
+            accepted: AtomicUsize::new(0),
+            huge_bytes_sent: AtomicU64::new(0),
+            huge_bodies_cut: AtomicUsize::new(0),
             connections: Mutex::default(),
         });
         let origin = HealthOrigin {
@@ -140,6 +185,23 @@ impl HealthOrigin {
         self.shared.answer.lock().unwrap().stall_body = stall;
     }
 
+    /// Whether answers announce a body of [`HUGE_BODY_BYTES`] and send it
+    /// for as long as the client reads ([`HealthOrigin::huge_bytes_sent`]).
+    pub fn set_huge_body(&self, huge: bool) {
+        self.shared.answer.lock().unwrap().huge_body = huge;
+    }
+
+    /// How many bytes of huge bodies were sent (the client's socket
+    /// buffers included: the kernel's, not what the client read).
+    pub fn huge_bytes_sent(&self) -> u64 {
+        self.shared.huge_bytes_sent.load(Ordering::SeqCst)
+    }
+
+    /// How many huge bodies ended because the client closed the connection.
+    pub fn huge_bodies_cut(&self) -> usize {
+        self.shared.huge_bodies_cut.load(Ordering::SeqCst)
+    }
+
     /// Stops accepting and closes the listening socket, so that connecting
     /// is refused (connections already open are answered as before).
     /// Returns once the socket is closed.
@@ -173,6 +235,16 @@ impl HealthOrigin {
         self.shared.requests.lock().unwrap().clone()
     }
 
+    /// Every request whole, oldest first (once its body is in).
+    pub fn received(&self) -> Vec<Received> {
+        self.shared.received.lock().unwrap().clone()
+    }
+
+    /// How many connections were accepted, a request read on them or not.
+    pub fn connections(&self) -> usize {
+        self.shared.accepted.load(Ordering::SeqCst)
+    }
+
     fn accept_on(&self, listener: TcpListener) {
         let (stop, mut stopped) = oneshot::channel();
         let shared = self.shared.clone();
@@ -182,6 +254,7 @@ impl HealthOrigin {
                     _ = &mut stopped => break,
                     accepted = listener.accept() => {
                         let Ok((stream, _)) = accepted else { continue };
+                        shared.accepted.fetch_add(1, Ordering::SeqCst);
                         let mut connections = shared.connections.lock().unwrap();
                         while connections.try_join_next().is_some() {}
                         connections.spawn(answer(stream, shared.clone()));
@@ -204,14 +277,21 @@ impl Drop for HealthOrigin {
 
 /// One connection: one request read, one answer sent, then closed.
 async fn answer(mut stream: TcpStream, shared: Arc<Shared>) {
-    if !read_head(&mut stream).await {
+    let Some(mut request) = read_request(&mut stream).await else {
         return;
-    }
-    shared.requests.lock().unwrap().push(Instant::now());
+    };
+    shared.requests.lock().unwrap().push(request.at);
+    let Some(body) = read_body(&mut stream, &request).await else {
+        return;
+    };
+    request.body = body;
+    shared.received.lock().unwrap().push(request);
     let answer = shared.answer.lock().unwrap().clone();
     tokio::time::sleep(answer.delay).await;
     let body = "ok\n";
-    let length = if answer.stall_body {
+    let length = if answer.huge_body {
+        HUGE_BODY_BYTES as usize
+    } else if answer.stall_body {
         STALLED_BODY_BYTES
     } else {
         body.len()
@@ -229,6 +309,9 @@ async fn answer(mut stream: TcpStream, shared: Arc<Shared>) {
     if stream.write_all(head.as_bytes()).await.is_err() {
         return;
     }
+    if answer.huge_body {
+        return send_huge_body(stream, &shared).await;
+    }
     if answer.stall_body {
         // Holds the connection until the client lets go.
         let mut sink = [0; 1024];
@@ -239,18 +322,79 @@ async fn answer(mut stream: TcpStream, shared: Arc<Shared>) {
     let _ = stream.shutdown().await;
 }
 
-/// Reads up to the end of the request's head; false if the client left
-/// before it ended.
-async fn read_head(stream: &mut TcpStream) -> bool {
+/// Sends a huge body's bytes until they are all sent or the client closes
+/// the connection.
+async fn send_huge_body(mut stream: TcpStream, shared: &Shared) {
+    let chunk = [b'x'; 64 * 1024];
+    let mut sent = 0;
+    while sent < HUGE_BODY_BYTES {
+        if stream.write_all(&chunk).await.is_err() {
+            shared.huge_bodies_cut.fetch_add(1, Ordering::SeqCst);
+            return;
+        }
+        sent += chunk.len() as u64;
+        shared
+            .huge_bytes_sent
+            .fetch_add(chunk.len() as u64, Ordering::SeqCst);
+    }
+}
+
+/// Reads the request's head (up to its end, or [`MAX_HEAD_BYTES`]): the
+/// request without its body, and the body's first bytes (those read with
+/// the head) in its `body`; `None` if the client left before it ended.
+async fn read_request(stream: &mut TcpStream) -> Option<Received> {
     let mut head = Vec::new();
     let mut buffer = [0; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_HEAD_BYTES {
+    let end = loop {
+        if let Some(at) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at;
+        }
+        if head.len() >= MAX_HEAD_BYTES {
+            break head.len();
+        }
         match stream.read(&mut buffer).await {
-            Ok(0) | Err(_) => return false,
+            Ok(0) | Err(_) => return None,
             Ok(n) => head.extend_from_slice(&buffer[..n]),
         }
+    };
+    let at = Instant::now();
+    let rest = head.get(end + 4..).unwrap_or_default().to_vec();
+    let text = String::from_utf8_lossy(&head[..end]).into_owned();
+    let mut lines = text.split("\r\n");
+    let mut request_line = lines.next().unwrap_or_default().split(' ');
+    let method = request_line.next().unwrap_or_default().to_owned();
+    let target = request_line.next().unwrap_or_default().to_owned();
+    let headers = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    Some(Received {
+        at,
+        method,
+        target,
+        headers,
+        body: rest,
+    })
+}
+
+/// The rest of the request's body, by its `Content-Length` (none without
+/// one), up to [`MAX_BODY_BYTES`]; `None` if the client left before.
+async fn read_body(stream: &mut TcpStream, request: &Received) -> Option<Vec<u8>> {
+    let length = request
+        .header("content-length")
+        .and_then(|length| length.parse::<usize>().ok())
+        .unwrap_or(0)
+        .min(MAX_BODY_BYTES);
+    let mut body = request.body.clone();
+    let mut buffer = [0; 4096];
+    while body.len() < length {
+        match stream.read(&mut buffer).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => body.extend_from_slice(&buffer[..n]),
+        }
     }
-    true
+    body.truncate(length);
+    Some(body)
 }
 
 fn reason(status: u16) -> &'static str {
@@ -259,7 +403,9 @@ fn reason(status: u16) -> &'static str {
         204 => "No Content",
         301 => "Moved Permanently",
         302 => "Found",
+        303 => "See Other",
         307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
         404 => "Not Found",
         429 => "Too Many Requests",
         500 => "Internal Server Error",
