@@ -9,7 +9,7 @@ ledger().close(room, now_ms(), tonumber(ARGV[3]), ARGV[4])
 -- UNLINK: a draw of a million entrants is freed in the background.
 redis.call('UNLINK', K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS, K_USERS,
   K_DRAW, K_ENTRIES, K_USER_OF, K_BYPASSED, K_PRIO, K_PENTRIES, TUNE_KEYS.schedule, TUNE_KEYS.samples,
-  TUNE_KEYS.changes, K_NOTIFY, notes.outbox, notes.near.p, notes.near.d, notes.near.l)
+  TUNE_KEYS.changes, notes.key, notes.outbox, notes.near.p, notes.near.d, notes.near.l)
 redis.call('HSET', K_ROOM, 'closed', '1')
 publish(room_event('closed'))
 return 1

@@ -153,7 +153,7 @@ local function guess_code(j)
   if j.code_guesses == '' then return check_code(j.code) end
   local per_minute, client = string.match(j.code_guesses, '^(%d+) (.+)$')
   local key = life_key(room, CODE_GUESSES_KEY, client)
-  local spent, wait = gcra(key, per_minute, now)
+  local spent, wait = notes.gcra(key, per_minute, now)
   if not spent then return nil, turn_away(RATELIMITED, wait) end
   local granted, refusal = check_code(j.code)
   if not granted then redis.call('SET', key, spent, 'PX', spent - now) end
@@ -272,7 +272,7 @@ local function join(j)
     if j.per_minute ~= '' then
       -- A refused join changes nothing but the count.
       local limit_key = life_key(room, JOIN_LIMIT_KEY, j.client)
-      local spent, wait = gcra(limit_key, j.per_minute, now)
+      local spent, wait = notes.gcra(limit_key, j.per_minute, now)
       if not spent then return turn_away(RATELIMITED, wait) end
       redis.call('SET', limit_key, spent, 'PX', spent - now)
     end

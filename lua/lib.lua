@@ -118,7 +118,7 @@ local function life_key(room, name, id)
 end
 
 -- Notifications (api.md, "Step away"), kept as words::rules::callbacks
--- keeps them. K_NOTIFY: visitor → { request (`NotifyRequest`'s JSON),
+-- keeps them. notes.key: visitor → { request (`NotifyRequest`'s JSON),
 -- block, near_in ('p', 'd' or 'l': the part of the line where their
 -- `near` is still to come), near_member, spent (the resume codes spent:
 -- 'near,admitted,') } as JSON. notes.near: per part of the line (K_PRIO,
@@ -127,18 +127,17 @@ end
 -- head. notes.outbox: a Stream of events, handed to one node at a time by
 -- its consumer group. A room nobody asked in pays one EXISTS where a
 -- visitor is forgotten or a tick admits (design rule 13).
-local K_NOTIFY = ROOM_PREFIX .. NOTIFY_KEY
-local notes = { outbox = ROOM_PREFIX .. OUTBOX_KEY, parts = { 'p', 'd', 'l' },
+local notes = { key = ROOM_PREFIX .. NOTIFY_KEY, outbox = ROOM_PREFIX .. OUTBOX_KEY, parts = { 'p', 'd', 'l' },
   near = { p = ROOM_PREFIX .. NEAR_KEY .. 'p', d = ROOM_PREFIX .. NEAR_KEY .. 'd',
     l = ROOM_PREFIX .. NEAR_KEY .. 'l' } }
 
 function notes.read(visitor)
-  local raw = redis.call('HGET', K_NOTIFY, visitor)
+  local raw = redis.call('HGET', notes.key, visitor)
   return raw and cjson.decode(raw)
 end
 
 function notes.write(visitor, asked)
-  redis.call('HSET', K_NOTIFY, visitor, cjson.encode(asked))
+  redis.call('HSET', notes.key, visitor, cjson.encode(asked))
 end
 
 -- The places of one client block holding a request (`--notify-per-ip`).
@@ -157,12 +156,12 @@ end
 -- Drops what the visitors asked (cancelled, or their place ended): the
 -- contact and the subscription go with it.
 function notes.forget(room, visitors)
-  if redis.call('EXISTS', K_NOTIFY) == 0 then return end
+  if redis.call('EXISTS', notes.key) == 0 then return end
   for _, visitor in ipairs(visitors) do
     local asked = notes.read(visitor)
     if asked then
       notes.unwatch(visitor, asked)
-      redis.call('HDEL', K_NOTIFY, visitor)
+      redis.call('HDEL', notes.key, visitor)
       redis.call('SREM', notes.block_key(room, asked.block), visitor)
     end
   end
@@ -192,7 +191,7 @@ end
 -- A waiting place moved (into the priority line): its `near` follows, and
 -- the place stays kept while its visitor is away.
 function notes.moved(visitor, part, member, score)
-  if redis.call('EXISTS', K_NOTIFY) == 0 then return end
+  if redis.call('EXISTS', notes.key) == 0 then return end
   local asked = notes.read(visitor)
   if not asked or not notes.unwatch(visitor, asked) then return end
   redis.call('ZADD', notes.near[part], score, member)
@@ -216,6 +215,20 @@ function notes.position(part, member)
   return rank and redis.call('ZCARD', K_PRIO) + redis.call('ZCARD', K_DRAW) + rank + 1
 end
 
+-- (On `notes`, as a field, because a script's locals from this file are
+-- its upvalues, 60 at most: join.lua and notify.lua share it.)
+-- GCRA, as in src/words/join_limit.rs: a minute's worth at once, then one
+-- per interval. For the budget whose TAT `key` holds: the TAT to store if
+-- this one is spent; or, past the budget, nil and the seconds to wait.
+function notes.gcra(key, per_minute, now)
+  per_minute = math.max(1, tonumber(per_minute))
+  local interval = math.ceil(JOIN_LIMIT_WINDOW_MS / per_minute)
+  local burst = interval * (per_minute - 1)
+  local tat = math.max(tonumber(redis.call('GET', key) or now), now)
+  if tat - now > burst then return nil, math.max(1, math.ceil((tat - now - burst) / 1000)) end
+  return tat + interval
+end
+
 -- What the room keeps of visitors it forgets besides their records: their
 -- requests to be notified, and their user mappings (a user's place goes
 -- with its visitor; nothing to do in a room nobody joined as a known user).
@@ -229,18 +242,6 @@ local function forget_kept(room, visitors)
       redis.call('HDEL', K_USER_OF, visitor)
     end
   end
-end
-
--- GCRA, as in src/words/join_limit.rs: a minute's worth at once, then one
--- per interval. For the budget whose TAT `key` holds: the TAT to store if
--- this one is spent; or, past the budget, nil and the seconds to wait.
-local function gcra(key, per_minute, now)
-  per_minute = math.max(1, tonumber(per_minute))
-  local interval = math.ceil(JOIN_LIMIT_WINDOW_MS / per_minute)
-  local burst = interval * (per_minute - 1)
-  local tat = math.max(tonumber(redis.call('GET', key) or now), now)
-  if tat - now > burst then return nil, math.max(1, math.ceil((tat - now - burst) / 1000)) end
-  return tat + interval
 end
 
 -- A visitor who gave up a place or a pass is forgotten at once; a key of
@@ -616,7 +617,7 @@ local function place(room, visitor, now, shared)
     out = { state = STATE.left }
   end
   if (out.state == STATE.waiting or out.state == STATE.pre_queue or out.state == STATE.admitted)
-    and redis.call('HEXISTS', K_NOTIFY, visitor) == 1 then
+    and redis.call('HEXISTS', notes.key, visitor) == 1 then
     out.notify = true
   end
   shared = shared or { line = line(room), facts = facts(room) }
@@ -874,7 +875,7 @@ local function make_room(seed, commitment, config, plan)
   end
   redis.call('UNLINK', K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS, K_USERS,
     K_DRAW, K_ENTRIES, K_USER_OF, K_BYPASSED, K_PRIO, K_PENTRIES, K_GROUPS, K_GROUPS_USED,
-    TUNE_KEYS.schedule, TUNE_KEYS.samples, TUNE_KEYS.changes, K_NOTIFY, notes.outbox, notes.near.p,
+    TUNE_KEYS.schedule, TUNE_KEYS.samples, TUNE_KEYS.changes, notes.key, notes.outbox, notes.near.p,
     notes.near.d, notes.near.l)
   for i = 12, #KEYS do redis.call('UNLINK', KEYS[i]) end
   local cfg = read_config(config)

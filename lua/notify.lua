@@ -31,7 +31,7 @@ end
 if per_minute ~= '' then
   -- A request holds a place as long as a join makes one: it spends a join.
   local limit_key = life_key(room, JOIN_LIMIT_KEY, block)
-  local spent, wait = gcra(limit_key, per_minute, now)
+  local spent, wait = notes.gcra(limit_key, per_minute, now)
   if not spent then
     redis.call('HINCRBY', K_ROOM, 'turned_away', 1)
     return redis.error_reply(RATELIMITED .. ' ' .. wait)

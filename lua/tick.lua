@@ -387,8 +387,8 @@ end
 -- `admitted`); their `near` is no longer to come.
 local function admitted_called(taken)
   local called = {}
-  if #taken == 0 or redis.call('EXISTS', K_NOTIFY) == 0 then return called end
-  for i, raw in ipairs(redis.call('HMGET', K_NOTIFY, unpack(taken))) do
+  if #taken == 0 or redis.call('EXISTS', notes.key) == 0 then return called end
+  for i, raw in ipairs(redis.call('HMGET', notes.key, unpack(taken))) do
     if raw then
       local visitor, asked = taken[i], cjson.decode(raw)
       if notes.unwatch(visitor, asked) then notes.write(visitor, asked) end
@@ -405,7 +405,7 @@ end
 -- called, never the crowd. None in a `random` room or before the opening;
 -- each called is given notify_return_s to come back.
 local function call_near()
-  if redis.call('EXISTS', K_NOTIFY) == 0 or queue_method(room) == METHOD_RANDOM or not opened(room, now) then
+  if redis.call('EXISTS', notes.key) == 0 or queue_method(room) == METHOD_RANDOM or not opened(room, now) then
     return
   end
   local due = {}

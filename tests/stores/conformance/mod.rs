@@ -205,6 +205,15 @@ macro_rules! conformance_suite {
             probes_go_to_a_line_at_most_once_a_second,
             the_report_keeps_the_rate_and_its_changes_after_the_close,
         );
+        $crate::conformance_suite!(@notify $make;
+            a_visitor_who_asked_is_kept_while_away_until_near_then_must_come_back,
+            after_near_an_absent_visitor_lapses_at_the_return_time,
+            the_turn_comes_as_admitted_and_the_pass_waits_for_the_visitor,
+            an_event_is_handed_to_one_consumer_until_settled_or_taken_over,
+            what_the_visitor_left_goes_with_the_place,
+            only_a_waiting_visitor_asks_and_an_address_holds_a_few,
+            a_resume_code_is_spent_once,
+        );
         $crate::conformance_suite!(@rooms_file $make;
             a_table_creates_its_room_and_then_changes_nothing,
             an_unchanged_table_leaves_a_live_change_alone,
@@ -239,6 +248,15 @@ macro_rules! conformance_suite {
             async fn $name() {
                 let harness: $crate::conformance::Harness = $make().await;
                 $crate::conformance::schedule::$name(&harness).await;
+            }
+        )*
+    };
+    (@notify $make:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                let harness: $crate::conformance::Harness = $make().await;
+                $crate::conformance::notify::$name(&harness).await;
             }
         )*
     };
@@ -301,6 +319,7 @@ macro_rules! conformance_suite {
 pub mod autotune;
 pub mod codes;
 pub mod draw;
+pub mod notify;
 pub mod report;
 pub mod rooms_file;
 pub mod sale;
