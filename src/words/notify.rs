@@ -134,9 +134,7 @@ impl NotifyBody {
         let contact = match self.contact {
             Some(contact) => {
                 let chars = contact.chars().count();
-                if chars == 0
-                    || chars > MAX_CONTACT_CHARS
-                    || contact.chars().any(char::is_control)
+                if chars == 0 || chars > MAX_CONTACT_CHARS || contact.chars().any(char::is_control)
                 {
                     return Err(NotifyRefused::Contact);
                 }
@@ -164,7 +162,9 @@ impl NotifyBody {
 /// sender's rules before the store keeps it.
 fn check_subscription(body: PushSubscriptionBody) -> Result<PushSubscription, NotifyRefused> {
     if body.endpoint.is_empty() || body.endpoint.len() > MAX_ENDPOINT_CHARS {
-        return Err(NotifyRefused::Push("endpoint must be a URL of up to 1024 characters"));
+        return Err(NotifyRefused::Push(
+            "endpoint must be a URL of up to 1024 characters",
+        ));
     }
     let base64url = |key: &str| {
         !key.is_empty()
@@ -174,7 +174,9 @@ fn check_subscription(body: PushSubscriptionBody) -> Result<PushSubscription, No
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'=')
     };
     if !base64url(&body.keys.p256dh) || !base64url(&body.keys.auth) {
-        return Err(NotifyRefused::Push("keys.p256dh and keys.auth must be base64url"));
+        return Err(NotifyRefused::Push(
+            "keys.p256dh and keys.auth must be base64url",
+        ));
     }
     Ok(PushSubscription {
         endpoint: body.endpoint,
@@ -242,28 +244,53 @@ mod tests {
 
     #[test]
     fn a_request_needs_a_way_to_reach_the_visitor_and_sane_bounds() {
-        let ok = body(r#"{"contact":"+15550100","ahead":5}"#).check(true).unwrap();
+        let ok = body(r#"{"contact":"+15550100","ahead":5}"#)
+            .check(true)
+            .unwrap();
         assert_eq!(ok.contact.as_deref(), Some("+15550100"));
         assert_eq!(ok.ahead, 5);
-        assert_eq!(body(r#"{"contact":"a"}"#).check(true).unwrap().ahead, DEFAULT_AHEAD);
+        assert_eq!(
+            body(r#"{"contact":"a"}"#).check(true).unwrap().ahead,
+            DEFAULT_AHEAD
+        );
         assert_eq!(body("{}").check(true), Err(NotifyRefused::NothingToNotify));
-        assert_eq!(body(r#"{"contact":"a","ahead":0}"#).check(true), Err(NotifyRefused::Ahead));
-        assert_eq!(body(r#"{"contact":"a","ahead":1001}"#).check(true), Err(NotifyRefused::Ahead));
-        assert_eq!(body(r#"{"contact":""}"#).check(true), Err(NotifyRefused::Contact));
+        assert_eq!(
+            body(r#"{"contact":"a","ahead":0}"#).check(true),
+            Err(NotifyRefused::Ahead)
+        );
+        assert_eq!(
+            body(r#"{"contact":"a","ahead":1001}"#).check(true),
+            Err(NotifyRefused::Ahead)
+        );
+        assert_eq!(
+            body(r#"{"contact":""}"#).check(true),
+            Err(NotifyRefused::Contact)
+        );
         let long = format!(r#"{{"contact":"{}"}}"#, "é".repeat(201));
         assert_eq!(body(&long).check(true), Err(NotifyRefused::Contact));
-        assert_eq!(body(r#"{"contact":"a\nb"}"#).check(true), Err(NotifyRefused::Contact));
-        assert_eq!(body(r#"{"contact":"a"}"#).check(false), Err(NotifyRefused::NoWebhook));
+        assert_eq!(
+            body(r#"{"contact":"a\nb"}"#).check(true),
+            Err(NotifyRefused::Contact)
+        );
+        assert_eq!(
+            body(r#"{"contact":"a"}"#).check(false),
+            Err(NotifyRefused::NoWebhook)
+        );
         let push = r#"{"push":{"endpoint":"https://fcm.googleapis.com/x","keys":{"p256dh":"BN_x-1","auth":"a_b"},"expirationTime":null}}"#;
         assert!(body(push).check(false).unwrap().push.is_some());
         let bad_key = r#"{"push":{"endpoint":"https://x/","keys":{"p256dh":"a b","auth":"x"}}}"#;
-        assert!(matches!(body(bad_key).check(false), Err(NotifyRefused::Push(_))));
+        assert!(matches!(
+            body(bad_key).check(false),
+            Err(NotifyRefused::Push(_))
+        ));
         assert!(serde_json::from_str::<NotifyBody>(r#"{"contact":"a","extra":1}"#).is_err());
     }
 
     #[test]
     fn the_debug_form_never_shows_the_contact() {
-        let request = body(r#"{"contact":"secret@example.com"}"#).check(true).unwrap();
+        let request = body(r#"{"contact":"secret@example.com"}"#)
+            .check(true)
+            .unwrap();
         assert!(!format!("{request:?}").contains("secret"));
     }
 }
