@@ -1036,6 +1036,23 @@ mod tests {
     }
 
     #[test]
+    fn the_vapid_key_follows_the_secret_and_a_rotation_keeps_the_previous() {
+        let key = |secret: &str| {
+            let credentials = Credentials::from_secret(secret);
+            credentials.vapid_key().public_key().to_owned()
+        };
+        assert_eq!(key("one"), key("one"));
+        assert_ne!(key("one"), key("two"));
+        let rotating = Credentials::rotating("two", Some("one"));
+        let keys: Vec<_> = rotating
+            .vapid_keys()
+            .map(|k| k.public_key().to_owned())
+            .collect();
+        assert_eq!(keys, [key("two"), key("one")]);
+        assert_eq!(Credentials::from_secret("one").vapid_keys().count(), 1);
+    }
+
+    #[test]
     fn a_rotation_accepts_what_the_previous_secret_signed_and_signs_with_the_current() {
         let before = Credentials::from_secret("old");
         let rotating = Credentials::rotating("new", Some("old"));

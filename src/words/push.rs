@@ -106,10 +106,10 @@ pub fn parse_push_host(given: &str) -> Result<PushHost, String> {
         Ok(host) => host,
         Err(error) => return refuse(&error.to_string()),
     };
-    if let Host::Domain(name) = &host {
-        if name.starts_with('.') || name.ends_with('.') || name.contains("..") {
-            return refuse("a host name neither starts nor ends with a dot");
-        }
+    if let Host::Domain(name) = &host
+        && (name.starts_with('.') || name.ends_with('.') || name.contains(".."))
+    {
+        return refuse("a host name neither starts nor ends with a dot");
     }
     Ok(PushHost(host))
 }
@@ -121,6 +121,11 @@ pub struct PushHosts(Vec<PushHost>);
 impl PushHosts {
     pub fn new(hosts: Vec<PushHost>) -> Self {
         Self(hosts)
+    }
+
+    /// The entries, as `Settings::push_hosts` holds them.
+    pub fn into_hosts(self) -> Vec<PushHost> {
+        self.0
     }
 
     fn admits(&self, host: &Host<&str>) -> bool {
@@ -170,10 +175,10 @@ pub fn check_endpoint(hosts: &PushHosts, endpoint: &str) -> Result<Url, &'static
         return Err("endpoint must not have a fragment");
     }
     let host = url.host().ok_or("endpoint names no host")?;
-    if let Host::Domain(name) = host {
-        if name.is_empty() || name.ends_with('.') {
-            return Err("endpoint's host must not end with a dot");
-        }
+    if let Host::Domain(name) = host
+        && (name.is_empty() || name.ends_with('.'))
+    {
+        return Err("endpoint's host must not end with a dot");
     }
     if !hosts.admits(&host) {
         return Err("endpoint is not on a push service this server sends to (--push-hosts)");
@@ -451,11 +456,14 @@ mod tests {
     use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 
     use super::*;
-    use crate::words::credentials::Credentials;
     use crate::words::notify::PushKeys;
 
     fn b64(text: &str) -> Vec<u8> {
         BASE64URL_ANY_PADDING.decode(text).unwrap()
+    }
+
+    fn vapid(n: u8) -> VapidKey {
+        VapidKey::from_scalar(&[n; 32]).unwrap()
     }
 
     fn hosts(list: &str) -> PushHosts {
@@ -545,16 +553,13 @@ mod tests {
     #[test]
     fn a_push_request_carries_the_headers_and_a_body_only_its_browser_reads() {
         let browser = Browser::new();
-        let key = Credentials::from_secret("s")
-            .vapid_key()
-            .public_key()
-            .to_owned();
-        let credentials = Credentials::from_secret("s");
+        let vapid = vapid(1);
+        let key = vapid.public_key().to_owned();
         let subscription = browser.subscription("https://fcm.googleapis.com/fcm/send/abc");
         let request = push_request(
             &subscription,
             &PushHosts::default(),
-            credentials.vapid_key(),
+            &vapid,
             "https://queue.example",
             br#"{"type":"near"}"#,
             1_767_225_600_000,
@@ -587,7 +592,7 @@ mod tests {
         let again = push_request(
             &subscription,
             &PushHosts::default(),
-            credentials.vapid_key(),
+            &vapid,
             "https://queue.example",
             br#"{"type":"near"}"#,
             1_767_225_600_000,
@@ -604,13 +609,13 @@ mod tests {
 
     #[test]
     fn a_push_request_refuses_bad_subscriptions_and_oversized_payloads() {
-        let credentials = Credentials::from_secret("s");
+        let vapid = vapid(1);
         let browser = Browser::new();
         let request = |subscription: &PushSubscription, payload: &[u8]| {
             push_request(
                 subscription,
                 &PushHosts::default(),
-                credentials.vapid_key(),
+                &vapid,
                 "mailto:ops@example.com",
                 payload,
                 0,
@@ -658,8 +663,7 @@ mod tests {
 
     #[test]
     fn the_vapid_token_is_an_es256_jwt_for_the_endpoints_origin() {
-        let credentials = Credentials::from_secret("s");
-        let vapid = credentials.vapid_key();
+        let vapid = vapid(1);
         let point = b64(vapid.public_key());
         assert_eq!((point.len(), point[0]), (65, 4));
         let now = 1_767_225_600_000;
@@ -684,10 +688,7 @@ mod tests {
         assert_eq!(claims["sub"], "https://q.example");
         assert_eq!(claims["exp"], now / 1000 + 12 * 3600);
         // Another key's token does not verify.
-        let other = Credentials::from_secret("t");
-        let theirs = other
-            .vapid_key()
-            .authorization("https://fcm.googleapis.com", "x", now);
+        let theirs = self::vapid(2).authorization("https://fcm.googleapis.com", "x", now);
         let theirs = theirs
             .strip_prefix("vapid t=")
             .unwrap()
@@ -698,22 +699,7 @@ mod tests {
     }
 
     #[test]
-    fn the_vapid_key_follows_the_secret_and_a_rotation_keeps_the_previous() {
-        let key = |secret: &str| {
-            Credentials::from_secret(secret)
-                .vapid_key()
-                .public_key()
-                .to_owned()
-        };
-        assert_eq!(key("one"), key("one"));
-        assert_ne!(key("one"), key("two"));
-        let rotating = Credentials::rotating("two", Some("one"));
-        let keys: Vec<_> = rotating
-            .vapid_keys()
-            .map(|k| k.public_key().to_owned())
-            .collect();
-        assert_eq!(keys, [key("two"), key("one")]);
-        assert_eq!(Credentials::from_secret("one").vapid_keys().count(), 1);
+    fn a_vapid_key_is_any_scalar_in_range_and_never_shows_its_private_half() {
         // Out-of-range scalars are skipped: zero, and the group order and above.
         assert!(VapidKey::from_scalar(&[0; 32]).is_none());
         assert!(VapidKey::from_scalar(&[0xff; 32]).is_none());
