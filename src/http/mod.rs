@@ -19,6 +19,7 @@ pub mod openapi;
 pub mod ops;
 pub mod pages;
 pub mod paths;
+pub mod push;
 pub mod refusal_log;
 pub mod sale;
 pub mod sale_views;

@@ -52,6 +52,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         super::visitor::leave,
         super::visitor::verify,
         super::visitor::jwks,
+        super::push::key,
         super::gate::gate,
         super::gate::envoy_gate,
         super::sockets::connect,

@@ -7,6 +7,7 @@ use crate::http::client_address::parse_trusted_proxy;
 use crate::store::redis::RedisOptions;
 use crate::words::join_limit::{DEFAULT_CODE_GUESSES_PER_IP, DEFAULT_IPV6_PREFIX, IPV6_PREFIXES};
 use crate::words::networks::parse_network;
+use crate::words::push::{PushHost, parse_push_host};
 use crate::words::return_url::PublicUrl;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
@@ -241,6 +242,23 @@ pub struct Settings {
         value_parser = parse_cors_origin
     )]
     pub cors_origins: Vec<String>,
+
+    /// Hosts whose push services may receive web pushes (api.md, "Step
+    /// away: notifications"), comma-separated or the flag repeated: a name
+    /// admits itself and its subdomains (whole labels), an address itself.
+    /// A subscription on any other host is refused (400). Push endpoints
+    /// are https on the default port; plain http only on a loopback host
+    /// named here (a test's push service, reached only if
+    /// `--outbound-allow-networks` allows it too).
+    #[arg(
+        long = "push-hosts",
+        env = "WAITROOM_PUSH_HOSTS",
+        value_name = "HOSTS",
+        value_delimiter = ',',
+        default_value = crate::words::push::DEFAULT_PUSH_HOSTS,
+        value_parser = parse_push_host
+    )]
+    pub push_hosts: Vec<PushHost>,
 }
 
 /// One origin for `--cors-origins`: `scheme://host[:port]`, http or https,
@@ -371,6 +389,30 @@ mod tests {
         );
         let error = allowed(&["--outbound-allow-networks", "localhost"]).unwrap_err();
         assert!(error.contains("--outbound-allow-networks"), "{error}");
+    }
+
+    #[test]
+    fn push_hosts_default_to_the_browsers_push_services_and_read_as_hosts() {
+        use crate::words::push::{PushHosts, check_endpoint};
+        let hosts = |args: &[&str]| {
+            Settings::try_parse_from(["waitroom"].iter().chain(args))
+                .map(|settings| PushHosts::new(settings.push_hosts))
+                .map_err(|error| error.to_string())
+        };
+        assert_eq!(hosts(&[]), Ok(PushHosts::default()));
+        let given = hosts(&[
+            "--push-hosts",
+            "push.example.com,127.0.0.1",
+            "--push-hosts",
+            "localhost",
+        ])
+        .unwrap();
+        assert!(check_endpoint(&given, "https://a.push.example.com/x").is_ok());
+        assert!(check_endpoint(&given, "http://127.0.0.1:9/x").is_ok());
+        assert!(check_endpoint(&given, "http://localhost:9/x").is_ok());
+        assert!(check_endpoint(&given, "https://fcm.googleapis.com/x").is_err());
+        let error = hosts(&["--push-hosts", "https://push.example.com"]).unwrap_err();
+        assert!(error.contains("--push-hosts"), "{error}");
     }
 
     #[test]

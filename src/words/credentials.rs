@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::words::clock::Millis;
+use crate::words::push::VapidKey;
 use crate::words::return_url::PublicUrl;
 use crate::words::{RoomId, VisitorId};
 
@@ -217,6 +218,8 @@ struct Keys {
     pow_key: String,
     /// Signs operator session cookies and their CSRF tokens.
     admin_session_key: [u8; 32],
+    /// Signs web pushes (RFC 8292); browsers subscribe with its public half.
+    vapid: VapidKey,
 }
 
 /// The keys of the deployment's secret, and during a key rotation those of
@@ -336,6 +339,10 @@ impl Keys {
             pass_kid,
             admin_session_key: derive(secret, "admin-session"),
             pow_key: to_hex(&derive(secret, "pow")),
+            vapid: VapidKey::first_valid(|counter| match counter {
+                0 => derive(secret, "vapid"),
+                n => derive(secret, &format!("vapid/{n}")),
+            }),
         }
     }
 
@@ -372,6 +379,18 @@ impl Credentials {
 
     pub fn public_url(&self) -> Option<&PublicUrl> {
         self.public_url.as_ref()
+    }
+
+    /// The VAPID key browsers subscribe with now (`GET /api/push/key`).
+    pub fn vapid_key(&self) -> &VapidKey {
+        &self.current.vapid
+    }
+
+    /// The VAPID keys a push may be signed with, current first: a
+    /// subscription made before a rotation is bound to the previous one
+    /// (`words::push`, "Key rotation").
+    pub fn vapid_keys(&self) -> impl Iterator<Item = &VapidKey> {
+        self.accepted().map(|keys| &keys.vapid)
     }
 
     /// The keys something may have been signed with: current first.
@@ -1014,6 +1033,23 @@ mod tests {
             .into_iter()
             .map(|key| key.kid)
             .collect()
+    }
+
+    #[test]
+    fn the_vapid_key_follows_the_secret_and_a_rotation_keeps_the_previous() {
+        let key = |secret: &str| {
+            let credentials = Credentials::from_secret(secret);
+            credentials.vapid_key().public_key().to_owned()
+        };
+        assert_eq!(key("one"), key("one"));
+        assert_ne!(key("one"), key("two"));
+        let rotating = Credentials::rotating("two", Some("one"));
+        let keys: Vec<_> = rotating
+            .vapid_keys()
+            .map(|k| k.public_key().to_owned())
+            .collect();
+        assert_eq!(keys, [key("two"), key("one")]);
+        assert_eq!(Credentials::from_secret("one").vapid_keys().count(), 1);
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub mod operations;
 pub mod origin_token;
 pub mod page;
 pub mod pow;
+pub mod push;
 pub mod report;
 pub mod return_url;
 pub mod room_table;

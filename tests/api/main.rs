@@ -2,8 +2,8 @@
 //! a drop's schedule and autotune on the admin page, the gate, codes, the
 //! sale, origin tokens and CORS, HTTP conventions, the API description,
 //! slow readers, the promoter's schedule, the guarded outbound probe of
-//! origins' health, a room's webhook and the receivers' examples, and the
-//! metrics with their dashboard and alerts.
+//! origins' health, a room's webhook and the receivers' examples, web
+//! push's key and messages, and the metrics with their dashboard and alerts.
 
 mod admin_drop;
 mod api;
@@ -16,6 +16,7 @@ mod openapi;
 mod origin_access;
 mod outbound;
 mod promoter;
+mod push;
 mod report;
 mod sale;
 mod schedule;

@@ -31,6 +31,7 @@ use waitroom::startup::Stores;
 use waitroom::startup::config::{LogFormat, Settings};
 use waitroom::words::clock::ManualClock;
 use waitroom::words::join_limit::{DEFAULT_CODE_GUESSES_PER_IP, DEFAULT_IPV6_PREFIX};
+use waitroom::words::push::PushHosts;
 use waitroom::{AppHandle, Application};
 
 pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
@@ -76,6 +77,7 @@ pub fn test_settings() -> Settings {
         templates_dir: None,
         origin_tokens: Vec::new(),
         cors_origins: Vec::new(),
+        push_hosts: PushHosts::default().into_hosts(),
     }
 }
 
