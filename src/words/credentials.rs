@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::words::clock::Millis;
+use crate::words::notify::EventKind;
 use crate::words::push::VapidKey;
 use crate::words::return_url::PublicUrl;
 use crate::words::{RoomId, VisitorId};
@@ -220,6 +221,8 @@ struct Keys {
     admin_session_key: [u8; 32],
     /// Signs web pushes (RFC 8292); browsers subscribe with its public half.
     vapid: VapidKey,
+    /// Signs the resume codes of notifications' links.
+    resume_key: [u8; 32],
 }
 
 /// The keys of the deployment's secret, and during a key rotation those of
@@ -307,6 +310,15 @@ fn verify_pass<'k>(
     serde_json::from_slice(&URL_SAFE_NO_PAD.decode(claims).map_err(invalid)?).map_err(invalid)
 }
 
+/// A resume code's MAC: 16 bytes of HMAC-SHA256, enough against forgery
+/// and short enough for a link in a text message.
+fn resume_mac(key: &[u8; 32], room: &RoomId, visitor: VisitorId, kind: EventKind) -> [u8; 16] {
+    let mut mac = HmacSha256::new_from_slice(key).expect("HMAC takes any key length");
+    mac.update(format!("resume|{room}|{visitor}|{kind}").as_bytes());
+    let full: [u8; 32] = mac.finalize().into_bytes().into();
+    full[..16].try_into().expect("16 of 32 bytes")
+}
+
 fn to_hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -338,6 +350,7 @@ impl Keys {
             pass_header: pass_header(&pass_kid),
             pass_kid,
             admin_session_key: derive(secret, "admin-session"),
+            resume_key: derive(secret, "resume"),
             pow_key: to_hex(&derive(secret, "pow")),
             vapid: VapidKey::first_valid(|counter| match counter {
                 0 => derive(secret, "vapid"),
@@ -396,6 +409,30 @@ impl Credentials {
     /// The keys something may have been signed with: current first.
     fn accepted(&self) -> impl Iterator<Item = &Keys> {
         std::iter::once(&self.current).chain(self.previous.as_ref())
+    }
+
+    /// The resume code of a notification's link (api.md, "Step away"):
+    /// `<visitor>.<kind>.<MAC>`, the MAC over the room, the visitor and the
+    /// event's kind, so a code names one place and one event and cannot be
+    /// made for another; the store spends it once (`op::Resume`).
+    pub fn resume_code(&self, room: &RoomId, visitor: VisitorId, kind: EventKind) -> String {
+        let mac = resume_mac(&self.current.resume_key, room, visitor, kind);
+        format!("{visitor}.{kind}.{}", URL_SAFE_NO_PAD.encode(mac))
+    }
+
+    /// The place and event a resume code names, if one of our keys made it
+    /// for this room.
+    pub fn read_resume_code(&self, room: &RoomId, code: &str) -> Option<(VisitorId, EventKind)> {
+        let mut parts = code.splitn(3, '.');
+        let visitor: VisitorId = parts.next()?.parse().ok()?;
+        let kind: EventKind = parts.next()?.parse().ok()?;
+        let sent = URL_SAFE_NO_PAD.decode(parts.next()?).ok()?;
+        self.accepted()
+            .any(|keys| {
+                let mac = resume_mac(&keys.resume_key, room, visitor, kind);
+                subtle::ConstantTimeEq::ct_eq(&mac[..], &sent[..]).into()
+            })
+            .then_some((visitor, kind))
     }
 
     /// The HMAC key that signs proof-of-work challenges.
@@ -1192,5 +1229,36 @@ mod tests {
                 .read_pass(&signed_by_us(header), None, 0)
                 .is_ok()
         );
+    }
+}
+
+#[cfg(test)]
+mod resume_tests {
+    use super::*;
+
+    #[test]
+    fn a_resume_code_names_one_place_and_event_and_is_not_made_elsewhere() {
+        let credentials = Credentials::from_secret("s".repeat(32).as_str());
+        let room = RoomId::parse("drop").unwrap();
+        let visitor = VisitorId(0xabc);
+        let code = credentials.resume_code(&room, visitor, EventKind::Near);
+        assert!(code.len() < 64, "{code}");
+        assert_eq!(
+            credentials.read_resume_code(&room, &code),
+            Some((visitor, EventKind::Near))
+        );
+        let other_room = RoomId::parse("other").unwrap();
+        assert_eq!(credentials.read_resume_code(&other_room, &code), None);
+        let as_admitted = code.replace(".near.", ".admitted.");
+        assert_eq!(credentials.read_resume_code(&room, &as_admitted), None);
+        let other_visitor = code.replacen("0000000000000abc", "0000000000000abd", 1);
+        assert_eq!(credentials.read_resume_code(&room, &other_visitor), None);
+        let elsewhere = Credentials::from_secret("t".repeat(32).as_str());
+        assert_eq!(elsewhere.read_resume_code(&room, &code), None);
+        let rotated = Credentials::rotating(&"t".repeat(32), Some(&"s".repeat(32)));
+        assert!(rotated.read_resume_code(&room, &code).is_some());
+        for junk in ["", "x", "a.b.c", &format!("{visitor}.near.")] {
+            assert_eq!(credentials.read_resume_code(&room, junk), None, "{junk}");
+        }
     }
 }
