@@ -15,6 +15,7 @@ pub mod gate;
 pub mod limits;
 pub mod login_guard;
 pub mod middleware;
+pub mod notify;
 pub mod openapi;
 pub mod ops;
 pub mod pages;

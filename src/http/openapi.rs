@@ -53,6 +53,8 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         super::visitor::verify,
         super::visitor::jwks,
         super::push::key,
+        super::notify::ask,
+        super::notify::cancel,
         super::gate::gate,
         super::gate::envoy_gate,
         super::sockets::connect,

@@ -116,6 +116,11 @@ pub struct ClientRules {
     /// Wrong codes a client address may try per minute in a room, unless
     /// turned off (`--code-guesses-per-ip 0`).
     pub code_guesses_per_ip: Option<u32>,
+    /// Places of one client address that may hold a request to be
+    /// notified at once (`--notify-per-ip`).
+    pub notify_per_ip: u32,
+    /// Where a client's push subscription may point (`--push-hosts`).
+    pub push_hosts: crate::words::push::PushHosts,
 }
 
 /// Settings the middleware reads on every request.

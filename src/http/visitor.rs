@@ -40,7 +40,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 /// A place's `Status`, with the visitor's ticket signed anew (valid for
 /// `ticket_expiry` from now) in it and in the room's cookie, so a visitor
 /// who keeps asking keeps a valid ticket.
-fn status_response(
+pub(super) fn status_response(
     credentials: &Credentials,
     now: Millis,
     room: &RoomId,
@@ -59,6 +59,7 @@ fn status_response(
             line: &place.line,
             facts: &place.facts,
             priority: place.priority.as_deref(),
+            notify: Some(place.notify),
         },
         credentials,
     );

@@ -128,6 +128,7 @@ impl Shared {
                     line: &self.line,
                     facts: &self.facts,
                     priority: pending.priority.as_deref(),
+                    notify: None,
                 },
                 credentials,
             );

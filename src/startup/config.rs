@@ -152,6 +152,12 @@ pub struct Settings {
     #[arg(long, env = "WAITROOM_JOIN_RATE_PER_IP", value_parser = clap::value_parser!(u32).range(1..=60_000))]
     pub join_rate_per_ip: Option<u32>,
 
+    /// Places of one client address that may wait to be notified at once
+    /// (api.md, "Step away"): past them, 409 `too_many_notifications`. A
+    /// request also spends one of the address's joins (`--join-rate-per-ip`).
+    #[arg(long, env = "WAITROOM_NOTIFY_PER_IP", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub notify_per_ip: u32,
+
     /// Wrong priority codes (unknown or used up) per minute per client
     /// address in a room (a minute's worth may come at once); past it a
     /// join with a code, right or wrong, is 429 `rate_limited`. On by

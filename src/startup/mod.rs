@@ -545,6 +545,8 @@ fn app_parts(
             ipv6_prefix: settings.join_rate_ipv6_prefix,
             join_rate_per_ip: settings.join_rate_per_ip,
             code_guesses_per_ip: Some(settings.code_guesses_per_ip).filter(|n| *n > 0),
+            notify_per_ip: settings.notify_per_ip,
+            push_hosts: crate::words::push::PushHosts::new(settings.push_hosts.clone()),
         }),
         server: web::Data::new(ServerSettings {
             secure_cookies: settings.secure_cookies,

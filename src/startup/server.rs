@@ -59,8 +59,8 @@ use crate::http::limits::AsksToUpgrade;
 use crate::http::sockets::SocketBody;
 use crate::http::state::{AppParts, Ops};
 use crate::http::{
-    admin, cookies, cors, draw, extractors, gate, limits, middleware, openapi, ops, pages, push,
-    sale, sockets, visitor,
+    admin, cookies, cors, draw, extractors, gate, limits, middleware, notify, openapi, ops, pages,
+    push, sale, sockets, visitor,
 };
 use crate::live::lane::Lane;
 use crate::live::socket::SILENCE_LIMIT;
@@ -125,6 +125,7 @@ pub fn app(
         .configure(ops::routes)
         .configure(openapi::routes)
         .configure(push::routes)
+        .configure(notify::routes)
         .default_service(web::to(not_found))
 }
 

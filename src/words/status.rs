@@ -62,6 +62,11 @@ pub struct Status<'a> {
     /// joined with a code); null in the general line, and once admitted.
     #[serde(default)]
     pub priority: Option<&'a str>,
+    /// The visitor asked to be notified (api.md, "Step away") and the
+    /// request holds. In the answers of the HTTP API; a socket's frames
+    /// leave it out (the page keeps what its own request was answered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify: Option<bool>,
 }
 
 wire_enum! {
@@ -119,6 +124,8 @@ pub struct StatusInput<'a> {
     pub facts: &'a RoomFacts,
     /// The visitor's code group, if they joined with a code.
     pub priority: Option<&'a str>,
+    /// Whether they asked to be notified, where the caller read it.
+    pub notify: Option<bool>,
 }
 
 /// An admitted visitor's `return`: known to a caller that has just read
@@ -152,6 +159,7 @@ impl<'a> Status<'a> {
             opens_at: input.facts.opens_at.map(|at| rfc3339(at.0)),
             entry: None,
             kept_away_seconds: None,
+            notify: input.notify,
             priority: match input.state {
                 PlaceState::Waiting { .. } | PlaceState::PreQueue { .. } => input.priority,
                 _ => None,
@@ -310,6 +318,7 @@ mod tests {
                 line: &line,
                 facts: &facts,
                 priority: None,
+                notify: None,
             };
             Status::build(input, &credentials).to_json()
         };

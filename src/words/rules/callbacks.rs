@@ -235,18 +235,13 @@ impl Callbacks {
             .take(limit)
             .collect();
         let mut handed = Vec::new();
-        let mut looked = 0;
         let fresh: Vec<u64> = self
             .outbox
             .iter()
             .filter(|(_, kept)| kept.holder.is_none())
             .map(|(entry, _)| *entry)
             .collect();
-        for entry in stale.into_iter().chain(fresh) {
-            if looked == limit {
-                break;
-            }
-            looked += 1;
+        for entry in stale.into_iter().chain(fresh).take(limit) {
             let Some(kept) = self.outbox.get_mut(&entry) else {
                 continue;
             };

@@ -140,7 +140,7 @@ pub async fn after_near_an_absent_visitor_lapses_at_the_return_time(h: &Harness)
     let first = h.join(&room).await.0;
     let away = h.join(&room).await.0;
     let behind = h.join(&room).await.0;
-    assert!(h.store.status(&room, first).await.unwrap().notify == false);
+    assert!(!h.store.status(&room, first).await.unwrap().notify);
     notify(h, &room, away, Some(ask("c", 20, "b")))
         .await
         .unwrap();

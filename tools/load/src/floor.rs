@@ -566,6 +566,7 @@ fn write_tick(conns: &[Rc<Conn>], shape: &Shape, tick: Tick, buf: &mut Vec<u8>) 
                 line: &line,
                 facts: &shape.facts,
                 priority: None,
+                notify: None,
             },
             &shape.credentials,
         );
@@ -771,6 +772,7 @@ mod tests {
                     line: &line,
                     facts: &facts,
                     priority: None,
+                    notify: None,
                 },
                 &credentials,
             );
