@@ -5,7 +5,7 @@
 schedule_applies = false
 local room = load_room()
 if not room then return redis.error_reply(NOROOM) end
-if room.closed == '1' then return 0 end
+if room.closed == '1' then return redis.error_reply(CLOSED) end
 local entries = {}
 for entry in string.gmatch(ARGV[3], '%S+') do table.insert(entries, entry) end
 if #entries > 0 and redis.call('EXISTS', notes.outbox) == 1 then

@@ -3,7 +3,8 @@
 //! switched between `fifo` and `random`, clock steps, arrivals,
 //! revocations, presence, scheduled rooms' pre-queues and openings with
 //! their draws, the sale's claims, confirms, releases and holds running
-//! out, and the room's close) run against the memory store, one Redis and
+//! out, requests to be notified with the outbox's events and resume codes,
+//! and the room's close) run against the memory store, one Redis and
 //! a Redis Cluster on one driven clock and one seeded chance each, and
 //! every answer must agree, as must every visitor's place and the room's
 //! figures at the end. The memory store is the rules' model
@@ -36,6 +37,7 @@ use waitroom::store::{RoomFigures, SaleStore, SaleStoreExt, Store, StoreExt, Tic
 use waitroom::words::autotune::{Autotune, Failure};
 use waitroom::words::chance::SeededChance;
 use waitroom::words::clock::{Clock, ManualClock, Moment, rfc3339_ms};
+use waitroom::words::notify::{Ask, EventKind, NotifyRequest};
 use waitroom::words::op::{self, Answer, Op, SaleAnswer, SaleOp};
 use waitroom::words::operations::JoinOptions;
 use waitroom::words::sale::{Claim, Inventory, SaleConfig, Want};
@@ -58,6 +60,10 @@ const LATEST_CLAIM: &str = "latest";
 /// Stands for the `exp` of the pass the visitor was last told of, which
 /// each store reports on its own (they agree on it, or the test fails).
 const HELD_PASS: u64 = u64::MAX;
+
+/// Stands for the entries of the events this store handed out last, in
+/// a generated settle: each store names its outbox's entries itself.
+const LAST_CLAIMED: &str = "last-claimed";
 
 /// Stands for the epoch of the last health probe the store handed out
 /// (each store reports its own; they agree on it, or the test fails).
@@ -166,6 +172,26 @@ fn step() -> impl Strategy<Value = Step> {
         // The room's report, and the reports kept (closed rooms' too).
         1 => Just(Step::Room(op::ReadReport { room: room(), created_at: None }.into())),
         1 => Just(Step::Room(op::ListReports {}.into())),
+        // A visitor asks to be notified (from one of two addresses, two
+        // places each at most), or no longer; their link is followed.
+        5 => (visitor.clone(), 0u32..8, any::<bool>()).prop_map(|(visitor, ahead, other)| {
+            let ask = Ask {
+                request: NotifyRequest { contact: Some("c".into()), push: None, ahead },
+                client: if other { "block-b" } else { "block-a" }.into(),
+                per_client: 2,
+                join_limit: None,
+            };
+            Step::Room(op::Notify { room: room(), visitor, ask: Some(Box::new(ask)) }.into())
+        }),
+        1 => room_op(|visitor| op::Notify { room: room(), visitor, ask: None }.into()),
+        1 => (visitor.clone(), any::<bool>()).prop_map(|(visitor, near)| {
+            let kind = if near { EventKind::Near } else { EventKind::Admitted };
+            Step::Room(op::Resume { room: room(), visitor, kind }.into())
+        }),
+        // A node takes the outbox's events (another's at once: no takeover
+        // time), and settles those it took last.
+        4 => Just(Step::Room(op::ClaimEvents { room: room(), consumer: "d".into(), takeover_ms: 0, limit: 3 }.into())),
+        1 => Just(Step::Room(op::SettleEvents { room: room(), entries: vec![LAST_CLAIMED.into()], push_gone: Vec::new() }.into())),
     ]
 }
 
@@ -182,6 +208,7 @@ enum Compared {
         busy: bool,
         next_due_in_ms: u64,
         change_in_ms: Option<u64>,
+        outbox: u64,
         /// What every node's metrics show of the room (`Tick::figures`),
         /// but the ETA: Lua keeps the rate to 14 significant digits, so an
         /// ETA that is a whole number of seconds in Rust (1 / (2/6)) can be
@@ -205,6 +232,8 @@ enum Compared {
     Room(Option<(String, Option<String>, u64)>, String, String),
     /// Each entrant's key and entry id, in drawn order.
     Entries(Vec<String>),
+    /// Events handed out: id, kind, position, time and how to reach them.
+    Events(Vec<(String, String, Option<u64>, u64, String)>),
     /// A report, whole, as JSON; or the list of reports.
     Report(String),
 }
@@ -217,6 +246,7 @@ struct Shown {
     paused: bool,
     /// Admissions a second over the last minute, in thousandths.
     rate_milli: Option<i64>,
+    notify: bool,
 }
 
 #[derive(Debug, PartialEq)]
@@ -255,6 +285,7 @@ fn shown(place: Place) -> Compared {
         version: place.line.version,
         paused: place.line.paused,
         rate_milli: place.line.rate_per_s.map(|r| (r * 1000.0).round() as i64),
+        notify: place.notify,
     })
 }
 
@@ -292,6 +323,7 @@ fn tick(tick: Tick) -> Compared {
         busy: tick.busy,
         next_due_in_ms: tick.next_due_in_ms,
         change_in_ms: tick.change_in_ms,
+        outbox: tick.outbox,
         figures: RoomFigures {
             tail_eta_s: None,
             ..tick.figures
@@ -302,7 +334,21 @@ fn tick(tick: Tick) -> Compared {
 /// What of a room operation's answer the stores must agree on.
 fn compared(answer: Answer) -> Compared {
     match answer {
-        Answer::Join(place) | Answer::Status(place) | Answer::Arrive(place) => shown(place),
+        Answer::Join(place)
+        | Answer::Status(place)
+        | Answer::Arrive(place)
+        | Answer::Notify(place)
+        | Answer::Resume(place) => shown(place),
+        Answer::ClaimEvents(events) => Compared::Events(
+            events
+                .into_iter()
+                .map(|e| {
+                    let reach = serde_json::to_string(&e.reach).unwrap();
+                    (e.id, e.kind.to_string(), e.position, e.at, reach)
+                })
+                .collect(),
+        ),
+        Answer::SettleEvents(()) => Compared::Done,
         Answer::Leave(())
         | Answer::Touch(())
         | Answer::CloseRoom(())
@@ -356,6 +402,8 @@ struct Under<'a> {
     held_pass: HashMap<VisitorId, u64>,
     /// The epoch of the last health probe this store handed out.
     probed: u64,
+    /// The entries of the events this store handed out last.
+    claimed: Vec<String>,
 }
 
 impl Under<'_> {
@@ -372,7 +420,15 @@ impl Under<'_> {
                 {
                     sample.epoch = self.probed;
                 }
+                if let Op::SettleEvents(settle) = &mut op
+                    && settle.entries == [LAST_CLAIMED]
+                {
+                    settle.entries = std::mem::take(&mut self.claimed);
+                }
                 let answer = self.store.apply(op).await;
+                if let Ok(Answer::ClaimEvents(events)) = &answer {
+                    self.claimed = events.iter().map(|e| e.entry.clone()).collect();
+                }
                 if let Ok(Answer::TickIfDue(Tick { ran: Some(ran), .. })) = &answer
                     && let Some(check) = &ran.probe
                 {
@@ -542,12 +598,16 @@ fn disagreement(stores: &Stores, start: &Start, steps: &[Step]) -> Result<(), St
                     latest_claim: HashMap::new(),
                     held_pass: HashMap::new(),
                     probed: 0,
+                    claimed: Vec::new(),
                 };
                 (*name, under)
             })
             .collect();
         let mut all = steps.to_vec();
-        // At the end: every visitor's place, and the sale.
+        // At the end: a due tick (which calls back whoever asked and is
+        // near or admitted), every visitor's place, and the sale.
+        all.push(Step::Wait(TICK_MS));
+        all.push(Step::Room(op::TickIfDue { room: room() }.into()));
         all.extend(VISITORS.iter().map(|&visitor| {
             Step::Room(
                 op::Status {
@@ -559,6 +619,16 @@ fn disagreement(stores: &Stores, start: &Start, steps: &[Step]) -> Result<(), St
         }));
         all.push(Step::Sale(op::ReadSale { room: room() }.into()));
         all.push(Step::Sale(op::Orders { room: room() }.into()));
+        // And every event the outbox holds.
+        all.push(Step::Room(
+            op::ClaimEvents {
+                room: room(),
+                consumer: "end".into(),
+                takeover_ms: 0,
+                limit: VISITORS.len() * 2,
+            }
+            .into(),
+        ));
         all.push(Step::Room(
             op::ReadReport {
                 room: room(),

@@ -184,6 +184,23 @@ impl MemoryStore {
         Ok(op(model, now))
     }
 
+    /// Runs `op` on an open room as it is: no schedule entry applied, no
+    /// sweep (as `lua/outbox_*.lua`, which only hand out and settle the
+    /// outbox's events).
+    fn with_open_room_as_is<T>(
+        &self,
+        id: &RoomId,
+        name: &'static str,
+        op: impl FnOnce(&mut RoomModel, Millis) -> T,
+    ) -> Result<T, StoreError> {
+        let handle = self.room_handle(id)?;
+        let mut room = HeldRoom::lock(&handle, name);
+        let Some(model) = room.model() else {
+            return Err(StoreError::RoomClosed(id.clone()));
+        };
+        Ok(op(model, self.clock.now_ms()))
+    }
+
     /// The visitor's place once `touch` has marked what reading it means
     /// (presence, arrival); a closed room's visitors are told it is closed.
     fn place_after(
@@ -765,7 +782,7 @@ impl Handle<ClaimEvents> for MemoryStore {
             limit,
         }: ClaimEvents,
     ) -> Result<Vec<OutboxEvent>, StoreError> {
-        self.with_open_room(&id, "claim_events", |room, now| {
+        self.with_open_room_as_is(&id, "claim_events", |room, now| {
             room.claim_events(&consumer, takeover_ms, limit, now)
         })
     }
@@ -780,7 +797,7 @@ impl Handle<HoldEvents> for MemoryStore {
             entries,
         }: HoldEvents,
     ) -> Result<Vec<String>, StoreError> {
-        self.with_open_room(&id, "hold_events", |room, now| {
+        self.with_open_room_as_is(&id, "hold_events", |room, now| {
             room.hold_events(&consumer, &entries, now)
         })
     }
@@ -795,7 +812,7 @@ impl Handle<SettleEvents> for MemoryStore {
             push_gone,
         }: SettleEvents,
     ) -> Result<(), StoreError> {
-        self.with_open_room(&id, "settle_events", |room, _| {
+        self.with_open_room_as_is(&id, "settle_events", |room, _| {
             room.settle_events(&entries, &push_gone)
         })
     }
