@@ -11,6 +11,7 @@ mod autotune;
 mod codes;
 mod gate;
 mod http_conventions;
+mod notify_delivery;
 mod observability;
 mod openapi;
 mod origin_access;
