@@ -4,10 +4,11 @@
 //! promoter that ticks the rooms (resuming the arrivals this node could not
 //! record) and keeps their recent figures for the admin chart (history),
 //! the guarded client it calls origins' health checks and notifications
-//! with (outbound), a room's webhook (webhook), and the tracked tasks they
-//! all run in.
+//! with (outbound), a room's webhook (webhook), the notifications' sender
+//! (callbacks), and the tracked tasks they all run in.
 
 pub mod arrival_gaps;
+pub mod callbacks;
 pub mod fanout;
 pub mod frame_guard;
 pub mod history;

@@ -25,6 +25,7 @@ use tokio::time::Instant;
 use tokio_util::time::DelayQueue;
 use tokio_util::time::delay_queue::Key;
 
+use super::callbacks::Callbacks;
 use super::history::RoomHistory;
 use super::hub::Hub;
 use super::outbound::{Outbound, OutboundPolicy, ProbeOutcome};
@@ -219,6 +220,8 @@ pub struct Promoter {
     stock: Arc<Mutex<HashMap<RoomId, StockSeen>>>,
     /// The guarded client for the origins' health checks (autotune).
     outbound: Outbound,
+    /// The notifications' sender, told of rooms whose outbox has events.
+    callbacks: Option<Arc<Callbacks>>,
 }
 
 #[derive(Clone, Copy)]
@@ -264,7 +267,16 @@ impl Promoter {
             capped: Arc::default(),
             stock: Arc::default(),
             outbound,
+            callbacks: None,
         }
+    }
+
+    /// Tells `callbacks` of every room a tick answer finds events in the
+    /// outbox of (design rule 16).
+    #[must_use]
+    pub fn with_callbacks(mut self, callbacks: Arc<Callbacks>) -> Self {
+        self.callbacks = Some(callbacks);
+        self
     }
 
     /// The client the rooms' health checks go through.
@@ -397,6 +409,11 @@ impl Promoter {
             }
         })?;
         gaps.ticked(room, tick.arrival_resumptions);
+        if tick.outbox > 0
+            && let Some(callbacks) = &self.callbacks
+        {
+            callbacks.note(room);
+        }
         if tick.ran.is_some() || self.stock_sweep_left(room) {
             self.follow_stock(room).await;
         }

@@ -22,6 +22,7 @@ use crate::http::client_address::TrustedProxies;
 use crate::http::ops;
 use crate::http::pages::operator_templates::{OperatorTemplates, TemplatesDirError};
 use crate::http::state::{AdminAccess, AppParts, ClientRules, Live, Ops, ServerSettings};
+use crate::live::callbacks::{Callbacks, CallbacksParts, TAKEOVER_MS};
 use crate::live::history::RoomHistory;
 use crate::live::hub::Hub;
 use crate::live::outbound::{Outbound, OutboundPolicy};
@@ -34,6 +35,7 @@ use crate::store::{SaleStore, Store};
 use crate::words::clock::{Moment, SharedClock};
 use crate::words::credentials::{Credentials, random_secret};
 use crate::words::origin_token::{OriginToken, OriginTokenError};
+use crate::words::push::PushHosts;
 use config::Settings;
 use rooms_file::RoomsFile;
 
@@ -327,7 +329,15 @@ impl Application {
         let outbound = Outbound::new(OutboundPolicy {
             allow_networks: settings.outbound_allow_networks.clone(),
         });
-        let live = LiveParts::start(&store, &sale, &keys.credentials, &clock, outbound);
+        let push_hosts = PushHosts::new(settings.push_hosts.clone());
+        let live = LiveParts::start(
+            &store,
+            &sale,
+            &keys.credentials,
+            &clock,
+            outbound,
+            push_hosts,
+        );
         if settings.demo_room {
             start_demo(&settings, &store, &sale, &clock, &live).await?;
         }
@@ -427,7 +437,8 @@ impl Keys {
 }
 
 /// This node's live side: the hub and its sockets, the promoter (with the
-/// guarded client its health checks call origins through), and the tasks
+/// guarded client its health checks call origins through, and the
+/// notifications' sender it tells of rooms with events), and the tasks
 /// that run them.
 struct LiveParts {
     tasks: Tasks,
@@ -445,8 +456,18 @@ impl LiveParts {
         credentials: &Arc<Credentials>,
         clock: &SharedClock,
         outbound: Outbound,
+        push_hosts: PushHosts,
     ) -> LiveParts {
         let tasks = Tasks::new();
+        let callbacks = Callbacks::new(CallbacksParts {
+            store: store.clone(),
+            clock: clock.clone(),
+            credentials: credentials.clone(),
+            outbound: outbound.clone(),
+            push_hosts,
+            tasks: tasks.clone(),
+            takeover_ms: TAKEOVER_MS,
+        });
         let hub = Arc::new(Hub::new(store.clone(), credentials.clone()));
         let wakeups = Arc::new(Wakeups::default());
         let history = Arc::new(RoomHistory::new(clock.clone()));
@@ -457,7 +478,8 @@ impl LiveParts {
             wakeups.clone(),
             history.clone(),
             outbound,
-        );
+        )
+        .with_callbacks(callbacks);
         tasks.spawn_service("hub", hub.clone().run(tasks.clone()));
         tasks.spawn_service("promoter", promoter.clone().run(tasks.clone()));
         LiveParts {

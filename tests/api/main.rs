@@ -12,6 +12,7 @@ mod codes;
 mod gate;
 mod http_conventions;
 mod notify;
+mod notify_delivery;
 mod observability;
 mod openapi;
 mod origin_access;
