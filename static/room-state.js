@@ -78,3 +78,37 @@ export function paceAnnouncement(st, text, urgent, now, minGapMs) {
   st.pendingAnnounce = text;
   return { say: false, retryInMs: minGapMs - (now - st.lastAnnounceAt) };
 }
+
+// --- "Notify me" ------------------------------------------------------------------
+// The body of the request to be notified: the contact typed (for the
+// room's webhook) and the browser's push subscription, whichever there
+// are; null when there is neither (nothing to call back).
+export function notifyRequest(contact, push) {
+  const body = {};
+  const typed = typeof contact === 'string' ? contact.trim() : '';
+  if (typed) body.contact = typed;
+  if (push && typeof push === 'object' && typeof push.endpoint === 'string') {
+    body.push = { endpoint: push.endpoint, keys: push.keys };
+  }
+  return body.contact === undefined && body.push === undefined ? null : body;
+}
+
+// What the note under the line says of an away visitor: the place is
+// kept `abandon` seconds while away, or, once they asked to be notified,
+// until they are called, and then for `notifyReturn` seconds.
+export function keptAwayNote(notify, abandon, notifyReturn) {
+  return notify ? { key: 'room.keep_open_notify', seconds: notifyReturn }
+    : { key: 'room.keep_open', seconds: abandon };
+}
+
+// The VAPID key of `GET /api/push/key` (base64url) as the bytes
+// `PushManager.subscribe` takes; null for one that is not base64url.
+export function applicationServerKey(text) {
+  if (typeof text !== 'string' || !/^[A-Za-z0-9_-]+$/.test(text)) return null;
+  const b64 = text.replace(/-/g, '+').replace(/_/g, '/') + '==='.slice((text.length + 3) % 4);
+  let raw;
+  try { raw = atob(b64); } catch (e) { return null; }
+  const bytes = new Uint8Array(raw.length);
+  for (let i = 0; i < raw.length; i++) bytes[i] = raw.charCodeAt(i);
+  return bytes;
+}

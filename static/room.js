@@ -8,8 +8,9 @@ import { t, lang } from './lib-i18n.js';
 import { joinRoom } from './waitroom-client.js';
 import {
   createRoomState, startOver, inPreQueue, enterPreQueue, leavePreQueue,
-  notePosition, paceAnnouncement
+  notePosition, paceAnnouncement, keptAwayNote
 } from './room-state.js';
+import { setUpNotify } from './room-notify.js';
 
 const REDIRECT_DELAY_MS = 1500;
 const ANNOUNCE_MIN_GAP_MS = 10000;
@@ -63,6 +64,9 @@ const returnTo = new URLSearchParams(location.search).get('return');
 const st = createRoomState();
 // Until a status says otherwise, what the page was rendered with.
 st.keptAwaySeconds = Number(body.getAttribute('data-kept-away-seconds')) || 0;
+// How long a visitor who asked to be notified has to come back once called.
+st.notifyReturnSeconds = Number(body.getAttribute('data-notify-return-seconds')) || 0;
+st.notify = false;
 
 // Proof of work, when the room asks for it: solved in a worker so the
 // page stays responsive (the page and the worker share an origin; an app
@@ -174,15 +178,20 @@ function keptAway(seconds) {
 }
 
 // The note under the line tells how long the place is kept while away,
-// kept true when the operator changes it.
+// kept true when the operator changes it; once the visitor asked to be
+// notified, that it is kept until they are called, and for how long after.
 function showKeptAway(seconds) {
-  if (!isCount(seconds)) return;
-  st.keptAwaySeconds = seconds;
-  if (el.keepOpen) setText(el.keepOpen, t('room.keep_open', { time: keptAway(seconds) }));
+  if (isCount(seconds)) st.keptAwaySeconds = seconds;
+  if (!el.keepOpen) return;
+  const note = keptAwayNote(st.notify, st.keptAwaySeconds, st.notifyReturnSeconds);
+  const time = keptAway(note.seconds);
+  setText(el.keepOpen, note.key === 'room.keep_open_notify'
+    ? t('room.keep_open_notify', { time }) : t('room.keep_open', { time }));
 }
 
 function handleStatus(s) {
   if (!s || typeof s !== 'object' || Array.isArray(s)) return;
+  if (notify) notify.update(s);
   showKeptAway(s.kept_away_seconds);
   showNotice(s.notice);
   showStock(s.stock_left);
@@ -350,6 +359,22 @@ function onRetry(r) {
 }
 
 let place = null;
+
+// "Notify me": its requests' answers are statuses like any other.
+const notify = room ? setUpNotify({
+  room,
+  onStatus: handleStatus,
+  onChange: function (on) { st.notify = on; showKeptAway(); }
+}) : null;
+
+// A push arrived (the service worker says so): ask where the place stands
+// now rather than at the next poll.
+if (room && 'serviceWorker' in navigator) {
+  navigator.serviceWorker.addEventListener('message', function (event) {
+    const m = event.data;
+    if (m && m.type === 'waitroom-push' && m.room === room && place && typeof place.retryNow === 'function') place.retryNow(false);
+  });
+}
 
 function joinAgain() {
   startOver(st);

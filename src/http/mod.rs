@@ -22,6 +22,7 @@ pub mod pages;
 pub mod paths;
 pub mod push;
 pub mod refusal_log;
+pub mod resume;
 pub mod sale;
 pub mod sale_views;
 pub mod sockets;

@@ -60,7 +60,7 @@ use crate::http::sockets::SocketBody;
 use crate::http::state::{AppParts, Ops};
 use crate::http::{
     admin, cookies, cors, draw, extractors, gate, limits, middleware, notify, openapi, ops, pages,
-    push, sale, sockets, visitor,
+    push, resume, sale, sockets, visitor,
 };
 use crate::live::lane::Lane;
 use crate::live::socket::SILENCE_LIMIT;
@@ -126,6 +126,7 @@ pub fn app(
         .configure(openapi::routes)
         .configure(push::routes)
         .configure(notify::routes)
+        .configure(resume::routes)
         .default_service(web::to(not_found))
 }
 

@@ -1,6 +1,7 @@
 //! Every page, checked by axe-core in a real headless Chromium (issue 27,
 //! item 8): the waiting page (waiting, branded, in Japanese, in the
-//! countdown, closed), the
+//! countdown, closed; its "Notify me" among them), a notification's
+//! resume link (its button, and a refusal), the
 //! sale page (seats and stock), the unknown-room page, the admin login and the admin page with a room and its sale (and a drop's schedule and autotune), a room's report, and the demo
 //! target. Each page is checked once its scripts have drawn it (what a
 //! visitor meets), against axe's WCAG 2.x A and AA rules and its best
@@ -133,7 +134,10 @@ async fn axe_finds_no_violation_on_any_page() {
         json!({"name": "Shop", "paused": true, "target_url": target,
                "page": {"headline": "Spring drop", "message": "Doors open at ten.\nBe early.",
                         "accent_color": "#0a7a3b", "background_color": "#101820",
-                        "footer": "© Shop"}}),
+                        "footer": "© Shop"},
+               // "Notify me" with its contact field.
+               "notify_webhook_url": "https://hooks.example/wr",
+               "notify_webhook_secret": "0123456789abcdef0123456789abcdef"}),
     )
     .await;
     app.join_api("branded").await;
@@ -160,6 +164,19 @@ async fn axe_finds_no_violation_on_any_page() {
         app.put_sale(room, sale).await;
     }
     let seats_pass = app.pass_for("seats").await;
+    // A notification's resume link (its code as the node would sign it),
+    // and one whose code is not: the page with its button, and the refusal.
+    let resume_code = {
+        let credentials = waitroom::words::credentials::Credentials::from_secret(
+            support::test_settings().secret.as_deref().unwrap(),
+        );
+        let room = waitroom::words::RoomId::parse("line").unwrap();
+        credentials.resume_code(
+            &room,
+            waitroom::words::VisitorId(1),
+            waitroom::words::notify::EventKind::Near,
+        )
+    };
     let units_pass = app.pass_for("units").await;
 
     let browser = driver.browser(390, 844, json!({})).await;
@@ -191,6 +208,16 @@ async fn axe_finds_no_violation_on_any_page() {
             "the stock sale",
             app.url(&format!("/rooms/units/sale?wr_pass={units_pass}")),
             "document.getElementById('sale-heading') && document.getElementById('sale-heading').textContent.trim() !== ''",
+        ),
+        (
+            "a resume link",
+            app.url(&format!("/rooms/line/resume?code={resume_code}")),
+            "document.getElementById('resume')",
+        ),
+        (
+            "a resume link that is not valid",
+            app.url("/rooms/line/resume?code=forged"),
+            "document.getElementById('to-room')",
         ),
         (
             "the unknown-room page",

@@ -8,4 +8,5 @@ mod branding;
 mod browser;
 mod cross_origin;
 mod drop;
+mod notify;
 mod page_scripts;

@@ -9,7 +9,8 @@
 //! language is `words::language`'s.
 //!
 //! Keys are `page.name`: `room.` (the waiting page, its countdown
-//! included), `missing.` (the unknown-room page), `sale.` (the sale page),
+//! included), `missing.` (the unknown-room page), `resume.` (the page of a
+//! notification's resume link), `sale.` (the sale page),
 //! `admin.` (the operator pages). Placeholders `{name}` in a text are filled by the
 //! scripts or by [`Catalogue::fill`]. Adding a language is adding its file,
 //! its variant in `words::language::Language` and one line to `LANGUAGES`;

@@ -21,6 +21,7 @@ use crate::store::{Store, StoreError, StoreExt};
 use crate::words::clock::{Clock, rfc3339};
 use crate::words::credentials::{CredentialError, Credentials};
 use crate::words::language::Language;
+use crate::words::notify::DEFAULT_NOTIFY_RETURN_S;
 use crate::words::page::PageBranding;
 use crate::words::{DEFAULT_ABANDON_AFTER_S, RoomId};
 use i18n::Catalogue;
@@ -132,6 +133,12 @@ pub struct RoomPage {
     /// cannot read): the visitor is coming back, so the script asks where
     /// their place stands before joining.
     pub returning: bool,
+    /// The room has a webhook to notify through (`notify_webhook_url`
+    /// set; never the URL itself): the page asks for a contact.
+    pub notify_contact: bool,
+    /// How long a visitor has to come back once called (`notify_return_s`):
+    /// the away note says it once they asked to be notified.
+    pub notify_return_s: u64,
     /// The tab's title, the line at the top and the introduction: the
     /// room's `page` ones, else the defaults.
     pub title: String,
@@ -252,28 +259,35 @@ async fn room_page(
     let Some(room) = RoomId::parse(&path) else {
         return missing();
     };
-    let (room_name, site_url, abandon_after_s, room_language, page) = match store.room(&room).await
-    {
-        Ok(info) => (
-            info.config.name,
-            site_of(&info.config.target_url),
-            info.config.abandon_after_s,
-            info.config.language,
-            info.config.page.shown(),
-        ),
-        Err(StoreError::RoomNotFound(_) | StoreError::RoomClosed(_)) => return missing(),
-        // The page itself still loads; its script retries the join.
-        Err(error) => {
-            tracing::warn!(%room, %error, "store unavailable while rendering the room page");
-            (
-                room.to_string(),
-                "/".into(),
-                DEFAULT_ABANDON_AFTER_S,
-                Language::default(),
-                PageBranding::default(),
-            )
-        }
-    };
+    let notify_return_s = DEFAULT_NOTIFY_RETURN_S;
+    let (room_name, site_url, abandon_after_s, room_language, page, notify) =
+        match store.room(&room).await {
+            Ok(info) => (
+                info.config.name,
+                site_of(&info.config.target_url),
+                info.config.abandon_after_s,
+                info.config.language,
+                info.config.page.shown(),
+                (
+                    info.config.notify_webhook_url.is_some(),
+                    info.config.notify_return_s,
+                ),
+            ),
+            Err(StoreError::RoomNotFound(_) | StoreError::RoomClosed(_)) => return missing(),
+            // The page itself still loads; its script retries the join.
+            Err(error) => {
+                tracing::warn!(%room, %error, "store unavailable while rendering the room page");
+                (
+                    room.to_string(),
+                    "/".into(),
+                    DEFAULT_ABANDON_AFTER_S,
+                    Language::default(),
+                    PageBranding::default(),
+                    (false, notify_return_s),
+                )
+            }
+        };
+    let (notify_contact, notify_return_s) = notify;
     let language = page_language(&req, room_language);
     let t = language.t;
     let built_in = RoomPage {
@@ -284,6 +298,8 @@ async fn room_page(
         keep_open: t.fill("room.keep_open", "time", kept_away(t, abandon_after_s)),
         abandon_after_s,
         returning: req.cookie(&ticket_cookie_name(&room)).is_some(),
+        notify_contact,
+        notify_return_s,
         title: page
             .title
             .clone()
@@ -398,6 +414,16 @@ const ASSETS: &[(&str, &str, &str)] = &[
         include_str!("../../../static/refusals.js"),
     ),
     (
+        "room-notify.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/room-notify.js"),
+    ),
+    (
+        "notify-sw.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../../static/notify-sw.js"),
+    ),
+    (
         "room-state.js",
         "text/javascript; charset=utf-8",
         include_str!("../../../static/room-state.js"),
@@ -494,6 +520,12 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// The service worker of the waiting page's "Notify me" (it shows a
+/// push's notification and opens its resume link), and the pages it
+/// serves: every room's (`/rooms/…`), the resume links among them.
+pub const SERVICE_WORKER: &str = "notify-sw.js";
+pub const SERVICE_WORKER_SCOPE: &str = "/rooms/";
+
 #[utoipa::path(
     get,
     path = "/static/{file}",
@@ -507,6 +539,14 @@ const ASSETS: &[(&str, &str, &str)] = &[
 )]
 async fn asset(path: web::Path<String>) -> HttpResponse {
     match ASSETS.iter().find(|(name, _, _)| *name == path.as_str()) {
+        // The notifications' service worker, whose scope is the waiting
+        // pages (`/rooms/`), above its own directory: it says it may be.
+        // Checked afresh (the browser looks for a new one every day anyway).
+        Some((name, content_type, body)) if *name == SERVICE_WORKER => HttpResponse::Ok()
+            .content_type(*content_type)
+            .insert_header((header::CACHE_CONTROL, "no-cache"))
+            .insert_header(("Service-Worker-Allowed", SERVICE_WORKER_SCOPE))
+            .body(*body),
         Some((_, content_type, body)) => HttpResponse::Ok()
             .content_type(*content_type)
             .insert_header((header::CACHE_CONTROL, "public, max-age=300"))
