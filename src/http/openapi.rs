@@ -55,6 +55,8 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         super::push::key,
         super::notify::ask,
         super::notify::cancel,
+        super::resume::resume_page,
+        super::resume::resume,
         super::gate::gate,
         super::gate::envoy_gate,
         super::sockets::connect,
