@@ -46,8 +46,6 @@ use crate::words::{RoomId, VisitorId};
 /// (`delivered`, `retried`, `given_up`, `gone`).
 pub const NOTIFICATIONS_TOTAL: &str = "waitroom_notifications_total";
 
-/// How long a node's silence on an event lets another node take it over.
-pub const TAKEOVER_MS: u64 = 60_000;
 /// How often a room with events is asked for them.
 const CLAIM_EVERY_MS: Millis = 1_000;
 /// Events claimed at once.

@@ -158,6 +158,12 @@ pub struct Settings {
     #[arg(long, env = "WAITROOM_NOTIFY_PER_IP", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub notify_per_ip: u32,
 
+    /// How long a node may be silent on a notification it took before
+    /// another node takes it over (it died), in seconds. Every node
+    /// renews its hold before each retry, so a live node keeps its own.
+    #[arg(long, env = "WAITROOM_NOTIFY_TAKEOVER_S", default_value_t = 60, value_parser = clap::value_parser!(u64).range(2..=3_600))]
+    pub notify_takeover_s: u64,
+
     /// Wrong priority codes (unknown or used up) per minute per client
     /// address in a room (a minute's worth may come at once); past it a
     /// join with a code, right or wrong, is 429 `rate_limited`. On by

@@ -22,7 +22,7 @@ use crate::http::client_address::TrustedProxies;
 use crate::http::ops;
 use crate::http::pages::operator_templates::{OperatorTemplates, TemplatesDirError};
 use crate::http::state::{AdminAccess, AppParts, ClientRules, Live, Ops, ServerSettings};
-use crate::live::callbacks::{Callbacks, CallbacksParts, TAKEOVER_MS};
+use crate::live::callbacks::{Callbacks, CallbacksParts};
 use crate::live::history::RoomHistory;
 use crate::live::hub::Hub;
 use crate::live::outbound::{Outbound, OutboundPolicy};
@@ -337,6 +337,7 @@ impl Application {
             &clock,
             outbound,
             push_hosts,
+            settings.notify_takeover_s * 1000,
         );
         if settings.demo_room {
             start_demo(&settings, &store, &sale, &clock, &live).await?;
@@ -457,6 +458,7 @@ impl LiveParts {
         clock: &SharedClock,
         outbound: Outbound,
         push_hosts: PushHosts,
+        takeover_ms: u64,
     ) -> LiveParts {
         let tasks = Tasks::new();
         let callbacks = Callbacks::new(CallbacksParts {
@@ -466,7 +468,7 @@ impl LiveParts {
             outbound: outbound.clone(),
             push_hosts,
             tasks: tasks.clone(),
-            takeover_ms: TAKEOVER_MS,
+            takeover_ms,
         });
         let hub = Arc::new(Hub::new(store.clone(), credentials.clone()));
         let wakeups = Arc::new(Wakeups::default());

@@ -69,6 +69,7 @@ pub fn test_settings() -> Settings {
         join_rate_per_ip: None,
         code_guesses_per_ip: DEFAULT_CODE_GUESSES_PER_IP,
         notify_per_ip: 5,
+        notify_takeover_s: 60,
         join_rate_ipv6_prefix: DEFAULT_IPV6_PREFIX,
         trusted_proxies: Vec::new(),
         outbound_allow_networks: Vec::new(),
