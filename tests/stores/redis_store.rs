@@ -550,3 +550,134 @@ async fn a_session_in_constant_use_is_written_once_a_tenth_of_its_idle_time() {
     }
     assert_eq!(zadds(&mut redis).await - before, 10);
 }
+
+/// Issue 46, item 8: what a visitor left to be reached by (a contact, a
+/// push subscription) is kept with the place and nowhere else, and is gone
+/// from Redis, every key read whole, once the place ends: given up while
+/// waiting, swept while away after `near`, or admitted and the pass run
+/// out.
+#[tokio::test]
+async fn a_visitors_contact_goes_with_the_place() {
+    use waitroom::store::StoreExt;
+    use waitroom::words::notify::{Ask, NotifyRequest, PushKeys, PushSubscription};
+    use waitroom::words::op::{ClaimEvents, Notify};
+    use waitroom::words::{RoomConfig, RoomId, VisitorId};
+
+    let clock = ManualClock::new(1_767_225_600_000);
+    let (_server, store, mut redis) = store_on_its_server(&clock).await;
+    let id = RoomId::parse("r").unwrap();
+    let mut config = RoomConfig::new("R", "/x");
+    config.admit_per_tick = 1;
+    config.abandon_after_s = 60;
+    config.pass_ttl_s = 60;
+    config.notify_return_s = 60;
+    config.paused = true;
+    store.create_room(id.clone(), config).await.unwrap();
+    let visitors: Vec<VisitorId> = (0..3).map(|_| VisitorId::random()).collect();
+    for (n, visitor) in visitors.iter().enumerate() {
+        store.join(&id, *visitor).await.unwrap();
+        let ask = Ask {
+            request: NotifyRequest {
+                contact: Some(format!("contact-{n}-secret")),
+                push: Some(PushSubscription {
+                    endpoint: format!("https://fcm.googleapis.com/fcm/send/endpoint-{n}-secret"),
+                    keys: PushKeys {
+                        p256dh: "BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA".into(),
+                        auth: "tBHItJI5svbpez7KI4CCXg".into(),
+                    },
+                }),
+                ahead: 1,
+            },
+            client: "203.0.113.7/32".into(),
+            per_client: 5,
+            join_limit: None,
+        };
+        let place = store
+            .run(Notify {
+                room: id.clone(),
+                visitor: *visitor,
+                ask: Some(Box::new(ask)),
+            })
+            .await
+            .unwrap();
+        assert!(place.notify);
+    }
+    // Everything Redis holds, as text, key by key.
+    async fn everything(redis: &mut redis::aio::MultiplexedConnection) -> String {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query_async(redis)
+            .await
+            .unwrap();
+        let mut all = String::new();
+        for key in keys {
+            let kind: String = redis::cmd("TYPE")
+                .arg(&key)
+                .query_async(redis)
+                .await
+                .unwrap();
+            let read = match kind.as_str() {
+                "string" => redis::cmd("GET").arg(&key).clone(),
+                "hash" => redis::cmd("HGETALL").arg(&key).clone(),
+                "set" => redis::cmd("SMEMBERS").arg(&key).clone(),
+                "zset" => redis::cmd("ZRANGE").arg(&key).arg(0).arg(-1).clone(),
+                "list" => redis::cmd("LRANGE").arg(&key).arg(0).arg(-1).clone(),
+                "stream" => redis::cmd("XRANGE").arg(&key).arg("-").arg("+").clone(),
+                other => panic!("{key} is a {other}"),
+            };
+            let value: redis::Value = read.query_async(redis).await.unwrap();
+            all.push_str(&format!("{key} {value:?}\n"));
+        }
+        all
+    }
+    let held = everything(&mut redis).await;
+    for n in 0..3 {
+        assert!(
+            held.contains(&format!("contact-{n}-secret")),
+            "kept while waiting"
+        );
+    }
+    // #0 gives the place up.
+    store.leave(&id, visitors[0]).await.unwrap();
+    // #1 is near (first in line), sent, and never comes back: swept after
+    // notify_return_s. Its event is handed out, with the contact read then.
+    clock.advance_ms(5_000);
+    store.tick(&id).await.unwrap();
+    let events = store
+        .run(ClaimEvents {
+            room: id.clone(),
+            consumer: "n".into(),
+            takeover_ms: 60_000,
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert!(
+        events.iter().any(|e| e.visitor == visitors[1]),
+        "{events:?}"
+    );
+    assert!(
+        !everything(&mut redis).await.contains("contact-0-secret"),
+        "gone with the place given up"
+    );
+    // #2 is admitted and its pass runs out; #1's return time runs out.
+    store
+        .configure(&id, serde_json::from_str(r#"{"paused": false}"#).unwrap())
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        clock.advance_ms(5_000);
+        store.tick(&id).await.unwrap();
+    }
+    clock.advance_ms(61_000);
+    store.tick(&id).await.unwrap();
+    clock.advance_ms(5_000);
+    store.tick(&id).await.unwrap();
+    let left = everything(&mut redis).await;
+    for n in 0..3 {
+        assert!(
+            !left.contains(&format!("-{n}-secret")),
+            "#{n}'s contact or endpoint stayed:\n{left}"
+        );
+    }
+}
