@@ -18,7 +18,7 @@ use waitroom::words::notify::{Ask, NotifyRequest};
 use waitroom::words::op::Notify;
 use waitroom::words::return_url::PublicUrl;
 use waitroom_testkit::health_origin::{HealthOrigin, Received};
-use waitroom_testkit::{PATIENCE, START_MS, TestApp, eventually, test_settings};
+use waitroom_testkit::{PATIENCE, START_MS, TestApp, eventually, logs, test_settings};
 
 const SECRET: &str = "whsec-a-room-secret-of-at-least-32-chars";
 const CONTACT: &str = "+15550100";
@@ -115,6 +115,7 @@ async fn outbox(app: &TestApp, room: &RoomId) -> u64 {
 
 #[tokio::test]
 async fn an_admitted_visitor_who_asked_is_called_back_once_signed_with_the_contact() {
+    logs::init();
     let app = node().await;
     let receiver = HealthOrigin::start().await;
     let room = room_with_a_visitor_who_asked(&app, &receiver).await;
@@ -145,6 +146,12 @@ async fn an_admitted_visitor_who_asked_is_called_back_once_signed_with_the_conta
     app.step(TICK_MS).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(receiver.received().len(), 1, "sent once");
+    // Item 8: the contact and the resume code are never logged.
+    let code = resume.split("code=").nth(1).unwrap();
+    let logged = logs::captured();
+    assert!(logged.contains("drop"), "the test reads this node's logs");
+    assert!(!logged.contains(CONTACT), "the contact was logged");
+    assert!(!logged.contains(code), "the resume code was logged");
 }
 
 #[tokio::test]
