@@ -208,3 +208,89 @@ fn a_pushs_body_decrypts_with_http_ece_as_a_browser_would() {
     .unwrap();
     assert_eq!(decrypt_in_python(&browser, &request.body), b"hi");
 }
+
+/// A node that may push to a loopback push service (`--push-hosts
+/// 127.0.0.1`, `--outbound-allow-networks 127.0.0.0/8`), and a paused room
+/// of one a tick whose single waiting visitor subscribed at `endpoint`.
+async fn a_visitor_subscribed_at(endpoint: &str, browser: &Browser) -> (TestApp, String) {
+    let mut settings = test_settings();
+    settings.push_hosts = vec![parse_push_host("127.0.0.1").unwrap()];
+    settings.outbound_allow_networks = vec!["127.0.0.0/8".parse().unwrap()];
+    settings.public_url =
+        Some(waitroom::words::return_url::PublicUrl::parse("https://queue.example").unwrap());
+    let clock = ManualClock::new(support::START_MS);
+    let app = TestApp::spawn_with(settings, Stores::memory(Arc::new(clock.clone())), clock).await;
+    app.create_room(
+        "drop",
+        json!({"admit_per_tick": 1, "paused": true, "tick_ms": 1000}),
+    )
+    .await;
+    let ticket = app.join_api("drop").await["ticket"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let asked = app
+        .http
+        .post(app.url("/api/rooms/drop/notify"))
+        .bearer_auth(&ticket)
+        .json(&json!({ "push": browser.subscription(endpoint) }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(asked.status(), 200, "{:?}", asked.text().await);
+    app.patch_room("drop", json!({"paused": false})).await;
+    (app, ticket)
+}
+
+/// Item 6: the node's own sender pushes the `admitted` event to the
+/// browser's push service; what arrives decrypts with the browser's keys
+/// (http_ece, not our code) to the event, with no contact in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sender_pushes_the_event_and_only_the_browser_reads_it() {
+    let service = waitroom_testkit::health_origin::HealthOrigin::start().await;
+    service.set_status(201);
+    let browser = Browser::new();
+    let (app, _) = a_visitor_subscribed_at(&service.url_for("/push/abc"), &browser).await;
+    app.step(1000).await;
+    let pushed = support::eventually("the push", support::PATIENCE, || async {
+        service.received().into_iter().next()
+    })
+    .await;
+    assert_eq!(
+        (pushed.method.as_str(), pushed.target.as_str()),
+        ("POST", "/push/abc")
+    );
+    let event: Value = serde_json::from_slice(&decrypt_in_python(&browser, &pushed.body)).unwrap();
+    assert_eq!(event["type"], "admitted");
+    assert_eq!(event["room"], "drop");
+    assert!(
+        event.get("contact").is_none(),
+        "a push never carries a contact: {event}"
+    );
+    let resume = event["resume_url"].as_str().unwrap();
+    assert!(
+        resume.starts_with("https://queue.example/rooms/drop/resume?code="),
+        "{resume}"
+    );
+    assert_eq!(
+        event["id"].as_str().unwrap(),
+        format!("{}-admitted", event["visitor"].as_str().unwrap())
+    );
+}
+
+/// A subscription the push service no longer knows (410) is dropped: the
+/// request holds no other way to reach the visitor, so it goes with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_the_push_service_forgot_is_dropped() {
+    let service = waitroom_testkit::health_origin::HealthOrigin::start().await;
+    service.set_status(410);
+    let browser = Browser::new();
+    let (app, ticket) = a_visitor_subscribed_at(&service.url_for("/push/gone"), &browser).await;
+    app.step(1000).await;
+    support::eventually("the request dropped", support::PATIENCE, || async {
+        let status: Value = app.status_api("drop", &ticket).await.json().await.unwrap();
+        (status["state"] == "admitted" && status["notify"] == false).then_some(())
+    })
+    .await;
+    assert_eq!(service.received().len(), 1, "asked once, never again");
+}
