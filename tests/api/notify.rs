@@ -154,3 +154,37 @@ async fn one_address_holds_a_few_requests_at_once() {
         "asking again is no new place"
     );
 }
+
+/// A request holds a place as long as a join makes one: it spends one of
+/// the address's joins (`--join-rate-per-ip`), and past them is refused
+/// as a join would be.
+#[tokio::test]
+async fn a_request_spends_one_of_the_addresss_joins() {
+    let mut settings = waitroom_testkit::test_settings();
+    settings.join_rate_per_ip = Some(3);
+    let clock = waitroom::words::clock::ManualClock::new(waitroom_testkit::START_MS);
+    let app = TestApp::spawn_with(
+        settings,
+        waitroom::startup::Stores::memory(std::sync::Arc::new(clock.clone())),
+        clock,
+    )
+    .await;
+    app.create_room(
+        "n",
+        json!({"admit_per_tick": 1, "notify_webhook_url": "https://hooks.example/wr", "notify_webhook_secret": SECRET}),
+    )
+    .await;
+    app.join_api("n").await;
+    let ticket = waiting_ticket(&app, "n").await;
+    assert_eq!(
+        post(&app, "n", &ticket, r#"{"contact":"a"}"#)
+            .await
+            .status(),
+        200,
+        "the third of three"
+    );
+    let (status, code) = error_of(post(&app, "n", &ticket, r#"{"contact":"b"}"#).await).await;
+    assert_eq!((status, code.as_str()), (429, "rate_limited"));
+    let status: Value = app.status_api("n", &ticket).await.json().await.unwrap();
+    assert_eq!(status["notify"], true, "the request made before stands");
+}
