@@ -41,9 +41,12 @@ end
 if redis.call('EXISTS', notes.outbox) == 0 then
   redis.call('XGROUP', 'CREATE', notes.outbox, OUTBOX_GROUP, '0', 'MKSTREAM')
 end
+-- The largest `ahead` asked: the tick's walk for `near` goes no deeper.
+local wanted = cjson.decode(request)
+if wanted.ahead > (tonumber(room.near_reach or '') or 0) then redis.call('HSET', K_ROOM, 'near_reach', wanted.ahead) end
 local before = notes.read(visitor)
 notes.forget(room, { visitor })
-local asked = { request = cjson.decode(request), block = block, spent = before and before.spent or '' }
+local asked = { request = wanted, block = block, spent = before and before.spent or '' }
 -- `near` is sent once per place: asking again after it changes how, not when.
 local near_to_come = queue_method(room) ~= METHOD_RANDOM and not (before and not before.near_in)
 if near_to_come then

@@ -401,14 +401,15 @@ end
 
 -- `near` to those who asked and now have `ahead` or fewer ahead, as
 -- words::rules::room's call_near: the line is walked from its head in its
--- order, no deeper than MAX_AHEAD places, so the work follows those
--- called, never the crowd. None in a `random` room or before the opening;
+-- order, no deeper than the largest `ahead` asked in the room (near_reach,
+-- MAX_AHEAD at most), so the work follows those called, never the crowd. None in a `random` room or before the opening;
 -- each called is given notify_return_s to come back.
 local function call_near()
   if redis.call('EXISTS', notes.key) == 0 or queue_method(room) == METHOD_RANDOM or not opened(room, now) then
     return
   end
   local due = {}
+  local reach = tonumber(room.near_reach or '') or MAX_AHEAD
   local function walk()
     for _, part in ipairs(notes.parts) do
       local offset = 0
@@ -417,7 +418,7 @@ local function call_near()
         if #members == 0 then break end
         for _, member in ipairs(members) do
           local position = notes.position(part, member)
-          if position and position > MAX_AHEAD + 1 then return end
+          if position and position > reach + 1 then return end
           local visitor = string.match(member, ':(.+)$') or member
           local asked = position and notes.read(visitor)
           if asked and position <= asked.request.ahead + 1 then

@@ -46,6 +46,10 @@ pub(super) struct Callbacks {
     asked: HashMap<VisitorId, Asked>,
     /// Those whose `near` is to come, in the line's order.
     near: BTreeSet<(Order, VisitorId)>,
+    /// The largest `ahead` anyone in the room asked for: nobody deeper in
+    /// the line can be near, so the tick's walk stops there (the default
+    /// 20 makes it a walk of the line's first 21 places).
+    reach: u32,
     per_block: HashMap<String, HashSet<VisitorId>>,
     /// The outbox, by its entries' sequence.
     outbox: BTreeMap<u64, Kept>,
@@ -85,6 +89,7 @@ impl Callbacks {
             None => (Vec::new(), false),
         };
         let pending_near = if near_done { None } else { order };
+        self.reach = self.reach.max(request.ahead);
         if let Some(order) = pending_near {
             self.near.insert((order, visitor));
         }
@@ -140,6 +145,11 @@ impl Callbacks {
         self.near.remove(&(from, visitor));
         self.near.insert((to, visitor));
         true
+    }
+
+    /// How deep in the line anyone may be near (`reach`).
+    pub fn reach(&self) -> u32 {
+        self.reach
     }
 
     /// Those whose `near` is to come, head first.

@@ -21,7 +21,7 @@ use crate::words::clock::{Millis, Moment};
 use crate::words::codes::{CodeHash, Codes, Granted, GroupSummary, NewGroup, Refused};
 use crate::words::constants::{AWAY_REMEMBERED_MS, RATE_WINDOW_MS, SWEEP_AGAIN_MS, SWEEP_SLICE};
 use crate::words::draw::{self, DrawInfo, DrawKey, EntryId};
-use crate::words::notify::{Ask, EventKind, MAX_AHEAD, OutboxEvent};
+use crate::words::notify::{Ask, EventKind, OutboxEvent};
 use crate::words::operations::{JoinOptions, RoomFigures, StoreError, TickReport};
 use crate::words::report::{Arrival, Ledger, ReportFacts, Swept};
 use crate::words::room_table::{RoomTable, TableHash};
@@ -714,9 +714,9 @@ impl RoomModel {
     }
 
     /// Sends `near` to those who asked and now have `ahead` or fewer
-    /// ahead: the line's head is looked at, no deeper than `MAX_AHEAD`
-    /// places (nobody asks for more), so the cost follows those called,
-    /// never the crowd. None in a `random` room (no positions) or before
+    /// ahead: the line's head is looked at, no deeper than the largest
+    /// `ahead` asked in the room (`MAX_AHEAD` at most), so the cost follows
+    /// those called, never the crowd. None in a `random` room (no positions) or before
     /// the opening. Each is given `notify_return_s` to come back.
     fn call_near(&mut self, now: Millis) {
         if !self.callbacks.any()
@@ -731,7 +731,7 @@ impl RoomModel {
                 continue;
             };
             let position = self.line.position(*spot);
-            if position > u64::from(MAX_AHEAD) + 1 {
+            if position > u64::from(self.callbacks.reach()) + 1 {
                 break;
             }
             let ahead = self
