@@ -200,20 +200,22 @@ function notes.moved(visitor, part, member, score)
   redis.call('ZADD', K_SEEN, HELD_PRESENCE, visitor)
 end
 
--- The position of a member of notes.near[part], as place() counts it.
-function notes.position(part, member)
-  local rank
-  if part == 'p' then
-    rank = redis.call('ZRANK', K_PRIO, member)
+-- The position of a member of notes.near[part], as place() counts it:
+-- notes.position[part](member), nil for one no longer in line.
+notes.position = {
+  p = function(member)
+    local rank = redis.call('ZRANK', K_PRIO, member)
     return rank and rank + 1
-  end
-  if part == 'd' then
-    rank = redis.call('ZRANK', K_DRAW, member)
+  end,
+  d = function(member)
+    local rank = redis.call('ZRANK', K_DRAW, member)
     return rank and redis.call('ZCARD', K_PRIO) + rank + 1
-  end
-  rank = redis.call('ZRANK', K_LINE, member)
-  return rank and redis.call('ZCARD', K_PRIO) + redis.call('ZCARD', K_DRAW) + rank + 1
-end
+  end,
+  l = function(member)
+    local rank = redis.call('ZRANK', K_LINE, member)
+    return rank and redis.call('ZCARD', K_PRIO) + redis.call('ZCARD', K_DRAW) + rank + 1
+  end,
+}
 
 -- (On `notes`, as a field, because a script's locals from this file are
 -- its upvalues, 60 at most: join.lua and notify.lua share it.)

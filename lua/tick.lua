@@ -417,7 +417,7 @@ local function call_near()
         local members = redis.call('ZRANGE', notes.near[part], offset, offset + CHUNK - 1)
         if #members == 0 then break end
         for _, member in ipairs(members) do
-          local position = notes.position(part, member)
+          local position = notes.position[part](member)
           if position and position > reach + 1 then return end
           local visitor = string.match(member, ':(.+)$') or member
           local asked = position and notes.read(visitor)

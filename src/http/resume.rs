@@ -16,7 +16,7 @@ use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
 use askama::Template;
 use serde::Deserialize;
 
-use super::error::{ApiError, ErrorCode};
+use super::error::{ApiError, ErrorBody, ErrorCode};
 use super::extractors::ticket_cookie_name;
 use super::pages::i18n::Catalogue;
 use super::pages::{PageLanguage, RoomMissingPage, page_language, render};
@@ -264,10 +264,10 @@ async fn resume_page(
     params(RoomPath, ResumeQuery),
     responses(
         (status = 303, description = "To `/rooms/{room}`, the ticket cookie set"),
-        (status = 400, description = "invalid_resume"),
+        (status = 400, description = "invalid_resume (a page, or JSON)", content(("text/html"), (ErrorBody = "application/json"))),
         (status = 404, description = "No such room (a page)", content_type = "text/html"),
-        (status = 409, description = "place_held"),
-        (status = 410, description = "resume_used"),
+        (status = 409, description = "place_held (a page, or JSON)", content(("text/html"), (ErrorBody = "application/json"))),
+        (status = 410, description = "resume_used (a page, or JSON)", content(("text/html"), (ErrorBody = "application/json"))),
     ),
 )]
 async fn resume(

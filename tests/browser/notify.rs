@@ -503,20 +503,33 @@ async fn notify_me_subscribes_the_browser_and_the_page_tells_the_truth() {
 }
 
 /// Delivers `data` as a push to the origin's service worker (DevTools'
-/// `ServiceWorker.deliverPushMessage`; the registration's id is not
-/// exposed to pages, so the few a fresh profile hands out are tried), and
-/// returns the notification it showed: its title and link.
+/// `ServiceWorker.deliverPushMessage`), and returns the notification it
+/// showed: its title and link. The registration's id is not exposed to
+/// pages, and a browser that served other tests has handed out others
+/// before, so ids are tried in turn: DevTools refuses one that names no
+/// registration of this origin, and the first it takes is the worker's.
 async fn deliver_push(driver: &Driver, browser: &Client, origin: &str, data: &str) -> Value {
     let session = browser.session_id().await.unwrap().expect("a session id");
     let http = reqwest::Client::new();
-    for id in 0..8 {
-        let _ = http
+    let mut refusals = Vec::new();
+    for id in 0..1024 {
+        let answer: Value = http
             .post(format!("{}/session/{session}/goog/cdp/execute", driver.url()))
             .json(&json!({"cmd": "ServiceWorker.deliverPushMessage",
                           "params": {"origin": origin, "registrationId": id.to_string(), "data": data}}))
             .send()
-            .await;
-        for _ in 0..10 {
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if answer["value"].get("error").is_some() {
+            if refusals.len() < 3 {
+                refusals.push(answer);
+            }
+            continue;
+        }
+        for _ in 0..30 {
             let shown = run_async(
                 browser,
                 "navigator.serviceWorker.getRegistration('/rooms/').then((r) => r ? r.getNotifications() : [])\
@@ -529,5 +542,6 @@ async fn deliver_push(driver: &Driver, browser: &Client, origin: &str, data: &st
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+    eprintln!("DevTools refused: {refusals:?}");
     panic!("no push reached the service worker");
 }
