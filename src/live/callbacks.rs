@@ -320,7 +320,16 @@ impl Shared {
                 .iter()
                 .filter_map(|entry| state.pending.remove(entry))
                 .collect();
-            let results: Vec<(Pending, Attempt)> = futures_util::stream::iter(attempts.drain(..))
+            // Held while under way: a pass can outlast the takeover time
+            // (a slow receiver, a claim's worth of events queued behind
+            // CONCURRENCY), and a living node's events are not to be
+            // taken over.
+            let under_way: Vec<String> = attempts
+                .iter()
+                .map(|pending| pending.event.entry.clone())
+                .chain(state.pending.keys().cloned())
+                .collect();
+            let sending = futures_util::stream::iter(attempts.drain(..))
                 .map(|mut pending| {
                     let webhook = webhook.clone();
                     async move {
@@ -331,8 +340,8 @@ impl Shared {
                     }
                 })
                 .buffer_unordered(CONCURRENCY)
-                .collect()
-                .await;
+                .collect::<Vec<(Pending, Attempt)>>();
+            let results = self.holding(room, &under_way, sending).await;
             for (mut pending, attempt) in results {
                 let event = &pending.event;
                 let kind = event.kind.to_string();
@@ -386,6 +395,33 @@ impl Shared {
             state.gone.clear();
         }
         Ok(())
+    }
+
+    /// Runs `work`, holding `entries` against takeover every third of the
+    /// takeover time until it is done.
+    async fn holding<T>(
+        &self,
+        room: &RoomId,
+        entries: &[String],
+        work: impl std::future::Future<Output = T>,
+    ) -> T {
+        let every = Duration::from_millis((self.takeover_ms / 3).max(100));
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                done = &mut work => return done,
+                () = tokio::time::sleep(every) => {
+                    let hold = HoldEvents {
+                        room: room.clone(),
+                        consumer: self.consumer.clone(),
+                        entries: entries.to_vec(),
+                    };
+                    if let Err(error) = self.store.run(hold).await {
+                        tracing::warn!(%room, %error, "notifications: events under way could not be held");
+                    }
+                }
+            }
+        }
     }
 
     /// The room's webhook, read again every few seconds.

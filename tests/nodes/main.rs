@@ -5,4 +5,5 @@
 mod binary;
 mod integrations;
 mod multi_node;
+mod notifications;
 mod rooms_file;

@@ -70,6 +70,10 @@ pub struct Received {
     /// Names in lower case, in the order sent.
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// The process that opened the connection, when it is a child of this
+    /// test (a node it started): which node sent it. Linux only; known
+    /// once the request is answered.
+    pub sender_pid: Option<u32>,
 }
 
 impl Received {
@@ -277,6 +281,11 @@ impl Drop for HealthOrigin {
 
 /// One connection: one request read, one answer sent, then closed.
 async fn answer(mut stream: TcpStream, shared: Arc<Shared>) {
+    // Looked up while the connection is open: its socket is still the sender's.
+    let ends = stream.peer_addr().ok().zip(stream.local_addr().ok());
+    // Alongside the answer's delay, so as not to add to it.
+    let sender =
+        ends.map(|(peer, local)| tokio::task::spawn_blocking(move || child_owning(peer, local)));
     let Some(mut request) = read_request(&mut stream).await else {
         return;
     };
@@ -285,9 +294,16 @@ async fn answer(mut stream: TcpStream, shared: Arc<Shared>) {
         return;
     };
     request.body = body;
-    shared.received.lock().unwrap().push(request);
+    let kept = {
+        let mut received = shared.received.lock().unwrap();
+        received.push(request);
+        received.len() - 1
+    };
     let answer = shared.answer.lock().unwrap().clone();
     tokio::time::sleep(answer.delay).await;
+    if let Some(sender) = sender {
+        shared.received.lock().unwrap()[kept].sender_pid = sender.await.ok().flatten();
+    }
     let body = "ok\n";
     let length = if answer.huge_body {
         HUGE_BODY_BYTES as usize
@@ -374,6 +390,46 @@ async fn read_request(stream: &mut TcpStream) -> Option<Received> {
         target,
         headers,
         body: rest,
+        sender_pid: None,
+    })
+}
+
+/// The child process of this one holding the TCP socket from `peer` to
+/// `local` (both on this host): its inode from `/proc/net/tcp`, then the
+/// children's open files. `None` where there is no `/proc`, or it is not a
+/// child's.
+fn child_owning(peer: SocketAddr, local: SocketAddr) -> Option<u32> {
+    let hex_port = |port: u16| format!(":{port:04X}");
+    let (from, to) = (hex_port(peer.port()), hex_port(local.port()));
+    let table = std::fs::read_to_string(if peer.is_ipv4() {
+        "/proc/net/tcp"
+    } else {
+        "/proc/net/tcp6"
+    })
+    .ok()?;
+    let inode = table.lines().skip(1).find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        (fields.len() > 9 && fields[1].ends_with(&from) && fields[2].ends_with(&to))
+            .then(|| fields[9].to_owned())
+    })?;
+    let socket = format!("socket:[{inode}]");
+    let mut children = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        if let Ok(listed) = std::fs::read_to_string(task.path().join("children")) {
+            children.extend(
+                listed
+                    .split_whitespace()
+                    .filter_map(|pid| pid.parse::<u32>().ok()),
+            );
+        }
+    }
+    children.into_iter().find(|pid| {
+        std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+            fds.flatten().any(|fd| {
+                std::fs::read_link(fd.path())
+                    .is_ok_and(|target| target.as_os_str() == socket.as_str())
+            })
+        })
     })
 }
 
