@@ -339,6 +339,51 @@ pub async fn create_room_on_every_node(
     Ok(created)
 }
 
+/// A room new on the first node that every other node finds there (one
+/// shared store), or the run would be several runs; `more`: fields besides
+/// the config's (as [`create_room_with`]); `mode` names the mode
+/// for the error, `described` the config for the line said.
+#[allow(clippy::too_many_arguments)]
+pub async fn create_shared_room(
+    http: &reqwest::Client,
+    nodes: &[Node],
+    admin_token: &str,
+    room: &RoomId,
+    config: &RoomConfig,
+    more: &serde_json::Map<String, serde_json::Value>,
+    mode: &str,
+    described: &str,
+    json: bool,
+) -> Result<(), LoadError> {
+    for (i, node) in nodes.iter().enumerate() {
+        let created = create_room_with(http, node, admin_token, room, config, more.clone()).await?;
+        match (i, created) {
+            (0, false) => {
+                return Err(LoadError::Usage(format!(
+                    "{}: room {room} already exists; {mode} mode needs a new room (give another --room)",
+                    node.base
+                )));
+            }
+            (0, true) => say(
+                json,
+                format!("{}: room {room} created: {described}", node.base),
+            ),
+            (_, true) => {
+                return Err(LoadError::Setup(format!(
+                    "{}: room {room} was created anew there: that node has a store of its own; \
+                     a run over several nodes needs them all on one Redis (--redis-url)",
+                    node.base
+                )));
+            }
+            (_, false) => say(
+                json,
+                format!("{}: room {room} found (shared store)", node.base),
+            ),
+        }
+    }
+    Ok(())
+}
+
 /// Creates `room` on `node`. `Ok(true)`: created; `Ok(false)`: it existed.
 pub async fn create_room(
     http: &reqwest::Client,

@@ -39,6 +39,7 @@ mod error;
 mod floor;
 mod idle;
 mod join;
+mod notify;
 mod opening;
 mod sockets;
 
@@ -97,6 +98,58 @@ enum Mode {
     /// at a set time; the admitted rate against the origin's capacity over
     /// the last minutes. The nodes need `--outbound-allow-networks 127.0.0.0/8`.
     Autotune(AutotuneArgs),
+    /// What notifications cost: V visitors join a paused room and ask to
+    /// be notified (Redis memory before and after), optionally V status
+    /// polls (the node CPU floor), then the room is unpaused and every
+    /// event followed to this tool's webhook receiver (time, retries,
+    /// duplicates, each node's share, node and Redis CPU). The nodes need
+    /// `--outbound-allow-networks 127.0.0.0/8` and `--notify-per-ip` of V.
+    Notify(NotifyArgs),
+}
+
+#[derive(Debug, Args)]
+struct NotifyArgs {
+    #[command(flatten)]
+    target: Target,
+    /// Visitors who join and ask to be notified (spread round-robin over the nodes).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=MAX_VISITORS))]
+    visitors: u64,
+    /// Characters of each visitor's contact (0: none).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=200))]
+    contact_chars: u64,
+    /// Each visitor also sends a push subscription of a browser's size
+    /// (endpoint 180 characters on fcm.googleapis.com, p256dh 87, auth 22).
+    #[arg(long)]
+    push: bool,
+    /// asked: stop after the requests; outbox: the receiver refuses all,
+    /// stop when the outbox holds every event; delivered: until every
+    /// `admitted` event is delivered.
+    #[arg(long, value_enum, default_value_t = notify::StopAfter::Delivered)]
+    stop_after: notify::StopAfter,
+    /// Percent of the event ids whose first attempt the receiver answers 500.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=100))]
+    fail_first_percent: u32,
+    /// Room config: visitors admitted per tick once unpaused.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    admit_per_tick: u32,
+    /// Room config: tick interval in ms.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(100..=60_000))]
+    tick_ms: u64,
+    /// Before the unpause, one status poll per visitor (the node CPU floor).
+    #[arg(long)]
+    polls: bool,
+    /// Requests in flight at once (joins, requests, polls).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    concurrency: u16,
+    /// The nodes' Redis (loopback): memory, key sizes, CPU.
+    #[arg(long)]
+    redis_url: Option<String>,
+    /// PID(s) of the node process(es), comma-separated: their CPU.
+    #[arg(long, value_delimiter = ',')]
+    server_pid: Vec<u32>,
+    /// Longest wait for the events after the unpause, seconds (at most 900).
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=900))]
+    duration: u64,
 }
 
 #[derive(Debug, Args)]
@@ -491,6 +544,7 @@ async fn main() -> ExitCode {
         Mode::FloorServer(args) => floor::serve(args).await,
         Mode::Drop(args) => run_drop(args, cli.json, open_files_limit).await,
         Mode::Autotune(args) => run_autotune(args, cli.json).await,
+        Mode::Notify(args) => run_notify(args, cli.json).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -678,6 +732,29 @@ async fn run_drop(args: DropArgs, json: bool, open_files_limit: u64) -> Result<(
         open_concurrency: args.open_concurrency as usize,
         open_files_limit,
         server_pids: &args.server_pid,
+        json,
+    })
+    .await
+}
+
+async fn run_notify(args: NotifyArgs, json: bool) -> Result<(), LoadError> {
+    let nodes = common::parse_nodes(&args.target.url)?;
+    notify::run(notify::NotifyRun {
+        nodes: &nodes,
+        room: &args.target.room,
+        admin_token: admin_token(&args.target)?,
+        visitors: args.visitors,
+        contact_chars: args.contact_chars as usize,
+        push: args.push,
+        stop_after: args.stop_after,
+        fail_first_percent: args.fail_first_percent,
+        admit_per_tick: args.admit_per_tick,
+        tick_ms: args.tick_ms,
+        polls: args.polls,
+        concurrency: args.concurrency as usize,
+        redis_url: args.redis_url.as_deref(),
+        server_pids: &args.server_pid,
+        duration: Duration::from_secs(args.duration),
         json,
     })
     .await

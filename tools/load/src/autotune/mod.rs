@@ -17,7 +17,7 @@
 //! loopback: `--outbound-allow-networks 127.0.0.0/8`.
 
 mod figures;
-mod origin;
+pub(crate) mod origin;
 mod report;
 mod shopper;
 mod watch;

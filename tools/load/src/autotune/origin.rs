@@ -248,18 +248,21 @@ async fn accept_forever(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
-/// A request's head, as far as the origin reads it.
+/// A request's head, as far as the origin (and `notify` mode's webhook
+/// receiver) reads it.
 #[derive(Debug, PartialEq, Eq)]
-struct Head {
-    path: String,
-    body_bytes: u64,
+pub(crate) struct Head {
+    pub path: String,
+    pub body_bytes: u64,
     /// The client asked to close after the answer (or spoke HTTP/1.0).
-    close: bool,
+    pub close: bool,
+    /// The `Waitroom-Signature` header, if sent.
+    pub signature: Option<String>,
 }
 
 /// Reads one request's head; `None` at the end of the connection or on a
 /// head it cannot read.
-async fn read_head<R: tokio::io::AsyncBufRead + Unpin>(reader: &mut R) -> Option<Head> {
+pub(crate) async fn read_head<R: tokio::io::AsyncBufRead + Unpin>(reader: &mut R) -> Option<Head> {
     let mut limited = reader.take(MAX_HEAD_BYTES);
     let mut line = String::new();
     // Blank lines before a request are allowed (RFC 9112, 2.2).
@@ -276,6 +279,7 @@ async fn read_head<R: tokio::io::AsyncBufRead + Unpin>(reader: &mut R) -> Option
         path,
         body_bytes: 0,
         close: version == "HTTP/1.0",
+        signature: None,
     };
     loop {
         line.clear();
@@ -292,6 +296,8 @@ async fn read_head<R: tokio::io::AsyncBufRead + Unpin>(reader: &mut R) -> Option
             head.body_bytes = value.parse().ok()?;
         } else if name.eq_ignore_ascii_case("connection") {
             head.close = value.eq_ignore_ascii_case("close");
+        } else if name.eq_ignore_ascii_case(waitroom::words::webhook_signature::HEADER) {
+            head.signature = Some(value.to_string());
         }
     }
 }
@@ -400,7 +406,8 @@ mod tests {
             Head {
                 path: "/checkout".into(),
                 body_bytes: 3,
-                close: false
+                close: false,
+                signature: None
             }
         );
         let mut body = [0u8; 3];

@@ -33,7 +33,7 @@ use waitroom::words::sale::{SaleRequest, SaleView};
 use waitroom::words::{RoomConfig, RoomId};
 
 use crate::claims::put_sale;
-use crate::common::{self, CpuUse, ErrorKinds, Node, create_room, say};
+use crate::common::{self, CpuUse, ErrorKinds, Node, say};
 use crate::error::LoadError;
 use crate::sockets::{self};
 
@@ -186,8 +186,7 @@ fn announce_plan(run: &DropRun<'_>) {
     }
 }
 
-/// Step 1: the room, new on the first node; every other node must find it
-/// there (one shared store), or the drop would be several drops.
+/// Step 1: the room, new on the first node, found on the others.
 async fn create_shared_room(http: &reqwest::Client, run: &DropRun<'_>) -> Result<(), LoadError> {
     let DropRun {
         room,
@@ -195,7 +194,6 @@ async fn create_shared_room(http: &reqwest::Client, run: &DropRun<'_>) -> Result
         tick_ms,
         max_active,
         pass_ttl_s,
-        json,
         ..
     } = *run;
     let room_config = RoomConfig {
@@ -206,37 +204,22 @@ async fn create_shared_room(http: &reqwest::Client, run: &DropRun<'_>) -> Result
         paused: false,
         ..common::room_config(room)
     };
-    for (i, node) in run.nodes.iter().enumerate() {
-        let created = create_room(http, node, run.admin_token, room, &room_config).await?;
-        match (i, created) {
-            (0, false) => {
-                return Err(LoadError::Usage(format!(
-                    "{}: room {room} already exists; drop mode needs a new room (give another --room)",
-                    node.base
-                )));
-            }
-            (0, true) => say(
-                json,
-                format!(
-                    "{}: room {room} created: {admit_per_tick} admitted every {tick_ms} ms, {}, passes for {pass_ttl_s} s",
-                    node.base,
-                    max_active.map_or("no cap".into(), |cap| format!("at most {cap} active"))
-                ),
-            ),
-            (_, true) => {
-                return Err(LoadError::Setup(format!(
-                    "{}: room {room} was created anew there: that node has a store of its own; \
-                     a drop over several nodes needs them all on one Redis (--redis-url)",
-                    node.base
-                )));
-            }
-            (_, false) => say(
-                json,
-                format!("{}: room {room} found (shared store)", node.base),
-            ),
-        }
-    }
-    Ok(())
+    let described = format!(
+        "{admit_per_tick} admitted every {tick_ms} ms, {}, passes for {pass_ttl_s} s",
+        max_active.map_or("no cap".into(), |cap| format!("at most {cap} active"))
+    );
+    common::create_shared_room(
+        http,
+        run.nodes,
+        run.admin_token,
+        room,
+        &room_config,
+        &serde_json::Map::new(),
+        "drop",
+        &described,
+        run.json,
+    )
+    .await
 }
 
 async fn put_one_sale(http: &reqwest::Client, run: &DropRun<'_>) -> Result<(), LoadError> {
