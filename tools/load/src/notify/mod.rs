@@ -26,7 +26,7 @@ use waitroom::words::{RoomConfig, RoomId};
 
 use crate::common::{self, CpuUse, Node, say};
 use crate::error::LoadError;
-use receiver::{Answers, Receiver};
+use receiver::{Answers, Receiver, Tally};
 
 /// The room's webhook secret (at least 32 characters).
 const SECRET: &str = "notify-bench-secret-0123456789abcdef";
@@ -76,6 +76,38 @@ pub async fn run(run: NotifyRun<'_>) -> Result<(), LoadError> {
         },
     )?;
     let http = common::http_client(run.concurrency);
+    create_room(&run, &http, &receiver).await?;
+    let mut redis = common::connect_redis(run.redis_url).await?;
+    let mut out = serde_json::Map::new();
+    let tickets = join_and_ask(&run, &http, &mut redis, &mut out).await?;
+    if run.polls {
+        poll_each(&run, &http, &tickets, &mut out).await?;
+    }
+    if run.stop_after != StopAfter::Asked {
+        follow(
+            &run,
+            &http,
+            &receiver,
+            &mut redis,
+            tickets.len() as u64,
+            &mut out,
+        )
+        .await?;
+    }
+    if json {
+        out.insert("mode".into(), json!("notify"));
+        out.insert("visitors".into(), json!(tickets.len()));
+        println!("{}", Value::Object(out));
+    }
+    Ok(())
+}
+
+/// Step 1: the room, paused, its webhook the receiver, on every node.
+async fn create_room(
+    run: &NotifyRun<'_>,
+    http: &reqwest::Client,
+    receiver: &Receiver,
+) -> Result<(), LoadError> {
     let config = RoomConfig {
         admit_per_tick: run.admit_per_tick,
         tick_ms: run.tick_ms,
@@ -92,7 +124,7 @@ pub async fn run(run: NotifyRun<'_>) -> Result<(), LoadError> {
         receiver.url()
     );
     common::create_shared_room(
-        &http,
+        http,
         run.nodes,
         run.admin_token,
         run.room,
@@ -101,15 +133,23 @@ pub async fn run(run: NotifyRun<'_>) -> Result<(), LoadError> {
         &serde_json::Map::from_iter([("notify_webhook_secret".into(), json!(SECRET))]),
         "notify",
         &described,
-        json,
+        run.json,
     )
-    .await?;
-    let mut redis = common::connect_redis(run.redis_url).await?;
-    let mut out = serde_json::Map::new();
+    .await
+}
 
-    let before_joins = used_memory(&mut redis).await?;
-    let (tickets, joins_s) = each_visitor(&run, &http, None, |_, _| Some(json!({}))).await?;
-    let after_joins = used_memory(&mut redis).await?;
+/// Step 2: every visitor joins, then asks to be notified; Redis's memory
+/// before, between and after, and the room's keys' sizes. The tickets.
+async fn join_and_ask(
+    run: &NotifyRun<'_>,
+    http: &reqwest::Client,
+    redis: &mut Option<redis::aio::MultiplexedConnection>,
+    out: &mut serde_json::Map<String, Value>,
+) -> Result<Vec<String>, LoadError> {
+    let json = run.json;
+    let before_joins = used_memory(redis).await?;
+    let (tickets, joins_s) = each_visitor(run, http, None, |_, _| Some(json!({}))).await?;
+    let after_joins = used_memory(redis).await?;
     say(
         json,
         format!(
@@ -118,11 +158,11 @@ pub async fn run(run: NotifyRun<'_>) -> Result<(), LoadError> {
             run.nodes.len()
         ),
     );
-    let (_, asks_s) = each_visitor(&run, &http, Some(&tickets), |i, _| {
+    let (_, asks_s) = each_visitor(run, http, Some(&tickets), |i, _| {
         Some(ask_body(i, run.contact_chars, run.push))
     })
     .await?;
-    let after_asks = used_memory(&mut redis).await?;
+    let after_asks = used_memory(redis).await?;
     say(
         json,
         format!("{} asked to be notified in {asks_s:.1} s", tickets.len()),
@@ -145,7 +185,7 @@ pub async fn run(run: NotifyRun<'_>) -> Result<(), LoadError> {
                 "place_bytes": place, "request_bytes": asked, "request_per_place": asked / place }),
         );
     }
-    if let Some(keys) = key_sizes(&mut redis, run.room).await? {
+    if let Some(keys) = key_sizes(redis, run.room).await? {
         let text: Vec<String> = keys.iter().map(|(k, v)| format!("{k} {v}")).collect();
         say(
             json,
@@ -154,43 +194,35 @@ pub async fn run(run: NotifyRun<'_>) -> Result<(), LoadError> {
         out.insert("keys_after_asks".into(), json!(keys));
     }
 
-    if run.polls {
-        let start = common::cpu_mark(run.server_pids);
-        let (_, polls_s) = each_visitor(&run, &http, Some(&tickets), |_, _| None).await?;
-        let cpu = cpu_since(start, run.server_pids);
-        let per = per_op_us(cpu, polls_s, tickets.len());
-        say(
-            json,
-            format!(
-                "{} status polls in {polls_s:.2} s ({:.0}/s): node CPU {} per poll; {}",
-                tickets.len(),
-                tickets.len() as f64 / polls_s,
-                micros(per),
-                cpu.map_or(String::new(), |c| c.to_string())
-            ),
-        );
-        out.insert(
-            "polls".into(),
-            json!({ "n": tickets.len(), "seconds": polls_s, "node_cpu_us_per_poll": per, "cpu": cpu }),
-        );
-    }
+    Ok(tickets)
+}
 
-    if run.stop_after != StopAfter::Asked {
-        follow(
-            &run,
-            &http,
-            &receiver,
-            &mut redis,
-            tickets.len() as u64,
-            &mut out,
-        )
-        .await?;
-    }
-    if json {
-        out.insert("mode".into(), json!("notify"));
-        out.insert("visitors".into(), json!(tickets.len()));
-        println!("{}", Value::Object(out));
-    }
+/// The floor: a status poll by every visitor, and the node CPU each took.
+async fn poll_each(
+    run: &NotifyRun<'_>,
+    http: &reqwest::Client,
+    tickets: &[String],
+    out: &mut serde_json::Map<String, Value>,
+) -> Result<(), LoadError> {
+    let json = run.json;
+    let start = common::cpu_mark(run.server_pids);
+    let (_, polls_s) = each_visitor(run, http, Some(tickets), |_, _| None).await?;
+    let cpu = cpu_since(start, run.server_pids);
+    let per = per_op_us(cpu, polls_s, tickets.len());
+    say(
+        json,
+        format!(
+            "{} status polls in {polls_s:.2} s ({:.0}/s): node CPU {} per poll; {}",
+            tickets.len(),
+            tickets.len() as f64 / polls_s,
+            micros(per),
+            cpu.map_or(String::new(), |c| c.to_string())
+        ),
+    );
+    out.insert(
+        "polls".into(),
+        json!({ "n": tickets.len(), "seconds": polls_s, "node_cpu_us_per_poll": per, "cpu": cpu }),
+    );
     Ok(())
 }
 
@@ -416,6 +448,14 @@ async fn node_counts(nodes: &[Node], room: &RoomId) -> Vec<BTreeMap<String, u64>
     all
 }
 
+/// What the counters said before the unpause.
+struct Before {
+    counts: Vec<BTreeMap<String, u64>>,
+    tally: Tally,
+    redis_cpu_s: Option<f64>,
+    cpu: Option<common::CpuMark>,
+}
+
 /// Step 3: unpauses the room and follows its events.
 async fn follow(
     run: &NotifyRun<'_>,
@@ -425,12 +465,23 @@ async fn follow(
     n: u64,
     out: &mut serde_json::Map<String, Value>,
 ) -> Result<(), LoadError> {
-    let json = run.json;
-    let counts_before = node_counts(run.nodes, run.room).await;
-    let tally_before = receiver.tally();
-    let redis_before = redis_cpu_s(redis).await?;
-    let cpu_start = common::cpu_mark(run.server_pids);
+    let before = Before {
+        counts: node_counts(run.nodes, run.room).await,
+        tally: receiver.tally(),
+        redis_cpu_s: redis_cpu_s(redis).await?,
+        cpu: common::cpu_mark(run.server_pids),
+    };
     let unpaused = Instant::now();
+    unpause(run, http).await?;
+    say(run.json, format!("unpaused at {}", common::utc_now()));
+    let done = wait_for_events(run, receiver, redis, n, &before.tally, unpaused).await?;
+    if run.stop_after == StopAfter::Outbox {
+        return report_outbox(run, receiver, redis, unpaused, done, out).await;
+    }
+    report_delivery(run, receiver, redis, &before, unpaused, (done, n), out).await
+}
+
+async fn unpause(run: &NotifyRun<'_>, http: &reqwest::Client) -> Result<(), LoadError> {
     let response = http
         .patch(format!(
             "{}/api/admin/rooms/{}",
@@ -447,17 +498,28 @@ async fn follow(
             response.status()
         )));
     }
-    say(json, format!("unpaused at {}", common::utc_now()));
+    Ok(())
+}
+
+/// Until every visitor's `admitted` is delivered (or, for the outbox's
+/// cost, written), or the run's duration: whether it came to that.
+async fn wait_for_events(
+    run: &NotifyRun<'_>,
+    receiver: &Receiver,
+    redis: &mut Option<redis::aio::MultiplexedConnection>,
+    n: u64,
+    tally_before: &Tally,
+    unpaused: Instant,
+) -> Result<bool, LoadError> {
+    let json = run.json;
     let deadline = unpaused + run.duration;
     let mut last_said = Instant::now();
-    let mut outbox_peak = 0;
     let done = loop {
         tokio::time::sleep(Duration::from_millis(50)).await;
         let tally = receiver.tally();
         let done = match run.stop_after {
             StopAfter::Outbox => {
                 let len = xlen(redis, run.room).await?.unwrap_or(0);
-                outbox_peak = outbox_peak.max(len);
                 len >= n + tally_before.delivered()
             }
             _ => tally.delivered_of("admitted") >= n,
@@ -479,37 +541,66 @@ async fn follow(
             );
         }
     };
+    Ok(done)
+}
+
+/// The outbox's cost per pending event, the receiver refusing them all.
+async fn report_outbox(
+    run: &NotifyRun<'_>,
+    receiver: &Receiver,
+    redis: &mut Option<redis::aio::MultiplexedConnection>,
+    unpaused: Instant,
+    done: bool,
+    out: &mut serde_json::Map<String, Value>,
+) -> Result<(), LoadError> {
+    let json = run.json;
+    let wall_s = unpaused.elapsed().as_secs_f64();
+    let tally = receiver.tally();
+    let keys = key_sizes(redis, run.room).await?;
+    let len = xlen(redis, run.room).await?.unwrap_or(0);
+    let outbox = keys
+        .as_ref()
+        .and_then(|k| k.get("outbox").copied())
+        .unwrap_or(0);
+    say(
+        json,
+        format!(
+            "outbox: {len} entries after {wall_s:.1} s ({}): MEMORY USAGE {outbox} bytes, \
+             {:.1} bytes an entry; the receiver refused {} attempts",
+            if done { "every event" } else { "timed out" },
+            outbox as f64 / len.max(1) as f64,
+            tally.failed_on_purpose
+        ),
+    );
+    out.insert(
+        "outbox".into(),
+        json!({ "entries": len, "bytes": outbox, "bytes_per_entry": outbox as f64 / len.max(1) as f64,
+            "keys": keys, "done": done }),
+    );
+    Ok(())
+}
+
+/// The delivery: how fast, how many retried, how the nodes shared it and
+/// what it cost them and Redis.
+async fn report_delivery(
+    run: &NotifyRun<'_>,
+    receiver: &Receiver,
+    redis: &mut Option<redis::aio::MultiplexedConnection>,
+    before: &Before,
+    unpaused: Instant,
+    (done, n): (bool, u64),
+    out: &mut serde_json::Map<String, Value>,
+) -> Result<(), LoadError> {
+    let json = run.json;
     let cpu_end = common::cpu_mark(run.server_pids);
     let wall_s = unpaused.elapsed().as_secs_f64();
     let redis_after = redis_cpu_s(redis).await?;
     let tally = receiver.tally();
+    let tally_before = &before.tally;
     let counts_after = node_counts(run.nodes, run.room).await;
-    let cpu = cpu_start.zip(cpu_end).map(|(s, e)| e.since(&s));
-    let redis_cpu = redis_before.zip(redis_after).map(|(b, a)| a - b);
-    if run.stop_after == StopAfter::Outbox {
-        let keys = key_sizes(redis, run.room).await?;
-        let len = xlen(redis, run.room).await?.unwrap_or(0);
-        let outbox = keys
-            .as_ref()
-            .and_then(|k| k.get("outbox").copied())
-            .unwrap_or(0);
-        say(
-            json,
-            format!(
-                "outbox: {len} entries after {wall_s:.1} s ({}): MEMORY USAGE {outbox} bytes, \
-                 {:.1} bytes an entry; the receiver refused {} attempts",
-                if done { "every event" } else { "timed out" },
-                outbox as f64 / len.max(1) as f64,
-                tally.failed_on_purpose
-            ),
-        );
-        out.insert(
-            "outbox".into(),
-            json!({ "entries": len, "bytes": outbox, "bytes_per_entry": outbox as f64 / len.max(1) as f64,
-                "keys": keys, "done": done }),
-        );
-        return Ok(());
-    }
+    let cpu = before.cpu.clone().zip(cpu_end).map(|(s, e)| e.since(&s));
+    let redis_cpu = before.redis_cpu_s.zip(redis_after).map(|(b, a)| a - b);
+    let counts_before = &before.counts;
     let new = |kind: &str| tally.delivered_of(kind) - tally_before.delivered_of(kind);
     let last_s = tally
         .last_new
