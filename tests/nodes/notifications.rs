@@ -246,6 +246,7 @@ async fn a_node_killed_while_it_holds_events_leaves_them_to_the_others() {
     }
     let pids: Vec<u32> = nodes.iter().map(Node::pid).collect();
     let receiver = HealthOrigin::start().await;
+    receiver.name_senders();
     receiver.set_delay(SLOW);
 
     let http = reqwest::Client::new();

@@ -54,6 +54,9 @@ pub const HUGE_BODY_BYTES: u64 = 1 << 30;
 struct Answer {
     status: u16,
     delay: Duration,
+    /// Each request's sender is looked up in `/proc` before it is
+    /// answered (`name_senders`); off, an answer waits for nothing.
+    name_senders: bool,
     location: Option<String>,
     stall_body: bool,
     huge_body: bool,
@@ -72,7 +75,7 @@ pub struct Received {
     pub body: Vec<u8>,
     /// The process that opened the connection, when it is a child of this
     /// test (a node it started): which node sent it. Linux only; known
-    /// once the request is answered.
+    /// once the request is answered, and only after `name_senders`.
     pub sender_pid: Option<u32>,
 }
 
@@ -126,6 +129,7 @@ impl HealthOrigin {
             answer: Mutex::new(Answer {
                 status: 200,
                 delay: Duration::ZERO,
+                name_senders: false,
                 location: None,
                 stall_body: false,
                 huge_body: false,
@@ -174,6 +178,14 @@ impl HealthOrigin {
     /// answer's head is sent (none at first).
     pub fn set_delay(&self, delay: Duration) {
         self.shared.answer.lock().unwrap().delay = delay;
+    }
+
+    /// From now on each request's sender (`Received::sender_pid`) is
+    /// looked up, alongside its delay: on a loaded machine the lookup,
+    /// which reads `/proc`, can outlast a short delay and so hold the
+    /// answer back, which is why it is asked for, never done by default.
+    pub fn name_senders(&self) {
+        self.shared.answer.lock().unwrap().name_senders = true;
     }
 
     /// A `Location` header on every answer (with a 3xx status, a redirect),
@@ -284,8 +296,10 @@ async fn answer(mut stream: TcpStream, shared: Arc<Shared>) {
     // Looked up while the connection is open: its socket is still the sender's.
     let ends = stream.peer_addr().ok().zip(stream.local_addr().ok());
     // Alongside the answer's delay, so as not to add to it.
-    let sender =
-        ends.map(|(peer, local)| tokio::task::spawn_blocking(move || child_owning(peer, local)));
+    let naming = shared.answer.lock().unwrap().name_senders;
+    let sender = ends
+        .filter(|_| naming)
+        .map(|(peer, local)| tokio::task::spawn_blocking(move || child_owning(peer, local)));
     let Some(mut request) = read_request(&mut stream).await else {
         return;
     };
