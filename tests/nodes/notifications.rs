@@ -15,9 +15,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures_util::{StreamExt, stream};
-use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
-use sha2::Sha256;
 use support::health_origin::{HealthOrigin, Received};
 use support::node::{ADMIN_TOKEN, Node, SECRET};
 use support::redis::RedisServer;
@@ -96,23 +94,7 @@ impl Delivered {
 /// sender had ended when the receiver looked was the `killed` node's.
 fn checked(request: &Received, public_url: &str, killed: u32) -> Delivered {
     assert_eq!(request.method, "POST");
-    let signed = request
-        .header("waitroom-signature")
-        .expect("every webhook call is signed");
-    let (t, v1) = signed
-        .strip_prefix("t=")
-        .and_then(|rest| rest.split_once(",v1="))
-        .unwrap_or_else(|| panic!("the signature's form: {signed}"));
-    let mut mac = Hmac::<Sha256>::new_from_slice(WEBHOOK_SECRET.as_bytes()).unwrap();
-    mac.update(format!("{t}.").as_bytes());
-    mac.update(&request.body);
-    let expected: String = mac
-        .finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    assert_eq!(v1, expected, "the signature verifies");
+    request.assert_signed(WEBHOOK_SECRET);
     let body: Value = serde_json::from_slice(&request.body).expect("a JSON body");
     let (id, kind, visitor) = (
         body["id"].as_str().unwrap(),

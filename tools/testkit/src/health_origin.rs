@@ -87,6 +87,31 @@ impl Received {
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
+
+    /// Checks the webhook's `Waitroom-Signature` as a receiver would,
+    /// apart from the signer: `t=<unix seconds>,v1=<hex HMAC-SHA256(secret,
+    /// "<t>.<body>")>`. Its `t`.
+    pub fn assert_signed(&self, secret: &str) -> u64 {
+        use hmac::{Hmac, Mac};
+        let signature = self
+            .header("waitroom-signature")
+            .expect("every webhook call is signed");
+        let (t, v1) = signature
+            .strip_prefix("t=")
+            .and_then(|rest| rest.split_once(",v1="))
+            .unwrap_or_else(|| panic!("the signature's form: {signature}"));
+        let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+        mac.update(format!("{t}.").as_bytes());
+        mac.update(&self.body);
+        let expected: String = mac
+            .finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(v1, expected, "the signature verifies with the secret");
+        t.parse().expect("t is unix seconds")
+    }
 }
 
 /// What the origin and its connections share.
