@@ -39,6 +39,7 @@ mod error;
 mod floor;
 mod idle;
 mod join;
+mod loopback;
 mod notify;
 mod opening;
 mod sockets;

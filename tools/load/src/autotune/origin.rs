@@ -26,9 +26,10 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::Semaphore;
 
 use crate::error::LoadError;
+use crate::loopback::Loopback;
 
 /// The longest request head read; a longer one ends the connection.
 const MAX_HEAD_BYTES: u64 = 16 * 1024;
@@ -147,21 +148,12 @@ impl Shared {
 pub struct Origin {
     pub addr: SocketAddr,
     shared: Arc<Shared>,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    server: Loopback,
 }
 
 impl Origin {
     /// Starts the origin on 127.0.0.1, in a thread of its own.
     pub fn start(capacity: Capacity) -> Result<Origin, LoadError> {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")
-            .map_err(LoadError::io("the test origin: binding 127.0.0.1:0"))?;
-        listener
-            .set_nonblocking(true)
-            .map_err(LoadError::io("the test origin: its listener"))?;
-        let addr = listener
-            .local_addr()
-            .map_err(LoadError::io("the test origin: its address"))?;
         let shared = Arc::new(Shared {
             capacity,
             workers: Semaphore::new(capacity.workers as usize),
@@ -169,29 +161,14 @@ impl Origin {
             started: Instant::now(),
             records: Mutex::new(Vec::new()),
         });
-        let (stop, stopped) = oneshot::channel();
         let serving = shared.clone();
-        let thread = std::thread::Builder::new()
-            .name("test-origin".into())
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("a runtime for the test origin");
-                runtime.block_on(async move {
-                    let listener = TcpListener::from_std(listener).expect("a tokio listener");
-                    tokio::select! {
-                        _ = accept_forever(listener, serving) => {}
-                        _ = stopped => {}
-                    }
-                });
-            })
-            .map_err(LoadError::io("the test origin: its thread"))?;
+        let server = Loopback::start("test-origin", move |listener| {
+            accept_forever(listener, serving)
+        })?;
         Ok(Origin {
-            addr,
+            addr: server.addr,
             shared,
-            stop: Some(stop),
-            thread: Some(thread),
+            server,
         })
     }
 
@@ -216,22 +193,7 @@ impl Origin {
 
     /// Stops serving: open connections are cut.
     pub fn stop(mut self) {
-        self.halt();
-    }
-
-    fn halt(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-impl Drop for Origin {
-    fn drop(&mut self) {
-        self.halt();
+        self.server.halt();
     }
 }
 

@@ -16,11 +16,11 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
 use waitroom::words::webhook_signature::signature;
 
 use crate::autotune::origin::read_head;
 use crate::error::LoadError;
+use crate::loopback::Loopback;
 
 /// The longest event body read; a longer one ends the connection.
 const MAX_BODY_BYTES: u64 = 64 * 1024;
@@ -75,56 +75,27 @@ struct Shared {
 }
 
 pub struct Receiver {
-    addr: std::net::SocketAddr,
     shared: Arc<Shared>,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    server: Loopback,
 }
 
 impl Receiver {
     pub fn start(secret: &str, answers: Answers) -> Result<Receiver, LoadError> {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")
-            .map_err(LoadError::io("the webhook receiver: binding 127.0.0.1:0"))?;
-        listener
-            .set_nonblocking(true)
-            .map_err(LoadError::io("the webhook receiver: its listener"))?;
-        let addr = listener
-            .local_addr()
-            .map_err(LoadError::io("the webhook receiver: its address"))?;
         let shared = Arc::new(Shared {
             secret: secret.to_string(),
             answers,
             started: Instant::now(),
             seen: Mutex::default(),
         });
-        let (stop, stopped) = oneshot::channel();
         let serving = shared.clone();
-        let thread = std::thread::Builder::new()
-            .name("webhook-receiver".into())
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("a runtime for the receiver");
-                runtime.block_on(async move {
-                    let listener = TcpListener::from_std(listener).expect("a tokio listener");
-                    tokio::select! {
-                        () = accept_forever(listener, serving) => {}
-                        _ = stopped => {}
-                    }
-                });
-            })
-            .map_err(LoadError::io("the webhook receiver: its thread"))?;
-        Ok(Receiver {
-            addr,
-            shared,
-            stop: Some(stop),
-            thread: Some(thread),
-        })
+        let server = Loopback::start("webhook-receiver", move |listener| {
+            accept_forever(listener, serving)
+        })?;
+        Ok(Receiver { shared, server })
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}/hook", self.addr)
+        format!("http://{}/hook", self.server.addr)
     }
 
     pub fn started(&self) -> Instant {
@@ -133,17 +104,6 @@ impl Receiver {
 
     pub fn tally(&self) -> Tally {
         self.shared.seen.lock().expect("not poisoned").tally.clone()
-    }
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 
