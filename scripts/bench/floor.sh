@@ -7,7 +7,8 @@
 # 100,200), one tool process per node meeting the others at a barrier, each
 # binding source addresses of its own in 127.0.0.0/8 (the tool's
 # --source-ips: 127.P.Q.k, P.Q its node's port). TICK_MS=N sets the room's
-# tick (default 1000). Over WINDOW seconds (default 20) from 5 s into the
+# tick (default 1000), OPEN=N the handshakes each tool has in flight
+# (default 256). Over WINDOW seconds (default 20) from 5 s into the
 # hold it also prints each node's CPU per tick per 1,000 of its sockets
 # and, with Redis, Redis's CPU per tick. PERF=SECONDS also records a perf
 # profile of the whole machine for that long, 5 s into the nodes' hold, to
@@ -62,6 +63,8 @@ cpu() { awk '{print ($14+$15)/100}' /proc/$1/stat; }
   # The kernel's side, outside every process's resident memory: both ends
   # of each loopback connection (the tools' and the nodes').
   echo "window: kernel $(grep '^TCP:' /proc/net/sockstat) (mem in pages of $(getconf PAGESIZE) B)"
+  awk '/^(TCP|sock_inode_cache|filp|eventpoll_epi) /{t += $2 * $4; printf "%s %d × %d B, ", $1, $2, $4}
+    END{printf "in all %.1f MiB\n", t / 1048576}' /proc/slabinfo | sed 's/^/window: kernel objects: /'
   ticks=$(awk -v w="$WINDOW" -v t="$TICK_MS" 'BEGIN{print w * 1000 / t}')
   i=0
   for pid in "${PIDS[@]}"; do
@@ -95,7 +98,7 @@ PIDLIST=$(IFS=,; echo "${PIDS[*]}")
 TOOLS=()
 for ((i = 0; i < NODES; i++)); do
   target/release/waitroom-load sockets --url http://127.0.0.1:$((P + i)) --room "floor-$TAG" \
-    --admin-token $T --sockets $PER_NODE --source-ips 4 --hold 30 --tick-ms "$TICK_MS" --server-pid "$PIDLIST" --floor \
+    --admin-token $T --sockets $PER_NODE --source-ips 4 --open-concurrency "${OPEN:-256}" --hold 30 --tick-ms "$TICK_MS" --server-pid "$PIDLIST" --floor \
     "${BARRIER[@]}" > "$OUT/floor-$TAG-$i.log" 2>&1 &
   TOOLS+=($!)
 done
