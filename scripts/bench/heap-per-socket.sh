@@ -16,7 +16,9 @@ TOOL=${TOOL:-target/release/waitroom-load}
 rm -f $OUT/$TAG.zst
 WAITROOM_ADMIN_TOKEN=$T heaptrack -o $OUT/$TAG $DIR/target/release/waitroom --drain-s 0 \
   --listen 127.0.0.1:$PORT > $OUT/$TAG.server.log 2>&1 &
-until pid=$(pgrep -n -f "release/waitroom --drain-s 0 --listen 127.0.0.1:$PORT"); do sleep 0.2; done
+# The server itself, not heaptrack's script, whose command line names it too.
+server() { for p in $(pgrep -x waitroom); do tr '\0' ' ' < /proc/$p/cmdline | grep -q -- "--listen 127.0.0.1:$PORT " && echo $p; done; }
+until pid=$(server) && [ -n "$pid" ]; do sleep 0.2; done
 own $pid $PORT
 until curl -sf http://127.0.0.1:$PORT/healthz >/dev/null; do sleep 0.2; done; sleep 1
 $TOOL --json sockets --url http://127.0.0.1:$PORT --room sockets-10000 --admin-token $T \

@@ -214,8 +214,8 @@ struct SocketsArgs {
     /// WebSockets to open (each a new visitor; spread round-robin over the nodes).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=MAX_SOCKETS))]
     sockets: u64,
-    /// Local source addresses 127.0.0.1 … 127.0.0.K to spread the sockets over
-    /// (one source/destination pair has ~28k ephemeral ports).
+    /// Local source addresses 127.P.Q.1 … 127.P.Q.K (P.Q: the node's port) to spread the sockets over
+    /// (each source address has ~28k ephemeral ports).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=254))]
     source_ips: u8,
     /// Seconds to hold every socket once all are open (at most 600).
@@ -350,7 +350,7 @@ struct OpeningArgs {
     /// How many of them (the first ones) hold a WebSocket.
     #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(0..=MAX_SOCKETS))]
     sockets: u64,
-    /// Local source addresses 127.0.0.1 … 127.0.0.K to spread the sockets over.
+    /// Local source addresses 127.P.Q.1 … 127.P.Q.K (P.Q: the node's port) to spread the sockets over.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=254))]
     source_ips: u8,
     /// Room config: visitors admitted per 1,000 ms tick once open.
@@ -410,7 +410,7 @@ struct DropArgs {
     /// up (at most 300); more than --arrive-over.
     #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(2..=MAX_DURATION_S))]
     duration: u64,
-    /// Local source addresses 127.0.0.1 … 127.0.0.K to spread the sockets
+    /// Local source addresses 127.P.Q.1 … 127.P.Q.K (P.Q: the node's port) to spread the sockets
     /// over (one source address has ~28k ephemeral ports, and every visitor
     /// in line opens a socket).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u8).range(1..=254))]
@@ -484,7 +484,7 @@ struct AutotuneArgs {
     /// Requests each admitted shopper sends the origin's checkout, one after another.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=100))]
     checkouts: u32,
-    /// Local source addresses 127.0.0.1 … 127.0.0.K to spread the sockets over.
+    /// Local source addresses 127.P.Q.1 … 127.P.Q.K (P.Q: the node's port) to spread the sockets over.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u8).range(1..=254))]
     source_ips: u8,
     /// HTTP requests to the nodes (joins, polls, verifies) in flight at once.

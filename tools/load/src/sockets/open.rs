@@ -44,10 +44,20 @@ pub async fn count_opened(
     (opened, failed)
 }
 
-/// The `k`th local source address: 127.0.0.(k+1), or ::1 for an IPv6 node.
+/// The `k`th local source address for sockets to `destination`:
+/// 127.P.Q.(k+1), where P.Q is the destination's port, or ::1 for an IPv6
+/// node. A source address bound with port 0 gets a port of its own among
+/// its ~28k ephemeral ones whatever the destination, so sockets to
+/// different nodes (or to the floor server) share no address: six tool
+/// processes of 17,000 sockets each, one per node, would otherwise take
+/// the same four addresses' ports (and those an earlier phase left in
+/// TIME_WAIT). All of 127.0.0.0/8 is this host's on Linux.
 pub fn source_address(destination: SocketAddr, k: usize) -> IpAddr {
     match destination {
-        SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::new(127, 0, 0, (k + 1) as u8)),
+        SocketAddr::V4(addr) => {
+            let [high, low] = addr.port().to_be_bytes();
+            IpAddr::V4(Ipv4Addr::new(127, high, low, (k + 1) as u8))
+        }
         SocketAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
     }
 }
@@ -216,8 +226,9 @@ pub async fn open_socket(
         SocketAddr::V6(_) => TcpSocket::new_v6(),
     }
     .map_err(failed("socket"))?;
-    // One source/destination pair has ~28k ephemeral ports; binding the
-    // source spreads the sockets over several pairs.
+    // A bound socket takes one of its source address's ~28k ephemeral
+    // ports, whatever the destination: binding spreads the sockets over
+    // several addresses.
     socket
         .bind(SocketAddr::new(spec.source, 0))
         .map_err(failed("bind"))?;
@@ -293,5 +304,20 @@ pub async fn read_statuses(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sockets_to_different_nodes_bind_different_loopback_addresses() {
+        let node = |port| SocketAddr::from(([127, 0, 0, 1], port));
+        let first = source_address(node(18090), 0);
+        assert_eq!(first, IpAddr::from([127, 70, 170, 1]));
+        assert_eq!(source_address(node(18090), 3), IpAddr::from([127, 70, 170, 4]));
+        assert_ne!(source_address(node(18091), 0), first);
+        assert!((0..6).all(|i| source_address(node(18090 + i), 0).is_loopback()));
     }
 }
