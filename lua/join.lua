@@ -4,10 +4,12 @@
 -- call (see src/store/redis/join_batch.rs), each answered as it would be
 -- alone. ARGV[3…]: one argument per join, read into `j` by the prelude's read_join.
 -- Per join:
--- visitor: the visitor; per_minute: joins per minute per client address,
--- or '' for no limit (client: that address's block, whose key holds its
--- TAT); user: the known user, or ''; pow_until: until when the
--- proof-of-work solution holds (ms), or '' for none (pow_id: the
+-- visitor: the visitor; fresh: '1' when the node made the visitor for this
+-- join (a client without a ticket), so Redis keeps nothing of theirs yet;
+-- per_minute: joins per minute per client address, or '' for no limit
+-- (client: that address's block, whose key holds its TAT); user: the
+-- known user, or ''; pow_until: until when the proof-of-work solution
+-- holds (ms), or '' for none (pow_id: the
 -- solution, whose key marks it used), and pow_difficulty the difficulty
 -- its challenge was made at. Both keys are named here, not declared: their
 -- hash tag keeps them in the room's slot.
@@ -198,8 +200,9 @@ end
 -- writes to `room` too, for the joins after it in this call.
 local function join(j)
   local visitor, user, code = j.visitor, j.user, j.code
+  local again = pending[visitor]
   -- A known user's or a code's join reads more than its own record.
-  if pending[visitor] or user ~= '' or code ~= '' then flush() end
+  if again or user ~= '' or code ~= '' then flush() end
   -- The sequence number of a new place at the back of the general line,
   -- once made.
   local back_of_line
@@ -214,7 +217,10 @@ local function join(j)
   elseif room.cfg.user_required then
     return redis.error_reply(USERREQUIRED)
   end
-  local record = current_record(room, visitor, now)
+  -- A visitor the node made for this join (j.fresh) has no record to read,
+  -- unless a known user's place answers for them or this call made theirs.
+  local record
+  if j.fresh == '' or visitor ~= j.visitor or again then record = current_record(room, visitor, now) end
   local kind = record_kind(record)
   if kind == records.waiting.kind or kind == records.drawn.kind then
     mark_present(visitor, now)
