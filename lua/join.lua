@@ -33,9 +33,11 @@
 -- of the general line, the commonest by far, as three integers (its
 -- sequence number, its position, the line's version: the shared part does
 -- the rest, so neither Redis nor the node writes or reads the same JSON
--- for each); any other place as JSON (as place() makes it) with `visitor`,
--- whose place it is (a known user's place may be another visitor's); or
--- JOIN_REFUSED and the join's refusal (code and detail).
+-- for each), or as its sequence number alone when the other two follow
+-- from it and the shared part's `back`; any other place as JSON (as
+-- place() makes it) with `visitor`, whose place it is (a known user's
+-- place may be another visitor's); or JOIN_REFUSED and the join's refusal
+-- (code and detail).
 
 -- Whether `address` is in one of `networks` ('<family>:<hex>/<bits>'
 -- each, space-separated): the whole hex digits of the prefix, then the
@@ -78,6 +80,10 @@ local now_text = tostring(now)
 -- anything that would read them from Redis (the same visitor again, a known
 -- user, a code, a count of the line) flushes first.
 local pending, pending_count = {}, 0
+-- The position less the join number, and the line's version, of the
+-- call's first new place at the back of the line: the places at the back
+-- that share them are answered by their join number alone.
+local back_run
 local line_adds, record_sets = {}, {}
 -- `...`: more of the room's fields to write with next_seq (the call's last
 -- flush writes the peak of the line with it).
@@ -325,8 +331,13 @@ local function join(j)
   end
   if back_of_line then
     -- The commonest join: a new place at the back of the general line,
-    -- whose position is everyone waiting.
-    return { back_of_line, waiting, tonumber(room.version) }
+    -- whose position is everyone waiting. While its position less its
+    -- join number, and the line's version, are those of the call's first
+    -- such place (sent once, in the shared part), its join number alone.
+    local version, offset = tonumber(room.version), waiting - back_of_line
+    if not back_run then back_run = { offset, version } end
+    if offset == back_run[1] and version == back_run[2] then return back_of_line end
+    return { back_of_line, waiting, version }
   end
   local out = place(room, visitor, now, summary())
   out.visitor = visitor
@@ -351,5 +362,5 @@ end
 if other_arrivals > 0 then ledger().add(room, 'arrivals_other', other_arrivals) end
 local line_now = line(room, 0)
 replies[1] = cjson.encode({ rate = line_now.rate, tick_at = line_now.tick_at, paused = line_now.paused,
-  facts = facts(room) })
+  facts = facts(room), back = back_run })
 return replies

@@ -282,9 +282,24 @@ fn read_answers(reply: Value) -> Result<Vec<Joined>, RedisError> {
     let shared: String = redis::from_redis_value(answers.next().unwrap_or(Value::Nil))?;
     let shared = read::<WireJoinShared>(&shared)
         .map_err(|_| unexpected("the join script's shared answer is unreadable"))?;
+    let back = shared.back;
     let shared = Arc::new(shared.into_shared());
     answers
         .map(|answer| match answer {
+            Value::Int(seq) => {
+                let (Some((offset, version)), Ok(seq)) = (back, u64::try_from(seq)) else {
+                    return Err(unexpected("a join number without what it stands for"));
+                };
+                let position = seq
+                    .checked_add_signed(offset)
+                    .ok_or_else(|| unexpected("a place at the back with no position"))?;
+                Ok(Joined::AtTheBack {
+                    seq,
+                    position,
+                    version,
+                    shared: shared.clone(),
+                })
+            }
             numbers @ Value::Array(_) => {
                 let [seq, position, version] = redis::from_redis_value::<[u64; 3]>(numbers)?;
                 Ok(Joined::AtTheBack {
@@ -370,6 +385,38 @@ mod tests {
         assert_eq!(place.facts.abandon_after_s, 300);
         assert!(matches!(refused, Joined::Refused(r) if r == "NOTACCEPTING"));
         assert!(matches!(other, Joined::Place(p) if p == r#"{"state":"l"}"#));
+    }
+
+    #[test]
+    fn a_place_at_the_back_may_be_its_join_number_alone() {
+        let shared = SHARED.replace(r#""paused":"0","#, r#""paused":"0","back":[-3,7],"#);
+        let answers = read_answers(Value::Array(vec![
+            bulk(&shared),
+            Value::Int(12),
+            Value::Array(vec![Value::Int(13), Value::Int(11), Value::Int(8)]),
+        ]))
+        .unwrap();
+        let [alone, whole] = <[Joined; 2]>::try_from(answers).ok().unwrap();
+        assert!(matches!(
+            alone,
+            Joined::AtTheBack {
+                seq: 12,
+                position: 9,
+                version: 7,
+                ..
+            }
+        ));
+        assert!(matches!(
+            whole,
+            Joined::AtTheBack {
+                seq: 13,
+                position: 11,
+                version: 8,
+                ..
+            }
+        ));
+        // A join number without the shared part's `back` stands for nothing.
+        assert!(read_answers(Value::Array(vec![bulk(SHARED), Value::Int(12)])).is_err());
     }
 
     #[test]
