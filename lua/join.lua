@@ -315,7 +315,9 @@ local function join(j)
       local seq = num(room, 'next_seq') + 1
       room.next_seq = seq
       back_of_line = seq
-      local seq_text = tostring(seq)
+      -- '%d' rather than tostring's '%.14g': the same text for a whole
+      -- number below 10^14, made in half the time.
+      local seq_text = string.format('%d', seq)
       local record = records.waiting.write(seq_text, now_text)
       pending[visitor], pending_count = record, pending_count + 1
       local n = pending_count * 2
