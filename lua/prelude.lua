@@ -110,12 +110,16 @@ local TABLE_STILL_CLOSED = 'still_closed'
 local K_ROOM, K_LINE, K_SEEN, K_VISITORS, K_ACTIVE, K_ADMISSIONS, K_ARRIVALS, K_USERS, K_DRAW, K_ENTRIES, K_USER_OF =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 -- A join's values by name, from its argument (src/store/redis/join_batch.rs).
-local JOIN_PATTERN = '^' .. string.rep('([^\n]*)\n', 12) .. '(.*)$'
+local JOIN_PATTERN = '^' .. string.rep('([^\n]*)\n', 13) .. '(.*)$'
+local SHORT_JOIN = { visitor = '', fresh = '', per_minute = '', pow_until = '', commitment = '', entry = '', key = '', pow_difficulty = '', code = '', address = '', client = '', code_guesses = '', pow_id = '', user = '' }
 local function read_join(packed)
-  local short_visitor, short_address = string.match(packed, '^([^\n]*)\n?([^\n]*)$')
-  if short_visitor then return { visitor = short_visitor, per_minute = '', pow_until = '', commitment = '', entry = '', key = '', pow_difficulty = '', code = '', address = short_address, client = '', code_guesses = '', pow_id = '', user = '' } end
-  local visitor, per_minute, pow_until, commitment, entry, key, pow_difficulty, code, address, client, code_guesses, pow_id, user = string.match(packed, JOIN_PATTERN)
-  return { visitor = visitor, per_minute = per_minute, pow_until = pow_until, commitment = commitment, entry = entry, key = key, pow_difficulty = pow_difficulty, code = code, address = address, client = client, code_guesses = code_guesses, pow_id = pow_id, user = user }
+  local short_visitor, short_fresh, short_address = string.match(packed, '^([^\n]*)\n?([^\n]*)\n?([^\n]*)$')
+  if short_visitor then
+    SHORT_JOIN.visitor, SHORT_JOIN.fresh, SHORT_JOIN.address = short_visitor, short_fresh, short_address
+    return SHORT_JOIN
+  end
+  local visitor, fresh, per_minute, pow_until, commitment, entry, key, pow_difficulty, code, address, client, code_guesses, pow_id, user = string.match(packed, JOIN_PATTERN)
+  return { visitor = visitor, fresh = fresh, per_minute = per_minute, pow_until = pow_until, commitment = commitment, entry = entry, key = key, pow_difficulty = pow_difficulty, code = code, address = address, client = client, code_guesses = code_guesses, pow_id = pow_id, user = user }
 end
 -- The records kept as one string each (src/store/redis/records.rs).
 local function record_kind(record) return record and string.sub(record, 1, 1) end

@@ -20,14 +20,17 @@ set -eu
 cd "$(dirname "$0")/../.."
 SIZES=${1:-"1 8 64"} RPORT=16420 PORT=18520 N=${N:-200000} C=${CLIENTS:-64}
 T=TTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTTT
-# One join's argument: a new visitor, no option (the visitor alone, as a
-# node sends it; the 12-field form of the builds before 2026-11-27 when
-# PACKED=1).
-JOIN=0000__rand_int__
+# One join's argument: a visitor the node made for this join, no option
+# (the visitor and '1', fresh, on two lines, as a node sends it; the
+# visitor alone, as the builds before join-cost sent any join without
+# options, when FRESH=0; the 12-field form of the builds before 2026-11-27
+# when PACKED=1).
+JOIN=$'0000__rand_int__\n1'
+[ "${FRESH:-1}" = 0 ] && JOIN=0000__rand_int__
 [ -n "${PACKED:-}" ] && JOIN=$'0000__rand_int__\n\n\n\n\n\n\n\n\n\n\n'
 # ADDRESS=1: with the client's address, as a node sends a join without
-# options (the visitor and the address on two lines).
-[ -n "${ADDRESS:-}" ] && JOIN=$'0000__rand_int__\n4:7f000001'
+# options (the visitor, fresh and the address on three lines).
+[ -n "${ADDRESS:-}" ] && JOIN=$'0000__rand_int__\n1\n4:7f000001'
 cpu() { awk '{print ($14+$15)/100}' /proc/$1/stat; }
 if [ "${PIN:-0}" = 1 ]; then on_redis_core="taskset -c 0" on_other_core="taskset -c 1"; else on_redis_core="" on_other_core=""; fi
 [ -z "${PACE:-}" ] || python3 -c 'import redis' 2>/dev/null || pip install -q redis >/dev/null
@@ -52,7 +55,15 @@ admin rooms/code/codes '{"group":"bench","priority":1,"uses":1000000000,"codes":
 CODE_HASH=$(printf %s $CODE | sha256sum | cut -d' ' -f1)
 # The node's promoter would tick the room now and then: measure Redis alone.
 kill $node; wait $node || true
-sha=$( (cat lua/prelude.lua lua/lib.lua; echo; cat lua/join.lua) | redis-cli -p $RPORT -x SCRIPT LOAD)
+# The script as the node makes it (src/store/redis/prelude.rs, room_script):
+# the operation runs as a function of its own, or the main chunk would hold
+# more locals than Lua allows.
+sha=$( (cat lua/prelude.lua lua/lib.lua; printf '\nlocal function operation()\n'; cat lua/join.lua
+  printf '\nend\nlocal reply = operation()\n'
+  printf "if PUBLISH ~= '' or (type(reply) == 'table' and reply.err) then return reply end\n"
+  printf 'if reply == nil then reply = false end\nreturn { reply, DEFERRED }\n') \
+  | redis-cli -p $RPORT -x SCRIPT LOAD)
+case $sha in *ERR*) echo "the join script does not load: $sha" >&2; exit 1 ;; esac
 # Redis CPU µs per call of one redis-benchmark run of N/PER calls ($1 = PER
 # joins each), per join, and joins/s (over the run's wall time).
 # Also the command's own time per join as Redis counts it (INFO
@@ -105,14 +116,14 @@ joins() {
   done
   measure $per EVALSHA $sha ${#keys[@]} "${keys[@]}" PUBLISH "" "${fields[@]}"
 }
-# A join's fields (lua/join.lua's read_join): visitor, per_minute, pow_until,
-# commitment, entry, key, pow_difficulty, code, address, client, code_guesses,
-# pow_id, user.
+# A join's fields (lua/join.lua's read_join): visitor, fresh, per_minute,
+# pow_until, commitment, entry, key, pow_difficulty, code, address, client,
+# code_guesses, pow_id, user.
 # (printf -v: a command substitution would drop the trailing newlines.)
 fields() { local name=$1 IFS=$'\n'; shift; printf -v "$name" '%s' "$*"; }
-fields LIMITED 0000__rand_int__ 1000000 '' '' '' '' '' '' '' 10.__rand_int__/32 '' '' ''
-fields SOLVED 0000__rand_int__ '' 99999999999999 '' '' '' 20 '' '' '' '' __rand_int__ ''
-fields CODED 0000__rand_int__ '' '' '' '' '' '' $CODE_HASH '' '' '' '' ''
+fields LIMITED 0000__rand_int__ 1 1000000 '' '' '' '' '' '' '' 10.__rand_int__/32 '' '' ''
+fields SOLVED 0000__rand_int__ 1 '' 99999999999999 '' '' '' 20 '' '' '' '' __rand_int__ ''
+fields CODED 0000__rand_int__ 1 '' '' '' '' '' '' $CODE_HASH '' '' '' '' ''
 echo "start $(date -u +%H:%M:%S) $(cat /proc/loadavg); the working tree on $(git rev-parse --short HEAD)"
 echo "SET: $(measure 1 SET key:__rand_int__ value)"
 for per in $SIZES; do echo "$per per call: $(joins b $per)"; done

@@ -296,6 +296,7 @@ async fn join_room(
     };
     // A `return` given now replaces the one the ticket carries; without
     // one, the ticket keeps its own.
+    let fresh = existing.is_none();
     let (visitor, ret) = match (existing, ret) {
         (Some(existing), None) => (existing.visitor, existing.ret),
         (existing, ret) => (
@@ -311,6 +312,7 @@ async fn join_room(
         // Only with a code: a join without one is sent as it was.
         code_guesses: code.and_then(|_| code_guesses(&req)),
         code,
+        fresh,
     };
     // A known user's place may belong to the visitor of another device:
     // the ticket the answer signs is for the place's visitor.

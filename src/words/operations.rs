@@ -127,6 +127,10 @@ pub struct JoinOptions {
     /// used; past it a code is not looked at. Read only where the join's
     /// code is, so a join without one costs nothing more.
     pub code_guesses: Option<JoinLimit>,
+    /// The visitor was made for this join (the client brought no ticket):
+    /// no store holds anything of theirs yet, so a store may skip looking
+    /// for their place. Set only on a visitor id no earlier join carried.
+    pub fresh: bool,
 }
 
 /// What asking a room for its tick found: whether one ran and when the next

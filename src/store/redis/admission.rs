@@ -406,6 +406,7 @@ impl RedisStore {
         };
         let join = Join {
             visitor: visitor.to_string(),
+            fresh: if options.fresh { "1" } else { "" }.to_string(),
             per_minute: options
                 .limit
                 .as_ref()

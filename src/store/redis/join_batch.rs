@@ -69,6 +69,9 @@ macro_rules! join_values {
 
 join_values! {
     visitor,
+    /// `1` when the node made the visitor for this join (`JoinOptions::fresh`):
+    /// the script need not look for a record of theirs.
+    fresh,
     /// Joins per minute per client address (`client`: its block).
     per_minute,
     /// Until when the proof-of-work solution `pow_id` holds (ms), and the
@@ -92,9 +95,10 @@ join_values! {
 impl Join {
     /// The join as one argument: its values in [`JOIN_VALUES`]' order,
     /// each but the last ended by a newline. A join without options (the
-    /// commonest by far) is its visitor, and its address after a newline if
-    /// it has one: the script reads one or two values where it would read
-    /// thirteen.
+    /// commonest by far) is its [`SHORT_FORM`] values alone, in that
+    /// order, each after a newline but the first, the empty ones at the
+    /// end left out: the script reads up to three values where it would
+    /// read fourteen.
     fn packed(&self) -> String {
         let values = self.values();
         let without_options = JOIN_VALUES
@@ -102,10 +106,17 @@ impl Join {
             .zip(&values)
             .all(|(name, value)| value.is_empty() || SHORT_FORM.contains(name));
         if without_options {
-            return match self.address.is_empty() {
-                true => self.visitor.clone(),
-                false => format!("{}\n{}", self.visitor, self.address),
-            };
+            let mut short: Vec<&str> = SHORT_FORM
+                .iter()
+                .map(|name| {
+                    let at = JOIN_VALUES.iter().position(|value| value == name);
+                    at.map_or("", |at| values[at])
+                })
+                .collect();
+            while short.len() > 1 && short.last() == Some(&"") {
+                short.pop();
+            }
+            return short.join("\n");
         }
         debug_assert!(
             values[..values.len() - 1]
@@ -117,7 +128,7 @@ impl Join {
 }
 
 /// The values a join without options is sent with, in this order.
-pub(super) const SHORT_FORM: [&str; 2] = ["visitor", "address"];
+pub(super) const SHORT_FORM: [&str; 3] = ["visitor", "fresh", "address"];
 
 /// The script's answer for one join.
 pub(super) enum Joined {
@@ -271,9 +282,24 @@ fn read_answers(reply: Value) -> Result<Vec<Joined>, RedisError> {
     let shared: String = redis::from_redis_value(answers.next().unwrap_or(Value::Nil))?;
     let shared = read::<WireJoinShared>(&shared)
         .map_err(|_| unexpected("the join script's shared answer is unreadable"))?;
+    let back = shared.back;
     let shared = Arc::new(shared.into_shared());
     answers
         .map(|answer| match answer {
+            Value::Int(seq) => {
+                let (Some((offset, version)), Ok(seq)) = (back, u64::try_from(seq)) else {
+                    return Err(unexpected("a join number without what it stands for"));
+                };
+                let position = seq
+                    .checked_add_signed(offset)
+                    .ok_or_else(|| unexpected("a place at the back with no position"))?;
+                Ok(Joined::AtTheBack {
+                    seq,
+                    position,
+                    version,
+                    shared: shared.clone(),
+                })
+            }
             numbers @ Value::Array(_) => {
                 let [seq, position, version] = redis::from_redis_value::<[u64; 3]>(numbers)?;
                 Ok(Joined::AtTheBack {
@@ -362,6 +388,38 @@ mod tests {
     }
 
     #[test]
+    fn a_place_at_the_back_may_be_its_join_number_alone() {
+        let shared = SHARED.replace(r#""paused":"0","#, r#""paused":"0","back":[-3,7],"#);
+        let answers = read_answers(Value::Array(vec![
+            bulk(&shared),
+            Value::Int(12),
+            Value::Array(vec![Value::Int(13), Value::Int(11), Value::Int(8)]),
+        ]))
+        .unwrap();
+        let [alone, whole] = <[Joined; 2]>::try_from(answers).ok().unwrap();
+        assert!(matches!(
+            alone,
+            Joined::AtTheBack {
+                seq: 12,
+                position: 9,
+                version: 7,
+                ..
+            }
+        ));
+        assert!(matches!(
+            whole,
+            Joined::AtTheBack {
+                seq: 13,
+                position: 11,
+                version: 8,
+                ..
+            }
+        ));
+        // A join number without the shared part's `back` stands for nothing.
+        assert!(read_answers(Value::Array(vec![bulk(SHARED), Value::Int(12)])).is_err());
+    }
+
+    #[test]
     fn an_answer_that_is_not_the_scripts_is_an_error_not_a_place() {
         assert!(read_answers(bulk("{}")).is_err());
         assert!(read_answers(Value::Array(vec![bulk("not json")])).is_err());
@@ -382,12 +440,17 @@ mod tests {
         };
         assert_eq!(join.packed(), "ab12");
         join.address = "4:7f000001".into();
-        assert_eq!(join.packed(), "ab12\n4:7f000001");
+        assert_eq!(join.packed(), "ab12\n\n4:7f000001");
+        join.fresh = "1".into();
+        assert_eq!(join.packed(), "ab12\n1\n4:7f000001");
+        join.address = String::new();
+        assert_eq!(join.packed(), "ab12\n1");
+        join.address = "4:7f000001".into();
         join.user = "user\nwith a newline".into();
         assert_eq!(
             join.packed(),
             format!(
-                "ab12{}4:7f000001{}user\nwith a newline",
+                "ab12\n1{}4:7f000001{}user\nwith a newline",
                 "\n".repeat(8),
                 "\n".repeat(4)
             )
@@ -399,7 +462,7 @@ mod tests {
         };
         assert_eq!(
             code_only.packed(),
-            format!("ab12{}c0de{}", "\n".repeat(7), "\n".repeat(5))
+            format!("ab12{}c0de{}", "\n".repeat(8), "\n".repeat(5))
         );
     }
 }

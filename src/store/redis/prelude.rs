@@ -209,7 +209,11 @@ fn key_names(keys: &[(&str, &str)]) -> String {
 /// `read_join(packed)`: a join's values by name (`join_batch::JOIN_VALUES`)
 /// from the one argument the node sends it as (`Join::packed`), each but
 /// the last ended by a newline; or, for a join without options, its
-/// [`SHORT_FORM`] alone, the other values `''`.
+/// [`SHORT_FORM`] values (each after a newline but the first, those left
+/// out at the end `''`), the other values `''`. Every join in the short
+/// form is read into one table, made once: a join is done with its values
+/// before the next is read, and a table of every value made for each join
+/// cost Redis more than the rest of reading it.
 fn join_reader() -> String {
     let names = JOIN_VALUES.join(", ");
     let table = |value: &dyn Fn(&str) -> String| {
@@ -219,23 +223,30 @@ fn join_reader() -> String {
             .collect();
         format!("{{ {} }}", fields.join(", "))
     };
-    let short = table(&|name| match SHORT_FORM.contains(&name) {
-        true => format!("short_{name}"),
-        false => "''".to_string(),
-    });
+    let short = table(&|_| "''".to_string());
     let full = table(&|name| name.to_string());
     let short_names: Vec<String> = SHORT_FORM.iter().map(|n| format!("short_{n}")).collect();
+    let short_fields: Vec<String> = SHORT_FORM
+        .iter()
+        .map(|n| format!("SHORT_JOIN.{n}"))
+        .collect();
+    let short_pattern = vec!["([^\\n]*)"; SHORT_FORM.len()].join("\\n?");
     format!(
         "-- A join's values by name, from its argument (src/store/redis/join_batch.rs).\n\
          local JOIN_PATTERN = '^' .. string.rep('([^\\n]*)\\n', {before_last}) .. '(.*)$'\n\
+         local SHORT_JOIN = {short}\n\
          local function read_join(packed)\n\
-         \x20 local {short_names} = string.match(packed, '^([^\\n]*)\\n?([^\\n]*)$')\n\
-         \x20 if {first_short} then return {short} end\n\
+         \x20 local {short_names} = string.match(packed, '^{short_pattern}$')\n\
+         \x20 if {first_short} then\n\
+         \x20   {short_fields} = {short_names}\n\
+         \x20   return SHORT_JOIN\n\
+         \x20 end\n\
          \x20 local {names} = string.match(packed, JOIN_PATTERN)\n\
          \x20 return {full}\n\
          end\n",
         before_last = JOIN_VALUES.len() - 1,
         short_names = short_names.join(", "),
+        short_fields = short_fields.join(", "),
         first_short = short_names[0],
     )
 }

@@ -139,13 +139,18 @@ impl WirePlace {
 }
 
 /// What the places one call of `lua/join.lua` answers share (its first
-/// answer): the line's rate, tick time and pause, and the room's facts.
+/// answer): the line's rate, tick time and pause, and the room's facts;
+/// and, if any place at the back was answered by its join number alone,
+/// what the others of its answer were made of: its position less its join
+/// number, and the line's version.
 #[derive(Deserialize)]
 pub(super) struct WireJoinShared {
     rate: String,
     tick_at: String,
     paused: String,
     facts: WireFacts,
+    #[serde(default)]
+    pub(super) back: Option<(i64, u64)>,
 }
 
 /// A join call's shared part, read once for all of the call's places.

@@ -110,6 +110,7 @@ macro_rules! conformance_suite {
             passes_never_seen_are_reclaimed_as_no_shows,
             resumed_arrivals_get_a_whole_grace_once_per_outage,
             a_known_user_holds_one_place_from_any_device,
+            a_fresh_visitor_is_answered_as_any_new_one,
             user_required_refuses_anonymous_joins,
             proof_of_work_is_asked_of_new_places_and_each_solution_counts_once,
             a_solution_easier_than_the_room_asks_now_is_refused,
@@ -1872,6 +1873,75 @@ pub mod scenarios {
             "a place given up is not held any more"
         );
         assert_eq!(position(back.state), 3, "…so the user goes to the back");
+    }
+
+    /// A join whose visitor was made for it (`fresh`, no ticket) is
+    /// answered as the same join unmarked, whatever the room asks of new
+    /// places: a store may skip looking for a fresh visitor's place, never
+    /// answer otherwise. Nor when a known user's place answers for them.
+    pub async fn a_fresh_visitor_is_answered_as_any_new_one(h: &Harness) {
+        use waitroom::words::clock::Clock;
+        let opens_at = waitroom::words::clock::rfc3339(h.clock.now_ms() + 60_000);
+        let setups = [
+            "{}".to_string(),
+            r#"{"paused": true}"#.into(),
+            r#"{"queue_method": "reject"}"#.into(),
+            r#"{"queue_method": "passthrough", "paused": true}"#.into(),
+            r#"{"pow_difficulty": 3, "paused": true}"#.into(),
+            r#"{"code_required": true}"#.into(),
+            r#"{"bypass_networks": ["10.0.0.0/8"], "paused": true, "queue_method": "reject"}"#
+                .into(),
+            format!(r#"{{"opens_at": "{opens_at}"}}"#),
+        ];
+        for (i, setup) in setups.iter().enumerate() {
+            let mut answers = Vec::new();
+            for fresh in [false, true] {
+                let room = h.room(&format!("r{i}-{fresh}"), 1, Some(2)).await;
+                h.patch(&room, setup).await;
+                let mut said = Vec::new();
+                for address in [None, Some("10.1.2.3"), Some("192.0.2.1"), None] {
+                    let options = JoinOptions {
+                        address: address.map(|a| a.parse().unwrap()),
+                        fresh,
+                        ..JoinOptions::default()
+                    };
+                    let answer = h
+                        .store
+                        .join_with(&room, VisitorId::random(), &options)
+                        .await;
+                    said.push(match answer {
+                        Ok(place) => {
+                            let state = match place.state {
+                                PlaceState::PreQueue { .. } => "pre-queue".to_string(),
+                                state => format!("{state:?}"),
+                            };
+                            format!("{state} {} {}", place.line.waiting, place.line.version)
+                        }
+                        Err(error) => format!("{error:?}").replace(room.as_str(), "the room"),
+                    });
+                }
+                answers.push(said);
+            }
+            assert_eq!(answers[0], answers[1], "{setup}");
+        }
+        // A known user's place answers for a fresh visitor: theirs is read.
+        let room = h.room("u", 1, None).await;
+        h.patch(&room, r#"{"paused": true}"#).await;
+        let as_alice = JoinOptions {
+            fresh: true,
+            ..as_user("alice")
+        };
+        let phone = VisitorId::random();
+        h.store.join_with(&room, phone, &as_alice).await.unwrap();
+        h.join(&room).await;
+        let laptop = h
+            .store
+            .join_with(&room, VisitorId::random(), &as_alice)
+            .await
+            .unwrap();
+        assert_eq!(laptop.visitor, phone, "the phone's place");
+        assert_eq!(position(laptop.state), 1);
+        assert_eq!(h.store.room(&room).await.unwrap().stats.waiting, 2);
     }
 
     pub async fn user_required_refuses_anonymous_joins(h: &Harness) {
