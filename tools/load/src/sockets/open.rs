@@ -316,7 +316,10 @@ mod tests {
         let node = |port| SocketAddr::from(([127, 0, 0, 1], port));
         let first = source_address(node(18090), 0);
         assert_eq!(first, IpAddr::from([127, 70, 170, 1]));
-        assert_eq!(source_address(node(18090), 3), IpAddr::from([127, 70, 170, 4]));
+        assert_eq!(
+            source_address(node(18090), 3),
+            IpAddr::from([127, 70, 170, 4])
+        );
         assert_ne!(source_address(node(18091), 0), first);
         assert!((0..6).all(|i| source_address(node(18090 + i), 0).is_loopback()));
     }
