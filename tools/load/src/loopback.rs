@@ -5,8 +5,9 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 
 use crate::error::LoadError;
@@ -18,14 +19,15 @@ pub struct Loopback {
 }
 
 impl Loopback {
-    /// Binds a free port and serves `serve(listener)` on it; `what` names
-    /// the server in errors and its thread.
+    /// Binds a free port and serves each connection on it with
+    /// `connection`, in a task of its own; `what` names the server in
+    /// errors and its thread.
     pub fn start<F>(
         what: &'static str,
-        serve: impl FnOnce(TcpListener) -> F + Send + 'static,
+        connection: impl Fn(TcpStream) -> F + Send + 'static,
     ) -> Result<Loopback, LoadError>
     where
-        F: Future<Output = ()>,
+        F: Future<Output = ()> + Send + 'static,
     {
         let listener = std::net::TcpListener::bind("127.0.0.1:0")
             .map_err(LoadError::io(format!("{what}: binding 127.0.0.1:0")))?;
@@ -46,7 +48,7 @@ impl Loopback {
                 runtime.block_on(async move {
                     let listener = TcpListener::from_std(listener).expect("a tokio listener");
                     tokio::select! {
-                        () = serve(listener) => {}
+                        () = accept_forever(listener, connection) => {}
                         _ = stopped => {}
                     }
                 });
@@ -73,5 +75,21 @@ impl Loopback {
 impl Drop for Loopback {
     fn drop(&mut self) {
         self.halt();
+    }
+}
+
+async fn accept_forever<F>(listener: TcpListener, connection: impl Fn(TcpStream) -> F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(connection(stream));
+            }
+            // Out of descriptors, say: try again shortly.
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
     }
 }

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 
 use crate::error::LoadError;
@@ -162,8 +162,8 @@ impl Origin {
             records: Mutex::new(Vec::new()),
         });
         let serving = shared.clone();
-        let server = Loopback::start("test-origin", move |listener| {
-            accept_forever(listener, serving)
+        let server = Loopback::start("test-origin", move |stream| {
+            connection(stream, serving.clone())
         })?;
         Ok(Origin {
             addr: server.addr,
@@ -194,19 +194,6 @@ impl Origin {
     /// Stops serving: open connections are cut.
     pub fn stop(mut self) {
         self.server.halt();
-    }
-}
-
-async fn accept_forever(listener: TcpListener, shared: Arc<Shared>) {
-    loop {
-        match listener.accept().await {
-            Ok((stream, _)) => {
-                let _ = stream.set_nodelay(true);
-                tokio::spawn(connection(stream, shared.clone()));
-            }
-            // Out of descriptors, say: try again shortly.
-            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
-        }
     }
 }
 

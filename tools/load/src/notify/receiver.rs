@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use waitroom::words::webhook_signature::signature;
 
 use crate::autotune::origin::read_head;
@@ -88,8 +88,8 @@ impl Receiver {
             seen: Mutex::default(),
         });
         let serving = shared.clone();
-        let server = Loopback::start("webhook-receiver", move |listener| {
-            accept_forever(listener, serving)
+        let server = Loopback::start("webhook-receiver", move |stream| {
+            connection(stream, serving.clone())
         })?;
         Ok(Receiver { shared, server })
     }
@@ -104,18 +104,6 @@ impl Receiver {
 
     pub fn tally(&self) -> Tally {
         self.shared.seen.lock().expect("not poisoned").tally.clone()
-    }
-}
-
-async fn accept_forever(listener: TcpListener, shared: Arc<Shared>) {
-    loop {
-        match listener.accept().await {
-            Ok((stream, _)) => {
-                let _ = stream.set_nodelay(true);
-                tokio::spawn(connection(stream, shared.clone()));
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
-        }
     }
 }
 
