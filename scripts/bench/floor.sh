@@ -15,10 +15,12 @@
 # $OUT/perf-TAG.data. The tools' output goes to $OUT (default /tmp):
 # floor-TAG-N.log for node N.
 set -u
+. "$(dirname "$0")/own.sh"
 cd "$(dirname "$0")/../.."
 TAG=$1
 NODES=${2:-1}
 OUT=${OUT:-/tmp}
+mkdir -p "$OUT"
 ulimit -n 20000
 T=bench-admin-token-0123456789abcdef
 P=18090
@@ -31,7 +33,7 @@ if [ "$NODES" -gt 1 ]; then
   RPORT=16390
   redis-server --port $RPORT --bind 127.0.0.1 --save '' --appendonly no > "$OUT/redis-$TAG.log" 2>&1 &
   RPID=$!
-  sleep 1
+  own $RPID $RPORT || exit 1
   STORE=(--redis-url redis://127.0.0.1:$RPORT/)
   PER_NODE=${PER_NODE:-17000}
   rm -rf "$OUT/barrier-$TAG"; mkdir -p "$OUT/barrier-$TAG"
@@ -44,6 +46,7 @@ for ((i = 0; i < NODES; i++)); do
   PIDS+=($!)
 done
 for ((i = 0; i < NODES; i++)); do
+  own "${PIDS[$i]}" $((P + i)) || exit 1
   for _ in $(seq 50); do curl -sf http://127.0.0.1:$((P + i))/healthz >/dev/null && break; sleep 0.2; done
 done
 sleep 1
