@@ -25,10 +25,15 @@ const REFRESH_COMMAND: &str = "WAITROOM_REFRESH_OPENAPI=1 cargo test --test api 
 /// The methods a description and a `web::resource` both name.
 const METHODS: [&str; 5] = ["get", "put", "post", "delete", "patch"];
 /// The schemathesis runs' bounds: examples per operation, the seed, and
-/// how long one run may take before the test gives up on it.
+/// how long one run may take before the test takes it for hung (hypothesis
+/// once hung on an internal error). Not a speed check: the run of every
+/// operation takes 18 s on a quiet machine, and ten times as long while the
+/// rest of the suite and something else share the two cores (a CI run took
+/// 66 s for the twelve visitor operations that take 6 s here), so the
+/// bound is far past that and still well inside the suite's 30 minutes.
 const MAX_EXAMPLES: &str = "50";
 const SEED: &str = "20261126";
-const SCHEMATHESIS_DEADLINE: Duration = Duration::from_secs(120);
+const SCHEMATHESIS_DEADLINE: Duration = Duration::from_secs(480);
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
