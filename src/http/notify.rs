@@ -11,14 +11,10 @@ use super::extractors::{Ticket, client_block, join_limit};
 use super::limits::read_json_or_nothing;
 use super::paths::RoomPath;
 use super::state::ClientRules;
-use super::visitor::status_response;
 use crate::store::{Store, StoreExt};
-use crate::words::clock::Clock;
-use crate::words::credentials::Credentials;
 use crate::words::notify::{Ask, NotifyBody, NotifyRefused};
 use crate::words::op::Notify;
 use crate::words::push::check_subscription;
-use crate::words::status::Status;
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -42,7 +38,7 @@ fn refused(why: impl std::fmt::Display) -> ApiError {
     request_body = NotifyBody,
     security(("ticket" = [])),
     responses(
-        (status = 200, body = Status, description = "The place, with `notify` true"),
+        (status = 204, description = "Kept: the place's `Status` now says `notify` true"),
         (status = 400, description = "invalid_json invalid_notify"),
         (status = 401, description = "missing_ticket invalid_ticket"),
         (status = 409, description = "not_waiting too_many_notifications"),
@@ -54,8 +50,6 @@ async fn ask(
     ticket: Ticket,
     body: web::Payload,
     store: web::Data<dyn Store>,
-    credentials: web::Data<Credentials>,
-    clock: web::Data<dyn Clock>,
     rules: web::Data<ClientRules>,
 ) -> Result<HttpResponse, ApiError> {
     let body = read_json_or_nothing(&req, body).await?;
@@ -79,7 +73,7 @@ async fn ask(
         per_client: rules.notify_per_ip,
         join_limit: join_limit(&req),
     };
-    let place = store
+    store
         .run(Notify {
             room: ticket.room.clone(),
             visitor: ticket.visitor,
@@ -87,13 +81,7 @@ async fn ask(
         })
         .await?;
     tracing::info!(room = %ticket.room, visitor = %ticket.visitor, "a visitor asked to be notified");
-    Ok(status_response(
-        &credentials,
-        clock.now_ms(),
-        &ticket.room,
-        ticket.ret.as_deref(),
-        &place,
-    ))
+    Ok(HttpResponse::NoContent().finish())
 }
 
 #[utoipa::path(

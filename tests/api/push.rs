@@ -237,7 +237,7 @@ async fn a_visitor_subscribed_at(endpoint: &str, browser: &Browser) -> (TestApp,
         .send()
         .await
         .unwrap();
-    assert_eq!(asked.status(), 200, "{:?}", asked.text().await);
+    assert_eq!(asked.status(), 204, "{:?}", asked.text().await);
     app.patch_room("drop", json!({"paused": false})).await;
     (app, ticket)
 }

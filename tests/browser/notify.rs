@@ -81,7 +81,7 @@ async fn the_resume_link_gives_the_place_once_and_never_replaces_a_held_one() {
         .send()
         .await
         .unwrap();
-    assert_eq!(asked.status(), 200);
+    assert_eq!(asked.status(), 204);
     let visitor = credentials.ticket_holder(&room, &ticket).unwrap();
     let code = credentials.resume_code(&room, visitor, EventKind::Near);
     let link = app.url(&format!("/rooms/r/resume?code={code}"));
