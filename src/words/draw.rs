@@ -147,15 +147,26 @@ pub struct DrawInfo {
     pub drawn_at: Option<Moment>,
 }
 
+/// Who waits in a room, as an opening's change is judged.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Waiting {
+    /// In the line (after the opening, or in a room without one).
+    pub line: u64,
+    /// For the opening, in the pre-queue.
+    pub pre_queue: u64,
+}
+
 /// Whether a room's opening may change from `old` to `new` at `now`, with
-/// `pre_queue` entrants waiting for it: the opening is when the order takes
-/// effect, so once it has passed it stays; a pre-queue keeps its opening
-/// (which may be brought forward, to now or earlier, to open at once).
+/// `waiting` in its line and pre-queue: the opening is when
+/// the order takes effect, so once it has passed it stays; a pre-queue
+/// keeps its opening (which may be brought forward, to now or earlier, to
+/// open at once); and a room whose line already holds people gets none,
+/// since they would wait behind the draw's entrants who came after them.
 pub fn check_schedule(
     old: Option<Moment>,
     new: Option<Moment>,
     now: Millis,
-    pre_queue: u64,
+    waiting: Waiting,
 ) -> Result<(), ConfigError> {
     if old == new {
         return Ok(());
@@ -164,6 +175,15 @@ pub fn check_schedule(
         return Err(ConfigError::new(
             "opens_at",
             "opens_at can't change after the opening: the draw is done",
+        ));
+    }
+    let Waiting { line, pre_queue } = waiting;
+    if old.is_none() && line > 0 {
+        return Err(ConfigError::new(
+            "opens_at",
+            format!(
+                "opens_at can't be set while {line} wait in the line: the draw's entrants would go ahead of them; let the line empty first"
+            ),
         ));
     }
     if new.is_none() && pre_queue > 0 {
@@ -228,16 +248,40 @@ mod tests {
     #[test]
     fn an_opening_stays_once_passed_and_a_pre_queue_keeps_one() {
         let at = |ms| Some(Moment(ms));
-        assert!(check_schedule(None, at(100), 50, 0).is_ok());
-        assert!(check_schedule(at(100), at(200), 50, 9).is_ok());
+        let pre_queue = |n| Waiting {
+            pre_queue: n,
+            line: 0,
+        };
+        let empty = Waiting::default();
+        assert!(check_schedule(None, at(100), 50, empty).is_ok());
+        assert!(check_schedule(at(100), at(200), 50, pre_queue(9)).is_ok());
         assert!(
-            check_schedule(at(100), at(10), 50, 9).is_ok(),
+            check_schedule(at(100), at(10), 50, pre_queue(9)).is_ok(),
             "open at once"
         );
-        assert!(check_schedule(at(100), None, 50, 0).is_ok());
-        assert!(check_schedule(at(100), None, 50, 1).is_err());
-        assert!(check_schedule(at(100), at(200), 100, 0).is_err());
-        assert!(check_schedule(at(100), at(100), 500, 0).is_ok());
+        assert!(check_schedule(at(100), None, 50, empty).is_ok());
+        assert!(check_schedule(at(100), None, 50, pre_queue(1)).is_err());
+        assert!(check_schedule(at(100), at(200), 100, empty).is_err());
+        assert!(check_schedule(at(100), at(100), 500, empty).is_ok());
+    }
+
+    #[test]
+    fn a_room_whose_line_holds_people_gets_no_opening() {
+        let at = |ms| Some(Moment(ms));
+        let waiting = Waiting {
+            line: 3,
+            pre_queue: 0,
+        };
+        let refused = check_schedule(None, at(100), 50, waiting).unwrap_err();
+        assert!(
+            refused.to_string().contains("3 wait in the line"),
+            "{refused}"
+        );
+        assert!(
+            check_schedule(None, at(10), 50, waiting).is_err(),
+            "nor one in the past"
+        );
+        assert!(check_schedule(None, None, 50, waiting).is_ok());
     }
 
     /// Pearson's statistic of observed counts against one expected count.

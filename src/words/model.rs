@@ -9,7 +9,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::words::clock::{Millis, Moment};
 use crate::words::config::{QueueMethod, RoomConfig};
-use crate::words::draw::{DrawInfo, EntryId};
+use crate::words::draw::{DrawInfo, EntryId, Waiting};
 
 /// A room's slug: `[a-z0-9-]{1,64}`. Cheap to clone.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -122,6 +122,16 @@ pub struct RoomStats {
     pub admit_per_tick_effective: u32,
     /// Autotune's last decision and its changes; null without autotune.
     pub autotune: Option<crate::words::autotune::AutotuneStats>,
+}
+
+impl RoomStats {
+    /// Who waits, as a change of the room's opening is judged.
+    pub fn waiting_for_opening(&self) -> Waiting {
+        Waiting {
+            line: self.waiting,
+            pre_queue: self.pre_queue,
+        }
+    }
 }
 
 /// A room as the operator API shows it: its id, config and stats.

@@ -340,9 +340,9 @@ impl RedisStore {
             if record.held {
                 return Ok(record);
             }
-            let (now, pre_queue) = (record.now, record.info.stats.pre_queue);
+            let (now, waiting) = (record.now, record.info.stats.waiting_for_opening());
             let Some(config) = record.info.config.apply_due(now, |old, new| {
-                draw::check_schedule(old.opens_at, new.opens_at, now, pre_queue)
+                draw::check_schedule(old.opens_at, new.opens_at, now, waiting)
             }) else {
                 return Ok(record);
             };
@@ -734,7 +734,7 @@ impl Handle<op::Configure> for RedisStore {
                 info.config.opens_at,
                 config.opens_at,
                 now,
-                info.stats.pre_queue,
+                info.stats.waiting_for_opening(),
             )
             .map_err(StoreError::InvalidConfig)?;
             // An operator's pause holds the schedule (api.md).
@@ -791,7 +791,7 @@ impl Handle<op::ApplyTable> for RedisStore {
                         info.config.opens_at,
                         config.opens_at,
                         now,
-                        info.stats.pre_queue,
+                        info.stats.waiting_for_opening(),
                     )
                     .map_err(StoreError::InvalidConfig)?;
                     let held = table

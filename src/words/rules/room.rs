@@ -321,15 +321,19 @@ impl RoomModel {
     }
 
     /// The opening's rule for a change from `old` to `new` at `now`
-    /// (`draw::check_schedule`), with the pre-queue as it is.
+    /// (`draw::check_schedule`), with the line and pre-queue as they are.
     fn check_opening(
         &self,
         old: &RoomConfig,
         new: &RoomConfig,
         now: Millis,
     ) -> Result<(), crate::words::ConfigError> {
-        let pre_queue = self.info(now).stats.pre_queue;
-        draw::check_schedule(old.opens_at, new.opens_at, now, pre_queue)
+        draw::check_schedule(
+            old.opens_at,
+            new.opens_at,
+            now,
+            self.info(now).stats.waiting_for_opening(),
+        )
     }
 
     /// Puts a checked config in place: the bucket, the pace, autotune's

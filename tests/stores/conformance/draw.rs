@@ -218,6 +218,34 @@ pub async fn an_opening_stays_once_passed_and_draws_even_while_paused(h: &Harnes
     assert_eq!(h.tick(&room).await, 0, "paused: no admission");
 }
 
+/// An opening set on a room whose line holds people would put the draw's
+/// entrants, who came later, ahead of them: refused, the line as it was.
+pub async fn a_room_whose_line_holds_people_gets_no_opening(h: &Harness) {
+    let room = h.room("r", 1, None).await;
+    let mut waiting = Vec::new();
+    for _ in 0..4 {
+        let (visitor, state) = h.join(&room).await;
+        if !is_admitted(state) {
+            waiting.push(visitor);
+        }
+    }
+    assert!(waiting.len() >= 3, "a line formed");
+    let opens_at = waitroom::words::clock::rfc3339(h.clock.now_ms() + OPENS_IN_MS);
+    let opening: waitroom::words::ConfigPatch =
+        serde_json::from_str(&format!(r#"{{"opens_at": "{opens_at}"}}"#)).unwrap();
+    match h.store.configure(&room, opening).await {
+        Err(StoreError::InvalidConfig(error)) => {
+            assert!(error.to_string().contains("wait in the line"), "{error}")
+        }
+        other => panic!("an opening was set over a line: {other:?}"),
+    }
+    let info = h.store.room(&room).await.unwrap();
+    assert_eq!((info.config.opens_at, info.stats.pre_queue), (None, 0));
+    for (ahead, visitor) in waiting.iter().enumerate() {
+        assert_eq!(position(h.state(&room, *visitor).await), ahead as u64 + 1);
+    }
+}
+
 pub async fn silent_entrants_leave_the_pre_queue(h: &Harness) {
     let room = scheduled(h, 1).await;
     h.patch(&room, r#"{"abandon_after_s": 15}"#).await;

@@ -140,6 +140,7 @@ macro_rules! conformance_suite {
             the_opening_reveals_the_order_fixed_at_each_join,
             the_draw_lists_every_entrant_in_drawn_order,
             an_opening_stays_once_passed_and_draws_even_while_paused,
+            a_room_whose_line_holds_people_gets_no_opening,
             silent_entrants_leave_the_pre_queue,
             the_tick_says_to_come_back_at_the_opening,
             an_empty_pre_queue_is_told_to_come_back_at_the_opening,
