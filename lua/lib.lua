@@ -63,6 +63,14 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- Whether an entry of the room's schedule is due at `now` (none is while
+-- the room is closed or an operator's pause holds the schedule).
+local function schedule_due(room, now)
+  if room.closed == '1' or room.schedule_held == '1' then return false end
+  local due = tonumber(room.next_change_at or '')
+  return due ~= nil and now >= due
+end
+
 -- A room's config, as `StoredConfig` (src/store/redis/admission.rs)
 -- writes it: the config's JSON, `null` read as absent, with what only the
 -- scripts need (`opens_at_ms`, `closes_at_ms`, `bypass_match`).
@@ -81,10 +89,7 @@ local function load_room()
   local room = {}
   for i = 1, #flat, 2 do room[flat[i]] = flat[i + 1] end
   room.cfg = read_config(room.config)
-  if schedule_applies and room.closed ~= '1' and room.schedule_held ~= '1' then
-    local due = tonumber(room.next_change_at or '')
-    if due and now_ms() >= due then error({ err = SCHEDULE_DUE }) end
-  end
+  if schedule_applies and schedule_due(room, now_ms()) then error({ err = SCHEDULE_DUE }) end
   return room
 end
 

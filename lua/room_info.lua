@@ -8,7 +8,10 @@ schedule_applies = false
 local room, err = open_room()
 if not room then return err end
 local now = now_ms()
-expire_passes(now, room)
+-- With an entry due, the node applies it and reads again: the sweep waits
+-- for it, since the entry may change what ends a pass (session_idle_s), as
+-- the memory store applies it before sweeping.
+if not schedule_due(room, now) then expire_passes(now, room) end
 local oldest = 0
 -- The head: the priority line's, the draw's ('key:visitor'), or the line's.
 local head = redis.call('ZRANGE', K_PRIO, 0, 0)
