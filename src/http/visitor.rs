@@ -17,7 +17,7 @@ use super::extractors::{
 use super::limits::read_json_or_nothing;
 use super::paths::RoomPath;
 use super::state::Live;
-use crate::store::{self, JoinOptions, SaleStore, Store, StoreExt};
+use crate::store::{self, JoinOptions, PassTakenBack, SaleStore, Store, StoreExt};
 use crate::words::clock::{Clock, Millis};
 use crate::words::codes::CodeHash;
 use crate::words::credentials::{
@@ -485,6 +485,7 @@ async fn leave(
                 &room,
                 visitor,
                 Some(pass_exp_s),
+                PassTakenBack::GivenUp,
             )
             .await?;
             tracing::debug!(%room, %visitor, taken, "pass given up");

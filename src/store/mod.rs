@@ -18,7 +18,9 @@ use crate::words::draw::{DrawInfo, DrawKey, EntryId};
 use crate::words::join_limit::ClientBlock;
 use crate::words::login_limit::Attempt;
 use crate::words::op::{self, Answer, Op, Operation};
-pub use crate::words::operations::{JoinOptions, RoomFigures, StoreError, Tick, TickReport};
+pub use crate::words::operations::{
+    JoinOptions, PassTakenBack, RoomFigures, StoreError, Tick, TickReport,
+};
 use crate::words::room_table::{Applied, RoomTable};
 use crate::words::sale::{SaleConfig, SaleError, SaleView, Stock};
 use crate::words::{ConfigPatch, Place, RoomConfig, RoomId, RoomInfo, StoreEvent, VisitorId};
@@ -219,11 +221,13 @@ pub trait StoreExt: Store {
         room: &RoomId,
         visitor: VisitorId,
         pass_exp_s: Option<u64>,
+        why: PassTakenBack,
     ) -> Result<bool, StoreError> {
         self.run(op::RevokePass {
             room: room.clone(),
             visitor,
             pass_exp_s,
+            why,
         })
         .await
     }
@@ -288,8 +292,9 @@ pub async fn take_back_pass(
     room: &RoomId,
     visitor: VisitorId,
     pass_exp_s: Option<u64>,
+    why: PassTakenBack,
 ) -> Result<bool, StoreError> {
-    let taken = rooms.revoke_pass(room, visitor, pass_exp_s).await?;
+    let taken = rooms.revoke_pass(room, visitor, pass_exp_s, why).await?;
     if taken {
         release_holds(sales, room, visitor).await?;
     }

@@ -29,7 +29,7 @@ use crate::words::draw::{DrawKey, EntryId};
 use crate::words::join_limit::ClientBlock;
 use crate::words::login_limit::Attempt;
 use crate::words::notify::{Ask, EventKind, OutboxEvent};
-use crate::words::operations::{JoinOptions, StoreError, Tick};
+use crate::words::operations::{JoinOptions, PassTakenBack, StoreError, Tick};
 use crate::words::report::{Report, ReportEntry};
 use crate::words::room_table::{Applied, RoomTable};
 use crate::words::sale::{Claim, SaleConfig, SaleError, SaleView, Stock, Want};
@@ -210,6 +210,7 @@ operations! {
         room: RoomId,
         visitor: VisitorId,
         pass_exp_s: Option<u64>,
+        why: PassTakenBack,
     } -> bool;
     /// Marks these visitors present (they hold a socket on some node).
     "touch" => Touch { room: RoomId, visitors: Vec<VisitorId> } -> ();

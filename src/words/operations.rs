@@ -133,6 +133,26 @@ pub struct JoinOptions {
     pub fresh: bool,
 }
 
+/// Why a pass is taken back, which a room's report counts apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PassTakenBack {
+    /// By the protected site or an operator (`passes/revoke`): `revoked`.
+    Revoked,
+    /// By its holder (`leave` with the pass): `left`, as a place given up is.
+    GivenUp,
+}
+
+impl PassTakenBack {
+    /// The report's count it adds to (`ReportCounts`' field, and the
+    /// ledger's in Redis).
+    pub fn counted_as(self) -> &'static str {
+        match self {
+            PassTakenBack::Revoked => "revoked",
+            PassTakenBack::GivenUp => "left",
+        }
+    }
+}
+
 /// What asking a room for its tick found: whether one ran and when the next
 /// is due, so a promoter sleeps until then instead of asking again.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -2660,6 +2660,15 @@ async fn passes_are_revoked_by_pass_by_visitor_and_by_leave_and_free_their_slot(
         204,
         "revoking again is no error"
     );
+    // The report tells the two revocations from the holder who left.
+    let report = app
+        .admin(Method::GET, "/api/admin/rooms/gate/report")
+        .fetch_json()
+        .await;
+    assert_eq!(
+        (&report["revoked"], &report["left"]),
+        (&json!(2), &json!(1))
+    );
 }
 
 #[tokio::test]

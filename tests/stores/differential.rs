@@ -33,7 +33,7 @@ use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::json;
 use waitroom::store::memory::MemoryStore;
 use waitroom::store::redis::RedisStore;
-use waitroom::store::{RoomFigures, SaleStore, SaleStoreExt, Store, StoreExt, Tick};
+use waitroom::store::{PassTakenBack, RoomFigures, SaleStore, SaleStoreExt, Store, StoreExt, Tick};
 use waitroom::words::autotune::{Autotune, Failure};
 use waitroom::words::chance::SeededChance;
 use waitroom::words::clock::{Clock, ManualClock, Moment, rfc3339_ms};
@@ -142,7 +142,9 @@ fn step() -> impl Strategy<Value = Step> {
         3 => room_op(|visitor| op::Arrive { room: room(), visitor, pass_exp_s: HELD_PASS }.into()),
         1 => room_op(|visitor| op::Arrive { room: room(), visitor, pass_exp_s: 1 }.into()),
         // The operator takes the visitor's pass back.
-        1 => room_op(|visitor| op::RevokePass { room: room(), visitor, pass_exp_s: None }.into()),
+        1 => room_op(|visitor| op::RevokePass { room: room(), visitor, pass_exp_s: None, why: PassTakenBack::Revoked }.into()),
+        // The holder gives their pass up (`leave` with it).
+        1 => room_op(|visitor| op::RevokePass { room: room(), visitor, pass_exp_s: None, why: PassTakenBack::GivenUp }.into()),
         // These visitors hold a socket somewhere.
         2 => proptest::collection::vec(visitor.clone(), 0..VISITORS.len())
             .prop_map(|visitors| Step::Room(op::Touch { room: room(), visitors }.into())),

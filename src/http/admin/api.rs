@@ -12,7 +12,7 @@ use crate::http::extractors::{Operator, PassRevoker, Room};
 use crate::http::paths::RoomPath;
 use crate::http::state::Live;
 use crate::live::history::{SAMPLE_EVERY_MS, SAMPLES_KEPT, Sample};
-use crate::store::{self, SaleStore, Store, StoreExt};
+use crate::store::{self, PassTakenBack, SaleStore, Store, StoreExt};
 use crate::words::clock::{Clock, Moment, rfc3339_ms};
 use crate::words::config::Fault;
 use crate::words::credentials::{CredentialError, Credentials};
@@ -366,8 +366,15 @@ async fn revoke_pass(
             ));
         }
     };
-    let taken =
-        store::take_back_pass(store.get_ref(), sale.get_ref(), &room, visitor, pass_exp_s).await?;
+    let taken = store::take_back_pass(
+        store.get_ref(),
+        sale.get_ref(),
+        &room,
+        visitor,
+        pass_exp_s,
+        PassTakenBack::Revoked,
+    )
+    .await?;
     let by = match revoker {
         PassRevoker::Operator => "operator",
         PassRevoker::Origin => "origin",

@@ -622,10 +622,11 @@ impl Handle<RevokePass> for MemoryStore {
             room: id,
             visitor,
             pass_exp_s,
+            why,
         }: RevokePass,
     ) -> Result<bool, StoreError> {
         self.with_open_room(&id, "revoke_pass", |room, now| {
-            room.revoke_pass(visitor, pass_exp_s, now)
+            room.revoke_pass(visitor, pass_exp_s, why, now)
         })
     }
 }

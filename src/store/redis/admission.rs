@@ -1133,6 +1133,7 @@ impl Handle<op::RevokePass> for RedisStore {
             room,
             visitor,
             pass_exp_s,
+            why,
         }: op::RevokePass,
     ) -> Result<bool, StoreError> {
         let id = &room;
@@ -1141,7 +1142,7 @@ impl Handle<op::RevokePass> for RedisStore {
             .run_script(
                 &self.scripts.revoke_pass,
                 id,
-                [visitor.to_string(), expected],
+                [visitor.to_string(), expected, why.counted_as().to_string()],
             )
             .await?;
         Ok(taken == 1)

@@ -22,7 +22,7 @@ use crate::words::codes::{CodeHash, Codes, Granted, GroupSummary, NewGroup, Refu
 use crate::words::constants::{AWAY_REMEMBERED_MS, RATE_WINDOW_MS, SWEEP_AGAIN_MS, SWEEP_SLICE};
 use crate::words::draw::{self, DrawInfo, DrawKey, EntryId};
 use crate::words::notify::{Ask, EventKind, OutboxEvent};
-use crate::words::operations::{JoinOptions, RoomFigures, StoreError, TickReport};
+use crate::words::operations::{JoinOptions, PassTakenBack, RoomFigures, StoreError, TickReport};
 use crate::words::report::{Arrival, Ledger, ReportFacts, Swept};
 use crate::words::room_table::{RoomTable, TableHash};
 use crate::words::sale::Stock;
@@ -1090,6 +1090,7 @@ impl RoomModel {
         &mut self,
         visitor: VisitorId,
         pass_exp_s: Option<u64>,
+        why: PassTakenBack,
         now: Millis,
     ) -> bool {
         self.expire_visitor(visitor, now);
@@ -1098,7 +1099,11 @@ impl RoomModel {
                 if pass_exp_s.is_none_or(|exp| exp == *expires_at / 1000) =>
             {
                 self.remove(visitor, now);
-                self.ledger.counts.revoked += 1;
+                let counts = &mut self.ledger.counts;
+                *match why {
+                    PassTakenBack::Revoked => &mut counts.revoked,
+                    PassTakenBack::GivenUp => &mut counts.left,
+                } += 1;
                 true
             }
             _ => false,

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use waitroom::store::{Store, StoreExt};
+use waitroom::store::{PassTakenBack, Store, StoreExt};
 use waitroom::words::clock::ManualClock;
 use waitroom::words::{ConfigPatch, PlaceState, RoomConfig, RoomId, VisitorId};
 
@@ -176,6 +176,7 @@ macro_rules! conformance_suite {
         );
         $crate::conformance_suite!(@report $make;
             the_report_counts_a_known_drop_exactly,
+            a_pass_given_up_counts_as_left_and_one_taken_back_as_revoked,
             a_closed_rooms_report_is_kept_and_a_room_made_again_starts_its_own,
             a_pre_queue_entrants_wait_runs_from_the_opening,
             rows_are_a_minute_each_from_the_first_tick_to_the_next_rows,
@@ -1311,25 +1312,36 @@ pub mod scenarios {
         let exp = pass_exp_s(admitted);
         assert!(
             !h.store
-                .revoke_pass(&room, holder, Some(exp + 1))
+                .revoke_pass(&room, holder, Some(exp + 1), PassTakenBack::Revoked)
                 .await
                 .unwrap(),
             "another admission's pass takes nothing"
         );
         assert!(is_admitted(h.state(&room, holder).await));
         assert!(
-            !h.store.revoke_pass(&room, waiting, None).await.unwrap(),
+            !h.store
+                .revoke_pass(&room, waiting, None, PassTakenBack::Revoked)
+                .await
+                .unwrap(),
             "a waiting place holds no pass"
         );
         assert_eq!(position(h.state(&room, waiting).await), 1);
 
-        assert!(h.store.revoke_pass(&room, holder, Some(exp)).await.unwrap());
+        assert!(
+            h.store
+                .revoke_pass(&room, holder, Some(exp), PassTakenBack::Revoked)
+                .await
+                .unwrap()
+        );
         assert!(matches!(h.state(&room, holder).await, PlaceState::Left));
         assert_eq!(h.store.room(&room).await.unwrap().stats.active, 0);
         assert_eq!(h.tick(&room).await, 1, "the slot is free for the next");
         assert!(is_admitted(h.state(&room, waiting).await));
         assert!(
-            h.store.revoke_pass(&room, waiting, None).await.unwrap(),
+            h.store
+                .revoke_pass(&room, waiting, None, PassTakenBack::Revoked)
+                .await
+                .unwrap(),
             "by visitor: whatever pass they hold"
         );
     }
@@ -1823,7 +1835,9 @@ pub mod scenarios {
             .unwrap();
         assert!(matches!(h.state(&room, holder).await, PlaceState::Expired));
         assert!(matches!(
-            h.store.revoke_pass(&room, holder, None).await,
+            h.store
+                .revoke_pass(&room, holder, None, PassTakenBack::Revoked)
+                .await,
             Ok(false)
         ));
         assert_eq!(

@@ -2,7 +2,7 @@
 //! answer is known: the counts exactly, the waits to the millisecond (the
 //! clock is driven), the rows by the minute.
 
-use waitroom::store::{JoinOptions, StoreError, StoreExt};
+use waitroom::store::{JoinOptions, PassTakenBack, StoreError, StoreExt};
 use waitroom::words::clock::{Clock, Moment};
 use waitroom::words::join_limit::JoinLimit;
 use waitroom::words::op::{ListReports, ReadReport};
@@ -65,9 +65,38 @@ async fn known_drop(h: &Harness) -> RoomId {
     h.store.leave(&room, line[3]).await.unwrap();
     assert_eq!(h.tick(&room).await, 2);
     assert_eq!(h.tick(&room).await, 2);
-    assert!(h.store.revoke_pass(&room, line[0], None).await.unwrap());
+    assert!(
+        h.store
+            .revoke_pass(&room, line[0], None, PassTakenBack::Revoked)
+            .await
+            .unwrap()
+    );
     h.store.leave(&room, a).await.unwrap();
     room
+}
+
+/// A pass its holder gives up (`leave` with the pass) counts as left, as
+/// a place given up does; one the site or an operator takes back, as
+/// revoked.
+pub async fn a_pass_given_up_counts_as_left_and_one_taken_back_as_revoked(h: &Harness) {
+    let room = h.room("r", 2, None).await;
+    let (holder, state) = h.join(&room).await;
+    assert!(is_admitted(state));
+    let (revoked, state) = h.join(&room).await;
+    assert!(is_admitted(state));
+    for (visitor, why) in [
+        (holder, PassTakenBack::GivenUp),
+        (revoked, PassTakenBack::Revoked),
+    ] {
+        assert!(
+            h.store
+                .revoke_pass(&room, visitor, None, why)
+                .await
+                .unwrap()
+        );
+    }
+    let r = report(h, &room).await;
+    assert_eq!((r.counts.left, r.counts.revoked), (1, 1));
 }
 
 pub async fn the_report_counts_a_known_drop_exactly(h: &Harness) {

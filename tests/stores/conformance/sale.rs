@@ -1,6 +1,6 @@
 //! Sale scenarios every store must pass, on a driven clock.
 
-use waitroom::store::{JoinOptions, StoreError, give_up, take_back_pass};
+use waitroom::store::{JoinOptions, PassTakenBack, StoreError, give_up, take_back_pass};
 use waitroom::words::sale::{ClaimState, SaleError, SaleRequest, SeatState, Want};
 use waitroom::words::{RoomConfig, RoomId, VisitorId};
 
@@ -500,9 +500,16 @@ pub async fn a_pass_taken_back_gives_its_holds_back(h: &Harness) {
 
     // Another admission's pass takes nothing, holds included.
     assert!(
-        !take_back_pass(store, sales, &room, revoked, Some(expires_at / 1000 + 1))
-            .await
-            .unwrap()
+        !take_back_pass(
+            store,
+            sales,
+            &room,
+            revoked,
+            Some(expires_at / 1000 + 1),
+            PassTakenBack::Revoked,
+        )
+        .await
+        .unwrap()
     );
     assert_eq!(
         h.sale.sale(&room).await.unwrap().seats["A2"],
@@ -510,9 +517,16 @@ pub async fn a_pass_taken_back_gives_its_holds_back(h: &Harness) {
     );
 
     assert!(
-        take_back_pass(store, sales, &room, revoked, Some(expires_at / 1000))
-            .await
-            .unwrap()
+        take_back_pass(
+            store,
+            sales,
+            &room,
+            revoked,
+            Some(expires_at / 1000),
+            PassTakenBack::Revoked,
+        )
+        .await
+        .unwrap()
     );
     let view = h.sale.sale(&room).await.unwrap();
     assert_eq!(
@@ -547,7 +561,7 @@ pub async fn a_pass_taken_back_gives_its_holds_back(h: &Harness) {
     let bare = h.room("bare", 100, None).await;
     let (visitor, _) = h.join(&bare).await;
     assert!(
-        take_back_pass(store, sales, &bare, visitor, None)
+        take_back_pass(store, sales, &bare, visitor, None, PassTakenBack::Revoked)
             .await
             .unwrap()
     );
