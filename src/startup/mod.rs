@@ -615,20 +615,30 @@ fn read_rooms(settings: &Settings) -> Result<Option<RoomsFile>, StartError> {
     Ok(settings.rooms.as_deref().map(RoomsFile::load).transpose()?)
 }
 
+/// Waits for SIGTERM or SIGINT. SIGHUP, which many daemons take for
+/// "reload" and whose default would end the node at once (no drain, a
+/// memory store lost), is logged and otherwise ignored: nothing here is
+/// reloaded, the rooms file is read at start.
 async fn wait_for_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut term), Ok(mut int)) = (
+        let (Ok(mut term), Ok(mut int), Ok(mut hangup)) = (
             signal(SignalKind::terminate()),
             signal(SignalKind::interrupt()),
+            signal(SignalKind::hangup()),
         ) else {
             std::future::pending::<()>().await;
             return;
         };
-        tokio::select! {
-            _ = term.recv() => {},
-            _ = int.recv() => {},
+        loop {
+            tokio::select! {
+                _ = term.recv() => return,
+                _ = int.recv() => return,
+                _ = hangup.recv() => tracing::warn!(
+                    "SIGHUP ignored: nothing is reloaded (the rooms file is read at start; restart the node to apply it)"
+                ),
+            }
         }
     }
     #[cfg(not(unix))]

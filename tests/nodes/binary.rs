@@ -87,6 +87,20 @@ async fn sigint_closes_every_socket_then_exits_zero() {
     assert_eq!(server.wait(Duration::from_secs(30)), Some(0), "exit status");
 }
 
+/// SIGHUP (an operator's "reload") neither stops the node nor drains it:
+/// a SIGTERM sent after it still finds the node serving, and drains it.
+/// The kernel hands a process its pending signals lowest first, so were
+/// SIGHUP's default (exit) left in place, the node would end by it, its
+/// socket cut rather than told 1012, and no exit code.
+#[tokio::test]
+async fn sighup_is_ignored_and_a_later_sigterm_still_drains() {
+    let (mut server, _, _, mut socket) = node_with_a_waiting_socket(&["--drain-s", "0"]).await;
+    server.signal("-HUP");
+    server.signal("-TERM");
+    assert_eq!(close_code(&mut socket).await, 1012);
+    assert_eq!(server.wait(Duration::from_secs(30)), Some(0), "exit status");
+}
+
 #[test]
 fn an_unreachable_redis_stops_the_start_with_a_clear_message() {
     let output = Command::new(env!("CARGO_BIN_EXE_waitroom"))
