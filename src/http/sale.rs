@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use crate::http::error::{ApiError, ErrorCode};
 use crate::http::extractors::{
-    LinkJudge, LinkedPass, Operator, Pass, PassChecker, PassHolder, PassRefusal, Room,
+    LinkJudge, LinkedPass, Operator, Pass, PassChecker, PassHolder, PassRefusal, Room, SaleViewer,
     judge_linked_pass, pass_cookie,
 };
 use crate::http::pages::i18n::Catalogue;
@@ -64,19 +64,19 @@ struct Orders<'a> {
     path = "/api/rooms/{room}/sale",
     tag = "sale",
     summary = "What is left of the room's sale",
-    description = "May be served from a cache up to one second old; the caller's own claims (`mine`, with a valid pass) are read now.",
+    description = "May be served from a cache up to one second old; the caller's own claims (`mine`, with a valid pass) are read now. A pass of another room is taken for none; any other pass the sale refuses is refused here too.",
     params(RoomPath),
     security((), ("pass" = []), ("pass_cookie" = [])),
     responses(
         (status = 200, body = SaleShown, description = "The sale"),
-        (status = 401, description = "invalid_pass pass_expired pass_revoked"),
+        (status = 401, description = "invalid_pass pass_revoked"),
         (status = 404, description = "sale_not_found"),
         (status = 409, description = "room_closed"),
     ),
 )]
 async fn show(
     Room(room): Room,
-    holder: Option<PassHolder>,
+    SaleViewer(viewer): SaleViewer,
     sale_views: web::Data<SaleViews>,
     sale: web::Data<dyn SaleStore>,
     clock: web::Data<dyn Clock>,
@@ -84,8 +84,8 @@ async fn show(
     let view = sale_views
         .get(sale.get_ref(), clock.get_ref(), &room)
         .await?;
-    let mine = match holder {
-        Some(PassHolder(pass)) => sale.claims_of(&room, pass.visitor).await?,
+    let mine = match viewer {
+        Some(pass) => sale.claims_of(&room, pass.visitor).await?,
         None => Vec::new(),
     };
     let mut view = SaleView::clone(&view);

@@ -508,6 +508,26 @@ async fn on_claim(
     code_of(response).await
 }
 
+/// `GET …/sale` with `pass` as Bearer: the status, and the error's code
+/// or else how many claims it shows as the caller's.
+async fn view_code(node: &TestApp, room: &str, pass: &str) -> (u16, String) {
+    let response = node
+        .http
+        .get(node.url(&format!("/api/rooms/{room}/sale")))
+        .bearer_auth(pass)
+        .send()
+        .await
+        .unwrap();
+    if response.status() == 200 {
+        let body: Value = response.json().await.unwrap();
+        return (
+            200,
+            format!("mine {}", body["mine"].as_array().unwrap().len()),
+        );
+    }
+    code_of(response).await
+}
+
 /// (ticket, pass) of a visitor joining on `node`, who passes straight through.
 async fn admitted(node: &TestApp, room: &str) -> (String, String) {
     let status = node.join_api(room).await;
@@ -563,7 +583,26 @@ async fn the_sale_takes_only_the_passes_verify_takes(nodes: &[TestApp]) {
             (401, "pass_revoked".into()),
             "confirm"
         );
+        assert_eq!(
+            view_code(node(i), room, &given_up).await,
+            (401, "pass_revoked".into()),
+            "the sale's view"
+        );
     }
+    // A pass of another room is taken for none (the cookie is the site's):
+    // the public view; one that is no pass at all is refused.
+    node(0)
+        .create_room("elsewhere", json!({"admit_per_tick": 1_000}))
+        .await;
+    let (_, elsewhere) = admitted(node(0), "elsewhere").await;
+    assert_eq!(
+        view_code(node(1), room, &elsewhere).await,
+        (200, "mine 0".into())
+    );
+    assert_eq!(
+        view_code(node(1), room, "not.a.pass").await,
+        (401, "invalid_pass".into())
+    );
     // Still refused once it has run out too.
     node(0).clock.advance_ms(30_000);
     assert_eq!(
@@ -578,6 +617,11 @@ async fn the_sale_takes_only_the_passes_verify_takes(nodes: &[TestApp]) {
     node(0).clock.advance_ms(30_000);
     assert_eq!(verify_code(node(0), room, &ran_out).await.0, 401);
     assert_eq!(claim_code(node(1), room, &ran_out).await.0, 401);
+    assert_eq!(
+        view_code(node(2), room, &ran_out).await,
+        (200, "mine 1".into()),
+        "its hold is still its to see"
+    );
     assert_eq!(
         on_claim(node(2), Method::POST, room, &in_time, &ran_out)
             .await
@@ -608,6 +652,11 @@ async fn the_sale_takes_only_the_passes_verify_takes(nodes: &[TestApp]) {
                 (409, "room_closed".into())
             );
         }
+        assert_eq!(
+            view_code(node(i), room, &before_close).await.0,
+            409,
+            "the sale's view"
+        );
     }
 
     // Created again under the same id: it starts empty, and no pass of its
@@ -645,6 +694,9 @@ async fn the_sale_takes_only_the_passes_verify_takes(nodes: &[TestApp]) {
     let (_, newcomer) = admitted(node(1), room).await;
     let (status, _, first) = claim_code(node(2), room, &newcomer).await;
     assert_eq!((status, first["sequence"].as_u64()), (201, Some(1)));
+    // The public view may be a second old (the node's cache), and the
+    // predecessor's was read above.
+    node(0).clock.advance_ms(1_000);
     let sale: Value = node(0)
         .http
         .get(node(0).url(&format!("/api/rooms/{room}/sale")))

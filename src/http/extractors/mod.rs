@@ -24,8 +24,8 @@ pub use operator::{
 };
 pub use pass::{
     Expiry, LinkJudge, LinkedPass, PASS_COOKIE, Pass, PassChecker, PassHolder, PassRefusal,
-    Verified, check_pass, check_pass_for_proxy, judge_linked_pass, pass_cookie, pass_error,
-    presented_pass, presented_pass_to_verify,
+    SaleViewer, Verified, check_pass, check_pass_for_proxy, judge_linked_pass, pass_cookie,
+    pass_error, presented_pass, presented_pass_to_verify,
 };
 pub use room::Room;
 pub use ticket::{

@@ -456,6 +456,37 @@ impl FromRequest for Pass {
     }
 }
 
+/// The pass of whoever looks at a room's sale (`GET …/sale`, public):
+/// none when none is presented, or when the one presented is another
+/// room's (the `wr_pass` cookie is the site's, and its holder may look at
+/// any sale). Any other refusal is answered as the sale's other routes
+/// answer it (a pass `/api/verify` refuses is refused here too, design
+/// rule 11), where `Option<PassHolder>` would have shown the public view
+/// as if no pass had been sent. As `PassHolder`, its expiry is ignored: a
+/// hold made in time is still the holder's to see.
+#[derive(Debug, Clone)]
+pub struct SaleViewer(pub Option<Pass>);
+
+impl FromRequest for SaleViewer {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move {
+            let room = Room::of(&req)?;
+            let Some(pass) = presented_pass(&req) else {
+                return Ok(SaleViewer(None));
+            };
+            match check_pass(&PassChecker::of(&req), &room, &pass, Expiry::Ignored).await {
+                Ok(pass) => Ok(SaleViewer(Some(pass))),
+                Err(PassRefusal::Credential(CredentialError::WrongRoom)) => Ok(SaleViewer(None)),
+                Err(refusal) => Err(refusal.into_api_error()),
+            }
+        })
+    }
+}
+
 impl FromRequest for PassHolder {
     type Error = ApiError;
     type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
