@@ -321,6 +321,7 @@ impl Application {
         let sale = Measured::sale(sale, store.name());
         let store = Measured::store(store);
         let keys = Keys::from_settings(&settings)?;
+        let bound = bind(&settings)?;
         // Before anything serves or ticks: the node's first answer already
         // knows the file's rooms.
         if let Some(rooms) = &rooms {
@@ -345,7 +346,7 @@ impl Application {
         let credentials = keys.credentials.clone();
         let parts = app_parts(&settings, &store, &sale, &clock, keys, &live, metrics)?;
         let draining = parts.ops.draining.clone();
-        let (port, server, metrics_server, listening) = serve(&settings, parts)?;
+        let (port, server, metrics_server, listening) = serve(&settings, parts, bound)?;
         let handle = AppHandle {
             store,
             hub: live.hub,
@@ -590,20 +591,40 @@ fn app_parts(
 /// one with its port, and another handle on the listening socket.
 type Serving = (u16, Server, Option<(Server, u16)>, std::net::TcpListener);
 
-fn serve(settings: &Settings, parts: AppParts) -> Result<Serving, StartError> {
-    let listen_error = |address: &str| {
-        let address = address.to_string();
-        move |source| StartError::Listen { address, source }
+/// The node's listening sockets, bound before anything is written to the
+/// store: a node that cannot have its port (the previous process still
+/// holds it) stops before it applies its rooms file, not after. Until the
+/// servers run, connections wait in the kernel's queue.
+struct Bound {
+    listener: std::net::TcpListener,
+    metrics: Option<std::net::TcpListener>,
+}
+
+fn listen_error(address: &str) -> impl FnOnce(std::io::Error) -> StartError {
+    let address = address.to_string();
+    move |source| StartError::Listen { address, source }
+}
+
+fn bind(settings: &Settings) -> Result<Bound, StartError> {
+    let listener = listen(&settings.listen).map_err(listen_error(&settings.listen))?;
+    let metrics = match &settings.metrics_listen {
+        Some(address) => Some(std::net::TcpListener::bind(address).map_err(listen_error(address))?),
+        None => None,
     };
-    let (listener, listening) = listen(&settings.listen)
-        .and_then(|listener| Ok((listener.try_clone()?, listener)))
+    Ok(Bound { listener, metrics })
+}
+
+fn serve(settings: &Settings, parts: AppParts, bound: Bound) -> Result<Serving, StartError> {
+    let Bound { listener, metrics } = bound;
+    let listening = listener
+        .try_clone()
         .map_err(listen_error(&settings.listen))?;
     let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
-    let metrics_server = match &settings.metrics_listen {
-        Some(address) => {
-            Some(server::serve_metrics(parts.ops.clone(), address).map_err(listen_error(address))?)
+    let metrics_server = match (metrics, &settings.metrics_listen) {
+        (Some(metrics), Some(address)) => {
+            Some(server::serve_metrics(parts.ops.clone(), metrics).map_err(listen_error(address))?)
         }
-        None => None,
+        _ => None,
     };
     let server = server::serve(parts, listener, settings, SHUTDOWN_GRACE)
         .map_err(listen_error(&settings.listen))?;

@@ -526,8 +526,10 @@ impl Drop for PipeReader {
 }
 
 /// The `--metrics-listen` server: `/metrics` alone, on one worker.
-pub fn serve_metrics(ops: web::Data<Ops>, address: &str) -> io::Result<(Server, u16)> {
-    let listener = std::net::TcpListener::bind(address)?;
+pub fn serve_metrics(
+    ops: web::Data<Ops>,
+    listener: std::net::TcpListener,
+) -> io::Result<(Server, u16)> {
     let port = listener.local_addr()?.port();
     let server = actix_web::HttpServer::new(move || {
         App::new()

@@ -140,6 +140,45 @@ async fn two_nodes_starting_at_once_on_one_redis_create_the_room_once() {
     }
 }
 
+/// A node that cannot have its port (the previous process still holds it,
+/// in a rolling deploy on one host) stops before it writes its rooms file
+/// to the shared store: the file is applied only by a node that serves.
+#[tokio::test]
+async fn a_node_that_cannot_have_its_port_applies_no_room() {
+    let redis = RedisServer::start();
+    let dir = TempDir::new("rooms-no-port");
+    let file = dir.0.join("rooms.toml");
+    std::fs::write(&file, DROP_V1).unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let output = Command::new(BINARY)
+        .args(["--listen", &address, "--admin-token", ADMIN_TOKEN])
+        .args([
+            "--redis-url",
+            &redis.url(),
+            "--rooms",
+            file.to_str().unwrap(),
+        ])
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{said}");
+    assert!(
+        said.contains(&address),
+        "the start error names the address: {said}"
+    );
+    let other = node(
+        &dir.0.join("other.log"),
+        &["--redis-url", &redis.url()],
+        &[],
+    );
+    let (status, _) = admin_get(&other, "/api/admin/rooms/spring-drop").await;
+    assert_eq!(status, 404, "the file's room was not made: {said}");
+}
+
 #[tokio::test]
 async fn a_restart_keeps_a_live_pause_and_an_edited_table_is_applied() {
     let redis = RedisServer::start();
