@@ -65,7 +65,7 @@ export function backoff(attempt, opts) {
 
 // A fresh Idempotency-Key.
 export function newKey() {
-  const c = window.crypto;
+  const c = globalThis.crypto;
   try {
     if (c && typeof c.randomUUID === 'function') return c.randomUUID();
   } catch (e) { /* not a secure context */ }

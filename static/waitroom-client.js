@@ -28,7 +28,7 @@
 // made with `credentials: 'include'` all the same, so the cookies work where
 // the browser allows them.
 // docs/src/client.md is the reference.
-import { request, backoff, errorCode, errorMessage } from './lib-api.js';
+import { request, backoff, errorCode, errorMessage, newKey } from './lib-api.js';
 import { statusSocket, socketUrl } from './lib-socket.js';
 import { FINAL_REFUSALS } from './refusals.js';
 
@@ -118,11 +118,19 @@ export function joinRoom(options) {
     joinAttempt: 0,
     pow: null,
     powTries: 0,
+    // Without a ticket, one key for every try of a join until one is
+    // answered: a try whose answer was lost (a timeout, a 503 after the
+    // store made the place) is found by the next, not made again.
+    joinKey: null,
     done: false
   };
 
   function call(method, path, body) {
     const headers = st.ticket ? { 'Authorization': 'Bearer ' + st.ticket } : {};
+    if (path === '/join' && !st.ticket) {
+      if (!st.joinKey) st.joinKey = newKey();
+      headers['Idempotency-Key'] = st.joinKey;
+    }
     return request(method, api + path, { body, headers, credentials: 'include', cache: 'no-store' });
   }
 
@@ -229,6 +237,7 @@ export function joinRoom(options) {
       st.pow = null;
       st.powTries = 0;
       st.joinAttempt = 0;
+      st.joinKey = null;
       deliver(s);
       // A socket still open belongs to the old ticket.
       if (!st.done) socket.restart();

@@ -8,8 +8,8 @@ use serde::Deserialize;
 
 use crate::http::error::{ApiError, ErrorCode};
 use crate::http::extractors::{
-    LinkJudge, LinkedPass, Operator, Pass, PassChecker, PassHolder, PassRefusal, Room, SaleViewer,
-    judge_linked_pass, pass_cookie,
+    IdempotencyKey, LinkJudge, LinkedPass, Operator, Pass, PassChecker, PassHolder, PassRefusal,
+    Room, SaleViewer, judge_linked_pass, pass_cookie,
 };
 use crate::http::pages::i18n::Catalogue;
 use crate::http::pages::{branding, page_language, render, texts_json};
@@ -33,9 +33,6 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .service(web::resource("/api/admin/rooms/{room}/sale/orders").get(orders))
         .service(web::resource("/rooms/{room}/sale").get(page));
 }
-
-/// An `Idempotency-Key` is the client's; keep it short.
-const MAX_IDEMPOTENCY_KEY: usize = 128;
 
 fn claim_json(room: &RoomId, claim: &Claim) -> serde_json::Value {
     serde_json::to_value(claim.view(room)).expect("a claim always serializes")
@@ -132,7 +129,7 @@ async fn show(
     ),
 )]
 async fn hold(
-    req: HttpRequest,
+    IdempotencyKey(key): IdempotencyKey,
     Pass { room, visitor, .. }: Pass,
     body: web::Json<serde_json::Value>,
     store: web::Data<dyn Store>,
@@ -140,25 +137,10 @@ async fn hold(
 ) -> Result<HttpResponse, ApiError> {
     let want = Want::parse(&body)
         .map_err(|(problem, message)| ApiError::bad_request(problem.into(), message))?;
-    let key = match req.headers().get("Idempotency-Key") {
-        None => None,
-        Some(value) => Some(
-            value
-                .to_str()
-                .ok()
-                .filter(|k| !k.is_empty() && k.len() <= MAX_IDEMPOTENCY_KEY)
-                .ok_or_else(|| {
-                    ApiError::bad_request(
-                        ErrorCode::InvalidIdempotencyKey,
-                        "Idempotency-Key must be 1 to 128 visible characters",
-                    )
-                })?,
-        ),
-    };
     // A known user's limit counts every visit and device of theirs.
     let user = store.user_of(&room, visitor).await?;
     let claim = sale
-        .claim_as(&room, visitor, user.as_deref(), &want, key)
+        .claim_as(&room, visitor, user.as_deref(), &want, key.as_deref())
         .await?;
     tracing::info!(%room, %visitor, claim = %claim.claim_id, sequence = claim.sequence, units = claim.quantity, "held");
     Ok(HttpResponse::Created().json(claim_json(&room, &claim)))

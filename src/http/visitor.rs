@@ -5,14 +5,14 @@ use std::time::Instant;
 
 use actix_web::cookie::{Cookie, SameSite, time::Duration as CookieDuration};
 use actix_web::http::header;
-use actix_web::{HttpRequest, HttpResponse, web};
+use actix_web::{FromRequest, HttpRequest, HttpResponse, web};
 use serde::Deserialize;
 
 use super::error::{ApiError, ErrorCode};
 use super::extractors::{
-    Leaver, PassChecker, PassRefusal, Room, Ticket, Verified, bearer, check_pass_for_proxy,
-    client_address, code_guesses, join_limit, pass_cookie, presented_pass_to_verify,
-    ticket_cookie_name, ticket_error,
+    IdempotencyKey, Leaver, PassChecker, PassRefusal, Room, Ticket, Verified, bearer,
+    check_pass_for_proxy, client_address, code_guesses, join_limit, pass_cookie,
+    presented_pass_to_verify, ticket_cookie_name, ticket_error,
 };
 use super::limits::read_json_or_nothing;
 use super::paths::RoomPath;
@@ -167,12 +167,16 @@ impl JoinBody {
     path = "/api/rooms/{room}/join",
     tag = "visitor",
     summary = "Join the line, or get the caller's place",
-    description = "Idempotent per ticket: with a valid ticket (Bearer, or the `wr_ticket_<room>` cookie this sets) the caller keeps their place; a double submit never creates two places. An invalid or expired Bearer ticket is refused; such a cookie is replaced by a new place. The answer's ticket (also set as the cookie) lasts a week, or until the room's `closes_at` if later. The body is optional.",
-    params(RoomPath),
+    description = "Idempotent per ticket: with a valid ticket (Bearer, or the `wr_ticket_<room>` cookie this sets) the caller keeps their place; a double submit never creates two places. Without a ticket, a retry with the same `Idempotency-Key` (after a timeout or a 503, whose place the store may have made all the same) finds the place the first try made. An invalid or expired Bearer ticket is refused; such a cookie is replaced by a new place. The answer's ticket (also set as the cookie) lasts a week, or until the room's `closes_at` if later. The body is optional.",
+    params(
+        RoomPath,
+        ("Idempotency-Key" = Option<String>, Header, description = "1 to 128 visible characters, the same on every try of one join"),
+    ),
     request_body(content = Option<JoinBody>, content_type = "application/json"),
     security((), ("ticket" = [])),
     responses(
         (status = 200, body = Status, description = "The caller's place; sets the ticket cookie (and `wr_pass` when admitted)"),
+        (status = 400, description = "invalid_idempotency_key"),
         (status = 401, description = "invalid_ticket user_required invalid_user_token"),
         (status = 403, description = "room_not_accepting pow_required pow_invalid code_required invalid_code code_used"),
         (status = 409, description = "room_closed"),
@@ -283,6 +287,7 @@ async fn join_room(
         }
     };
     let ret = join_return(&req, body.ret);
+    let IdempotencyKey(key) = IdempotencyKey::extract(&req).await?;
     let now = clock.now_ms();
     let existing = match bearer(&req) {
         Some(ticket) => Some(
@@ -294,13 +299,20 @@ async fn join_room(
             .cookie(&ticket_cookie_name(&room))
             .and_then(|c| credentials.renew_ticket(&room, c.value(), now).ok()),
     };
+    // Without a ticket, the visitor is new, or the one an earlier try of
+    // this join with the same key made (which a store must then look for).
+    let fresh = existing.is_none() && key.is_none();
+    let new_visitor = || {
+        key.as_deref().map_or_else(VisitorId::random, |key| {
+            credentials.visitor_of_join(&room, key)
+        })
+    };
     // A `return` given now replaces the one the ticket carries; without
     // one, the ticket keeps its own.
-    let fresh = existing.is_none();
     let (visitor, ret) = match (existing, ret) {
         (Some(existing), None) => (existing.visitor, existing.ret),
         (existing, ret) => (
-            existing.map_or_else(VisitorId::random, |existing| existing.visitor),
+            existing.map_or_else(new_visitor, |existing| existing.visitor),
             ret,
         ),
     };

@@ -223,6 +223,9 @@ struct Keys {
     vapid: VapidKey,
     /// Signs the resume codes of notifications' links.
     resume_key: [u8; 32],
+    /// Makes the visitor of a join without a ticket from its
+    /// `Idempotency-Key` (`visitor_of_join`).
+    join_key: [u8; 32],
 }
 
 /// The keys of the deployment's secret, and during a key rotation those of
@@ -351,6 +354,7 @@ impl Keys {
             pass_kid,
             admin_session_key: derive(secret, "admin-session"),
             resume_key: derive(secret, "resume"),
+            join_key: derive(secret, "join"),
             pow_key: to_hex(&derive(secret, "pow")),
             vapid: VapidKey::first_valid(|counter| match counter {
                 0 => derive(secret, "vapid"),
@@ -418,6 +422,23 @@ impl Credentials {
     pub fn resume_code(&self, room: &RoomId, visitor: VisitorId, kind: EventKind) -> String {
         let mac = resume_mac(&self.current.resume_key, room, visitor, kind);
         format!("{visitor}.{kind}.{}", URL_SAFE_NO_PAD.encode(mac))
+    }
+
+    /// The visitor a join without a ticket stands for when the client sent
+    /// an `Idempotency-Key`: the same room and key make the same visitor, so
+    /// a join retried after an answer that never came (a timeout, a 503
+    /// whose write the store made anyway) finds the place the first one
+    /// made instead of making a second that nobody holds. 64 bits of an
+    /// HMAC under the secret: a client cannot choose the visitor its key
+    /// makes, and distinct keys collide no more than random visitors do.
+    pub fn visitor_of_join(&self, room: &RoomId, key: &str) -> VisitorId {
+        let mut mac =
+            HmacSha256::new_from_slice(&self.current.join_key).expect("HMAC takes any key length");
+        mac.update(format!("join|{room}|{key}").as_bytes());
+        let full: [u8; 32] = mac.finalize().into_bytes().into();
+        VisitorId(u64::from_be_bytes(
+            full[..8].try_into().expect("8 of 32 bytes"),
+        ))
     }
 
     /// The place and event a resume code names, if one of our keys made it

@@ -11,6 +11,7 @@ mod autotune;
 mod codes;
 mod gate;
 mod http_conventions;
+mod join_retry;
 mod notify;
 mod notify_delivery;
 mod observability;

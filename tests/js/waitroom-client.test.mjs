@@ -86,6 +86,27 @@ test('across origins, the socket carries the ticket as its subprotocol, never in
   assert.ok(calls.some((call) => call.init.headers['Authorization'] === 'Bearer a.b.c'));
 });
 
+test('a join retried after a lost answer carries the same Idempotency-Key, another join its own', async (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout'] });
+  answers['/api/rooms/drop/join'] = [503, { error: { code: 'store_unavailable', message: 'x' } }];
+  place = joinRoom({ base: 'https://wait.example', room: 'drop' });
+  await settle();
+  answers['/api/rooms/drop/join'] = [200, waiting('a.b.c')];
+  // Past the backoff's longest first wait (a second, and a fifth of it).
+  t.mock.timers.tick(1_300);
+  await settle();
+  const keys = calls.map((call) => call.init.headers['Idempotency-Key']);
+  assert.equal(keys.length, 2);
+  assert.ok(keys[0], 'a key is sent');
+  assert.equal(keys[1], keys[0], 'the retry finds the place the first try may have made');
+  place.close();
+  calls = [];
+  place = joinRoom({ base: 'https://wait.example', room: 'drop' });
+  await settle();
+  const other = calls[0].init.headers['Idempotency-Key'];
+  assert.ok(other && other !== keys[0], 'another join, another key');
+});
+
 test('a waiting room behind a path prefix gets its calls and its socket under it', async () => {
   answers['/queue/api/rooms/drop/join'] = [200, waiting('a.b.c')];
   place = joinRoom({ base: 'https://shop.example/queue/', room: 'drop' });

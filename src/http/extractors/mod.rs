@@ -1,7 +1,9 @@
 //! Credentials as extractors, one file per credential: the room a path
 //! names (`room.rs`), a visitor's ticket (`ticket.rs`), whoever gives a place
-//! up (`leaver.rs`), a pass (`pass.rs`), an operator (`operator.rs`), and the
-//! client's address (`client.rs`). A handler that needs one takes it as an
+//! up (`leaver.rs`), a pass (`pass.rs`), an operator (`operator.rs`), the
+//! client's address (`client.rs`), and the `Idempotency-Key` a retried call
+//! repeats (`idempotency.rs`; for a join without a ticket, it stands for
+//! one). A handler that needs one takes it as an
 //! argument, so no handler can forget the check, and each check is written
 //! once. A pass is checked by `check_pass` alone, whoever asks (the sale,
 //! `/api/verify`, the sale page).
@@ -10,6 +12,7 @@ use actix_web::http::header;
 use actix_web::{HttpRequest, web};
 
 mod client;
+mod idempotency;
 mod leaver;
 mod operator;
 mod pass;
@@ -17,6 +20,7 @@ mod room;
 mod ticket;
 
 pub use client::{client_address, client_block, code_guesses, join_limit};
+pub use idempotency::{IDEMPOTENCY_KEY, IdempotencyKey};
 pub use leaver::Leaver;
 pub use operator::{
     ADMIN_IDLE, ADMIN_SESSION_COOKIE, CSRF_HEADER, CsrfProtected, Operator, OperatorForm,
