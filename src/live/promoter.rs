@@ -483,7 +483,7 @@ impl Promoter {
         }
     }
 
-    /// A closed room's figures, shown once: nobody waits in it any more.
+    /// A closed (or lost) room's figures, shown once: nobody waits in it any more.
     /// Its history goes, so a room made again under its id starts afresh.
     fn show_closed(&self, room: &RoomId) {
         let labels = [("room", room.to_string())];
@@ -601,10 +601,12 @@ impl Promoter {
                             }
                             schedule.no_later_than(room, pause);
                         }
-                        // Gone: off the schedule until a refresh or a wake-up finds it.
+                        // Gone (a store that lost its data): off the schedule until
+                        // a refresh or a wake-up finds it, and its figures no
+                        // longer what the store last had.
                         Err(StoreError::RoomNotFound(_)) => {
                             schedule.due.remove(&room);
-                            self.history.forget(&room);
+                            self.show_closed(&room);
                         }
                         Err(StoreError::RoomClosed(_)) => {
                             schedule.due.remove(&room);

@@ -1,8 +1,10 @@
 //! The promoter's cost follows the work, not the number of rooms. On
 //! tokio's paused clock its schedule is exact, so these tests count the
-//! tick calls it makes to a memory store on a driven clock.
+//! tick calls it makes to a memory store on a driven clock. And a room the
+//! store lost stops showing its line in the gauges.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use waitroom::live::history::RoomHistory;
@@ -13,9 +15,10 @@ use waitroom::live::promoter::{
 use waitroom::live::tasks::Tasks;
 use waitroom::store::SaleStoreExt;
 use waitroom::store::memory::MemoryStore;
-use waitroom::store::{SaleStore, Store, StoreExt};
+use waitroom::store::{SaleStore, Store, StoreError, StoreExt};
 use waitroom::words::clock::{Clock, ManualClock, Moment, rfc3339};
 use waitroom::words::credentials::Credentials;
+use waitroom::words::op::{self, Answer, Op};
 use waitroom::words::{ConfigPatch, RoomConfig, RoomEvent, RoomId, StoreEvent, VisitorId};
 
 const TICK_MS: u64 = 1_000;
@@ -32,8 +35,13 @@ struct Node {
 
 impl Node {
     fn new() -> Self {
+        Self::on(|store| store)
+    }
+
+    /// A node whose promoter and hub use the memory store as `wrap` makes it.
+    fn on(wrap: impl FnOnce(Arc<dyn Store>) -> Arc<dyn Store>) -> Self {
         let clock = ManualClock::new(1_700_000_000_000);
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(Arc::new(clock.clone())));
+        let store = wrap(Arc::new(MemoryStore::new(Arc::new(clock.clone()))));
         let hub = Arc::new(Hub::new(
             store.clone(),
             Arc::new(Credentials::from_secret("s")),
@@ -378,5 +386,66 @@ async fn expired_holds_come_back_in_slices_soon_after_one_another_not_one_a_tick
     node.pass(1_201).await;
     let stock = node.sale.stock(&room).await.unwrap();
     assert_eq!((stock.left, stock.held), (count, 0), "all given back");
+    node.tasks.shut_down(Duration::from_secs(1)).await;
+}
+
+/// The memory store, until `lost` is set: then it knows no room any more,
+/// as a Redis restarted without persistence.
+struct Forgetful {
+    store: Arc<dyn Store>,
+    lost: Arc<AtomicBool>,
+}
+
+#[async_trait::async_trait]
+impl Store for Forgetful {
+    async fn apply(&self, op: Op) -> Result<Answer, StoreError> {
+        if !self.lost.load(Ordering::SeqCst) {
+            return self.store.apply(op).await;
+        }
+        match op {
+            Op::RoomIds(_) => Ok(Answer::RoomIds(Vec::new())),
+            Op::TickIfDue(op::TickIfDue { room }) => Err(StoreError::RoomNotFound(room)),
+            other => self.store.apply(other).await,
+        }
+    }
+    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<StoreEvent> {
+        self.store.subscribe()
+    }
+}
+
+/// The figure a gauge of `room` shows in the process's metrics.
+fn gauge(name: &str, room: &RoomId) -> Option<f64> {
+    let text = waitroom::http::ops::metrics_handle().render();
+    let series = format!("{name}{{room=\"{room}\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&series)?.parse().ok())
+}
+
+/// A room the store lost (Redis restarted without persistence) no longer
+/// shows the figures the store last had: its gauges read as a closed
+/// room's, not the line it had for good.
+#[tokio::test(start_paused = true)]
+async fn a_room_the_store_lost_shows_no_line_in_its_gauges() {
+    // The process's recorder, before anything is recorded.
+    waitroom::http::ops::metrics_handle();
+    let lost = Arc::new(AtomicBool::new(false));
+    let node = Node::on(|store| {
+        Arc::new(Forgetful {
+            store,
+            lost: lost.clone(),
+        })
+    });
+    let room = node
+        .room_with("forgotten", |config| config.paused = true)
+        .await;
+    for _ in 0..3 {
+        node.join(&room).await;
+    }
+    node.start();
+    node.pass(TICK_MS).await;
+    assert_eq!(gauge("waitroom_waiting", &room), Some(3.0));
+    lost.store(true, Ordering::SeqCst);
+    node.pass(2 * TICK_MS).await;
+    assert_eq!(gauge("waitroom_waiting", &room), Some(0.0));
     node.tasks.shut_down(Duration::from_secs(1)).await;
 }
