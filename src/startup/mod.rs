@@ -591,13 +591,14 @@ fn app_parts(
 /// one with its port, and another handle on the listening socket.
 type Serving = (u16, Server, Option<(Server, u16)>, std::net::TcpListener);
 
-/// The node's listening sockets, bound before anything is written to the
-/// store: a node that cannot have its port (the previous process still
-/// holds it) stops before it applies its rooms file, not after. Until the
-/// servers run, connections wait in the kernel's queue.
+/// The node's sockets, bound before anything is written to the store: a
+/// node that cannot have its port (the previous process still holds it)
+/// stops before it applies its rooms file, not after. They listen only
+/// once the servers are made, just before the node handles signals, so a
+/// SIGTERM sent as soon as the port answers finds the drain in place.
 struct Bound {
-    listener: std::net::TcpListener,
-    metrics: Option<std::net::TcpListener>,
+    listener: socket2::Socket,
+    metrics: Option<socket2::Socket>,
 }
 
 fn listen_error(address: &str) -> impl FnOnce(std::io::Error) -> StartError {
@@ -606,22 +607,27 @@ fn listen_error(address: &str) -> impl FnOnce(std::io::Error) -> StartError {
 }
 
 fn bind(settings: &Settings) -> Result<Bound, StartError> {
-    let listener = listen(&settings.listen).map_err(listen_error(&settings.listen))?;
+    let listener = bind_socket(&settings.listen).map_err(listen_error(&settings.listen))?;
     let metrics = match &settings.metrics_listen {
-        Some(address) => Some(std::net::TcpListener::bind(address).map_err(listen_error(address))?),
+        Some(address) => Some(bind_socket(address).map_err(listen_error(address))?),
         None => None,
     };
     Ok(Bound { listener, metrics })
 }
 
+/// The kernel's default queue, as the metrics listener always had.
+const METRICS_BACKLOG: i32 = 128;
+
 fn serve(settings: &Settings, parts: AppParts, bound: Bound) -> Result<Serving, StartError> {
     let Bound { listener, metrics } = bound;
+    let listener = listen(listener, LISTEN_BACKLOG).map_err(listen_error(&settings.listen))?;
     let listening = listener
         .try_clone()
         .map_err(listen_error(&settings.listen))?;
     let port = listener.local_addr().map(|a| a.port()).unwrap_or_default();
     let metrics_server = match (metrics, &settings.metrics_listen) {
         (Some(metrics), Some(address)) => {
+            let metrics = listen(metrics, METRICS_BACKLOG).map_err(listen_error(address))?;
             Some(server::serve_metrics(parts.ops.clone(), metrics).map_err(listen_error(address))?)
         }
         _ => None,
@@ -672,9 +678,10 @@ async fn wait_for_signal() {
 /// and a full queue drops SYNs, which clients retry only after a second.
 pub const LISTEN_BACKLOG: i32 = 4096;
 
-/// Binds the listening socket with [`LISTEN_BACKLOG`] (a listener from
-/// `std::net::TcpListener::bind` gets the kernel's default of 128).
-fn listen(address: &str) -> std::io::Result<std::net::TcpListener> {
+/// A socket bound to `address`, not yet listening: the port is this
+/// node's (another process listening on it fails the bind), while
+/// connections are still refused.
+fn bind_socket(address: &str) -> std::io::Result<socket2::Socket> {
     use socket2::{Domain, Socket, Type};
     let address = std::net::ToSocketAddrs::to_socket_addrs(address)?
         .next()
@@ -682,6 +689,12 @@ fn listen(address: &str) -> std::io::Result<std::net::TcpListener> {
     let socket = Socket::new(Domain::for_address(address), Type::STREAM, None)?;
     socket.set_reuse_address(true)?;
     socket.bind(&address.into())?;
-    socket.listen(LISTEN_BACKLOG)?;
+    Ok(socket)
+}
+
+/// The bound socket listening, with a queue of `backlog` (a listener from
+/// `std::net::TcpListener::bind` gets the kernel's default of 128).
+fn listen(socket: socket2::Socket, backlog: i32) -> std::io::Result<std::net::TcpListener> {
+    socket.listen(backlog)?;
     Ok(socket.into())
 }
