@@ -2,7 +2,7 @@
 
 use actix_web::cookie::Cookie;
 use actix_web::http::header;
-use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
+use actix_web::{FromRequest, HttpRequest, HttpResponse, ResponseError, web};
 use askama::Template;
 use serde::Deserialize;
 
@@ -129,7 +129,7 @@ async fn show(
     ),
 )]
 async fn hold(
-    IdempotencyKey(key): IdempotencyKey,
+    req: HttpRequest,
     Pass { room, visitor, .. }: Pass,
     body: web::Json<serde_json::Value>,
     store: web::Data<dyn Store>,
@@ -137,6 +137,7 @@ async fn hold(
 ) -> Result<HttpResponse, ApiError> {
     let want = Want::parse(&body)
         .map_err(|(problem, message)| ApiError::bad_request(problem.into(), message))?;
+    let IdempotencyKey(key) = IdempotencyKey::extract(&req).await?;
     // A known user's limit counts every visit and device of theirs.
     let user = store.user_of(&room, visitor).await?;
     let claim = sale

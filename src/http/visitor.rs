@@ -287,7 +287,6 @@ async fn join_room(
         }
     };
     let ret = join_return(&req, body.ret);
-    let IdempotencyKey(key) = IdempotencyKey::extract(&req).await?;
     let now = clock.now_ms();
     let existing = match bearer(&req) {
         Some(ticket) => Some(
@@ -299,6 +298,7 @@ async fn join_room(
             .cookie(&ticket_cookie_name(&room))
             .and_then(|c| credentials.renew_ticket(&room, c.value(), now).ok()),
     };
+    let IdempotencyKey(key) = IdempotencyKey::extract(&req).await?;
     // Without a ticket, the visitor is new, or the one an earlier try of
     // this join with the same key made (which a store must then look for).
     let fresh = existing.is_none() && key.is_none();

@@ -431,6 +431,8 @@ impl Credentials {
     /// made instead of making a second that nobody holds. 64 bits of an
     /// HMAC under the secret: a client cannot choose the visitor its key
     /// makes, and distinct keys collide no more than random visitors do.
+    /// The key travels only with the join, as the ticket does, so it
+    /// exposes the place no more than the ticket the join is answered with.
     pub fn visitor_of_join(&self, room: &RoomId, key: &str) -> VisitorId {
         let mut mac =
             HmacSha256::new_from_slice(&self.current.join_key).expect("HMAC takes any key length");

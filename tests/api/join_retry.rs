@@ -26,7 +26,7 @@ struct LosesTheFirstJoinsAnswer {
 #[async_trait]
 impl Store for LosesTheFirstJoinsAnswer {
     async fn apply(&self, op: Op) -> Result<Answer, StoreError> {
-        let join = op.name() == "join";
+        let join = matches!(op, Op::Join(_));
         let answer = self.store.apply(op).await?;
         if join && !self.lost.swap(true, Ordering::SeqCst) {
             return Err(StoreError::Unavailable("the answer was lost".into()));

@@ -11,7 +11,7 @@ use actix_web::{FromRequest, HttpRequest};
 use crate::http::error::{ApiError, ErrorCode};
 
 /// The header's name.
-pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
+const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
 /// An `Idempotency-Key` is the client's; keep it short.
 const MAX_IDEMPOTENCY_KEY: usize = 128;
 

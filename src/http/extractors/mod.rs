@@ -20,7 +20,7 @@ mod room;
 mod ticket;
 
 pub use client::{client_address, client_block, code_guesses, join_limit};
-pub use idempotency::{IDEMPOTENCY_KEY, IdempotencyKey};
+pub use idempotency::IdempotencyKey;
 pub use leaver::Leaver;
 pub use operator::{
     ADMIN_IDLE, ADMIN_SESSION_COOKIE, CSRF_HEADER, CsrfProtected, Operator, OperatorForm,
